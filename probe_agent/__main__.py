@@ -1,0 +1,5 @@
+import sys
+
+from probe_agent.main import main
+
+sys.exit(main())

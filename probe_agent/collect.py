@@ -1,0 +1,310 @@
+"""Read the raw facts of a host through a Source: driver, every GPU, processes, MIG, topology.
+
+Each fact is stored with explicit units in its name (`_w`, `_mhz`, `_bytes`, `_c`). A query that
+answers an NVML error is recorded in the GPU's `unsupported` map ({field: error name}), never
+raised: "not supported" is an answer. `facts` is filled as reads complete, so that a probe cut
+short by its deadline still emits what it has.
+"""
+import re
+
+from probe_agent.source import NVMLQueryError
+
+# nvmlClocksEventReasons bits (nvml.h), in the order a person reads them.
+CLOCK_EVENT_REASONS = (
+    (0x1, "idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+)
+COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
+TOPOLOGY_LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
+MAX_NVLINKS = 18
+
+
+def decode_reasons(mask):
+    if mask is None:
+        return None
+    return [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]
+
+
+class Reader(object):
+    """Reads one value at a time, turning NVML errors into entries of an `unsupported` map."""
+
+    def __init__(self, src, unsupported):
+        self.src = src
+        self.unsupported = unsupported
+
+    def get(self, key, field, fn, *args):
+        try:
+            return self.src.nvml(key, fn, *args)
+        except NVMLQueryError as exc:
+            self.unsupported[field] = exc.name
+            return None
+
+
+def mw_to_w(value):
+    return None if value is None else round(value / 1000.0, 2)
+
+
+def read_driver(src, facts):
+    """nvmlInit and the system-wide answers. Returns False when NVML is unusable."""
+    driver = facts.setdefault("driver", {})
+    try:
+        src.nvml("nvmlInit", "nvmlInit")
+    except NVMLQueryError as exc:
+        driver["nvml_error"] = exc.name
+        driver["nvml_error_message"] = exc.message
+        return False
+    errors = driver.setdefault("unsupported", {})
+    r = Reader(src, errors)
+    driver["version"] = r.get("driver", "version", "nvmlSystemGetDriverVersion")
+    driver["nvml_version"] = r.get("nvml_version", "nvml_version", "nvmlSystemGetNVMLVersion")
+    cuda = r.get("cuda_driver_version", "cuda_driver_version", "nvmlSystemGetCudaDriverVersion_v2")
+    driver["cuda_driver_version"] = None if cuda is None else "%d.%d" % (cuda // 1000, (cuda % 1000) // 10)
+    count = r.get("count", "gpu_count", "nvmlDeviceGetCount")
+    driver["gpu_count"] = count
+    cc = r.get("cc_state", "confidential_compute", "nvmlSystemGetConfComputeState")
+    driver["confidential_compute"] = None if cc is None else bool(cc.get("ccFeature"))
+    return True
+
+
+def read_gpu(src, i):
+    """Every per-GPU fact of GPU `i` (NVML index, which is PCI bus order)."""
+    unsupported = {}
+    r = Reader(src, unsupported)
+    try:
+        h = src.handle(i)
+    except Exception as exc:  # a GPU that fell off the bus fails here
+        return {"index": i, "unsupported": {"handle": type(exc).__name__}, "lost": True}
+    p = "gpu%d." % i
+    g = {"index": i, "unsupported": unsupported}
+    g["name"] = r.get(p + "name", "name", "nvmlDeviceGetName", h)
+    g["uuid"] = r.get(p + "uuid", "uuid", "nvmlDeviceGetUUID", h)
+    g["serial"] = r.get(p + "serial", "serial", "nvmlDeviceGetSerial", h)
+    g["vbios"] = r.get(p + "vbios", "vbios", "nvmlDeviceGetVbiosVersion", h)
+    pci = r.get(p + "pci", "pci_bus_id", "nvmlDeviceGetPciInfo", h)
+    g["pci_bus_id"] = pci.get("busId") if isinstance(pci, dict) else None
+    cc = r.get(p + "cc", "compute_capability", "nvmlDeviceGetCudaComputeCapability", h)
+    g["compute_capability"] = "%d.%d" % tuple(cc) if cc else None
+    mem = r.get(p + "mem", "memory", "nvmlDeviceGetMemoryInfo", h)
+    g["memory_total_bytes"] = mem.get("total") if mem else None
+    g["memory_used_bytes"] = mem.get("used") if mem else None
+    pm = r.get(p + "persistence", "persistence_mode", "nvmlDeviceGetPersistenceMode", h)
+    g["persistence_mode"] = None if pm is None else bool(pm)
+    cm = r.get(p + "compute_mode", "compute_mode", "nvmlDeviceGetComputeMode", h)
+    g["compute_mode"] = COMPUTE_MODES.get(cm, cm)
+
+    ecc = r.get(p + "ecc_mode", "ecc_mode", "nvmlDeviceGetEccMode", h)
+    g["ecc"] = {
+        "current": None if ecc is None else bool(ecc[0]),
+        "pending": None if ecc is None else bool(ecc[1]),
+        "volatile_uncorrected": r.get(p + "ecc_vol_total_unc", "ecc_volatile_uncorrected",
+                                      "nvmlDeviceGetTotalEccErrors", h, 1, 0),
+        "aggregate_uncorrected": r.get(p + "ecc_agg_total_unc", "ecc_aggregate_uncorrected",
+                                       "nvmlDeviceGetTotalEccErrors", h, 1, 1),
+    }
+    rows = r.get(p + "remapped_rows", "remapped_rows", "nvmlDeviceGetRemappedRows", h)
+    g["remapped_rows"] = None if rows is None else {
+        "correctable": rows[0], "uncorrectable": rows[1], "pending": bool(rows[2]), "failure": bool(rows[3])}
+    retired = r.get(p + "retired_pending", "retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus", h)
+    g["retired_pages_pending"] = None if retired is None else bool(retired)
+
+    constraints = r.get(p + "power_constraints", "power_constraints",
+                        "nvmlDeviceGetPowerManagementLimitConstraints", h)
+    g["power"] = {
+        "draw_w": mw_to_w(r.get(p + "power_usage", "power_draw", "nvmlDeviceGetPowerUsage", h)),
+        "enforced_limit_w": mw_to_w(r.get(p + "enforced_power_limit", "enforced_power_limit",
+                                          "nvmlDeviceGetEnforcedPowerLimit", h)),
+        "management_limit_w": mw_to_w(r.get(p + "power_limit", "power_limit",
+                                            "nvmlDeviceGetPowerManagementLimit", h)),
+        "default_limit_w": mw_to_w(r.get(p + "default_power_limit", "default_power_limit",
+                                         "nvmlDeviceGetPowerManagementDefaultLimit", h)),
+        "min_limit_w": mw_to_w(constraints[0]) if constraints else None,
+        "max_limit_w": mw_to_w(constraints[1]) if constraints else None,
+    }
+    g["clocks"] = read_clocks(r, p, h)
+    active = r.get(p + "throttle_reasons", "clock_event_reasons", "nvmlDeviceGetCurrentClocksThrottleReasons", h)
+    supported = r.get(p + "supported_throttle_reasons", "supported_clock_event_reasons",
+                      "nvmlDeviceGetSupportedClocksThrottleReasons", h)
+    g["clock_event_reasons"] = {"active_mask": active, "active": decode_reasons(active),
+                                "supported": decode_reasons(supported)}
+    g["temperature_c"] = r.get(p + "temp", "temperature", "nvmlDeviceGetTemperature", h, 0)
+    g["slowdown_temperature_c"] = r.get(p + "temp_slowdown", "temperature_slowdown",
+                                        "nvmlDeviceGetTemperatureThreshold", h, 1)
+    ps = r.get(p + "pstate", "pstate", "nvmlDeviceGetPerformanceState", h)
+    g["pstate"] = None if ps is None else "P%d" % ps
+    util = r.get(p + "util", "utilization", "nvmlDeviceGetUtilizationRates", h)
+    g["utilization_gpu_pct"] = util.get("gpu") if util else None
+    g["numa_node"] = r.get(p + "numa", "numa_node", "nvmlDeviceGetNumaNodeId", h)
+    g["processes"] = read_processes(src, r, p, h)
+    g["mig"] = read_mig(src, r, p, h)
+    g["nvlinks_active"] = read_nvlinks(r, p, h)
+    return g
+
+
+def read_clocks(r, p, h):
+    return {
+        "sm_mhz": r.get(p + "clock_sm", "clock_sm", "nvmlDeviceGetClockInfo", h, NVML_CLOCK_SM),
+        "mem_mhz": r.get(p + "clock_mem", "clock_mem", "nvmlDeviceGetClockInfo", h, NVML_CLOCK_MEM),
+        "sm_max_mhz": r.get(p + "max_clock_sm", "max_clock_sm", "nvmlDeviceGetMaxClockInfo", h, NVML_CLOCK_SM),
+        "mem_max_mhz": r.get(p + "max_clock_mem", "max_clock_mem", "nvmlDeviceGetMaxClockInfo", h, NVML_CLOCK_MEM),
+        "app_sm_mhz": r.get(p + "app_clock_sm", "app_clock_sm", "nvmlDeviceGetApplicationsClock", h, NVML_CLOCK_SM),
+        "default_app_sm_mhz": r.get(p + "default_app_clock_sm", "default_app_clock_sm",
+                                    "nvmlDeviceGetDefaultApplicationsClock", h, NVML_CLOCK_SM),
+    }
+
+
+def read_processes(src, r, p, h):
+    procs = r.get(p + "procs", "processes", "nvmlDeviceGetComputeRunningProcesses", h)
+    if procs is None:
+        return None
+    out = []
+    for proc in procs:
+        if not isinstance(proc, dict):
+            continue
+        pid = proc.get("pid")
+        name = proc.get("name")
+        if name is None and pid is not None:
+            name = r.get("process_name.%s" % pid, "process_name", "nvmlSystemGetProcessName", pid)
+        used = proc.get("usedGpuMemory")
+        out.append({"pid": pid, "name": name, "used_memory_bytes": used if isinstance(used, int) and used >= 0 and used < 2 ** 63 else None})
+    return out
+
+
+def read_mig(src, r, p, h):
+    mode = r.get(p + "mig_mode", "mig_mode", "nvmlDeviceGetMigMode", h)
+    mig = {"current": None if mode is None else bool(mode[0]),
+           "pending": None if mode is None else bool(mode[1]), "devices": []}
+    if not mig["current"]:
+        return mig
+    count = r.get(p + "max_mig", "max_mig_devices", "nvmlDeviceGetMaxMigDeviceCount", h) or 0
+    for k in range(count):
+        q = "%smig%d." % (p, k)
+        try:
+            mh = src.mig_handle(h, k) if not src.replaying else "%s/mig%d" % (h, k)
+            src.nvml(q + "exists", "nvmlDeviceGetMigDeviceHandleByIndex", h, k)
+        except Exception:
+            continue  # an empty slot answers NotFound
+        name = r.get(q + "name", "mig_name", "nvmlDeviceGetName", mh)
+        mem = r.get(q + "mem", "mig_memory", "nvmlDeviceGetMemoryInfo", mh)
+        mig["devices"].append({
+            "index": k,
+            "uuid": r.get(q + "uuid", "mig_uuid", "nvmlDeviceGetUUID", mh),
+            "profile": profile_of(name),
+            "gpu_instance_id": r.get(q + "gi", "mig_gi", "nvmlDeviceGetGpuInstanceId", mh),
+            "compute_instance_id": r.get(q + "ci", "mig_ci", "nvmlDeviceGetComputeInstanceId", mh),
+            "memory_total_bytes": mem.get("total") if mem else None,
+        })
+    return mig
+
+
+def profile_of(name):
+    """'NVIDIA H200 MIG 1g.18gb' -> '1g.18gb'."""
+    if not name:
+        return None
+    m = re.search(r"(\d+g\.\d+gb(?:\+me)?)", name)
+    return m.group(1) if m else name
+
+
+def read_nvlinks(r, p, h):
+    active = 0
+    for link in range(MAX_NVLINKS):
+        state = r.get("%snvlink%d_state" % (p, link), "nvlink", "nvmlDeviceGetNvLinkState", h, link)
+        if state is None:
+            break
+        if state:
+            active += 1
+    return active
+
+
+def read_topology(src, facts, count):
+    """Link class of every GPU pair: `nvidia-smi topo -m` first (it knows NV#), NVML otherwise."""
+    topo = {"source": None, "pairs": {}, "cpu_affinity": {}, "numa_affinity": {}}
+    facts["topology"] = topo
+    if not count or count < 2:
+        topo["source"] = "single_gpu" if count == 1 else None
+        return topo
+    answer = src.command(["nvidia-smi", "topo", "-m"], timeout=10.0)
+    if answer.get("rc") == 0:
+        parsed = parse_topo_matrix(answer.get("stdout", ""))
+        if parsed["pairs"]:
+            topo.update(parsed)
+            topo["source"] = "nvidia-smi topo -m"
+            return topo
+    unsupported = facts.setdefault("driver", {}).setdefault("unsupported", {})
+    r = Reader(src, unsupported)
+    for i in range(count):
+        for j in range(i + 1, count):
+            level = r.get("topo.%d.%d" % (i, j), "topology", "nvmlDeviceGetTopologyCommonAncestor",
+                          src.handle(i), src.handle(j))
+            if level is not None:
+                topo["pairs"]["%d-%d" % (i, j)] = TOPOLOGY_LEVELS.get(level, str(level))
+    topo["source"] = "nvml" if topo["pairs"] else None
+    return topo
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def parse_topo_matrix(text):
+    """Parse `nvidia-smi topo -m`: GPU-pair link classes and each GPU's CPU / NUMA affinity."""
+    lines = [ANSI.sub("", line) for line in text.splitlines()]
+    header = None
+    out = {"pairs": {}, "cpu_affinity": {}, "numa_affinity": {}}
+    for line in lines:
+        cells = [c.strip() for c in line.split("\t")]
+        if header is None:
+            if any(c.startswith("GPU") for c in cells) and "CPU Affinity" in line:
+                header = [c for c in cells if c != ""]
+            continue
+        if not cells or not re.match(r"^GPU\d+$", cells[0]):
+            if cells and cells[0] == "":
+                continue
+            if line.strip().startswith("Legend"):
+                break
+            continue
+        row = cells[0]
+        i = int(row[3:])
+        values = cells[1:]
+        for col, value in zip(header, values):
+            m = re.match(r"^GPU(\d+)$", col)
+            if m:
+                j = int(m.group(1))
+                if i < j:
+                    out["pairs"]["%d-%d" % (i, j)] = value
+            elif col == "CPU Affinity":
+                out["cpu_affinity"][str(i)] = value
+            elif col == "NUMA Affinity":
+                out["numa_affinity"][str(i)] = value
+    return out
+
+
+def parse_reason_counters(text):
+    """The 'Clocks Event Reasons Counters' block of `nvidia-smi -q -d PERFORMANCE`, per GPU, in us."""
+    result = {}
+    gpu = None
+    in_block = False
+    for line in text.splitlines():
+        m = re.match(r"^GPU ([0-9A-Fa-f:.]+)\s*$", line)
+        if m:
+            gpu = m.group(1)
+            in_block = False
+            continue
+        if re.match(r"^\s+Clocks (Event|Throttle) Reasons Counters", line):
+            in_block = True
+            result.setdefault(gpu, {})
+            continue
+        if in_block:
+            m = re.match(r"^\s{8,}([A-Za-z ]+?)\s*:\s*(\d+) us", line)
+            if m:
+                key = m.group(1).strip().lower().replace(" ", "_")
+                result[gpu][key] = int(m.group(2))
+            elif line.strip() and not line.startswith("        "):
+                in_block = False
+    return result

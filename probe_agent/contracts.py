@@ -1,0 +1,377 @@
+"""The contract chain, bottom-up, and the lowest broken contract.
+
+Each contract gets a status (ok / broken / warning / not_applicable / unknown), the evidence that
+proves it, and a message that names the fix. Everything above the lowest broken contract is a
+consequence, not a clue: such contracts carry `consequence_of`.
+"""
+from probe_agent.framework import version_tuple
+
+ORDER = ("driver", "device_mask", "framework", "processes", "clocks", "power", "memory", "topology", "layout")
+TITLES = {
+    "driver": "Kernel driver and NVML",
+    "device_mask": "Device mask (CUDA_VISIBLE_DEVICES)",
+    "framework": "Framework build",
+    "processes": "Other processes on the GPUs",
+    "clocks": "Clocks and clock-event reasons",
+    "power": "Power ceiling",
+    "memory": "Memory health (ECC, row remapping)",
+    "topology": "Topology between the selected GPUs",
+    "layout": "MIG layout, modes and identity",
+}
+NEEDS_NVML = ("processes", "clocks", "power", "memory", "topology", "layout")
+FACILITY_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+LINK_RANK = {"NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
+
+NVML_INIT_ERRORS = {
+    "NVMLError_LibraryNotFound": ("no NVIDIA driver is installed (libnvidia-ml.so not found)",
+                                  "install the NVIDIA driver that matches this kernel"),
+    "NVMLError_DriverNotLoaded": ("the NVIDIA kernel module is not loaded",
+                                  "load it (modprobe nvidia) and read dmesg for why it failed"),
+    "NVMLError_LibRmVersionMismatch": ("driver/library version mismatch: the loaded kernel module and "
+                                       "user-space libnvidia-ml differ (a driver upgrade without reboot)",
+                                       "reboot the host, or unload and reload the nvidia modules"),
+    "NVMLError_NoPermission": ("permission denied opening the GPU device files",
+                               "give this user access to /dev/nvidia* (video group, or the container's device list)"),
+    "NVMLError_InsufficientPermissions": ("permission denied opening the GPU device files",
+                                          "give this user access to /dev/nvidia*"),
+}
+
+
+def contract(name, status, message, evidence=None, fix=None):
+    return {"name": name, "title": TITLES[name], "status": status, "message": message,
+            "fix": fix, "evidence": evidence or {}, "consequence_of": None}
+
+
+def check_driver(facts):
+    d = facts.get("driver", {})
+    smi = facts.get("smi_present")
+    ev = {k: d.get(k) for k in ("version", "nvml_version", "cuda_driver_version", "gpu_count")}
+    ev["kernel_module"] = facts.get("kernel_module")
+    if d.get("nvml_error"):
+        err = d["nvml_error"]
+        ev["nvml_error"] = err
+        ev["nvidia_smi_found"] = smi
+        what, fix = NVML_INIT_ERRORS.get(err, ("NVML failed to initialise (%s)" % err,
+                                               "read dmesg and nvidia-bug-report.sh output"))
+        if err == "NVMLError_LibraryNotFound" and facts.get("kernel_module"):
+            what = "the kernel module is loaded but libnvidia-ml.so is not found"
+            fix = "install the driver's user-space libraries (same version as the module)"
+        return contract("driver", "broken", what, ev, fix)
+    if not d.get("gpu_count"):
+        return contract("driver", "broken", "NVML initialised but sees no GPU", ev,
+                        "check that the GPUs are on the bus (lspci), passed through to this VM or container, "
+                        "and not fallen off the bus (dmesg: Xid 79)")
+    return contract("driver", "ok", "driver %s, CUDA %s, %d GPU(s)" % (d.get("version"), d.get("cuda_driver_version"),
+                                                                         d.get("gpu_count")), ev)
+
+
+def check_mask(facts):
+    m = facts.get("mask") or {}
+    ev = {k: m.get(k) for k in ("cuda_visible_devices", "cuda_device_order", "nvidia_visible_devices",
+                                "state", "selected", "invalid", "ignored")}
+    state = m.get("state")
+    if state == "empty":
+        return contract("device_mask", "broken",
+                        "device mask is set but empty (CUDA_VISIBLE_DEVICES=''): every GPU is hidden from CUDA "
+                        "while NVML still sees %s" % facts.get("driver", {}).get("gpu_count"), ev,
+                        "fix the launcher or scheduler that exports the empty mask")
+    if state == "invalid":
+        return contract("device_mask", "broken",
+                        "device mask %r names no GPU of this host: CUDA sees none" % m.get("cuda_visible_devices"),
+                        ev, "use indices below %s or this host's GPU UUIDs (nvidia-smi -L)"
+                        % facts.get("driver", {}).get("gpu_count"))
+    if state == "partly_invalid":
+        bad = m["invalid"][0]
+        return contract("device_mask", "warning",
+                        "device mask entry %r is invalid (%s): CUDA stops there and drops %s"
+                        % (bad["entry"], bad["reason"], ", ".join(m.get("ignored") or []) or "nothing more"),
+                        ev, "remove the invalid entry")
+    sel = m.get("selected") or []
+    renum = ["cuda:%d is physical GPU %s" % (s["cuda_index"], s["physical_index"])
+             for s in sel if s["cuda_index"] != s["physical_index"]]
+    msg = "unset: CUDA sees all %d GPU(s)" % len(sel) if state == "unset" else \
+        "CUDA sees %d GPU(s)%s" % (len(sel), ("; " + "; ".join(renum)) if renum else "")
+    return contract("device_mask", "ok", msg, ev)
+
+
+def check_framework(facts):
+    results = facts.get("frameworks") or []
+    if not results:
+        return contract("framework", "not_applicable", "no interpreter was checked", {})
+    drv = facts.get("driver", {}).get("cuda_driver_version")
+    gpus = facts.get("gpus") or []
+    caps = sorted({g.get("compute_capability") for g in gpus if g.get("compute_capability")})
+    problems, warnings, found = [], [], []
+    for fw in results:
+        who = fw.get("interpreter")
+        if fw.get("error"):
+            (warnings if fw.get("not_found") else problems).append("%s: %s" % (who, fw["error"]))
+            continue
+        tv = fw.get("torch_version")
+        if not tv:
+            warnings.append("%s: no torch installed" % who)
+            continue
+        found.append(fw)
+        rt = fw.get("cuda_runtime")
+        if not rt:
+            if fw.get("hip_runtime"):
+                problems.append("%s: torch %s is a ROCm build (HIP %s) on an NVIDIA host" % (who, tv, fw["hip_runtime"]))
+            else:
+                problems.append("%s: torch %s is a CPU-only wheel (torch.version.cuda is None)" % (who, tv))
+            continue
+        if drv:
+            d, r = version_tuple(drv), version_tuple(rt)
+            if r[:1] > d[:1]:
+                problems.append("%s: torch %s needs CUDA %s but the driver supports CUDA %s: crossing a major "
+                                "version needs the forward-compatibility package or a newer driver" % (who, tv, rt, drv))
+            elif r > d:
+                warnings.append("%s: torch's CUDA %s is newer than the driver's %s (minor-version compatibility: "
+                                "PTX JIT and new APIs may fail)" % (who, rt, drv))
+        arch = fw.get("arch_list")
+        if arch and fw.get("cuda_available") is not False:
+            for cap in caps:
+                sm = "sm_" + cap.replace(".", "")
+                if sm not in arch and ("compute_" + cap.replace(".", "")) not in arch:
+                    problems.append("%s: torch was built for %s, not for compute capability %s: "
+                                    "'no kernel image is available'" % (who, ",".join(arch), cap))
+        if fw.get("mode") == "deep" and fw.get("cuda_available") is False:
+            problems.append("%s: torch.cuda.is_available() is False" % who)
+    ev = {"interpreters": results, "driver_cuda": drv, "compute_capabilities": caps}
+    if problems:
+        fix = "install a CUDA build of torch matching driver CUDA %s (pip index: download.pytorch.org/whl/cuXXX)" % drv \
+            if any("CPU-only" in p for p in problems) else "rebuild or reinstall torch for this host's GPUs and driver"
+        return contract("framework", "broken", "; ".join(problems), ev, fix)
+    if warnings and not found:
+        return contract("framework", "not_applicable", "; ".join(warnings), ev,
+                        "name the training interpreter with sweep_interpreters / --interpreter")
+    if warnings:
+        return contract("framework", "warning", "; ".join(warnings), ev)
+    fw = found[0]
+    return contract("framework", "ok", "torch %s, CUDA runtime %s%s" % (
+        fw.get("torch_version"), fw.get("cuda_runtime"),
+        "" if fw.get("mode") == "deep" else " (metadata; --deep imports torch)"), ev)
+
+
+def selected_gpus(facts):
+    gpus = facts.get("gpus") or []
+    sel = (facts.get("mask") or {}).get("selected")
+    if not sel:
+        return gpus
+    idx = {s["physical_index"] for s in sel}
+    return [g for g in gpus if g.get("index") in idx]
+
+
+def check_processes(facts):
+    own = set(facts.get("own_pids") or [])
+    found = []
+    for g in facts.get("gpus") or []:
+        for p in g.get("processes") or []:
+            if p.get("pid") in own:
+                continue
+            found.append(dict(p, gpu=g.get("index")))
+    ev = {"processes": found}
+    if any((g.get("processes") is None) for g in facts.get("gpus") or []):
+        ev["note"] = "process list not readable on some GPUs"
+    if found:
+        desc = ", ".join("%s (pid %s, %s) on GPU %s" % (p.get("name"), p.get("pid"), mib(p.get("used_memory_bytes")),
+                                                       p.get("gpu")) for p in found[:5])
+        return contract("processes", "warning", "%d other process(es) on the GPUs: %s" % (len(found), desc), ev,
+                        "stop them, or benchmark elsewhere: they take memory and SM time")
+    return contract("processes", "ok", "no other compute process on the GPUs", ev)
+
+
+def mib(n):
+    return "?" if n is None else "%d MiB" % (n // 1048576)
+
+
+def check_clocks(facts):
+    rows, broken, warn, notes = [], [], [], []
+    for g in facts.get("gpus") or []:
+        c = g.get("clocks") or {}
+        r = g.get("clock_event_reasons") or {}
+        active = r.get("active") or []
+        rows.append({"gpu": g.get("index"), "sm_mhz": c.get("sm_mhz"), "sm_max_mhz": c.get("sm_max_mhz"),
+                     "mem_mhz": c.get("mem_mhz"), "mem_max_mhz": c.get("mem_max_mhz"), "active_reasons": active,
+                     "reason_counters_us": g.get("reason_counters_us")})
+        fac = [a for a in active if a in FACILITY_REASONS]
+        if fac:
+            broken.append("GPU %s: %s active (SM %s of %s MHz)" % (g.get("index"), ", ".join(fac), c.get("sm_mhz"),
+                                                                    c.get("sm_max_mhz")))
+        if "sw_thermal_slowdown" in active:
+            warn.append("GPU %s: SW thermal slowdown active (%s C)" % (g.get("index"), g.get("temperature_c")))
+        if "sw_power_cap" in active:
+            notes.append("GPU %s: SW power cap active (expected under load)" % g.get("index"))
+        if c.get("app_sm_mhz") and c.get("default_app_sm_mhz") and c["app_sm_mhz"] != c["default_app_sm_mhz"]:
+            warn.append("GPU %s: application clocks set to %s MHz (default %s)" % (g.get("index"), c["app_sm_mhz"],
+                                                                                 c["default_app_sm_mhz"]))
+    ev = {"gpus": rows}
+    if broken:
+        return contract("clocks", "broken", "; ".join(broken) + ": a facility fault (cooling or power delivery)", ev,
+                        "check the host's cooling, fans, inlet temperature and PSU / power-brake signals")
+    if warn:
+        return contract("clocks", "warning", "; ".join(warn), ev, "reset clocks with nvidia-smi -rac / -rgc if not intended")
+    return contract("clocks", "ok", "; ".join(notes) or "no clock-event reason beyond idle / power cap", ev)
+
+
+def check_power(facts):
+    rows, broken, warn = [], [], []
+    for g in facts.get("gpus") or []:
+        p = g.get("power") or {}
+        rows.append(dict(p, gpu=g.get("index")))
+        enf, dft = p.get("enforced_limit_w"), p.get("default_limit_w")
+        if enf is None or dft is None:
+            continue
+        if enf < dft:
+            broken.append("GPU %s: enforced power limit %g W is below the default %g W" % (g.get("index"), enf, dft))
+        elif enf > dft:
+            warn.append("GPU %s: enforced power limit %g W is above the default %g W" % (g.get("index"), enf, dft))
+    ev = {"gpus": rows}
+    if broken:
+        dft = rows[0].get("default_limit_w")
+        return contract("power", "broken", "; ".join(broken), ev,
+                        "restore it with nvidia-smi -pl %g (or record the intended cap in the expectations file)" % dft)
+    if warn:
+        return contract("power", "warning", "; ".join(warn), ev, "nvidia-smi -pl DEFAULT if not intended")
+    if not rows:
+        return contract("power", "unknown", "no power readings", ev)
+    return contract("power", "ok", "enforced limit = default (%s W)" % ", ".join(
+        sorted({"%g" % r["enforced_limit_w"] for r in rows if r.get("enforced_limit_w") is not None})) or "?", ev)
+
+
+def check_memory(facts):
+    rows, broken, warn = [], [], []
+    for g in facts.get("gpus") or []:
+        e, rr = g.get("ecc") or {}, g.get("remapped_rows") or {}
+        i = g.get("index")
+        rows.append({"gpu": i, "ecc": e, "remapped_rows": g.get("remapped_rows"),
+                     "retired_pages_pending": g.get("retired_pages_pending")})
+        if rr.get("failure"):
+            broken.append("GPU %s: row remapping failed: replace the card" % i)
+        if e.get("volatile_uncorrected"):
+            broken.append("GPU %s: %s uncorrected ECC errors since the last reset" % (i, e["volatile_uncorrected"]))
+        if rr.get("pending"):
+            warn.append("GPU %s: a row remap is pending: reset the GPU to apply it" % i)
+        if g.get("retired_pages_pending"):
+            warn.append("GPU %s: page retirement pending: reset the GPU" % i)
+        if e.get("current") is False:
+            warn.append("GPU %s: ECC is off" % i)
+        if e.get("current") is not None and e.get("pending") is not None and e["current"] != e["pending"]:
+            warn.append("GPU %s: ECC change pending (%s -> %s) until the next reset" % (
+                i, onoff(e["current"]), onoff(e["pending"])))
+    ev = {"gpus": rows}
+    if broken:
+        return contract("memory", "broken", "; ".join(broken), ev, "drain the host and replace or RMA the card")
+    if warn:
+        return contract("memory", "warning", "; ".join(warn), ev,
+                        "nvidia-smi -e 1 and a GPU reset to turn ECC on; reset to apply pending changes")
+    return contract("memory", "ok", "ECC on, no pending remap, no uncorrected error", ev)
+
+
+def onoff(v):
+    return "on" if v else "off"
+
+
+def link_rank(link):
+    if link is None:
+        return None
+    if link.startswith("NV"):
+        return 0
+    return LINK_RANK.get(link, 6)
+
+
+def worst_link(facts):
+    """The worst link class among the pairs of GPUs the mask selects (None for fewer than 2)."""
+    topo = facts.get("topology") or {}
+    idx = sorted(g.get("index") for g in selected_gpus(facts))
+    worst = None
+    for a in range(len(idx)):
+        for b in range(a + 1, len(idx)):
+            link = (topo.get("pairs") or {}).get("%d-%d" % (idx[a], idx[b]))
+            if link is not None and (worst is None or link_rank(link) > link_rank(worst)):
+                worst = link
+    return worst
+
+
+def check_topology(facts):
+    topo = facts.get("topology") or {}
+    sel = selected_gpus(facts)
+    ev = {"pairs": topo.get("pairs"), "source": topo.get("source"), "cpu_affinity": topo.get("cpu_affinity"),
+          "numa_affinity": topo.get("numa_affinity"), "selected": [g.get("index") for g in sel]}
+    if len(sel) < 2:
+        return contract("topology", "not_applicable", "fewer than two GPUs selected: no GPU-to-GPU link", ev)
+    worst = worst_link(facts)
+    ev["worst_link"] = worst
+    if worst is None:
+        return contract("topology", "unknown", "link classes could not be read", ev,
+                        "run nvidia-smi topo -m on the host")
+    all_links = list((topo.get("pairs") or {}).values())
+    if link_rank(worst) > 0 and any(l.startswith("NV") for l in all_links):
+        return contract("topology", "warning",
+                        "the selected GPUs talk over %s although this host has NVLink between other GPUs: "
+                        "the mask crosses PCIe instead of NVLink" % worst, ev,
+                        "choose GPUs joined by NVLink (nvidia-smi topo -m)")
+    return contract("topology", "ok", "worst link between the selected GPUs: %s" % worst, ev)
+
+
+def check_layout(facts):
+    rows, warn = [], []
+    cc = facts.get("driver", {}).get("confidential_compute")
+    for g in facts.get("gpus") or []:
+        mig = g.get("mig") or {}
+        i = g.get("index")
+        rows.append({"gpu": i, "name": g.get("name"), "uuid": g.get("uuid"), "serial": g.get("serial"),
+                     "vbios": g.get("vbios"), "pci_bus_id": g.get("pci_bus_id"),
+                     "memory_total_bytes": g.get("memory_total_bytes"),
+                     "mig_current": mig.get("current"), "mig_pending": mig.get("pending"),
+                     "mig_layout": mig_layout(g), "persistence_mode": g.get("persistence_mode"),
+                     "compute_mode": g.get("compute_mode")})
+        if mig.get("current") is not None and mig.get("pending") is not None and mig["current"] != mig["pending"]:
+            warn.append("GPU %s: MIG mode change pending (%s -> %s) until the next reset" % (
+                i, onoff(mig["current"]), onoff(mig["pending"])))
+        if g.get("persistence_mode") is False:
+            warn.append("GPU %s: persistence mode off (each new client pays driver start-up)" % i)
+        if g.get("compute_mode") not in (None, "default"):
+            warn.append("GPU %s: compute mode %s" % (i, g.get("compute_mode")))
+    ev = {"gpus": rows, "confidential_compute": cc}
+    if warn:
+        return contract("layout", "warning", "; ".join(warn), ev,
+                        "nvidia-smi -pm 1 for persistence (or nvidia-persistenced); reset the GPU for pending modes")
+    migs = [r for r in rows if r["mig_current"]]
+    msg = "MIG on for %d GPU(s)" % len(migs) if migs else "MIG off"
+    return contract("layout", "ok", msg + "; persistence on; compute mode default", ev)
+
+
+def mig_layout(g):
+    mig = g.get("mig") or {}
+    if not mig.get("current"):
+        return None
+    return "+".join(sorted(d.get("profile") or "?" for d in mig.get("devices") or [])) or "(no instances)"
+
+
+CHECKS = (("driver", check_driver), ("device_mask", check_mask), ("framework", check_framework),
+          ("processes", check_processes), ("clocks", check_clocks), ("power", check_power),
+          ("memory", check_memory), ("topology", check_topology), ("layout", check_layout))
+
+
+def evaluate(facts):
+    """The contracts in chain order, the lowest broken one marked, those above it as consequences."""
+    nvml_ok = not facts.get("driver", {}).get("nvml_error") and facts.get("driver", {}).get("gpu_count")
+    out = []
+    for name, check in CHECKS:
+        if name != "driver" and name != "framework" and not nvml_ok:
+            out.append(contract(name, "unknown", "not read: NVML is unusable on this host", {}))
+            continue
+        try:
+            out.append(check(facts))
+        except Exception as exc:  # a contract that cannot be judged is unknown, never a crash
+            out.append(contract(name, "unknown", "could not be judged (%s: %s)" % (type(exc).__name__, exc), {}))
+    lowest = next((c["name"] for c in out if c["status"] == "broken"), None)
+    if lowest:
+        below = True
+        for c in out:
+            if c["name"] == lowest:
+                below = False
+                continue
+            if not below and c["status"] in ("broken", "unknown"):
+                c["consequence_of"] = lowest
+    return out, lowest

@@ -1,0 +1,236 @@
+"""The agent's command line: probe this host (or replay a capture) and print health.json.
+
+Exit codes: 0 health.json was emitted (whatever its verdict), 2 usage error, 1 internal error.
+"""
+import argparse
+import copy
+import json
+import os
+import sys
+import threading
+import time
+
+from probe_agent import AGENT_VERSION, HEALTH_SCHEMA_VERSION
+from probe_agent.collect import parse_reason_counters, read_driver, read_gpu, read_topology
+from probe_agent.contracts import evaluate, worst_link, mig_layout
+from probe_agent.framework import inspect
+from probe_agent.mask import resolve_mask
+from probe_agent.source import LiveSource, RecordingSource, ReplaySource
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="sweep-agent",
+        description="Read-only probe of this host's GPU stack: prints health.json on stdout.")
+    p.add_argument("--out", metavar="DIR", help="also write health.json and health-report.md into DIR")
+    p.add_argument("--deep", action="store_true", help="import torch and ask CUDA (seconds), not only metadata")
+    p.add_argument("--interpreter", action="append", metavar="PYTHON",
+                   help="python whose torch build to check (repeatable; default: python3 on PATH)")
+    p.add_argument("--deadline", type=float, default=30.0, metavar="S",
+                   help="emit what was read after S seconds, marked incomplete (default 30)")
+    p.add_argument("--framework-timeout", type=float, default=20.0, metavar="S")
+    p.add_argument("--load", type=float, default=0.0, metavar="SECONDS",
+                   help="run a short GPU load and sample clocks, power and reasons while it runs")
+    p.add_argument("--load-engine", choices=("auto", "torch", "ptx"), default="auto")
+    p.add_argument("--interval", type=float, default=0.2, help="sampling interval under --load (s)")
+    p.add_argument("--force", action="store_true", help="run --load even when other processes use the GPUs")
+    p.add_argument("--replay", metavar="CAPTURE", default=os.environ.get("SWEEP_REPLAY") or None,
+                   help="answer from a capture file instead of the driver (env SWEEP_REPLAY)")
+    p.add_argument("--record", metavar="CAPTURE", help="save every raw answer read into CAPTURE")
+    p.add_argument("--note", help="a note stored in the capture (--record)")
+    p.add_argument("--no-json", action="store_true", help="print the report instead of health.json")
+    p.add_argument("--version", action="version", version="sweep-agent " + AGENT_VERSION)
+    return p.parse_args(argv)
+
+
+def first_line(text):
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else None
+
+
+def collect(src, opts, facts):
+    """Fill `facts` step by step; `facts['_step']` names the step in progress."""
+    facts["_step"] = "host"
+    facts["host"] = src.host()
+    facts["env"] = src.env()
+    files = src.files()
+    facts["kernel_module"] = first_line(files.get("/proc/driver/nvidia/version"))
+    osr = files.get("/etc/os-release") or ""
+    facts["host"]["os"] = next((l.split("=", 1)[1].strip('"') for l in osr.splitlines()
+                                if l.startswith("PRETTY_NAME=")), None)
+    interpreters = opts.interpreter or ["python3"]
+    fw_results = []
+
+    def frameworks():
+        for interp in interpreters:
+            fw_results.append(inspect(src, interp, opts.deep, opts.framework_timeout))
+
+    fw = threading.Thread(target=frameworks, daemon=True)
+    fw.start()
+    facts["_step"] = "nvmlInit"
+    ok = read_driver(src, facts)
+    counters = {}
+    if not ok:
+        smi = src.command(["nvidia-smi", "-L"], timeout=10.0)
+        facts["smi_present"] = smi.get("rc") != 127
+        facts["smi_answer"] = first_line(smi.get("stdout")) or first_line(smi.get("stderr"))
+    count = facts["driver"].get("gpu_count") or 0
+
+    def read_all(into):
+        perf = {}
+        pt = None
+        if count:
+            def perf_read():
+                perf.update(parse_reason_counters(src.command(
+                    ["nvidia-smi", "-q", "-d", "PERFORMANCE"], timeout=10.0).get("stdout", "")))
+            pt = threading.Thread(target=perf_read, daemon=True)
+            pt.start()
+        gpus = []
+        into["gpus"] = gpus
+        for i in range(count):
+            facts["_step"] = "GPU %d" % i
+            gpus.append(read_gpu(src, i))
+        facts["_step"] = "topology"
+        read_topology(src, into, count)
+        if pt is not None:
+            pt.join(12.0)
+        for g in gpus:
+            g["reason_counters_us"] = perf.get(g.get("pci_bus_id"))
+
+    if opts.load and count:
+        from probe_agent.load import run_load
+        facts["_step"] = "idle read before load"
+        pre = {}
+        read_all(pre)
+        foreign = [p for g in pre["gpus"] for p in (g.get("processes") or [])]
+        if foreign and not opts.force and not src.replaying:
+            facts["load"] = {"refused": "other processes use the GPUs (%s); --force to load anyway"
+                             % ", ".join("pid %s" % p.get("pid") for p in foreign)}
+            facts.update(pre)
+        else:
+            fw.join(opts.framework_timeout + 5)
+            engine = opts.load_engine
+            torch_py = next((f["interpreter"] for f in fw_results if f.get("cuda_runtime")), None)
+            if engine == "auto":
+                engine = "torch" if torch_py else "ptx"
+            facts["_step"] = "load"
+            section = run_load(src, count, opts.load, engine, torch_py or "python3", opts.interval,
+                               lambda: read_all(facts))
+            from probe_agent.load import summarize
+            section["summary"] = summarize(section["samples"], {g["index"]: (g.get("clocks") or {}).get("sm_max_mhz")
+                                                                for g in facts.get("gpus") or []})
+            facts["load"] = section
+            facts["own_pids"] = [section.get("pid")]
+    else:
+        read_all(facts)
+    facts["_step"] = "device mask"
+    facts["mask"] = resolve_mask(facts["env"], facts.get("gpus") or [])
+    facts["_step"] = "framework"
+    fw.join(opts.framework_timeout + 5)
+    facts["frameworks"] = list(fw_results)
+    facts["_step"] = None
+
+
+def build_health(facts, opts, started, complete, replay):
+    facts = copy.deepcopy(facts)
+    contracts, lowest = evaluate(facts)
+    statuses = [c["status"] for c in contracts]
+    verdict = "broken" if lowest else ("warning" if "warning" in statuses else "ok")
+    low = next((c for c in contracts if c["name"] == lowest), None)
+    summary = ("lowest broken contract: %s: %s" % (lowest, low["message"])) if low else \
+        ("no broken contract; warnings: %s" % ", ".join(c["name"] for c in contracts if c["status"] == "warning")
+         if verdict == "warning" else "every contract holds")
+    gpus = facts.get("gpus") or []
+    for g in gpus:
+        g["mig_layout"] = mig_layout(g)
+    health = {
+        "schema_version": HEALTH_SCHEMA_VERSION,
+        "kind": "sweep.health",
+        "probe": {
+            "version": AGENT_VERSION,
+            "mode": "deep" if opts.deep else "default",
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started[0])),
+            "duration_s": round(time.monotonic() - started[1], 4),
+            "complete": complete,
+            "incomplete_reason": None if complete else "deadline of %g s reached while reading %s"
+            % (opts.deadline, facts.get("_step")),
+            "replay": replay,
+            "python": sys.version.split()[0],
+        },
+        "host": facts.get("host") or {},
+        "environment": facts.get("env") or {},
+        "driver": dict(facts.get("driver") or {}, kernel_module=facts.get("kernel_module")),
+        "gpus": gpus,
+        "mask": facts.get("mask"),
+        "frameworks": facts.get("frameworks") or [],
+        "topology": dict(facts.get("topology") or {}, worst_link_selected=worst_link(facts)),
+        "load": facts.get("load"),
+        "contracts": contracts,
+        "lowest_broken": lowest,
+        "verdict": verdict,
+        "summary": summary,
+    }
+    return health
+
+
+def write_atomic(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    opts = parse_args(sys.argv[1:] if argv is None else argv)
+    started = (time.time(), time.monotonic())
+    if opts.replay and opts.record:
+        sys.stderr.write("sweep-agent: --replay and --record exclude each other\n")
+        return 2
+    try:
+        src = ReplaySource(opts.replay) if opts.replay else (RecordingSource() if opts.record else LiveSource())
+    except (OSError, ValueError) as exc:
+        sys.stderr.write("sweep-agent: cannot replay %s: %s\n" % (opts.replay, exc))
+        return 2
+    facts = {}
+    error = []
+
+    def worker():
+        try:
+            collect(src, opts, facts)
+        except Exception as exc:  # reported in health.json, never a traceback instead of output
+            import traceback
+            error.append(traceback.format_exc())
+
+    t = threading.Thread(target=worker, daemon=True)
+    t.start()
+    t.join(max(opts.deadline, 0.1))
+    complete = not t.is_alive() and not error
+    if not t.is_alive():
+        try:
+            src.nvml("nvmlShutdown", "nvmlShutdown")
+        except Exception:
+            pass
+    health = build_health(facts, opts, started, complete, opts.replay)
+    if error:
+        health["probe"]["incomplete_reason"] = "internal error: " + error[0].strip().splitlines()[-1]
+        health["probe"]["traceback"] = error[0][-4000:]
+    text = json.dumps(health, indent=1, sort_keys=False)
+    if opts.out:
+        from probe_agent.report import render_markdown
+        os.makedirs(opts.out, exist_ok=True)
+        write_atomic(os.path.join(opts.out, "health.json"), text + "\n")
+        write_atomic(os.path.join(opts.out, "health-report.md"), render_markdown(health))
+    if opts.record and complete:
+        write_atomic(opts.record, json.dumps(src.capture(opts.note), indent=1) + "\n")
+    if opts.no_json:
+        from probe_agent.report import render_markdown
+        sys.stdout.write(render_markdown(health))
+    else:
+        sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+    if t.is_alive():
+        os._exit(0)  # a hung driver query must not keep the process alive
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""The agent payload: probe_agent plus the pynvml of the installed nvidia-ml-py, in one zipapp.
+
+`build_bundle()` writes a .pyz that a bare `python3 -I -S agent.pyz` runs. Over SSH the same bytes
+go in on stdin to a small bootstrap (`remote_command()`), which imports the agent from memory:
+nothing is written on the host.
+"""
+from __future__ import annotations
+
+import importlib.util
+import io
+import shlex
+import zipfile
+from pathlib import Path
+
+import probe_agent
+
+MAIN = "import sys\nfrom probe_agent.main import main\nsys.exit(main())\n"
+
+# Runs on the host under its python3 (3.8+): read the zip from stdin, import from memory, run main.
+BOOTSTRAP = r"""
+import sys, io, zipfile, importlib.abc, importlib.util
+n = int(sys.argv[1]); data = b''
+while len(data) < n:
+    chunk = sys.stdin.buffer.read(n - len(data))
+    if not chunk: break
+    data += chunk
+z = zipfile.ZipFile(io.BytesIO(data))
+names = set(z.namelist())
+class F(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        base = name.replace('.', '/')
+        if base + '/__init__.py' in names:
+            return importlib.util.spec_from_loader(name, self, is_package=True)
+        if base + '.py' in names:
+            return importlib.util.spec_from_loader(name, self)
+    def create_module(self, spec): return None
+    def exec_module(self, module):
+        base = module.__name__.replace('.', '/')
+        fn = base + '/__init__.py' if base + '/__init__.py' in names else base + '.py'
+        module.__file__ = '<sweep-bundle>/' + fn
+        if fn.endswith('__init__.py'): module.__path__ = []
+        exec(compile(z.read(fn), module.__file__, 'exec'), module.__dict__)
+sys.meta_path.insert(0, F())
+sys.argv = ['sweep-agent'] + sys.argv[2:]
+from probe_agent.main import main
+sys.exit(main())
+"""
+
+
+def _pynvml_source() -> bytes:
+    spec = importlib.util.find_spec("pynvml")
+    if spec is None or spec.origin is None:
+        from sweep.errors import ConfigError
+
+        raise ConfigError("pynvml is not installed", fix="pip install nvidia-ml-py, then bundle again")
+    return Path(spec.origin).read_bytes()
+
+
+def bundle_bytes() -> bytes:
+    """The zipapp's bytes: probe_agent's .py and schema files, pynvml.py, __main__.py."""
+    buf = io.BytesIO()
+    root = Path(probe_agent.__file__).parent
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(root.rglob("*")):
+            if path.suffix not in (".py", ".json") or "__pycache__" in path.parts:
+                continue
+            info = zipfile.ZipInfo("probe_agent/" + path.relative_to(root).as_posix(), (2020, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, path.read_bytes())
+        for name, data in (("pynvml.py", _pynvml_source()), ("__main__.py", MAIN.encode())):
+            info = zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, data)
+    return b"#!/usr/bin/env python3\n" + buf.getvalue()
+
+
+def build_bundle(dest: str | Path) -> Path:
+    """Write the zipapp to `dest` (mode 0755) and return its path."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(bundle_bytes())
+    dest.chmod(0o755)
+    return dest
+
+
+def remote_command(python: str, payload_size: int, agent_args: list[str]) -> str:
+    """The shell command that runs the bootstrap under `python`, reading `payload_size` bytes."""
+    parts = [python, "-c", BOOTSTRAP, str(payload_size), *agent_args]
+    return " ".join(shlex.quote(p) for p in parts)
