@@ -19,6 +19,8 @@ TITLES = {
     "layout": "MIG layout, modes and identity",
 }
 NEEDS_NVML = ("processes", "clocks", "power", "memory", "topology", "layout")
+# What each contract stands on: a broken contract below it makes it a consequence, not a clue.
+DEPENDS = {"driver": (), "device_mask": ("driver",), "framework": ("driver", "device_mask")}
 FACILITY_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 LINK_RANK = {"NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 
@@ -367,11 +369,9 @@ def evaluate(facts):
             out.append(contract(name, "unknown", "could not be judged (%s: %s)" % (type(exc).__name__, exc), {}))
     lowest = next((c["name"] for c in out if c["status"] == "broken"), None)
     if lowest:
-        below = True
         for c in out:
-            if c["name"] == lowest:
-                below = False
+            if c["name"] == lowest or c["status"] not in ("broken", "unknown"):
                 continue
-            if not below and c["status"] in ("broken", "unknown"):
+            if lowest in DEPENDS.get(c["name"], ("driver",)):
                 c["consequence_of"] = lowest
     return out, lowest

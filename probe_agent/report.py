@@ -5,7 +5,7 @@ MARK = {"ok": "ok", "broken": "BROKEN", "warning": "warning", "not_applicable": 
 
 def clean(text):
     """Host-supplied text as one safe Markdown line: no control characters, no table breaks."""
-    text = "" if text is None else str(text)
+    text = "-" if text is None else str(text)
     text = "".join(ch if ch >= " " and ch != "\x7f" else " " for ch in text)
     return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
