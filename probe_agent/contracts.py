@@ -140,7 +140,8 @@ def check_framework(facts):
             problems.append("%s: torch.cuda.is_available() is False" % who)
     ev = {"interpreters": results, "driver_cuda": drv, "compute_capabilities": caps}
     if problems:
-        fix = "install a CUDA build of torch matching driver CUDA %s (pip index: download.pytorch.org/whl/cuXXX)" % drv \
+        fix = ("install a CUDA build of torch for driver CUDA %s (a cuXXX wheel with XXX <= the driver's)" % drv
+               if drv else "install a CUDA build of torch once the driver works") \
             if any("CPU-only" in p for p in problems) else "rebuild or reinstall torch for this host's GPUs and driver"
         return contract("framework", "broken", "; ".join(problems), ev, fix)
     if warnings and not found:

@@ -40,20 +40,29 @@ if mode == "deep":
     except Exception as exc:
         out["error"] = "%s: %s" % (type(exc).__name__, exc)
 else:
-    version = dist_version("torch") if metadata else None
-    out["torch_version"] = version
-    if version:
+    # find_spec locates torch without importing it (and without scanning every dist-info)
+    import importlib.util
+    spec = importlib.util.find_spec("torch")
+    out["torch_version"] = None
+    if spec is not None and spec.submodule_search_locations:
+        folder = list(spec.submodule_search_locations)[0]
         try:
-            path = metadata.distribution("torch").locate_file("torch/version.py")
-            text = open(str(path)).read()
-            m = re.search(r"^cuda\s*(?::\s*[^=]+)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
-            out["cuda_runtime"] = m.group(1) if m else None
-            m = re.search(r"^hip\s*(?::\s*[^=]+)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
-            out["hip_runtime"] = m.group(1) if m else None
-        except Exception as exc:
+            text = open(os.path.join(folder, "version.py")).read()
+            def field(name):
+                m = re.search(r"^%s\s*(?::\s*[^=]+)?=\s*['\"]([^'\"]+)['\"]" % name, text, re.M)
+                return m.group(1) if m else None
+            out["torch_version"] = field("__version__")
+            out["cuda_runtime"] = field("cuda")
+            out["hip_runtime"] = field("hip")
+        except (OSError, UnicodeDecodeError) as exc:
             out["version_file_error"] = str(exc)
-        cudnn = [dist_version(n) for n in ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12", "nvidia-cudnn-cu11")]
-        out["cudnn"] = next((c for c in cudnn if c), None)
+        cudnn = os.path.join(os.path.dirname(folder), "nvidia", "cudnn", "include", "cudnn_version.h")
+        try:
+            h = open(cudnn).read()
+            parts = [re.search(r"#define CUDNN_%s\s+(\d+)" % k, h) for k in ("MAJOR", "MINOR", "PATCHLEVEL")]
+            out["cudnn"] = ".".join(p.group(1) for p in parts) if all(parts) else None
+        except OSError:
+            out["cudnn"] = None
 print(json.dumps(out))
 """
 

@@ -1,0 +1,217 @@
+"""sweep's command line: parses, hands over, prints. The one place where errors become exit codes.
+
+Exit codes (all commands): 0 success; 1 hosts unreachable or failed (run); 2 bad input (a message
+names the file, host or option and the fix); 3 hosts not comparable (report); 4 a broken contract
+(probe, report); 130 interrupted. `sweep report --help` lists the report's precedence.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from sweep.errors import SweepError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Is this GPU fleet the fleet you think it is? Probe hosts, sweep a fleet, compare it.")
+console = Console(stderr=True, highlight=False)
+
+
+def safe(text) -> str:
+    """Host-supplied text for the terminal: control characters shown, never sent raw."""
+    s = "" if text is None else str(text)
+    s = "".join(ch if (ch >= " " and ch != "\x7f") or ch == "\n" else repr(ch)[1:-1] for ch in s)
+    return escape(s)
+
+
+@app.command()
+def probe(
+    out: Path = typer.Option(Path("results"), "--out", "-o", help="folder for health.json and health-report.md"),
+    deep: bool = typer.Option(False, "--deep", help="import torch and ask CUDA (seconds)"),
+    interpreter: List[str] = typer.Option([], "--interpreter", help="python whose torch build to check (repeatable)"),
+    load: float = typer.Option(0.0, "--load", help="run a GPU load for SECONDS and sample clocks and power"),
+    force: bool = typer.Option(False, "--force", help="--load even when other processes use the GPUs"),
+    record: Optional[Path] = typer.Option(None, "--record", help="save every raw answer into this capture file"),
+    replay: Optional[Path] = typer.Option(None, "--replay", help="answer from a capture file instead of the driver"),
+    deadline: float = typer.Option(30.0, "--deadline", help="emit what was read after S seconds"),
+):
+    """Probe this host with the agent: write OUT/health.json and OUT/health-report.md."""
+    args = [sys.executable, "-m", "probe_agent", "--out", str(out), "--deadline", str(deadline)]
+    args += ["--deep"] if deep else []
+    for interp in interpreter:
+        args += ["--interpreter", interp]
+    if load:
+        args += ["--load", str(load)] + (["--force"] if force else [])
+    if record:
+        args += ["--record", str(record)]
+    if replay:
+        if not replay.is_file():
+            raise SweepError("no such capture file", where=str(replay), fix="give the path of a capture (--record)")
+        args += ["--replay", str(replay)]
+    proc = subprocess.run(args, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise SweepError(f"the agent failed (exit {proc.returncode})", fix="run python -m probe_agent --help")
+    health = json.loads(proc.stdout)
+    print((out / "health-report.md").read_text())
+    console.print(f"wrote {out / 'health.json'} and {out / 'health-report.md'}")
+    raise typer.Exit(4 if health["lowest_broken"] else 0)
+
+
+@app.command()
+def bundle(output: Path = typer.Option(Path("agent.pyz"), "--output", "-o", help="where to write the zipapp")):
+    """Write the self-contained agent (runs with a bare python3 3.8+: python3 agent.pyz --help)."""
+    from sweep.bundle import build_bundle
+
+    path = build_bundle(output)
+    console.print(f"wrote {path} ({path.stat().st_size // 1024} KiB); run it with: python3 {path} --out DIR")
+
+
+@app.command()
+def diff(
+    before: Path = typer.Argument(..., help="a health.json (or host record)"),
+    after: Path = typer.Argument(..., help="a health.json (or host record)"),
+    as_json: bool = typer.Option(False, "--json", help="print the changes as JSON"),
+):
+    """What changed between two probes, throttle evidence first."""
+    from sweep.diff import diff_health, load_health
+
+    changes = diff_health(load_health(before), load_health(after))
+    if as_json:
+        print(json.dumps([c.__dict__ for c in changes], indent=1))
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{safe(before)} -> {safe(after)}: {len(changes)} change(s)")
+    for col in ("kind", "field", "before", "after"):
+        table.add_column(col)
+    for c in changes:
+        table.add_row(c.category, safe(c.path), safe(json.dumps(c.before)), safe(json.dumps(c.after)))
+    Console(highlight=False).print(table)
+
+
+@app.command()
+def run(
+    inventory: Optional[Path] = typer.Argument(None, help="Ansible inventory (YAML or INI)"),
+    limit: Optional[str] = typer.Option(None, "--limit", "-l", help="Ansible host pattern: group, glob, !exclude, &intersect"),
+    out: Optional[Path] = typer.Option(None, "--out", help="run folder (default reports/<time>-<inventory>)"),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="finish an earlier run folder: sweep hosts without a record"),
+    forks: int = typer.Option(32, "--forks", "-f", help="hosts probed at once"),
+    accept_new_host_keys: bool = typer.Option(False, "--accept-new-host-keys",
+                                              help="trust unknown host keys and remember them (changed keys are always refused)"),
+    known_hosts: Optional[Path] = typer.Option(None, "--known-hosts", help="extra known_hosts file, read first"),
+    connect_timeout: Optional[float] = typer.Option(None, "--connect-timeout", help="seconds (default 10)"),
+    host_deadline: Optional[float] = typer.Option(None, "--host-deadline", help="seconds a host may take in all (default 120)"),
+    deep: bool = typer.Option(False, "--deep", help="the agent imports torch and asks CUDA"),
+    reference: Optional[str] = typer.Option(None, "--reference", help="host or group the others are compared with"),
+    no_report: bool = typer.Option(False, "--no-report", help="only collect the records"),
+):
+    """Sweep every host of an inventory over SSH, keep each record, then compare and report."""
+    from sweep.progress import run_with_progress
+
+    if inventory is None and resume is None:
+        raise SweepError("no inventory given", fix="sweep run INVENTORY.yml, or sweep run --resume RUN_DIR")
+    agent_args = ["--deep"] if deep else []
+    result = run_with_progress(dict(
+        inventory_path=inventory, limit=limit, out=out, resume=resume, forks=forks,
+        accept_new_host_keys=accept_new_host_keys, known_hosts=known_hosts,
+        connect_timeout=connect_timeout, host_deadline=host_deadline, agent_args=agent_args), console)
+    code = result.exit_code
+    if not no_report and result.state != "interrupted":
+        code = max(code, _report([result.run_dir], result.run_dir / "report", reference))
+    raise typer.Exit(code)
+
+
+def _report(paths, out_dir: Path, reference: Optional[str]) -> int:
+    from sweep.report import build_report
+
+    result = build_report([Path(p) for p in paths], out_dir, reference=reference)
+    for line in result.headline_lines():
+        console.print(safe(line))
+    console.print(f"report: {out_dir / 'report.html'}")
+    return result.exit_code
+
+
+@app.command()
+def report(
+    paths: List[Path] = typer.Argument(..., help="run folders, host records or health.json files"),
+    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: PATH/report for one run folder)"),
+    reference: Optional[str] = typer.Option(None, "--reference", help="host or group the others are compared with"),
+):
+    """Compare hosts: which cannot be benchmarked together, and why (HTML, CSV, JSON, Markdown).
+
+    Exit codes: 0 one comparable pool, every host reachable and healthy; 1 hosts unreachable;
+    3 hosts in more than one comparability class; 4 a broken contract on a host (see README).
+    """
+    if out is None:
+        out = paths[0] / "report" if len(paths) == 1 and paths[0].is_dir() else Path("reports/report")
+    raise typer.Exit(_report(paths, out, reference))
+
+
+@app.command()
+def demo(
+    hosts: int = typer.Option(40, "--hosts", help="hosts replaying captures (3 unreachable hosts are added)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="run folder (default reports/<time>-demo)"),
+    keep: bool = typer.Option(False, "--keep", help="leave the fleet's temp folder (keys, configs) in place"),
+):
+    """Start a local fleet of real sshd servers replaying GPU captures, sweep it, report, tear down."""
+    import tempfile
+
+    from sweep.demo import LocalFleet
+    from sweep.demofleet import demo_fleet
+    from sweep.progress import run_with_progress
+
+    work = Path(tempfile.mkdtemp(prefix="sweep-demo-"))
+    fleet_hosts = demo_fleet(work / "captures", count=hosts)
+    console.print(f"starting {len(fleet_hosts)} loopback sshd hosts ...")
+    with LocalFleet(fleet_hosts, work / "fleet") as fleet:
+        opts = dict(inventory_path=fleet.inventory_path, out=out, forks=32, host_deadline=15.0,
+                    **fleet.sweep_options())
+        old_home = os.environ.get("HOME")
+        os.environ["HOME"] = str(fleet.home)
+        try:
+            result = run_with_progress(opts, console)
+        finally:
+            if old_home is not None:
+                os.environ["HOME"] = old_home
+    code = _report([result.run_dir], result.run_dir / "report", None)
+    if not keep:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+    console.print(f"demo done: {result.run_dir}")
+    raise typer.Exit(code)
+
+
+def main(argv: Optional[list] = None) -> int:
+    """Entry point: the one place where a SweepError becomes a message and an exit code."""
+    try:
+        rv = app(args=argv, standalone_mode=False)
+    except SweepError as exc:
+        console.print(f"sweep: error: {safe(exc)}")
+        return exc.exit_code
+    except typer.Exit as exc:
+        return exc.exit_code
+    except KeyboardInterrupt:
+        console.print("sweep: interrupted")
+        return 130
+    except Exception as exc:  # click's usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return 2
+        if isinstance(exc, click.exceptions.Abort):
+            return 130
+        raise
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
