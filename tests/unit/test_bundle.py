@@ -1,0 +1,88 @@
+"""The agent bundle: one file, a bare python3, nothing installed, nothing written on the host."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from sweep.bundle import build_bundle, bundle_bytes, remote_command
+
+ROOT = Path(__file__).resolve().parents[2]
+IDLE = ROOT / "sweep" / "demo" / "h200-idle.json"
+
+
+@pytest.fixture(scope="module")
+def pyz(tmp_path_factory):
+    return build_bundle(tmp_path_factory.mktemp("bundle") / "agent.pyz")
+
+
+def test_bundle_runs_isolated_with_help(pyz):
+    proc = subprocess.run([sys.executable, "-I", "-S", str(pyz), "--help"], capture_output=True, text=True,
+                          cwd="/")
+    assert proc.returncode == 0 and "health.json" in proc.stdout
+
+
+def test_bundle_carries_pynvml_from_the_installed_package(pyz):
+    import pynvml
+    names = zipfile.ZipFile(pyz).namelist()
+    assert "pynvml.py" in names and "probe_agent/main.py" in names
+    assert zipfile.ZipFile(pyz).read("pynvml.py") == Path(pynvml.__file__).read_bytes()
+    assert not any("sweep/" in n for n in names), "the agent ships without the controller"
+
+
+def test_bundle_probe_from_an_empty_folder_writes_only_where_told(pyz, tmp_path):
+    work = tmp_path / "cwd"
+    work.mkdir()
+    out = tmp_path / "out"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "SWEEP_REPLAY": str(IDLE)}
+    (tmp_path / "home").mkdir()
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    proc = subprocess.run([sys.executable, "-I", "-S", str(pyz), "--out", str(out)], capture_output=True,
+                          text=True, cwd=work, env=env)
+    assert proc.returncode == 0, proc.stderr
+    after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    assert set(after) - set(before) == {Path("out"), Path("out/health.json"), Path("out/health-report.md")}
+    assert json.loads(proc.stdout)["verdict"] == "ok"
+
+
+def test_bootstrap_reads_the_bundle_from_stdin_and_leaves_nothing(tmp_path):
+    payload = bundle_bytes()
+    cmd = remote_command(sys.executable, len(payload), ["--replay", str(IDLE)])
+    proc = subprocess.run(["sh", "-c", cmd], input=payload, capture_output=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert json.loads(proc.stdout)["gpus"][0]["name"] == "NVIDIA H200"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bytecode_for_another_python_falls_back_to_source(tmp_path):
+    """A .pyc of another interpreter version is ignored, not fatal."""
+    data = bytearray(bundle_bytes())
+    z = zipfile.ZipFile(__import__("io").BytesIO(bytes(data)))
+    pyc = z.read("probe_agent/main.pyc")
+    assert pyc[:4] == __import__("importlib.util").util.MAGIC_NUMBER
+    # rebuild the zip with every .pyc's magic number changed
+    import io
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as out:
+        for name in z.namelist():
+            content = z.read(name)
+            if name.endswith(".pyc"):
+                content = b"\x00\x00\r\n" + content[4:]
+            out.writestr(name, content)
+    payload = buf.getvalue()
+    cmd = remote_command(sys.executable, len(payload), ["--replay", str(IDLE)])
+    proc = subprocess.run(["sh", "-c", cmd], input=payload, capture_output=True)
+    assert proc.returncode == 0, proc.stderr.decode()
+
+
+def test_agent_code_stays_python_38_compatible():
+    vermin = shutil.which("vermin")
+    if vermin is None:
+        pytest.skip("vermin is not installed (pip install vermin)")
+    proc = subprocess.run([vermin, "-t=3.8-", "--no-tips", "--violations", "--eval-annotations",
+                           str(ROOT / "probe_agent")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
