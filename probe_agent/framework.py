@@ -31,9 +31,12 @@ if mode == "deep":
         out["cuda_available"] = bool(torch.cuda.is_available())
         out["device_count"] = torch.cuda.device_count()
         out["arch_list"] = list(torch.cuda.get_arch_list()) if out["cuda_available"] else None
-        out["devices"] = [{"name": torch.cuda.get_device_name(i),
-                           "capability": "%d.%d" % torch.cuda.get_device_capability(i)}
-                          for i in range(out["device_count"])] if out["cuda_available"] else []
+        out["devices"] = []
+        for i in range(out["device_count"] if out["cuda_available"] else 0):
+            props = torch.cuda.get_device_properties(i)
+            uuid = getattr(props, "uuid", None)
+            out["devices"].append({"name": props.name, "capability": "%d.%d" % (props.major, props.minor),
+                                   "uuid": None if uuid is None else "GPU-" + str(uuid)})
     except ImportError as exc:
         out["torch_version"] = None
         out["import_error"] = str(exc)
