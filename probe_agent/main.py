@@ -39,6 +39,9 @@ def parse_args(argv):
     p.add_argument("--record", metavar="CAPTURE", help="save every raw answer read into CAPTURE")
     p.add_argument("--note", help="a note stored in the capture (--record)")
     p.add_argument("--no-json", action="store_true", help="print the report instead of health.json")
+    p.add_argument("--wrap", action="store_true",
+                   help="run the command after -- : probe before, sample every --interval during, probe "
+                        "after; write DIR/provenance.json (--out DIR); exit with the command's exit code")
     p.add_argument("--version", action="version", version="sweep-agent " + AGENT_VERSION)
     return p.parse_args(argv)
 
@@ -180,7 +183,12 @@ def write_atomic(path, text):
 
 
 def main(argv=None):
-    opts = parse_args(sys.argv[1:] if argv is None else argv)
+    from probe_agent.wrap import split_command
+    argv, command = split_command(sys.argv[1:] if argv is None else list(argv))
+    opts = parse_args(argv)
+    if opts.wrap or command is not None:
+        from probe_agent import wrap
+        return wrap.main(opts, command) if opts.wrap else wrap.usage_error("a command after -- needs --wrap")
     started = (time.time(), time.monotonic())
     if opts.replay and opts.record:
         sys.stderr.write("sweep-agent: --replay and --record exclude each other\n")

@@ -75,14 +75,20 @@ def bundle(output: Path = typer.Option(Path("agent.pyz"), "--output", "-o", help
 
 @app.command()
 def diff(
-    before: Path = typer.Argument(..., help="a health.json (or host record)"),
-    after: Path = typer.Argument(..., help="a health.json (or host record)"),
+    before: Path = typer.Argument(..., help="a health.json, host record or provenance.json, or a run folder"),
+    after: Path = typer.Argument(..., help="a health.json, host record or provenance.json, or a run folder"),
     as_json: bool = typer.Option(False, "--json", help="print the changes as JSON"),
+    html: Optional[Path] = typer.Option(None, "--html", help="two run folders: also write the diff as HTML to FILE"),
 ):
-    """What changed between two probes, throttle evidence first."""
-    from sweep.diff import diff_health, load_health
+    """What changed between two probes, throttle evidence first; between two wrapped runs
+    (provenance.json), the probes before them first, then what their samples saw. Between two run
+    folders: hosts added, removed, newly unreachable, recovered, and each host's changes by kind
+    (exit 5 when anything changed; docs/audits.md)."""
+    if before.is_dir() or after.is_dir():
+        raise typer.Exit(_run_diff(before, after, as_json, html))
+    from sweep.diff import diff_files
 
-    changes = diff_health(load_health(before), load_health(after))
+    changes = diff_files(before, after)
     if as_json:
         print(json.dumps([c.__dict__ for c in changes], indent=1))
         return
@@ -94,6 +100,127 @@ def diff(
     for c in changes:
         table.add_row(c.category, safe(c.path), safe(json.dumps(c.before)), safe(json.dumps(c.after)))
     Console(highlight=False).print(table)
+
+
+@app.command()
+def wrap(
+    command: List[str] = typer.Argument(..., metavar="COMMAND", help="the command and its arguments, after --"),
+    interval: float = typer.Option(0.2, "--interval", help="seconds between GPU samples while the command runs"),
+    out: Path = typer.Option(Path("results"), "--out", "-o", help="folder for provenance.json"),
+    replay: Optional[Path] = typer.Option(None, "--replay",
+                                          help="GPU answers from a capture (env SWEEP_REPLAY); the command really runs"),
+    deep: bool = typer.Option(False, "--deep", help="the probes import torch and ask CUDA (seconds)"),
+    deadline: float = typer.Option(30.0, "--deadline", help="seconds each probe may take"),
+):
+    """Run COMMAND with the evidence of the machine it ran on: probe before, sample during, probe
+    after, into OUT/provenance.json. The command's stdin, stdout, stderr and exit code pass through
+    untouched (sweep wrap -- python3 bench.py --size 8192)."""
+    args = [sys.executable, "-m", "probe_agent", "--wrap", "--out", str(out), "--interval", str(interval),
+            "--deadline", str(deadline)] + (["--deep"] if deep else [])
+    if replay:
+        if not replay.is_file():
+            raise SweepError("no such capture file", where=str(replay), fix="give the path of a capture (--record)")
+        args += ["--replay", str(replay)]
+    import signal
+
+    proc = subprocess.Popen(args + ["--"] + list(command))
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the command; the agent still writes
+    try:
+        code = proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, old)
+    raise typer.Exit(code if code >= 0 else 128 - code)
+
+
+def _run_diff(before: Path, after: Path, as_json: bool, html: Optional[Path]) -> int:
+    from sweep.errors import ConfigError
+    from sweep.rundiff import diff_runs, load_run, render_html, render_terminal
+
+    if not (before.is_dir() and after.is_dir()):
+        raise ConfigError("cannot compare a run folder with a file", where=f"{before} {after}",
+                          fix="give two run folders, or two health.json files")
+    result = diff_runs(load_run(before), load_run(after))
+    if html is not None:
+        try:
+            html.write_text(render_html(result), encoding="utf-8")
+        except OSError as err:
+            raise ConfigError(f"cannot write the HTML ({err.strerror or err})", where=str(html),
+                              fix="choose a writable path with --html") from None
+        console.print(f"wrote {safe(html)}")
+    if as_json:
+        print(json.dumps(result.as_dict(), indent=1, ensure_ascii=False))
+    else:
+        render_terminal(result, Console(highlight=False))
+    return result.exit_code
+
+
+baseline_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                           help="Per-host baselines: record each host's GPU stack from a run, then report drift "
+                                "from it (exit 5 on drift; docs/audits.md).")
+app.add_typer(baseline_app, name="baseline")
+
+
+@baseline_app.command("set")
+def baseline_set(
+    run_dir: Path = typer.Argument(..., help="the run folder whose reachable hosts become the baseline"),
+    directory: Path = typer.Option(Path("baseline"), "--dir", help="baseline folder (one file per host)"),
+    update: bool = typer.Option(False, "--update", help="replace hosts the baseline already holds"),
+    host: List[str] = typer.Option([], "--host", help="only this host (repeatable)"),
+):
+    """Record each host's state from RUN_DIR: new hosts are added, existing ones kept unless --update."""
+    from sweep.baseline import set_baseline
+
+    for line in set_baseline(run_dir, directory, update=update, hosts=host).lines():
+        console.print(safe(line))
+
+
+@baseline_app.command("show")
+def baseline_show(
+    directory: Path = typer.Option(Path("baseline"), "--dir", help="baseline folder"),
+    host: List[str] = typer.Option([], "--host", help="only this host (repeatable)"),
+    as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
+):
+    """One line per host of the baseline: driver, GPUs, ECC, power limit, MIG, worst link, when set."""
+    from sweep.baseline import show_rows
+
+    rows = show_rows(directory, host)
+    if as_json:
+        print(json.dumps(rows, indent=1, ensure_ascii=False))
+        return
+    from rich.table import Table
+
+    table = Table(title=f"baseline {safe(directory)}: {len(rows)} host(s)")
+    cols = ("host", "driver", "gpus", "models", "ecc", "power_limit_w", "mig_layout", "persistence", "worst_link",
+            "set_at")
+    for col in cols:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*(safe(row[c]) for c in cols))
+    Console(highlight=False).print(table)
+
+
+@baseline_app.command("check")
+def baseline_check(
+    run_dir: Path = typer.Argument(..., help="the run folder to compare with the baseline"),
+    directory: Path = typer.Option(Path("baseline"), "--dir", help="baseline folder"),
+    as_json: bool = typer.Option(False, "--json", help="print the comparison as JSON"),
+):
+    """Drift of each host of RUN_DIR from its baseline (driver, ECC, power, MIG, topology, swapped or
+    missing GPUs). Exit 5 when a host drifted."""
+    from sweep.baseline import compare_to_baseline
+
+    result = compare_to_baseline(run_dir, directory)
+    if as_json:
+        print(json.dumps(result.as_dict(), indent=1, ensure_ascii=False))
+    else:
+        for d in result.drift:
+            console.print(safe(d.message))
+        for label, names in (("no baseline", result.no_baseline), ("in the baseline, not in the run", result.absent),
+                             ("not compared (failed in the run)", [u["host"] for u in result.unjudged])):
+            if names:
+                console.print(safe(f"{label}: {', '.join(names)}"))
+        console.print(safe(f"{len(result.compared)} host(s) compared, {len(result.drifted_hosts)} drifted"))
+    raise typer.Exit(result.exit_code)
 
 
 @app.command()
@@ -113,8 +240,6 @@ def run(
     no_report: bool = typer.Option(False, "--no-report", help="only collect the records"),
 ):
     """Sweep every host of an inventory over SSH, keep each record, then compare and report."""
-    from sweep.progress import run_with_progress
-
     if inventory is None and resume is None:
         raise SweepError("no inventory given", fix="sweep run INVENTORY.yml, or sweep run --resume RUN_DIR")
     agent_args = ["--deep"] if deep else []
@@ -128,12 +253,22 @@ def run(
     raise typer.Exit(code)
 
 
+def run_with_progress(options: dict, con: Console):
+    """run_sweep under a live progress bar, then the summary table."""
+    from sweep.progress import SweepProgress, render_summary
+    from sweep.run import run_sweep
+
+    with SweepProgress(con) as bar:
+        result = run_sweep(**options, progress=bar)
+    render_summary(result, con)
+    return result
+
+
 def _report(paths, out_dir: Path, reference: Optional[str]) -> int:
     from sweep.report import build_report
 
     result = build_report([Path(p) for p in paths], out_dir, reference=reference)
-    for line in result.headline_lines():
-        console.print(safe(line))
+    console.print(safe(result.headline))
     console.print(f"report: {out_dir / 'report.html'}")
     return result.exit_code
 
@@ -165,14 +300,14 @@ def demo(
 
     from sweep.demo import LocalFleet
     from sweep.demofleet import demo_fleet
-    from sweep.progress import run_with_progress
-
     work = Path(tempfile.mkdtemp(prefix="sweep-demo-"))
     fleet_hosts = demo_fleet(work / "captures", count=hosts)
     console.print(f"starting {len(fleet_hosts)} loopback sshd hosts ...")
     with LocalFleet(fleet_hosts, work / "fleet") as fleet:
-        opts = dict(inventory_path=fleet.inventory_path, out=out, forks=32, host_deadline=15.0,
-                    **fleet.sweep_options())
+        from sweep.store import default_run_dir
+
+        opts = dict(inventory_path=fleet.inventory_path, out=out or default_run_dir("demo"), forks=32,
+                    connect_timeout=3.0, host_deadline=15.0, **fleet.sweep_options())
         old_home = os.environ.get("HOME")
         os.environ["HOME"] = str(fleet.home)
         try:

@@ -1,0 +1,137 @@
+"""Benchmark of `sweep report` on a large fleet: 10,000 hosts x 8 GPUs by default.
+
+The fleet is written to disk as a real run folder (manifest.json + hosts/<host>.json, indented as
+store.py writes them), built from the recorded H200 health.json with the variants of the Must-show
+fleet mixed in (other driver, ECC off, power caps, MIG, foreign processes, HW slowdown, empty mask,
+CPU-only torch, unreachable hosts). Then a fresh Python process runs `build_report` on it (load,
+compare, render every output) and reports its wall time and peak RSS (resource.getrusage).
+
+    python3 bench/bench_report.py [--hosts 10000] [--gpus 8] [--keep DIR]
+
+Exits 1 when the run misses the budget (10 s, 2 GiB).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "unit")]
+
+BUDGET_S = 10.0
+BUDGET_RSS_MIB = 2048
+PLACEHOLDER = "@@HOST@@"
+# variant -> share of the fleet (the rest is the healthy, comparable majority)
+MIX = {"unreachable": 0.01, "driver": 0.02, "ecc_off": 0.005, "power_cap": 0.005, "one_card_cap": 0.002,
+       "mig_a": 0.001, "mig_b": 0.001, "foreign_process": 0.003, "hw_thermal": 0.001, "empty_mask": 0.001,
+       "cpu_torch": 0.001}
+
+
+def templates(n_gpus: int) -> dict:
+    """variant -> a host record serialized with a placeholder host name (built once, reused per host)."""
+    import fleet_variants as fv
+
+    special = {v: k for k, v in fv.SPECIAL.items()}  # a Must-show host name of each variant
+    out = {}
+    for variant in ["healthy", *MIX]:
+        if variant == "unreachable":
+            rec = fv.record(PLACEHOLDER, None, ("timeout", "no answer within 10 s"))
+        else:
+            health = fv.must_show_health(special.get(variant, "gpu01"), n_gpus)
+            health["host"]["hostname"] = PLACEHOLDER
+            rec = fv.record(PLACEHOLDER, health)
+            rec["address"] = PLACEHOLDER + ".dc1"
+        out[variant] = json.dumps(rec, indent=1, ensure_ascii=False)
+    return out
+
+
+def write_fleet(folder: Path, n_hosts: int, n_gpus: int, seed: int = 7) -> dict:
+    """Write the run folder; return how many hosts of each variant it holds."""
+    rng = random.Random(seed)
+    blobs = templates(n_gpus)
+    hosts = folder / "hosts"
+    hosts.mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps({"format": "sweep-run", "record_version": 1,
+                                                      "state": "complete"}))
+    width = len(str(n_hosts))
+    counts = {}
+    names = [f"gpu{i:0{width}d}" for i in range(1, n_hosts + 1)]
+    variants = list(MIX)
+    weights = list(MIX.values())
+    for name in names:
+        r = rng.random()
+        variant = "healthy"
+        acc = 0.0
+        for v, w in zip(variants, weights):
+            acc += w
+            if r < acc:
+                variant = v
+                break
+        counts[variant] = counts.get(variant, 0) + 1
+        (hosts / f"{name}.json").write_text(blobs[variant].replace(PLACEHOLDER, name))
+    return counts
+
+
+def measure(run: Path, out: Path) -> None:
+    """Child process: build the report and print wall time and peak RSS as JSON."""
+    from sweep.report import build_report
+
+    start = time.perf_counter()
+    result = build_report([run], out)
+    wall = time.perf_counter() - start
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(json.dumps({"wall_s": round(wall, 2), "peak_rss_mib": round(own, 1),
+                      "peak_rss_children_mib": round(children, 1), "exit_code": result.exit_code,
+                      "classes": len(result.findings.classes), "findings": len(result.findings.findings),
+                      "hosts": result.findings.hosts_total,
+                      "sizes_kib": {k: round(p.stat().st_size / 1024) for k, p in result.files.items()}}))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hosts", type=int, default=10_000)
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--keep", type=Path, help="write the run folder and report here and keep them")
+    ap.add_argument("--measure", nargs=2, type=Path, metavar=("RUN", "OUT"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.measure:
+        measure(*args.measure)
+        return 0
+    base = args.keep or Path(tempfile.mkdtemp(prefix="sweep-bench-"))
+    run, out = base / "run", base / "report"
+    try:
+        started = time.perf_counter()
+        counts = write_fleet(run, args.hosts, args.gpus)
+        size = sum(p.stat().st_size for p in (run / "hosts").iterdir())
+        print(f"wrote {args.hosts} host records x {args.gpus} GPUs to {run} ({size / 2**20:.0f} MiB on disk) "
+              f"in {time.perf_counter() - started:.1f} s; mix: {counts}")
+        child = subprocess.run([sys.executable, __file__, "--measure", str(run), str(out)],
+                               capture_output=True, text=True, check=False)
+        if child.returncode:
+            print(child.stdout + child.stderr, file=sys.stderr)
+            return 2
+        figures = json.loads(child.stdout.strip().splitlines()[-1])
+        peak = max(figures["peak_rss_mib"], figures["peak_rss_children_mib"])
+        print(f"build_report: {figures['wall_s']:.2f} s wall, peak RSS {figures['peak_rss_mib']:.0f} MiB "
+              f"(worker processes: {figures['peak_rss_children_mib']:.0f} MiB); {figures['hosts']} hosts, "
+              f"{figures['classes']} classes, {figures['findings']} findings, exit code {figures['exit_code']}; "
+              f"output KiB {figures['sizes_kib']}")
+        ok = figures["wall_s"] < BUDGET_S and peak < BUDGET_RSS_MIB
+        print(f"budget {BUDGET_S:.0f} s / {BUDGET_RSS_MIB} MiB: {'met' if ok else 'MISSED'}")
+        return 0 if ok else 1
+    finally:
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

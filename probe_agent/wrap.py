@@ -1,0 +1,497 @@
+"""Run a command under the agent's eyes (`--wrap -- COMMAND ...`): the provenance envelope.
+
+The agent probes the host (the full contract chain, the normal health.json), starts the command,
+samples every GPU while it runs, probes again after it exits, and writes one
+`provenance.json` into `--out`: the command's argv, exit code and wall time, both probes, the
+samples, and a short verdict (throttling seen, SM clock against its max, other processes, what
+changed between the two probes). The format is docs/provenance.md and
+schema/provenance-1.schema.json.
+
+The command is passed through untouched: it inherits the agent's stdin, stdout and stderr and
+environment, and the agent exits with its exit code (128+N when a signal N ended it, as a shell
+reports it; 127 / 126 when it cannot be started). The agent itself writes nothing to stdout or
+stderr in this mode except a message when its own work fails (exit 125 then, as `timeout` and
+`env` do).
+
+Why the sampler costs the benchmark nothing measurable:
+- it runs in the agent's process, one thread, and *sleeps* between samples
+  (`threading.Event.wait`, a blocking wait, not a poll); the main thread sits in `waitpid`;
+- a sample is a handful of cheap NVML reads per GPU (those of `load.sample`, plus the process
+  list): driver ioctls on the CPU, no CUDA context, nothing on the GPU;
+- the samples follow a fixed grid (t0 + k*interval); a late sample skips ticks, it never
+  catches up in a burst;
+- on Linux the sampler thread lowers its own priority (nice +10), so that a CPU-bound
+  command wins any contention for a core; the command keeps the priority it had;
+- what the sampler cost is measured and kept: `sampler.read_ms_median`, `read_ms_max`,
+  `cpu_s` (the thread's CPU time) and `busy_fraction` (reading time / wall time).
+`bench/bench_wrap.py` measures the effect on a benchmark's throughput (wrapped vs unwrapped).
+
+Which GPU processes are the command's own: a process whose parent chain (/proc/PID/stat)
+reaches the command's pid. Everything else is another process, except a pid this PID
+namespace cannot see (a container): that one is listed as unattributed. Under replay, the
+recorded pids belong to another machine: every recorded process is another process except the
+recording's own load (`load.pid` of the capture).
+"""
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from probe_agent import AGENT_VERSION
+from probe_agent.collect import Reader, read_processes
+
+PROVENANCE_SCHEMA_VERSION = "1.0"
+# Fields compared between the probe before and the probe after the command, per GPU.
+WATCHED_GPU_FIELDS = (
+    ("uuid",), ("lost",), ("ecc", "current"), ("ecc", "pending"), ("ecc", "volatile_uncorrected"),
+    ("remapped_rows", "pending"), ("retired_pages_pending",), ("power", "enforced_limit_w"),
+    ("power", "management_limit_w"), ("mig", "current"), ("mig_layout",), ("persistence_mode",),
+    ("compute_mode",), ("clocks", "app_sm_mhz"),
+)
+WATCHED_DRIVER_FIELDS = ("version", "cuda_driver_version", "kernel_module", "gpu_count")
+HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+EXIT_WRAPPER_FAILED = 125
+
+
+def split_command(argv):
+    """(the agent's own arguments, the command after the first `--` or None)."""
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, None
+
+
+def usage_error(message):
+    sys.stderr.write("sweep-agent: %s\n" % message)
+    return 2
+
+
+def probe(src, opts, own_pids=()):
+    """The normal health.json (full contract chain), within opts.deadline. Returns (health, done)."""
+    from probe_agent.main import build_health, collect
+
+    started = (time.time(), time.monotonic())
+    facts = {}
+    error = []
+
+    def worker():
+        try:
+            collect(src, opts, facts)
+        except Exception:  # reported in the probe, never a traceback instead of the command
+            import traceback
+            error.append(traceback.format_exc())
+
+    t = threading.Thread(target=worker, daemon=True)
+    t.start()
+    t.join(max(opts.deadline, 0.1))
+    done = not t.is_alive()
+    if own_pids:
+        facts["own_pids"] = sorted(own_pids)
+    health = build_health(facts, opts, started, done and not error, opts.replay)
+    if error:
+        health["probe"]["incomplete_reason"] = "internal error: " + error[0].strip().splitlines()[-1]
+        health["probe"]["traceback"] = error[0][-4000:]
+    return health, done
+
+
+class Attribution(object):
+    """Tells the command's own GPU processes from the others (see the module docstring)."""
+
+    def __init__(self, root_pid, replay_own=None):
+        self.root = root_pid
+        self.replay_own = replay_own  # None when live; the recording's own load pids on replay
+        self.cache = {}
+
+    def of(self, pid):
+        """'command', 'other' or 'not_visible'."""
+        if pid not in self.cache:
+            self.cache[pid] = self._classify(pid)
+        return self.cache[pid]
+
+    def own_pids(self):
+        return set(p for p, who in self.cache.items() if who == "command")
+
+    def _classify(self, pid):
+        if self.replay_own is not None:
+            return "command" if pid in self.replay_own else "other"
+        if not isinstance(pid, int):
+            return "not_visible"
+        seen = 0
+        while pid and pid > 1 and seen < 256:
+            if pid == self.root:
+                return "command"
+            ppid = parent_pid(pid)
+            if ppid is None:
+                return "not_visible" if seen == 0 else "other"
+            pid, seen = ppid, seen + 1
+        return "other"
+
+
+def parent_pid(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            text = fh.read()
+    except (OSError, ValueError):
+        return None
+    try:
+        return int(text[text.rindex(")") + 2:].split()[1])  # the name may hold spaces and ')'
+    except (ValueError, IndexError):
+        return None
+
+
+def take_sample(src, count, t, attribution):
+    """`load.sample` of every GPU, plus each GPU's compute processes with their attribution."""
+    from probe_agent.load import sample
+
+    raw = sample(src, count, t)
+    s = {"t": round(t, 3), "gpus": [dict(g) for g in (raw or {}).get("gpus") or []]}
+    for g in s["gpus"]:
+        i = g.get("index")
+        r = Reader(src, {})
+        procs = read_processes(src, r, "gpu%d." % i, src.handle(i))
+        g["processes"] = None if procs is None else [
+            {"pid": p["pid"], "name": p["name"], "used_memory_bytes": p["used_memory_bytes"],
+             "owner": attribution.of(p["pid"])} for p in procs]
+    return s
+
+
+class Sampler(threading.Thread):
+    """Samples every `interval` seconds on a fixed grid, sleeping in between, until stopped."""
+
+    def __init__(self, src, count, interval, t0, attribution):
+        threading.Thread.__init__(self, name="sweep-sampler", daemon=True)
+        self.src, self.count, self.interval, self.t0 = src, count, interval, t0
+        self.attribution = attribution
+        self.samples = []
+        self.read_s = []
+        self.cpu_s = None
+        self.niced = False
+        self.error = None
+        self._halt = threading.Event()
+
+    def stop(self):
+        self._halt.set()
+
+    def run(self):
+        self.niced = lower_priority()
+        cpu0 = time.thread_time()
+        tick = 0
+        try:
+            while not self._halt.is_set():
+                start = time.monotonic()
+                s = take_sample(self.src, self.count, start - self.t0, self.attribution)
+                self.read_s.append(time.monotonic() - start)
+                if s["gpus"]:
+                    self.samples.append(s)
+                now = time.monotonic()
+                tick = max(tick + 1, int(math.ceil((now - self.t0) / self.interval)))
+                self._halt.wait(max(0.0, self.t0 + tick * self.interval - now))
+        except Exception as exc:  # the command goes on; the provenance says why samples stopped
+            self.error = "%s: %s" % (type(exc).__name__, exc)
+        self.cpu_s = round(time.thread_time() - cpu0, 4)
+
+    def report(self, wall_s):
+        import statistics
+        ms = [x * 1000.0 for x in self.read_s]
+        return {
+            "interval_s": self.interval,
+            "samples": len(self.samples),
+            "read_ms_median": round(statistics.median(ms), 3) if ms else None,
+            "read_ms_max": round(max(ms), 3) if ms else None,
+            "cpu_s": self.cpu_s,
+            "busy_fraction": round(sum(self.read_s) / wall_s, 5) if wall_s else None,
+            "niced": self.niced,
+            "error": self.error if self.error else (None if not self.is_alive() else "sampler stalled in a driver query"),
+        }
+
+
+def lower_priority():
+    """nice +10 for the calling thread only (Linux: a thread has its own nice value)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        return True
+    except (OSError, AttributeError):
+        return False
+
+
+def run_command(command, on_start):
+    """Start the command with the agent's stdio; wait for it. Returns its command section."""
+    section = {"argv": list(command), "cwd": os.getcwd(), "pid": None, "exit_code": None, "signal": None,
+               "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": 0.0, "error": None}
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(command)
+    except OSError as exc:
+        missing = isinstance(exc, FileNotFoundError)
+        section["exit_code"] = 127 if missing else 126
+        section["error"] = "%s: %s" % (command[0], "command not found" if missing else exc.strerror or exc)
+        sys.stderr.write("sweep-agent: %s\n" % section["error"])
+        return section, t0
+    section["pid"] = proc.pid
+    on_start(proc.pid, t0)
+    # After the exec (so that the command inherits default dispositions): a terminal's Ctrl-C
+    # reaches the command through its process group, the agent outlives it to write the record;
+    # a TERM or HUP sent to the agent alone is passed on.
+    forward = lambda signum, frame: proc.send_signal(signum)
+    old = {}
+    for name, handler in (("SIGINT", signal.SIG_IGN), ("SIGQUIT", signal.SIG_IGN),
+                          ("SIGTERM", forward), ("SIGHUP", forward)):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            try:
+                old[sig] = signal.signal(sig, handler)
+            except (ValueError, OSError):
+                pass
+    try:
+        rc = proc.wait()
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    section["wall_s"] = round(time.monotonic() - t0, 4)
+    if rc < 0:
+        section["signal"] = signal_name(-rc)
+        rc = 128 - rc
+    section["exit_code"] = rc
+    return section, t0
+
+
+def signal_name(n):
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return "signal %d" % n
+
+
+def dig(d, path):
+    for k in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
+def probe_changes(before, after):
+    """Driver, ECC, power limit, MIG and identity fields that differ between the two probes."""
+    out = []
+    complete = before["probe"]["complete"] and after["probe"]["complete"]
+
+    def add(field, a, b):
+        # a probe cut short by its deadline lacks fields: absent is then "not read", not a change
+        if a != b and (complete or (a is not None and b is not None)):
+            out.append({"field": field, "before": a, "after": b})
+
+    for k in WATCHED_DRIVER_FIELDS:
+        add("driver." + k, (before.get("driver") or {}).get(k), (after.get("driver") or {}).get(k))
+    ga = {g.get("index"): g for g in before.get("gpus") or []}
+    gb = {g.get("index"): g for g in after.get("gpus") or []}
+    for i in sorted(set(ga) | set(gb), key=str):
+        if i not in ga or i not in gb:
+            out.append({"field": "gpus[%s]" % i, "before": "present" if i in ga else None,
+                        "after": "present" if i in gb else None})
+            continue
+        for path in WATCHED_GPU_FIELDS:
+            add("gpus[%s].%s" % (i, ".".join(path)), dig(ga[i], path), dig(gb[i], path))
+    return out
+
+
+def counter_deltas(before, after):
+    """Per GPU, how much each clock-event reason counter (us) grew between the two probes."""
+    ca = {g.get("index"): g.get("reason_counters_us") or {} for g in before.get("gpus") or []}
+    out = {}
+    for g in after.get("gpus") or []:
+        a, b = ca.get(g.get("index")) or {}, g.get("reason_counters_us") or {}
+        keys = sorted(k for k in b if isinstance(b.get(k), int) and isinstance(a.get(k), int))
+        if keys:
+            out[g.get("index")] = {k: b[k] - a[k] for k in keys}
+    return out
+
+
+def seen_processes(before, samples, after, attribution, owner):
+    """Processes of one attribution, from the probes and the samples, keyed by pid."""
+    found = {}
+
+    def note(pid, name, gpu, where, t=None, used=None):
+        p = found.setdefault(pid, {"pid": pid, "name": name, "gpus": [], "first_seen_s": None,
+                                   "samples_seen": 0, "present_before": False, "present_after": False,
+                                   "max_used_memory_bytes": None})
+        p["name"] = p["name"] or name
+        if gpu not in p["gpus"]:
+            p["gpus"].append(gpu)
+        if where == "sample":
+            p["samples_seen"] += 1
+            if p["first_seen_s"] is None:
+                p["first_seen_s"] = t
+        else:
+            p["present_" + where] = True
+        if isinstance(used, int):
+            p["max_used_memory_bytes"] = max(p["max_used_memory_bytes"] or 0, used)
+
+    for where, health in (("before", before), ("after", after)):
+        for g in health.get("gpus") or []:
+            for proc in g.get("processes") or []:
+                if attribution.of(proc.get("pid")) == owner:
+                    note(proc.get("pid"), proc.get("name"), g.get("index"), where, used=proc.get("used_memory_bytes"))
+    for s in samples:
+        for g in s.get("gpus") or []:
+            for proc in g.get("processes") or []:
+                if proc.get("owner") == owner:
+                    note(proc.get("pid"), proc.get("name"), g.get("index"), "sample", s.get("t"),
+                         proc.get("used_memory_bytes"))
+    for p in found.values():
+        p["gpus"].sort()
+    return sorted(found.values(), key=lambda p: (str(p["pid"])))
+
+
+def verdict(before, samples, after, attribution):
+    """The short answer: was this run's machine the machine the number claims?"""
+    from probe_agent.load import summarize
+
+    max_sm = {g.get("index"): (g.get("clocks") or {}).get("sm_max_mhz") for g in before.get("gpus") or []}
+    gpus = summarize(samples, max_sm)
+    deltas = counter_deltas(before, after)
+    for g in gpus:
+        g["reason_counters_delta_us"] = deltas.get(g["gpu"])
+    pick = lambda key, fn: fn([g[key] for g in gpus if g.get(key) is not None]) if any(
+        g.get(key) is not None for g in gpus) else None
+    counted_hw = any((d or {}).get(k, 0) > 0 for d in deltas.values()
+                     for k in ("hw_thermal_slowdown", "hw_power_braking", "hw_slowdown"))
+    v = {
+        "samples": len(samples),
+        "hw_slowdown": bool((pick("hw_slowdown_fraction", max) or 0) > 0 or counted_hw),
+        "hw_slowdown_fraction": pick("hw_slowdown_fraction", max),
+        "sw_power_cap_fraction": pick("sw_power_cap_fraction", max),
+        "sw_thermal_fraction": pick("sw_thermal_fraction", max),
+        "sm_mhz_min": pick("sm_mhz_min", min),
+        "sm_mhz_median": pick("sm_mhz_median", min),
+        "sm_mhz_max_allowed": pick("sm_mhz_max_allowed", max),
+        "other_processes": seen_processes(before, samples, after, attribution, "other"),
+        "unattributed_processes": seen_processes(before, samples, after, attribution, "not_visible"),
+        "changes": probe_changes(before, after),
+        "gpus": gpus,
+    }
+    v["summary"] = summary_line(v, before, after)
+    return v
+
+
+def summary_line(v, before, after):
+    parts = []
+    if not v["samples"]:
+        parts.append("no GPU samples")
+    else:
+        parts.append("HW slowdown seen" if v["hw_slowdown"] else "no HW slowdown")
+        parts.append("SW power cap active in %d%% of samples" % round(100 * (v["sw_power_cap_fraction"] or 0)))
+        if v["sm_mhz_median"] is not None:
+            parts.append("SM clock median %s MHz (min %s) of %s MHz max" % (
+                fmt(v["sm_mhz_median"]), fmt(v["sm_mhz_min"]), fmt(v["sm_mhz_max_allowed"])))
+    others = v["other_processes"]
+    parts.append("%d other process(es) on the GPUs: %s" % (len(others), ", ".join(
+        "%s (pid %s)" % (p["name"], p["pid"]) for p in others[:3])) if others else "no other process on the GPUs")
+    if v["unattributed_processes"]:
+        parts.append("%d process(es) not visible from here" % len(v["unattributed_processes"]))
+    ch = v["changes"]
+    parts.append("changed between the probes: " + ", ".join(
+        "%s %s -> %s" % (c["field"], c["before"], c["after"]) for c in ch[:3]) if ch
+        else "nothing changed between the probes")
+    for name, h in (("before", before), ("after", after)):
+        if not h["probe"]["complete"]:
+            parts.append("probe %s incomplete" % name)
+    return "; ".join(parts)
+
+
+def fmt(x):
+    return "?" if x is None else ("%d" % x if float(x).is_integer() else "%.1f" % x)
+
+
+def write_atomic(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def main(opts, command):
+    """`--wrap`: probe, run the command while sampling, probe again, write OUT/provenance.json."""
+    from probe_agent.source import LiveSource, RecordingSource, ReplaySource
+
+    if not command:
+        return usage_error("--wrap needs a command after --: sweep-agent --wrap --out DIR -- COMMAND ...")
+    if not opts.out:
+        return usage_error("--wrap needs --out DIR: the command owns stdout, provenance.json goes to DIR")
+    if not opts.interval > 0:
+        return usage_error("--interval must be > 0 seconds (got %g)" % opts.interval)
+    if opts.replay and opts.record:
+        return usage_error("--replay and --record exclude each other")
+    try:
+        os.makedirs(opts.out, exist_ok=True)
+    except OSError as exc:
+        return usage_error("cannot create --out %s: %s" % (opts.out, exc))
+    try:
+        src = ReplaySource(opts.replay) if opts.replay else (RecordingSource() if opts.record else LiveSource())
+    except (OSError, ValueError) as exc:
+        return usage_error("cannot replay %s: %s" % (opts.replay, exc))
+    opts = argparse.Namespace(**dict(vars(opts), load=0.0))  # the command is the load
+    import statistics  # noqa: F401  imported now: the first sample must not pay for it
+    import probe_agent.load  # noqa: F401
+
+    before, before_done = probe(src, opts)
+    count = (before.get("driver") or {}).get("gpu_count") or 0
+    state = {}
+
+    def on_start(pid, t0):
+        replay_own = None
+        if src.replaying:
+            replay_own = set([(src.data.get("load") or {}).get("pid")]) - set([None])
+        state["attribution"] = Attribution(pid, replay_own)
+        if before_done and (count or src.replaying):
+            state["sampler"] = Sampler(src, count, opts.interval, t0, state["attribution"])
+            state["sampler"].start()
+
+    section, t0 = run_command(command, on_start)
+    sampler = state.get("sampler")
+    attribution = state.get("attribution") or Attribution(None, set())
+    if sampler is not None:
+        sampler.stop()
+        sampler.join(5.0)
+    samples = list(sampler.samples) if sampler is not None else []
+    after, after_done = probe(src, opts, attribution.own_pids())
+    try:
+        provenance = {
+            "kind": "sweep.provenance",
+            "schema_version": PROVENANCE_SCHEMA_VERSION,
+            "agent": {"version": AGENT_VERSION, "python": sys.version.split()[0], "replay": opts.replay},
+            "command": section,
+            "sampler": sampler.report(section["wall_s"]) if sampler is not None else
+            {"interval_s": opts.interval, "samples": 0, "read_ms_median": None, "read_ms_max": None, "cpu_s": None,
+             "busy_fraction": None, "niced": False,
+             "error": "not started: " + ("no GPU" if before_done else "the probe before did not finish")},
+            "before": before,
+            "samples": samples,
+            "after": after,
+            "verdict": verdict(before, samples, after, attribution),
+        }
+        write_atomic(os.path.join(opts.out, "provenance.json"), json.dumps(provenance, indent=1) + "\n")
+        if opts.record:
+            write_atomic(opts.record, json.dumps(src.capture(opts.note), indent=1) + "\n")
+    except Exception as exc:
+        sys.stderr.write("sweep-agent: the command ended (exit %s) but provenance.json was not written: %s: %s\n"
+                         % (section["exit_code"], type(exc).__name__, exc))
+        return EXIT_WRAPPER_FAILED
+    hung = not (before_done and after_done) or (sampler is not None and sampler.is_alive())
+    if not hung:
+        for _ in range(2):
+            try:
+                src.nvml("nvmlShutdown", "nvmlShutdown")  # once per probe's nvmlInit
+            except Exception:
+                pass
+    if hung:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(section["exit_code"])  # a hung driver query must not keep the process alive
+    return section["exit_code"]

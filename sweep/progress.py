@@ -1,0 +1,68 @@
+"""The terminal face of a sweep: a live ok / failed / pending bar, and the summary table after it.
+
+Kept apart from `sweep.run`: run_sweep takes `SweepProgress` as its `progress` callback, and
+`render_summary` prints a `RunResult`.
+"""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from sweep.run import RunProgress, RunResult
+
+
+class SweepProgress:
+    """A rich progress bar as a run_sweep `progress` callback; use it as a context manager."""
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or Console(stderr=True)
+        self._progress = Progress(
+            TextColumn("[bold]sweep"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+            TextColumn("[green]{task.fields[ok]} ok[/]  [red]{task.fields[failed]} failed[/]  "
+                       "{task.fields[pending]} pending"),
+            TimeElapsedColumn(), console=self.console, transient=False,
+        )
+        self._task = None
+
+    def __enter__(self) -> "SweepProgress":
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._progress.stop()
+
+    def __call__(self, state: RunProgress) -> None:
+        fields = {"ok": state.ok, "failed": state.failed, "pending": state.pending}
+        done = state.ok + state.failed
+        if self._task is None:
+            self._task = self._progress.add_task("sweep", total=state.total, completed=done, **fields)
+        else:
+            self._progress.update(self._task, completed=done, **fields)
+
+
+def render_summary(result: RunResult, console: Console | None = None, *, shown: int = 10) -> None:
+    """Counts by failure class, the first `shown` failures of this session, and the verdict."""
+    console = console or Console()
+    table = Table(title=f"sweep: {result.run_dir}", show_edge=False)
+    table.add_column("result")
+    table.add_column("hosts", justify="right")
+    table.add_row("[green]ok[/]", str(result.ok))
+    for cls, count in sorted(result.by_class.items(), key=lambda kv: -kv[1]):
+        table.add_row(f"[red]{cls}[/]", str(count))
+    if result.pending:
+        table.add_row("[yellow]no record (interrupted)[/]", str(result.pending))
+    table.add_row("[bold]total[/]", str(result.total))
+    console.print(table)
+    for host, cls, message in result.failures[:shown]:
+        console.print(f"  [red]{escape(cls or '')}[/] {escape(message or '')}", highlight=False, soft_wrap=True)
+    if len(result.failures) > shown:
+        console.print(f"  ... and {len(result.failures) - shown} more failures in {result.run_dir}/hosts/")
+    if result.state == "interrupted":
+        console.print(f"[yellow]interrupted[/]: finish with: sweep run --resume {result.run_dir}")
+    elif result.fully_swept:
+        console.print(f"[green]every host swept[/] ({result.ok} of {result.total})")
+    else:
+        console.print(f"[red]not fully swept[/]: {result.failed + result.pending} of {result.total} hosts "
+                      "have no health.json")

@@ -1,0 +1,227 @@
+"""The run folder: one record per host, written the moment the host is done, and a manifest.
+
+Layout (record version 1)::
+
+    reports/20261129T181223Z-inventory/
+        manifest.json          format, versions, inventory path + snapshot, options, state, hosts
+        hosts/gpu01.json       {"record_version": 1, "host": "gpu01", "status": "ok", "health": {...}, ...}
+
+Every file is written whole or not at all (a temporary file in the same folder, fsync, rename):
+a controller killed with ``kill -9`` leaves at most a ``.tmp-*`` file, which `RunFolder.open`
+removes. File names are made safe (`safe_name`); the real host name stays inside the record.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sweep.errors import RunFolderError
+
+RECORD_VERSION = 1
+RUN_FORMAT = "sweep-run"
+MANIFEST = "manifest.json"
+HOSTS = "hosts"
+STATES = ("running", "complete", "interrupted")
+RECORD_KEYS = ("record_version", "host", "address", "status", "failure", "attempts",
+               "started_at", "ended_at", "duration_s", "health")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_TMP_PREFIX = ".tmp-"
+
+
+def safe_name(name: str) -> str:
+    """A file name for a host: the name itself when harmless, else a cleaned name plus a hash of it.
+
+    ``gpu01.dc1`` stays as it is; ``../x`` becomes ``x~<hash>``. Two different host names never
+    share a file name: a cleaned name always carries ``~`` and its hash, which no kept name can.
+    """
+    cleaned = _UNSAFE.sub("_", name).lstrip(".")
+    if cleaned == name and 0 < len(name) <= 120:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{cleaned[:100] or 'host'}~{digest}"
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def default_run_dir(inventory_path: str | Path, reports: str | Path = "reports",
+                    now: datetime | None = None) -> Path:
+    """``reports/<UTC timestamp>-<inventory stem>``, with ``-2``, ``-3``... if that one exists."""
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    base = Path(reports) / f"{stamp}-{safe_name(Path(inventory_path).stem)}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
+def _fix_for(err: OSError) -> str:
+    if err.errno == errno.ENOSPC or err.errno == errno.EDQUOT:
+        return ("free space on that filesystem (or choose a folder elsewhere with --out), then finish "
+                "the sweep with --resume RUN_DIR: the records already written are kept")
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "make the folder writable, or choose another with --out"
+    if err.errno in (errno.ENOTDIR, errno.EEXIST):
+        return "a file is in the way of the folder: choose another path with --out"
+    return "check the path, or choose another folder with --out"
+
+
+def write_json_atomic(path: Path, data: Any, *, sync_dir: bool = False, indent: int | None = None) -> None:
+    """Write `data` as JSON to `path` whole or not at all; OSError becomes RunFolderError.
+
+    Records are written without indent: json's C encoder does not indent, and the pure-Python
+    one costs ~0.6 ms per health.json, a tenth of the controller's CPU per host.
+    """
+    blob = (json.dumps(data, indent=indent, ensure_ascii=False) + "\n").encode("utf-8")
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=".json", dir=path.parent)
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o644)
+            fh.write(blob)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        tmp = None
+        if sync_dir:
+            dir_fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+    except OSError as err:
+        raise RunFolderError(f"cannot write {path.name} ({err.strerror or err})", where=str(path.parent),
+                             fix=_fix_for(err)) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+class RunFolder:
+    """A run folder on disk: `create` a new one, or `open` one to resume."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.hosts_dir = self.path / HOSTS
+        self.manifest_path = self.path / MANIFEST
+
+    @classmethod
+    def create(cls, path: str | Path) -> "RunFolder":
+        """Make a new, empty run folder (its parents too); refuse one that already holds files."""
+        folder = cls(path)
+        if folder.manifest_path.exists():
+            raise RunFolderError("already holds a sweep run", where=str(folder.path),
+                                 fix=f"resume it with --resume {folder.path}, or choose another --out")
+        if folder.path.exists() and not folder.path.is_dir():
+            raise RunFolderError("is a file, not a folder", where=str(folder.path),
+                                 fix="choose another path with --out")
+        if folder.path.is_dir() and any(folder.path.iterdir()):
+            raise RunFolderError("is not empty", where=str(folder.path),
+                                 fix="choose a new or empty folder with --out")
+        try:
+            folder.hosts_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise RunFolderError(f"cannot create the run folder ({err.strerror or err})",
+                                 where=str(folder.path), fix=_fix_for(err)) from None
+        return folder
+
+    @classmethod
+    def open(cls, path: str | Path) -> "RunFolder":
+        """An existing run folder of this record version, its ``.tmp-*`` leftovers removed."""
+        folder = cls(path)
+        if not folder.path.is_dir():
+            raise RunFolderError("no such run folder", where=str(folder.path),
+                                 fix="pass the folder a sweep run wrote (it holds manifest.json)")
+        manifest = folder.read_manifest()
+        if manifest.get("format") != RUN_FORMAT:
+            raise RunFolderError(f"is not a sweep run folder (manifest format {manifest.get('format')!r})",
+                                 where=str(folder.path), fix="pass the folder a sweep run wrote")
+        version = manifest.get("record_version")
+        if version != RECORD_VERSION:
+            raise RunFolderError(
+                f"was written with record version {version!r}; this sweep reads version {RECORD_VERSION}",
+                where=str(folder.path),
+                fix="resume it with the sweep version that started it, or start a new run without --resume")
+        try:
+            folder.hosts_dir.mkdir(exist_ok=True)
+            for leftover in folder.hosts_dir.glob(_TMP_PREFIX + "*"):
+                leftover.unlink()
+            for leftover in folder.path.glob(_TMP_PREFIX + "*"):
+                leftover.unlink()
+        except OSError as err:
+            raise RunFolderError(f"cannot tidy the run folder ({err.strerror or err})",
+                                 where=str(folder.path), fix=_fix_for(err)) from None
+        return folder
+
+    def read_manifest(self) -> dict:
+        try:
+            data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise RunFolderError("is not a sweep run folder (no manifest.json)", where=str(self.path),
+                                 fix="pass the folder a sweep run wrote") from None
+        except (OSError, ValueError) as err:
+            raise RunFolderError(f"manifest.json cannot be read ({err})", where=str(self.path),
+                                 fix="start a new run without --resume") from None
+        if not isinstance(data, dict):
+            raise RunFolderError("manifest.json is not a JSON object", where=str(self.path),
+                                 fix="start a new run without --resume")
+        return data
+
+    def write_manifest(self, manifest: dict) -> None:
+        if manifest.get("state") not in STATES:
+            raise ValueError(f"manifest state must be one of {STATES}")
+        write_json_atomic(self.manifest_path, manifest, sync_dir=True, indent=1)
+
+    def record_path(self, host_name: str) -> Path:
+        return self.hosts_dir / f"{safe_name(host_name)}.json"
+
+    def write_record(self, record: dict) -> Path:
+        """Write one host's record whole; the file is named after `safe_name` of record["host"]."""
+        missing = [key for key in RECORD_KEYS if key not in record]
+        if missing:
+            raise ValueError(f"record lacks {', '.join(missing)}")
+        if record["status"] not in ("ok", "failed"):
+            raise ValueError("record status must be 'ok' or 'failed'")
+        path = self.record_path(record["host"])
+        write_json_atomic(path, record)
+        return path
+
+    def read_records(self) -> dict[str, dict]:
+        """host name -> record, for every readable record file (an unreadable one counts as absent)."""
+        records: dict[str, dict] = {}
+        if not self.hosts_dir.is_dir():
+            return records
+        for path in sorted(self.hosts_dir.glob("*.json")):
+            if path.name.startswith("."):
+                continue
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if not isinstance(record, dict) or not isinstance(record.get("host"), str):
+                continue
+            if record.get("record_version") != RECORD_VERSION:
+                raise RunFolderError(
+                    f"{path.name} has record version {record.get('record_version')!r}; this sweep reads "
+                    f"version {RECORD_VERSION}", where=str(self.path),
+                    fix="start a new run without --resume")
+            if path.name != f"{safe_name(record['host'])}.json":
+                continue  # not where this sweep would write it: not ours
+            records[record["host"]] = record
+        return records

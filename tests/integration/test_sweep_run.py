@@ -1,0 +1,243 @@
+"""`sweep run` end to end: real sshds on loopback, the real agent bundle replaying a capture."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import sweep.transport as transport
+from sweep.errors import RunFolderError
+from sweep.inventory import load_inventory
+from sweep.run import run_sweep
+from sweep.store import RunFolder, safe_name
+from sweep.transport import Prober, SSHOptions
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((REPO / "probe_agent" / "schema" / "health-1.schema.json").read_text())
+
+
+def records(run_dir: Path) -> dict[str, dict]:
+    found = {}
+    for path in sorted((run_dir / "hosts").iterdir()):
+        assert not path.name.startswith("."), f"leftover temporary file {path.name}"
+        record = json.loads(path.read_text())
+        assert path.name == f"{safe_name(record['host'])}.json"
+        assert record["host"] not in found
+        found[record["host"]] = record
+    return found
+
+
+def test_must_show_fifty_hosts_and_five_faulty(fleet, layout, tmp_path):
+    HEALTHY, FAULTY, EXPECTED_CLASS = layout.healthy, layout.faulty, layout.expected_class
+    inventory = load_inventory(fleet.inventory_path)
+    h200 = inventory.select("h200")
+    assert len(h200) == HEALTHY and {"rack_a", "h200"} <= set(h200[0].groups)
+    assert h200[0].settings["connect_timeout"] == 5  # a group var of the parent group
+    assert "[01:25]" in fleet.inventory_path.read_text()  # written as an Ansible host range
+
+    started = time.monotonic()
+    result = run_sweep(fleet.inventory_path, limit="h200:faulty", out=tmp_path / "run",
+                       connect_timeout=3, **fleet.sweep_options())
+    elapsed = time.monotonic() - started
+
+    assert (result.total, result.ok, result.failed, result.pending) == (HEALTHY + 5, HEALTHY, 5, 0)
+    assert not result.fully_swept and result.exit_code == 1 and result.state == "complete"
+    assert result.by_class == {cls: 1 for cls in EXPECTED_CLASS.values()}
+    found = records(result.run_dir)
+    assert len(found) == HEALTHY + 5
+    for host in h200:
+        record = found[host.name]
+        assert record["status"] == "ok" and record["failure"] is None and record["attempts"] == 1
+        assert record["address"] == fleet.addresses[host.name]
+        jsonschema.validate(record["health"], SCHEMA)
+        assert record["health"]["host"]["hostname"] == host.name
+    for name, cls in EXPECTED_CLASS.items():
+        record = found[name]
+        assert record["status"] == "failed" and record["health"] is None
+        assert record["failure"]["class"] == cls
+        assert record["failure"]["message"].startswith(f"{name}: ")
+    messages = {name: found[name]["failure"]["message"] for name in FAULTY}
+    assert "ssh-keyscan -H" in messages["gpu-new"] and "--accept-new-host-keys" in messages["gpu-new"]
+    assert "man-in-the-middle" in messages["gpu-rebuilt"] and "ssh-keygen -R" in messages["gpu-rebuilt"]
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    assert manifest["state"] == "complete" and manifest["record_version"] == 1
+    assert manifest["hosts"] == [h.name for h in inventory.select("h200:faulty")]
+    assert manifest["counts"] == {"total": 55, "ok": 50, "failed": 5, "pending": 0}
+    assert len(manifest["inventory"]["snapshot"]["hosts"]) == len(inventory.hosts)
+    assert elapsed < 60
+
+
+def test_no_python_agent_error_bad_output_and_a_retried_drop(fleet, layout, tmp_path):
+    ODD = layout.odd
+    result = run_sweep(fleet.inventory_path, limit="odd:flaky", out=tmp_path / "run", **fleet.sweep_options())
+    found = records(result.run_dir)
+    for name, kind in ODD.items():
+        assert found[name]["failure"]["class"] == kind, found[name]["failure"]
+    assert "/nonexistent/bin/python3" in found["odd-nopython"]["failure"]["message"]
+    assert "demo agent failure" in found["odd-crash"]["failure"]["message"]
+    assert "demo agent failure" in found["odd-crash"]["stderr"]
+    flaky = found["odd-flaky"]  # dropped before the banner once, as MaxStartups does: retried
+    assert flaky["status"] == "ok" and flaky["attempts"] == 2
+
+
+def test_output_larger_than_the_cap_is_refused(fleet):
+    host = load_inventory(fleet.inventory_path).select("gpu01")[0]
+    prober = Prober(_bundle(), (), SSHOptions(output_limit=1000, known_hosts=(str(fleet.known_hosts_path),),
+                                              ssh_config=None, allow_agent=False, look_for_keys=False))
+    outcome = prober.probe(host)
+    assert outcome.status == "failed" and outcome.failure_class == "output_too_large"
+    assert outcome.message.startswith("gpu01: the agent wrote more than 1000 bytes")
+
+
+def test_host_deadline_bounds_a_hung_agent(fleet, tmp_path):
+    started = time.monotonic()
+    result = run_sweep(fleet.inventory_path, limit="odd-stuck", out=tmp_path / "run", host_deadline=2,
+                       **fleet.sweep_options())
+    assert time.monotonic() - started < 6
+    record = records(result.run_dir)["odd-stuck"]
+    assert record["failure"]["class"] == "timeout"
+    assert "host deadline of 2 s" in record["failure"]["message"]
+
+
+def test_accept_new_adds_unknown_keys_but_never_changed_ones(fleet, tmp_path):
+    known = tmp_path / "known_hosts"
+    known.write_text(fleet.known_hosts_path.read_text())
+    options = {**fleet.sweep_options(), "known_hosts": str(known)}
+    first = run_sweep(fleet.inventory_path, limit="gpu-new,gpu-rebuilt", out=tmp_path / "a",
+                      accept_new_host_keys=True, **options)
+    found = records(first.run_dir)
+    assert found["gpu-new"]["status"] == "ok"
+    assert found["gpu-rebuilt"]["failure"]["class"] == "host_key_changed"
+    added = known.read_text().splitlines()[-1]
+    assert added.startswith("|1|") and " ssh-ed25519 " in added  # hashed, as ssh-keyscan -H writes
+    again = run_sweep(fleet.inventory_path, limit="gpu-new", out=tmp_path / "b", **options)
+    assert again.fully_swept and again.exit_code == 0
+
+
+def test_ssh_config_of_home_and_proxy_jump(fleet, tmp_path, hermetic_home, monkeypatch):
+    """~/.ssh/config is honoured (HostName, User, IdentityFile, ProxyJump through a direct-tcpip channel)."""
+    jump, target = fleet.addresses["gpu01"], fleet.addresses["gpu02"]
+    (hermetic_home / ".ssh" / "config").write_text(
+        f"Host viajump\n  HostName {target}\n  ProxyJump root@{jump}\n"
+        f"Host *\n  User root\n  IdentityFile {fleet.client_key_path}\n")
+    (hermetic_home / ".ssh" / "known_hosts").write_text(fleet.known_hosts_path.read_text())
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text("all:\n  hosts:\n    viajump:\n")
+    tunnels = []
+    real = transport._open_tunnel
+
+    def spy(name, client, hop, deadline):
+        tunnels.append((name, hop.address))
+        return real(name, client, hop, deadline)
+
+    monkeypatch.setattr(transport, "_open_tunnel", spy)
+    result = run_sweep(inventory, out=tmp_path / "run", allow_agent=False, look_for_keys=False)
+    assert result.fully_swept, result.failures
+    assert tunnels == [("viajump", target)]
+    assert records(result.run_dir)["viajump"]["address"] == "viajump"
+
+
+def test_unresolvable_name_is_a_dns_failure(fleet, tmp_path, monkeypatch):
+    def no_dns(host, port, *args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(transport.socket, "getaddrinfo", no_dns)  # never ask a real resolver
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text("all:\n  hosts:\n    gpu99.invalid:\n")
+    result = run_sweep(inventory, out=tmp_path / "run", **fleet.sweep_options())
+    record = records(result.run_dir)["gpu99.invalid"]
+    assert record["failure"]["class"] == "dns"
+    assert record["failure"]["message"].startswith("gpu99.invalid: cannot resolve 'gpu99.invalid'")
+
+
+def test_ctrl_c_stops_within_seconds_and_resume_finishes(fleet, layout, tmp_path):
+    SLOW = layout.slow
+    seen = []
+
+    def progress(state):
+        seen.append(state)
+        if state.last is not None and len(seen) == 4:
+            os.kill(os.getpid(), signal.SIGINT)  # the real Ctrl-C: KeyboardInterrupt in this thread
+
+    started = time.monotonic()
+    result = run_sweep(fleet.inventory_path, limit="slow:gpu-hung", out=tmp_path / "run", forks=4,
+                       connect_timeout=30, progress=progress, **fleet.sweep_options())
+    assert time.monotonic() - started < 10
+    assert result.state == "interrupted" and result.exit_code == 130
+    assert 3 <= result.ok + result.failed < SLOW + 1 and result.pending > 0
+    assert json.loads((result.run_dir / "manifest.json").read_text())["state"] == "interrupted"
+    assert len(records(result.run_dir)) == result.ok + result.failed
+
+    resumed = run_sweep(None, resume=result.run_dir, connect_timeout=2, **fleet.sweep_options())
+    assert resumed.state == "complete" and resumed.pending == 0 and resumed.total == SLOW + 1
+    assert resumed.resumed == result.ok + result.failed
+    found = records(result.run_dir)
+    assert len(found) == SLOW + 1 and found["gpu-hung"]["failure"]["class"] == "timeout"
+
+
+KILLED_SWEEP = """
+import sys
+from sweep.run import run_sweep
+run_sweep(sys.argv[1], limit="slow", out=sys.argv[2], forks=3, known_hosts=sys.argv[3],
+          ssh_config=None, allow_agent=False, look_for_keys=False)
+"""
+
+
+def test_kill_9_mid_sweep_then_resume_accounts_for_every_host_once(fleet, layout, tmp_path):
+    SLOW = layout.slow
+    run_dir = tmp_path / "run"
+    env = fleet.controller_env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_SWEEP, str(fleet.inventory_path), str(run_dir),
+                             str(fleet.known_hosts_path)], env=env, cwd=tmp_path)
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end and proc.poll() is None:
+            if (run_dir / "hosts").is_dir() and len(list((run_dir / "hosts").glob("slow*.json"))) >= 4:
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+    finally:
+        proc.kill()  # SIGKILL: no handler, no cleanup
+        proc.wait()
+
+    hosts_dir = run_dir / "hosts"
+    for path in hosts_dir.glob("*.json"):
+        if not path.name.startswith("."):
+            json.loads(path.read_text())  # whole, or absent
+    before = {p.name for p in hosts_dir.glob("*.json") if not p.name.startswith(".")}
+    assert 4 <= len(before) < SLOW
+    assert json.loads((run_dir / "manifest.json").read_text())["state"] == "running"
+
+    result = run_sweep(None, resume=run_dir, forks=8, **fleet.sweep_options())
+    assert result.state == "complete" and result.fully_swept and result.exit_code == 0
+    assert result.resumed == len(before) and result.total == SLOW
+    found = records(run_dir)
+    assert sorted(found) == [f"slow{i:02d}" for i in range(1, SLOW + 1)]
+    assert all(record["status"] == "ok" for record in found.values())
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["state"] == "complete" and len(manifest["sessions"]) == 2
+    assert manifest["sessions"][1]["hosts_swept"] == SLOW - len(before)
+
+
+def test_resume_refuses_a_folder_that_is_not_a_run(fleet, tmp_path):
+    (tmp_path / "notes").mkdir()
+    with pytest.raises(RunFolderError) as caught:
+        run_sweep(fleet.inventory_path, resume=tmp_path / "notes", **fleet.sweep_options())
+    assert str(caught.value) == (f"{tmp_path / 'notes'}: is not a sweep run folder (no manifest.json); "
+                                 "pass the folder a sweep run wrote")
+
+
+def _bundle() -> bytes:
+    from sweep.bundle import bundle_bytes
+
+    return bundle_bytes()
