@@ -45,7 +45,8 @@ class SweepProgress:
 def render_summary(result: RunResult, console: Console | None = None, *, shown: int = 10) -> None:
     """Counts by failure class, the first `shown` failures of this session, and the verdict."""
     console = console or Console()
-    table = Table(title=f"sweep: {result.run_dir}", show_edge=False)
+    console.print(f"run folder: {result.run_dir}", highlight=False, soft_wrap=True)
+    table = Table(show_edge=False)
     table.add_column("result")
     table.add_column("hosts", justify="right")
     table.add_row("[green]ok[/]", str(result.ok))

@@ -147,8 +147,9 @@ def run_sweep(
     folder.write_manifest(manifest)
 
     todo = [host for host in hosts if host.name not in done]
+    listed = set(manifest["hosts"])
     status = {name: (rec.get("status"), (rec.get("failure") or {}).get("class")) for name, rec in done.items()
-              if name in set(manifest["hosts"])}
+              if name in listed}
     failures: list[tuple[str, str, str]] = []
     prober = Prober(payload if payload is not None else _bundle(), agent_args, options)
 

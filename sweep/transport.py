@@ -1,6 +1,6 @@
 """One host, one SSH connection, one exec: push the agent on stdin, read health.json from stdout.
 
-`probe_host()` never raises for a host's trouble: every host ends as one `Outcome`, its health or
+`Prober.probe()` never raises for a host's trouble: every host ends as one `Outcome`, its health or
 a failure class from `FAILURE_CLASSES` with a message that names the host and the fix.
 
 Where the connection settings of a host come from, highest first:
@@ -34,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import paramiko
 from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
@@ -50,6 +50,7 @@ FAST_CIPHER = "aes128-gcm@openssh.com"
 # paramiko logs each failed handshake with a traceback at ERROR; a failed host is already a record
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 _READ_CHUNK = 65536
+_WATCHDOG_IDLE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -331,7 +332,9 @@ class Watchdog:
                 while self._heap and self._heap[0][1] not in self._live:
                     heapq.heappop(self._heap)
                 if not self._heap:
-                    self._cond.wait()
+                    if not self._cond.wait(_WATCHDOG_IDLE_S) and not self._heap:
+                        self._thread = None  # idle: the next watch() starts a new thread
+                        return
                     continue
                 wait = self._heap[0][0] - time.monotonic()
                 if wait > 0:
@@ -537,6 +540,8 @@ class Prober:
                 try:
                     data = chan.recv_stderr(_READ_CHUNK)
                 except socket.timeout:
+                    if time.monotonic() >= deadline:
+                        raise _aborted(host, "deadline", opts, "exec") from None
                     data = None
                 if data == b"":
                     err_done = True
@@ -564,6 +569,8 @@ class Prober:
             raise _aborted(host, "deadline", opts, "exec")
         exit_status = chan.exit_status
         stderr = err.decode("utf-8", "replace")
+        if err_total > len(err):
+            stderr = f"[first {err_total - len(err)} bytes of stderr cut]\n" + stderr
         try:
             return _judge(host, bytes(out), exit_status, stderr), exit_status, stderr
         except HostFailure as failure:

@@ -14,11 +14,12 @@ import jsonschema
 import pytest
 
 import sweep.transport as transport
+from sweep.demo import FleetHost, LocalFleet
 from sweep.errors import RunFolderError
-from sweep.inventory import load_inventory
+from sweep.inventory import Host, load_inventory
 from sweep.run import run_sweep
-from sweep.store import RunFolder, safe_name
-from sweep.transport import Prober, SSHOptions
+from sweep.store import safe_name
+from sweep.transport import Prober, SSHConfigFile, SSHOptions, route
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -235,6 +236,39 @@ def test_resume_refuses_a_folder_that_is_not_a_run(fleet, tmp_path):
         run_sweep(fleet.inventory_path, resume=tmp_path / "notes", **fleet.sweep_options())
     assert str(caught.value) == (f"{tmp_path / 'notes'}: is not a sweep run folder (no manifest.json); "
                                  "pass the folder a sweep run wrote")
+
+
+def test_a_fleet_on_another_port(tmp_path, monkeypatch):
+    """ansible_port and [address]:port known_hosts names, on a fleet of its own."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with LocalFleet([FleetHost("p01"), FleetHost("p02", "unknown_key")], tmp_path / "fleet", port=port) as fleet:
+        assert f"ansible_port: {port}" in fleet.inventory_path.read_text()
+        assert fleet.known_hosts_path.read_text().startswith(f"[{fleet.addresses['p01']}]:{port} ")
+        result = run_sweep(fleet.inventory_path, out=tmp_path / "run", **fleet.sweep_options())
+        found = records(result.run_dir)
+        assert found["p01"]["status"] == "ok" and found["p01"]["port"] == port
+        assert f"ssh-keyscan -H -p {port} {fleet.addresses['p02']}" in found["p02"]["failure"]["message"]
+
+
+def test_route_takes_the_inventory_over_ssh_config(tmp_path, hermetic_home):
+    config = tmp_path / "ssh_config"
+    config.write_text("Host gpu*\n  HostName %h.dc1\n  User ops\n  Port 2200\n  IdentityFile ~/.ssh/ops\n"
+                      "  ProxyJump jump@bastion:2222,relay\nHost relay\n  User relayer\n")
+
+    def host(**given):
+        fields = {"name": "gpu07", "address": "gpu07", "port": None, "user": None, "key_file": None,
+                  "python": "python3", "ssh_common_args": None, "proxy_jump": None, "groups": (),
+                  "vars": {}, "settings": {}}
+        return Host(**{**fields, **given})
+
+    hops, target = route(host(), SSHConfigFile(str(config)))
+    assert (target.address, target.port, target.user) == ("gpu07.dc1", 2200, "ops")
+    assert target.key_files == (str(hermetic_home / ".ssh" / "ops"),)
+    assert [(h.address, h.port, h.user) for h in hops] == [("bastion", 2222, "jump"), ("relay", 22, "relayer")]
+    hops, target = route(host(port=22, user="root", key_file="/k", proxy_jump="none"), SSHConfigFile(str(config)))
+    assert (target.port, target.user, target.key_files, hops) == (22, "root", ("/k",), [])
 
 
 def _bundle() -> bytes:
