@@ -1,7 +1,8 @@
 """What `sweep wrap` costs a benchmark: the same command unwrapped and wrapped, alternately, N times.
 
-On the GPU host, from the repository root (the agent needs only python3 and pynvml there):
-    python3 bench/bench_wrap.py --runs 6 --interval 0.2 -- python3 bench/matmul_bench.py
+On the GPU host, from the repository root, with the agent zipapp (`sweep bundle -o build/agent.pyz`:
+it carries pynvml) or, without --agent, this checkout's probe_agent (needs pynvml installed):
+    python3 bench/bench_wrap.py --agent build/agent.pyz --runs 6 --interval 0.2 -- python3 bench/matmul_bench.py
 Anywhere (no GPU: replayed GPU answers, a CPU matmul):
     python3 bench/bench_wrap.py --runs 2 --replay sweep/demo/h200-load.json -- \\
         python3 bench/matmul_bench.py --device cpu --dtype float32 --size 512 --seconds 1 --warmup 0.2
@@ -28,10 +29,10 @@ AGENT = [sys.executable, "-c", "import sys; sys.path.insert(0, %r); from probe_a
                                "sys.exit(main())" % ROOT]
 
 
-def run_once(command, metric, wrap_args=None):
+def run_once(command, metric, wrap_args=None, agent=AGENT):
     """(throughput, wall_s, provenance or None) of one run."""
     out_dir = tempfile.mkdtemp(prefix="bench-wrap-") if wrap_args is not None else None
-    argv = command if wrap_args is None else AGENT + ["--wrap", "--out", out_dir] + wrap_args + ["--"] + command
+    argv = command if wrap_args is None else agent + ["--wrap", "--out", out_dir] + wrap_args + ["--"] + command
     t = time.perf_counter()
     proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     wall = time.perf_counter() - t
@@ -61,11 +62,14 @@ def main():
     p.add_argument("--metric", default=r"TFLOP/s:\s*([0-9.]+)",
                    help="regex whose last match in stdout is the throughput, or 'wall' for 1/wall time")
     p.add_argument("--replay", help="wrapped runs answer GPU queries from this capture")
+    p.add_argument("--agent", metavar="PYZ",
+                   help="the agent zipapp (sweep bundle) instead of this checkout's probe_agent")
     argv = sys.argv[1:]
     if "--" not in argv or not argv[argv.index("--") + 1:]:
         p.error("give the benchmark command after --")
     i = argv.index("--")
     a, command = p.parse_args(argv[:i]), argv[i + 1:]
+    agent = [sys.executable, a.agent] if a.agent else AGENT
     wrap_args = ["--interval", str(a.interval)] + (["--replay", a.replay] if a.replay else [])
 
     for _ in range(a.warmup):
@@ -75,11 +79,12 @@ def main():
         order = ("plain", "wrapped") if n % 2 == 0 else ("wrapped", "plain")
         pair = {}
         for mode in order:
-            pair[mode] = run_once(command, a.metric, wrap_args if mode == "wrapped" else None)
+            pair[mode] = run_once(command, a.metric, wrap_args if mode == "wrapped" else None, agent)
             rows.append((n, mode) + pair[mode])
     plain = [r[2] for r in rows if r[1] == "plain"]
     wrapped = [r[2] for r in rows if r[1] == "wrapped"]
-    pairwise = [w[2] / pl[2] for pl, w in zip([r for r in rows if r[1] == "plain"], [r for r in rows if r[1] == "wrapped"])]
+    pairwise = [w[2] / pl[2] for pl, w in zip([r for r in rows if r[1] == "plain"],
+                                                [r for r in rows if r[1] == "wrapped"])]
     print("| pair | mode | throughput | wall s | samples | sampler cpu s | sampler busy | read ms (median/max) |")
     print("|---|---|---|---|---|---|---|---|")
     for n, mode, value, wall, prov in rows:

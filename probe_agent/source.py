@@ -268,6 +268,8 @@ def plain(value):
         return value
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
+    if type(value).__name__ == "nvmlFriendlyObject":  # pynvml's process-info answers
+        return {k: plain(v) for k, v in vars(value).items()}
     fields = getattr(value, "_fields_", None)
     if fields is not None:
         return {f[0]: plain(getattr(value, f[0])) for f in fields}

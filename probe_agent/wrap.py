@@ -152,12 +152,26 @@ def take_sample(src, count, t, attribution):
     s = {"t": round(t, 3), "gpus": [dict(g) for g in (raw or {}).get("gpus") or []]}
     for g in s["gpus"]:
         i = g.get("index")
-        r = Reader(src, {})
+        r = KeepRaw(src, {})
         procs = read_processes(src, r, "gpu%d." % i, src.handle(i))
         g["processes"] = None if procs is None else [
             {"pid": p["pid"], "name": p["name"], "used_memory_bytes": p["used_memory_bytes"],
              "owner": attribution.of(p["pid"])} for p in procs]
+        # entries the source could not turn into {pid, name, ...}: a process is there, unknown whose
+        g["processes_unreadable"] = sum(1 for p in r.raw or [] if not isinstance(p, dict))
     return s
+
+
+class KeepRaw(Reader):
+    """A Reader that keeps the raw process list answer (read_processes skips what it cannot read)."""
+
+    raw = None
+
+    def get(self, key, field, fn, *args):
+        value = Reader.get(self, key, field, fn, *args)
+        if fn == "nvmlDeviceGetComputeRunningProcesses":
+            self.raw = value
+        return value
 
 
 class Sampler(threading.Thread):
@@ -206,7 +220,7 @@ class Sampler(threading.Thread):
             "cpu_s": self.cpu_s,
             "busy_fraction": round(sum(self.read_s) / wall_s, 5) if wall_s else None,
             "niced": self.niced,
-            "error": self.error if self.error else (None if not self.is_alive() else "sampler stalled in a driver query"),
+            "error": self.error or ("sampler stalled in a driver query" if self.is_alive() else None),
         }
 
 
@@ -336,7 +350,10 @@ def seen_processes(before, samples, after, attribution, owner):
     for where, health in (("before", before), ("after", after)):
         for g in health.get("gpus") or []:
             for proc in g.get("processes") or []:
-                if attribution.of(proc.get("pid")) == owner:
+                # live, a process on the GPU before the command started is not the command's, even
+                # when it has exited since (its pid is no longer visible)
+                live_before = where == "before" and attribution.replay_own is None
+                if ("other" if live_before else attribution.of(proc.get("pid"))) == owner:
                     note(proc.get("pid"), proc.get("name"), g.get("index"), where, used=proc.get("used_memory_bytes"))
     for s in samples:
         for g in s.get("gpus") or []:
@@ -373,6 +390,8 @@ def verdict(before, samples, after, attribution):
         "sm_mhz_max_allowed": pick("sm_mhz_max_allowed", max),
         "other_processes": seen_processes(before, samples, after, attribution, "other"),
         "unattributed_processes": seen_processes(before, samples, after, attribution, "not_visible"),
+        "unreadable_process_entries": max([g.get("processes_unreadable") or 0 for s in samples
+                                           for g in s.get("gpus") or []] or [0]),
         "changes": probe_changes(before, after),
         "gpus": gpus,
     }
@@ -395,11 +414,16 @@ def summary_line(v, before, after):
         "%s (pid %s)" % (p["name"], p["pid"]) for p in others[:3])) if others else "no other process on the GPUs")
     if v["unattributed_processes"]:
         parts.append("%d process(es) not visible from here" % len(v["unattributed_processes"]))
+    if v["unreadable_process_entries"]:
+        parts.append("up to %d process entr(ies) per GPU unreadable: other processes may be missed"
+                     % v["unreadable_process_entries"])
     ch = v["changes"]
     parts.append("changed between the probes: " + ", ".join(
         "%s %s -> %s" % (c["field"], c["before"], c["after"]) for c in ch[:3]) if ch
         else "nothing changed between the probes")
     for name, h in (("before", before), ("after", after)):
+        if h.get("lowest_broken"):
+            parts.append("probe %s: lowest broken contract %s" % (name, h["lowest_broken"]))
         if not h["probe"]["complete"]:
             parts.append("probe %s incomplete" % name)
     return "; ".join(parts)
@@ -447,7 +471,8 @@ def main(opts, command):
     def on_start(pid, t0):
         replay_own = None
         if src.replaying:
-            replay_own = set([(src.data.get("load") or {}).get("pid")]) - set([None])
+            recorded = src.data.get("load") or {}
+            replay_own = set([recorded.get("pid")] + list(recorded.get("own_pids") or [])) - set([None])
         state["attribution"] = Attribution(pid, replay_own)
         if before_done and (count or src.replaying):
             state["sampler"] = Sampler(src, count, opts.interval, t0, state["attribution"])
@@ -477,7 +502,10 @@ def main(opts, command):
             "verdict": verdict(before, samples, after, attribution),
         }
         write_atomic(os.path.join(opts.out, "provenance.json"), json.dumps(provenance, indent=1) + "\n")
-        if opts.record:
+        if opts.record:  # replayed later, the wrapped command's processes are its own again
+            src.load_meta = {"engine": "wrap", "argv": section["argv"], "seconds": section["wall_s"],
+                             "interval_s": opts.interval, "pid": section["pid"], "exit_code": section["exit_code"],
+                             "own_pids": sorted(attribution.own_pids())}
             write_atomic(opts.record, json.dumps(src.capture(opts.note), indent=1) + "\n")
     except Exception as exc:
         sys.stderr.write("sweep-agent: the command ended (exit %s) but provenance.json was not written: %s: %s\n"

@@ -108,7 +108,7 @@ def wrap(
     interval: float = typer.Option(0.2, "--interval", help="seconds between GPU samples while the command runs"),
     out: Path = typer.Option(Path("results"), "--out", "-o", help="folder for provenance.json"),
     replay: Optional[Path] = typer.Option(None, "--replay",
-                                          help="GPU answers from a capture (env SWEEP_REPLAY); the command really runs"),
+                                          help="GPU answers from a capture (env SWEEP_REPLAY); the command runs"),
     deep: bool = typer.Option(False, "--deep", help="the probes import torch and ask CUDA (seconds)"),
     deadline: float = typer.Option(30.0, "--deadline", help="seconds each probe may take"),
 ):
@@ -336,13 +336,12 @@ def main(argv: Optional[list] = None) -> int:
     except KeyboardInterrupt:
         console.print("sweep: interrupted")
         return 130
-    except Exception as exc:  # click's usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
+    except Exception as exc:  # click's usage errors (typer may carry its own copy of click)
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        if "ClickException" in names:
             exc.show()
             return 2
-        if isinstance(exc, click.exceptions.Abort):
+        if "Abort" in names:
             return 130
         raise
     return rv if isinstance(rv, int) else 0

@@ -168,7 +168,8 @@ def _run_view(p: dict) -> dict:
             "other_processes": procs("other_processes"),
             "unattributed_processes": procs("unattributed_processes"),
         },
-        "during": {c.get("field"): {"before": c.get("before"), "after": c.get("after")} for c in v.get("changes") or []},
+        "during": {c.get("field"): {"before": c.get("before"), "after": c.get("after")}
+                   for c in v.get("changes") or []},
         "command": {"argv": cmd.get("argv"), "exit_code": cmd.get("exit_code"), "wall_s": cmd.get("wall_s")},
     }
 

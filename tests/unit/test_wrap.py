@@ -2,6 +2,7 @@
 import copy
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,8 @@ def test_wrapped_run_passes_output_and_exit_code_through_and_keeps_the_evidence(
     assert v["sm_mhz_median"] < v["sm_mhz_max_allowed"] == 1980
     assert v["hw_slowdown"] is False and v["other_processes"] == [] and v["changes"] == []
     assert "SW power cap active in" in v["summary"] and "no other process" in v["summary"]
+    # the recording kept its own load's process entry as an unreadable pynvml object: said, not hidden
+    assert v["unreadable_process_entries"] == 1 and "other processes may be missed" in v["summary"]
     # the sampler slept: it read for a small fraction of the run
     assert p["sampler"]["error"] is None and p["sampler"]["busy_fraction"] < 0.2
 
@@ -129,7 +132,8 @@ def test_sweep_diff_of_two_runs_is_exactly_the_foreign_process(tmp_path, capsys)
         "samples.other_processes%s.gpus" % process,
     }
     paths = [c["path"] for c in changes]
-    assert paths.index("before.gpus[0].processes%s.name" % process) < paths.index("samples.other_processes%s.name" % process)
+    assert paths.index("before.gpus[0].processes%s.name" % process) < paths.index(
+        "samples.other_processes%s.name" % process)
     assert all(c["path"].startswith("before.") for c in changes[:5])  # the environment first
     name = next(c for c in changes if c["path"] == "samples.other_processes%s.name" % process)
     assert (name["category"], name["before"], name["after"]) == ("processes", None, "python3 train.py")
@@ -185,8 +189,17 @@ def test_the_commands_own_process_tree_is_told_from_other_processes():
         assert who.of(2 ** 22 + 12345) == "not_visible"  # above pid_max: another PID namespace's pid
         assert who.own_pids() == {child.pid, grandchild}
     finally:
-        subprocess.run(["pkill", "-P", str(child.pid)])
+        os.kill(grandchild, signal.SIGTERM)
         child.wait(10)
+
+
+def test_record_under_wrap_keeps_the_commands_pid_for_replay(tmp_path):
+    cap = tmp_path / "wrapped-capture.json"
+    proc = subprocess.run([sys.executable, "-m", "probe_agent", "--wrap", "--out", str(tmp_path / "o"), "--record",
+                           str(cap), "--", sys.executable, "-c", "print(1)"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout == "1\n"
+    load = json.loads(cap.read_text())["load"]
+    assert load["engine"] == "wrap" and load["pid"] > 0 and load["argv"][-1] == "print(1)"
 
 
 def test_sweep_wrap_cli_passes_the_exit_code_through(tmp_path, capfd):
