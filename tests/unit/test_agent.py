@@ -30,7 +30,7 @@ def statuses(health):
     return {c["name"]: (c["status"], c["consequence_of"]) for c in health["contracts"]}
 
 
-@pytest.mark.parametrize("name,args", [("idle", []), ("idle-deep", ["--deep"]), ("load", []),
+@pytest.mark.parametrize("name,args", [("idle", []), ("idle-deep", ["--deep"]), ("load", ["--load", "20"]),
                                        ("fault", ["--deep"])])
 def test_replay_of_h200_capture_gives_the_live_verdict(name, args):
     live = json.loads((H200 / f"{name}.health.json").read_text())
@@ -178,3 +178,10 @@ def test_demo_fleet_variants_are_judged_as_intended(tmp_path):
     assert {g["ecc"]["current"] for g in ecc["gpus"]} == {False}
     mig = agent("--replay", hosts["gpu18"].capture)
     assert mig["gpus"][0]["mig_layout"] == "+".join(["1g.18gb"] * 7)
+
+
+def test_real_foreign_process_on_the_h200_is_named():
+    h = agent("--replay", CAPTURES / "h200-foreign.json")
+    c = next(c for c in h["contracts"] if c["name"] == "processes")
+    assert c["status"] == "warning" and "python3 (pid 694, 11782 MiB) on GPU 0" in c["message"]
+    assert h["lowest_broken"] is None and h["verdict"] == "warning"
