@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import shutil
@@ -81,15 +82,18 @@ def write_fleet(folder: Path, n_hosts: int, n_gpus: int, seed: int = 7) -> dict:
 
 
 def measure(run: Path, out: Path) -> None:
-    """Child process: build the report and print wall time and peak RSS as JSON."""
+    """Child process: build the report and print wall time, CPU time and peak RSS as JSON."""
+    before_import = time.perf_counter()
     from sweep.report import build_report
 
     start = time.perf_counter()
     result = build_report([run], out)
     wall = time.perf_counter() - start
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(json.dumps({"wall_s": round(wall, 2), "peak_rss_mib": round(own, 1),
+    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    own, children = (u.ru_maxrss / 1024 for u in usage)
+    cpu = sum(u.ru_utime + u.ru_stime for u in usage)
+    print(json.dumps({"wall_s": round(wall, 2), "import_s": round(start - before_import, 2),
+                      "cpu_s": round(cpu, 2), "peak_rss_mib": round(own, 1),
                       "peak_rss_children_mib": round(children, 1), "exit_code": result.exit_code,
                       "classes": len(result.findings.classes), "findings": len(result.findings.findings),
                       "hosts": result.findings.hosts_total,
@@ -114,17 +118,25 @@ def main(argv=None) -> int:
         size = sum(p.stat().st_size for p in (run / "hosts").iterdir())
         print(f"wrote {args.hosts} host records x {args.gpus} GPUs to {run} ({size / 2**20:.0f} MiB on disk) "
               f"in {time.perf_counter() - started:.1f} s; mix: {counts}")
+        load_before = os.getloadavg()[0]
+        started = time.perf_counter()
         child = subprocess.run([sys.executable, __file__, "--measure", str(run), str(out)],
                                capture_output=True, text=True, check=False)
+        process_wall = time.perf_counter() - started
         if child.returncode:
             print(child.stdout + child.stderr, file=sys.stderr)
             return 2
         figures = json.loads(child.stdout.strip().splitlines()[-1])
+        from sweep.fleet import usable_cpus
+
         peak = max(figures["peak_rss_mib"], figures["peak_rss_children_mib"])
-        print(f"build_report: {figures['wall_s']:.2f} s wall, peak RSS {figures['peak_rss_mib']:.0f} MiB "
-              f"(worker processes: {figures['peak_rss_children_mib']:.0f} MiB); {figures['hosts']} hosts, "
-              f"{figures['classes']} classes, {figures['findings']} findings, exit code {figures['exit_code']}; "
-              f"output KiB {figures['sizes_kib']}")
+        print(f"build_report: {figures['wall_s']:.2f} s wall ({figures['cpu_s']:.2f} s CPU over "
+              f"{usable_cpus()} usable cores), peak RSS {figures['peak_rss_mib']:.0f} MiB (largest child process, "
+              f"a parse worker or the fleet.csv writer: {figures['peak_rss_children_mib']:.0f} MiB); "
+              f"whole process with Python start and "
+              f"imports ({figures['import_s']:.2f} s): {process_wall:.2f} s; load average before: {load_before:.1f}")
+        print(f"{figures['hosts']} hosts, {figures['classes']} classes, {figures['findings']} findings, exit code "
+              f"{figures['exit_code']}; output KiB {figures['sizes_kib']}")
         ok = figures["wall_s"] < BUDGET_S and peak < BUDGET_RSS_MIB
         print(f"budget {BUDGET_S:.0f} s / {BUDGET_RSS_MIB} MiB: {'met' if ok else 'MISSED'}")
         return 0 if ok else 1

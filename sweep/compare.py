@@ -19,7 +19,7 @@ from ClusterShell.NodeSet import NodeSet
 
 from probe_agent.contracts import link_rank
 from sweep.errors import ConfigError
-from sweep.fleet import Fleet
+from sweep.fleet import Fleet, rows_at
 
 # Contracts below which a host cannot run the benchmark at all.
 BLOCKING = ("driver", "device_mask", "framework")
@@ -29,8 +29,6 @@ KEYS = {
     "mig": "MIG", "persistence": "Persistence mode", "compute_mode": "Compute mode",
     "confidential_compute": "Confidential computing", "clock_policy": "Clock policy", "link": "Worst link",
 }
-# Keys read per GPU: a host whose selected GPUs differ on one of them is "mixed" (an intra-host finding).
-GPU_KEYS = ("gpu_model", "memory", "ecc", "power_limit", "mig", "persistence", "compute_mode", "clock_policy")
 LINK_MEANING = {"PIX": "one PCIe switch", "PXB": "several PCIe switches", "PHB": "PCIe host bridge",
                 "NODE": "host bridges of one NUMA node", "SYS": "across NUMA nodes"}
 
@@ -104,10 +102,6 @@ class Findings:
         """One class holds every host that can run: the fleet can be benchmarked as one pool."""
         return len(self.classes) == 1
 
-    @property
-    def broken_hosts(self) -> tuple[str, ...]:
-        return tuple(sorted({f.host for f in self.findings if f.kind == "lowest_broken"}))
-
     def verdict(self) -> tuple[str, str]:
         """(the answer in a few words, the sentence that backs it)."""
         ref, total = self.reference, self.hosts_total
@@ -122,14 +116,15 @@ class Findings:
         if self.comparable:
             whole = "all " if ref.size == total else ""
             return ("One pool" if not tail else "One pool, hosts kept out",
-                    f"{whole}{ref.size} of {total} hosts ({ref.folded}) can be benchmarked together{tail}.")
+                    f"{whole}{ref.size} of {total} hosts ({abbreviate(ref.folded)}) can be benchmarked "
+                    f"together{tail}.")
         others = sum(c.size for c in self.classes[1:])
         keys = []
         for c in self.classes[1:]:
             keys.extend(d.label for d in c.differs if d.label not in keys)
         return (f"Not one pool: {len(self.classes)} comparability classes",
-                f"the largest comparable pool is {ref.folded} ({ref.size} of {total} hosts); {others} host(s) "
-                f"in {len(self.classes) - 1} other class(es) differ in {', '.join(keys)}{tail}.")
+                f"the largest comparable pool is {abbreviate(ref.folded)} ({ref.size} of {total} hosts); "
+                f"{others} host(s) in {len(self.classes) - 1} other class(es) differ in {', '.join(keys)}{tail}.")
 
     def headline(self) -> str:
         """The verdict in one sentence."""
@@ -142,9 +137,10 @@ class Findings:
                     "differs": [{"key": d.key, "label": d.label, "value": d.value, "reference": d.reference,
                                  "impact": d.impact} for d in c.differs]}
         ref = self.reference
+        answer, detail = self.verdict()
         return {
-            "comparable": self.comparable, "headline": self.headline(), "verdict": self.verdict()[0],
-            "verdict_detail": self.verdict()[1][:1].upper() + self.verdict()[1][1:], "hosts_total": self.hosts_total,
+            "comparable": self.comparable, "headline": self.headline(), "verdict": answer,
+            "verdict_detail": detail[:1].upper() + detail[1:], "hosts_total": self.hosts_total,
             "hosts_ok": self.hosts_ok, "hosts_in_reference": ref.size if ref else 0,
             "key_labels": dict(KEYS), "unreachable": list(self.unreachable),
             "reference_class": dict(cls(ref), chosen_by=self.reference_by) if ref else None,
@@ -175,6 +171,15 @@ def fold_hosts(names) -> str:
         except Exception:  # NodeSet reads some names as ranges or operators: list them plainly
             parts.append(",".join(sorted(plain)))
     return ",".join(parts + odd)
+
+
+def abbreviate(folded: str, limit: int = 120) -> str:
+    """A folded host list cut to about `limit` characters at a comma: ``gpu[0001-0008,0010,…]``."""
+    if len(folded) <= limit:
+        return folded
+    cut = folded.rfind(",", 0, limit)
+    head = folded[:cut if cut > 0 else limit]
+    return head + (",…]" if head.count("[") > head.count("]") else ",…")
 
 
 _FOLDABLE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -217,17 +222,8 @@ def _runs(numbers):
 
 def fold_numbers(numbers) -> str:
     """``[0, 1, 2, 5]`` -> ``0-2,5``."""
-    out, run = [], []
-    for n in sorted(set(int(x) for x in numbers)):
-        if run and n == run[-1] + 1:
-            run.append(n)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [n]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
+    numbers = sorted({int(x) for x in numbers})
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in _runs(numbers)) if numbers else ""
 
 
 # ---------------------------------------------------------------- keys
@@ -247,12 +243,6 @@ def _factor(frame: pd.DataFrame, columns) -> tuple[np.ndarray, np.ndarray]:
     first = np.full(n, -1, dtype=np.int64)
     first[key[::-1]] = np.arange(len(key) - 1, -1, -1)
     return key, first
-
-
-def _records(frame: pd.DataFrame, positions) -> list[dict]:
-    """Rows at `positions` as dicts, NA as None."""
-    rows = frame.iloc[positions].astype(object)
-    return rows.where(rows.notna(), None).to_dict("records")
 
 
 def _onoff(value, unknown="unknown") -> str:
@@ -373,7 +363,7 @@ def host_keys(fleet: Fleet) -> tuple[pd.DataFrame, pd.DataFrame, GpuKeys]:
     power_enforced = []
     for key, (raw, text) in GPU_KEY_TEXT.items():
         combo, first = _factor(used, raw)
-        records = _records(used, first)
+        records = rows_at(used, first)
         labels = [text(r) for r in records]
         combos[key], texts[key] = combo, labels
         if key == "power_limit":
@@ -381,12 +371,18 @@ def host_keys(fleet: Fleet) -> tuple[pd.DataFrame, pd.DataFrame, GpuKeys]:
         columns[key], mixed[key] = _per_host(used_hosts, combo, labels, n_hosts, key, power_enforced)
     for key, (raw, text) in HOST_KEY_TEXT.items():
         combo, first = _factor(hosts, raw)
-        labels = [text(r) for r in _records(hosts, first)]
-        columns[key] = pd.Categorical.from_codes(np.where(ok, combo, -1), categories=_unique(labels))
+        labels = [text(r) for r in rows_at(hosts, first)]
+        columns[key] = _categorical(np.where(ok, combo, -1), labels)
     index = pd.Index(hosts["host"], name="host")
     keys = pd.DataFrame({key: columns[key] for key in KEYS}, index=index)
-    for key in KEYS:  # a failed host has no key values
-        keys[key] = keys[key].where(ok)
+    for key in KEYS:  # a failed host has no key values; a probed host without the reading has "unknown"
+        column = keys[key]
+        gap = column.isna().to_numpy() & ok
+        if gap.any():
+            if "unknown" not in column.cat.categories:
+                column = column.cat.add_categories(["unknown"])
+            column[gap] = "unknown"
+        keys[key] = column.where(ok)
     mixed = pd.DataFrame(mixed, index=index)
     return keys, mixed, GpuKeys(used_hosts, used["index"].to_numpy(dtype=object), combos, texts, power_enforced)
 
@@ -394,6 +390,14 @@ def host_keys(fleet: Fleet) -> tuple[pd.DataFrame, pd.DataFrame, GpuKeys]:
 def _unique(labels) -> list:
     """Categories from texts that may repeat (two raw combinations can read the same)."""
     return list(dict.fromkeys(labels))
+
+
+def _categorical(combo: np.ndarray, labels: list) -> pd.Categorical:
+    """The texts of combination ids (-1: NA) as a Categorical; equal texts share one category."""
+    categories = _unique(labels)
+    position = {label: i for i, label in enumerate(categories)}
+    remap = np.array([position[label] for label in labels] + [-1], dtype=np.int64)
+    return pd.Categorical.from_codes(remap[combo], categories=categories)
 
 
 def _per_host(host_codes, combo, labels, n_hosts, key, power):
@@ -440,6 +444,10 @@ def _numbers(text: str) -> list[float]:
 def impact(key: str, value: str, reference: str) -> str:
     """What a benchmark on a host with `value` for `key` suffers or gains against `reference`."""
     mixed = "/" in value and "/" not in reference
+    if "unknown" in (value, reference):
+        return ("not read on " + ("this host" if value == "unknown" else "the reference hosts") + ": the probe "
+                "could not tell, so the hosts cannot be shown alike on this key; read the host's health.json "
+                "and probe it again")
     if key == "gpu_model":
         return ("another GPU model: SM count, clocks, memory size and bandwidth all differ; the results "
                 "measure a different product and cannot be pooled with the reference")
@@ -468,9 +476,9 @@ def impact(key: str, value: str, reference: str) -> str:
             return ("ECC differs between this host's GPUs: the cards run at different memory speeds and "
                     "capacities, and synchronous multi-GPU work waits for the slowest")
         if value.startswith("off"):
-            return ("ECC off: no check-bit overhead, so memory-bound work runs faster, and GDDR cards expose "
-                    "about 6% more memory; the host flatters itself against ECC-on hosts, and memory errors "
-                    "go undetected")
+            return ("ECC off: about 6% more usable memory where the check bits live in the memory itself (GDDR "
+                    "cards), and no ECC work on memory accesses, so memory-bound work runs faster; the host "
+                    "flatters itself against ECC-on hosts, and memory errors go undetected")
         return ("ECC on while the reference runs without it: this host pays the ECC overhead (lower effective "
                 "memory bandwidth; about 6% less memory on GDDR cards) and looks slower than it is")
     if key == "power_limit":
@@ -519,7 +527,15 @@ def impact(key: str, value: str, reference: str) -> str:
                 "compute-bound work runs at that clock, not at the boost clock; the result reflects the clock "
                 "setting, not the hardware")
     if key == "link":
-        mine, ref = link_rank(value.split()[0]), link_rank(reference.split()[0])
+        if "single GPU" in (value, reference):
+            return ("one side has a single GPU selected: no GPU-to-GPU traffic at all, so multi-GPU results "
+                    "cannot be compared (see GPUs selected)")
+        mine, ref = value.split()[0], reference.split()[0]
+        if mine.startswith("NV") and ref.startswith("NV") and _numbers(mine) and _numbers(ref):
+            more = _numbers(mine)[0] > _numbers(ref)[0]
+            return (f"{mine} instead of {ref} between the selected GPUs: {'more' if more else 'fewer'} NVLink "
+                    f"links, so all-reduce and other collectives run {'faster' if more else 'slower'} here")
+        mine, ref = link_rank(mine), link_rank(ref)
         if mine is not None and ref is not None and mine < ref:
             return (f"a better link than the reference ({value} vs {reference}): collectives are faster here; "
                     "multi-GPU results overstate the reference hosts")
@@ -556,7 +572,7 @@ def compare(fleet: Fleet, reference: str | None = None) -> Findings:
     grouped = np.split(runnable.index.to_numpy(dtype=object)[np.argsort(code, kind="stable")], np.cumsum(sizes)[:-1])
     ref_code, reference_by = _reference_code(reference, hosts, eligible, code, sizes)
     order = sorted(range(len(first)), key=lambda c: (c != ref_code, -sizes[c], min(grouped[c])))
-    rows = _records(runnable, first) if len(first) else []
+    rows = rows_at(runnable, first) if len(first) else []
     ref_keys = rows[order[0]] if order else {}
     classes, id_of = [], np.empty(len(first), dtype=object)
     for i, c in enumerate(order):
@@ -665,7 +681,7 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
         hit = flags[column].fillna(False).to_numpy(dtype=bool)
         if not hit.any():
             continue
-        rows = _records(g, np.flatnonzero(hit))  # only the GPUs concerned
+        rows = rows_at(g, np.flatnonzero(hit))  # only the GPUs concerned
         per_host = {}
         for r in rows:
             detail = f"GPU {r['index']}"
@@ -675,7 +691,7 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
         out += [Finding(h, kind, severity, title, f"{what} on {'; '.join(d)}", fix) for h, d in per_host.items()]
 
     per_host = {}
-    for p in _records(fleet.processes, np.arange(len(fleet.processes))):  # one row per foreign process
+    for p in rows_at(fleet.processes, np.arange(len(fleet.processes))):  # one row per foreign process
         used = "?" if p["used_memory_bytes"] is None else p["used_memory_bytes"] // 2**20
         per_host.setdefault(p["host"], []).append(f"{p['name']} (pid {p['pid']}, {used} MiB) on GPU {p['gpu']}")
     for h, items in per_host.items():
@@ -715,7 +731,9 @@ _UNREACHABLE_FIX = {
     "host_key_unknown": "add the host key to known_hosts after checking its fingerprint",
     "host_key_changed": "find out why the host key changed (reinstall? another machine?) before trusting it",
     "no_python": "install python3 on the host, or name one with python= in the inventory",
+    "python_too_old": "install python3 >= 3.8 on the host, or set ansible_python_interpreter to one",
     "agent_error": "read the message; run the agent by hand on the host with --no-json",
     "output_too_large": "probe the host alone and read its output",
     "bad_output": "probe the host alone and read its output",
+    "not_probed": "finish the run: sweep run --resume RUN_DIR",
 }

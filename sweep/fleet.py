@@ -5,8 +5,9 @@ files, plain health.json files, and folders of either. A host that failed is a r
 with its failure class; a file that is neither a record nor a health.json is a HealthFileError.
 
 The frames keep raw facts only (what the host said); compare.py derives the comparability keys.
-JSON is parsed one file at a time with the stdlib and reduced to tuples at once, so memory holds
-the frames, not the documents.
+JSON is parsed one file at a time with the stdlib and reduced to row tuples at once, so memory holds
+the frames, not the documents; from PARALLEL_FROM files on, worker processes parse chunks of the
+files and send back typed frames, which are concatenated in file order.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import json
 import multiprocessing
 import os
 import sys
+import threading
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -75,32 +77,61 @@ def load_fleet(paths, workers: int | None = None) -> Fleet:
 
     Big inputs are parsed by `workers` processes (default: one per CPU, for 2,000 files or more).
     """
-    sources, files = [], []
+    sources, files, listed = [], [], []
     for path in (Path(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)):
         sources.append(str(path))
-        files.extend(_files_of(path))
+        found, manifest = _files_of(path)
+        files.extend(found)
+        listed.append(manifest)
     if not files:
         raise HealthFileError("no host record or health.json found", where=", ".join(sources) or "(no path)",
                               fix="pass a run folder, host-record files or health.json files")
     if workers is None:
-        workers = min(os.cpu_count() or 1, 8) if len(files) >= PARALLEL_FROM else 1
+        workers = min(usable_cpus(), 8) if len(files) >= PARALLEL_FROM else 1
     workers = max(1, min(workers, len(files)))
-    chunks = [(start, files[start:start + -(-len(files) // (workers * 4))])
-              for start in range(0, len(files), -(-len(files) // (workers * 4)))] if workers > 1 else [(0, files)]
+    size = -(-len(files) // (workers * 4))  # four chunks per worker even out slow files
+    chunks = [(start, files[start:start + size]) for start in range(0, len(files), size)]
     if workers > 1:
-        context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+        # fork (no re-import) where it is safe: Linux, and no other thread that could hold a lock
+        fork = sys.platform.startswith("linux") and threading.active_count() == 1
+        context = multiprocessing.get_context("fork" if fork else "spawn")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
             parts = list(pool.map(_load_chunk, chunks))
     else:
-        parts = [_load_chunk(chunks[0])]
+        parts = [_load_chunk((0, files))]
     for part in parts:
         if isinstance(part, tuple):  # a SweepError from a worker, sent back as data
             kind, message, where, fix = part
             raise kind(message, where=where, fix=fix)
-    return _assemble(parts, tuple(sources))
+    unprobed = _unprobed(parts, listed, offset=len(files))
+    return _assemble(parts + ([unprobed] if unprobed else []), tuple(sources))
+
+
+def _unprobed(parts, listed, offset):
+    """Rows for hosts a run's manifest lists but that have no record (the sweep stopped first)."""
+    recorded = {name for part in parts for name in part.hosts["host"].dropna().tolist()}
+    builder = _Builder(offset)
+    for manifest in listed:
+        for name in manifest.hosts:
+            if name not in recorded:
+                recorded.add(name)
+                builder.add(manifest.path, {
+                    "record_version": RECORD_VERSION, "host": name, "status": "failed", "health": None,
+                    "failure": {"class": "not_probed",
+                                "message": "listed in the run's manifest but without a record: the sweep stopped "
+                                           "before this host"}}, manifest.groups)
+    return builder.typed() if builder.hosts else None
 
 
 PARALLEL_FROM = 2000
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (taskset / cgroup cpusets included), not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
 
 
 def _load_chunk(chunk):
@@ -115,43 +146,60 @@ def _load_chunk(chunk):
     return builder.typed()
 
 
+def rows_at(frame: pd.DataFrame, positions) -> list[dict]:
+    """The rows at `positions` as dicts of plain Python values, NA as None (for the few rows shown)."""
+    rows = frame.iloc[positions].astype(object)
+    return rows.where(rows.notna(), None).to_dict("records")
+
+
+@dataclass
+class _Manifest:
+    """What a run folder's manifest.json says about its hosts."""
+
+    path: Path
+    hosts: list
+    groups: dict
+
+
 def _files_of(path: Path):
-    """(file, groups-by-host from a manifest) for each JSON file a path stands for."""
+    """([(file, groups by host)], _Manifest) for the JSON files a path stands for."""
     if path.is_file():
-        return [(path, {})]
+        return [(path, {})], _Manifest(path, [], {})
     if not path.is_dir():
         raise HealthFileError("no such file or folder", where=str(path),
                               fix="pass a run folder, a host-record file or a health.json file")
     hosts_dir = path / "hosts"
     if (path / "manifest.json").is_file() or hosts_dir.is_dir():
-        groups = _manifest_groups(path / "manifest.json")
+        manifest = _read_manifest(path / "manifest.json")
         if not hosts_dir.is_dir():
             raise RunFolderError("run folder without a hosts/ folder", where=str(path),
                                  fix="pass the folder a sweep run wrote")
         folder = hosts_dir
     else:
-        groups, folder = {}, path
+        manifest, folder = _Manifest(path, [], {}), path
     files = sorted(e.path for e in os.scandir(folder)
                    if e.name.endswith(".json") and not e.name.startswith(".") and e.is_file())
-    return [(Path(f), groups) for f in files]
+    return [(Path(f), manifest.groups) for f in files], manifest
 
 
-def _manifest_groups(path: Path) -> dict:
-    """host -> [group, ...] from a manifest's inventory snapshot; {} when it has none."""
+def _read_manifest(path: Path) -> _Manifest:
+    """The hosts a run selected, and each host's groups (from the inventory snapshot); empty if absent."""
     if not path.is_file():
-        return {}
+        return _Manifest(path, [], {})
     try:
         manifest = json.loads(path.read_bytes())
     except (OSError, ValueError) as err:
         raise RunFolderError(f"manifest.json cannot be read ({err})", where=str(path.parent),
                              fix="pass the folder a sweep run wrote") from None
-    snapshot = manifest.get("inventory") if isinstance(manifest, dict) else None
-    hosts = snapshot.get("hosts") if isinstance(snapshot, dict) else None
-    out = {}
-    for entry in hosts if isinstance(hosts, list) else ():
+    manifest = manifest if isinstance(manifest, dict) else {}
+    inventory = manifest.get("inventory") if isinstance(manifest.get("inventory"), dict) else {}
+    snapshot = inventory.get("snapshot") if isinstance(inventory.get("snapshot"), dict) else inventory
+    groups = {}
+    for entry in snapshot.get("hosts") if isinstance(snapshot.get("hosts"), list) else ():
         if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-            out[entry["name"]] = [g for g in entry.get("groups") or () if g not in IMPLICIT_GROUPS]
-    return out
+            groups[entry["name"]] = [g for g in entry.get("groups") or () if g not in IMPLICIT_GROUPS]
+    hosts = [h for h in manifest.get("hosts") or () if isinstance(h, str)]
+    return _Manifest(path, hosts, groups)
 
 
 def _read_json(path: Path):
@@ -174,7 +222,7 @@ def _get(d, *keys):
 
 
 class _Builder:
-    """Collects rows as tuples while files are read; `frames` types them once at the end."""
+    """Collects rows as tuples while files are read; `typed` turns them into frames at the end."""
 
     def __init__(self, offset: int = 0):
         self.offset = offset  # position of this builder's first host in the whole fleet
@@ -187,9 +235,9 @@ class _Builder:
         elif isinstance(doc, dict) and doc.get("kind") == "sweep.health":
             _check_health(path, doc)
             reported = _get(doc, "host", "hostname")
-            self.plain.append((self.offset + len(self.hosts), reported if isinstance(reported, str) and reported else None,
-                               path.stem))
-            self._add_host(path, "", None, doc, status="ok")
+            reported = reported if isinstance(reported, str) and reported else None
+            self.plain.append((self.offset + len(self.hosts), reported, path.stem))
+            self._add_host(path, "", None, doc, status="ok")  # named in _host_names, once all are read
         else:
             raise HealthFileError("is neither a sweep host record nor a health.json (kind sweep.health)",
                                   where=str(path), fix="pass a run folder, host-record files or health.json files")
@@ -249,15 +297,15 @@ class _Builder:
             _get(health, "topology", "worst_link_selected"), health.get("lowest_broken"), health.get("verdict"),
             low.get("message"), low.get("fix"), health.get("summary"),
         ))
-        key = position  # host names of plain files are settled later; rows refer to the host row
-        for g in gpus:
+        for g in gpus:  # GPU, process and contract rows carry their host's position until _assemble
             power, ecc, clocks = g.get("power") or {}, g.get("ecc") or {}, g.get("clocks") or {}
             active = _get(g, "clock_event_reasons", "active") or []
             procs = g.get("processes")
             remap = g.get("remapped_rows") or {}
             mig = g.get("mig") or {}
+            compute_mode = g.get("compute_mode")
             self.gpus.append((
-                key, g.get("index"), g.get("index") in picked, g.get("uuid"), g.get("name"), g.get("pci_bus_id"),
+                position, g.get("index"), g.get("index") in picked, g.get("uuid"), g.get("name"), g.get("pci_bus_id"),
                 g.get("memory_total_bytes"), power.get("enforced_limit_w"), power.get("default_limit_w"),
                 power.get("max_limit_w"), power.get("draw_w"), ecc.get("current"), ecc.get("pending"),
                 ecc.get("volatile_uncorrected"), clocks.get("sm_mhz"), clocks.get("sm_max_mhz"),
@@ -265,14 +313,15 @@ class _Builder:
                 "idle" in active, "hw_slowdown" in active, "hw_thermal_slowdown" in active,
                 "hw_power_brake_slowdown" in active, "sw_thermal_slowdown" in active, g.get("temperature_c"),
                 mig.get("current"), mig.get("pending"), g.get("mig_layout"), g.get("persistence_mode"),
-                None if g.get("compute_mode") is None else str(g.get("compute_mode")), None if procs is None else len(procs),
+                None if compute_mode is None else str(compute_mode), None if procs is None else len(procs),
                 ",".join(str(p.get("name")) for p in procs) if procs else None,
                 remap.get("pending"), remap.get("failure"), g.get("retired_pages_pending"),
             ))
             for p in procs or ():
-                self.processes.append((key, g.get("index"), p.get("pid"), p.get("name"), p.get("used_memory_bytes")))
+                self.processes.append((position, g.get("index"), p.get("pid"), p.get("name"),
+                                       p.get("used_memory_bytes")))
         for i, c in enumerate(contracts):
-            self.contracts.append((key, i, c.get("name"), c.get("title"), c.get("status"), c.get("message"),
+            self.contracts.append((position, i, c.get("name"), c.get("title"), c.get("status"), c.get("message"),
                                    c.get("fix"), c.get("consequence_of")))
 
     def typed(self) -> "_Chunk":
@@ -357,6 +406,13 @@ def _frame(rows, columns) -> pd.DataFrame:
     return pd.DataFrame({name: _array(list(col), dtype) for (name, dtype), col in zip(columns.items(), values)})
 
 
+def _objects(values: list) -> np.ndarray:
+    """A 1-d object array of the values, even when some of them are lists."""
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
+
+
 def _numbers(values: list, dtype: str):
     """Int64 / Float64 from a list with None, through one numpy float array (fast for 100,000 values)."""
     floats = np.array(values, dtype=np.float64)  # None -> nan; a string raises
@@ -371,17 +427,16 @@ def _numbers(values: list, dtype: str):
 def _array(values: list, dtype: str):
     """A typed array; values of the wrong type (a hand-edited file) become NA rather than an error."""
     if dtype == "category":
-        codes, uniques = pd.factorize(np.array(values, dtype=object))
         try:
+            codes, uniques = pd.factorize(_objects(values))
             return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(_index(list(uniques))))
         except (TypeError, ValueError):  # unhashable or odd values: categories of their text
-            values = [None if v is None else str(v) for v in values]
-            return _array(values, dtype)
+            return _array([None if v is None else str(v) for v in values], dtype)
     try:
         if dtype in ("Int64", "Float64"):
             return _numbers(values, dtype)
         if dtype == "boolean":
-            array = np.array(values, dtype=object)
+            array = _objects(values)
             return pd.arrays.BooleanArray(array == True, (array != True) & (array != False))  # noqa: E712
         return pd.array(values, dtype=dtype)
     except (TypeError, ValueError, OverflowError):

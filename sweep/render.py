@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -17,8 +18,8 @@ import pandas as pd
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from sweep import __version__
-from sweep.compare import KEYS, Findings, fold_hosts
-from sweep.fleet import Fleet
+from sweep.compare import KEYS, Findings, abbreviate, fold_hosts
+from sweep.fleet import Fleet, rows_at
 
 SUMMARY_SCHEMA = "sweep.summary/1"
 CHART_HOSTS_MAX = 64      # above this many hosts the chart shows one bar per class
@@ -29,6 +30,7 @@ SEVERITY_ORDER = {"unreachable": 0, "broken": 1, "warning": 2}
 
 _env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
                    undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+_env.filters["abbreviate"] = abbreviate
 
 
 def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=()) -> dict:
@@ -46,12 +48,17 @@ def write_summary_json(summary: dict, path: Path) -> Path:
     return path
 
 
-def write_csvs(fleet: Fleet, findings: Findings, hosts_path: Path, fleet_path: Path) -> tuple[Path, Path]:
-    """hosts.csv (one row per host, its key values and class) and fleet.csv (one row per GPU)."""
+def write_hosts_csv(fleet: Fleet, findings: Findings, path: Path) -> Path:
+    """hosts.csv: one row per host, its facts, its comparability key values and its class."""
     keys = findings.host_keys.add_prefix("key_").rename(columns={"key_comparability_class": "comparability_class"})
-    _write_csv(fleet.hosts.join(keys, on="host"), hosts_path)
-    _write_csv(fleet.gpus, fleet_path)
-    return hosts_path, fleet_path
+    _write_csv(fleet.hosts.join(keys, on="host"), path)
+    return path
+
+
+def write_fleet_csv(fleet: Fleet, path: Path) -> Path:
+    """fleet.csv: one row per GPU."""
+    _write_csv(fleet.gpus, path)
+    return path
 
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
@@ -98,11 +105,13 @@ def render_markdown(summary: dict) -> str:
     if classes:
         ref = summary["reference_class"]
         lines += ["## Comparability classes", "",
-                  f"Reference: class {ref['id']} ({md(ref['chosen_by'])}), {ref['size']} hosts: {mdcode(ref['folded'])}",
+                  f"Reference: class {ref['id']} ({md(ref['chosen_by'])}), {ref['size']} hosts: "
+                  f"{mdcode(ref['folded'])}",
                   "", "Reference keys: " + "; ".join(f"{md(summary['key_labels'][k])} **{md(v)}**"
                                                      for k, v in ref["keys"].items()), ""]
         if len(classes) > 1:
-            lines += ["| Class | Hosts | Differs from the reference | What it does to a benchmark |", "|---|---|---|---|"]
+            lines += ["| Class | Hosts | Differs from the reference | What it does to a benchmark |",
+                      "|---|---|---|---|"]
         for c in classes[1:]:
             differs = "<br>".join(f"{md(d['label'])}: **{md(d['value'])}** (reference {md(d['reference'])})"
                                   for d in c["differs"])
@@ -141,6 +150,7 @@ def render_html(fleet: Fleet, findings: Findings, summary: dict) -> str:
 
 
 def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
+    """What the template shows, with every list bounded (big fleets: pointers to the CSV / JSON)."""
     classes = summary["classes"]
     ref = summary["reference_class"]
     matrix = [{"key": k, "label": label,
@@ -167,6 +177,8 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
         "unreachable_more": max(0, len(summary["unreachable"]) - ROWS_MAX),
         "unreachable_folded": fold_hosts(u["host"] for u in summary["unreachable"]),
         "excluded_folded": fold_hosts(e["host"] for e in summary["excluded"]),
+        "excluded_by": Counter(e["contract"] for e in summary["excluded"]).most_common(),
+        "unreachable_by": Counter(u["failure_class"] for u in summary["unreachable"]).most_common(),
         "tone": _tone(summary["exit_code"]), "chart": chart(fleet, findings),
         "hosts": host_details(fleet, findings), "sources": summary.get("sources", []),
     }
@@ -177,48 +189,60 @@ def _tone(exit_code: int) -> str:
 
 
 def chart(fleet: Fleet, findings: Findings) -> dict:
-    """Bars of enforced power limit against the maximum, and SM clock against max, per host or per class."""
-    g = fleet.gpus[fleet.gpus["selected"].fillna(False).to_numpy()]
-    slowed = g[["hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"]].fillna(False).any(axis=1)
-    g = g.assign(sm_slowed=g["sm_mhz"].where(slowed))
-    per_host = g.groupby("host", observed=True).agg(sm_slowed=("sm_slowed", "min"),
-        power=("power_enforced_w", "min"), power_top=("power_enforced_w", "max"),
-        default=("power_default_w", "max"), power_max=("power_max_w", "max"), sm=("sm_mhz", "min"),
-        sm_max=("sm_max_mhz", "max"), idle=("idle", "all"), hw=("hw_slowdown", "any"),
-        hw_thermal=("hw_thermal_slowdown", "any"), brake=("hw_power_brake_slowdown", "any"))
-    per_host["slow"] = per_host[["hw", "hw_thermal", "brake"]].fillna(False).any(axis=1)
-    per_host["sm"] = per_host["sm_slowed"].where(per_host["slow"], per_host["sm"])
-    klass = findings.host_keys["comparability_class"]
-    per_host["klass"] = klass.reindex(per_host.index.astype(str)).to_numpy()
+    """Bars of enforced power limit against the maximum, and SM clock against the maximum.
+
+    One bar per host up to CHART_HOSTS_MAX hosts, else one per comparability class (its lowest
+    limit, the median host's clock, and how many of its hosts have a HW slowdown).
+    """
+    per_host = _chart_per_host(fleet, findings)
     by_class = len(per_host) > CHART_HOSTS_MAX
     if by_class:
-        per_host = per_host[per_host["klass"].notna()]
-        rows = per_host.groupby("klass", sort=True).agg(
+        rows = per_host[per_host["klass"].notna()].groupby("klass", sort=True).agg(
             power=("power", "min"), power_top=("power_top", "max"), default=("default", "max"),
             power_max=("power_max", "max"), sm=("sm", "median"), sm_max=("sm_max", "max"),
-            idle=("idle", "all"), slow=("slow", "any"), n=("power", "size"))
+            idle=("idle", "mean"), slow_n=("slow", "sum"), n=("power", "size"))
+        rows["idle"] = rows["idle"] >= 0.5  # the median host's state
+        rows["slow"] = False  # the median clock is not a slowed one: a note counts the slowed hosts
         rows["label"] = [f"class {c} ({n} hosts)" for c, n in zip(rows.index, rows["n"])]
         rows["klass"] = rows.index
     else:
         rows = per_host.sort_index()
         rows["label"] = [str(h) for h in rows.index]
+        rows["slow_n"] = rows["slow"].astype(int)
     power_scale = float(pd.concat([rows["power_max"], rows["power_top"]]).max() or 1) if len(rows) else 1.0
     sm_scale = float(rows["sm_max"].max() or 1) if len(rows) else 1.0
     bars = []
-    for label, r in zip(rows["label"], rows.itertuples()):  # one bar per row drawn: bounded by CHART_HOSTS_MAX
-        power, top, default = _f(r.power), _f(r.power_top), _f(r.default)
+    for r in rows.itertuples():  # one per bar drawn: at most CHART_HOSTS_MAX hosts, or the classes
+        power, top, default, top_limit = _f(r.power), _f(r.power_top), _f(r.default), _f(r.power_max)
         bars.append({
-            "label": label, "class": r.klass if isinstance(r.klass, str) else None,
-            "power": power, "power_top": top, "power_max": _f(r.power_max), "default": default,
+            "label": r.label, "class": r.klass if isinstance(r.klass, str) else None,
+            "power": power, "power_top": top, "power_max": top_limit, "default": default,
             "power_w": _pct(power, power_scale), "power_top_w": _pct(top, power_scale),
-            "power_max_w": _pct(_f(r.power_max), power_scale), "default_x": _pct(default, power_scale),
+            "power_max_w": _pct(top_limit, power_scale), "default_x": _pct(default, power_scale),
             "capped": power is not None and default is not None and power < default,
             "sm": _f(r.sm), "sm_max": _f(r.sm_max), "sm_w": _pct(_f(r.sm), sm_scale),
-            "sm_max_w": _pct(_f(r.sm_max), sm_scale), "idle": bool(r.idle) if not pd.isna(r.idle) else False,
-            "slow": bool(r.slow) if not pd.isna(r.slow) else False,
+            "sm_max_w": _pct(_f(r.sm_max), sm_scale), "idle": bool(r.idle), "slow": bool(r.slow),
+            "note": (f"{int(r.slow_n)} with HW slowdown" if by_class else "HW slowdown") if r.slow_n else "",
         })
-    return {"by_class": by_class, "bars": bars, "power_scale": power_scale, "sm_scale": sm_scale,
-            "height": 44 + 22 * len(bars)}
+    return {"by_class": by_class, "bars": bars, "height": 44 + 22 * len(bars)}
+
+
+def _chart_per_host(fleet: Fleet, findings: Findings) -> pd.DataFrame:
+    """Per host, over its selected GPUs: lowest and highest enforced limit, SM clock (the slowed GPU's
+    when a HW slowdown is active), idle, slowed, class."""
+    g = fleet.gpus[fleet.gpus["selected"].fillna(False).to_numpy()]
+    slowed = g[["hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"]].fillna(False).any(axis=1)
+    g = g.assign(slowed=slowed, sm_slowed=g["sm_mhz"].where(slowed))
+    per_host = g.groupby("host", observed=True).agg(
+        power=("power_enforced_w", "min"), power_top=("power_enforced_w", "max"),
+        default=("power_default_w", "max"), power_max=("power_max_w", "max"), sm=("sm_mhz", "min"),
+        sm_slowed=("sm_slowed", "min"), sm_max=("sm_max_mhz", "max"), idle=("idle", "all"),
+        slow=("slowed", "any"))
+    per_host["sm"] = per_host["sm_slowed"].where(per_host["slow"], per_host["sm"])
+    per_host["idle"] = per_host["idle"].astype(bool)
+    klass = findings.host_keys["comparability_class"]
+    per_host["klass"] = klass.reindex(per_host.index.astype(str)).to_numpy()
+    return per_host
 
 
 def _f(value):
@@ -237,11 +261,11 @@ def host_details(fleet: Fleet, findings: Findings) -> dict:
     rank[hosts["lowest_broken"].notna().to_numpy()] = 1
     rank[(hosts["status"] != "ok").to_numpy()] = 0
     order = np.lexsort((hosts["host"].to_numpy(dtype=object), rank))[:DETAIL_HOSTS_MAX]
-    chosen = _rows(hosts, order)
+    chosen = rows_at(hosts, order)
     klass = findings.host_keys["comparability_class"].to_numpy(dtype=object)
     picked = np.isin(fleet.contracts["host"].cat.codes.to_numpy(), order)
     chain = {}
-    for c in _rows(fleet.contracts, np.flatnonzero(picked)):
+    for c in rows_at(fleet.contracts, np.flatnonzero(picked)):
         chain.setdefault(c["host"], []).append(
             {"name": c["contract"], "title": c["title"], "status": c["status"], "message": c["message"],
              "fix": c["fix"], "consequence_of": c["consequence_of"]})
@@ -249,22 +273,12 @@ def host_details(fleet: Fleet, findings: Findings) -> dict:
     for position, r in zip(order.tolist(), chosen):
         failed = r["status"] != "ok"
         blocks.append({
-            "host": r["host"], "status": r["status"], "class": _s(klass[position]),
+            "host": r["host"], "status": r["status"], "class": klass[position] if pd.notna(klass[position]) else None,
             "verdict": "unreachable" if failed else r["verdict"] or "unknown",
             "summary": f"{r['failure_class']}: {r['failure_message'] or ''}" if failed else r["summary"],
             "groups": r["groups"], "contracts": chain.get(r["host"], []),
         })
     return {"blocks": blocks, "more": max(0, len(hosts) - len(blocks)), "total": len(hosts)}
-
-
-def _rows(frame: pd.DataFrame, positions) -> list[dict]:
-    """Rows at `positions` as dicts of plain values, NA as None."""
-    rows = frame.iloc[positions].astype(object)
-    return rows.where(rows.notna(), None).to_dict("records")
-
-
-def _s(value):
-    return None if value is None or (not isinstance(value, (list, dict)) and pd.isna(value)) else str(value)
 
 
 def _now() -> str:

@@ -12,8 +12,8 @@ Exit codes, in order of precedence (the first that applies wins):
 
     2  bad input: no record found, unreadable or unknown files, a --reference that names no
        host or group (raised as a SweepError; the CLI turns it into the message and the code)
-    1  some hosts are unreachable: the sweep is incomplete, so the classes and findings
-       describe only the hosts that answered
+    1  some hosts are unreachable (or listed in the run's manifest but never probed): the
+       sweep is incomplete, so the classes and findings describe only the hosts that answered
     3  the hosts that can run a benchmark fall into more than one comparability class:
        the fleet cannot be benchmarked as one pool
     4  every host answered and they form one class, but some host has a broken contract
@@ -23,13 +23,17 @@ Exit codes, in order of precedence (the first that applies wins):
 """
 from __future__ import annotations
 
+import multiprocessing
+import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from sweep.compare import Findings, compare
 from sweep.errors import RunFolderError
-from sweep.fleet import Fleet, load_fleet
-from sweep.render import render_html, render_markdown, summary_dict, write_csvs, write_summary_json
+from sweep.fleet import Fleet, load_fleet, usable_cpus
+from sweep.render import (render_html, render_markdown, summary_dict, write_fleet_csv, write_hosts_csv,
+                          write_summary_json)
 
 EXIT_OK = 0
 EXIT_UNREACHABLE = 1
@@ -75,19 +79,41 @@ def build_report(paths, out_dir, reference: str | None = None) -> ReportResult:
     largest class). Raises a SweepError for bad input; a failed host is data, never an error.
     """
     fleet = load_fleet(paths)
-    findings = compare(fleet, reference=reference)
+    findings = compare(fleet, reference=reference)  # bad input stops here, before any file is written
     code = exit_code(findings)
     summary = summary_dict(findings, code, EXIT_MEANING[code], fleet.sources)
     out = Path(out_dir)
+    files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
+             "hosts_csv": out / "hosts.csv", "fleet_csv": out / "fleet.csv"}
     try:
         out.mkdir(parents=True, exist_ok=True)
-        files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
-                 "hosts_csv": out / "hosts.csv", "fleet_csv": out / "fleet.csv"}
+        # fleet.csv (one row per GPU) is the slowest file to write: a forked process writes it
+        # while this one renders the rest
+        writer = _start(write_fleet_csv, fleet, files["fleet_csv"])
         write_summary_json(summary, files["summary"])
         files["markdown"].write_text(render_markdown(summary), encoding="utf-8")
-        write_csvs(fleet, findings, files["hosts_csv"], files["fleet_csv"])
+        write_hosts_csv(fleet, findings, files["hosts_csv"])
         files["html"].write_text(render_html(fleet, findings, summary), encoding="utf-8")
+        _finish(writer, write_fleet_csv, fleet, files["fleet_csv"])
     except OSError as err:
         raise RunFolderError(f"cannot write the report ({err.strerror or err})", where=str(out),
                              fix="choose a writable folder for the report") from None
     return ReportResult(out, files, code, findings.headline(), summary, findings, fleet)
+
+
+def _start(task, *args):
+    """Run task(*args) in a forked process where fork exists (Linux); None: run it later, here."""
+    if not sys.platform.startswith("linux") or usable_cpus() < 2 or threading.active_count() > 1:
+        return None  # fork is only safe in a single-threaded process
+    process = multiprocessing.get_context("fork").Process(target=task, args=args, daemon=True)
+    process.start()
+    return process
+
+
+def _finish(process, task, *args):
+    """Wait for the forked task; if it failed (or never ran), run it here so that errors surface."""
+    if process is not None:
+        process.join()
+        if process.exitcode == 0:
+            return
+    task(*args)

@@ -20,6 +20,7 @@ so a `Watchdog` thread shuts the socket of any attempt still running at its dead
 from __future__ import annotations
 
 import base64
+import dataclasses
 import errno
 import hashlib
 import hmac
@@ -32,18 +33,19 @@ import random
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import paramiko
 from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
-from sweep.bundle import remote_command
+from sweep.bundle import TOO_OLD_MARK, remote_command
+from sweep.schema import health_problem
 
 FAILURE_CLASSES = (
     "dns", "refused", "timeout", "host_key_unknown", "host_key_changed", "auth",
-    "no_python", "agent_error", "output_too_large", "bad_output",
+    "no_python", "python_too_old", "agent_error", "output_too_large", "bad_output",
 )
 FAST_KEX = "curve25519-sha256@libssh.org"
 FAST_CIPHER = "aes128-gcm@openssh.com"
@@ -69,6 +71,8 @@ class SSHOptions:
     stderr_limit: int = 64 * 1024
     fast_kex: bool = True
     backoff_s: float = 0.5
+    # for encrypted key files (SWEEP_KEY_PASSPHRASE); never written anywhere, kept out of repr
+    key_passphrase: str | None = field(default=None, repr=False)
 
     def with_settings(self, settings: Any) -> "SSHOptions":
         """These options with a host's ``sweep_connect_timeout`` / ``sweep_host_deadline`` / ``sweep_retries``."""
@@ -76,7 +80,7 @@ class SSHOptions:
         for key, kind in (("connect_timeout", float), ("host_deadline", float), ("retries", int)):
             if settings and settings.get(key) is not None:
                 changes[key] = kind(settings[key])
-        return self if not changes else SSHOptions(**{**self.__dict__, **changes})
+        return self if not changes else dataclasses.replace(self, **changes)
 
 
 @dataclass
@@ -110,6 +114,36 @@ class HostFailure(Exception):
 
 class _UnknownHostKey(Exception):
     pass
+
+
+class KeyFileError(Exception):
+    """A private key file that cannot be used; the text says why (after the file's name)."""
+
+
+def load_private_key(path: str, passphrase: str | None = None) -> paramiko.PKey:
+    """A private key file, decrypted with `passphrase` if it is encrypted; KeyFileError says why not."""
+    if not os.path.exists(path):
+        raise KeyFileError("does not exist")
+    if os.path.isdir(path):
+        raise KeyFileError("is a folder, not a key file")
+    secret = passphrase.encode() if passphrase else None
+    try:
+        return paramiko.PKey.from_path(path, None)
+    except TypeError as exc:  # "Key is password-protected, but password was not provided."
+        if "password" not in str(exc):
+            raise KeyFileError(f"cannot be read as a private key ({exc})") from None
+    except OSError as exc:
+        raise KeyFileError(f"cannot be read ({exc.strerror or exc})") from None
+    except Exception as exc:
+        raise KeyFileError(f"is not a private key sweep can read ({type(exc).__name__})") from None
+    if secret is None:
+        raise KeyFileError("is encrypted and no passphrase was given: set SWEEP_KEY_PASSPHRASE, "
+                           "or load the key into ssh-agent")
+    try:
+        return paramiko.PKey.from_path(path, secret)
+    except Exception:
+        raise KeyFileError("cannot be decrypted with the passphrase in SWEEP_KEY_PASSPHRASE "
+                           "(wrong passphrase?)") from None
 
 
 # --- known_hosts --------------------------------------------------------------------------------
@@ -425,8 +459,8 @@ class Prober:
             return None
         if key_files not in self._pkeys:
             try:
-                self._pkeys[key_files] = paramiko.PKey.from_path(key_files[0])
-            except Exception:
+                self._pkeys[key_files] = load_private_key(key_files[0], self.options.key_passphrase)
+            except KeyFileError:
                 self._pkeys[key_files] = None
         return self._pkeys[key_files]
 
@@ -511,6 +545,7 @@ class Prober:
             client.connect(
                 hostname=hop.key_alias, port=hop.port, username=hop.user, sock=sock,
                 pkey=pkey, key_filename=None if pkey else list(hop.key_files) or None,
+                passphrase=None if pkey else opts.key_passphrase,
                 allow_agent=opts.allow_agent,
                 look_for_keys=opts.look_for_keys, timeout=min(2 * step, max(0.1, deadline - time.monotonic())),
                 banner_timeout=step, auth_timeout=step,
@@ -526,7 +561,7 @@ class Prober:
                    deadline: float) -> tuple[dict, int | None, str]:
         transport = client.get_transport()
         chan = transport.open_session(timeout=max(0.1, deadline - time.monotonic()))
-        chan.exec_command(remote_command(host.python, len(self.payload), self.agent_args))
+        chan.exec_command(remote_command(host.python, len(self.payload), host_agent_args(host, self.agent_args)))
         try:
             chan.sendall(self.payload)
             chan.shutdown_write()
@@ -568,6 +603,12 @@ class Prober:
         if not chan.status_event.wait(max(0.01, deadline - time.monotonic())):
             raise _aborted(host, "deadline", opts, "exec")
         exit_status = chan.exit_status
+        if exit_status == -1 and not transport.is_active():
+            raise HostFailure("agent_error", (
+                f"{host.name}: the SSH connection was lost while the agent ran ({len(out)} bytes of output "
+                "read, no exit status): the host or the network dropped it; check the host's sshd log and "
+                "the network, then sweep the host again"), transient=True, exit_status=None,
+                stderr=err.decode("utf-8", "replace"))
         stderr = err.decode("utf-8", "replace")
         if err_total > len(err):
             stderr = f"[first {err_total - len(err)} bytes of stderr cut]\n" + stderr
@@ -628,9 +669,22 @@ def _judge(host: Any, out: bytes, exit_status: int | None, stderr: str) -> dict:
         problem = f"is JSON but not an object ({type(health).__name__})"
     elif health is not None and "schema_version" not in health:
         problem = "is a JSON object without schema_version"
+    elif health is not None:
+        broken = health_problem(health)
+        if broken is not None:
+            raise HostFailure("bad_output", (
+                f"{host.name}: the agent's output is JSON but not a health.json of schema 1.x "
+                f"({_printable(broken)[:200]}); the host runs another or a modified agent: sweep it with "
+                "this sweep's agent"))
     if problem is None:
         return health
     last = _last_line(stderr)
+    if TOO_OLD_MARK in stderr or (exit_status == 1 and _python_syntax_error(stderr)):
+        found = _old_version(stderr)
+        raise HostFailure("python_too_old", (
+            f"{host.name}: '{host.python}' is {'Python ' + found if found else 'a python'} older than the 3.8 "
+            f"the agent needs{' (' + last + ')' if last else ''}; install python3 >= 3.8 or set "
+            "ansible_python_interpreter to one"))
     if exit_status in (126, 127):
         raise HostFailure("no_python", (
             f"{host.name}: cannot run '{host.python}' on the host (exit {exit_status}"
@@ -649,7 +703,24 @@ def _judge(host: Any, out: bytes, exit_status: int | None, stderr: str) -> dict:
 
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
+    return _printable(lines[-1][:300]) if lines else ""
+
+
+def _printable(text: str) -> str:
+    """Host text for a message: control characters (ESC, C1, ...) written as escapes, never raw."""
+    return "".join(ch if ch.isprintable() or ch == " " else ascii(ch)[1:-1] for ch in text)
+
+
+def _python_syntax_error(stderr: str) -> bool:
+    """Python 2 (or 3 before 3.8) failing to compile the bootstrap given with -c."""
+    return 'File "<string>"' in stderr and "SyntaxError" in stderr
+
+
+def _old_version(stderr: str) -> str:
+    import re
+
+    found = re.search(r"[Pp]ython (\d+\.\d+(?:\.\d+)?)", stderr)
+    return found.group(1) if found else ""
 
 
 def _size(n: int) -> str:
@@ -667,7 +738,7 @@ def _aborted(host: Any, reason: str, opts: SSHOptions, phase: str) -> HostFailur
 
 def _classify(name: str, exc: BaseException, phase: str, opts: SSHOptions, hop: Hop | None) -> HostFailure:
     """Turn an exception of one attempt into a failure class; transient ones are retried."""
-    text = str(exc)
+    text = _printable(str(exc))  # may quote what the host sent (its banner)
     at = f"{hop.user}@{hop.address}" + (f":{hop.port}" if hop.port != 22 else "") if hop else "the host"
     if isinstance(exc, ConnectionRefusedError):
         return HostFailure("refused", (
@@ -727,3 +798,21 @@ def _changed_key(name: str, hop: Hop, key_name: str, exc: paramiko.BadHostKeyExc
         f"but {where} records {exc.expected_key.fingerprint}; someone may be intercepting the "
         f"connection (man-in-the-middle), or the host was reinstalled; if you know the change is "
         f"expected, remove the old key with: ssh-keygen -R '{key_name}' -f {where}"))
+
+
+def host_agent_args(host: Any, agent_args: list[str]) -> list[str]:
+    """The agent's arguments for one host: the run's, plus the host's own sweep_* settings.
+
+    ``sweep_interpreters`` (a list, or one path) names the pythons whose torch build to check
+    (training usually runs in a venv or conda env); ``sweep_deep: true`` imports torch there.
+    """
+    settings = getattr(host, "settings", None) or {}
+    args = list(agent_args)
+    interpreters = settings.get("interpreters")
+    if isinstance(interpreters, str):
+        interpreters = [interpreters]
+    for interp in interpreters or ():
+        args += ["--interpreter", str(interp)]
+    if settings.get("deep") and "--deep" not in args:
+        args.append("--deep")
+    return args

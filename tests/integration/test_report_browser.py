@@ -1,0 +1,148 @@
+"""The HTML report in a real headless Chromium: what it shows, and that host strings stay text."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+import fleet_variants as fv  # noqa: E402
+
+from sweep.report import build_report  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+IMG_HOST = "<img src=x onerror=document.title='pwned'>"
+SCRIPT_HOST = "<script>document.title='pwned'</script>"
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
+                       reason="/usr/bin/chromium is absent: apt-get install -y chromium to run the browser test"),
+]
+
+
+def chromium(*args, timeout=120) -> str:
+    """Run headless Chromium with no network, a fresh profile; return its stdout."""
+    profile = tempfile.mkdtemp(prefix="sweep-chromium-")
+    try:
+        done = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--hide-scrollbars", *args],
+            capture_output=True, text=True, timeout=timeout, check=False)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+class Tags(HTMLParser):
+    """Tag names and the document <title> (the one in <head>, not the SVG tooltips) of a DOM dump."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.title, self._in_title, self._in_head = [], "", False, False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self._in_head = self._in_head or tag == "head"
+        self._in_title = tag == "title" and self._in_head
+
+    def handle_endtag(self, tag):
+        self._in_title = False
+        self._in_head = self._in_head and tag != "head"
+
+    def handle_data(self, data):
+        if self._in_title:
+            self.title += data
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    base = tmp_path_factory.mktemp("browser")
+    extra = [fv.record(IMG_HOST, fv.h200(8, "x")),
+             fv.record(SCRIPT_HOST, fv.foreign_process(fv.h200(8, "y"), name=SCRIPT_HOST))]
+    fv.write_run(base / "run", fv.must_show_fleet(extra=extra))
+    result = build_report([base / "run"], base / "report")
+    url = result.files["html"].resolve().as_uri()
+    dom = chromium("--dump-dom", url)
+    tags = Tags()
+    tags.feed(dom)
+    return result, dom, tags, url, base
+
+
+def test_title_unchanged_and_no_script_ran(rendered):
+    _, dom, tags, _, _ = rendered
+    assert tags.title == "sweep fleet report: 46 hosts"
+    assert "pwned" not in tags.title
+    names = [t for t, _ in tags.tags]
+    assert "script" not in names and "img" not in names
+    assert not [a for _, a in tags.tags if any(k.startswith("on") for k in a)]
+
+
+def test_hostile_host_names_are_shown_as_text(rendered):
+    _, dom, _, _, _ = rendered
+    assert "&lt;img src=x onerror=document.title='pwned'&gt;" in dom
+    assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom
+    # the process name holding a script is text too, in the foreign-process finding
+    assert "1 other process(es) on the GPUs: &lt;script&gt;document.title='pwned'&lt;/script&gt; (pid 4242" in dom
+
+
+def test_verdict_comes_first(rendered):
+    _, dom, _, _, _ = rendered
+    verdict = dom.index("Not one pool: 7 comparability classes")
+    assert verdict < dom.index('id="classes"') < dom.index('id="health"') < dom.index('id="hosts"')
+    assert "The largest comparable pool is gpu[01-04,06,10-11,13-18,20,23-24,27-30,35-41]" in dom
+    assert "(29 of 46 hosts)" in dom
+
+
+def test_every_class_is_listed_with_its_hosts_and_difference(rendered):
+    _, dom, _, _, _ = rendered
+    for cls, hosts, difference in [("B", "gpu[31-34]", "590.44.01"), ("C", "gpu[05,12,19]", "off"),
+                                   ("D", "gpu[07-08]", "250 W (default 700 W)"),
+                                   ("E", "gpu09", "700/250 W (default 700 W)"),
+                                   ("F", "gpu21", "on: 2x 3g.71gb"), ("G", "gpu22", "on: 7x 1g.18gb")]:
+        card = re.search(rf'class {cls}</span><h3><span class="hosts">{re.escape(hosts)}</span></h3>.*?</table>',
+                         dom, re.S)
+        assert card, cls
+        assert f'<td class="diff">{difference}</td>' in card.group(0)
+    assert "reference · class A" in dom
+
+
+def test_hosts_kept_out_are_explicit_rows(rendered):
+    _, dom, _, _, _ = rendered
+    for host, why in [("gpu42", "refused"), ("gpu43", "timeout"), ("gpu44", "host_key_changed"),
+                      ("gpu25", "device_mask"), ("gpu26", "framework")]:
+        assert re.search(rf'<td class="mono">{host}</td><td><span class="badge b-\w+">{why}</span>', dom), host
+    assert "HW thermal slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)" in dom
+
+
+def test_per_host_contract_chain_is_collapsible(rendered):
+    _, _, tags, _, _ = rendered
+    details = [a for t, a in tags.tags if t == "details"]
+    assert len(details) == 46
+    assert [t for t, _ in tags.tags].count("svg") == 1
+
+
+def test_report_is_self_contained(rendered):
+    result, _, tags, _, _ = rendered
+    html = result.files["html"].read_text()
+    for _, attrs in tags.tags:
+        for key in ("src", "href", "action"):
+            assert not attrs.get(key) or attrs[key].startswith("#"), attrs
+    assert "<link" not in html and "@import" not in html and "url(" not in html
+    assert re.findall(r"https?://[^\s\"']+", html) == ["http://www.w3.org/2000/svg"]  # a namespace, not a fetch
+
+
+def test_screenshot(rendered):
+    _, _, _, url, base = rendered
+    shot = base / "report.png"
+    chromium(f"--screenshot={shot}", "--window-size=1400,2400", url)
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
+    print(f"screenshot: {shot}")

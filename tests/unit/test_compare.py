@@ -1,0 +1,308 @@
+"""Comparability classes, health findings, exit codes and the written report, on crafted fleets."""
+import csv
+import json
+import re
+
+import pytest
+
+import fleet_variants as fv
+from sweep import report as report_module
+from sweep.compare import compare, fold_hosts, impact
+from sweep.errors import ConfigError
+from sweep.fleet import load_fleet
+from sweep.report import build_report
+
+
+def fleet_of(tmp_path, records):
+    fv.write_run(tmp_path / "run", records)
+    return load_fleet([tmp_path / "run"])
+
+
+def healthy(names, n_gpus=2):
+    return [fv.record(n, fv.h200(n_gpus, n)) for n in names]
+
+
+@pytest.fixture(scope="module")
+def must_show(tmp_path_factory):
+    """The Must-show fleet, reported: (ReportResult, summary.json as read back from disk)."""
+    base = tmp_path_factory.mktemp("must-show")
+    fv.write_run(base / "run", fv.must_show_fleet())
+    result = build_report([base / "run"], base / "report")
+    return result, json.loads((base / "report" / "summary.json").read_text())
+
+
+def by_host(summary):
+    """host -> its class dict (hosts in a class), for the classes of a summary."""
+    return {h: c for c in summary["classes"] for h in c["hosts"]}
+
+
+def test_must_show_rest_form_one_comparable_pool(must_show):
+    _, summary = must_show
+    ref = summary["reference_class"]
+    assert ref["hosts"] == fv.reference_pool()
+    assert ref["size"] == 27 and ref["chosen_by"] == "largest class"
+    assert ref["folded"] == "gpu[01-04,06,10-11,13-18,20,23-24,27-30,35-41]"
+    assert ref["keys"]["driver"] == "580.159.04" and ref["keys"]["power_limit"] == "700 W"
+    assert summary["comparable"] is False and summary["exit_code"] == 1
+    assert [c["id"] for c in summary["classes"]] == list("ABCDEFG")
+
+
+@pytest.mark.parametrize("hosts, key, value, reference, words", [
+    (["gpu31", "gpu32", "gpu33", "gpu34"], "driver", "590.44.01", "580.159.04", "not comparable"),
+    (["gpu05", "gpu12", "gpu19"], "ecc", "off", "on", "6% more usable memory"),
+    (["gpu07", "gpu08"], "power_limit", "250 W (default 700 W)", "700 W", "SM clock it loses"),
+    (["gpu09"], "power_limit", "700/250 W (default 700 W)", "700 W", "slowest GPU"),
+    (["gpu21"], "mig", "on: 2x 3g.71gb", "off", "a slice"),
+    (["gpu22"], "mig", "on: 7x 1g.18gb", "off", "a slice"),
+])
+def test_must_show_each_odd_host_is_named_with_its_reason(must_show, hosts, key, value, reference, words):
+    _, summary = must_show
+    classes = by_host(summary)
+    cls = classes[hosts[0]]
+    assert cls["hosts"] == hosts
+    differs = {d["key"]: d for d in cls["differs"]}
+    assert differs[key]["value"] == value and differs[key]["reference"] == reference
+    assert words in differs[key]["impact"]
+    if key == "driver":
+        assert set(differs) == {"driver", "cuda_driver"}
+    else:
+        assert set(differs) == {key}
+
+
+def test_must_show_hosts_that_cannot_run_or_answer_are_kept_out(must_show):
+    _, summary = must_show
+    classes = by_host(summary)
+    assert [(e["host"], e["contract"]) for e in summary["excluded"]] == [("gpu25", "device_mask"),
+                                                                        ("gpu26", "framework")]
+    assert "CUDA_VISIBLE_DEVICES=''" in summary["excluded"][0]["message"]
+    assert "CPU-only" in summary["excluded"][1]["message"]
+    assert [(u["host"], u["failure_class"]) for u in summary["unreachable"]] == [
+        ("gpu42", "refused"), ("gpu43", "timeout"), ("gpu44", "host_key_changed")]
+    for host in ("gpu25", "gpu26", "gpu42", "gpu43", "gpu44"):
+        assert host not in classes
+
+
+def test_must_show_health_findings(must_show):
+    _, summary = must_show
+    found = {(f["host"], f["kind"]): f for f in summary["findings"]}
+    assert found[("gpu16", "hw_thermal_slowdown")]["message"] == (
+        "gpu16: HW thermal slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)")
+    assert found[("gpu16", "hw_thermal_slowdown")]["severity"] == "broken"
+    assert found[("gpu14", "foreign_process")]["message"] == (
+        "gpu14: 1 other process(es) on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2")
+    assert found[("gpu09", "mixed_gpus")]["detail"] == (
+        "the selected GPUs differ: Power limit 700/250 W (default 700 W) (700 W on GPU 0-2,4-7, 250 W on GPU 3)")
+    assert found[("gpu25", "lowest_broken")]["contract"] == "device_mask"
+    assert found[("gpu42", "unreachable")]["detail"] == "refused: connection refused on port 22"
+    # hosts in the reference pool keep their findings: comparable, but not healthy
+    assert {"gpu14", "gpu16"} <= set(summary["reference_class"]["hosts"])
+    broken = sorted({f["host"] for f in summary["findings"] if f["kind"] == "lowest_broken"})
+    assert broken == ["gpu07", "gpu08", "gpu09", "gpu16", "gpu25", "gpu26"]
+
+
+def test_must_show_headline(must_show):
+    result, summary = must_show
+    assert result.headline == (
+        "Not one pool: 7 comparability classes: the largest comparable pool is "
+        "gpu[01-04,06,10-11,13-18,20,23-24,27-30,35-41] (27 of 44 hosts); 12 host(s) in 6 other class(es) "
+        "differ in Driver, CUDA (driver), ECC, Power limit, MIG; 2 cannot run a benchmark; 3 unreachable.")
+    assert summary["headline"] == result.headline
+
+
+def test_report_folder_holds_every_output(must_show):
+    result, summary = must_show
+    out = result.out_dir
+    assert sorted(p.name for p in out.iterdir()) == ["fleet.csv", "hosts.csv", "report.html", "summary.json",
+                                                     "summary.md"]
+    assert summary["schema"] == "sweep.summary/1"
+    assert {"comparable", "hosts_total", "hosts_ok", "unreachable", "reference_class", "classes", "excluded",
+            "findings", "exit_code"} <= set(summary)
+    assert summary["hosts_total"] == 44 and summary["hosts_ok"] == 41
+    assert {"id", "hosts", "folded", "size", "keys", "differs"} <= set(summary["classes"][1])
+    with open(out / "fleet.csv", newline="") as fh:
+        gpus = list(csv.DictReader(fh))
+    assert len(gpus) == 41 * 8 and gpus[0]["host"] == "gpu01" and gpus[0]["power_enforced_w"] == "700.0"
+    with open(out / "hosts.csv", newline="") as fh:
+        hosts = {r["host"]: r for r in csv.DictReader(fh)}
+    assert len(hosts) == 44
+    assert hosts["gpu09"]["key_power_limit"] == "700/250 W (default 700 W)"
+    assert hosts["gpu09"]["comparability_class"] == "E" and hosts["gpu42"]["comparability_class"] == ""
+    markdown = (out / "summary.md").read_text()
+    for host in ("gpu[31-34]", "gpu[05,12,19]", "gpu[07-08]", "gpu09", "gpu21", "gpu22", "gpu25", "gpu26",
+                 "gpu42", "gpu16", "gpu14"):
+        assert f"`{host}`" in markdown, host
+
+
+def test_chart_marks_capped_and_slowed_hosts(must_show):
+    from sweep.render import chart
+
+    result, _ = must_show
+    bars = {b["label"]: b for b in chart(result.fleet, result.findings)["bars"]}
+    assert len(bars) == 40  # probed hosts with a selected GPU: not the empty mask, not the unreachable
+    assert bars["gpu07"]["capped"] and bars["gpu07"]["power"] == 250.0 and bars["gpu07"]["class"] == "D"
+    assert bars["gpu09"]["power"] == 250.0 and bars["gpu09"]["power_top"] == 700.0
+    assert bars["gpu16"]["slow"] and bars["gpu16"]["sm"] == 1125.0 and bars["gpu16"]["note"] == "HW slowdown"
+    assert bars["gpu01"]["idle"] and not bars["gpu01"]["capped"] and not bars["gpu01"]["slow"]
+
+
+def test_one_pool_exits_0(tmp_path):
+    fleet = fleet_of(tmp_path, healthy(["gpu1", "gpu2", "gpu3"]))
+    findings = compare(fleet)
+    assert findings.comparable and findings.findings == ()
+    assert report_module.exit_code(findings) == 0
+    assert findings.headline() == "One pool: all 3 of 3 hosts (gpu[1-3]) can be benchmarked together."
+
+
+def test_comparable_but_broken_exits_4(tmp_path):
+    records = healthy(["gpu1", "gpu2"], n_gpus=8) + [fv.record("gpu3", fv.hw_thermal(fv.h200(8, "gpu3")))]
+    findings = compare(fleet_of(tmp_path, records))
+    assert findings.comparable
+    assert report_module.exit_code(findings) == 4
+
+
+def test_two_classes_exit_3_and_unreachable_wins_over_it(tmp_path):
+    records = healthy(["gpu1", "gpu2"]) + [fv.record("gpu3", fv.driver(fv.h200(2, "gpu3")))]
+    assert report_module.exit_code(compare(fleet_of(tmp_path / "a", records))) == 3
+    records.append(fv.record("gpu4", None, ("dns", "Name or service not known")))
+    assert report_module.exit_code(compare(fleet_of(tmp_path / "b", records))) == 1
+
+
+def test_excluded_host_alone_exits_4_not_3(tmp_path):
+    records = healthy(["gpu1", "gpu2"]) + [fv.record("gpu3", fv.empty_mask(fv.h200(2, "gpu3")))]
+    findings = compare(fleet_of(tmp_path, records))
+    assert [c.hosts for c in findings.classes] == [("gpu1", "gpu2")]
+    assert report_module.exit_code(findings) == 4
+
+
+def test_exit_codes_are_documented():
+    doc = report_module.__doc__
+    for code in ("2  bad input", "1  some hosts are unreachable", "3  the hosts that can run",
+                 "4  every host answered", "0  every host reachable"):
+        assert code in doc
+
+
+def test_reference_by_host_and_by_group(tmp_path):
+    records = [fv.record(n, fv.h200(2, n), groups=["old"]) for n in ("gpu1", "gpu2", "gpu3")]
+    records += [fv.record(n, fv.driver(fv.h200(2, n)), groups=["new"]) for n in ("gpu4", "gpu5")]
+    fleet = fleet_of(tmp_path, records)
+    assert compare(fleet).reference.hosts == ("gpu1", "gpu2", "gpu3")
+    by_host_ref = compare(fleet, reference="gpu5")
+    assert by_host_ref.reference.hosts == ("gpu4", "gpu5") and by_host_ref.reference_by == "host gpu5"
+    assert by_host_ref.classes[1].differs[0].value == "580.159.04"
+    assert by_host_ref.classes[1].differs[0].reference == "590.44.01"
+    by_group = compare(fleet, reference="new")
+    assert by_group.reference.hosts == ("gpu4", "gpu5")
+    assert by_group.reference_by == "group new (its most common class)"
+
+
+def test_reference_errors_name_the_problem(tmp_path):
+    records = healthy(["gpu1", "gpu2"]) + [fv.record("gpu3", None, ("refused", "refused")),
+                                           fv.record("gpu4", fv.cpu_torch(fv.h200(2, "gpu4")))]
+    fleet = fleet_of(tmp_path, records)
+    with pytest.raises(ConfigError) as err:
+        compare(fleet, reference="rack9")
+    assert str(err.value) == ("--reference: 'rack9' is neither a host nor a group of this fleet; "
+                              "name one of the hosts, or a group of the inventory the sweep ran")
+    with pytest.raises(ConfigError) as err:
+        compare(fleet, reference="gpu3")
+    assert err.value.message == "the reference host gpu3 is in no comparability class: unreachable (refused)"
+    with pytest.raises(ConfigError) as err:
+        compare(fleet, reference="gpu4")
+    assert err.value.message == ("the reference host gpu4 is in no comparability class: it cannot run a "
+                                 "benchmark (lowest broken contract: framework)")
+
+
+@pytest.mark.parametrize("variant, key, value", [
+    (lambda h: fv.ecc_pending(h, pending=False), "ecc", "on (pending off)"),
+    (lambda h: fv.app_clocks(h, 1410, 1980), "clock_policy", "app clocks 1410 MHz"),
+    (lambda h: fv.link(h, "SYS"), "link", "SYS (across NUMA nodes)"),
+    (lambda h: fv.persistence_off(h), "persistence", "off"),
+    (lambda h: fv.mask(h, "0,1"), "gpu_count", "2 GPUs"),
+    (lambda h: fv.torch(h, "2.10.0+cu129", "12.9"), "framework", "torch 2.10.0+cu129, CUDA 12.9"),
+    (lambda h: fv.mig(h, ("1g.18gb", "1g.18gb", "3g.71gb")), "mig", "on: 2x 1g.18gb + 3g.71gb"),
+    (lambda h: fv.power_cap(h, 437.5), "power_limit", "437.5 W (default 700 W)"),
+])
+def test_each_key_tells_the_variant_apart(tmp_path, variant, key, value):
+    records = healthy(["gpu1", "gpu2"], n_gpus=4) + [fv.record("gpu3", variant(fv.h200(4, "gpu3")))]
+    findings = compare(fleet_of(tmp_path, records))
+    assert [c.hosts for c in findings.classes] == [("gpu1", "gpu2"), ("gpu3",)]
+    assert [(d.key, d.value) for d in findings.classes[1].differs] == [(key, value)]
+    assert findings.host_keys.loc["gpu3", key] == value
+
+
+def test_one_gpu_mask_changes_count_and_link(tmp_path):
+    records = healthy(["gpu1", "gpu2"], n_gpus=4) + [fv.record("gpu3", fv.mask(fv.h200(4, "gpu3"), "0"))]
+    findings = compare(fleet_of(tmp_path, records))
+    assert [(d.key, d.value, d.reference) for d in findings.classes[1].differs] == [
+        ("gpu_count", "1 GPU", "4 GPUs"), ("link", "single GPU", "NV18 (NVLink)")]
+
+
+def test_gpus_outside_the_mask_do_not_count(tmp_path):
+    odd = fv.power_cap(fv.mask(fv.h200(4, "gpu3"), "0,1"), 250.0, gpus={3})
+    records = [fv.record(n, fv.mask(fv.h200(4, n), "0,1")) for n in ("gpu1", "gpu2")] + [fv.record("gpu3", odd)]
+    findings = compare(fleet_of(tmp_path, records))
+    assert findings.comparable
+    assert not [f for f in findings.findings if f.kind == "mixed_gpus"]
+
+
+def test_warnings_are_findings_but_not_exit_4(tmp_path):
+    records = [fv.record("gpu1", fv.persistence_off(fv.h200(2, "gpu1"))),
+               fv.record("gpu2", fv.remap(fv.ecc_pending(fv.h200(2, "gpu2"), pending=True), pending=True)),
+               fv.record("gpu3", fv.foreign_process(fv.h200(4, "gpu3"), gpu=1))]
+    findings = compare(fleet_of(tmp_path, records))
+    kinds = sorted((f.host, f.kind, f.severity) for f in findings.findings)
+    assert kinds == [("gpu1", "persistence_off", "warning"), ("gpu2", "row_remap_pending", "warning"),
+                     ("gpu3", "foreign_process", "warning")]
+    assert report_module.exit_code(findings) == 3  # persistence off and a 4-GPU host: other classes
+
+
+def test_row_remap_failure_is_broken(tmp_path):
+    records = healthy(["gpu1"]) + [fv.record("gpu2", fv.remap(fv.h200(2, "gpu2"), gpu=1, failure=True))]
+    findings = compare(fleet_of(tmp_path, records))
+    found = [f for f in findings.findings if f.kind == "row_remap_failure"]
+    assert [(f.message, f.severity) for f in found] == [("gpu2: row remapping failed on GPU 1", "broken")]
+
+
+def test_impacts_read_like_an_operator():
+    assert "6% more usable memory" in impact("ecc", "off", "on")
+    assert "collectives" in impact("link", "SYS (across NUMA nodes)", "NV18 (NVLink)")
+    assert "better link" in impact("link", "NV18 (NVLink)", "PIX (one PCIe switch)")
+    assert "start-up latency" in impact("persistence", "off", "on")
+    assert "parallelism" in impact("gpu_count", "4 GPUs", "8 GPUs")
+    assert "compiled kernels" in impact("framework", "torch 2.10.0+cu129, CUDA 12.9", "torch 2.11.0+cu130, CUDA 13.0")
+    assert "higher power cap" in impact("power_limit", "700 W", "400 W (default 700 W)")
+    assert "boost clock" in impact("clock_policy", "app clocks 1410 MHz", "default")
+    assert "bounce buffers" in impact("confidential_compute", "on", "off")
+
+
+@pytest.mark.parametrize("names, folded", [
+    (["gpu01", "gpu02", "gpu03", "gpu10", "node-a"], "gpu[01-03,10],node-a"),
+    (["gpu9", "gpu10", "gpu11"], "gpu[9-11]"),
+    (["gpu1", "gpu01"], "gpu[1,01]"),
+    (["gpu01.dc1", "gpu02.dc1", "gpu01.dc2"], "gpu01.dc[1-2],gpu02.dc1"),
+    (["<script>x</script>", "gpu2", "gpu1", "a,b", "gpu[7]"], "gpu[1-2],<script>x</script>,a,b,gpu[7]"),
+    ([], ""),
+])
+def test_fold_hosts(names, folded):
+    assert fold_hosts(names) == folded
+
+
+def test_fold_hosts_large_list_matches_nodeset():
+    from ClusterShell.NodeSet import NodeSet
+
+    names = [f"gpu{i:05d}" for i in range(1, 5001) if i % 7] + [f"cpu{i}" for i in range(1, 30)]
+    assert fold_hosts(names) == str(NodeSet.fromlist(names))
+
+
+def test_hostile_host_strings_stay_text(tmp_path):
+    evil = "<script>document.title='pwned'</script>"
+    records = healthy(["gpu1", evil]) + [fv.record("gpu2", fv.foreign_process(fv.h200(2, "gpu2"), name=evil, gpu=0))]
+    fv.write_run(tmp_path / "run", records)
+    result = build_report([tmp_path / "run"], tmp_path / "out")
+    html = result.files["html"].read_text()
+    assert evil not in html
+    assert "&lt;script&gt;document.title=&#39;pwned&#39;&lt;/script&gt;" in html
+    assert "<script" not in html
+    markdown = result.files["markdown"].read_text()
+    assert "<script" not in re.sub(r"`[^`]*`", "", markdown)  # host strings only inside code spans
+    assert f"`gpu[1-2],{evil}`" in markdown
