@@ -59,3 +59,14 @@ def test_topology_agrees_with_nvidia_smi_topo_m_for_every_pair():
     assert h["topology"]["worst_link_selected"] == "NV18"
     assert next(c for c in h["contracts"] if c["name"] == "topology")["status"] == "ok"
     assert replay("mask-1")["topology"]["worst_link_selected"] is None  # one GPU selected: no link
+
+
+def test_comparison_report_on_the_two_gpu_host_finds_the_same_link_classes(tmp_path):
+    from sweep.report import build_report
+
+    names = ["idle", "mask-1-0", "mask-uuid-rev", "mask-1"]
+    result = build_report([X2 / f"x2-{n}.health.json" for n in names], tmp_path)
+    classes = {tuple(c["hosts"]): c["keys"] for c in result.summary["classes"]}
+    assert classes[("x2-idle.health", "x2-mask-1-0.health", "x2-mask-uuid-rev.health")]["link"] == "NV18 (NVLink)"
+    assert classes[("x2-mask-1.health",)]["link"] == "single GPU"
+    assert result.exit_code == 3  # a one-GPU mask cannot be benchmarked with the two-GPU runs
