@@ -17,9 +17,17 @@ import probe_agent
 
 MAIN = "import sys\nfrom probe_agent.main import main\nsys.exit(main())\n"
 
+# What the bootstrap writes on stderr (and exit 3) under a python older than the agent needs.
+TOO_OLD_MARK = "sweep-agent: this python is too old"
+
 # Runs on the host under its python3 (3.8+): read the zip from stdin, import from memory, run main.
+# Its first lines parse and run under Python 2 and old 3.x, so that such a host says so in words.
 BOOTSTRAP = r"""
-import sys, io, zipfile, importlib.abc, importlib.util
+import sys
+if sys.version_info < (3, 8):
+    sys.stderr.write('""" + TOO_OLD_MARK + r""": Python %s; the agent needs 3.8 or later\n' % sys.version.split()[0])
+    sys.exit(3)
+import io, zipfile, importlib.abc, importlib.util
 n = int(sys.argv[1]); data = b''
 while len(data) < n:
     chunk = sys.stdin.buffer.read(n - len(data))

@@ -21,14 +21,24 @@ from sweep.errors import SweepError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Is this GPU fleet the fleet you think it is? Probe hosts, sweep a fleet, compare it.")
-console = Console(stderr=True, highlight=False)
+console = Console(stderr=True, highlight=False, emoji=False)  # ":end:" in host text stays text
 
 
 def safe(text) -> str:
-    """Host-supplied text for the terminal: control characters shown, never sent raw."""
+    """Host-supplied text for the terminal: control characters (C0, DEL, C1: ESC, CSI...) shown as
+    escapes, never sent raw; rich markup escaped."""
     s = "" if text is None else str(text)
-    s = "".join(ch if (ch >= " " and ch != "\x7f") or ch == "\n" else repr(ch)[1:-1] for ch in s)
+    s = "".join(ch if ch == "\n" or not _is_control(ch) else ascii(ch)[1:-1] for ch in s)
     return escape(s)
+
+
+def _is_control(ch: str) -> bool:
+    return ch < " " or "\x7f" <= ch <= "\x9f" or ch in "\u2028\u2029"
+
+
+def _say(kind: str, text) -> None:
+    """One line on stderr, whatever its length: `sweep: error: ...` / `sweep: warning: ...`."""
+    console.print(f"sweep: {kind}: {safe(' '.join(str(text).splitlines()))}", soft_wrap=True)
 
 
 @app.command()
@@ -238,15 +248,28 @@ def run(
     deep: bool = typer.Option(False, "--deep", help="the agent imports torch and asks CUDA"),
     reference: Optional[str] = typer.Option(None, "--reference", help="host or group the others are compared with"),
     no_report: bool = typer.Option(False, "--no-report", help="only collect the records"),
+    engine: str = typer.Option("ssh", "--engine", help="who runs the agent: ssh (sweep's own), ansible "
+                               "(ansible -m script), slurm (srun, one task per node); docs/engines.md"),
+    partition: Optional[str] = typer.Option(None, "--partition", help="slurm engine, no inventory: this partition's nodes"),
+    nodelist: Optional[str] = typer.Option(None, "--nodelist", help="slurm engine, no inventory: these nodes (gpu[01-64])"),
+    shard: Optional[str] = typer.Option(None, "--shard", help="I/N: sweep only the I-th of N shares of the hosts "
+                                        "(by a stable hash of the name; report the N run folders together)"),
+    shard_by: str = typer.Option("hash", "--shard-by", help="hash (stable per host) or index (every N-th host)"),
 ):
-    """Sweep every host of an inventory over SSH, keep each record, then compare and report."""
-    if inventory is None and resume is None:
+    """Sweep every host of an inventory over SSH (or through ansible or Slurm: --engine), keep each
+    record, then compare and report."""
+    from sweep.engines import engine_from_options
+    from sweep.shard import parse_shard
+
+    runner = engine_from_options(engine, partition=partition, nodelist=nodelist)
+    if inventory is None and resume is None and engine != "slurm":
         raise SweepError("no inventory given", fix="sweep run INVENTORY.yml, or sweep run --resume RUN_DIR")
     agent_args = ["--deep"] if deep else []
     result = run_with_progress(dict(
         inventory_path=inventory, limit=limit, out=out, resume=resume, forks=forks,
         accept_new_host_keys=accept_new_host_keys, known_hosts=known_hosts,
-        connect_timeout=connect_timeout, host_deadline=host_deadline, agent_args=agent_args), console)
+        connect_timeout=connect_timeout, host_deadline=host_deadline, agent_args=agent_args,
+        engine=runner, shard=parse_shard(shard) if shard else None, shard_by=shard_by), console)
     code = result.exit_code
     if not no_report and result.state != "interrupted":
         code = max(code, _report([result.run_dir], result.run_dir / "report", reference))
@@ -290,6 +313,34 @@ def report(
 
 
 @app.command()
+def audit(
+    run_dir: Path = typer.Argument(..., help="the run folder to judge"),
+    expect: Optional[Path] = typer.Option(None, "--expect", help="expectations file (docs/expectations.md)"),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="baseline folder (sweep baseline set)"),
+    as_json: bool = typer.Option(False, "--json", help="print the audit section as JSON"),
+):
+    """Judge RUN_DIR against an expectations file and/or a baseline: one line per finding,
+    exit 5 when a host is off (docs/audits.md)."""
+    from sweep.baseline import audit_section
+    from sweep.errors import ConfigError
+    from sweep.rundiff import load_run
+
+    if expect is None and baseline is None:
+        raise ConfigError("nothing to audit against", fix="give --expect FILE, --baseline DIR, or both")
+    section = audit_section(load_run(run_dir), expect, baseline)
+    if as_json:
+        print(json.dumps(section, indent=1, ensure_ascii=False))
+    else:
+        for finding in (section["expectations"] or {}).get("findings", []):
+            console.print(safe(finding["message"]), soft_wrap=True)
+        for drift in (section["baseline"] or {}).get("drift", []):
+            console.print(safe(drift["message"]), soft_wrap=True)
+        for line in section["headline"] or ["no host is off its expectations or baseline"]:
+            console.print(safe(line), soft_wrap=True)
+    raise typer.Exit(section["exit_code"])
+
+
+@app.command()
 def demo(
     hosts: int = typer.Option(40, "--hosts", help="hosts replaying captures (3 unreachable hosts are added)"),
     out: Optional[Path] = typer.Option(None, "--out", help="run folder (default reports/<time>-demo)"),
@@ -326,10 +377,24 @@ def demo(
 
 def main(argv: Optional[list] = None) -> int:
     """Entry point: the one place where a SweepError becomes a message and an exit code."""
+    import warnings
+
+    from sweep.errors import InventoryWarning
+
+    def show(message, category, *args, **kwargs):
+        if issubclass(category, InventoryWarning):
+            _say("warning", message)
+        else:
+            previous(message, category, *args, **kwargs)
+
+    previous = warnings.showwarning
     try:
-        rv = app(args=argv, standalone_mode=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", InventoryWarning)
+            warnings.showwarning = show
+            rv = app(args=argv, standalone_mode=False)
     except SweepError as exc:
-        console.print(f"sweep: error: {safe(exc)}")
+        _say("error", exc)
         return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code

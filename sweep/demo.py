@@ -50,12 +50,28 @@ KINDS = {
     "no_python": "its python interpreter does not exist",
     "agent_error": "the agent exits 1 with a traceback",
     "bad_output": "prints a banner line instead of health.json",
+    "slow_banner": "sends its SSH banner only after `delay_s` seconds",
+    "old_python": "its python3 is Python 2.7: compiling the agent's bootstrap fails with a SyntaxError",
+    "huge_output": "its python prints 100 MiB instead of health.json",
+    "bad_schema": "prints JSON of schema_version 1.0 that breaks the health.json schema",
+    "drop_mid_output": "the connection is cut after the first 64 KiB the host sends, mid-output",
 }
+DROP_AFTER_BYTES = 64 * 1024  # kind drop_mid_output: server-to-client bytes relayed before the cut
 _SCRIPTS = {
     "slow": 'sleep "${SWEEP_DEMO_DELAY:-1}"\nexec python3 "$@"\n',
     "agent_error": ('cat >/dev/null\necho "Traceback (most recent call last):" >&2\n'
                     'echo "RuntimeError: demo agent failure on $SWEEP_REPLAY_HOSTNAME" >&2\nexit 1\n'),
     "bad_output": 'cat >/dev/null\necho "Welcome to $SWEEP_REPLAY_HOSTNAME! Unauthorized access prohibited."\n',
+    # what python 2.7 answers to `python -c CODE` when CODE is Python 3 it cannot compile
+    "old_python": ('case "$1" in -V|--version) echo "Python 2.7.18" >&2; exit 0;; esac\ncat >/dev/null\n'
+                   'echo \'  File "<string>", line 9\' >&2\necho \'    def find_spec(self, name, path=None, '
+                   'target=None) -> None:\' >&2\necho \'                                                 ^\' >&2\n'
+                   'echo "SyntaxError: invalid syntax" >&2\nexit 1\n'),
+    "huge_output": 'cat >/dev/null\nhead -c 104857600 /dev/zero | tr "\\000" "x"\n',
+    "bad_schema": ('cat >/dev/null\necho \'{"schema_version": "1.0", "kind": "sweep.health", "probe": {}, '
+                   '"gpus": "eight, all fine"}\'\n'),
+    "drop_mid_output": ('cat >/dev/null\nprintf \'{"schema_version": "1.0", "kind": "sweep.health", "pad": "\'\n'
+                        'head -c 1048576 /dev/zero | tr "\\000" "x"\nsleep 60\necho \'"}\'\n'),
 }
 
 
@@ -66,9 +82,12 @@ class FleetHost:
     name: str
     kind: str = "healthy"
     group: str = "gpus"
-    capture: str | None = None  # a capture file; default: the fleet's capture
-    delay_s: float = 0.0  # kind "slow"
+    capture: str | None = None  # a capture file; default: the fleet's capture; "live": no replay
+    delay_s: float = 0.0  # kinds "slow" and "slow_banner"
     drops: int = 1  # kind "flaky"
+    script: str | None = None  # a shell script body run as the host's python (any kind that runs python)
+    sshd_options: tuple[str, ...] = ()  # extra sshd_config lines, e.g. ("MaxStartups 2:100:2",)
+    aliases: tuple[str, ...] = ()  # more inventory names for this same sshd (same address and key)
 
 
 def default_capture() -> Path:
@@ -142,8 +161,8 @@ class LocalFleet:
                  capture: str | Path | None = None, port: int | None = None,
                  children: Mapping[str, Sequence[str]] | None = None,
                  group_vars: Mapping[str, Mapping] | None = None, inventory_name: str = "inventory.yml",
-                 ready_timeout: float = 20.0):
-        names = [h.name for h in hosts]
+                 ready_timeout: float = 20.0, user: str | None = None):
+        names = [name for h in hosts for name in (h.name, *h.aliases)]
         if len(set(names)) != len(names):
             raise ConfigError("a LocalFleet host name is used twice")
         for host in hosts:
@@ -159,6 +178,7 @@ class LocalFleet:
         self.group_vars = dict(group_vars or {})
         self.inventory_name = inventory_name
         self.ready_timeout = ready_timeout
+        self.user = user  # the login user on every host (default: the user running the fleet)
         self.addresses: dict[str, str] = {}
         self.port = 22
         self._procs: dict[str, subprocess.Popen] = {}
@@ -205,6 +225,18 @@ class LocalFleet:
             script = wd / "bin" / f"python-{kind}"
             script.write_text("#!/bin/sh\n" + body)
             script.chmod(0o755)
+        for host in self.hosts:
+            if host.script is not None:
+                script = wd / "bin" / f"python-host-{_slug(host.name)}"
+                script.write_text("#!/bin/sh\n" + host.script)
+                script.chmod(0o755)
+        if self.user is not None:  # a login user other than the fleet's owner reads these
+            for sub in (wd, wd / "bin", wd / "remote-home", *(p for p in wd.glob("bin/*"))):
+                sub.chmod(sub.stat().st_mode | 0o755)
+            import pwd
+
+            entry = pwd.getpwnam(self.user)
+            os.chown(wd / "remote-home", entry.pw_uid, entry.pw_gid)
         known = []
         for host in self.hosts:
             if host.kind in ("dead", "blackhole"):
@@ -299,7 +331,7 @@ class LocalFleet:
         for host in self.hosts:
             groups.setdefault(host.group, []).append(host)
         (wd / "group_vars" / "all.yml").write_text(yaml.safe_dump({
-            "ansible_user": _user(),
+            "ansible_user": self.user or _user(),
             "ansible_ssh_private_key_file": str(self.client_key_path),
         }, sort_keys=False))
         parent_of = {child: parent for parent, kids in self.children.items() for child in kids}
@@ -324,6 +356,9 @@ class LocalFleet:
                             yaml.safe_dump(self._host_vars(host), sort_keys=False))
                 else:
                     entries[pattern] = self._host_vars(run[0])
+            for host in members:
+                for alias in host.aliases:
+                    entries[alias] = self._host_vars(host)
         vars_ = {"ansible_port": self.port} if self.port != 22 else {}
         body = {"all": {**({"vars": vars_} if vars_ else {}), "children": tree}}
         self.inventory_path.write_text(
@@ -332,7 +367,9 @@ class LocalFleet:
 
     def _host_vars(self, host: FleetHost) -> dict:
         values: dict = {"ansible_host": self.addresses[host.name]}
-        if host.kind == "no_python":
+        if host.script is not None:
+            values["ansible_python_interpreter"] = str(self.workdir / "bin" / f"python-host-{_slug(host.name)}")
+        elif host.kind == "no_python":
             values["ansible_python_interpreter"] = "/nonexistent/bin/python3"
         elif host.kind in _SCRIPTS:
             values["ansible_python_interpreter"] = str(self.workdir / "bin" / f"python-{host.kind}")
@@ -353,16 +390,24 @@ class LocalFleet:
                 self._sockets.append(sock)
                 continue
             listen = (address, self.port)
-            if host.kind == "flaky":
+            if host.kind in ("flaky", "slow_banner", "drop_mid_output"):
                 listen = (address, _free_port(address))
-                self._proxies.append(_DropProxy((address, self.port), listen, host.drops))
+                self._proxies.append(_DropProxy(
+                    (address, self.port), listen, host.drops if host.kind == "flaky" else 0,
+                    delay_s=host.delay_s if host.kind == "slow_banner" else 0.0,
+                    cut_after=DROP_AFTER_BYTES if host.kind == "drop_mid_output" else 0))
             env = {"HOME": str(wd / "remote-home"), "SWEEP_REPLAY": str(Path(host.capture or capture).resolve()),
                    "SWEEP_REPLAY_HOSTNAME": host.name, "SWEEP_DEMO_DELAY": f"{host.delay_s:g}"}
+            if host.capture == "live":  # the agent reads this machine's own driver (none: no GPU here)
+                del env["SWEEP_REPLAY"]
+            if not re.fullmatch(r"[ -~]*", host.name) or '"' in host.name:
+                del env["SWEEP_REPLAY_HOSTNAME"]  # sshd_config cannot carry it: the capture's hostname stays
             keys = wd / "keys" / ("no_keys" if host.kind == "bad_auth" else "authorized_keys")
             config = wd / "sshd" / f"{_slug(host.name)}.conf"
             config.write_text(_SSHD_CONFIG.format(
                 listen=f"{listen[0]}:{listen[1]}", keys=keys,
-                setenv=" ".join(f'"{k}={v}"' for k, v in env.items())))
+                setenv=" ".join(f'"{k}={v}"' for k, v in env.items()))
+                + "".join(f"{line}\n" for line in host.sshd_options))
             log = open(wd / "logs" / f"{_slug(host.name)}.log", "wb")
             try:
                 # -r: no re-exec per connection: measured here, sshd's CPU per connection (a session
@@ -483,10 +528,13 @@ def _descendants(roots: set[int]) -> list[int]:
 
 
 class _DropProxy:
-    """Closes its first `drops` connections at once (sshd's MaxStartups does that), then relays to sshd."""
+    """Closes its first `drops` connections at once (sshd's MaxStartups does that), then relays to sshd;
+    waits `delay_s` before relaying (a slow banner); cuts a connection after `cut_after` bytes from sshd."""
 
-    def __init__(self, listen: tuple[str, int], backend: tuple[str, int], drops: int):
+    def __init__(self, listen: tuple[str, int], backend: tuple[str, int], drops: int, *,
+                 delay_s: float = 0.0, cut_after: int = 0):
         self.listen, self.backend, self.drops = listen, backend, drops
+        self.delay_s, self.cut_after = delay_s, cut_after
         self._server = socket.socket()
         self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._server.bind(listen)
@@ -505,14 +553,22 @@ class _DropProxy:
                 self.drops -= 1
                 conn.close()
                 continue
-            try:
-                upstream = socket.create_connection(self.backend, timeout=5)
-            except OSError:
-                conn.close()
-                continue
-            self._links += [conn, upstream]
-            for a, b in ((conn, upstream), (upstream, conn)):
-                threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+            self._links.append(conn)
+            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
+
+    def _relay(self, conn: socket.socket) -> None:
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        try:
+            upstream = socket.create_connection(self.backend, timeout=5)
+        except OSError:
+            conn.close()
+            return
+        upstream.settimeout(None)
+        self._links.append(upstream)
+        cut = (conn, upstream) if self.cut_after else None
+        threading.Thread(target=_pipe, args=(conn, upstream), daemon=True).start()
+        threading.Thread(target=_pipe, args=(upstream, conn, self.cut_after, cut), daemon=True).start()
 
     def close(self) -> None:
         self._closed = True
@@ -524,12 +580,24 @@ class _DropProxy:
                 pass
 
 
-def _pipe(src: socket.socket, dst: socket.socket) -> None:
+def _pipe(src: socket.socket, dst: socket.socket, limit: int = 0, cut=None) -> None:
+    sent = 0
     try:
         while True:
             data = src.recv(65536)
             if not data:
                 break
+            if limit and sent + len(data) >= limit:
+                dst.sendall(data[:limit - sent])
+                for sock in cut:  # the network drops the connection: both ends go, mid-stream (RST)
+                    try:
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                        sock.shutdown(socket.SHUT_RDWR)  # wakes the other relay thread out of recv()
+                    except OSError:
+                        pass
+                    sock.close()
+                return
+            sent += len(data)
             dst.sendall(data)
     except OSError:
         pass

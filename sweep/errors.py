@@ -38,6 +38,10 @@ class HealthFileError(SweepError):
     """A health.json (or capture) file is unreadable, invalid, or of an unknown schema version."""
 
 
+class InventoryWarning(UserWarning):
+    """The inventory reads, but something in it is likely a mistake (a host defined twice, differently)."""
+
+
 class Interrupted(SweepError):
     """The user pressed Ctrl-C; what was collected is kept."""
 

@@ -34,6 +34,7 @@ class FanOut(Generic[Item, Result]):
         self._todo: queue.SimpleQueue = queue.SimpleQueue()
         self._done: queue.SimpleQueue = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
+        self._go = threading.Event()  # workers wait for it, so that all `forks` begin together
         self._outstanding = 0  # items not yet handed to the caller
 
     def run(self, items: Iterable[Item]) -> Iterator[tuple[Item, Result]]:
@@ -42,10 +43,13 @@ class FanOut(Generic[Item, Result]):
         for item in items:
             self._todo.put(item)
         self._outstanding = len(items)
+        # Thread.start() waits until the new thread runs; with the first workers already busy (and the
+        # GIL with them) starting 200 took ~10 s here, and the last hosts began that much later
         for n in range(min(self.forks, len(items))):
             thread = threading.Thread(target=self._worker, name=f"sweep-fanout-{n}", daemon=True)
             thread.start()
             self._threads.append(thread)
+        self._go.set()
         while self._outstanding and not self.stopping.is_set():
             try:
                 got = self._done.get(timeout=_POLL_S)
@@ -58,6 +62,7 @@ class FanOut(Generic[Item, Result]):
         if self.stopping.is_set():
             return
         self.stopping.set()
+        self._go.set()
         while True:  # what no worker took will never run
             try:
                 self._todo.get_nowait()
@@ -93,6 +98,7 @@ class FanOut(Generic[Item, Result]):
         return item, result
 
     def _worker(self) -> None:
+        self._go.wait()
         while not self.stopping.is_set():
             try:
                 item = self._todo.get_nowait()

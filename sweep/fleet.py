@@ -396,8 +396,10 @@ def _index(values) -> pd.Index:
 def _check_health(path, health):
     version = str(health.get("schema_version") or "")
     if health.get("kind") != "sweep.health" or not version.startswith("1."):
+        newer = version.split(".")[0].isdigit() and int(version.split(".")[0]) > 1
         raise HealthFileError(f"health.json of schema version {version or '?'} (kind {health.get('kind')!r}); "
-                              "this sweep reads 1.x", where=str(path), fix="probe the host with this sweep's agent")
+                              "this sweep reads 1.x", where=str(path),
+                              fix="upgrade sweep to read it" if newer else "probe the host with this sweep's agent")
 
 
 def _frame(rows, columns) -> pd.DataFrame:

@@ -18,7 +18,9 @@ Variables of a host, lowest precedence first (ansible-core's default ``VARIABLE_
    ``ansible_group_priority``, then by name);
 3. ``group_vars/all`` beside the inventory file;
 4. ``group_vars/GROUP`` beside the inventory file, in the same group order;
-5. host vars in the inventory file (a host defined twice keeps the later value);
+5. host vars in the inventory file (a host defined twice keeps the later value, as in Ansible;
+   when the two definitions give different ``ansible_host``, ``ansible_port`` or ``ansible_user``,
+   an `InventoryWarning` names both lines);
 6. ``host_vars/HOST`` beside the inventory file.
 
 ``group_vars/NAME`` is the first of ``NAME``, ``NAME.yml``, ``NAME.yaml``, ``NAME.json`` that exists;
@@ -52,10 +54,12 @@ from typing import Any
 
 import yaml
 
-from sweep.errors import InventoryError, LimitError
+from sweep.errors import InventoryError, InventoryWarning, LimitError
 from sweep.limit import match_hosts
 
 SETTINGS_PREFIX = "sweep_"
+_WATCHED_TWICE = ("ansible_host", "ansible_ssh_host", "ansible_port", "ansible_ssh_port", "ansible_user",
+                  "ansible_ssh_user")
 DEFAULT_PYTHON = "python3"
 _YAML_SUFFIXES = (".yml", ".yaml", ".json")
 _IMPLICIT_GROUPS = ("all", "ungrouped")
@@ -85,6 +89,7 @@ class Inventory:
     path: Path
     hosts: tuple[Host, ...]
     groups: Mapping[str, tuple[str, ...]] = field(hash=False)
+    warnings: tuple[str, ...] = ()  # also issued as InventoryWarning when the file is read
 
     def select(self, limit: str | None) -> list[Host]:
         """The hosts an Ansible ``--limit`` pattern selects (all hosts for None or '')."""
@@ -192,6 +197,7 @@ class _Graph:
         self.groups["all"].children.append("ungrouped")
         self.groups["ungrouped"].parents.append("all")
         self.host_vars: dict[str, dict[str, tuple[Any, str]]] = {}
+        self.warnings: list[str] = []
 
     def add_group(self, name: str) -> _Group:
         return self.groups.setdefault(name, _Group(name))
@@ -214,6 +220,12 @@ class _Graph:
             self.host_vars[name]["ansible_port"] = (port, where)
 
     def set_host_var(self, host: str, key: str, value: Any, where: str) -> None:
+        before = self.host_vars[host].get(key)
+        if key in _WATCHED_TWICE and before is not None and before[0] != value and before[1] != where:
+            self.warnings.append(
+                f"{where}: host '{host}' is defined twice with different {key}: {value!r} here, "
+                f"{before[0]!r} at {before[1]}; as Ansible does, sweep uses the later one; "
+                "remove one of the two definitions")
         self.host_vars[host][key] = (value, where)
 
     def set_group_var(self, group: str, key: str, value: Any, where: str) -> None:
@@ -291,10 +303,12 @@ def _resolve(graph: _Graph, path: Path) -> Inventory:
                       _vars_from_files(base / "host_vars", name)):
             merged.update(layer)
         hosts.append(_make_host(name, merged, every))
-    return _inventory(path, hosts, list(groups))
+    for text in graph.warnings:
+        warnings.warn(InventoryWarning(text), stacklevel=3)
+    return _inventory(path, hosts, list(groups), tuple(graph.warnings))
 
 
-def _inventory(path: Path, hosts: list[Host], group_names: list[str]) -> Inventory:
+def _inventory(path: Path, hosts: list[Host], group_names: list[str], notes: tuple[str, ...] = ()) -> Inventory:
     def members(group: str) -> tuple[str, ...]:
         if group == "all":
             return tuple(host.name for host in hosts)
@@ -303,7 +317,7 @@ def _inventory(path: Path, hosts: list[Host], group_names: list[str]) -> Invento
         return tuple(host.name for host in hosts if group in host.groups)
 
     return Inventory(path=path, hosts=tuple(hosts),
-                     groups=MappingProxyType({group: members(group) for group in group_names}))
+                     groups=MappingProxyType({group: members(group) for group in group_names}), warnings=notes)
 
 
 def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str]) -> Host:
@@ -410,7 +424,7 @@ def _yaml_load(text: str, path: Path) -> Any:
         return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as err:
         # an unclosed quote or bracket is reported at the end of the file; its start is more useful
-        at_end = "end of stream" in (err.problem or "") and err.context_mark
+        at_end = any(end in (err.problem or "") for end in ("end of stream", "<stream end>")) and err.context_mark
         mark = err.context_mark if at_end else err.problem_mark or err.context_mark
         context = f"{err.context}: " if err.context else ""
         fix = ("sweep reads plain YAML and ansible's !unsafe and !vault tags" if "tag" in (err.problem or "")
@@ -513,7 +527,7 @@ def _parse_ini(text: str, path: Path, graph: _Graph) -> None:
                 for parent in pending.pop(group)[2]:
                     graph.add_child(parent, group, where)
             continue
-        if line.startswith("[") and line.endswith("]"):
+        if line.startswith("[") and (line.endswith("]") or "]" not in line):
             raise InventoryError(f"invalid section header {line!r}", where=where,
                                  fix="write [group], [group:children] or [group:vars], with no spaces inside")
         if state == "hosts":

@@ -27,11 +27,13 @@ class SweepProgress:
         self._task = None
 
     def __enter__(self) -> "SweepProgress":
-        self._progress.start()
+        if self.console.is_terminal:  # a pipe or a log file gets the summary only, no bar frames
+            self._progress.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._progress.stop()
+        if self.console.is_terminal:
+            self._progress.stop()
 
     def __call__(self, state: RunProgress) -> None:
         fields = {"ok": state.ok, "failed": state.failed, "pending": state.pending}
@@ -40,6 +42,12 @@ class SweepProgress:
             self._task = self._progress.add_task("sweep", total=state.total, completed=done, **fields)
         else:
             self._progress.update(self._task, completed=done, **fields)
+
+
+def _shown(text) -> str:
+    """Host text for the terminal: control characters (ESC, C1, ...) as escapes; markup escaped."""
+    s = "" if text is None else str(text)
+    return escape("".join(ascii(ch)[1:-1] if ch < " " or "\x7f" <= ch <= "\x9f" else ch for ch in s))
 
 
 def render_summary(result: RunResult, console: Console | None = None, *, shown: int = 10) -> None:
@@ -57,11 +65,13 @@ def render_summary(result: RunResult, console: Console | None = None, *, shown: 
     table.add_row("[bold]total[/]", str(result.total))
     console.print(table)
     for host, cls, message in result.failures[:shown]:
-        console.print(f"  [red]{escape(cls or '')}[/] {escape(message or '')}", highlight=False, soft_wrap=True)
+        console.print(f"  [red]{_shown(cls)}[/] {_shown(message)}", highlight=False, soft_wrap=True)
     if len(result.failures) > shown:
-        console.print(f"  ... and {len(result.failures) - shown} more failures in {result.run_dir}/hosts/")
+        console.print(f"  ... and {len(result.failures) - shown} more failures in {escape(str(result.run_dir))}/hosts/",
+                      soft_wrap=True)
     if result.state == "interrupted":
-        console.print(f"[yellow]interrupted[/]: finish with: sweep run --resume {result.run_dir}")
+        console.print(f"[yellow]interrupted[/]: finish with: sweep run --resume {escape(str(result.run_dir))}",
+                      soft_wrap=True)
     elif result.fully_swept:
         console.print(f"[green]every host swept[/] ({result.ok} of {result.total})")
     else:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
 
 from sweep import __version__
 from sweep.compare import KEYS, Findings, abbreviate, fold_hosts
@@ -28,8 +29,19 @@ ROWS_MAX = 200            # rows per findings kind / unreachable table
 MATRIX_CLASSES_MAX = 8    # classes side by side in the key matrix
 SEVERITY_ORDER = {"unreachable": 0, "broken": 1, "warning": 2}
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(value):
+    """Every {{ }} of the templates: control characters a host sent (ESC, BEL, C1) shown as \\xNN text."""
+    if isinstance(value, str) and _CONTROL.search(value):
+        shown = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+        return Markup(shown) if isinstance(value, Markup) else shown
+    return value
+
+
 _env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
-                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=_visible)
 _env.filters["abbreviate"] = abbreviate
 
 

@@ -345,7 +345,8 @@ def diff_runs(before: Run, after: Run) -> RunDiff:
 def visible(text: Any) -> str:
     """Host-supplied text with control characters shown as escapes, never sent raw."""
     s = "" if text is None else str(text)
-    return "".join(ch if (ch >= " " and ch != "\x7f") or ch == "\n" else repr(ch)[1:-1] for ch in s)
+    return "".join(ch if (ch >= " " and not "\x7f" <= ch <= "\x9f") or ch == "\n" else ascii(ch)[1:-1]
+                   for ch in s)
 
 
 def show_value(value: Any) -> str:

@@ -1,0 +1,171 @@
+"""Check a host's health.json against ``probe_agent/schema/health-1.schema.json``, fast.
+
+The controller checks every host's output before it becomes a record: a host that prints JSON of
+the wrong shape is ``bad_output``, not a record that breaks the report later. jsonschema takes
+~16 ms for an eight-GPU health.json (as much controller CPU as the whole SSH session), so the
+schema is compiled once into nested closures covering the keywords it uses (type, enum, const,
+required, properties, additionalProperties, items, minItems, maxItems, minimum, pattern, local
+``$ref``), ~1 ms a host. A keyword outside that set is refused when the schema is compiled, so a
+schema change cannot be skipped silently; tests compare the verdicts with jsonschema's.
+"""
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import probe_agent
+
+HEALTH_SCHEMA = Path(probe_agent.__file__).parent / "schema" / "health-1.schema.json"
+_ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description", "default", "examples",
+                          "$defs", "definitions"})
+Check = Callable[[Any, str], Optional[str]]  # (value, where) -> the first problem, or None
+
+
+class UnsupportedSchema(ValueError):
+    """The schema uses a keyword this compiler does not implement."""
+
+
+def _is(kind: str, value: Any) -> bool:
+    if kind == "null":
+        return value is None
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or \
+            (isinstance(value, float) and value.is_integer())
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "array":
+        return isinstance(value, list)
+    if kind == "object":
+        return isinstance(value, dict)
+    raise UnsupportedSchema(f"unknown type {kind!r}")
+
+
+def _kind_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
+            dict: "object"}.get(type(value), type(value).__name__)
+
+
+def compile_schema(schema: dict) -> Check:
+    """A function (value, where) -> the first violation of `schema` as text, or None."""
+    root = schema
+    refs: dict[str, Check] = {}
+
+    def ref(target: str) -> Check:
+        if target not in refs:
+            if not target.startswith("#/"):
+                raise UnsupportedSchema(f"only local $ref are supported, not {target!r}")
+            node: Any = root
+            for part in target[2:].split("/"):
+                node = node[part]
+            refs[target] = lambda v, w: None  # a recursive schema refers to itself while compiling
+            refs[target] = build(node)
+        return lambda v, w: refs[target](v, w)
+
+    def build(node: Any) -> Check:
+        if node is True or node == {}:
+            return lambda v, w: None
+        if node is False:
+            return lambda v, w: f"{w}: no value is allowed here"
+        unknown = set(node) - _ANNOTATIONS - {"type", "enum", "const", "required", "properties",
+                                              "additionalProperties", "items", "minItems", "maxItems",
+                                              "minimum", "pattern", "$ref"}
+        if unknown:
+            raise UnsupportedSchema(f"schema keyword(s) {', '.join(sorted(unknown))} not supported")
+        checks: list[Check] = []
+        if "$ref" in node:
+            checks.append(ref(node["$ref"]))
+        if "type" in node:
+            kinds = node["type"] if isinstance(node["type"], list) else [node["type"]]
+            for kind in kinds:
+                _is(kind, None)  # refuse unknown type names now
+
+            def typed(v, w, kinds=tuple(kinds)):
+                if not any(_is(k, v) for k in kinds):
+                    return f"{w}: expected {' or '.join(kinds)}, got {_kind_of(v)}"
+            checks.append(typed)
+        if "enum" in node:
+            allowed = node["enum"]
+            checks.append(lambda v, w: None if any(v == a and isinstance(v, bool) == isinstance(a, bool)
+                                                   for a in allowed)
+                          else f"{w}: {_show(v)} is not one of {', '.join(_show(a) for a in allowed)}")
+        if "const" in node:
+            const = node["const"]
+            checks.append(lambda v, w: None if v == const and isinstance(v, bool) == isinstance(const, bool)
+                          else f"{w}: must be {_show(const)}, not {_show(v)}")
+        if "minimum" in node:
+            low = node["minimum"]
+            checks.append(lambda v, w: f"{w}: {v} is below the minimum {low}"
+                          if _is("number", v) and v < low else None)
+        if "pattern" in node:
+            pattern = re.compile(node["pattern"])
+            checks.append(lambda v, w: f"{w}: {_show(v)} does not match {pattern.pattern!r}"
+                          if isinstance(v, str) and not pattern.search(v) else None)
+        if "minItems" in node or "maxItems" in node:
+            low, high = node.get("minItems", 0), node.get("maxItems")
+            checks.append(lambda v, w: f"{w}: {len(v)} items, outside {low}..{high if high is not None else ''}"
+                          if isinstance(v, list) and (len(v) < low or (high is not None and len(v) > high))
+                          else None)
+        if "items" in node:
+            item = build(node["items"])
+
+            def items(v, w):
+                if isinstance(v, list):
+                    for i, x in enumerate(v):
+                        problem = item(x, f"{w}[{i}]")
+                        if problem:
+                            return problem
+            checks.append(items)
+        if "required" in node:
+            need = tuple(node["required"])
+            checks.append(lambda v, w: next((f"{w}: '{k}' is missing" for k in need if k not in v), None)
+                          if isinstance(v, dict) else None)
+        props = {k: build(s) for k, s in (node.get("properties") or {}).items()}
+        extra = build(node["additionalProperties"]) if "additionalProperties" in node else None
+        if props or extra is not None:
+            def members(v, w):
+                if not isinstance(v, dict):
+                    return None
+                for key, x in v.items():
+                    check = props.get(key, extra)
+                    if check is not None:
+                        problem = check(x, f"{w}.{key}")
+                        if problem:
+                            return problem
+            checks.append(members)
+        if len(checks) == 1:
+            return checks[0]
+
+        def all_of(v, w):
+            for check in checks:
+                problem = check(v, w)
+                if problem:
+                    return problem
+        return all_of
+
+    top = build(schema)
+    return lambda value, where="health.json": top(value, where)
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+@lru_cache(maxsize=None)
+def health_check() -> Check:
+    """The compiled health.json schema (read once per process)."""
+    return compile_schema(json.loads(HEALTH_SCHEMA.read_text(encoding="utf-8")))
+
+
+def health_problem(health: Any) -> str | None:
+    """Why `health` is not a valid health.json of schema 1.x, or None when it is."""
+    return health_check()(health, "health.json")
