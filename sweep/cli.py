@@ -106,7 +106,7 @@ def diff(
 
     table = Table(title=f"{safe(before)} -> {safe(after)}: {len(changes)} change(s)")
     for col in ("kind", "field", "before", "after"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for c in changes:
         table.add_row(c.category, safe(c.path), safe(json.dumps(c.before)), safe(json.dumps(c.after)))
     Console(highlight=False).print(table)
@@ -255,9 +255,18 @@ def run(
     shard: Optional[str] = typer.Option(None, "--shard", help="I/N: sweep only the I-th of N shares of the hosts "
                                         "(by a stable hash of the name; report the N run folders together)"),
     shard_by: str = typer.Option("hash", "--shard-by", help="hash (stable per host) or index (every N-th host)"),
+    wrap: Optional[str] = typer.Option(None, "--wrap", help="not yet: a benchmark command to wrap on every host "
+                                       "(says why, and what to do instead)"),
 ):
     """Sweep every host of an inventory over SSH (or through ansible or Slurm: --engine), keep each
     record, then compare and report."""
+    if wrap is not None:
+        raise SweepError(
+            "sweep run --wrap is not available yet: wrapping a benchmark on every host needs a command "
+            "timeout apart from the host deadline, a remote process group that Ctrl-C and --resume can end "
+            "(closing the SSH channel does not stop it), and each host's output kept beside its record",
+            fix="run `python3 agent.pyz --wrap --out DIR -- COMMAND` on each host (sweep bundle; through "
+                "ansible -m script or srun, docs/provenance.md), then sweep report the provenance files")
     from sweep.engines import engine_from_options
     from sweep.shard import parse_shard
 
