@@ -163,7 +163,7 @@ def run_load(src, count, seconds, engine, torch_python, interval, read_facts):
     proc, used = start_load(engine, seconds, torch_python)
     section["engine"], section["pid"] = used, proc.pid
     t0 = time.monotonic()
-    warm = min(max(seconds / 3.0, 1.0), 5.0)
+    warm = max(seconds / 2.0, 1.0)  # the full read mid-load, once clocks and power have settled
     read = False
     while proc.poll() is None:
         t = time.monotonic() - t0
