@@ -71,7 +71,6 @@ def collect(src, opts, facts):
     fw.start()
     facts["_step"] = "nvmlInit"
     ok = read_driver(src, facts)
-    counters = {}
     if not ok:
         smi = src.command(["nvidia-smi", "-L"], timeout=10.0)
         facts["smi_present"] = smi.get("rc") != 127
@@ -204,7 +203,7 @@ def main(argv=None):
     def worker():
         try:
             collect(src, opts, facts)
-        except Exception as exc:  # reported in health.json, never a traceback instead of output
+        except Exception:  # reported in health.json, never a traceback instead of output
             import traceback
             error.append(traceback.format_exc())
 

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from sweep.errors import ConfigError
+from sweep.errors import ConfigError, RunFolderError
 from sweep.rundiff import FieldChange, Run, fold, host_changes, host_key, load_run, show_value
-from sweep.store import safe_name, utc_now
+from sweep.store import safe_name, utc_now, write_json_atomic
 
 BASELINE_VERSION = 1
 FORMAT = "sweep-baseline"
@@ -68,27 +67,14 @@ def host_state(health: dict) -> dict:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    """Whole or not at all (temp file, fsync, rename)."""
-    tmp = None
+    """Whole or not at all (store.write_json_atomic); a failure names the baseline folder's fix."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.fchmod(fh.fileno(), 0o644)
-            fh.write(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as err:
-        raise ConfigError(f"cannot write {path.name} ({err.strerror or err})", where=str(path.parent),
+        write_json_atomic(path, data, indent=1)
+    except (OSError, RunFolderError) as err:
+        reason = err.strerror if isinstance(err, OSError) else err.message
+        raise ConfigError(f"cannot write {path.name} ({reason})", where=str(path.parent),
                           fix="make the folder writable, or choose another with --dir") from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 def _read_json(path: Path, where: Path) -> dict:

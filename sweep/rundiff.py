@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sweep.diff import diff_health
-from sweep.errors import RunFolderError
-from sweep.store import RUN_FORMAT, RunFolder
+from sweep.store import RunFolder
 
 EXIT_CHANGED = 5
 IMPLICIT_GROUPS = frozenset({"all", "ungrouped"})
@@ -81,14 +80,7 @@ class Run:
 
 def load_run(path: str | Path) -> Run:
     """Read a run folder without writing to it; each record gains "groups" from the manifest if it has none."""
-    folder = RunFolder(path)
-    if not folder.path.is_dir():
-        raise RunFolderError("no such run folder", where=str(folder.path),
-                             fix="pass the folder a sweep run wrote (it holds manifest.json)")
-    manifest = folder.read_manifest()
-    if manifest.get("format") != RUN_FORMAT:
-        raise RunFolderError(f"is not a sweep run folder (manifest format {manifest.get('format')!r})",
-                             where=str(folder.path), fix="pass the folder a sweep run wrote")
+    folder, manifest = RunFolder.existing(path)
     groups = manifest_groups(manifest)
     records = {}
     for name, rec in folder.read_records().items():

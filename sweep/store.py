@@ -142,8 +142,8 @@ class RunFolder:
         return folder
 
     @classmethod
-    def open(cls, path: str | Path) -> "RunFolder":
-        """An existing run folder of this record version, its ``.tmp-*`` leftovers removed."""
+    def existing(cls, path: str | Path) -> tuple["RunFolder", dict]:
+        """A run folder that exists and has a sweep manifest, and that manifest; nothing is written."""
         folder = cls(path)
         if not folder.path.is_dir():
             raise RunFolderError("no such run folder", where=str(folder.path),
@@ -152,6 +152,12 @@ class RunFolder:
         if manifest.get("format") != RUN_FORMAT:
             raise RunFolderError(f"is not a sweep run folder (manifest format {manifest.get('format')!r})",
                                  where=str(folder.path), fix="pass the folder a sweep run wrote")
+        return folder, manifest
+
+    @classmethod
+    def open(cls, path: str | Path) -> "RunFolder":
+        """An existing run folder of this record version, its ``.tmp-*`` leftovers removed."""
+        folder, manifest = cls.existing(path)
         version = manifest.get("record_version")
         if version != RECORD_VERSION:
             raise RunFolderError(

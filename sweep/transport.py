@@ -518,7 +518,7 @@ class Prober:
                 client = self._ssh(host.name, hop, sock, opts, deadline, attempt)
             phase = "exec"
             return self._run_agent(host, client, opts, deadline)
-        except HostFailure as failure:
+        except HostFailure:
             if attempt.aborted:
                 raise _aborted(host, attempt.aborted, opts, phase) from None
             raise
