@@ -247,6 +247,10 @@ def run(
     host_deadline: Optional[float] = typer.Option(None, "--host-deadline", help="seconds a host may take in all (default 120)"),
     deep: bool = typer.Option(False, "--deep", help="the agent imports torch and asks CUDA"),
     reference: Optional[str] = typer.Option(None, "--reference", help="host or group the others are compared with"),
+    expect: Optional[Path] = typer.Option(None, "--expect", help="expectations file: hosts off it set exit 5 "
+                                          "(docs/expectations.md)"),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="baseline folder (sweep baseline set): "
+                                            "drift from it sets exit 5"),
     no_report: bool = typer.Option(False, "--no-report", help="only collect the records"),
     engine: str = typer.Option("ssh", "--engine", help="who runs the agent: ssh (sweep's own), ansible "
                                "(ansible -m script), slurm (srun, one task per node); docs/engines.md"),
@@ -260,6 +264,10 @@ def run(
 ):
     """Sweep every host of an inventory over SSH (or through ansible or Slurm: --engine), keep each
     record, then compare and report."""
+    if expect is not None:  # a bad expectations file is bad input before the sweep, not after it
+        from sweep.expect import load_expectations
+
+        load_expectations(expect)
     if wrap is not None:
         raise SweepError(
             "sweep run --wrap is not available yet: wrapping a benchmark on every host needs a command "
@@ -281,7 +289,7 @@ def run(
         engine=runner, shard=parse_shard(shard) if shard else None, shard_by=shard_by), console)
     code = result.exit_code
     if not no_report and result.state != "interrupted":
-        code = max(code, _report([result.run_dir], result.run_dir / "report", reference))
+        code = max(code, _report([result.run_dir], result.run_dir / "report", reference, expect, baseline))
     raise typer.Exit(code)
 
 
@@ -296,10 +304,11 @@ def run_with_progress(options: dict, con: Console):
     return result
 
 
-def _report(paths, out_dir: Path, reference: Optional[str]) -> int:
+def _report(paths, out_dir: Path, reference: Optional[str], expect: Optional[Path] = None,
+            baseline: Optional[Path] = None) -> int:
     from sweep.report import build_report
 
-    result = build_report([Path(p) for p in paths], out_dir, reference=reference)
+    result = build_report([Path(p) for p in paths], out_dir, reference=reference, expect=expect, baseline=baseline)
     console.print(safe(result.headline))
     console.print(f"report: {out_dir / 'report.html'}")
     return result.exit_code
@@ -307,18 +316,23 @@ def _report(paths, out_dir: Path, reference: Optional[str]) -> int:
 
 @app.command()
 def report(
-    paths: List[Path] = typer.Argument(..., help="run folders, host records or health.json files"),
+    paths: List[Path] = typer.Argument(..., help="run folders, host records, health.json or provenance.json files"),
     out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: PATH/report for one run folder)"),
     reference: Optional[str] = typer.Option(None, "--reference", help="host or group the others are compared with"),
+    expect: Optional[Path] = typer.Option(None, "--expect", help="expectations file: hosts off it set exit 5 "
+                                          "(docs/expectations.md)"),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="baseline folder (sweep baseline set): "
+                                            "drift from it sets exit 5"),
 ):
     """Compare hosts: which cannot be benchmarked together, and why (HTML, CSV, JSON, Markdown).
 
     Exit codes: 0 one comparable pool, every host reachable and healthy; 1 hosts unreachable;
-    3 hosts in more than one comparability class; 4 a broken contract on a host (see README).
+    3 hosts in more than one comparability class; 4 a broken contract on a host; 5 a host off
+    --expect or drifted from --baseline (see README).
     """
     if out is None:
         out = paths[0] / "report" if len(paths) == 1 and paths[0].is_dir() else Path("reports/report")
-    raise typer.Exit(_report(paths, out, reference))
+    raise typer.Exit(_report(paths, out, reference, expect, baseline))
 
 
 @app.command()

@@ -1,8 +1,10 @@
 """Load host records and health.json files into pandas: one frame per host, one per GPU.
 
 `load_fleet(paths)` accepts run folders (``RUN/manifest.json`` + ``RUN/hosts/*.json``), host-record
-files, plain health.json files, and folders of either. A host that failed is a row like any other,
-with its failure class; a file that is neither a record nor a health.json is a HealthFileError.
+files, plain health.json files, provenance files (``sweep wrap``: the probe before the command is
+the host's health, the verdict's summary its ``provenance`` column), and folders of these. A host
+that failed is a row like any other, with its failure class; a file that is none of these is a
+HealthFileError. `records_of(fleet)` gives the hosts back as run-folder records (for audits).
 
 The frames keep raw facts only (what the host said); compare.py derives the comparability keys.
 JSON is parsed one file at a time with the stdlib and reduced to row tuples at once, so memory holds
@@ -27,6 +29,7 @@ import pandas as pd
 from sweep.errors import HealthFileError, RunFolderError, SweepError
 
 RECORD_VERSION = 1
+PROVENANCE_KIND = "sweep.provenance"
 IMPLICIT_GROUPS = frozenset({"all", "ungrouped"})
 
 # column -> dtype; the order is the frames' column order
@@ -39,6 +42,7 @@ HOST_COLUMNS = {
     "gpus_selected": "Int64", "gpu_model": "category", "torch": "category", "cuda_runtime": "category",
     "framework_status": "category", "worst_link": "category", "lowest_broken": "category",
     "verdict": "category", "lowest_message": "category", "lowest_fix": "category", "summary": "category",
+    "provenance": "string",
 }
 GPU_COLUMNS = {
     "host": "category", "index": "Int64", "selected": "boolean", "uuid": "string", "name": "category",
@@ -152,6 +156,30 @@ def rows_at(frame: pd.DataFrame, positions) -> list[dict]:
     return rows.where(rows.notna(), None).to_dict("records")
 
 
+def records_of(fleet: Fleet) -> dict[str, dict]:
+    """host -> a run-folder record of every host of the fleet, under the report's host names and groups.
+
+    The frames keep no documents, so each reachable host's health.json is read again from its
+    source (a record, a health.json or a provenance file's probe before); for `sweep.baseline.audit_section`.
+    """
+    columns = ["host", "groups", "source", "status", "failure_class", "failure_message"]
+    out = {}
+    for row in rows_at(fleet.hosts[columns], range(len(fleet.hosts))):
+        health = None
+        if row["status"] == "ok":
+            health = _read_json(Path(row["source"]))
+            if "record_version" in health:
+                health = health["health"]
+            elif health.get("kind") == PROVENANCE_KIND:
+                health = health["before"]
+        out[row["host"]] = {
+            "record_version": RECORD_VERSION, "host": row["host"],
+            "groups": row["groups"].split(",") if row["groups"] else [], "status": row["status"],
+            "failure": None if health else {"class": row["failure_class"], "message": row["failure_message"]},
+            "health": health}
+    return out
+
+
 @dataclass
 class _Manifest:
     """What a run folder's manifest.json says about its hosts."""
@@ -234,13 +262,22 @@ class _Builder:
             self._add_record(path, doc, groups_of)
         elif isinstance(doc, dict) and doc.get("kind") == "sweep.health":
             _check_health(path, doc)
-            reported = _get(doc, "host", "hostname")
-            reported = reported if isinstance(reported, str) and reported else None
-            self.plain.append((self.offset + len(self.hosts), reported, path.stem))
-            self._add_host(path, "", None, doc, status="ok")  # named in _host_names, once all are read
+            self._add_plain(path, doc, path.stem)
+        elif isinstance(doc, dict) and doc.get("kind") == PROVENANCE_KIND:
+            health = _provenance_health(path, doc)
+            verdict = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
+            self._add_plain(path, health, _provenance_name(path), verdict.get("summary") or "no verdict")
         else:
-            raise HealthFileError("is neither a sweep host record nor a health.json (kind sweep.health)",
-                                  where=str(path), fix="pass a run folder, host-record files or health.json files")
+            raise HealthFileError("is neither a sweep host record, a health.json (kind sweep.health) nor a "
+                                  "provenance file (kind sweep.provenance)", where=str(path),
+                                  fix="pass a run folder, host-record files, health.json or provenance.json files")
+
+    def _add_plain(self, path, health, stem, provenance=None):
+        """A health.json (or a provenance file's probe before): named in _host_names, once all are read."""
+        reported = _get(health, "host", "hostname")
+        reported = reported if isinstance(reported, str) and reported else None
+        self.plain.append((self.offset + len(self.hosts), reported, stem))
+        self._add_host(path, "", None, health, status="ok", provenance=provenance)
 
     def _add_record(self, path, rec, groups_of):
         if rec.get("record_version") != RECORD_VERSION:
@@ -266,7 +303,7 @@ class _Builder:
         self._add_host(path, name, record, health if isinstance(health, dict) else None,
                        status="ok" if status == "ok" else "failed")
 
-    def _add_host(self, path, name, record, health, status):
+    def _add_host(self, path, name, record, health, status, provenance=None):
         groups, failure_class, failure_message, attempts, duration, address = record or (None,) * 6
         if health is None:
             self.hosts.append((name, groups, str(path), status, failure_class or "agent_error", failure_message,
@@ -295,7 +332,7 @@ class _Builder:
             _get(mask, "cuda_visible_devices"), gpus_selected, "/".join(names) if gpus else None,
             frameworks[0].get("torch_version"), frameworks[0].get("cuda_runtime"), framework.get("status"),
             _get(health, "topology", "worst_link_selected"), health.get("lowest_broken"), health.get("verdict"),
-            low.get("message"), low.get("fix"), health.get("summary"),
+            low.get("message"), low.get("fix"), health.get("summary"), provenance,
         ))
         for g in gpus:  # GPU, process and contract rows carry their host's position until _assemble
             power, ecc, clocks = g.get("power") or {}, g.get("ecc") or {}, g.get("clocks") or {}
@@ -391,6 +428,31 @@ def _union(parts) -> pd.Categorical:
 
 def _index(values) -> pd.Index:
     return pd.Index(values) if values else pd.Index([], dtype=object)
+
+
+def _provenance_health(path, doc) -> dict:
+    """The probe before the command of a provenance file (schema provenance-1), checked as a health.json."""
+    version = str(doc.get("schema_version") or "")
+    if not version.startswith("1."):
+        newer = version.split(".")[0].isdigit() and int(version.split(".")[0]) > 1
+        raise HealthFileError(f"provenance file of schema version {version or '?'}; this sweep reads 1.x",
+                              where=str(path), fix="upgrade sweep to read it" if newer else "wrap the run with "
+                              "this sweep (sweep wrap)")
+    health = doc.get("before")
+    if not isinstance(health, dict):
+        raise HealthFileError("provenance file without its probe before the command", where=str(path),
+                              fix="pass a provenance.json written by sweep wrap")
+    _check_health(path, health)
+    return health
+
+
+def _provenance_name(path: Path) -> str:
+    """A provenance file's name for its host when the hostname is missing or taken: runs/r17/provenance.json
+    is r17, bench/a100.provenance.json is a100."""
+    stem = path.stem[:-len(".provenance")] if path.stem.endswith(".provenance") else path.stem
+    if stem == "provenance":  # sweep wrap's own file name: the folder names the run
+        return path.resolve().parent.name or stem
+    return stem
 
 
 def _check_health(path, health):

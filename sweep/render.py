@@ -21,6 +21,7 @@ from markupsafe import Markup
 from sweep import __version__
 from sweep.compare import KEYS, Findings, abbreviate, fold_hosts
 from sweep.fleet import Fleet, rows_at
+from sweep.rundiff import host_key
 
 SUMMARY_SCHEMA = "sweep.summary/1"
 CHART_HOSTS_MAX = 64      # above this many hosts the chart shows one bar per class
@@ -45,11 +46,12 @@ _env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
 _env.filters["abbreviate"] = abbreviate
 
 
-def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=()) -> dict:
-    """The machine-readable verdict written to summary.json."""
+def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=(), audit: dict | None = None) -> dict:
+    """The machine-readable verdict written to summary.json (`audit`: sweep.baseline.audit_section, or None)."""
     out = {"schema": SUMMARY_SCHEMA, "generated_at": _now(), "sweep_version": __version__,
            "sources": list(sources)}
     out.update(findings.to_dict())
+    out["audit"] = audit
     out["exit_code"] = exit_code
     out["exit_meaning"] = exit_meaning
     return out
@@ -146,11 +148,51 @@ def render_markdown(summary: dict) -> str:
         lines += [f"| {f['severity']} | {mdcode(f['host'])} | {md(f['title'])} | {md(f['detail'])} | {md(f['fix'])} |"
                   for f in health[:ROWS_MAX]]
         lines.append("")
+    audit = summary.get("audit")
+    if audit:
+        lines += _markdown_audit(audit)
     cut = [name for name, items in (("cannot-run hosts", summary["excluded"]), ("unreachable hosts",
            summary["unreachable"]), ("findings", health)) if len(items) > ROWS_MAX]
     if cut:
         lines += [f"Lists cut at {ROWS_MAX} rows ({', '.join(cut)}): summary.json has them all.", ""]
     return "\n".join(lines)
+
+
+def _markdown_audit(audit: dict) -> list[str]:
+    """The audit: what it was judged against, then one row per host off its expectations or baseline."""
+    lines = ["## Audit", ""]
+    expectations, baseline = audit["expectations"], audit["baseline"]
+    if expectations:
+        lines += [f"Expectations {mdcode(expectations['file'])}: {expectations['hosts_judged']} host(s) judged.", ""]
+    if baseline:
+        missing = baseline["no_baseline"]
+        lines += [f"Baseline {mdcode(baseline['dir'])}: {len(baseline['compared'])} host(s) compared"
+                  + (f", no baseline for {mdcode(fold_hosts(missing))}" if missing else "") + ".", ""]
+    if audit["headline"]:
+        lines += [f"- **{md(line)}**" for line in audit["headline"]] + [""]
+    hosts = audit_hosts(audit)
+    if hosts:
+        lines += ["| Host | Off expectations | Drift from the baseline |", "|---|---|---|"]
+        lines += [f"| {mdcode(h['host'])} | {'<br>'.join(md(m) for m in h['violations'])} | "
+                  f"{'<br>'.join(md(m) for m in h['drift'])} |" for h in hosts[:ROWS_MAX]]
+        lines.append("")
+        if len(hosts) > ROWS_MAX:
+            lines += [f"{len(hosts) - ROWS_MAX} more hosts in summary.json.", ""]
+    else:
+        lines += ["No host is off its expectations or baseline.", ""]
+    return lines
+
+
+def audit_hosts(audit: dict) -> list[dict]:
+    """One entry per host with an expectation finding or drift (natural host order): the messages, host name cut."""
+    hosts: dict = {}
+    for key, items in (("violations", (audit["expectations"] or {}).get("findings", [])),
+                       ("drift", (audit["baseline"] or {}).get("drift", []))):
+        for item in items:
+            entry = hosts.setdefault(item["host"], {"host": item["host"], "violations": [], "drift": []})
+            message = item["message"]
+            entry[key].append(message[len(item["host"]) + 2:] if message.startswith(item["host"] + ": ") else message)
+    return sorted(hosts.values(), key=lambda h: host_key(h["host"]))
 
 
 # ---------------------------------------------------------------- html
@@ -182,8 +224,14 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
         g["count"] = len(g["items"])
         g["more"] = max(0, g["count"] - ROWS_MAX)
         g["items"] = g["items"][:ROWS_MAX]
+    audit = summary.get("audit")
+    audited = audit_hosts(audit) if audit else []
+    base = (audit or {}).get("baseline") or {}
     return {
         "s": summary, "classes": classes, "ref": ref, "matrix": matrix,
+        "audit": audit, "audit_hosts": audited[:ROWS_MAX], "audit_more": max(0, len(audited) - ROWS_MAX),
+        "audit_no_baseline": fold_hosts(base.get("no_baseline", ())),
+        "audit_absent": fold_hosts(base.get("absent", ())),
         "matrix_classes": classes[:MATRIX_CLASSES_MAX], "matrix_more": max(0, len(classes) - MATRIX_CLASSES_MAX),
         "finding_groups": finding_groups, "unreachable": summary["unreachable"][:ROWS_MAX],
         "unreachable_more": max(0, len(summary["unreachable"]) - ROWS_MAX),
@@ -197,7 +245,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
 
 
 def _tone(exit_code: int) -> str:
-    return {0: "good", 4: "warn", 3: "bad", 1: "bad"}.get(exit_code, "bad")
+    return {0: "good", 4: "warn", 5: "warn", 3: "bad", 1: "bad"}.get(exit_code, "bad")
 
 
 def chart(fleet: Fleet, findings: Findings) -> dict:
@@ -288,7 +336,7 @@ def host_details(fleet: Fleet, findings: Findings) -> dict:
             "host": r["host"], "status": r["status"], "class": klass[position] if pd.notna(klass[position]) else None,
             "verdict": "unreachable" if failed else r["verdict"] or "unknown",
             "summary": f"{r['failure_class']}: {r['failure_message'] or ''}" if failed else r["summary"],
-            "groups": r["groups"], "contracts": chain.get(r["host"], []),
+            "groups": r["groups"], "contracts": chain.get(r["host"], []), "provenance": r["provenance"],
         })
     return {"blocks": blocks, "more": max(0, len(hosts) - len(blocks)), "total": len(hosts)}
 

@@ -1,9 +1,10 @@
 """``sweep report``: load records, compare, write the report folder, decide the exit code.
 
-`build_report(paths, out_dir, reference=None)` writes into `out_dir`::
+`build_report(paths, out_dir, reference=None, expect=None, baseline=None)` writes into `out_dir`::
 
     report.html    the report, one self-contained file (no script, no URL)
-    summary.json   the machine-readable verdict (schema sweep.summary/1)
+    summary.json   the machine-readable verdict (schema sweep.summary/1); with an expectations file
+                   or a baseline folder, "audit" holds `sweep.baseline.audit_section` (else null)
     summary.md     the verdict as Markdown, for a ticket
     hosts.csv      one row per host: facts, comparability key values, class
     fleet.csv      one row per GPU
@@ -11,7 +12,8 @@
 Exit codes, in order of precedence (the first that applies wins):
 
     2  bad input: no record found, unreadable or unknown files, a --reference that names no
-       host or group (raised as a SweepError; the CLI turns it into the message and the code)
+       host or group, an invalid expectations file or baseline folder (raised as a SweepError;
+       the CLI turns it into the message and the code)
     1  some hosts are unreachable (or listed in the run's manifest but never probed): the
        sweep is incomplete, so the classes and findings describe only the hosts that answered
     3  the hosts that can run a benchmark fall into more than one comparability class:
@@ -19,7 +21,10 @@ Exit codes, in order of precedence (the first that applies wins):
     4  every host answered and they form one class, but some host has a broken contract
        (a health finding of severity "broken": HW slowdown, a power cap below default, a
        row-remap failure, an empty device mask...); warnings do not change the code
-    0  every host reachable, no broken contract, all in one comparability class
+    5  one healthy class, but a host is off the expectations file or drifted from its baseline
+       (only with `expect` or `baseline`; docs/audits.md)
+    0  every host reachable, no broken contract, all in one comparability class (and, when
+       audited, no host off its expectations or baseline)
 """
 from __future__ import annotations
 
@@ -29,9 +34,10 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweep.baseline import audit_section
 from sweep.compare import Findings, compare
 from sweep.errors import RunFolderError
-from sweep.fleet import Fleet, load_fleet, usable_cpus
+from sweep.fleet import Fleet, load_fleet, records_of, usable_cpus
 from sweep.render import (render_html, render_markdown, summary_dict, write_fleet_csv, write_hosts_csv,
                           write_summary_json)
 
@@ -40,11 +46,13 @@ EXIT_UNREACHABLE = 1
 EXIT_BAD_INPUT = 2
 EXIT_NOT_COMPARABLE = 3
 EXIT_BROKEN = 4
+EXIT_AUDIT = 5
 EXIT_MEANING = {
     EXIT_OK: "every host reachable, no broken contract, all in one comparability class",
     EXIT_UNREACHABLE: "some hosts are unreachable: the verdict covers only the hosts that answered",
     EXIT_NOT_COMPARABLE: "the hosts fall into more than one comparability class: not one pool",
     EXIT_BROKEN: "one comparability class, but some host has a broken contract",
+    EXIT_AUDIT: "one healthy comparability class, but some host is off its expectations or drifted from its baseline",
 }
 
 
@@ -61,27 +69,35 @@ class ReportResult:
     fleet: Fleet
 
 
-def exit_code(findings: Findings) -> int:
-    """The report's exit code (precedence 1 > 3 > 4 > 0; see the module docstring)."""
+def exit_code(findings: Findings, audit: dict | None = None) -> int:
+    """The report's exit code (precedence 1 > 3 > 4 > 5 > 0; see the module docstring)."""
     if findings.unreachable:
         return EXIT_UNREACHABLE
     if len(findings.classes) > 1:
         return EXIT_NOT_COMPARABLE
     if any(f.severity == "broken" for f in findings.findings):
         return EXIT_BROKEN
+    if audit and audit["exit_code"] == EXIT_AUDIT:
+        return EXIT_AUDIT
     return EXIT_OK
 
 
-def build_report(paths, out_dir, reference: str | None = None) -> ReportResult:
-    """Read `paths` (run folders, host records, health.json files), compare, write the report folder.
+def build_report(paths, out_dir, reference: str | None = None, expect: Path | None = None,
+                 baseline: Path | None = None) -> ReportResult:
+    """Read `paths` (run folders, host records, health.json or provenance files), compare, write the report folder.
 
     `reference` names a host or an inventory group whose class is the reference (default: the
-    largest class). Raises a SweepError for bad input; a failed host is data, never an error.
+    largest class). `expect` (an expectations file) and `baseline` (a `sweep baseline set`
+    folder) add an audit of the same hosts (docs/audits.md). Raises a SweepError for bad input;
+    a failed host is data, never an error.
     """
     fleet = load_fleet(paths)
     findings = compare(fleet, reference=reference)  # bad input stops here, before any file is written
-    code = exit_code(findings)
-    summary = summary_dict(findings, code, EXIT_MEANING[code], fleet.sources)
+    audit = None
+    if expect is not None or baseline is not None:
+        audit = audit_section(records_of(fleet), expect, baseline)
+    code = exit_code(findings, audit)
+    summary = summary_dict(findings, code, EXIT_MEANING[code], fleet.sources, audit)
     out = Path(out_dir)
     files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
              "hosts_csv": out / "hosts.csv", "fleet_csv": out / "fleet.csv"}
@@ -98,7 +114,8 @@ def build_report(paths, out_dir, reference: str | None = None) -> ReportResult:
     except OSError as err:
         raise RunFolderError(f"cannot write the report ({err.strerror or err})", where=str(out),
                              fix="choose a writable folder for the report") from None
-    return ReportResult(out, files, code, findings.headline(), summary, findings, fleet)
+    headline = "\n".join([findings.headline(), *(audit["headline"] if audit else ())])
+    return ReportResult(out, files, code, headline, summary, findings, fleet)
 
 
 def _start(task, *args):

@@ -166,7 +166,11 @@ def test_ok_record_without_health_counts_as_bad_output(tmp_path):
 
 @pytest.mark.parametrize("content, message", [
     ("{not json", "is not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"),
-    ('{"kind": "something else"}', "is neither a sweep host record nor a health.json (kind sweep.health)"),
+    ('{"kind": "something else"}', "is neither a sweep host record, a health.json (kind sweep.health) nor a "
+                                   "provenance file (kind sweep.provenance)"),
+    ('{"kind": "sweep.provenance", "schema_version": "2.0"}', "provenance file of schema version 2.0; this sweep "
+                                                             "reads 1.x"),
+    ('{"kind": "sweep.provenance", "schema_version": "1.0"}', "provenance file without its probe before the command"),
     ('{"record_version": 2, "host": "gpu01"}', "has record version 2; this sweep reads version 1"),
     ('{"kind": "sweep.health", "schema_version": "2.0"}',
      "health.json of schema version 2.0 (kind 'sweep.health'); this sweep reads 1.x"),
@@ -200,4 +204,4 @@ def test_error_in_a_worker_reaches_the_caller_whole(tmp_path):
     with pytest.raises(HealthFileError) as err:
         load_fleet([tmp_path], workers=2)
     assert err.value.where == str(tmp_path / "hosts" / "gpu03.json")
-    assert err.value.fix == "pass a run folder, host-record files or health.json files"
+    assert err.value.fix == "pass a run folder, host-record files, health.json or provenance.json files"

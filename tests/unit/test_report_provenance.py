@@ -1,0 +1,54 @@
+"""`sweep report` on provenance files (sweep wrap): the real H200 envelopes of a bf16 matmul, one of
+them with another process on the GPU."""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+from sweep.fleet import load_fleet, records_of
+from sweep.report import build_report
+
+H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
+CLEAN, FOREIGN = H200 / "matmul.provenance.json", H200 / "matmul-foreign.provenance.json"
+
+
+def test_two_runs_on_one_machine_are_one_class_and_the_foreign_process_a_finding(tmp_path):
+    result = build_report([CLEAN, FOREIGN], tmp_path)
+    summary = result.summary
+    # both probes say hostname "vm": the files name the hosts
+    assert [c["hosts"] for c in summary["classes"]] == [["matmul", "matmul-foreign"]]
+    assert [(f["host"], f["kind"], f["severity"]) for f in summary["findings"]] == [
+        ("matmul-foreign", "foreign_process", "warning")]
+    assert "python3 (pid 694" in summary["findings"][0]["detail"]
+    assert result.exit_code == 0  # a foreign process is a warning
+    with open(tmp_path / "hosts.csv", newline="") as fh:
+        rows = {r["host"]: r for r in csv.DictReader(fh)}
+    assert rows["matmul"]["comparability_class"] == rows["matmul-foreign"]["comparability_class"] == "A"
+    assert rows["matmul"]["provenance"].endswith("no other process on the GPUs; nothing changed between the probes")
+    assert "1 other process(es) on the GPUs: python3 (pid 694)" in rows["matmul-foreign"]["provenance"]
+    assert "1 other process(es) on the GPUs: python3 (pid 694)" in (tmp_path / "report.html").read_text()
+
+
+def test_the_probe_before_the_command_is_the_hosts_health():
+    fleet = load_fleet([FOREIGN])
+    before = json.loads(FOREIGN.read_text())["before"]
+    host = fleet.hosts.iloc[0]
+    assert host["host"] == "vm" and host["summary"] == before["summary"]  # one file: named by its hostname
+    assert fleet.processes["pid"].tolist() == [694]
+    assert records_of(fleet)["vm"]["health"] == before
+
+
+def test_folders_of_provenance_files_are_named_by_their_folder(tmp_path):
+    for run, source in (("r16", CLEAN), ("r17", FOREIGN)):
+        (tmp_path / run).mkdir()
+        shutil.copy(source, tmp_path / run / "provenance.json")
+    fleet = load_fleet([tmp_path / "r16", tmp_path / "r17"])
+    assert fleet.hosts["host"].tolist() == ["r16", "r17"]
+    assert fleet.hosts["provenance"].str.contains("1 other process").tolist() == [False, True]
+
+
+def test_health_files_have_no_provenance():
+    fleet = load_fleet([H200 / "idle.health.json"])
+    assert fleet.hosts["provenance"].isna().all()
