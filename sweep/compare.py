@@ -6,31 +6,25 @@ the largest one, or the class of the host or group the user names; every other c
 keys that differ from it and what each difference does to a benchmark.
 
 Kept apart from the classes: hosts that failed (unreachable), hosts whose lowest broken contract
-stops any benchmark (driver, device_mask, framework), and the health findings.
+stops any benchmark (driver, device_mask, framework), and the health findings (`sweep.health`).
 """
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from ClusterShell.NodeSet import NodeSet
 
 from probe_agent.contracts import link_rank
 from sweep.errors import ConfigError
 from sweep.fleet import Fleet, rows_at
+from sweep.health import Finding, health_findings
+from sweep.keys import KEYS, _factor, _text, host_keys
+from sweep.names import abbreviate, fold_hosts
 
 # Contracts below which a host cannot run the benchmark at all.
 BLOCKING = ("driver", "device_mask", "framework")
-KEYS = {
-    "gpu_model": "GPU model", "memory": "GPU memory", "gpu_count": "GPUs selected", "driver": "Driver",
-    "cuda_driver": "CUDA (driver)", "framework": "Framework build", "ecc": "ECC", "power_limit": "Power limit",
-    "mig": "MIG", "persistence": "Persistence mode", "compute_mode": "Compute mode",
-    "confidential_compute": "Confidential computing", "clock_policy": "Clock policy", "link": "Worst link",
-}
-LINK_MEANING = {"PIX": "one PCIe switch", "PXB": "several PCIe switches", "PHB": "PCIe host bridge",
-                "NODE": "host bridges of one NUMA node", "SYS": "across NUMA nodes"}
 
 
 @dataclass(frozen=True)
@@ -57,27 +51,6 @@ class ComparabilityClass:
     @property
     def size(self) -> int:
         return len(self.hosts)
-
-
-@dataclass(frozen=True)
-class Finding:
-    """A health fact about one host, apart from comparability. severity: broken, warning, unreachable."""
-
-    host: str
-    kind: str
-    severity: str
-    title: str
-    detail: str
-    fix: str | None = None
-    contract: str | None = None
-
-    @property
-    def message(self) -> str:
-        """The finding as a user reads it: host, what, where."""
-        return f"{self.host}: {self.detail}"
-
-    def to_dict(self) -> dict:
-        return dict(asdict(self), message=self.message)
 
 
 @dataclass(frozen=True)
@@ -147,294 +120,6 @@ class Findings:
             "classes": [cls(c) for c in self.classes], "excluded": list(self.excluded),
             "findings": [f.to_dict() for f in self.findings],
         }
-
-
-def fold_hosts(names) -> str:
-    """Host names folded the way operators write them (``gpu[01-08,10]``), odd names listed as they are.
-
-    ClusterShell's NodeSet does the folding. It parses every name it is given, which takes seconds
-    for 10,000 names, so names that differ in one number only are first written as one pattern
-    (``gpu[00001-00100]``) and NodeSet folds the few patterns; the result is checked by expanding it.
-    """
-    names = list(dict.fromkeys(names))
-    plain = [n for n in names if _FOLDABLE.match(n)]
-    odd = sorted(n for n in names if not _FOLDABLE.match(n))
-    parts = []
-    if plain:
-        try:
-            folded = str(NodeSet.fromlist(_patterns(plain)))
-            if len(NodeSet(folded)) != len(plain):
-                folded = str(NodeSet.fromlist(plain))
-                if len(NodeSet(folded)) != len(plain):
-                    raise ValueError("fold does not round-trip")
-            parts.append(folded)
-        except Exception:  # NodeSet reads some names as ranges or operators: list them plainly
-            parts.append(",".join(sorted(plain)))
-    return ",".join(parts + odd)
-
-
-def abbreviate(folded: str, limit: int = 120) -> str:
-    """A folded host list cut to about `limit` characters at a comma: ``gpu[0001-0008,0010,…]``."""
-    if len(folded) <= limit:
-        return folded
-    cut = folded.rfind(",", 0, limit)
-    head = folded[:cut if cut > 0 else limit]
-    return head + (",…]" if head.count("[") > head.count("]") else ",…")
-
-
-_FOLDABLE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_DIGITS = re.compile(r"(\d+)")
-
-
-def _patterns(names) -> list[str]:
-    """Names that differ in one digit run only, as one NodeSet pattern per group; others as they are."""
-    groups: dict = {}
-    for name in names:
-        parts = _DIGITS.split(name)  # text, digits, text, digits, ..., text
-        skeleton = tuple(parts[0::2]) + tuple(len(d) for d in parts[1::2])
-        groups.setdefault(skeleton, []).append(parts)
-    out = []
-    for members in groups.values():
-        digits = list(zip(*(m[1::2] for m in members)))
-        varying = [i for i, column in enumerate(digits) if len(set(column)) > 1]
-        if len(varying) != 1:
-            out.extend("".join(m) for m in members)
-            continue
-        i = varying[0]
-        width = len(digits[i][0])
-        numbers = sorted({int(d) for d in digits[i]})
-        ranges = ",".join(f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}" for a, b in _runs(numbers))
-        parts = list(members[0])
-        parts[1 + 2 * i] = f"[{ranges}]"
-        out.append("".join(parts))
-    return out
-
-
-def _runs(numbers):
-    start = prev = numbers[0]
-    for n in numbers[1:]:
-        if n != prev + 1:
-            yield start, prev
-            start = n
-        prev = n
-    yield start, prev
-
-
-def fold_numbers(numbers) -> str:
-    """``[0, 1, 2, 5]`` -> ``0-2,5``."""
-    numbers = sorted({int(x) for x in numbers})
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in _runs(numbers)) if numbers else ""
-
-
-# ---------------------------------------------------------------- keys
-#
-# A key's value is text made from a few raw columns. The text is formatted once per distinct
-# combination of those columns (a handful in a real fleet), never once per host or GPU: rows are
-# factorized into combination ids with numpy, and the ids index the formatted texts.
-
-
-def _factor(frame: pd.DataFrame, columns) -> tuple[np.ndarray, np.ndarray]:
-    """(combination id per row, position of the first row of each combination) over `columns`."""
-    key = np.zeros(len(frame), dtype=np.int64)
-    for column in columns:
-        codes, uniques = pd.factorize(frame[column])
-        key = pd.factorize(key * (len(uniques) + 1) + codes + 1)[0].astype(np.int64)
-    n = int(key.max()) + 1 if len(key) else 0
-    first = np.full(n, -1, dtype=np.int64)
-    first[key[::-1]] = np.arange(len(key) - 1, -1, -1)
-    return key, first
-
-
-def _onoff(value, unknown="unknown") -> str:
-    return unknown if value is None else ("on" if value else "off")
-
-
-def _num(value) -> str:
-    return "?" if value is None else f"{float(value):g}"
-
-
-def _compact_layout(layout: str) -> str:
-    """'1g.18gb+1g.18gb+3g.71gb' -> '2x 1g.18gb + 3g.71gb'."""
-    counts = {}
-    for part in layout.split("+"):
-        counts[part] = counts.get(part, 0) + 1
-    return " + ".join(f"{n}x {p}" if n > 1 else p for p, n in counts.items())
-
-
-def _ecc(r) -> str:
-    text = _onoff(r["ecc_current"])
-    if r["ecc_pending"] is not None and r["ecc_current"] is not None and r["ecc_pending"] != r["ecc_current"]:
-        text += f" (pending {_onoff(r['ecc_pending'])})"
-    return text
-
-
-def _mig(r) -> str:
-    text = _onoff(r["mig_current"])
-    if r["mig_current"]:
-        text = "on: " + (_compact_layout(r["mig_layout"]) if r["mig_layout"] else "no instances")
-    if r["mig_pending"] is not None and r["mig_current"] is not None and r["mig_pending"] != r["mig_current"]:
-        text += f" (pending {_onoff(r['mig_pending'])})"
-    return text
-
-
-def _clocks(r) -> str:
-    # NVML often has no default application clock (H100/H200): the max SM clock is the default then
-    baseline = r["default_app_sm_mhz"] if r["default_app_sm_mhz"] is not None else r["sm_max_mhz"]
-    if r["app_sm_mhz"] is None or baseline is None or r["app_sm_mhz"] == baseline:
-        return "default"
-    return f"app clocks {r['app_sm_mhz']} MHz"
-
-
-def _power(r) -> str:
-    enforced, default = _num(r["power_enforced_w"]), _num(r["power_default_w"])
-    return f"{enforced} W" if enforced == default else f"{enforced} W (default {default} W)"
-
-
-# per-GPU key -> (raw GPU columns, text of one combination)
-GPU_KEY_TEXT = {
-    "gpu_model": (("name",), lambda r: r["name"] or "unknown"),
-    "memory": (("memory_total_bytes",),
-               lambda r: "unknown" if r["memory_total_bytes"] is None else f"{r['memory_total_bytes'] // 2**20} MiB"),
-    "ecc": (("ecc_current", "ecc_pending"), _ecc),
-    "power_limit": (("power_enforced_w", "power_default_w"), _power),
-    "mig": (("mig_current", "mig_pending", "mig_layout"), _mig),
-    "persistence": (("persistence_mode",), lambda r: _onoff(r["persistence_mode"])),
-    "compute_mode": (("compute_mode",), lambda r: r["compute_mode"] or "unknown"),
-    "clock_policy": (("app_sm_mhz", "default_app_sm_mhz", "sm_max_mhz"), _clocks),
-}
-
-
-def _link(r) -> str:
-    if r["gpus_selected"] is not None and r["gpus_selected"] < 2:
-        return "single GPU"
-    link = r["worst_link"]
-    if link is None:
-        return "unknown"
-    return f"{link} ({'NVLink' if link.startswith('NV') else LINK_MEANING.get(link, '?')})"
-
-
-def _framework(r) -> str:
-    if r["torch"] is None:
-        return "no torch found"
-    return f"torch {r['torch']}, " + (f"CUDA {r['cuda_runtime']}" if r["cuda_runtime"] else "CPU-only")
-
-
-# host-level key -> (raw host columns, text of one combination)
-HOST_KEY_TEXT = {
-    "gpu_count": (("gpus_selected",), lambda r: "unknown" if r["gpus_selected"] is None else
-                  f"{r['gpus_selected']} GPU{'' if r['gpus_selected'] == 1 else 's'}"),
-    "driver": (("driver",), lambda r: r["driver"] or "unknown"),
-    "cuda_driver": (("cuda_driver",), lambda r: f"CUDA {r['cuda_driver'] or '?'}"),
-    "framework": (("torch", "cuda_runtime"), _framework),
-    "confidential_compute": (("confidential_compute",), lambda r: _onoff(r["confidential_compute"], "not reported")),
-    "link": (("worst_link", "gpus_selected"), _link),
-}
-
-
-@dataclass(frozen=True)
-class GpuKeys:
-    """How the per-GPU keys were read: the rows used, their combination ids and texts."""
-
-    host_codes: np.ndarray
-    gpu_index: np.ndarray
-    combos: dict
-    texts: dict
-    power_enforced: list
-
-
-def host_keys(fleet: Fleet) -> tuple[pd.DataFrame, pd.DataFrame, GpuKeys]:
-    """(keys, mixed, gpu_keys): per host one text per key (categoricals, NA for a failed host);
-    per host and per-GPU key whether its selected GPUs disagree; the per-GPU readings behind them.
-
-    Host-level values come from the GPUs the mask selects (all GPUs when it selects none, so that
-    an excluded host still shows what it has). A host whose GPUs disagree gets the values joined
-    ("700/250 W").
-    """
-    hosts, gpus = fleet.hosts, fleet.gpus
-    n_hosts = len(hosts)
-    host_codes = gpus["host"].cat.codes.to_numpy(dtype=np.int64)
-    selected = gpus["selected"].fillna(False).to_numpy(dtype=bool)
-    has_selection = np.bincount(host_codes[selected], minlength=n_hosts) > 0
-    use = selected | ~has_selection[host_codes]
-    used = gpus[use]
-    used_hosts = host_codes[use]
-    ok = (hosts["status"] == "ok").to_numpy()
-    columns, mixed, combos, texts = {}, {}, {}, {}
-    power_enforced = []
-    for key, (raw, text) in GPU_KEY_TEXT.items():
-        combo, first = _factor(used, raw)
-        records = rows_at(used, first)
-        labels = [text(r) for r in records]
-        combos[key], texts[key] = combo, labels
-        if key == "power_limit":
-            power_enforced = [(r["power_enforced_w"], r["power_default_w"]) for r in records]
-        columns[key], mixed[key] = _per_host(used_hosts, combo, labels, n_hosts, key, power_enforced)
-    for key, (raw, text) in HOST_KEY_TEXT.items():
-        combo, first = _factor(hosts, raw)
-        labels = [text(r) for r in rows_at(hosts, first)]
-        columns[key] = _categorical(np.where(ok, combo, -1), labels)
-    index = pd.Index(hosts["host"], name="host")
-    keys = pd.DataFrame({key: columns[key] for key in KEYS}, index=index)
-    for key in KEYS:  # a failed host has no key values; a probed host without the reading has "unknown"
-        column = keys[key]
-        gap = column.isna().to_numpy() & ok
-        if gap.any():
-            if "unknown" not in column.cat.categories:
-                column = column.cat.add_categories(["unknown"])
-            column[gap] = "unknown"
-        keys[key] = column.where(ok)
-    mixed = pd.DataFrame(mixed, index=index)
-    return keys, mixed, GpuKeys(used_hosts, used["index"].to_numpy(dtype=object), combos, texts, power_enforced)
-
-
-def _unique(labels) -> list:
-    """Categories from texts that may repeat (two raw combinations can read the same)."""
-    return list(dict.fromkeys(labels))
-
-
-def _categorical(combo: np.ndarray, labels: list) -> pd.Categorical:
-    """The texts of combination ids (-1: NA) as a Categorical; equal texts share one category."""
-    categories = _unique(labels)
-    position = {label: i for i, label in enumerate(categories)}
-    remap = np.array([position[label] for label in labels] + [-1], dtype=np.int64)
-    return pd.Categorical.from_codes(remap[combo], categories=categories)
-
-
-def _per_host(host_codes, combo, labels, n_hosts, key, power):
-    """(Categorical of each host's text, whether the host's GPUs disagree) from per-GPU combination ids."""
-    n_combos = max(len(labels), 1)
-    pairs = np.unique(host_codes * n_combos + combo)
-    pair_host, pair_combo = pairs // n_combos, pairs % n_combos
-    count = np.bincount(pair_host, minlength=n_hosts)
-    categories = _unique(labels)
-    position = {label: i for i, label in enumerate(categories)}
-    remap = np.array([position[label] for label in labels] + [-1], dtype=np.int64)
-    codes = np.full(n_hosts, -1, dtype=np.int64)
-    single = count[pair_host] == 1
-    codes[pair_host[single]] = remap[pair_combo[single]]
-    joined = {}
-    for h, c in zip(pair_host[~single].tolist(), pair_combo[~single].tolist()):  # mixed hosts only: rare
-        joined.setdefault(h, []).append(c)
-    for h, cs in joined.items():
-        text = _mixed_text(key, cs, labels, power)
-        if text not in position:
-            position[text] = len(categories)
-            categories.append(text)
-        codes[h] = position[text]
-    return pd.Categorical.from_codes(codes, categories=categories), count > 1
-
-
-def _mixed_text(key, combos, labels, power) -> str:
-    if key == "power_limit":
-        pairs = [power[c] for c in combos]
-        enforced = sorted({e for e, _ in pairs if e is not None}, reverse=True)
-        default = sorted({d for _, d in pairs if d is not None}, reverse=True)
-        text = "/".join(_num(e) for e in enforced) + " W"
-        return text if enforced == default else text + " (default " + "/".join(_num(d) for d in default) + " W)"
-    return (" / " if key in ("mig", "ecc") else "/").join(sorted({labels[c] for c in combos}))
-
-
-# ---------------------------------------------------------------- impacts
 
 
 def _numbers(text: str) -> list[float]:
@@ -598,10 +283,6 @@ def compare(fleet: Fleet, reference: str | None = None) -> Findings:
                     found, keys)
 
 
-def _text(value):
-    return None if value is None or pd.isna(value) else str(value)
-
-
 def _reference_code(reference, hosts, eligible, code, sizes):
     """(combination id of the reference class, how it was chosen)."""
     runnable = hosts.index[eligible]
@@ -626,114 +307,3 @@ def _reference_code(reference, hosts, eligible, code, sizes):
         raise ConfigError(f"no host of group {reference} can run a benchmark", where="--reference",
                           fix="name a host or group that can run")
     return int(np.bincount(codes).argmax()), f"group {reference} (its most common class)"
-
-
-# ---------------------------------------------------------------- findings
-
-GPU_FINDINGS = (  # (GPU column, kind, severity, title, what, fix)
-    ("hw_slowdown", "hw_slowdown", "broken", "HW slowdown", "HW slowdown active",
-     "check the host's power delivery and cooling (PSU, fans, inlet temperature)"),
-    ("hw_thermal_slowdown", "hw_thermal_slowdown", "broken", "HW thermal slowdown", "HW thermal slowdown active",
-     "check fans, airflow and inlet temperature; the GPU is too hot for its clocks"),
-    ("hw_power_brake_slowdown", "hw_power_brake", "broken", "HW power brake", "HW power brake active",
-     "the chassis asserts the power-brake signal: check PSUs and the rack's power budget"),
-    ("sw_thermal_slowdown", "sw_thermal_slowdown", "warning", "SW thermal slowdown",
-     "SW thermal slowdown active", "check cooling; the driver lowers clocks to stay below the slowdown temperature"),
-    ("remap_failure", "row_remap_failure", "broken", "Row remapping failed", "row remapping failed",
-     "drain the host and replace or RMA the card"),
-    ("uncorrected", "uncorrected_ecc", "broken", "Uncorrected ECC errors", "uncorrected ECC errors since reset",
-     "drain the host and have the card checked (nvidia-smi -q -d ECC)"),
-    ("remap_pending", "row_remap_pending", "warning", "Row remap pending", "a row remap is pending",
-     "reset the GPU (or reboot) to apply the remap"),
-    ("ecc_change", "ecc_pending", "warning", "ECC change pending", "ECC mode change pending",
-     "reset the GPU or reboot to apply it, or revert with nvidia-smi -e"),
-    ("persistence_off", "persistence_off", "warning", "Persistence mode off", "persistence mode off",
-     "nvidia-smi -pm 1, or run nvidia-persistenced"),
-)
-
-
-def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
-    """Per host: the lowest broken contract, GPU faults, foreign processes, pending changes, unreachability."""
-    out = []
-    failed = hosts[hosts["status"] != "ok"]
-    out += [Finding(h, "unreachable", "unreachable", "Unreachable",
-                    f"{r.failure_class}: {_text(r.failure_message) or 'no health.json'}",
-                    _UNREACHABLE_FIX.get(str(r.failure_class)))
-            for h, r in zip(failed.index, failed.itertuples())]
-    broken = hosts[hosts["lowest_broken"].notna()]
-    out += [Finding(h, "lowest_broken", "broken", f"Lowest broken contract: {r.lowest_broken}",
-                    f"{r.lowest_broken}: {_text(r.lowest_message)}", _text(r.lowest_fix), str(r.lowest_broken))
-            for h, r in zip(broken.index, broken.itertuples())]
-    incomplete = hosts[hosts["probe_complete"].eq(False).fillna(False)]
-    out += [Finding(h, "probe_incomplete", "warning", "Probe incomplete",
-                    "the probe stopped early: some facts are missing", "probe again with a longer --deadline")
-            for h in incomplete.index]
-
-    g = fleet.gpus
-    flags = {
-        "hw_slowdown": g["hw_slowdown"], "hw_thermal_slowdown": g["hw_thermal_slowdown"],
-        "hw_power_brake_slowdown": g["hw_power_brake_slowdown"], "sw_thermal_slowdown": g["sw_thermal_slowdown"],
-        "remap_failure": g["remap_failure"], "remap_pending": g["remap_pending"],
-        "uncorrected": g["ecc_volatile_uncorrected"] > 0, "ecc_change": g["ecc_pending"] != g["ecc_current"],
-        "persistence_off": ~g["persistence_mode"],
-    }
-    for column, kind, severity, title, what, fix in GPU_FINDINGS:
-        hit = flags[column].fillna(False).to_numpy(dtype=bool)
-        if not hit.any():
-            continue
-        rows = rows_at(g, np.flatnonzero(hit))  # only the GPUs concerned
-        per_host = {}
-        for r in rows:
-            detail = f"GPU {r['index']}"
-            if kind.startswith(("hw_", "sw_")):
-                detail += f" (SM {r['sm_mhz']} of {r['sm_max_mhz']} MHz, {_num(r['temperature_c'])} C)"
-            per_host.setdefault(r["host"], []).append(detail)
-        out += [Finding(h, kind, severity, title, f"{what} on {'; '.join(d)}", fix) for h, d in per_host.items()]
-
-    per_host = {}
-    for p in rows_at(fleet.processes, np.arange(len(fleet.processes))):  # one row per foreign process
-        used = "?" if p["used_memory_bytes"] is None else p["used_memory_bytes"] // 2**20
-        per_host.setdefault(p["host"], []).append(f"{p['name']} (pid {p['pid']}, {used} MiB) on GPU {p['gpu']}")
-    for h, items in per_host.items():
-        out.append(Finding(h, "foreign_process", "warning", "Foreign processes",
-                           f"{len(items)} other process(es) on the GPUs: {', '.join(items[:5])}"
-                           + (f" and {len(items) - 5} more" if len(items) > 5 else ""),
-                           "stop them, or benchmark elsewhere: they take memory and SM time", "processes"))
-
-    positions = {h: i for i, h in enumerate(hosts.index)}
-    mixed_hosts = mixed[mixed.any(axis=1)]
-    for h, row in mixed_hosts.iterrows():  # rare: hosts whose selected GPUs differ among themselves
-        parts = [f"{KEYS[k]} {keys.at[h, k]} ({_which_gpus(gpu_keys, positions[h], k)})"
-                 for k in mixed_hosts.columns if row[k]]
-        out.append(Finding(h, "mixed_gpus", "warning", "GPUs differ within the host",
-                           "the selected GPUs differ: " + "; ".join(parts),
-                           "make the cards alike (power limit, ECC, MIG, clocks) or mask out the odd one"))
-    order = {"unreachable": 0, "broken": 1, "warning": 2}
-    return tuple(sorted(out, key=lambda f: (order[f.severity], f.kind, f.host)))
-
-
-def _which_gpus(gpu_keys: GpuKeys, position: int, key: str) -> str:
-    """'700 W on GPU 0-2,4-7, 250 W on GPU 3': which selected GPU has which value."""
-    mine = np.flatnonzero(gpu_keys.host_codes == position)
-    by_value = {}
-    for row in mine:
-        combo = gpu_keys.combos[key][row]
-        text = (_num(gpu_keys.power_enforced[combo][0]) + " W") if key == "power_limit" else gpu_keys.texts[key][combo]
-        by_value.setdefault(text, []).append(gpu_keys.gpu_index[row])
-    return ", ".join(f"{v} on GPU {fold_numbers(ix)}" for v, ix in by_value.items())
-
-
-_UNREACHABLE_FIX = {
-    "refused": "start sshd on the host, or check the port and firewall",
-    "timeout": "check that the host is up and routable; raise the timeout for slow links",
-    "dns": "fix the name in DNS or give the address in the inventory",
-    "auth": "check the user and key the inventory names for this host",
-    "host_key_unknown": "add the host key to known_hosts after checking its fingerprint",
-    "host_key_changed": "find out why the host key changed (reinstall? another machine?) before trusting it",
-    "no_python": "install python3 on the host, or name one with python= in the inventory",
-    "python_too_old": "install python3 >= 3.8 on the host, or set ansible_python_interpreter to one",
-    "agent_error": "read the message; run the agent by hand on the host with --no-json",
-    "output_too_large": "probe the host alone and read its output",
-    "bad_output": "probe the host alone and read its output",
-    "not_probed": "finish the run: sweep run --resume RUN_DIR",
-}

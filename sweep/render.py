@@ -19,7 +19,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from sweep import __version__
-from sweep.compare import KEYS, Findings, abbreviate, fold_hosts
+from sweep.compare import Findings
+from sweep.keys import KEYS
+from sweep.names import abbreviate, fold_hosts
 from sweep.fleet import Fleet, rows_at
 from sweep.rundiff import host_key
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from sweep.errors import InventoryError, LimitError
-from sweep.inventory import Host, expand_host_range, load_inventory
+from sweep.inventory import Host, load_inventory
+from sweep.inventory_formats import expand_host_range
 from sweep.limit import split_patterns
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "inventories"
