@@ -7,25 +7,21 @@ Where the connection settings of a host come from, highest first:
 1. the inventory (``ansible_host``, ``ansible_port``, ``ansible_user``, ``ansible_ssh_private_key_file``,
    a ProxyJump in ``ansible_ssh_common_args``);
 2. the ``~/.ssh/config`` Host blocks matching the address (HostName, User, Port, IdentityFile,
-   ProxyJump, HostKeyAlias), read with paramiko's SSHConfig;
+   ProxyJump, HostKeyAlias), read with paramiko's SSHConfig (`sweep.sshconfig`);
 3. OpenSSH's defaults: port 22, the local user name, ssh-agent and ``~/.ssh/id_*``.
 
 Host keys are checked against ``~/.ssh/known_hosts`` and any ``--known-hosts`` file, as OpenSSH
-does with ``StrictHostKeyChecking=yes`` (or ``accept-new``): a changed key is always refused.
+does with ``StrictHostKeyChecking=yes`` (or ``accept-new``): a changed key is always refused
+(`sweep.hostkeys`).
 
 Time: ``connect_timeout`` bounds the TCP connect, the banner and the authentication, each;
 ``host_deadline`` bounds the whole host, retries included. paramiko's own timeouts are per read,
-so a `Watchdog` thread shuts the socket of any attempt still running at its deadline.
+so a `Watchdog` thread (`sweep.watchdog`) shuts the socket of any attempt still running at its deadline.
 """
 from __future__ import annotations
 
-import base64
 import dataclasses
 import errno
-import hashlib
-import hmac
-import heapq
-import itertools
 import json
 import logging
 import os
@@ -34,14 +30,15 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import paramiko
-from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
 from sweep.bundle import TOO_OLD_MARK, remote_command
+from sweep.hostkeys import HostKeyStore, KnownHostsPolicy, UnknownHostKey, known_hosts_name
 from sweep.schema import health_problem
+from sweep.sshconfig import Hop, SSHConfigFile, route
+from sweep.watchdog import Attempt, Watchdog
 
 FAILURE_CLASSES = (
     "dns", "refused", "timeout", "host_key_unknown", "host_key_changed", "auth",
@@ -52,7 +49,6 @@ FAST_CIPHER = "aes128-gcm@openssh.com"
 # paramiko logs each failed handshake with a traceback at ERROR; a failed host is already a record
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 _READ_CHUNK = 65536
-_WATCHDOG_IDLE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -112,10 +108,6 @@ class HostFailure(Exception):
         self.stderr = stderr
 
 
-class _UnknownHostKey(Exception):
-    pass
-
-
 class KeyFileError(Exception):
     """A private key file that cannot be used; the text says why (after the file's name)."""
 
@@ -144,281 +136,6 @@ def load_private_key(path: str, passphrase: str | None = None) -> paramiko.PKey:
     except Exception:
         raise KeyFileError("cannot be decrypted with the passphrase in SWEEP_KEY_PASSPHRASE "
                            "(wrong passphrase?)") from None
-
-
-# --- known_hosts --------------------------------------------------------------------------------
-
-
-class HostKeyStore:
-    """known_hosts files, read once per sweep and shared by every thread; adds keys under a lock.
-
-    Plain names are indexed; hashed (``|1|salt|hash``) entries are checked one by one, as OpenSSH
-    does. ``@cert-authority`` and ``@revoked`` lines are skipped (paramiko reads neither).
-    """
-
-    def __init__(self, paths: tuple[str, ...] | list[str], *, accept_new: bool = False):
-        self.paths = [Path(os.path.expanduser(p)) for p in paths]
-        self.accept_new = accept_new
-        self._lock = threading.Lock()
-        self._plain: dict[str, list[tuple[Path, paramiko.PKey]]] = {}
-        self._hashed: list[tuple[bytes, bytes, Path, paramiko.PKey]] = []
-        for path in self.paths:
-            if path.is_file():
-                self._load(path)
-        # OpenSSH writes new keys to the first UserKnownHostsFile; so do we.
-        self.write_to = self.paths[0] if self.paths else None
-
-    def _load(self, path: Path) -> None:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for number, line in enumerate(fh, 1):
-                line = line.strip()
-                if not line or line.startswith(("#", "@")):
-                    continue
-                try:
-                    entry = HostKeyEntry.from_line(line, number)
-                except (InvalidHostKey, paramiko.SSHException, ValueError, TypeError):
-                    entry = None
-                if entry is None or not entry.valid:
-                    continue
-                for name in entry.hostnames:
-                    self._index(name, path, entry.key)
-
-    def _index(self, name: str, path: Path, key: paramiko.PKey) -> None:
-        if name.startswith("|1|"):
-            _, _, salt, digest = name.split("|")[:4]
-            self._hashed.append((base64.b64decode(salt), base64.b64decode(digest), path, key))
-        else:
-            self._plain.setdefault(name, []).append((path, key))
-
-    def known(self, name: str) -> tuple[dict[str, paramiko.PKey], Path | None]:
-        """The keys recorded for `name` (``addr`` or ``[addr]:port``) and the file that has them."""
-        with self._lock:
-            found = list(self._plain.get(name, ()))
-            hashed = list(self._hashed)
-        data = name.encode()
-        found += [(path, key) for salt, digest, path, key in hashed
-                  if hmac.compare_digest(hmac.new(salt, data, hashlib.sha1).digest(), digest)]
-        if not found:
-            return {}, None
-        first = found[0][0]
-        keys: dict[str, paramiko.PKey] = {}
-        for path, key in found:
-            if path == first:
-                keys.setdefault(key.get_name(), key)
-        return keys, first
-
-    def add(self, name: str, key: paramiko.PKey) -> None:
-        """Record a first-seen key (accept-new); refuses if another thread recorded a different one."""
-        with self._lock:
-            same = [k for _, k in self._plain.get(name, ()) if k.get_name() == key.get_name()]
-            same += [k for salt, digest, _, k in self._hashed if k.get_name() == key.get_name()
-                     and hmac.compare_digest(hmac.new(salt, name.encode(), hashlib.sha1).digest(), digest)]
-            if same:
-                if same[0] != key:
-                    raise paramiko.BadHostKeyException(name, key, same[0])
-                return
-            if self.write_to is None:
-                raise _UnknownHostKey(name)
-            salt = os.urandom(20)
-            digest = hmac.new(salt, name.encode(), hashlib.sha1).digest()
-            hashed = f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
-            self.write_to.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            with open(self.write_to, "a", encoding="ascii") as fh:
-                fh.write(f"{hashed} {key.get_name()} {key.get_base64()}\n")
-            self._hashed.append((salt, digest, self.write_to, key))
-
-
-class _Policy(paramiko.MissingHostKeyPolicy):
-    def __init__(self, store: HostKeyStore):
-        self.store = store
-
-    def missing_host_key(self, client, hostname, key):
-        if not self.store.accept_new:
-            raise _UnknownHostKey(hostname)
-        self.store.add(hostname, key)
-
-
-def _key_name(host: str, port: int) -> str:
-    return host if port == 22 else f"[{host}]:{port}"
-
-
-# --- ~/.ssh/config ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Hop:
-    """One SSH endpoint: where to connect, as whom, with which keys, under which known_hosts name."""
-
-    address: str
-    port: int
-    user: str
-    key_files: tuple[str, ...]
-    key_alias: str
-
-
-class SSHConfigFile:
-    """``~/.ssh/config`` read once (paramiko.SSHConfig); an absent file answers nothing."""
-
-    def __init__(self, path: str | None):
-        self.config = None
-        if path:
-            full = Path(os.path.expanduser(path))
-            if full.is_file():
-                self.config = paramiko.SSHConfig.from_path(str(full))
-
-    def lookup(self, name: str) -> dict:
-        return dict(self.config.lookup(name)) if self.config is not None else {}
-
-
-def _local_user() -> str:
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except Exception:  # no USER and no passwd entry (some containers)
-        return "root"
-
-
-def _hop(name: str, config: SSHConfigFile, *, port: int | None = None, user: str | None = None,
-         key_file: str | None = None) -> tuple[Hop, str | None]:
-    """A Hop for `name`, inventory values over ssh config over defaults; and its config ProxyJump."""
-    found = config.lookup(name)
-    address = found.get("hostname") or name
-    port = port or int(found.get("port") or 22)
-    keys = [key_file] if key_file else []
-    keys += [os.path.expanduser(k) for k in found.get("identityfile") or [] if not key_file]
-    alias = found.get("hostkeyalias") or address
-    hop = Hop(address, port, user or found.get("user") or _local_user(),
-              tuple(os.path.expanduser(k) for k in keys), alias)
-    jump = found.get("proxyjump")
-    return hop, None if not jump or jump.lower() == "none" else jump
-
-
-def _parse_jump(spec: str) -> tuple[str, int | None, str | None]:
-    """``[user@]host[:port]`` (or ``ssh://user@host:port``) of one ProxyJump entry."""
-    spec = spec.strip()
-    if spec.startswith("ssh://"):
-        spec = spec[len("ssh://"):]
-    user, _, rest = spec.rpartition("@")
-    port = None
-    if rest.startswith("["):
-        host, _, tail = rest[1:].partition("]")
-        port = int(tail[1:]) if tail.startswith(":") else None
-    elif rest.count(":") == 1:
-        host, _, port_text = rest.partition(":")
-        port = int(port_text)
-    else:
-        host = rest
-    return host, port, user or None
-
-
-def route(host: Any, config: SSHConfigFile) -> tuple[list[Hop], Hop]:
-    """The jump hops (in order) and the final hop that reach an inventory host."""
-    target, config_jump = _hop(host.address, config, port=host.port, user=host.user, key_file=host.key_file)
-    jump = host.proxy_jump or config_jump
-    hops = []
-    if jump and jump.lower() != "none":
-        for spec in jump.split(","):
-            name, port, user = _parse_jump(spec)
-            hops.append(_hop(name, config, port=port, user=user)[0])
-    return hops, target
-
-
-# --- the deadline -------------------------------------------------------------------------------
-
-
-class Watchdog:
-    """One thread for the whole sweep: runs each registered closer when its deadline passes."""
-
-    def __init__(self):
-        self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, "_Attempt"]] = []
-        self._live: dict[int, "_Attempt"] = {}
-        self._ids = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, deadline: float, attempt: "_Attempt") -> int:
-        with self._cond:
-            token = next(self._ids)
-            self._live[token] = attempt
-            heapq.heappush(self._heap, (deadline, token, attempt))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="sweep-watchdog", daemon=True)
-                self._thread.start()
-            self._cond.notify()
-            return token
-
-    def unwatch(self, token: int) -> None:
-        with self._cond:
-            self._live.pop(token, None)
-
-    def abort_all(self, reason: str = "interrupted") -> None:
-        """Close every attempt in flight now (Ctrl-C)."""
-        with self._cond:
-            attempts = list(self._live.values())
-            self._live.clear()
-        for attempt in attempts:
-            attempt.abort(reason)
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while self._heap and self._heap[0][1] not in self._live:
-                    heapq.heappop(self._heap)
-                if not self._heap:
-                    if not self._cond.wait(_WATCHDOG_IDLE_S) and not self._heap:
-                        self._thread = None  # idle: the next watch() starts a new thread
-                        return
-                    continue
-                wait = self._heap[0][0] - time.monotonic()
-                if wait > 0:
-                    self._cond.wait(wait)
-                    continue
-                _, token, attempt = heapq.heappop(self._heap)
-                self._live.pop(token, None)
-            attempt.abort("deadline")
-
-
-class _Attempt:
-    """The sockets and clients of one try, so another thread can shut them all at once."""
-
-    def __init__(self):
-        self.aborted: str | None = None
-        self._lock = threading.Lock()
-        self._sockets: list[socket.socket] = []
-        self._clients: list[paramiko.SSHClient] = []
-
-    def add(self, thing) -> None:
-        with self._lock:
-            (self._clients if isinstance(thing, paramiko.SSHClient) else self._sockets).append(thing)
-            aborted = self.aborted
-        if aborted:
-            self._shut()
-
-    def abort(self, reason: str) -> None:
-        with self._lock:
-            if self.aborted is None:
-                self.aborted = reason
-        self._shut()
-
-    def _shut(self) -> None:
-        for sock in list(self._sockets):
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        for client in reversed(self._clients):
-            try:
-                client.close()
-            except Exception:
-                pass
-        for sock in self._sockets:
-            try:
-                sock.close()
-            except OSError:
-                pass
 
 
 # --- one host -----------------------------------------------------------------------------------
@@ -503,7 +220,7 @@ class Prober:
         return outcome
 
     def _attempt(self, host: Any, opts: SSHOptions, deadline: float) -> tuple[dict, int | None, str]:
-        attempt = _Attempt()
+        attempt = Attempt()
         token = self.watchdog.watch(deadline, attempt)
         phase, hop = "connect", None
         try:
@@ -531,14 +248,14 @@ class Prober:
             attempt.close()
 
     def _ssh(self, name: str, hop: Hop, sock, opts: SSHOptions, deadline: float,
-             attempt: _Attempt) -> paramiko.SSHClient:
+             attempt: Attempt) -> paramiko.SSHClient:
         client = paramiko.SSHClient()
         attempt.add(client)
-        key_name = _key_name(hop.key_alias, hop.port)
+        key_name = known_hosts_name(hop.key_alias, hop.port)
         known, _ = self.keys.known(key_name)
         for keytype, key in known.items():
             client.get_host_keys().add(key_name, keytype, key)
-        client.set_missing_host_key_policy(_Policy(self.keys))
+        client.set_missing_host_key_policy(KnownHostsPolicy(self.keys))
         step = max(0.1, min(opts.connect_timeout, deadline - time.monotonic()))
         pkey = self._pkey(hop.key_files)
         try:
@@ -551,7 +268,7 @@ class Prober:
                 banner_timeout=step, auth_timeout=step,
                 channel_timeout=step, transport_factory=_FastTransport if opts.fast_kex else None,
             )
-        except _UnknownHostKey:
+        except UnknownHostKey:
             raise _unknown_key(name, hop, client, self.keys) from None
         except paramiko.BadHostKeyException as exc:
             raise _changed_key(name, hop, key_name, exc, self.keys) from None
@@ -619,7 +336,7 @@ class Prober:
             raise
 
 
-def _tcp_connect(name: str, hop: Hop, opts: SSHOptions, deadline: float, attempt: _Attempt) -> socket.socket:
+def _tcp_connect(name: str, hop: Hop, opts: SSHOptions, deadline: float, attempt: Attempt) -> socket.socket:
     try:
         infos = socket.getaddrinfo(hop.address, hop.port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:

@@ -18,8 +18,9 @@ from sweep.demo import FleetHost, LocalFleet
 from sweep.errors import RunFolderError
 from sweep.inventory import Host, load_inventory
 from sweep.run import run_sweep
+from sweep.sshconfig import SSHConfigFile, route
 from sweep.store import safe_name
-from sweep.transport import Prober, SSHConfigFile, SSHOptions, route
+from sweep.transport import Prober, SSHOptions
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
