@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -24,13 +23,13 @@ import pytest
 from sweep import synth
 from sweep.cli import main
 from sweep.demo import FleetHost, LocalFleet
-from sweep.inventory import load_inventory
 from sweep.run import run_sweep
 from sweep.store import safe_name
 
+from helpers import CHROMIUM, Tags, chromium, read_records as records
+
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
 PWNED = "document.title='pwned'"
 # C0 controls but newline and tab, DEL, and the C1 controls as UTF-8 (U+0080..U+009F)
 RAW_CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")
@@ -85,18 +84,6 @@ def faults(tmp_path_factory):
     ]
     with LocalFleet(hosts, workdir / "fleet", group_vars={"crowd": {"sweep_retries": 8}}) as running:
         yield running
-
-
-def records(run_dir: Path) -> dict[str, dict]:
-    """Every record of a run folder, each read whole; fails on a duplicate, a stray or a torn file."""
-    found = {}
-    for path in sorted((run_dir / "hosts").iterdir()):
-        assert not path.name.startswith("."), f"leftover temporary file {path.name}"
-        record = json.loads(path.read_text())
-        assert path.name == f"{safe_name(record['host'])}.json"
-        assert record["host"] not in found
-        found[record["host"]] = record
-    return found
 
 
 def sweep(fleet, tmp_path, limit, **options):
@@ -347,39 +334,6 @@ def _no_raw_control(done: subprocess.CompletedProcess) -> None:
         assert found is None, f"raw control byte {found.group()!r} in: {stream[max(0, found.start() - 80):found.end() + 80]!r}"
 
 
-class _Title(HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.title, self.tags, self._in, self._head = "", [], False, False
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-        self._head = self._head or tag == "head"
-        self._in = tag == "title" and self._head
-
-    def handle_endtag(self, tag):
-        self._in = False
-        self._head = self._head and tag != "head"
-
-    def handle_data(self, data):
-        if self._in:
-            self.title += data
-
-
-def _dom(html_file: Path) -> str:
-    profile = tempfile.mkdtemp(prefix="sweep-chromium-")
-    try:
-        done = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", "--dump-dom", html_file.as_uri()],
-            capture_output=True, text=True, timeout=120)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
-
-
 def test_hostile_strings_from_hosts_stay_text_in_the_terminal_and_the_browser(faults, tmp_path):
     env = controller_env(faults)
     run_dir = tmp_path / "run"
@@ -417,9 +371,9 @@ def test_hostile_strings_from_hosts_stay_text_in_the_terminal_and_the_browser(fa
     assert "&lt;script&gt;document.title" in html
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip("/usr/bin/chromium is absent: apt-get install -y chromium")
-    page = _Title()
-    page.feed(_dom(tmp_path / "report" / "report.html"))
-    original = _Title()
+    page = Tags()
+    page.feed(_dom_of(tmp_path / "report" / "report.html"))
+    original = Tags()
     original.feed(html)
     assert page.title == original.title and "pwned" not in page.title  # no script ran
     assert not any(tag == "script" for tag, _ in page.tags)
@@ -537,3 +491,7 @@ def test_secrets_appear_in_no_record_manifest_log_or_report(faults, tmp_path):
     for secret in (PASSPHRASE, PASSWORD, BECOME, "not-it"):
         leaks = [str(p) for p, t in zip(files + ["output"] * 6, texts) if secret.encode() in t]
         assert leaks == [], f"{secret} leaked into {leaks}"
+
+
+def _dom_of(html_file: Path) -> str:
+    return chromium("--dump-dom", html_file.as_uri())

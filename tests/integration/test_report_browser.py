@@ -1,11 +1,7 @@
 """The HTML report in a real headless Chromium: what it shows, and that host strings stay text."""
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -15,7 +11,7 @@ import fleet_variants as fv  # noqa: E402
 
 from sweep.report import build_report  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
+from helpers import CHROMIUM, Tags, chromium  # noqa: E402
 IMG_HOST = "<img src=x onerror=document.title='pwned'>"
 SCRIPT_HOST = "<script>document.title='pwned'</script>"
 
@@ -24,42 +20,6 @@ pytestmark = [
     pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
                        reason="/usr/bin/chromium is absent: apt-get install -y chromium to run the browser test"),
 ]
-
-
-def chromium(*args, timeout=120) -> str:
-    """Run headless Chromium with no network, a fresh profile; return its stdout."""
-    profile = tempfile.mkdtemp(prefix="sweep-chromium-")
-    try:
-        done = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", "--hide-scrollbars", *args],
-            capture_output=True, text=True, timeout=timeout, check=False)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
-
-
-class Tags(HTMLParser):
-    """Tag names and the document <title> (the one in <head>, not the SVG tooltips) of a DOM dump."""
-
-    def __init__(self):
-        super().__init__()
-        self.tags, self.title, self._in_title, self._in_head = [], "", False, False
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-        self._in_head = self._in_head or tag == "head"
-        self._in_title = tag == "title" and self._in_head
-
-    def handle_endtag(self, tag):
-        self._in_title = False
-        self._in_head = self._in_head and tag != "head"
-
-    def handle_data(self, data):
-        if self._in_title:
-            self.title += data
 
 
 @pytest.fixture(scope="module")

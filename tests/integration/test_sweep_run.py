@@ -19,23 +19,13 @@ from sweep.errors import RunFolderError
 from sweep.inventory import Host, load_inventory
 from sweep.run import run_sweep
 from sweep.sshconfig import SSHConfigFile, route
-from sweep.store import safe_name
 from sweep.transport import Prober, SSHOptions
+
+from helpers import read_records as records  # noqa: E402
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "probe_agent" / "schema" / "health-1.schema.json").read_text())
-
-
-def records(run_dir: Path) -> dict[str, dict]:
-    found = {}
-    for path in sorted((run_dir / "hosts").iterdir()):
-        assert not path.name.startswith("."), f"leftover temporary file {path.name}"
-        record = json.loads(path.read_text())
-        assert path.name == f"{safe_name(record['host'])}.json"
-        assert record["host"] not in found
-        found[record["host"]] = record
-    return found
 
 
 def test_must_show_fifty_hosts_and_five_faulty(fleet, layout, tmp_path):

@@ -1,0 +1,67 @@
+"""What several test modules need: a run folder's records read strictly, and headless Chromium."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+from sweep.store import safe_name
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def read_records(run_dir: Path) -> dict[str, dict]:
+    """Every record of a run folder, each read whole; fails on a duplicate, a stray or a torn file."""
+    found = {}
+    for path in sorted((run_dir / "hosts").iterdir()):
+        assert not path.name.startswith("."), f"leftover temporary file {path.name}"
+        record = json.loads(path.read_text())
+        assert path.name == f"{safe_name(record['host'])}.json"
+        assert record["host"] not in found
+        found[record["host"]] = record
+    return found
+
+
+def chromium(*args, timeout=120) -> str:
+    """Run headless Chromium with no network and a fresh profile; return its stdout."""
+    profile = tempfile.mkdtemp(prefix="sweep-chromium-")
+    try:
+        done = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--hide-scrollbars", *args],
+            capture_output=True, text=True, timeout=timeout, check=False)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+class Tags(HTMLParser):
+    """Tag names and the document <title> (the one in <head>, not the SVG tooltips) of a DOM dump."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.title, self._in_title, self._in_head = [], "", False, False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self._in_head = self._in_head or tag == "head"
+        self._in_title = tag == "title" and self._in_head
+
+    def handle_endtag(self, tag):
+        self._in_title = False
+        self._in_head = self._in_head and tag != "head"
+
+    def handle_data(self, data):
+        if self._in_title:
+            self.title += data
+
+
+def dom_tags(dom: str) -> Tags:
+    tags = Tags()
+    tags.feed(dom)
+    return tags
