@@ -187,8 +187,8 @@ def read_mig(src, r, p, h):
     for k in range(count):
         q = "%smig%d." % (p, k)
         try:
-            mh = src.mig_handle(h, k) if not src.replaying else "%s/mig%d" % (h, k)
-            src.nvml(q + "exists", "nvmlDeviceGetMigDeviceHandleByIndex", h, k)
+            src.nvml(q + "exists", "nvmlDeviceGetMigDeviceHandleByIndex", h, k)  # recorded: the slot is used
+            mh = src.mig_handle(h, k)
         except Exception:
             continue  # an empty slot answers NotFound
         name = r.get(q + "name", "mig_name", "nvmlDeviceGetName", mh)

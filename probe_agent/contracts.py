@@ -18,7 +18,7 @@ TITLES = {
     "topology": "Topology between the selected GPUs",
     "layout": "MIG layout, modes and identity",
 }
-NEEDS_NVML = ("processes", "clocks", "power", "memory", "topology", "layout")
+READ_WITHOUT_NVML = ("driver", "framework")
 # What each contract stands on: a broken contract below it makes it a consequence, not a clue.
 DEPENDS = {"driver": (), "device_mask": ("driver",), "framework": ("driver", "device_mask")}
 FACILITY_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
@@ -361,7 +361,7 @@ def evaluate(facts):
     nvml_ok = not facts.get("driver", {}).get("nvml_error") and facts.get("driver", {}).get("gpu_count")
     out = []
     for name, check in CHECKS:
-        if name != "driver" and name != "framework" and not nvml_ok:
+        if name not in READ_WITHOUT_NVML and not nvml_ok:
             out.append(contract(name, "unknown", "not read: NVML is unusable on this host", {}))
             continue
         try:

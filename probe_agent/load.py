@@ -102,7 +102,6 @@ def sample(src, count, t):
         return src.next_sample()
     out = {"t": round(t, 3), "gpus": []}
     for i in range(count):
-        unsupported = {}
         r = Reader(src, {})
         h = src.handle(i)
         k = "sample.gpu%d." % i
@@ -117,7 +116,6 @@ def sample(src, count, t):
             "utilization_gpu_pct": (r.get(k + "util", "u", "nvmlDeviceGetUtilizationRates", h) or {}).get("gpu"),
             "active_reasons": decode_reasons(reasons),
         })
-        del unsupported
     if hasattr(src, "samples"):
         src.samples.append(out)
     return out

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from sweep.errors import SweepError
+from sweep.text import visible
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Is this GPU fleet the fleet you think it is? Probe hosts, sweep a fleet, compare it.")
@@ -25,15 +26,8 @@ console = Console(stderr=True, highlight=False, emoji=False)  # ":end:" in host 
 
 
 def safe(text) -> str:
-    """Host-supplied text for the terminal: control characters (C0, DEL, C1: ESC, CSI...) shown as
-    escapes, never sent raw; rich markup escaped."""
-    s = "" if text is None else str(text)
-    s = "".join(ch if ch == "\n" or not _is_control(ch) else ascii(ch)[1:-1] for ch in s)
-    return escape(s)
-
-
-def _is_control(ch: str) -> bool:
-    return ch < " " or "\x7f" <= ch <= "\x9f" or ch in "\u2028\u2029"
+    """Host-supplied text for the terminal: control characters shown as escapes, rich markup escaped."""
+    return escape(visible(text))
 
 
 def _say(kind: str, text) -> None:

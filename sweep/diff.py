@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,9 +88,11 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+_INDEX = re.compile(r"\[[^\]]*\]")
+
+
 def _generic(path: str) -> str:
-    import re
-    return re.sub(r"\[[^\]]*\]", "#", path)
+    return _INDEX.sub("#", path)
 
 
 def category(path: str) -> str | None:

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from sweep.run import RunProgress, RunResult
+from sweep.text import visible
 
 
 class SweepProgress:
@@ -45,9 +46,8 @@ class SweepProgress:
 
 
 def _shown(text) -> str:
-    """Host text for the terminal: control characters (ESC, C1, ...) as escapes; markup escaped."""
-    s = "" if text is None else str(text)
-    return escape("".join(ascii(ch)[1:-1] if ch < " " or "\x7f" <= ch <= "\x9f" else ch for ch in s))
+    """Host text for the terminal, on one line: control characters as escapes; markup escaped."""
+    return escape(visible(text, keep=""))
 
 
 def render_summary(result: RunResult, console: Console | None = None, *, shown: int = 10) -> None:

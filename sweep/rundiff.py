@@ -27,6 +27,7 @@ from typing import Any, Iterable
 
 from sweep.diff import diff_health
 from sweep.store import RunFolder
+from sweep.text import visible
 
 EXIT_CHANGED = 5
 IMPLICIT_GROUPS = frozenset({"all", "ungrouped"})
@@ -332,13 +333,6 @@ def diff_runs(before: Run, after: Run) -> RunDiff:
 
 
 # --- rendering -------------------------------------------------------------------------------
-
-
-def visible(text: Any) -> str:
-    """Host-supplied text with control characters shown as escapes, never sent raw."""
-    s = "" if text is None else str(text)
-    return "".join(ch if (ch >= " " and not "\x7f" <= ch <= "\x9f") or ch == "\n" else ascii(ch)[1:-1]
-                   for ch in s)
 
 
 def show_value(value: Any) -> str:

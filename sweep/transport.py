@@ -38,6 +38,7 @@ from sweep.bundle import TOO_OLD_MARK, remote_command
 from sweep.hostkeys import HostKeyStore, KnownHostsPolicy, UnknownHostKey, known_hosts_name
 from sweep.schema import health_problem
 from sweep.sshconfig import Hop, SSHConfigFile, route
+from sweep.text import visible
 from sweep.watchdog import Attempt, Watchdog
 
 FAILURE_CLASSES = (
@@ -391,7 +392,7 @@ def _judge(host: Any, out: bytes, exit_status: int | None, stderr: str) -> dict:
         if broken is not None:
             raise HostFailure("bad_output", (
                 f"{host.name}: the agent's output is JSON but not a health.json of schema 1.x "
-                f"({_printable(broken)[:200]}); the host runs another or a modified agent: sweep it with "
+                f"({visible(broken, keep='')[:200]}); the host runs another or a modified agent: sweep it with "
                 "this sweep's agent"))
     if problem is None:
         return health
@@ -420,12 +421,7 @@ def _judge(host: Any, out: bytes, exit_status: int | None, stderr: str) -> dict:
 
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return _printable(lines[-1][:300]) if lines else ""
-
-
-def _printable(text: str) -> str:
-    """Host text for a message: control characters (ESC, C1, ...) written as escapes, never raw."""
-    return "".join(ch if ch.isprintable() or ch == " " else ascii(ch)[1:-1] for ch in text)
+    return visible(lines[-1][:300], keep="") if lines else ""
 
 
 def _python_syntax_error(stderr: str) -> bool:
@@ -455,7 +451,7 @@ def _aborted(host: Any, reason: str, opts: SSHOptions, phase: str) -> HostFailur
 
 def _classify(name: str, exc: BaseException, phase: str, opts: SSHOptions, hop: Hop | None) -> HostFailure:
     """Turn an exception of one attempt into a failure class; transient ones are retried."""
-    text = _printable(str(exc))  # may quote what the host sent (its banner)
+    text = visible(str(exc), keep="")  # may quote what the host sent (its banner)
     at = f"{hop.user}@{hop.address}" + (f":{hop.port}" if hop.port != 22 else "") if hop else "the host"
     if isinstance(exc, ConnectionRefusedError):
         return HostFailure("refused", (
