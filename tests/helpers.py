@@ -2,15 +2,32 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
+
 from sweep.store import safe_name
 
 CHROMIUM = "/usr/bin/chromium"
+
+
+def under_ci() -> bool:
+    """True in CI (CI=true), where every prerequisite must be installed."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def require(present: bool, missing: str) -> None:
+    """Skip a test whose prerequisite is missing here; under CI fail it, so a green run cannot hide a broken install."""
+    if present:
+        return
+    if under_ci():
+        pytest.fail(f"prerequisite missing under CI: {missing}", pytrace=False)
+    pytest.skip(missing)
 
 
 def read_records(run_dir: Path) -> dict[str, dict]:

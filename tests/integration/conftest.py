@@ -13,6 +13,8 @@ import pytest
 
 from sweep.demo import SSHD, FleetHost, LocalFleet
 
+from helpers import require
+
 HEALTHY = 50
 FAULTY = {  # name -> kind: the five down or faulty hosts of the Must-show
     "gpu-dead": "dead",
@@ -52,7 +54,7 @@ def layout():
 @pytest.fixture(scope="session")
 def fleet(tmp_path_factory):
     if os.geteuid() != 0 or not os.path.exists(SSHD) or shutil.which("python3") is None:
-        pytest.skip("needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
+        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
     workdir = tmp_path_factory.mktemp("fleet")
     with LocalFleet(
         _fleet_hosts(), workdir,

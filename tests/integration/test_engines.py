@@ -22,6 +22,8 @@ from sweep.inventory import load_inventory
 from sweep.report import build_report
 from sweep.run import run_sweep
 
+from helpers import require
+
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 HEALTHY = 50
@@ -49,7 +51,7 @@ def _ansible_missing() -> str | None:
 def engine_fleet(tmp_path_factory):
     """50 healthy loopback hosts and one of each failure the engines must classify alike."""
     if os.geteuid() != 0 or not os.path.exists(SSHD):
-        pytest.skip("needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
+        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
     hosts = [FleetHost(f"node{i:02d}", group="rack_a" if i % 2 else "rack_b") for i in range(1, HEALTHY + 1)]
     hosts += [FleetHost(name, kind, group="failing") for name, (kind, _) in FAILING.items()]
     with LocalFleet(hosts, tmp_path_factory.mktemp("engine-fleet"),
@@ -68,8 +70,8 @@ def verdicts(found: dict[str, dict]) -> dict[str, tuple]:
 # --- ansible -------------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(_ansible_missing() is not None, reason=f"ansible-core is not installed: {_ansible_missing()}")
 def test_must_show_ansible_engine_gives_the_same_records_as_ssh(engine_fleet, tmp_path):
+    require(_ansible_missing() is None, f"ansible-core is not installed: {_ansible_missing()}")
     fleet = engine_fleet
     options = dict(connect_timeout=3, host_deadline=30, **fleet.sweep_options())
     started = time.monotonic()
@@ -108,8 +110,8 @@ def test_must_show_ansible_engine_gives_the_same_records_as_ssh(engine_fleet, tm
     assert (report.exit_code, report.headline) == (same.exit_code, same.headline)
 
 
-@pytest.mark.skipif(_ansible_missing() is not None, reason="ansible-core is not installed")
 def test_ansible_engine_checks_host_keys_with_the_runs_known_hosts(engine_fleet, tmp_path):
+    require(_ansible_missing() is None, f"ansible-core is not installed: {_ansible_missing()}")
     fleet = engine_fleet
     # without the fleet's known_hosts every key is unknown, and ansible must refuse each host
     result = run_sweep(fleet.inventory_path, limit="node01:node02:node03", out=tmp_path / "strict", engine="ansible",
@@ -123,8 +125,8 @@ def test_ansible_engine_checks_host_keys_with_the_runs_known_hosts(engine_fleet,
     assert result.ok == 3 and len(known.read_text().splitlines()) == 3
 
 
-@pytest.mark.skipif(_ansible_missing() is not None, reason="ansible-core is not installed")
 def test_cli_run_engine_ansible(engine_fleet, tmp_path, capsys):
+    require(_ansible_missing() is None, f"ansible-core is not installed: {_ansible_missing()}")
     fleet = engine_fleet
     code = main(["run", str(fleet.inventory_path), "--engine", "ansible", "--limit", "node01:node02:node03:node04:bad-dead",
                  "--known-hosts", str(fleet.known_hosts_path), "--connect-timeout", "3", "--out",
@@ -178,9 +180,9 @@ def test_ansible_command_verifies_host_keys(tmp_path):
     assert json.loads(argv[argv.index("-a") + 1])["cmd"].endswith("agent.pyz --deep </dev/null")
 
 
-@pytest.mark.skipif(_ansible_missing() is not None, reason="ansible-core is not installed")
 def test_docs_ansible_script_recipe_runs(engine_fleet, tmp_path):
     """docs/engines.md's `ansible -m script` block, run as written (inventory path and known_hosts set)."""
+    require(_ansible_missing() is None, f"ansible-core is not installed: {_ansible_missing()}")
     fleet = engine_fleet
     doc = (REPO / "docs" / "engines.md").read_text()
     section = doc.split("## `ansible -m script`, by hand", 1)[1]
@@ -265,7 +267,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 def slurm(tmp_path_factory):
     """A real one-node Slurm cluster on loopback (slurmctld + slurmd as root, no munge)."""
     if shutil.which("slurmctld") is None or shutil.which("slurmd") is None or shutil.which("srun") is None:
-        pytest.skip("Slurm is not installed (apt-get install -y slurm-wlm)")
+        require(False, "Slurm is not installed (apt-get install -y slurm-wlm)")
     if os.geteuid() != 0:
         pytest.skip("the test cluster's slurmd runs as root")
     work = tmp_path_factory.mktemp("slurm")
@@ -360,7 +362,7 @@ def test_vagrantfile_is_valid(tmp_path):
         proc = subprocess.run(["ruby", "-c", "Vagrantfile"], cwd=tmp_path, capture_output=True, text=True)
         assert proc.returncode == 0 and "Syntax OK" in proc.stdout
     else:
-        pytest.skip("neither vagrant nor ruby is installed (apt-get install -y vagrant)")
+        require(False, "neither vagrant nor ruby is installed (apt-get install -y vagrant)")
 
 
 def test_vagrant_up_writes_keys_known_hosts_and_an_inventory_sweep_reads(tmp_path):

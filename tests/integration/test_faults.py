@@ -26,7 +26,7 @@ from sweep.demo import FleetHost, LocalFleet
 from sweep.run import run_sweep
 from sweep.store import safe_name
 
-from helpers import CHROMIUM, Tags, chromium, read_records as records
+from helpers import CHROMIUM, Tags, chromium, read_records as records, require
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -61,7 +61,7 @@ def faults(tmp_path_factory):
     from sweep.demo import SSHD
 
     if os.geteuid() != 0 or not os.path.exists(SSHD):
-        pytest.skip("needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
+        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
     workdir = tmp_path_factory.mktemp("faults")
     hang = synth.write(synth.derive(synth.base_capture("h200-idle"), [synth.hang("gpu0.temp")]), workdir / "hang.json")
     hostile = _hostile_capture(workdir)
@@ -370,7 +370,7 @@ def test_hostile_strings_from_hosts_stay_text_in_the_terminal_and_the_browser(fa
     assert "\x1b" not in html and "<script>document" not in html
     assert "&lt;script&gt;document.title" in html
     if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip("/usr/bin/chromium is absent: apt-get install -y chromium")
+        require(False, "/usr/bin/chromium is absent: apt-get install -y chromium")
     page = Tags()
     page.feed(_dom_of(tmp_path / "report" / "report.html"))
     original = Tags()

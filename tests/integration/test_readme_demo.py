@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from helpers import require
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.skipif(shutil.which("sshd") is None and not Path("/usr/sbin/sshd").exists(),
-                    reason="openssh-server is not installed (apt-get install openssh-server)")
 def test_sweep_demo_sweeps_and_reports_the_demo_fleet(tmp_path):
+    require(shutil.which("sshd") is not None or Path("/usr/sbin/sshd").exists(),
+            "openssh-server is not installed (apt-get install openssh-server)")
     proc = subprocess.run([sys.executable, "-m", "sweep.cli", "demo"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=600)
     runs = list((tmp_path / "reports").glob("*-demo"))

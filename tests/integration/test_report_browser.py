@@ -11,15 +11,16 @@ import fleet_variants as fv  # noqa: E402
 
 from sweep.report import build_report  # noqa: E402
 
-from helpers import CHROMIUM, Tags, chromium  # noqa: E402
+from helpers import CHROMIUM, Tags, chromium, require  # noqa: E402
 IMG_HOST = "<img src=x onerror=document.title='pwned'>"
 SCRIPT_HOST = "<script>document.title='pwned'</script>"
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
-                       reason="/usr/bin/chromium is absent: apt-get install -y chromium to run the browser test"),
-]
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def needs_chromium():
+    require(os.access(CHROMIUM, os.X_OK), "/usr/bin/chromium is absent: apt-get install -y chromium to run the browser test")
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,8 @@ import pytest
 
 from sweep.bundle import build_bundle, bundle_bytes, remote_command
 
+from helpers import require
+
 ROOT = Path(__file__).resolve().parents[2]
 IDLE = ROOT / "sweep" / "demo" / "h200-idle.json"
 
@@ -82,7 +84,7 @@ def test_bytecode_for_another_python_falls_back_to_source(tmp_path):
 def test_agent_code_stays_python_38_compatible():
     vermin = shutil.which("vermin")
     if vermin is None:
-        pytest.skip("vermin is not installed (pip install vermin)")
+        require(False, "vermin is not installed (pip install vermin)")
     proc = subprocess.run([vermin, "-t=3.8-", "--no-tips", "--violations", "--eval-annotations",
                            str(ROOT / "probe_agent")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
