@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sweep.demo import SSHD, FleetHost, LocalFleet
+from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
 
 HEALTHY = 50
 FAULTY = {  # name -> kind: the five down or faulty hosts of the Must-show

@@ -5,7 +5,7 @@ the script module copies agent.pyz to each host and runs it under the host's
 ``ansible_python_interpreter`` (``python3`` when unset or ``auto*``). sweep's own stdout callback
 (``ansible_callbacks/sweep_lines.py``) prints one JSON line per host as it finishes; each becomes
 an `Outcome` judged as the SSH engine judges one: health.json, or a failure class of
-`sweep.transport.FAILURE_CLASSES` (an unreachable host's class is read from OpenSSH's message).
+`sweep.collect.ssh.prober.FAILURE_CLASSES` (an unreachable host's class is read from OpenSSH's message).
 
 Host keys are verified as the SSH engine verifies them: ``ANSIBLE_HOST_KEY_CHECKING=True``,
 ``StrictHostKeyChecking=yes`` (``accept-new`` with --accept-new-host-keys) and the run's
@@ -27,12 +27,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sweep.engines import Engine, EngineError, failed, judged, tail
-from sweep.transport import SSHOptions
+from sweep.collect.engines.base import Engine, EngineError, failed, judged, tail
+from sweep.collect.ssh.prober import SSHOptions
 
 CALLBACKS = Path(__file__).with_name("ansible_callbacks")
 FAST_KEX = "curve25519-sha256"
-# the host's interpreter, as sweep reads it (sweep.inventory): "auto*" and unset mean python3
+# the host's interpreter, as sweep reads it (sweep.inventory.model): "auto*" and unset mean python3
 PYTHON = ("{{ (ansible_python_interpreter | default('python3')) "
           "if not (ansible_python_interpreter | default('python3')).startswith('auto') else 'python3' }}")
 _UNREACHABLE = (  # OpenSSH's words -> failure class; the first match wins

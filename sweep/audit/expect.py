@@ -18,7 +18,7 @@ is not judged, nor is a value the probe could not read. A SW power cap is never 
 SM clock floor is judged on the median SM clock under load (`load.summary`), and only when the
 probe ran a load.
 
-Exit code (through `sweep.baseline.audit_section`): 5 when there is a finding; 2 for a bad file.
+Exit code (through `sweep.audit.baseline.audit_section`): 5 when there is a finding; 2 for a bad file.
 """
 from __future__ import annotations
 
@@ -297,7 +297,7 @@ def resolve(exp: Expectations, host: str, groups=(), model: str | None = None) -
 
 
 def _fold(items) -> str:
-    from sweep.rundiff import fold
+    from sweep.audit.rundiff import fold
 
     return fold(items)
 

@@ -13,12 +13,12 @@ from typing import Any, Callable, Sequence
 
 import sweep
 from sweep.errors import ConfigError, InventoryError, RunFolderError
-from sweep.fanout import FanOut
-from sweep.engines import Engine, EngineError, EngineJob, create_engine
-from sweep.inventory import Host, Inventory, load_inventory
-from sweep.shard import select_shard
+from sweep.collect.fanout import FanOut
+from sweep.collect.engines.base import Engine, EngineError, EngineJob, create_engine
+from sweep.inventory.model import Host, Inventory, load_inventory
+from sweep.collect.shard import select_shard
 from sweep.store import RECORD_VERSION, RUN_FORMAT, RunFolder, default_run_dir, iso, utc_now
-from sweep.transport import FAILURE_CLASSES, KeyFileError, Outcome, Prober, SSHOptions, load_private_key
+from sweep.collect.ssh.prober import FAILURE_CLASSES, KeyFileError, Outcome, Prober, SSHOptions, load_private_key
 
 DEFAULTS = SSHOptions()
 PASSPHRASE_ENV = "SWEEP_KEY_PASSPHRASE"  # the passphrase of encrypted key files; never recorded
@@ -97,8 +97,8 @@ def run_sweep(
     undecryptable key is a ConfigError that names the host and the file.
 
     `engine` runs the agent through "ssh" (sweep's own transport), "ansible" or "slurm", or an
-    engine object (`sweep.engines`); the records are the same. `shard` (i, n) sweeps only the i-th
-    of n shares of the selected hosts (`sweep.shard`).
+    engine object (`sweep.collect.engines.base`); the records are the same. `shard` (i, n) sweeps only the i-th
+    of n shares of the selected hosts (`sweep.collect.shard`).
     """
     if forks < 1:
         raise ConfigError(f"--forks is {forks}; it must be 1 or more", fix="pass --forks 32, say")
@@ -278,7 +278,7 @@ def _inventory(path: str | Path | None, loader: str, runner: "Engine | None") ->
 
 
 def _bundle() -> bytes:
-    from sweep.bundle import bundle_bytes
+    from sweep.collect.bundle import bundle_bytes
 
     return bundle_bytes()
 

@@ -6,7 +6,7 @@ the largest one, or the class of the host or group the user names; every other c
 keys that differ from it and what each difference does to a benchmark.
 
 Kept apart from the classes: hosts that failed (unreachable), hosts whose lowest broken contract
-stops any benchmark (driver, device_mask, framework), and the health findings (`sweep.health`).
+stops any benchmark (driver, device_mask, framework), and the health findings (`sweep.analysis.health`).
 """
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ import pandas as pd
 
 from probe_agent.contracts import link_rank
 from sweep.errors import ConfigError
-from sweep.fleet import Fleet, rows_at
-from sweep.health import Finding, health_findings
-from sweep.keys import KEYS, _factor, _text, host_keys
-from sweep.names import abbreviate, fold_hosts
+from sweep.analysis.fleet import Fleet, rows_at
+from sweep.analysis.health import Finding, health_findings
+from sweep.analysis.keys import KEYS, _factor, _text, host_keys
+from sweep.analysis.names import abbreviate, fold_hosts
 
 # Contracts below which a host cannot run the benchmark at all.
 BLOCKING = ("driver", "device_mask", "framework")

@@ -19,8 +19,8 @@ Edit = Callable[[Capture], None]
 
 
 def base_capture(name: str = "h200-idle") -> Capture:
-    """A capture shipped in sweep/demo/ (real H200 recordings and their conversions)."""
-    path = resources.files("sweep") / "demo" / f"{name}.json"
+    """A capture shipped in sweep/demo/captures/ (real H200 recordings and their conversions)."""
+    path = resources.files("sweep.demo") / "captures" / f"{name}.json"
     return json.loads(path.read_text())
 
 
@@ -225,7 +225,7 @@ def derive(base: Capture, edits: list[Edit], hostname: str | None = None) -> Cap
     for edit in edits:
         edit(cap)
     changes = [e.__doc__ for e in edits if e.__doc__]
-    cap["note"] = f"derived by sweep.synth from: {base.get('note') or 'a recorded capture'}; changed: " + \
+    cap["note"] = f"derived by sweep.demo.synth from: {base.get('note') or 'a recorded capture'}; changed: " + \
         ("; ".join(changes) if changes else "nothing")
     if hostname:
         cap["host"]["hostname"] = hostname

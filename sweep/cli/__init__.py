@@ -71,7 +71,7 @@ def probe(
 @app.command()
 def bundle(output: Path = typer.Option(Path("agent.pyz"), "--output", "-o", help="where to write the zipapp")):
     """Write the self-contained agent (runs with a bare python3 3.8+: python3 agent.pyz --help)."""
-    from sweep.bundle import build_bundle
+    from sweep.collect.bundle import build_bundle
 
     path = build_bundle(output)
     console.print(f"wrote {path} ({path.stat().st_size // 1024} KiB); run it with: python3 {path} --out DIR")
@@ -90,7 +90,7 @@ def diff(
     (exit 5 when anything changed; docs/audits.md)."""
     if before.is_dir() or after.is_dir():
         raise typer.Exit(_run_diff(before, after, as_json, html))
-    from sweep.diff import diff_files
+    from sweep.audit.diff import diff_files
 
     changes = diff_files(before, after)
     if as_json:
@@ -138,7 +138,7 @@ def wrap(
 
 def _run_diff(before: Path, after: Path, as_json: bool, html: Optional[Path]) -> int:
     from sweep.errors import ConfigError
-    from sweep.rundiff import diff_runs, load_run, render_html, render_terminal
+    from sweep.audit.rundiff import diff_runs, load_run, render_html, render_terminal
 
     if not (before.is_dir() and after.is_dir()):
         raise ConfigError("cannot compare a run folder with a file", where=f"{before} {after}",
@@ -172,7 +172,7 @@ def baseline_set(
     host: List[str] = typer.Option([], "--host", help="only this host (repeatable)"),
 ):
     """Record each host's state from RUN_DIR: new hosts are added, existing ones kept unless --update."""
-    from sweep.baseline import set_baseline
+    from sweep.audit.baseline import set_baseline
 
     for line in set_baseline(run_dir, directory, update=update, hosts=host).lines():
         console.print(safe(line))
@@ -185,7 +185,7 @@ def baseline_show(
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
 ):
     """One line per host of the baseline: driver, GPUs, ECC, power limit, MIG, worst link, when set."""
-    from sweep.baseline import show_rows
+    from sweep.audit.baseline import show_rows
 
     rows = show_rows(directory, host)
     if as_json:
@@ -211,7 +211,7 @@ def baseline_check(
 ):
     """Drift of each host of RUN_DIR from its baseline (driver, ECC, power, MIG, topology, swapped or
     missing GPUs). Exit 5 when a host drifted."""
-    from sweep.baseline import compare_to_baseline
+    from sweep.audit.baseline import compare_to_baseline
 
     result = compare_to_baseline(run_dir, directory)
     if as_json:
@@ -259,7 +259,7 @@ def run(
     """Sweep every host of an inventory over SSH (or through ansible or Slurm: --engine), keep each
     record, then compare and report."""
     if expect is not None:  # a bad expectations file is bad input before the sweep, not after it
-        from sweep.expect import load_expectations
+        from sweep.audit.expect import load_expectations
 
         load_expectations(expect)
     if wrap is not None:
@@ -269,8 +269,8 @@ def run(
             "(closing the SSH channel does not stop it), and each host's output kept beside its record",
             fix="run `python3 agent.pyz --wrap --out DIR -- COMMAND` on each host (sweep bundle; through "
                 "ansible -m script or srun, docs/provenance.md), then sweep report the provenance files")
-    from sweep.engines import engine_from_options
-    from sweep.shard import parse_shard
+    from sweep.collect.engines.base import engine_from_options
+    from sweep.collect.shard import parse_shard
 
     runner = engine_from_options(engine, partition=partition, nodelist=nodelist)
     if inventory is None and resume is None and engine != "slurm":
@@ -289,8 +289,8 @@ def run(
 
 def run_with_progress(options: dict, con: Console):
     """run_sweep under a live progress bar, then the summary table."""
-    from sweep.progress import SweepProgress, render_summary
-    from sweep.run import run_sweep
+    from sweep.cli.progress import SweepProgress, render_summary
+    from sweep.collect.run import run_sweep
 
     with SweepProgress(con) as bar:
         result = run_sweep(**options, progress=bar)
@@ -300,7 +300,7 @@ def run_with_progress(options: dict, con: Console):
 
 def _report(paths, out_dir: Path, reference: Optional[str], expect: Optional[Path] = None,
             baseline: Optional[Path] = None) -> int:
-    from sweep.report import build_report
+    from sweep.report.build import build_report
 
     result = build_report([Path(p) for p in paths], out_dir, reference=reference, expect=expect, baseline=baseline)
     console.print(safe(result.headline))
@@ -338,9 +338,9 @@ def audit(
 ):
     """Judge RUN_DIR against an expectations file and/or a baseline: one line per finding,
     exit 5 when a host is off (docs/audits.md)."""
-    from sweep.baseline import audit_section
+    from sweep.audit.baseline import audit_section
     from sweep.errors import ConfigError
-    from sweep.rundiff import load_run
+    from sweep.audit.rundiff import load_run
 
     if expect is None and baseline is None:
         raise ConfigError("nothing to audit against", fix="give --expect FILE, --baseline DIR, or both")
@@ -366,8 +366,8 @@ def demo(
     """Start a local fleet of real sshd servers replaying GPU captures, sweep it, report, tear down."""
     import tempfile
 
-    from sweep.demo import LocalFleet
-    from sweep.demofleet import demo_fleet
+    from sweep.demo.loopback import LocalFleet
+    from sweep.demo.fleet import demo_fleet
     work = Path(tempfile.mkdtemp(prefix="sweep-demo-"))
     fleet_hosts = demo_fleet(work / "captures", count=hosts)
     console.print(f"starting {len(fleet_hosts)} loopback sshd hosts ...")

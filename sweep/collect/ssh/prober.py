@@ -7,16 +7,16 @@ Where the connection settings of a host come from, highest first:
 1. the inventory (``ansible_host``, ``ansible_port``, ``ansible_user``, ``ansible_ssh_private_key_file``,
    a ProxyJump in ``ansible_ssh_common_args``);
 2. the ``~/.ssh/config`` Host blocks matching the address (HostName, User, Port, IdentityFile,
-   ProxyJump, HostKeyAlias), read with paramiko's SSHConfig (`sweep.sshconfig`);
+   ProxyJump, HostKeyAlias), read with paramiko's SSHConfig (`sweep.collect.ssh.config`);
 3. OpenSSH's defaults: port 22, the local user name, ssh-agent and ``~/.ssh/id_*``.
 
 Host keys are checked against ``~/.ssh/known_hosts`` and any ``--known-hosts`` file, as OpenSSH
 does with ``StrictHostKeyChecking=yes`` (or ``accept-new``): a changed key is always refused
-(`sweep.hostkeys`).
+(`sweep.collect.ssh.hostkeys`).
 
 Time: ``connect_timeout`` bounds the TCP connect, the banner and the authentication, each;
 ``host_deadline`` bounds the whole host, retries included. paramiko's own timeouts are per read,
-so a `Watchdog` thread (`sweep.watchdog`) shuts the socket of any attempt still running at its deadline.
+so a `Watchdog` thread (`sweep.collect.ssh.watchdog`) shuts the socket of any attempt still running at its deadline.
 """
 from __future__ import annotations
 
@@ -34,12 +34,12 @@ from typing import Any
 
 import paramiko
 
-from sweep.bundle import TOO_OLD_MARK, remote_command
-from sweep.hostkeys import HostKeyStore, KnownHostsPolicy, UnknownHostKey, known_hosts_name
-from sweep.schema import health_problem
-from sweep.sshconfig import Hop, SSHConfigFile, route
+from sweep.collect.bundle import TOO_OLD_MARK, remote_command
+from sweep.collect.ssh.hostkeys import HostKeyStore, KnownHostsPolicy, UnknownHostKey, known_hosts_name
+from sweep.collect.schema import health_problem
+from sweep.collect.ssh.config import Hop, SSHConfigFile, route
 from sweep.text import visible
-from sweep.watchdog import Attempt, Watchdog
+from sweep.collect.ssh.watchdog import Attempt, Watchdog
 
 FAILURE_CLASSES = (
     "dns", "refused", "timeout", "host_key_unknown", "host_key_changed", "auth",
@@ -84,7 +84,7 @@ class SSHOptions:
 class Outcome:
     """What became of one host: status "ok" (health set), "failed" (failure set) or "interrupted"."""
 
-    host: Any  # sweep.inventory.Host
+    host: Any  # sweep.inventory.model.Host
     status: str
     health: dict | None = None
     failure_class: str | None = None

@@ -1,7 +1,7 @@
 """Fan-out engines other than sweep's own SSH transport: the same agent, run by Ansible or Slurm.
 
 An engine takes the hosts of a sweep and hands back one `Outcome` per host, as they finish, through
-the interface of `sweep.fanout.FanOut` (`run(hosts)` yields ``(host, outcome)``; `stop()` on
+the interface of `sweep.collect.fanout.FanOut` (`run(hosts)` yields ``(host, outcome)``; `stop()` on
 Ctrl-C; `drain(timeout)` collects what finished after the stop). `run_sweep` records the outcomes
 into the run folder exactly as it records the SSH engine's, so a run folder does not say (except
 in its manifest's options) which engine filled it.
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from sweep.errors import ConfigError, SweepError
-from sweep.transport import HostFailure, Outcome, SSHOptions, _judge
+from sweep.collect.ssh.prober import HostFailure, Outcome, SSHOptions, _judge
 
 ENGINES = ("ssh", "ansible", "slurm")
 _POLL_S = 0.2
@@ -48,11 +48,11 @@ class EngineJob:
 def create_engine(name: str, **settings: Any) -> "Engine":
     """The engine called `name` ("ansible" or "slurm"); `settings` go to its constructor."""
     if name == "ansible":
-        from sweep.engines.ansible import AnsibleEngine
+        from sweep.collect.engines.ansible import AnsibleEngine
 
         return AnsibleEngine(**settings)
     if name == "slurm":
-        from sweep.engines.slurm import SlurmEngine
+        from sweep.collect.engines.slurm import SlurmEngine
 
         return SlurmEngine(**settings)
     raise ConfigError(f"unknown engine {name!r}", fix=f"use one of {', '.join(ENGINES)}")

@@ -160,7 +160,7 @@ def records_of(fleet: Fleet) -> dict[str, dict]:
     """host -> a run-folder record of every host of the fleet, under the report's host names and groups.
 
     The frames keep no documents, so each reachable host's health.json is read again from its
-    source (a record, a health.json or a provenance file's probe before); for `sweep.baseline.audit_section`.
+    source (a record, a health.json or a provenance file's probe before); for `sweep.audit.baseline.audit_section`.
     """
     columns = ["host", "groups", "source", "status", "failure_class", "failure_message"]
     out = {}

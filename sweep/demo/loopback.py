@@ -34,10 +34,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sweep.errors import ConfigError
 
 if TYPE_CHECKING:
-    from sweep.run import RunResult
+    from sweep.collect.run import RunResult
 
 SSHD = os.environ.get("SWEEP_SSHD", "/usr/sbin/sshd")
-DEMO_DIR = Path(__file__).with_name("demo")
+DEMO_DIR = Path(__file__).with_name("captures")
 KINDS = {
     "healthy": "sshd serving a replayed capture",
     "slow": "like healthy, but the agent starts after `delay_s` seconds",
@@ -91,13 +91,13 @@ class FleetHost:
 
 
 def default_capture() -> Path:
-    """The idle H200 capture shipped with sweep (first of sweep/demo/*.json otherwise)."""
+    """The idle H200 capture shipped with sweep (first of sweep/demo/captures/*.json otherwise)."""
     for name in ("h200-idle.json", "h200-idle-smi.json"):
         if (DEMO_DIR / name).is_file():
             return DEMO_DIR / name
     found = sorted(DEMO_DIR.glob("*.json"))
     if not found:
-        raise ConfigError("no capture file in sweep/demo/", where=str(DEMO_DIR),
+        raise ConfigError("no capture file in sweep/demo/captures/", where=str(DEMO_DIR),
                           fix="reinstall sweep, or record one with the agent's --record")
     return found[0]
 
@@ -616,7 +616,7 @@ def run_demo(count: int = 12, *, faults: bool = True, reports_dir: str | Path = 
 
     Hermetic: the fleet's own known_hosts and key; no ~/.ssh config, agent or key is read.
     """
-    from sweep.run import run_sweep
+    from sweep.collect.run import run_sweep
 
     with LocalFleet(demo_hosts(count, faults=faults), inventory_name="demo-fleet.yml",
                     children={"h200": ["rack_a", "rack_b"]},

@@ -6,7 +6,7 @@ every node of the cluster. Nodes that Slurm knows as down, drained or not respon
 as failed from ``sinfo`` and left out of the step, so that one bad node does not hold the others.
 
 The agent travels as with SSH: srun broadcasts the bundle on every task's stdin (``--input=all``)
-to the same bootstrap (`sweep.bundle.remote_command`); nothing is written on the nodes. Each task
+to the same bootstrap (`sweep.collect.bundle.remote_command`); nothing is written on the nodes. Each task
 prints a line with its node name before the agent and one with the agent's exit status after it;
 ``--label`` prefixes every line with the task number, which keeps the tasks' output apart.
 """
@@ -24,9 +24,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from sweep.bundle import remote_command
-from sweep.engines import Engine, EngineError, failed, judged, kill_group, tail
-from sweep.inventory import Host, Inventory
+from sweep.collect.bundle import remote_command
+from sweep.collect.engines.base import Engine, EngineError, failed, judged, kill_group, tail
+from sweep.inventory.model import Host, Inventory
 
 SOURCE = "slurm-nodes"
 _BEGIN, _END = "@@sweep-begin", "@@sweep-end"

@@ -2,7 +2,7 @@
 
 Per host: unreachability, the lowest broken contract, an incomplete probe, GPU faults and pending
 changes, foreign processes, and selected GPUs that differ within the host. They read the
-comparability keys `sweep.keys` makes; `sweep.compare.compare()` gathers them into its `Findings`.
+comparability keys `sweep.analysis.keys` makes; `sweep.analysis.compare.compare()` gathers them into its `Findings`.
 """
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from sweep.fleet import rows_at
-from sweep.keys import KEYS, GpuKeys, _num, _text
-from sweep.names import fold_numbers
+from sweep.analysis.fleet import rows_at
+from sweep.analysis.keys import KEYS, GpuKeys, _num, _text
+from sweep.analysis.names import fold_numbers
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
 
     report.html    the report, one self-contained file (no script, no URL)
     summary.json   the machine-readable verdict (schema sweep.summary/1); with an expectations file
-                   or a baseline folder, "audit" holds `sweep.baseline.audit_section` (else null)
+                   or a baseline folder, "audit" holds `sweep.audit.baseline.audit_section` (else null)
     summary.md     the verdict as Markdown, for a ticket
     hosts.csv      one row per host: facts, comparability key values, class
     fleet.csv      one row per GPU
@@ -34,11 +34,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.baseline import audit_section
-from sweep.compare import Findings, compare
+from sweep.audit.baseline import audit_section
+from sweep.analysis.compare import Findings, compare
 from sweep.errors import RunFolderError
-from sweep.fleet import Fleet, load_fleet, records_of, usable_cpus
-from sweep.render import (render_html, render_markdown, summary_dict, write_fleet_csv, write_hosts_csv,
+from sweep.analysis.fleet import Fleet, load_fleet, records_of, usable_cpus
+from sweep.report.render import (render_html, render_markdown, summary_dict, write_fleet_csv, write_hosts_csv,
                           write_summary_json)
 
 EXIT_OK = 0

@@ -3,7 +3,7 @@
 `diff_runs(load_run(A), load_run(B))` sorts every host into one of: added, removed, newly
 unreachable (ok -> failed), recovered (failed -> ok), still failing, not swept (named in B's
 manifest, no record), changed (its health.json differs in a field that describes the machine) or
-unchanged. Field changes come from `sweep.diff.diff_health`, after the GPUs of both probes are
+unchanged. Field changes come from `sweep.audit.diff.diff_health`, after the GPUs of both probes are
 matched card by card (`match_gpus`: same UUID, else same PCI slot), and are grouped by kind:
 gpus, gpu swap, driver, ecc, power, clock policy, mig, modes, topology, firmware, gpu model,
 memory errors, framework, host, environment, other. The same change on several GPUs is one
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from sweep.diff import diff_health
+from sweep.audit.diff import diff_health
 from sweep.store import RunFolder
 from sweep.text import visible
 
@@ -408,7 +408,7 @@ def render_html(diff: RunDiff) -> str:
     """The run diff as one self-contained HTML page (autoescaped: host text is shown as text)."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-    env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
+    env = Environment(loader=FileSystemLoader(Path(__file__).parents[1] / "report" / "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(visible=visible, value=show_value, gpus=show_gpus, hosts=fold_hosts)
     return env.get_template("rundiff.html.j2").render(diff=diff, groups=diff.folded())

@@ -19,11 +19,11 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from sweep import __version__
-from sweep.compare import Findings
-from sweep.keys import KEYS
-from sweep.names import abbreviate, fold_hosts
-from sweep.fleet import Fleet, rows_at
-from sweep.rundiff import host_key
+from sweep.analysis.compare import Findings
+from sweep.analysis.keys import KEYS
+from sweep.analysis.names import abbreviate, fold_hosts
+from sweep.analysis.fleet import Fleet, rows_at
+from sweep.audit.rundiff import host_key
 
 SUMMARY_SCHEMA = "sweep.summary/1"
 CHART_HOSTS_MAX = 64      # above this many hosts the chart shows one bar per class
@@ -49,7 +49,7 @@ _env.filters["abbreviate"] = abbreviate
 
 
 def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=(), audit: dict | None = None) -> dict:
-    """The machine-readable verdict written to summary.json (`audit`: sweep.baseline.audit_section, or None)."""
+    """The machine-readable verdict written to summary.json (`audit`: sweep.audit.baseline.audit_section, or None)."""
     out = {"schema": SUMMARY_SCHEMA, "generated_at": _now(), "sweep_version": __version__,
            "sources": list(sources)}
     out.update(findings.to_dict())

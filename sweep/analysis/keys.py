@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sweep.fleet import Fleet, rows_at
+from sweep.analysis.fleet import Fleet, rows_at
 
 KEYS = {
     "gpu_model": "GPU model", "memory": "GPU memory", "gpu_count": "GPUs selected", "driver": "Driver",

@@ -1,6 +1,6 @@
 """The built-in demo fleet: 44 eight-GPU H200 hosts in the states real fleets drift into.
 
-Every host replays a capture derived (sweep.synth) from the real H200 recording in
+Every host replays a capture derived (sweep.demo.synth) from the real H200 recording in
 sweep/demo/h200-idle.json. `sweep demo`, the README's first command, sweeps it over real
 loopback sshd servers; the tests use the same fleet.
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sweep import synth
-from sweep.demo import FleetHost
+from sweep.demo import synth
+from sweep.demo.loopback import FleetHost
 
 OLD_DRIVER = ("580.95.05", 13000)
 

@@ -10,7 +10,7 @@ Layout (baseline version 1), one file per host so a host that joins the fleet la
 
 `set_baseline(run, dir)` adds the hosts the folder lacks and leaves the others (``update=True``
 replaces them; ``hosts=`` limits either to some hosts). `compare_to_baseline(records, dir)`
-compares each host of a run with its baseline using `sweep.rundiff.host_changes` and keeps the
+compares each host of a run with its baseline using `sweep.audit.rundiff.host_changes` and keeps the
 kinds that are drift of the GPU stack: gpus (missing / added), gpu swap, driver, ecc, power,
 clock policy, mig, modes (persistence), topology, firmware, gpu model. Framework, host (kernel),
 environment and memory-error changes are shown by ``sweep diff``, not as drift.
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from sweep.errors import ConfigError, RunFolderError
-from sweep.rundiff import FieldChange, Run, fold, host_changes, host_key, load_run, show_value
+from sweep.audit.rundiff import FieldChange, Run, fold, host_changes, host_key, load_run, show_value
 from sweep.store import safe_name, utc_now, write_json_atomic
 
 BASELINE_VERSION = 1
@@ -354,7 +354,7 @@ def audit_section(records, expectations=None, baseline_dir: str | Path | None = 
                              "no_baseline", "absent", "unjudged"},
          "headline": [str, ...], "exit_code": 0 | 5}
     """
-    from sweep.expect import Expectations, evaluate_expectations, load_expectations
+    from sweep.audit.expect import Expectations, evaluate_expectations, load_expectations
 
     recs = _records(records)
     section: dict[str, Any] = {"schema": "sweep.audit/1", "expectations": None, "baseline": None,

@@ -1,6 +1,6 @@
 """The terminal face of a sweep: a live ok / failed / pending bar, and the summary table after it.
 
-Kept apart from `sweep.run`: run_sweep takes `SweepProgress` as its `progress` callback, and
+Kept apart from `sweep.collect.run`: run_sweep takes `SweepProgress` as its `progress` callback, and
 `render_summary` prints a `RunResult`.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sweep.run import RunProgress, RunResult
+from sweep.collect.run import RunProgress, RunResult
 from sweep.text import visible
 
 

@@ -11,7 +11,7 @@ Checked against ansible-core 2.19:
 - Host ranges: ``gpu[01:64].dc1`` (zero padding kept), ``gpu[1:10:2]``, ``node[a:f]``;
   ``gpu01:2222`` sets ``ansible_port``.
 
-Every value is kept with the file:line it came from; `sweep.inventory` merges them into Hosts.
+Every value is kept with the file:line it came from; `sweep.inventory.model` merges them into Hosts.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The fleet as operators already describe it: a static Ansible inventory, read into frozen Hosts.
 
 Formats: YAML and INI as ansible-core reads them, with host ranges (``gpu[01:64].dc1``); the
-grammars are in `sweep.inventory_formats`.
+grammars are in `sweep.inventory.formats`.
 
 Variables of a host, lowest precedence first (ansible-core's default ``VARIABLE_PRECEDENCE``):
 
@@ -42,10 +42,10 @@ from types import MappingProxyType
 from typing import Any
 
 from sweep.errors import InventoryError, InventoryWarning, LimitError
-from sweep.inventory_formats import (
+from sweep.inventory.formats import (
     _IMPLICIT_GROUPS, _Graph, _kind, _parse_ini, _parse_yaml, _sniff_yaml, _Vaulted, _yaml_load,
 )
-from sweep.limit import match_hosts
+from sweep.inventory.limit import match_hosts
 
 SETTINGS_PREFIX = "sweep_"
 DEFAULT_PYTHON = "python3"
