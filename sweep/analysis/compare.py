@@ -20,7 +20,7 @@ from probe_agent.contracts import link_rank
 from sweep.errors import ConfigError
 from sweep.analysis.fleet import Fleet, rows_at
 from sweep.analysis.health import Finding, health_findings
-from sweep.analysis.keys import KEYS, _factor, _text, host_keys
+from sweep.analysis.keys import KEYS, factorize, as_text, host_keys
 from sweep.analysis.names import abbreviate, fold_hosts
 
 # Contracts below which a host cannot run the benchmark at all.
@@ -252,7 +252,7 @@ def compare(fleet: Fleet, reference: str | None = None) -> Findings:
     eligible = reachable & ~blocked
 
     runnable = keys[eligible]
-    code, first = _factor(runnable, list(KEYS))
+    code, first = factorize(runnable, list(KEYS))
     sizes = np.bincount(code, minlength=len(first))
     grouped = np.split(runnable.index.to_numpy(dtype=object)[np.argsort(code, kind="stable")], np.cumsum(sizes)[:-1])
     ref_code, reference_by = _reference_code(reference, hosts, eligible, code, sizes)
@@ -272,12 +272,12 @@ def compare(fleet: Fleet, reference: str | None = None) -> Findings:
     keys = keys.assign(comparability_class=pd.array(class_of, dtype="string"))
 
     failed = hosts[~reachable]
-    unreachable = tuple({"host": h, "failure_class": _text(r.failure_class), "message": _text(r.failure_message),
+    unreachable = tuple({"host": h, "failure_class": as_text(r.failure_class), "message": as_text(r.failure_message),
                          "attempts": None if pd.isna(r.attempts) else int(r.attempts)}
                         for h, r in zip(failed.index, failed.itertuples()))
     cannot = hosts[blocked]
-    excluded = tuple({"host": h, "contract": str(r.lowest_broken), "message": _text(r.lowest_message),
-                      "fix": _text(r.lowest_fix)} for h, r in zip(cannot.index, cannot.itertuples()))
+    excluded = tuple({"host": h, "contract": str(r.lowest_broken), "message": as_text(r.lowest_message),
+                      "fix": as_text(r.lowest_fix)} for h, r in zip(cannot.index, cannot.itertuples()))
     found = health_findings(fleet, hosts, keys, mixed, gpu_keys)
     return Findings(len(hosts), int(reachable.sum()), tuple(classes), reference_by, unreachable, excluded,
                     found, keys)

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from sweep.analysis.fleet import rows_at
-from sweep.analysis.keys import KEYS, GpuKeys, _num, _text
+from sweep.analysis.keys import KEYS, GpuKeys, as_number, as_text
 from sweep.analysis.names import fold_numbers
 
 
@@ -64,12 +64,12 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
     out = []
     failed = hosts[hosts["status"] != "ok"]
     out += [Finding(h, "unreachable", "unreachable", "Unreachable",
-                    f"{r.failure_class}: {_text(r.failure_message) or 'no health.json'}",
+                    f"{r.failure_class}: {as_text(r.failure_message) or 'no health.json'}",
                     _UNREACHABLE_FIX.get(str(r.failure_class)))
             for h, r in zip(failed.index, failed.itertuples())]
     broken = hosts[hosts["lowest_broken"].notna()]
     out += [Finding(h, "lowest_broken", "broken", f"Lowest broken contract: {r.lowest_broken}",
-                    f"{r.lowest_broken}: {_text(r.lowest_message)}", _text(r.lowest_fix), str(r.lowest_broken))
+                    f"{r.lowest_broken}: {as_text(r.lowest_message)}", as_text(r.lowest_fix), str(r.lowest_broken))
             for h, r in zip(broken.index, broken.itertuples())]
     incomplete = hosts[hosts["probe_complete"].eq(False).fillna(False)]
     out += [Finding(h, "probe_incomplete", "warning", "Probe incomplete",
@@ -93,7 +93,7 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
         for r in rows:
             detail = f"GPU {r['index']}"
             if kind.startswith(("hw_", "sw_")):
-                detail += f" (SM {r['sm_mhz']} of {r['sm_max_mhz']} MHz, {_num(r['temperature_c'])} C)"
+                detail += f" (SM {r['sm_mhz']} of {r['sm_max_mhz']} MHz, {as_number(r['temperature_c'])} C)"
             per_host.setdefault(r["host"], []).append(detail)
         out += [Finding(h, kind, severity, title, f"{what} on {'; '.join(d)}", fix) for h, d in per_host.items()]
 
@@ -125,7 +125,7 @@ def _which_gpus(gpu_keys: GpuKeys, position: int, key: str) -> str:
     by_value = {}
     for row in mine:
         combo = gpu_keys.combos[key][row]
-        text = (_num(gpu_keys.power_enforced[combo][0]) + " W") if key == "power_limit" else gpu_keys.texts[key][combo]
+        text = (as_number(gpu_keys.power_enforced[combo][0]) + " W") if key == "power_limit" else gpu_keys.texts[key][combo]
         by_value.setdefault(text, []).append(gpu_keys.gpu_index[row])
     return ", ".join(f"{v} on GPU {fold_numbers(ix)}" for v, ix in by_value.items())
 

@@ -22,7 +22,7 @@ LINK_MEANING = {"PIX": "one PCIe switch", "PXB": "several PCIe switches", "PHB":
                 "NODE": "host bridges of one NUMA node", "SYS": "across NUMA nodes"}
 
 
-def _factor(frame: pd.DataFrame, columns) -> tuple[np.ndarray, np.ndarray]:
+def factorize(frame: pd.DataFrame, columns) -> tuple[np.ndarray, np.ndarray]:
     """(combination id per row, position of the first row of each combination) over `columns`."""
     key = np.zeros(len(frame), dtype=np.int64)
     for column in columns:
@@ -38,7 +38,7 @@ def _onoff(value, unknown="unknown") -> str:
     return unknown if value is None else ("on" if value else "off")
 
 
-def _num(value) -> str:
+def as_number(value) -> str:
     return "?" if value is None else f"{float(value):g}"
 
 
@@ -75,7 +75,7 @@ def _clocks(r) -> str:
 
 
 def _power(r) -> str:
-    enforced, default = _num(r["power_enforced_w"]), _num(r["power_default_w"])
+    enforced, default = as_number(r["power_enforced_w"]), as_number(r["power_default_w"])
     return f"{enforced} W" if enforced == default else f"{enforced} W (default {default} W)"
 
 
@@ -151,7 +151,7 @@ def host_keys(fleet: Fleet) -> tuple[pd.DataFrame, pd.DataFrame, GpuKeys]:
     columns, mixed, combos, texts = {}, {}, {}, {}
     power_enforced = []
     for key, (raw, text) in GPU_KEY_TEXT.items():
-        combo, first = _factor(used, raw)
+        combo, first = factorize(used, raw)
         records = rows_at(used, first)
         labels = [text(r) for r in records]
         combos[key], texts[key] = combo, labels
@@ -159,7 +159,7 @@ def host_keys(fleet: Fleet) -> tuple[pd.DataFrame, pd.DataFrame, GpuKeys]:
             power_enforced = [(r["power_enforced_w"], r["power_default_w"]) for r in records]
         columns[key], mixed[key] = _per_host(used_hosts, combo, labels, n_hosts, key, power_enforced)
     for key, (raw, text) in HOST_KEY_TEXT.items():
-        combo, first = _factor(hosts, raw)
+        combo, first = factorize(hosts, raw)
         labels = [text(r) for r in rows_at(hosts, first)]
         columns[key] = _categorical(np.where(ok, combo, -1), labels)
     index = pd.Index(hosts["host"], name="host")
@@ -218,13 +218,13 @@ def _mixed_text(key, combos, labels, power) -> str:
         pairs = [power[c] for c in combos]
         enforced = sorted({e for e, _ in pairs if e is not None}, reverse=True)
         default = sorted({d for _, d in pairs if d is not None}, reverse=True)
-        text = "/".join(_num(e) for e in enforced) + " W"
-        return text if enforced == default else text + " (default " + "/".join(_num(d) for d in default) + " W)"
+        text = "/".join(as_number(e) for e in enforced) + " W"
+        return text if enforced == default else text + " (default " + "/".join(as_number(d) for d in default) + " W)"
     return (" / " if key in ("mig", "ecc") else "/").join(sorted({labels[c] for c in combos}))
 
 
 # ---------------------------------------------------------------- impacts
 
 
-def _text(value):
+def as_text(value):
     return None if value is None or pd.isna(value) else str(value)

@@ -81,10 +81,3 @@ def fold_numbers(numbers) -> str:
     """``[0, 1, 2, 5]`` -> ``0-2,5``."""
     numbers = sorted({int(x) for x in numbers})
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in _runs(numbers)) if numbers else ""
-
-
-# ---------------------------------------------------------------- keys
-#
-# A key's value is text made from a few raw columns. The text is formatted once per distinct
-# combination of those columns (a handful in a real fleet), never once per host or GPU: rows are
-# factorized into combination ids with numpy, and the ids index the formatted texts.

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from sweep import exitcodes
 from sweep.errors import ConfigError, RunFolderError
 from sweep.audit.rundiff import FieldChange, Run, fold, host_changes, host_key, load_run, show_value
 from sweep.store import safe_name, utc_now, write_json_atomic
@@ -35,7 +36,6 @@ BASELINE_VERSION = 1
 FORMAT = "sweep-baseline"
 HOST_FORMAT = "sweep-baseline-host"
 INDEX = "baseline.json"
-EXIT_DRIFT = 5
 DRIFT_KINDS = ("gpus", "gpu swap", "driver", "ecc", "power", "clock policy", "mig", "modes", "topology",
                "firmware", "gpu model")
 _LABELS = {"ecc.current": "ECC mode", "ecc.pending": "ECC mode after reset",
@@ -209,7 +209,7 @@ class BaselineComparison:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_DRIFT if self.drift else 0
+        return exitcodes.OFF if self.drift else exitcodes.OK
 
     def as_dict(self) -> dict:
         return {"dir": self.baseline_dir, "compared": self.compared, "drifted_hosts": self.drifted_hosts,
@@ -379,5 +379,5 @@ def audit_section(records, expectations=None, baseline_dir: str | Path | None = 
             section["headline"].append(f"{len(cmp.drifted_hosts)} host(s) drifted from the baseline "
                                        f"({', '.join(kinds)}): {', '.join(cmp.drifted_hosts)}")
     failing = bool((section["expectations"] or {}).get("findings")) or bool((section["baseline"] or {}).get("drift"))
-    section["exit_code"] = EXIT_DRIFT if failing else 0
+    section["exit_code"] = exitcodes.OFF if failing else exitcodes.OK
     return section

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from sweep import exitcodes
 from sweep.audit.diff import diff_health
 from sweep.store import RunFolder
 from sweep.text import visible
 
-EXIT_CHANGED = 5
 IMPLICIT_GROUPS = frozenset({"all", "ungrouped"})
 
 # Flattened paths ("#" = any [index]) that differ from probe to probe and say nothing about the machine.
@@ -251,7 +251,7 @@ class RunDiff:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.empty else EXIT_CHANGED
+        return exitcodes.OK if self.empty else exitcodes.OFF
 
     def by_kind(self) -> dict[str, list[tuple[str, FieldChange]]]:
         """kind -> [(host, change)], kinds in display order, hosts in natural order."""

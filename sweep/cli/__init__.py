@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from sweep import exitcodes
 from sweep.errors import SweepError
 from sweep.text import visible
 
@@ -65,7 +66,7 @@ def probe(
     health = json.loads(proc.stdout)
     print((out / "health-report.md").read_text())
     console.print(f"wrote {out / 'health.json'} and {out / 'health-report.md'}")
-    raise typer.Exit(4 if health["lowest_broken"] else 0)
+    raise typer.Exit(exitcodes.BROKEN if health["lowest_broken"] else exitcodes.OK)
 
 
 @app.command()
@@ -269,7 +270,7 @@ def run(
             "(closing the SSH channel does not stop it), and each host's output kept beside its record",
             fix="run `python3 agent.pyz --wrap --out DIR -- COMMAND` on each host (sweep bundle; through "
                 "ansible -m script or srun, docs/provenance.md), then sweep report the provenance files")
-    from sweep.collect.engines.base import engine_from_options
+    from sweep.collect.engines import engine_from_options
     from sweep.collect.shard import parse_shard
 
     runner = engine_from_options(engine, partition=partition, nodelist=nodelist)
@@ -417,14 +418,14 @@ def main(argv: Optional[list] = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         console.print("sweep: interrupted")
-        return 130
+        return exitcodes.INTERRUPTED
     except Exception as exc:  # click's usage errors (typer may carry its own copy of click)
         names = {cls.__name__ for cls in type(exc).__mro__}
         if "ClickException" in names:
             exc.show()
-            return 2
+            return exitcodes.BAD_INPUT
         if "Abort" in names:
-            return 130
+            return exitcodes.INTERRUPTED
         raise
     return rv if isinstance(rv, int) else 0
 

@@ -11,10 +11,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from sweep import exitcodes
 import sweep
 from sweep.errors import ConfigError, InventoryError, RunFolderError
 from sweep.collect.fanout import FanOut
-from sweep.collect.engines.base import Engine, EngineError, EngineJob, create_engine
+from sweep.collect.engines import create_engine
+from sweep.collect.engines.base import Engine, EngineError, EngineJob
 from sweep.inventory.model import Host, Inventory, load_inventory
 from sweep.collect.shard import select_shard
 from sweep.store import RECORD_VERSION, RUN_FORMAT, RunFolder, default_run_dir, iso, utc_now
@@ -57,8 +59,8 @@ class RunResult:
     @property
     def exit_code(self) -> int:
         if self.state == "interrupted":
-            return 130
-        return 0 if self.fully_swept else 1
+            return exitcodes.INTERRUPTED
+        return exitcodes.OK if self.fully_swept else exitcodes.INCOMPLETE
 
 
 def run_sweep(

@@ -63,11 +63,3 @@ def demo_fleet(workdir: str | Path, count: int = 40, unreachable: bool = True) -
                   FleetHost(f"gpu{count + 2:02d}", "blackhole", group="rack_b"),
                   FleetHost(f"gpu{count + 3:02d}", "changed_key", group="rack_b")]
     return hosts
-
-
-def expected_reasons(count: int = 40) -> dict[str, str]:
-    """What the demo fleet's report must say of each non-reference host (used by the tests)."""
-    out = {f"gpu{n:02d}": why for n, (_, why) in _variants().items() if n <= count}
-    out.update({f"gpu{count + 1:02d}": "refused", f"gpu{count + 2:02d}": "timeout",
-                f"gpu{count + 3:02d}": "host_key_changed"})
-    return out

@@ -25,16 +25,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from sweep.errors import ConfigError
-
-if TYPE_CHECKING:
-    from sweep.collect.run import RunResult
 
 SSHD = os.environ.get("SWEEP_SSHD", "/usr/sbin/sshd")
 DEMO_DIR = Path(__file__).with_name("captures")
@@ -100,22 +97,6 @@ def default_capture() -> Path:
         raise ConfigError("no capture file in sweep/demo/captures/", where=str(DEMO_DIR),
                           fix="reinstall sweep, or record one with the agent's --record")
     return found[0]
-
-
-def demo_hosts(count: int = 12, *, faults: bool = True) -> list[FleetHost]:
-    """The `sweep demo` fleet: `count` healthy hosts in two racks, cycling the shipped captures,
-    and (with `faults`) one host of each common failure."""
-    preferred = [DEMO_DIR / f"h200-{state}.json" for state in ("idle", "load", "fault")]
-    captures = [p for p in preferred if p.is_file()] or sorted(DEMO_DIR.glob("*.json")) or [default_capture()]
-    half = (count + 1) // 2
-    hosts = [FleetHost(f"gpu{i:02d}", group="rack_a" if i <= half else "rack_b",
-                       capture=str(captures[(i - 1) % len(captures)])) for i in range(1, count + 1)]
-    if faults:
-        hosts += [FleetHost("gpu-dead", "dead", group="faulty"),
-                  FleetHost("gpu-hung", "blackhole", group="faulty"),
-                  FleetHost("gpu-rebuilt", "changed_key", group="faulty"),
-                  FleetHost("gpu-nokey", "bad_auth", group="faulty")]
-    return hosts
 
 
 def _pdeathsig() -> None:  # in the child, before exec: die with the thread that started us
@@ -296,9 +277,6 @@ class LocalFleet:
         """run_sweep keyword arguments that trust this fleet's host keys (and no user ssh state)."""
         return {"known_hosts": str(self.known_hosts_path), "ssh_config": None,
                 "allow_agent": False, "look_for_keys": False}
-
-    def healthy_names(self) -> list[str]:
-        return [h.name for h in self.hosts if h.kind in ("healthy", "slow", "flaky")]
 
     # --- internals ----------------------------------------------------------------------------
 
@@ -606,20 +584,3 @@ def _pipe(src: socket.socket, dst: socket.socket, limit: int = 0, cut=None) -> N
             dst.shutdown(socket.SHUT_WR)
         except OSError:
             pass
-
-
-def run_demo(count: int = 12, *, faults: bool = True, reports_dir: str | Path = "reports",
-             out: str | Path | None = None, forks: int = 32, connect_timeout: float = 3.0,
-             progress=None) -> "RunResult":
-    """`sweep demo`: start a LocalFleet of `demo_hosts(count, faults=faults)`, sweep it into a run
-    folder (``reports/<timestamp>-demo-fleet`` by default) and tear the fleet down.
-
-    Hermetic: the fleet's own known_hosts and key; no ~/.ssh config, agent or key is read.
-    """
-    from sweep.collect.run import run_sweep
-
-    with LocalFleet(demo_hosts(count, faults=faults), inventory_name="demo-fleet.yml",
-                    children={"h200": ["rack_a", "rack_b"]},
-                    group_vars={"h200": {"sweep_connect_timeout": connect_timeout}}) as fleet:
-        return run_sweep(fleet.inventory_path, out=out, reports_dir=reports_dir, forks=forks,
-                         connect_timeout=connect_timeout, progress=progress, **fleet.sweep_options())

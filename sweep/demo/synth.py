@@ -141,22 +141,6 @@ def torch_build(version: str, cuda: str | None) -> Edit:
     return edit
 
 
-def persistence(on: bool, gpus=None) -> Edit:
-    def edit(cap):
-        for i in _gpus(cap, gpus):
-            _set(cap, f"gpu{i}.persistence", int(on))
-    edit.__doc__ = f"persistence {'on' if on else 'off'}"
-    return edit
-
-
-def remapped_rows(pending: bool = False, failure: bool = False, gpus=(0,)) -> Edit:
-    def edit(cap):
-        for i in _gpus(cap, gpus):
-            _set(cap, f"gpu{i}.remapped_rows", [0, 2 if failure or pending else 0, int(pending), int(failure)])
-    edit.__doc__ = f"remapped rows pending={pending} failure={failure}"
-    return edit
-
-
 def hang(key: str) -> Edit:
     """A driver query that never answers (tests the agent's deadline)."""
     def edit(cap):

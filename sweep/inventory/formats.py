@@ -30,7 +30,7 @@ from sweep.errors import InventoryError
 
 _WATCHED_TWICE = ("ansible_host", "ansible_ssh_host", "ansible_port", "ansible_ssh_port", "ansible_user",
                   "ansible_ssh_user")
-_IMPLICIT_GROUPS = ("all", "ungrouped")
+IMPLICIT_GROUPS = ("all", "ungrouped")
 
 
 # --- host ranges --------------------------------------------------------------------------------
@@ -103,11 +103,11 @@ class _Group:
     priority: int = 1
 
 
-class _Graph:
+class GroupGraph:
     """What an inventory file declares, before variables are merged (ansible's InventoryData)."""
 
     def __init__(self) -> None:
-        self.groups: dict[str, _Group] = {name: _Group(name) for name in _IMPLICIT_GROUPS}
+        self.groups: dict[str, _Group] = {name: _Group(name) for name in IMPLICIT_GROUPS}
         self.groups["all"].children.append("ungrouped")
         self.groups["ungrouped"].parents.append("all")
         self.host_vars: dict[str, dict[str, tuple[Any, str]]] = {}
@@ -172,7 +172,7 @@ class _Mapping(dict):
     key_lines: dict[Any, int]
 
 
-class _Vaulted(str):
+class Vaulted(str):
     """A ``!vault`` value: ciphertext sweep keeps but cannot read."""
 
 
@@ -189,10 +189,10 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode):
 
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 _LineLoader.add_constructor("!unsafe", lambda loader, node: str(loader.construct_scalar(node)))
-_LineLoader.add_constructor("!vault", lambda loader, node: _Vaulted(loader.construct_scalar(node)))
+_LineLoader.add_constructor("!vault", lambda loader, node: Vaulted(loader.construct_scalar(node)))
 
 
-def _yaml_load(text: str, path: Path) -> Any:
+def yaml_load(text: str, path: Path) -> Any:
     try:
         return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as err:
@@ -208,7 +208,7 @@ def _yaml_load(text: str, path: Path) -> Any:
         raise InventoryError(f"not valid YAML: {err}", where=str(path), fix="fix the YAML syntax") from None
 
 
-def _sniff_yaml(text: str) -> Any:
+def sniff_yaml(text: str) -> Any:
     """A file without a YAML suffix is YAML only if it parses as a mapping of groups."""
     try:
         data = yaml.load(text, Loader=_LineLoader)  # noqa: S506
@@ -219,7 +219,7 @@ def _sniff_yaml(text: str) -> Any:
     return None
 
 
-def _parse_yaml(data: _Mapping, path: Path, graph: _Graph) -> None:
+def parse_yaml(data: _Mapping, path: Path, graph: GroupGraph) -> None:
     if isinstance(data.get("plugin"), str):
         raise InventoryError(f"is an inventory plugin configuration (plugin: {data['plugin']}), not a host list",
                              where=f"{path}:{data.key_lines['plugin']}", fix="use loader='ansible' for plugin inventories")
@@ -227,14 +227,14 @@ def _parse_yaml(data: _Mapping, path: Path, graph: _Graph) -> None:
         _yaml_group(name, body, f"{path}:{data.key_lines[name]}", path, graph)
 
 
-def _yaml_group(name: Any, body: Any, where: str, path: Path, graph: _Graph) -> str:
+def _yaml_group(name: Any, body: Any, where: str, path: Path, graph: GroupGraph) -> str:
     if not isinstance(name, str):
         raise InventoryError(f"group name {name!r} is not a string", where=where, fix=f"quote it: '{name}':")
     graph.add_group(name)
     if body is None:
         return name
     if not isinstance(body, dict):
-        raise InventoryError(f"group '{name}' must be a mapping with hosts, children or vars, not {_kind(body)}",
+        raise InventoryError(f"group '{name}' must be a mapping with hosts, children or vars, not {value_kind(body)}",
                              where=where, fix=f"indent 'hosts:', 'children:' or 'vars:' under '{name}:'")
     for key, section in body.items():
         here = f"{path}:{body.key_lines[key]}"
@@ -248,7 +248,7 @@ def _yaml_group(name: Any, body: Any, where: str, path: Path, graph: _Graph) -> 
             continue
         if not isinstance(section, dict):
             example = {"hosts": "gpu01:", "children": "h200_rack1:", "vars": "ansible_user: ops"}[key]
-            raise InventoryError(f"'{key}' of group '{name}' must be a mapping, not {_kind(section)}",
+            raise InventoryError(f"'{key}' of group '{name}' must be a mapping, not {value_kind(section)}",
                                  where=here, fix=f"write one '{example}' per line, without '- '")
         for item, value in section.items():
             line = f"{path}:{section.key_lines[item]}"
@@ -261,7 +261,7 @@ def _yaml_group(name: Any, body: Any, where: str, path: Path, graph: _Graph) -> 
                     raise InventoryError(f"host name {item!r} in group '{name}' is not a string",
                                          where=line, fix=f"quote it: '{item}':")
                 if value is not None and not isinstance(value, dict):
-                    raise InventoryError(f"host '{item}' in group '{name}' must map to its vars, not {_kind(value)}",
+                    raise InventoryError(f"host '{item}' in group '{name}' must map to its vars, not {value_kind(value)}",
                                          where=line, fix="indent 'name: value' lines under the host, or leave it empty")
                 names, port = _host_pattern(item, line)
                 for host in names:
@@ -277,7 +277,7 @@ _INI_SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:#.*)?$")
 _INI_CHILD = re.compile(r"^([^:\]\s]+)\s*(?:#.*)?$")
 
 
-def _parse_ini(text: str, path: Path, graph: _Graph) -> None:
+def parse_ini(text: str, path: Path, graph: GroupGraph) -> None:
     """Ansible's INI inventory grammar (ansible/plugins/inventory/ini.py), with its line numbers."""
     pending: dict[str, tuple[str, str, list[str]]] = {}  # undeclared group -> (state, where, parents)
     group, state = "ungrouped", "hosts"
@@ -328,7 +328,7 @@ def _parse_ini(text: str, path: Path, graph: _Graph) -> None:
                              where=where, fix=f"add a [{name}] section (it may be empty) or remove '{name}'")
 
 
-def _ini_host_line(line: str, group: str, where: str, graph: _Graph) -> None:
+def _ini_host_line(line: str, group: str, where: str, graph: GroupGraph) -> None:
     try:
         words = shlex.split(line, comments=True)
     except ValueError as err:
@@ -384,7 +384,7 @@ def _ini_coerce(value: Any) -> Any:
 
 
 
-def _kind(value: Any) -> str:
+def value_kind(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
     if isinstance(value, str):

@@ -43,7 +43,7 @@ from typing import Any
 
 from sweep.errors import InventoryError, InventoryWarning, LimitError
 from sweep.inventory.formats import (
-    _IMPLICIT_GROUPS, _Graph, _kind, _parse_ini, _parse_yaml, _sniff_yaml, _Vaulted, _yaml_load,
+    IMPLICIT_GROUPS, GroupGraph, value_kind, parse_ini, parse_yaml, sniff_yaml, Vaulted, yaml_load,
 )
 from sweep.inventory.limit import match_hosts
 
@@ -84,7 +84,7 @@ class Inventory:
             return list(self.hosts)
         chosen = set(match_hosts(limit, [host.name for host in self.hosts], self.groups))
         if not chosen:
-            named = [group for group in self.groups if group not in _IMPLICIT_GROUPS]
+            named = [group for group in self.groups if group not in IMPLICIT_GROUPS]
             listed = ", ".join(named[:6]) + (", ..." if len(named) > 6 else "")
             raise LimitError(
                 f"--limit '{limit}' matches no host in {self.path}",
@@ -128,25 +128,25 @@ def load_inventory(path: str | Path, loader: str = "auto") -> Inventory:
 
 
 def _load_builtin(path: Path) -> Inventory:
-    text, suffix, graph = _read_text(path), path.suffix.lower(), _Graph()
+    text, suffix, graph = _read_text(path), path.suffix.lower(), GroupGraph()
     if suffix in _YAML_SUFFIXES:
-        data = _yaml_load(text, path)
+        data = yaml_load(text, path)
         if data is not None and not isinstance(data, dict):
-            raise InventoryError(f"YAML inventory must be a mapping of group names, not {_kind(data)}",
+            raise InventoryError(f"YAML inventory must be a mapping of group names, not {value_kind(data)}",
                                  where=f"{path}:1", fix="start the file with 'all:' and put groups under 'children:'")
     else:  # as ansible: YAML only without a suffix, and only if it reads as YAML groups
-        data = _sniff_yaml(text) if not suffix else None
+        data = sniff_yaml(text) if not suffix else None
     if isinstance(data, dict):
-        _parse_yaml(data, path, graph)
+        parse_yaml(data, path, graph)
     elif suffix not in _YAML_SUFFIXES:
-        _parse_ini(text, path, graph)
+        parse_ini(text, path, graph)
     if not graph.host_vars:
         raise InventoryError("no host is defined in this inventory", where=str(path),
                              fix="add hosts under a group: a 'hosts:' mapping in YAML, a line under [group] in INI")
     return _resolve(graph, path)
 
 
-def _resolve(graph: _Graph, path: Path) -> Inventory:
+def _resolve(graph: GroupGraph, path: Path) -> Inventory:
     groups = graph.groups
     for group in list(groups.values()):  # parentless groups hang under 'all', as in ansible
         if group.name != "all" and not group.parents:
@@ -208,14 +208,14 @@ def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str
             return keys[0], None, ""
         key = present[-1]
         value, where = merged[key]
-        if isinstance(value, _Vaulted):
+        if isinstance(value, Vaulted):
             raise InventoryError(f"{name}: {key} is vault-encrypted and sweep cannot decrypt it",
                                  where=where, fix=f"set {key} in plain text for this host")
         if isinstance(value, str) and ("{{" in value or "{%" in value):
             raise InventoryError(f"{name}: {key} is a Jinja template ({value!r}); sweep does not render templates",
                                  where=where, fix=f"write the value of {key} out in the inventory")
         if isinstance(value, (bool, Mapping, list, tuple)):
-            raise InventoryError(f"{name}: {key} is {_kind(value)}, not a single value", where=where,
+            raise InventoryError(f"{name}: {key} is {value_kind(value)}, not a single value", where=where,
                                  fix=f"set {key} to a plain value")
         return key, _freeze(value) if isinstance(value, str) else str(value), where
 
@@ -239,7 +239,7 @@ def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str
         python=DEFAULT_PYTHON if python.startswith("auto") else python,
         ssh_common_args=common_args,
         proxy_jump=_proxy_jump(common_args, name, common_where),
-        groups=tuple(sorted(set(groups) - set(_IMPLICIT_GROUPS))),
+        groups=tuple(sorted(set(groups) - set(IMPLICIT_GROUPS))),
         vars=frozen,
         settings=MappingProxyType({key[len(SETTINGS_PREFIX):]: value for key, value in frozen.items()
                                    if key.startswith(SETTINGS_PREFIX) and len(key) > len(SETTINGS_PREFIX)}),
@@ -282,11 +282,11 @@ def _vars_from_files(directory: Path, name: str) -> dict[str, tuple[Any, str]]:
             break
     merged: dict[str, tuple[Any, str]] = {}
     for file in files:
-        data = _yaml_load(_read_text(file), file)
+        data = yaml_load(_read_text(file), file)
         if data is None:
             continue
         if not isinstance(data, dict):
-            raise InventoryError(f"variables file holds {_kind(data)}, not a mapping of names to values",
+            raise InventoryError(f"variables file holds {value_kind(data)}, not a mapping of names to values",
                                  where=f"{file}:1", fix="write one 'name: value' per line")
         merged.update({str(key): (value, f"{file}:{data.key_lines[key]}") for key, value in data.items()})
     return merged

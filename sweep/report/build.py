@@ -36,26 +36,11 @@ from pathlib import Path
 
 from sweep.audit.baseline import audit_section
 from sweep.analysis.compare import Findings, compare
+from sweep import exitcodes
 from sweep.errors import RunFolderError
 from sweep.analysis.fleet import Fleet, load_fleet, records_of, usable_cpus
 from sweep.report.render import (render_html, render_markdown, summary_dict, write_fleet_csv, write_hosts_csv,
                           write_summary_json)
-
-EXIT_OK = 0
-EXIT_UNREACHABLE = 1
-EXIT_BAD_INPUT = 2
-EXIT_NOT_COMPARABLE = 3
-EXIT_BROKEN = 4
-EXIT_AUDIT = 5
-EXIT_MEANING = {
-    EXIT_OK: "every host reachable, no broken contract, all in one comparability class",
-    EXIT_UNREACHABLE: "some hosts are unreachable: the verdict covers only the hosts that answered",
-    EXIT_NOT_COMPARABLE: "the hosts fall into more than one comparability class: not one pool",
-    EXIT_BROKEN: "one comparability class, but some host has a broken contract",
-    EXIT_AUDIT: "one healthy comparability class, but some host is off its expectations or drifted from its baseline",
-}
-
-
 @dataclass(frozen=True)
 class ReportResult:
     """What build_report wrote and decided."""
@@ -72,14 +57,14 @@ class ReportResult:
 def exit_code(findings: Findings, audit: dict | None = None) -> int:
     """The report's exit code (precedence 1 > 3 > 4 > 5 > 0; see the module docstring)."""
     if findings.unreachable:
-        return EXIT_UNREACHABLE
+        return exitcodes.INCOMPLETE
     if len(findings.classes) > 1:
-        return EXIT_NOT_COMPARABLE
+        return exitcodes.NOT_COMPARABLE
     if any(f.severity == "broken" for f in findings.findings):
-        return EXIT_BROKEN
-    if audit and audit["exit_code"] == EXIT_AUDIT:
-        return EXIT_AUDIT
-    return EXIT_OK
+        return exitcodes.BROKEN
+    if audit and audit["exit_code"] == exitcodes.OFF:
+        return exitcodes.OFF
+    return exitcodes.OK
 
 
 def build_report(paths, out_dir, reference: str | None = None, expect: Path | None = None,
@@ -97,7 +82,7 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     if expect is not None or baseline is not None:
         audit = audit_section(records_of(fleet), expect, baseline)
     code = exit_code(findings, audit)
-    summary = summary_dict(findings, code, EXIT_MEANING[code], fleet.sources, audit)
+    summary = summary_dict(findings, code, exitcodes.MEANING[code], fleet.sources, audit)
     out = Path(out_dir)
     files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
              "hosts_csv": out / "hosts.csv", "fleet_csv": out / "fleet.csv"}

@@ -18,6 +18,7 @@ import pandas as pd
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
+from sweep import exitcodes
 from sweep import __version__
 from sweep.analysis.compare import Findings
 from sweep.analysis.keys import KEYS
@@ -247,7 +248,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
 
 
 def _tone(exit_code: int) -> str:
-    return {0: "good", 4: "warn", 5: "warn", 3: "bad", 1: "bad"}.get(exit_code, "bad")
+    return {exitcodes.OK: "good", exitcodes.BROKEN: "warn", exitcodes.OFF: "warn"}.get(exit_code, "bad")
 
 
 def chart(fleet: Fleet, findings: Findings) -> dict:

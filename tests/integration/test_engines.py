@@ -15,7 +15,8 @@ import yaml
 
 from sweep.cli import main
 from sweep.demo.loopback import SSHD, FleetHost, LocalFleet, default_capture
-from sweep.collect.engines.base import EngineJob, engine_from_options
+from sweep.collect.engines import engine_from_options
+from sweep.collect.engines.base import EngineJob
 from sweep.collect.engines.ansible import AnsibleEngine, find_ansible, unreachable
 from sweep.errors import ConfigError
 from sweep.inventory.model import load_inventory

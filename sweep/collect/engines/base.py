@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from sweep.errors import ConfigError, SweepError
-from sweep.collect.ssh.prober import HostFailure, Outcome, SSHOptions, _judge
+from sweep.errors import SweepError
+from sweep.collect.ssh.prober import HostFailure, Outcome, SSHOptions, judge_output
 
-ENGINES = ("ssh", "ansible", "slurm")
 _POLL_S = 0.2
 
 
@@ -45,25 +44,13 @@ class EngineJob:
     inventory_path: Path | None = None
 
 
-def create_engine(name: str, **settings: Any) -> "Engine":
-    """The engine called `name` ("ansible" or "slurm"); `settings` go to its constructor."""
-    if name == "ansible":
-        from sweep.collect.engines.ansible import AnsibleEngine
-
-        return AnsibleEngine(**settings)
-    if name == "slurm":
-        from sweep.collect.engines.slurm import SlurmEngine
-
-        return SlurmEngine(**settings)
-    raise ConfigError(f"unknown engine {name!r}", fix=f"use one of {', '.join(ENGINES)}")
-
 
 def judged(host: Any, started: float, out: bytes, exit_status: int | None, stderr: str) -> Outcome:
     """The Outcome of one host from the agent's stdout and exit status, judged as the SSH engine does."""
     outcome = Outcome(host=host, status="ok", attempts=1, started_at=started, ended_at=time.time(),
                       exit_status=exit_status, stderr=stderr)
     try:
-        outcome.health = _judge(host, out, exit_status, stderr)
+        outcome.health = judge_output(host, out, exit_status, stderr)
     except HostFailure as failure:
         outcome.status, outcome.failure_class, outcome.message = "failed", failure.failure_class, failure.message
     return outcome
@@ -195,16 +182,3 @@ def tail(text: str | bytes, limit: int = 4096) -> str:
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     return text[-limit:]
-
-
-def engine_from_options(name: str, *, partition: str | None = None, nodelist: str | None = None) -> "str | Engine":
-    """What `sweep run --engine NAME [--partition P] [--nodelist N]` asks for: "ssh" or an Engine."""
-    if name not in ENGINES:
-        raise ConfigError(f"--engine {name!r} is unknown", fix=f"use one of {', '.join(ENGINES)}")
-    if (partition or nodelist) and name != "slurm":
-        raise ConfigError("--partition and --nodelist belong to the slurm engine", fix="add --engine slurm")
-    if name == "ssh":
-        return "ssh"
-    if name == "slurm":
-        return create_engine("slurm", partition=partition, nodelist=nodelist)
-    return create_engine(name)

@@ -331,7 +331,7 @@ class Prober:
         if err_total > len(err):
             stderr = f"[first {err_total - len(err)} bytes of stderr cut]\n" + stderr
         try:
-            return _judge(host, bytes(out), exit_status, stderr), exit_status, stderr
+            return judge_output(host, bytes(out), exit_status, stderr), exit_status, stderr
         except HostFailure as failure:
             failure.exit_status, failure.stderr = exit_status, stderr
             raise
@@ -376,7 +376,7 @@ def _open_tunnel(name: str, client: paramiko.SSHClient, hop: Hop, deadline: floa
 # --- judging and naming failures ----------------------------------------------------------------
 
 
-def _judge(host: Any, out: bytes, exit_status: int | None, stderr: str) -> dict:
+def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str) -> dict:
     """health.json from stdout, or the HostFailure that says why there is none."""
     problem = None
     try:
