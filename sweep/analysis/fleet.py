@@ -13,7 +13,6 @@ files and send back typed frames, which are concatenated in file order.
 """
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import sys
@@ -26,11 +25,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sweep.errors import HealthFileError, RunFolderError, SweepError
+from sweep.errors import HealthFileError, SweepError
+from sweep.inventory.formats import IMPLICIT_GROUPS
+from sweep.store import RECORD_VERSION, list_records, read_json
 
-RECORD_VERSION = 1
 PROVENANCE_KIND = "sweep.provenance"
-IMPLICIT_GROUPS = frozenset({"all", "ungrouped"})
 
 # column -> dtype; the order is the frames' column order
 HOST_COLUMNS = {
@@ -84,9 +83,9 @@ def load_fleet(paths, workers: int | None = None) -> Fleet:
     sources, files, listed = [], [], []
     for path in (Path(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)):
         sources.append(str(path))
-        found, manifest = _files_of(path)
-        files.extend(found)
-        listed.append(manifest)
+        listing = list_records(path)
+        files.extend((file, listing.groups) for file in listing.files)
+        listed.append(listing)
     if not files:
         raise HealthFileError("no host record or health.json found", where=", ".join(sources) or "(no path)",
                               fix="pass a run folder, host-record files or health.json files")
@@ -119,7 +118,7 @@ def _unprobed(parts, listed, offset):
         for name in manifest.hosts:
             if name not in recorded:
                 recorded.add(name)
-                builder.add(manifest.path, {
+                builder.add(manifest.manifest_path, {
                     "record_version": RECORD_VERSION, "host": name, "status": "failed", "health": None,
                     "failure": {"class": "not_probed",
                                 "message": "listed in the run's manifest but without a record: the sweep stopped "
@@ -178,67 +177,6 @@ def records_of(fleet: Fleet) -> dict[str, dict]:
             "failure": None if health else {"class": row["failure_class"], "message": row["failure_message"]},
             "health": health}
     return out
-
-
-@dataclass
-class _Manifest:
-    """What a run folder's manifest.json says about its hosts."""
-
-    path: Path
-    hosts: list
-    groups: dict
-
-
-def _files_of(path: Path):
-    """([(file, groups by host)], _Manifest) for the JSON files a path stands for."""
-    if path.is_file():
-        return [(path, {})], _Manifest(path, [], {})
-    if not path.is_dir():
-        raise HealthFileError("no such file or folder", where=str(path),
-                              fix="pass a run folder, a host-record file or a health.json file")
-    hosts_dir = path / "hosts"
-    if (path / "manifest.json").is_file() or hosts_dir.is_dir():
-        manifest = _read_manifest(path / "manifest.json")
-        if not hosts_dir.is_dir():
-            raise RunFolderError("run folder without a hosts/ folder", where=str(path),
-                                 fix="pass the folder a sweep run wrote")
-        folder = hosts_dir
-    else:
-        manifest, folder = _Manifest(path, [], {}), path
-    files = sorted(e.path for e in os.scandir(folder)
-                   if e.name.endswith(".json") and not e.name.startswith(".") and e.is_file())
-    return [(Path(f), manifest.groups) for f in files], manifest
-
-
-def _read_manifest(path: Path) -> _Manifest:
-    """The hosts a run selected, and each host's groups (from the inventory snapshot); empty if absent."""
-    if not path.is_file():
-        return _Manifest(path, [], {})
-    try:
-        manifest = json.loads(path.read_bytes())
-    except (OSError, ValueError) as err:
-        raise RunFolderError(f"manifest.json cannot be read ({err})", where=str(path.parent),
-                             fix="pass the folder a sweep run wrote") from None
-    manifest = manifest if isinstance(manifest, dict) else {}
-    inventory = manifest.get("inventory") if isinstance(manifest.get("inventory"), dict) else {}
-    snapshot = inventory.get("snapshot") if isinstance(inventory.get("snapshot"), dict) else inventory
-    groups = {}
-    for entry in snapshot.get("hosts") if isinstance(snapshot.get("hosts"), list) else ():
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-            groups[entry["name"]] = [g for g in entry.get("groups") or () if g not in IMPLICIT_GROUPS]
-    hosts = [h for h in manifest.get("hosts") or () if isinstance(h, str)]
-    return _Manifest(path, hosts, groups)
-
-
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise HealthFileError(f"cannot be read ({err.strerror or err})", where=str(path),
-                              fix="check the path and its permissions") from None
-    except ValueError as err:  # UnicodeDecodeError included
-        raise HealthFileError(f"is not valid JSON ({err})", where=str(path),
-                              fix="pass health.json as the agent printed it, or a run folder's host record") from None
 
 
 def _get(d, *keys):
@@ -513,3 +451,8 @@ def _array(values: list, dtype: str):
     if dtype == "boolean":
         return pd.array([v if isinstance(v, bool) else None for v in values], dtype="boolean")
     return pd.array([None if v is None else str(v) for v in values], dtype=dtype)
+
+
+def _read_json(path: Path):
+    return read_json(path, HealthFileError,
+                     "pass health.json as the agent printed it, or a run folder's host record")

@@ -1,6 +1,7 @@
 """Host names folded the way operators write them: gpu[01-08,10] (ClusterShell's NodeSet)."""
 from __future__ import annotations
 
+import numbers
 import re
 
 from ClusterShell.NodeSet import NodeSet
@@ -77,7 +78,15 @@ def _runs(numbers):
     yield start, prev
 
 
-def fold_numbers(numbers) -> str:
-    """``[0, 1, 2, 5]`` -> ``0-2,5``."""
-    numbers = sorted({int(x) for x in numbers})
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in _runs(numbers)) if numbers else ""
+def host_key(name: str):
+    """Natural order: gpu2 before gpu10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def fold_numbers(items) -> str:
+    """``[0, 1, 2, 5]`` -> ``0-2,5``; items that are not all whole numbers (GPU pairs) are listed as they are."""
+    items = list(items)
+    if not all(isinstance(i, numbers.Integral) for i in items):
+        return ",".join(str(i) for i in items)
+    ints = sorted({int(x) for x in items})
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in _runs(ints)) if ints else ""

@@ -21,7 +21,6 @@ Exit codes (``sweep baseline ...``): 0 no drift; 5 drift from the baseline (``ch
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +28,10 @@ from typing import Any, Iterable, Mapping
 
 from sweep import exitcodes
 from sweep.errors import ConfigError, RunFolderError
-from sweep.audit.rundiff import FieldChange, Run, fold, host_changes, host_key, load_run, show_value
-from sweep.store import safe_name, utc_now, write_json_atomic
+from sweep.analysis.names import fold_numbers, host_key
+from sweep.audit.rundiff import FieldChange, Run, host_changes, load_run
+from sweep.text import show_value
+from sweep.store import read_json, safe_name, utc_now, write_json_atomic
 
 BASELINE_VERSION = 1
 FORMAT = "sweep-baseline"
@@ -78,11 +79,7 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def _read_json(path: Path, where: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"{path.name} cannot be read ({err})", where=str(where),
-                          fix="set the baseline again: sweep baseline set RUN_DIR --update") from None
+    data = read_json(path, ConfigError, "set the baseline again: sweep baseline set RUN_DIR --update")
     if not isinstance(data, dict):
         raise ConfigError(f"{path.name} is not a JSON object", where=str(where),
                           fix="set the baseline again: sweep baseline set RUN_DIR --update")
@@ -235,8 +232,8 @@ def _on(c: FieldChange) -> str:
     if not c.gpus:
         return ""
     if c.field == "topology.pairs":
-        return f" on {len(c.gpus)} GPU pair(s) ({fold(c.gpus[:4])}{',…' if len(c.gpus) > 4 else ''})"
-    return f" on GPU{'s' if len(c.gpus) > 1 else ''} {fold(c.gpus)}"
+        return f" on {len(c.gpus)} GPU pair(s) ({fold_numbers(c.gpus[:4])}{',…' if len(c.gpus) > 4 else ''})"
+    return f" on GPU{'s' if len(c.gpus) > 1 else ''} {fold_numbers(c.gpus)}"
 
 
 def _card_text(card: dict | None) -> str:
@@ -268,11 +265,11 @@ def drift_of(host: str, changes: list[FieldChange]) -> list[Drift]:
                 if c.field == "gpu":
                     card = c.before or c.after
                     state = "missing" if c.after is None else "added"
-                    parts.append(f"GPU {fold(c.gpus)} {state} ({_card_text(card)})")
+                    parts.append(f"GPU {fold_numbers(c.gpus)} {state} ({_card_text(card)})")
                 elif c.field == "driver.gpu_count":
                     parts.append(f"{_val(c.before)} -> {_val(c.after)} GPUs")
                 else:
-                    parts.append(f"GPU {fold(c.gpus)} index {_val(c.before)} -> {_val(c.after)}")
+                    parts.append(f"GPU {fold_numbers(c.gpus)} index {_val(c.before)} -> {_val(c.after)}")
             out.append(Drift(host, kind, f"{host}: " + "; ".join(parts), tuple(items)))
             continue
         head = [c for c in items if c.field in ("driver.version", "topology.worst_link_selected")] or items

@@ -7,13 +7,13 @@ and clock policy, then memory health and modes, then identity and software, then
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sweep.errors import HealthFileError
+from sweep.store import read_json
 
 # (category, glob patterns over flattened paths, "#" standing for any [index]). First match wins.
 CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
@@ -47,12 +47,7 @@ class Change:
 
 
 def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise HealthFileError("no such file", where=str(path), fix="give the path of a health.json") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise HealthFileError(f"not JSON ({exc})", where=str(path), fix="give the path of a health.json") from None
+    return read_json(path, HealthFileError, "give the path of a health.json")
 
 
 def load_health(path: str | Path) -> dict:

@@ -12,7 +12,7 @@ For each host (and GPU) a rule's value is taken from, later winning: defaults, m
 name; GPU rules only), groups the host belongs to (in the file's order), hosts (a name or a glob,
 in the file's order). `null` in a later section stops a rule from being judged there.
 `load_expectations(path)` validates it: every error names the file, line and key
-(`ConfigError`). `evaluate_expectations(records, expectations)` returns `Finding`s,
+(`ConfigError`). `evaluate_expectations(records, expectations)` returns `Violation`s,
 ``{"host", "rule", "expected", "actual", "message"}``; a host without health.json (unreachable)
 is not judged, nor is a value the probe could not read. A SW power cap is never a finding: the
 SM clock floor is judged on the median SM clock under load (`load.summary`), and only when the
@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import yaml
 
+from sweep.analysis.names import fold_numbers
 from sweep.errors import ConfigError
 
 SECTIONS = ("version", "defaults", "models", "groups", "hosts")
@@ -61,7 +62,7 @@ class Expectations:
 
 
 @dataclass(frozen=True)
-class Finding:
+class Violation:
     """A host (or some of its GPUs) off an expectation."""
 
     host: str
@@ -296,14 +297,10 @@ def resolve(exp: Expectations, host: str, groups=(), model: str | None = None) -
     return {k: v for k, v in out.items() if v.value is not None}
 
 
-def _fold(items) -> str:
-    from sweep.audit.rundiff import fold
-
-    return fold(items)
 
 
 def _gpus_text(idx) -> str:
-    return f"GPU{'s' if len(idx) > 1 else ''} {_fold(idx)}"
+    return f"GPU{'s' if len(idx) > 1 else ''} {fold_numbers(idx)}"
 
 
 def _w(v) -> str:
@@ -323,10 +320,10 @@ def _groups_of(rec: dict):
     return [g] if isinstance(g, str) else list(g or ())
 
 
-def evaluate_expectations(records, expectations: Expectations) -> list[Finding]:
+def evaluate_expectations(records, expectations: Expectations) -> list[Violation]:
     """Findings for every reachable host of `records` (host -> record, or an iterable of records)."""
     recs = records.values() if isinstance(records, dict) else records
-    findings: list[Finding] = []
+    findings: list[Violation] = []
     for rec in recs:
         health = rec.get("health")
         if rec.get("status") != "ok" or not isinstance(health, dict):
@@ -335,13 +332,13 @@ def evaluate_expectations(records, expectations: Expectations) -> list[Finding]:
     return findings
 
 
-def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Finding]:
-    out: list[Finding] = []
+def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Violation]:
+    out: list[Violation] = []
     rules = resolve(exp, host, groups)
     driver = health.get("driver") or {}
 
     def add(rule, expected, actual, text, fix, where):
-        out.append(Finding(host, rule, expected, actual, f"{host}: {text}; expected {fix[0]} ({where}); {fix[1]}"))
+        out.append(Violation(host, rule, expected, actual, f"{host}: {text}; expected {fix[0]} ({where}); {fix[1]}"))
 
     s = rules.get("driver")
     if s and driver.get("version") is not None and not any(fnmatch.fnmatchcase(driver["version"], p) for p in s.value):
@@ -401,10 +398,10 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Find
         on = _gpus_text(idx)
         if rule == "power_limit_w":
             add(rule, expected, actual, f"enforced power limit {_w(actual)} on {on}",
-                (_w(expected), f"sudo nvidia-smi -i {_fold(idx)} -pl {expected:g}"), where)
+                (_w(expected), f"sudo nvidia-smi -i {fold_numbers(idx)} -pl {expected:g}"), where)
         elif rule == "ecc":
             add(rule, expected, actual, f"ECC {actual if isinstance(actual, str) else _onoff(actual)} on {on}",
-                (f"ECC {_onoff(expected)}", f"sudo nvidia-smi -i {_fold(idx)} -e {int(expected)}, then reset the "
+                (f"ECC {_onoff(expected)}", f"sudo nvidia-smi -i {fold_numbers(idx)} -e {int(expected)}, then reset the "
                                              "GPUs or reboot"), where)
         elif rule == "persistence":
             add(rule, expected, actual, f"persistence mode {_onoff(actual)} on {on}",

@@ -26,11 +26,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sweep import exitcodes
+from sweep.analysis.names import fold_hosts, fold_numbers, host_key
 from sweep.audit.diff import diff_health
-from sweep.store import RunFolder
-from sweep.text import visible
-
-IMPLICIT_GROUPS = frozenset({"all", "ungrouped"})
+from sweep.store import RunFolder, manifest_groups
+from sweep.text import show_value, visible
 
 # Flattened paths ("#" = any [index]) that differ from probe to probe and say nothing about the machine.
 VOLATILE = (
@@ -89,41 +88,6 @@ def load_run(path: str | Path) -> Run:
             rec = dict(rec, groups=groups[name])
         records[name] = rec
     return Run(folder.path, manifest, dict(sorted(records.items(), key=lambda kv: host_key(kv[0]))))
-
-
-def manifest_groups(manifest: dict) -> dict[str, list[str]]:
-    """host -> its inventory groups, from the manifest's inventory snapshot ({} without one)."""
-    inv = manifest.get("inventory") if isinstance(manifest, dict) else None
-    snap = inv.get("snapshot", inv) if isinstance(inv, dict) else None
-    hosts = snap.get("hosts") if isinstance(snap, dict) else None
-    out = {}
-    for entry in hosts if isinstance(hosts, list) else ():
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-            out[entry["name"]] = [g for g in entry.get("groups") or () if g not in IMPLICIT_GROUPS]
-    return out
-
-
-def host_key(name: str):
-    """Natural order: gpu2 before gpu10."""
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
-
-
-def fold(items) -> str:
-    """[0, 1, 2, 5] -> "0-2,5"; non-numbers (GPU pairs) are listed as they are."""
-    items = list(items)
-    if not all(isinstance(i, int) for i in items):
-        return ",".join(str(i) for i in items)
-    out, run = [], []
-    for n in sorted(set(items)):
-        if run and n == run[-1] + 1:
-            run.append(n)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [n]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
 
 
 # --- one host --------------------------------------------------------------------------------
@@ -335,37 +299,13 @@ def diff_runs(before: Run, after: Run) -> RunDiff:
 # --- rendering -------------------------------------------------------------------------------
 
 
-def show_value(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, str):
-        return visible(value)
-    return visible(json.dumps(value, ensure_ascii=False, sort_keys=True))
-
-
 def show_gpus(items: Iterable) -> str:
     items = list(items)
     if not items:
         return ""
     if len(items) > 6 and not all(isinstance(i, int) for i in items):
-        return f"{fold(items[:6])},… ({len(items)})"
-    return fold(items)
-
-
-def fold_hosts(names) -> str:
-    """Host names folded the way operators write them (``gpu[01-07,10]``) when that reads back the same."""
-    names = list(dict.fromkeys(names))
-    if len(names) < 3:
-        return ", ".join(names)
-    try:
-        from ClusterShell.NodeSet import NodeSet
-
-        folded = str(NodeSet.fromlist(names))
-        if sorted(NodeSet(folded)) == sorted(names):
-            return folded
-    except Exception:  # NodeSet reads some names as ranges or operators: list them plainly
-        pass
-    return ", ".join(names)
+        return f"{fold_numbers(items[:6])},… ({len(items)})"
+    return fold_numbers(items)
 
 
 def render_terminal(diff: RunDiff, console) -> None:

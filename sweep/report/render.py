@@ -22,9 +22,9 @@ from sweep import exitcodes
 from sweep import __version__
 from sweep.analysis.compare import Findings
 from sweep.analysis.keys import KEYS
-from sweep.analysis.names import abbreviate, fold_hosts
+from sweep.analysis.names import abbreviate, fold_hosts, host_key
 from sweep.analysis.fleet import Fleet, rows_at
-from sweep.audit.rundiff import host_key
+from sweep.text import visible
 
 SUMMARY_SCHEMA = "sweep.summary/1"
 CHART_HOSTS_MAX = 64      # above this many hosts the chart shows one bar per class
@@ -33,13 +33,10 @@ ROWS_MAX = 200            # rows per findings kind / unreachable table
 MATRIX_CLASSES_MAX = 8    # classes side by side in the key matrix
 SEVERITY_ORDER = {"unreachable": 0, "broken": 1, "warning": 2}
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
 def _visible(value):
     """Every {{ }} of the templates: control characters a host sent (ESC, BEL, C1) shown as \\xNN text."""
-    if isinstance(value, str) and _CONTROL.search(value):
-        shown = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+    if isinstance(value, str):
+        shown = visible(value, keep="\t\n")
         return Markup(shown) if isinstance(value, Markup) else shown
     return value
 

@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from sweep.collect.engines.base import Engine, EngineError, failed, judged, tail
-from sweep.collect.ssh.prober import SSHOptions
+from sweep.collect.ssh.prober import FAST_KEX, SSHOptions
 
 CALLBACKS = Path(__file__).with_name("ansible_callbacks")
-FAST_KEX = "curve25519-sha256"
 # the host's interpreter, as sweep reads it (sweep.inventory.model): "auto*" and unset mean python3
 PYTHON = ("{{ (ansible_python_interpreter | default('python3')) "
           "if not (ansible_python_interpreter | default('python3')).startswith('auto') else 'python3' }}")
