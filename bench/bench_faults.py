@@ -40,9 +40,9 @@ sys.path.insert(0, str(REPO / "tests" / "unit"))
 
 from bad_input_cases import build_cases  # noqa: E402
 
-from sweep import synth  # noqa: E402
-from sweep.demo import FleetHost, LocalFleet  # noqa: E402
-from sweep.run import run_sweep  # noqa: E402
+from sweep.demo import synth  # noqa: E402
+from sweep.demo.loopback import FleetHost, LocalFleet  # noqa: E402
+from sweep.collect.run import run_sweep  # noqa: E402
 from sweep.store import safe_name  # noqa: E402
 
 CONNECT_TIMEOUT = 10.0
@@ -116,7 +116,7 @@ def outcome_of(record: dict) -> tuple:
 
 KILLED = """
 import sys
-from sweep.run import run_sweep
+from sweep.collect.run import run_sweep
 run_sweep(sys.argv[1], limit=sys.argv[4], out=sys.argv[2], forks=int(sys.argv[5]), known_hosts=sys.argv[3],
           ssh_config=None, allow_agent=False, look_for_keys=False)
 """

@@ -84,7 +84,7 @@ def write_fleet(folder: Path, n_hosts: int, n_gpus: int, seed: int = 7) -> dict:
 def measure(run: Path, out: Path) -> None:
     """Child process: build the report and print wall time, CPU time and peak RSS as JSON."""
     before_import = time.perf_counter()
-    from sweep.report import build_report
+    from sweep.report.build import build_report
 
     start = time.perf_counter()
     result = build_report([run], out)
@@ -127,7 +127,7 @@ def main(argv=None) -> int:
             print(child.stdout + child.stderr, file=sys.stderr)
             return 2
         figures = json.loads(child.stdout.strip().splitlines()[-1])
-        from sweep.fleet import usable_cpus
+        from sweep.analysis.fleet import usable_cpus
 
         peak = max(figures["peak_rss_mib"], figures["peak_rss_children_mib"])
         print(f"build_report: {figures['wall_s']:.2f} s wall ({figures['cpu_s']:.2f} s CPU over "

@@ -44,13 +44,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sweep.bundle import BOOTSTRAP, bundle_bytes  # noqa: E402
-from sweep.demo import FleetHost, LocalFleet, default_capture  # noqa: E402
+from sweep.collect.bundle import BOOTSTRAP, bundle_bytes  # noqa: E402
+from sweep.demo.loopback import FleetHost, LocalFleet, default_capture  # noqa: E402
 
 SWEEP = """
 import json, sys, time
 t = time.monotonic()
-from sweep.run import run_sweep
+from sweep.collect.run import run_sweep
 inventory, out, known, forks, limit = sys.argv[1:6]
 result = run_sweep(inventory, out=out, forks=int(forks), known_hosts=known, ssh_config=None, limit=limit,
                    allow_agent=False, look_for_keys=False)

@@ -28,14 +28,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sweep.bundle import build_bundle, bundle_bytes, remote_command  # noqa: E402
-from sweep.demo import FleetHost, LocalFleet  # noqa: E402
+from sweep.collect.bundle import build_bundle, bundle_bytes, remote_command  # noqa: E402
+from sweep.demo.loopback import FleetHost, LocalFleet  # noqa: E402
 
 KEX = "curve25519-sha256"
 
 SWEEP = """
 import json, sys
-from sweep.run import run_sweep
+from sweep.collect.run import run_sweep
 inventory, out, known, forks, limit = sys.argv[1:6]
 result = run_sweep(inventory, out=out, forks=int(forks), known_hosts=known, ssh_config=None, limit=limit,
                    allow_agent=False, look_for_keys=False)

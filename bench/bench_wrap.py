@@ -4,7 +4,7 @@ On the GPU host, from the repository root, with the agent zipapp (`sweep bundle 
 it carries pynvml) or, without --agent, this checkout's probe_agent (needs pynvml installed):
     python3 bench/bench_wrap.py --agent build/agent.pyz --runs 6 --interval 0.2 -- python3 bench/matmul_bench.py
 Anywhere (no GPU: replayed GPU answers, a CPU matmul):
-    python3 bench/bench_wrap.py --runs 2 --replay sweep/demo/h200-load.json -- \\
+    python3 bench/bench_wrap.py --runs 2 --replay sweep/demo/captures/h200-load.json -- \\
         python3 bench/matmul_bench.py --device cpu --dtype float32 --size 512 --seconds 1 --warmup 0.2
 
 Pairs alternate their order (plain, wrapped / wrapped, plain / ...) so that a slow drift of the

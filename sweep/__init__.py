@@ -1,1 +1,57 @@
+"""sweep as a library: load an inventory, run a sweep, load a fleet, compare it, write a report.
+
+    import sweep
+
+    inventory = sweep.load_inventory("inventory.yml")          # Inventory: .hosts, .groups, .select(limit)
+    run = sweep.run_sweep("inventory.yml", limit="dc1")         # RunResult: .run_dir, .ok, .failed, .exit_code
+    fleet = sweep.load_fleet([run.run_dir])                     # Fleet: pandas frames of hosts, GPUs, contracts
+    findings = sweep.compare(fleet)                             # Findings: classes, unreachable hosts, findings
+    report = sweep.build_report([run.run_dir], "out/")          # ReportResult: files written, exit code
+
+Every failure a user can act on is a `SweepError` (`sweep.errors`); a host that fails is data in
+its record, never an exception. The names are imported on first use, so ``import sweep`` stays cheap.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+# public name -> the module that defines it
+_API = {
+    "load_inventory": "sweep.inventory.model",
+    "Inventory": "sweep.inventory.model",
+    "Host": "sweep.inventory.model",
+    "run_sweep": "sweep.collect.run",
+    "RunResult": "sweep.collect.run",
+    "load_fleet": "sweep.analysis.fleet",
+    "Fleet": "sweep.analysis.fleet",
+    "compare": "sweep.analysis.compare",
+    "Findings": "sweep.analysis.compare",
+    "build_report": "sweep.report.build",
+    "ReportResult": "sweep.report.build",
+    "SweepError": "sweep.errors",
+}
+__all__ = ["__version__", *_API]
+
+if TYPE_CHECKING:
+    from sweep.analysis.compare import Findings, compare
+    from sweep.analysis.fleet import Fleet, load_fleet
+    from sweep.collect.run import RunResult, run_sweep
+    from sweep.errors import SweepError
+    from sweep.inventory.model import Host, Inventory, load_inventory
+    from sweep.report.build import ReportResult, build_report
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its module the first time it is asked for (PEP 562)."""
+    if name not in _API:
+        raise AttributeError(f"module 'sweep' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_API[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

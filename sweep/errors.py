@@ -1,11 +1,13 @@
-"""The one error hierarchy of the controller; cli.py alone turns it into a message and exit code."""
+"""The one error hierarchy of the controller; sweep.cli.main alone turns it into a message and exit code."""
 from __future__ import annotations
+
+from sweep import exitcodes
 
 
 class SweepError(Exception):
     """Base of every error a user can act on; carries where it happened and the fix."""
 
-    exit_code = 2
+    exit_code = exitcodes.BAD_INPUT
 
     def __init__(self, message: str, *, where: str | None = None, fix: str | None = None):
         super().__init__(message)
@@ -40,9 +42,3 @@ class HealthFileError(SweepError):
 
 class InventoryWarning(UserWarning):
     """The inventory reads, but something in it is likely a mistake (a host defined twice, differently)."""
-
-
-class Interrupted(SweepError):
-    """The user pressed Ctrl-C; what was collected is kept."""
-
-    exit_code = 130

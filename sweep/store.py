@@ -9,6 +9,10 @@ Layout (record version 1)::
 Every file is written whole or not at all (a temporary file in the same folder, fsync, rename):
 a controller killed with ``kill -9`` leaves at most a ``.tmp-*`` file, which `RunFolder.open`
 removes. File names are made safe (`safe_name`); the real host name stays inside the record.
+
+This module is the one reader of run folders too: `RunFolder.read_records` (resume, run diffs,
+baselines), `list_records` (the files a report reads, and the hosts a manifest lists),
+`manifest_groups` and `read_json`.
 """
 from __future__ import annotations
 
@@ -18,11 +22,13 @@ import json
 import os
 import re
 import tempfile
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sweep.errors import RunFolderError
+from sweep.errors import HealthFileError, RunFolderError, SweepError
+from sweep.inventory.formats import IMPLICIT_GROUPS
 
 RECORD_VERSION = 1
 RUN_FORMAT = "sweep-run"
@@ -231,3 +237,71 @@ class RunFolder:
                 continue  # not where this sweep would write it: not ours
             records[record["host"]] = record
         return records
+
+
+def read_json(path: Path, error: type[SweepError], fix: str) -> Any:
+    """The JSON document in the file `path`; a missing, unreadable or invalid file raises `error` with `fix`."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error("no such file", where=str(path), fix=fix) from None
+    except OSError as err:
+        raise error(f"cannot be read ({err.strerror or err})", where=str(path), fix=fix) from None
+    except ValueError as err:  # UnicodeDecodeError included
+        raise error(f"is not valid JSON ({err})", where=str(path), fix=fix) from None
+
+
+def manifest_groups(manifest: Any) -> dict[str, list[str]]:
+    """host -> its inventory groups, from a manifest's inventory snapshot ({} without one)."""
+    inv = manifest.get("inventory") if isinstance(manifest, dict) else None
+    snap = inv.get("snapshot", inv) if isinstance(inv, dict) else None
+    hosts = snap.get("hosts") if isinstance(snap, dict) else None
+    out = {}
+    for entry in hosts if isinstance(hosts, list) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            out[entry["name"]] = [g for g in entry.get("groups") or () if g not in IMPLICIT_GROUPS]
+    return out
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The JSON files a path stands for and, for a run folder, the hosts its manifest lists and their groups."""
+
+    manifest_path: Path
+    files: list[Path] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    groups: dict[str, list[str]] = field(default_factory=dict)
+
+
+def list_records(path: Path) -> Listing:
+    """What a reader of `path` reads: a file itself, a run folder's hosts/*.json, or a folder's *.json."""
+    if path.is_file():
+        return Listing(path, [path])
+    if not path.is_dir():
+        raise HealthFileError("no such file or folder", where=str(path),
+                         fix="pass a run folder, a host-record file or a health.json file")
+    folder = RunFolder(path)
+    listing = Listing(path)
+    if folder.manifest_path.is_file() or folder.hosts_dir.is_dir():
+        listing = _listed(folder.manifest_path)
+        if not folder.hosts_dir.is_dir():
+            raise RunFolderError("run folder without a hosts/ folder", where=str(path),
+                                 fix="pass the folder a sweep run wrote")
+        path = folder.hosts_dir
+    files = sorted(e.path for e in os.scandir(path)
+                   if e.name.endswith(".json") and not e.name.startswith(".") and e.is_file())
+    return Listing(listing.manifest_path, [Path(f) for f in files], listing.hosts, listing.groups)
+
+
+def _listed(path: Path) -> Listing:
+    """The hosts a run selected, and each host's groups (from the inventory snapshot); empty if absent."""
+    if not path.is_file():
+        return Listing(path)
+    try:
+        manifest = json.loads(path.read_bytes())
+    except (OSError, ValueError) as err:
+        raise RunFolderError(f"manifest.json cannot be read ({err})", where=str(path.parent),
+                             fix="pass the folder a sweep run wrote") from None
+    manifest = manifest if isinstance(manifest, dict) else {}
+    hosts = [h for h in manifest.get("hosts") or () if isinstance(h, str)]
+    return Listing(path, [], hosts, manifest_groups(manifest))

@@ -6,7 +6,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
-CAPTURES = ROOT / "sweep" / "demo"
+CAPTURES = ROOT / "sweep" / "demo" / "captures"
 
 
 @pytest.fixture(autouse=True)

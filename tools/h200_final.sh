@@ -5,7 +5,7 @@
 set -u
 export PYTHONUNBUFFERED=1
 C=$OUT/c; mkdir -p $C
-python3 -c "import sys; sys.path.insert(0, '.'); from sweep.bundle import build_bundle; build_bundle('build/agent-here.pyz')"
+python3 -c "import sys; sys.path.insert(0, '.'); from sweep.collect.bundle import build_bundle; build_bundle('build/agent-here.pyz')"
 A="python3 -I -S build/agent-here.pyz"
 python3 bench/bench_probe.py --agent build/agent-here.pyz --runs 15 --deep-runs 3 | tee $C/bench_probe.md
 $A --record $C/h200-idle.json --note "H200 idle, sweep agent live --record" > /dev/null; echo idle rc=$?

@@ -3,7 +3,7 @@
 set -u
 export PYTHONUNBUFFERED=1
 C=$OUT/c; mkdir -p $C
-python3 -c "import sys; sys.path.insert(0, '.'); from sweep.bundle import build_bundle; build_bundle('build/agent-here.pyz')"
+python3 -c "import sys; sys.path.insert(0, '.'); from sweep.collect.bundle import build_bundle; build_bundle('build/agent-here.pyz')"
 A="python3 -I -S build/agent-here.pyz"
 $A --record $C/h200-idle.json --note "H200 idle, sweep agent live --record" > $C/idle.health.json; echo idle rc=$?
 $A --load 20 --record $C/h200-load.json --note "H200 under the agent's own --load 20 (torch bf16 matmul)" > $C/load.health.json; echo load rc=$?

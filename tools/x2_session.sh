@@ -5,7 +5,7 @@
 set -u
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 C=$OUT/cap; mkdir -p $C
-python3 -c "import sys; sys.path.insert(0, '.'); from sweep.bundle import build_bundle; build_bundle('build/agent-here.pyz')"
+python3 -c "import sys; sys.path.insert(0, '.'); from sweep.collect.bundle import build_bundle; build_bundle('build/agent-here.pyz')"
 A="python3 -I -S build/agent-here.pyz"
 nvidia-smi -L; nvidia-smi topo -m | tee $C/topo.txt
 U0=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0); U1=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 1)

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sweep.demo import SSHD, FleetHost, LocalFleet
+from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
 
 from helpers import require
 

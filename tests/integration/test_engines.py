@@ -14,13 +14,14 @@ import pytest
 import yaml
 
 from sweep.cli import main
-from sweep.demo import SSHD, FleetHost, LocalFleet, default_capture
-from sweep.engines import EngineJob, engine_from_options
-from sweep.engines.ansible import AnsibleEngine, find_ansible, unreachable
+from sweep.demo.loopback import SSHD, FleetHost, LocalFleet, default_capture
+from sweep.collect.engines import engine_from_options
+from sweep.collect.engines.base import EngineJob
+from sweep.collect.engines.ansible import AnsibleEngine, find_ansible, unreachable
 from sweep.errors import ConfigError
-from sweep.inventory import load_inventory
-from sweep.report import build_report
-from sweep.run import run_sweep
+from sweep.inventory.model import load_inventory
+from sweep.report.build import build_report
+from sweep.collect.run import run_sweep
 
 from helpers import require
 

@@ -1,6 +1,6 @@
 """Faults, hostile hosts and a hostile controller's life: the sweep never hangs, loses nothing, trusts no host.
 
-Real sshds on loopback (sweep.demo.LocalFleet), the real agent bundle, the real CLI. The single
+Real sshds on loopback (sweep.demo.loopback.LocalFleet), the real agent bundle, the real CLI. The single
 faults already covered by test_sweep_run.py (refused, blackhole, unknown and changed keys, bad
 auth, no python, a crashing agent, a motd instead of JSON, one dropped connection, kill -9 in the
 middle, Ctrl-C in-process) are not repeated here.
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from sweep import synth
+from sweep.demo import synth
 from sweep.cli import main
-from sweep.demo import FleetHost, LocalFleet
-from sweep.run import run_sweep
+from sweep.demo.loopback import FleetHost, LocalFleet
+from sweep.collect.run import run_sweep
 from sweep.store import safe_name
 
 from helpers import CHROMIUM, Tags, chromium, read_records as records, require
@@ -58,7 +58,7 @@ def _hostile_capture(workdir: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def faults(tmp_path_factory):
-    from sweep.demo import SSHD
+    from sweep.demo.loopback import SSHD
 
     if os.geteuid() != 0 or not os.path.exists(SSHD):
         require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
@@ -149,9 +149,9 @@ def test_an_agent_hung_in_a_driver_query_emits_at_its_deadline_or_is_cut_at_the_
 
 MEASURE_HUGE = """
 import json, resource, sys, time
-from sweep.inventory import load_inventory
-from sweep.transport import Prober, SSHOptions
-from sweep.bundle import bundle_bytes
+from sweep.inventory.model import load_inventory
+from sweep.collect.ssh.prober import Prober, SSHOptions
+from sweep.collect.bundle import bundle_bytes
 host = load_inventory(sys.argv[1]).select("f-huge")[0]
 prober = Prober(bundle_bytes(), (), SSHOptions(known_hosts=(sys.argv[2],), ssh_config=None, allow_agent=False,
                                                look_for_keys=False))
@@ -209,7 +209,7 @@ def test_more_connections_than_max_startups_all_succeed_after_backoff(faults, tm
 
 KILLED_SWEEP = """
 import sys
-from sweep.run import run_sweep
+from sweep.collect.run import run_sweep
 run_sweep(sys.argv[1], limit="slow", out=sys.argv[2], forks=4, known_hosts=sys.argv[3],
           ssh_config=None, allow_agent=False, look_for_keys=False)
 """

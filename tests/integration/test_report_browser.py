@@ -9,7 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 import fleet_variants as fv  # noqa: E402
 
-from sweep.report import build_report  # noqa: E402
+from sweep.report.build import build_report  # noqa: E402
 
 from helpers import CHROMIUM, Tags, chromium, require  # noqa: E402
 IMG_HOST = "<img src=x onerror=document.title='pwned'>"

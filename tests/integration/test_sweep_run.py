@@ -13,13 +13,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-import sweep.transport as transport
-from sweep.demo import FleetHost, LocalFleet
+import sweep.collect.ssh.prober as transport
+from sweep.demo.loopback import FleetHost, LocalFleet
 from sweep.errors import RunFolderError
-from sweep.inventory import Host, load_inventory
-from sweep.run import run_sweep
-from sweep.sshconfig import SSHConfigFile, route
-from sweep.transport import Prober, SSHOptions
+from sweep.inventory.model import Host, load_inventory
+from sweep.collect.run import run_sweep
+from sweep.collect.ssh.config import SSHConfigFile, route
+from sweep.collect.ssh.prober import Prober, SSHOptions
 
 from helpers import read_records as records  # noqa: E402
 
@@ -178,7 +178,7 @@ def test_ctrl_c_stops_within_seconds_and_resume_finishes(fleet, layout, tmp_path
 
 KILLED_SWEEP = """
 import sys
-from sweep.run import run_sweep
+from sweep.collect.run import run_sweep
 run_sweep(sys.argv[1], limit="slow", out=sys.argv[2], forks=3, known_hosts=sys.argv[3],
           ssh_config=None, allow_agent=False, look_for_keys=False)
 """
@@ -263,6 +263,6 @@ def test_route_takes_the_inventory_over_ssh_config(tmp_path, hermetic_home):
 
 
 def _bundle() -> bytes:
-    from sweep.bundle import bundle_bytes
+    from sweep.collect.bundle import bundle_bytes
 
     return bundle_bytes()

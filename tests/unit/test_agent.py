@@ -9,10 +9,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from sweep import synth
+from sweep.demo import synth
 
 ROOT = Path(__file__).resolve().parents[2]
-CAPTURES = ROOT / "sweep" / "demo"
+CAPTURES = ROOT / "sweep" / "demo" / "captures"
 H200 = ROOT / "tests" / "fixtures" / "h200"
 SCHEMA = json.loads((ROOT / "probe_agent" / "schema" / "health-1.schema.json").read_text())
 
@@ -168,7 +168,7 @@ def test_eight_gpu_mask_renumbering_and_worst_link(tmp_path):
 
 
 def test_demo_fleet_variants_are_judged_as_intended(tmp_path):
-    from sweep.demofleet import demo_fleet
+    from sweep.demo.fleet import demo_fleet
     hosts = {h.name: h for h in demo_fleet(tmp_path)}
     expect = {"gpu01": None, "gpu11": "power", "gpu13": "power", "gpu25": "clocks", "gpu29": "device_mask",
               "gpu33": "framework"}

@@ -1,6 +1,6 @@
 """Change-window audits: expectations, per-host baselines and `sweep diff RUN_A RUN_B`.
 
-The fleet is 14 eight-GPU H200 hosts, each a capture derived (sweep.synth) from the real H200
+The fleet is 14 eight-GPU H200 hosts, each a capture derived (sweep.demo.synth) from the real H200
 recording and replayed through the agent, written into two run folders around a change window.
 """
 from __future__ import annotations
@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from probe_agent.main import main as agent_main
-from sweep import synth
-from sweep.baseline import audit_section, compare_to_baseline, read_baseline, set_baseline
+from sweep.demo import synth
+from sweep.audit.baseline import audit_section, compare_to_baseline, read_baseline, set_baseline
 from sweep.cli import main
 from sweep.errors import ConfigError
-from sweep.expect import evaluate_expectations, load_expectations, resolve
-from sweep.rundiff import diff_runs, host_changes, load_run, render_html, render_terminal
+from sweep.audit.expect import evaluate_expectations, load_expectations, resolve
+from sweep.audit.rundiff import diff_runs, host_changes, load_run, render_html, render_terminal
 from sweep.store import safe_name
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from sweep.bundle import build_bundle, bundle_bytes, remote_command
+from sweep.collect.bundle import build_bundle, bundle_bytes, remote_command
 
 from helpers import require
 
 ROOT = Path(__file__).resolve().parents[2]
-IDLE = ROOT / "sweep" / "demo" / "h200-idle.json"
+IDLE = ROOT / "sweep" / "demo" / "captures" / "h200-idle.json"
 
 
 @pytest.fixture(scope="module")

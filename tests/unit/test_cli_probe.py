@@ -19,7 +19,7 @@ def test_sweep_probe_writes_results_and_names_the_driver(tmp_path, monkeypatch, 
 
 
 def test_sweep_probe_replay_of_the_h200_is_healthy(tmp_path):
-    assert main(["probe", "--out", str(tmp_path), "--replay", str(ROOT / "sweep" / "demo" / "h200-idle.json")]) == 0
+    assert main(["probe", "--out", str(tmp_path), "--replay", str(ROOT / "sweep" / "demo" / "captures" / "h200-idle.json")]) == 0
     assert json.loads((tmp_path / "health.json").read_text())["verdict"] == "ok"
 
 

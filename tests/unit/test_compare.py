@@ -6,11 +6,11 @@ import re
 import pytest
 
 import fleet_variants as fv
-from sweep import report as report_module
-from sweep.compare import compare, fold_hosts, impact
+from sweep.report import build as report_module
+from sweep.analysis.compare import compare, fold_hosts, impact
 from sweep.errors import ConfigError
-from sweep.fleet import load_fleet
-from sweep.report import build_report
+from sweep.analysis.fleet import load_fleet
+from sweep.report.build import build_report
 
 
 def fleet_of(tmp_path, records):
@@ -134,7 +134,7 @@ def test_report_folder_holds_every_output(must_show):
 
 
 def test_chart_marks_capped_and_slowed_hosts(must_show):
-    from sweep.render import chart
+    from sweep.report.render import chart
 
     result, _ = must_show
     bars = {b["label"]: b for b in chart(result.fleet, result.findings)["bars"]}

@@ -8,7 +8,7 @@ import pytest
 
 import fleet_variants as fv
 from sweep.errors import HealthFileError, RunFolderError
-from sweep.fleet import load_fleet
+from sweep.analysis.fleet import load_fleet
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "health"
 

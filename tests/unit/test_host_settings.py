@@ -1,8 +1,8 @@
 """Sweep's own per-host settings (inventory variables named sweep_*) reach the agent."""
 from pathlib import Path
 
-from sweep.inventory import load_inventory
-from sweep.transport import host_agent_args
+from sweep.inventory.model import load_inventory
+from sweep.collect.ssh.prober import host_agent_args
 
 
 def test_sweep_interpreters_and_deep_become_agent_arguments(tmp_path: Path):

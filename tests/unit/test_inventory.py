@@ -1,4 +1,4 @@
-"""sweep.inventory and sweep.limit: Ansible inventories read as Ansible reads them."""
+"""sweep.inventory and sweep.inventory.limit: Ansible inventories read as Ansible reads them."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from sweep.errors import InventoryError, LimitError
-from sweep.inventory import Host, load_inventory
-from sweep.inventory_formats import expand_host_range
-from sweep.limit import split_patterns
+from sweep.inventory.model import Host, load_inventory
+from sweep.inventory.formats import expand_host_range
+from sweep.inventory.limit import split_patterns
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "inventories"
 EXAMPLES = Path(__file__).resolve().parents[2] / "inventories"

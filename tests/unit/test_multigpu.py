@@ -62,7 +62,7 @@ def test_topology_agrees_with_nvidia_smi_topo_m_for_every_pair():
 
 
 def test_comparison_report_on_the_two_gpu_host_finds_the_same_link_classes(tmp_path):
-    from sweep.report import build_report
+    from sweep.report.build import build_report
 
     names = ["idle", "mask-1-0", "mask-uuid-rev", "mask-1"]
     result = build_report([X2 / f"x2-{n}.health.json" for n in names], tmp_path)

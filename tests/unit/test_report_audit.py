@@ -10,10 +10,10 @@ import re
 
 import pytest
 
-from sweep import synth
-from sweep.baseline import set_baseline
+from sweep.demo import synth
+from sweep.audit.baseline import set_baseline
 from sweep.cli import main
-from sweep.report import build_report
+from sweep.report.build import build_report
 from test_audit import health_of, record, swap_card, write_run
 
 HOSTS = ["gpu01", "gpu02", "gpu03<b>", "gpu04"]  # a host string with markup: the page must show it as text

@@ -7,8 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
-from sweep.fleet import load_fleet, records_of
-from sweep.report import build_report
+from sweep.analysis.fleet import load_fleet, records_of
+from sweep.report.build import build_report
 
 H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
 CLEAN, FOREIGN = H200 / "matmul.provenance.json", H200 / "matmul-foreign.provenance.json"

@@ -6,7 +6,7 @@ import pytest
 
 from sweep.cli import main
 from sweep.errors import ConfigError
-from sweep.shard import parse_shard, select_shard, shard_of
+from sweep.collect.shard import parse_shard, select_shard, shard_of
 
 
 def hosts(names):

@@ -12,12 +12,12 @@ import pytest
 from referencing import Registry, Resource
 
 from probe_agent import wrap
-from sweep import synth
+from sweep.demo import synth
 from sweep.cli import main as sweep_main
-from sweep.diff import diff_provenance, load_health
+from sweep.audit.diff import diff_provenance, load_health
 
 ROOT = Path(__file__).resolve().parents[2]
-CAPTURES = ROOT / "sweep" / "demo"
+CAPTURES = ROOT / "sweep" / "demo" / "captures"
 SCHEMAS = ROOT / "probe_agent" / "schema"
 HEALTH_SCHEMA = json.loads((SCHEMAS / "health-1.schema.json").read_text())
 PROVENANCE_SCHEMA = json.loads((SCHEMAS / "provenance-1.schema.json").read_text())

@@ -1,0 +1,1 @@
+"""Fleet analysis: records as pandas frames, comparability keys, classes, health findings."""

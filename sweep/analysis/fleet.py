@@ -1,0 +1,458 @@
+"""Load host records and health.json files into pandas: one frame per host, one per GPU.
+
+`load_fleet(paths)` accepts run folders (``RUN/manifest.json`` + ``RUN/hosts/*.json``), host-record
+files, plain health.json files, provenance files (``sweep wrap``: the probe before the command is
+the host's health, the verdict's summary its ``provenance`` column), and folders of these. A host
+that failed is a row like any other, with its failure class; a file that is none of these is a
+HealthFileError. `records_of(fleet)` gives the hosts back as run-folder records (for audits).
+
+The frames keep raw facts only (what the host said); compare.py derives the comparability keys.
+JSON is parsed one file at a time with the stdlib and reduced to row tuples at once, so memory holds
+the frames, not the documents; from PARALLEL_FROM files on, worker processes parse chunks of the
+files and send back typed frames, which are concatenated in file order.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import threading
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sweep.errors import HealthFileError, SweepError
+from sweep.inventory.formats import IMPLICIT_GROUPS
+from sweep.store import RECORD_VERSION, list_records, read_json
+
+PROVENANCE_KIND = "sweep.provenance"
+
+# column -> dtype; the order is the frames' column order
+HOST_COLUMNS = {
+    "host": "string", "groups": "category", "source": "string", "status": "category",
+    "failure_class": "category", "failure_message": "string", "attempts": "Int64", "duration_s": "Float64",
+    "address": "string", "hostname": "string", "probe_complete": "boolean", "probe_mode": "category",
+    "driver": "category", "cuda_driver": "category", "nvml_error": "category", "gpu_count": "Int64",
+    "confidential_compute": "boolean", "mask_state": "category", "cuda_visible_devices": "category",
+    "gpus_selected": "Int64", "gpu_model": "category", "torch": "category", "cuda_runtime": "category",
+    "framework_status": "category", "worst_link": "category", "lowest_broken": "category",
+    "verdict": "category", "lowest_message": "category", "lowest_fix": "category", "summary": "category",
+    "provenance": "string",
+}
+GPU_COLUMNS = {
+    "host": "category", "index": "Int64", "selected": "boolean", "uuid": "string", "name": "category",
+    "pci_bus_id": "category", "memory_total_bytes": "Int64", "power_enforced_w": "Float64",
+    "power_default_w": "Float64", "power_max_w": "Float64", "power_draw_w": "Float64",
+    "ecc_current": "boolean", "ecc_pending": "boolean", "ecc_volatile_uncorrected": "Int64",
+    "sm_mhz": "Int64", "sm_max_mhz": "Int64", "app_sm_mhz": "Int64", "default_app_sm_mhz": "Int64",
+    "reasons_active": "category", "idle": "boolean", "hw_slowdown": "boolean", "hw_thermal_slowdown": "boolean",
+    "hw_power_brake_slowdown": "boolean", "sw_thermal_slowdown": "boolean", "temperature_c": "Float64",
+    "mig_current": "boolean", "mig_pending": "boolean", "mig_layout": "category", "persistence_mode": "boolean",
+    "compute_mode": "category", "processes": "Int64", "process_names": "string",
+    "remap_pending": "boolean", "remap_failure": "boolean", "retired_pages_pending": "boolean",
+}
+CONTRACT_COLUMNS = {
+    "host": "category", "position": "Int64", "contract": "category", "title": "category",
+    "status": "category", "message": "category", "fix": "category", "consequence_of": "category",
+}
+PROCESS_COLUMNS = {
+    "host": "category", "gpu": "Int64", "pid": "Int64", "name": "string", "used_memory_bytes": "Int64",
+}
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The loaded fleet: `hosts` (one row per host), `gpus`, `contracts` (9 per probed host), `processes`."""
+
+    hosts: pd.DataFrame
+    gpus: pd.DataFrame
+    contracts: pd.DataFrame
+    processes: pd.DataFrame
+    sources: tuple[str, ...] = ()
+
+
+def load_fleet(paths, workers: int | None = None) -> Fleet:
+    """Read every host of `paths` (run folders, host records, health.json files) into a Fleet.
+
+    Big inputs are parsed by `workers` processes (default: one per CPU, for 2,000 files or more).
+    """
+    sources, files, listed = [], [], []
+    for path in (Path(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)):
+        sources.append(str(path))
+        listing = list_records(path)
+        files.extend((file, listing.groups) for file in listing.files)
+        listed.append(listing)
+    if not files:
+        raise HealthFileError("no host record or health.json found", where=", ".join(sources) or "(no path)",
+                              fix="pass a run folder, host-record files or health.json files")
+    if workers is None:
+        workers = min(usable_cpus(), 8) if len(files) >= PARALLEL_FROM else 1
+    workers = max(1, min(workers, len(files)))
+    size = -(-len(files) // (workers * 4))  # four chunks per worker even out slow files
+    chunks = [(start, files[start:start + size]) for start in range(0, len(files), size)]
+    if workers > 1:
+        # fork (no re-import) where it is safe: Linux, and no other thread that could hold a lock
+        fork = sys.platform.startswith("linux") and threading.active_count() == 1
+        context = multiprocessing.get_context("fork" if fork else "spawn")
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            parts = list(pool.map(_load_chunk, chunks))
+    else:
+        parts = [_load_chunk((0, files))]
+    for part in parts:
+        if isinstance(part, tuple):  # a SweepError from a worker, sent back as data
+            kind, message, where, fix = part
+            raise kind(message, where=where, fix=fix)
+    unprobed = _unprobed(parts, listed, offset=len(files))
+    return _assemble(parts + ([unprobed] if unprobed else []), tuple(sources))
+
+
+def _unprobed(parts, listed, offset):
+    """Rows for hosts a run's manifest lists but that have no record (the sweep stopped first)."""
+    recorded = {name for part in parts for name in part.hosts["host"].dropna().tolist()}
+    builder = _Builder(offset)
+    for manifest in listed:
+        for name in manifest.hosts:
+            if name not in recorded:
+                recorded.add(name)
+                builder.add(manifest.manifest_path, {
+                    "record_version": RECORD_VERSION, "host": name, "status": "failed", "health": None,
+                    "failure": {"class": "not_probed",
+                                "message": "listed in the run's manifest but without a record: the sweep stopped "
+                                           "before this host"}}, manifest.groups)
+    return builder.typed() if builder.hosts else None
+
+
+PARALLEL_FROM = 2000
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (taskset / cgroup cpusets included), not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def _load_chunk(chunk):
+    """Parse files[start:...] into a _Builder whose host positions start at `start`."""
+    start, files = chunk
+    builder = _Builder(start)
+    try:
+        for file, groups_of in files:
+            builder.add(file, _read_json(file), groups_of)
+    except SweepError as err:
+        return (type(err), err.message, err.where, err.fix)
+    return builder.typed()
+
+
+def rows_at(frame: pd.DataFrame, positions) -> list[dict]:
+    """The rows at `positions` as dicts of plain Python values, NA as None (for the few rows shown)."""
+    rows = frame.iloc[positions].astype(object)
+    return rows.where(rows.notna(), None).to_dict("records")
+
+
+def records_of(fleet: Fleet) -> dict[str, dict]:
+    """host -> a run-folder record of every host of the fleet, under the report's host names and groups.
+
+    The frames keep no documents, so each reachable host's health.json is read again from its
+    source (a record, a health.json or a provenance file's probe before); for `sweep.audit.baseline.audit_section`.
+    """
+    columns = ["host", "groups", "source", "status", "failure_class", "failure_message"]
+    out = {}
+    for row in rows_at(fleet.hosts[columns], range(len(fleet.hosts))):
+        health = None
+        if row["status"] == "ok":
+            health = _read_json(Path(row["source"]))
+            if "record_version" in health:
+                health = health["health"]
+            elif health.get("kind") == PROVENANCE_KIND:
+                health = health["before"]
+        out[row["host"]] = {
+            "record_version": RECORD_VERSION, "host": row["host"],
+            "groups": row["groups"].split(",") if row["groups"] else [], "status": row["status"],
+            "failure": None if health else {"class": row["failure_class"], "message": row["failure_message"]},
+            "health": health}
+    return out
+
+
+def _get(d, *keys):
+    for key in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d
+
+
+class _Builder:
+    """Collects rows as tuples while files are read; `typed` turns them into frames at the end."""
+
+    def __init__(self, offset: int = 0):
+        self.offset = offset  # position of this builder's first host in the whole fleet
+        self.hosts, self.gpus, self.contracts, self.processes = [], [], [], []
+        self.plain = []  # (row position, reported hostname, file stem) of plain health.json files
+
+    def add(self, path: Path, doc, groups_of):
+        if isinstance(doc, dict) and "record_version" in doc:
+            self._add_record(path, doc, groups_of)
+        elif isinstance(doc, dict) and doc.get("kind") == "sweep.health":
+            _check_health(path, doc)
+            self._add_plain(path, doc, path.stem)
+        elif isinstance(doc, dict) and doc.get("kind") == PROVENANCE_KIND:
+            health = _provenance_health(path, doc)
+            verdict = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
+            self._add_plain(path, health, _provenance_name(path), verdict.get("summary") or "no verdict")
+        else:
+            raise HealthFileError("is neither a sweep host record, a health.json (kind sweep.health) nor a "
+                                  "provenance file (kind sweep.provenance)", where=str(path),
+                                  fix="pass a run folder, host-record files, health.json or provenance.json files")
+
+    def _add_plain(self, path, health, stem, provenance=None):
+        """A health.json (or a provenance file's probe before): named in _host_names, once all are read."""
+        reported = _get(health, "host", "hostname")
+        reported = reported if isinstance(reported, str) and reported else None
+        self.plain.append((self.offset + len(self.hosts), reported, stem))
+        self._add_host(path, "", None, health, status="ok", provenance=provenance)
+
+    def _add_record(self, path, rec, groups_of):
+        if rec.get("record_version") != RECORD_VERSION:
+            raise HealthFileError(f"has record version {rec.get('record_version')!r}; this sweep reads "
+                                  f"version {RECORD_VERSION}", where=str(path), fix="report it with the sweep "
+                                  "version that wrote it")
+        name = rec.get("host")
+        if not isinstance(name, str) or not name:
+            raise HealthFileError("host record without a host name", where=str(path),
+                                  fix="pass the files a sweep run wrote")
+        health, status, failure = rec.get("health"), rec.get("status"), rec.get("failure") or {}
+        if status == "ok" and not isinstance(health, dict):
+            status, failure = "failed", {"class": "bad_output", "message": "record says ok but holds no health.json"}
+        if isinstance(health, dict):
+            _check_health(path, health)
+        groups = rec.get("groups")
+        if groups is None:
+            groups = groups_of.get(name)
+        if isinstance(groups, str):
+            groups = [groups]
+        record = (",".join(g for g in groups or () if g not in IMPLICIT_GROUPS) or None, failure.get("class"),
+                  failure.get("message"), rec.get("attempts"), rec.get("duration_s"), rec.get("address"))
+        self._add_host(path, name, record, health if isinstance(health, dict) else None,
+                       status="ok" if status == "ok" else "failed")
+
+    def _add_host(self, path, name, record, health, status, provenance=None):
+        groups, failure_class, failure_message, attempts, duration, address = record or (None,) * 6
+        if health is None:
+            self.hosts.append((name, groups, str(path), status, failure_class or "agent_error", failure_message,
+                               attempts, duration, address) + (None,) * (len(HOST_COLUMNS) - 9))
+            return
+        position = self.offset + len(self.hosts)
+        driver, mask = health.get("driver") or {}, health.get("mask")
+        gpus = health.get("gpus") or []
+        if isinstance(mask, dict):
+            picked = {s.get("physical_index") for s in mask.get("selected") or ()}
+            gpus_selected = len(mask.get("selected") or ())
+        else:  # no mask read: CUDA sees what NVML sees
+            picked, gpus_selected = {g.get("index") for g in gpus}, len(gpus)
+        names = sorted({g.get("name") or "unknown" for g in gpus if g.get("index") in picked}
+                       or {g.get("name") or "unknown" for g in gpus})
+        frameworks = health.get("frameworks") or [{}]
+        contracts = health.get("contracts") or []
+        low = next((c for c in contracts if c.get("name") == health.get("lowest_broken")), {})
+        framework = next((c for c in contracts if c.get("name") == "framework"), {})
+        probe = health.get("probe") or {}
+        self.hosts.append((
+            name, groups, str(path), status, failure_class if status == "failed" else None, failure_message,
+            attempts, duration, address, _get(health, "host", "hostname"), probe.get("complete"),
+            probe.get("mode"), driver.get("version"), driver.get("cuda_driver_version"), driver.get("nvml_error"),
+            driver.get("gpu_count"), driver.get("confidential_compute"), _get(mask, "state"),
+            _get(mask, "cuda_visible_devices"), gpus_selected, "/".join(names) if gpus else None,
+            frameworks[0].get("torch_version"), frameworks[0].get("cuda_runtime"), framework.get("status"),
+            _get(health, "topology", "worst_link_selected"), health.get("lowest_broken"), health.get("verdict"),
+            low.get("message"), low.get("fix"), health.get("summary"), provenance,
+        ))
+        for g in gpus:  # GPU, process and contract rows carry their host's position until _assemble
+            power, ecc, clocks = g.get("power") or {}, g.get("ecc") or {}, g.get("clocks") or {}
+            active = _get(g, "clock_event_reasons", "active") or []
+            procs = g.get("processes")
+            remap = g.get("remapped_rows") or {}
+            mig = g.get("mig") or {}
+            compute_mode = g.get("compute_mode")
+            self.gpus.append((
+                position, g.get("index"), g.get("index") in picked, g.get("uuid"), g.get("name"), g.get("pci_bus_id"),
+                g.get("memory_total_bytes"), power.get("enforced_limit_w"), power.get("default_limit_w"),
+                power.get("max_limit_w"), power.get("draw_w"), ecc.get("current"), ecc.get("pending"),
+                ecc.get("volatile_uncorrected"), clocks.get("sm_mhz"), clocks.get("sm_max_mhz"),
+                clocks.get("app_sm_mhz"), clocks.get("default_app_sm_mhz"), ",".join(active),
+                "idle" in active, "hw_slowdown" in active, "hw_thermal_slowdown" in active,
+                "hw_power_brake_slowdown" in active, "sw_thermal_slowdown" in active, g.get("temperature_c"),
+                mig.get("current"), mig.get("pending"), g.get("mig_layout"), g.get("persistence_mode"),
+                None if compute_mode is None else str(compute_mode), None if procs is None else len(procs),
+                ",".join(str(p.get("name")) for p in procs) if procs else None,
+                remap.get("pending"), remap.get("failure"), g.get("retired_pages_pending"),
+            ))
+            for p in procs or ():
+                self.processes.append((position, g.get("index"), p.get("pid"), p.get("name"),
+                                       p.get("used_memory_bytes")))
+        for i, c in enumerate(contracts):
+            self.contracts.append((position, i, c.get("name"), c.get("title"), c.get("status"), c.get("message"),
+                                   c.get("fix"), c.get("consequence_of")))
+
+    def typed(self) -> "_Chunk":
+        """This chunk's rows as typed frames (their host column still the host's position)."""
+        return _Chunk(_frame(self.hosts, HOST_COLUMNS), _frame(self.gpus, GPU_COLUMNS),
+                      _frame(self.contracts, CONTRACT_COLUMNS), _frame(self.processes, PROCESS_COLUMNS),
+                      self.plain)
+
+
+@dataclass
+class _Chunk:
+    hosts: pd.DataFrame
+    gpus: pd.DataFrame
+    contracts: pd.DataFrame
+    processes: pd.DataFrame
+    plain: list
+
+
+def _assemble(chunks, sources) -> Fleet:
+    """One Fleet from the typed chunks, in file order, host positions turned into host names."""
+    hosts, gpus, contracts, processes = (_concat([getattr(c, t) for c in chunks])
+                                         for t in ("hosts", "gpus", "contracts", "processes"))
+    names = _host_names(hosts["host"].tolist(), [p for c in chunks for p in c.plain])
+    hosts["host"] = pd.array(names, dtype="string")
+    categories = pd.CategoricalDtype(pd.Index(names, dtype="string"))
+    for frame in (gpus, contracts, processes):
+        frame["host"] = pd.Categorical.from_codes(frame["host"].to_numpy(dtype="int64"), dtype=categories)
+    return Fleet(hosts, gpus, contracts, processes, sources)
+
+
+def _host_names(names, plain) -> list[str]:
+    """Names of plain health.json files: their hostname, or the file stem when missing or taken."""
+    taken = Counter(name for name in names if name)
+    reported = Counter(hostname for _, hostname, _ in plain if hostname)
+    for position, hostname, stem in plain:
+        names[position] = hostname if hostname and reported[hostname] == 1 and not taken[hostname] else stem
+    seen = Counter()
+    for i, name in enumerate(names):  # the same name twice (two runs, two copies): keep both
+        seen[name] += 1
+        if seen[name] > 1:
+            names[i] = f"{name}#{seen[name]}"
+    return names
+
+
+def _concat(frames) -> pd.DataFrame:
+    if len(frames) == 1:
+        return frames[0]
+    out = {}
+    for column in frames[0].columns:
+        parts = [f[column].array for f in frames]
+        if isinstance(parts[0], pd.Categorical):
+            out[column] = _union(parts)
+        else:
+            out[column] = pd.concat([f[column] for f in frames], ignore_index=True).array
+    return pd.DataFrame(out)
+
+
+def _union(parts) -> pd.Categorical:
+    """Concatenate categoricals whose categories differ (codes remapped, no Python loop over rows)."""
+    seen: dict = {}
+    codes = []
+    for part in parts:
+        remap = np.array([seen.setdefault(v, len(seen)) for v in part.categories] + [-1], dtype=np.int64)
+        codes.append(remap[part.codes])  # code -1 (NA) picks the trailing -1
+    return pd.Categorical.from_codes(np.concatenate(codes), dtype=pd.CategoricalDtype(_index(list(seen))))
+
+
+def _index(values) -> pd.Index:
+    return pd.Index(values) if values else pd.Index([], dtype=object)
+
+
+def _provenance_health(path, doc) -> dict:
+    """The probe before the command of a provenance file (schema provenance-1), checked as a health.json."""
+    version = str(doc.get("schema_version") or "")
+    if not version.startswith("1."):
+        newer = version.split(".")[0].isdigit() and int(version.split(".")[0]) > 1
+        raise HealthFileError(f"provenance file of schema version {version or '?'}; this sweep reads 1.x",
+                              where=str(path), fix="upgrade sweep to read it" if newer else "wrap the run with "
+                              "this sweep (sweep wrap)")
+    health = doc.get("before")
+    if not isinstance(health, dict):
+        raise HealthFileError("provenance file without its probe before the command", where=str(path),
+                              fix="pass a provenance.json written by sweep wrap")
+    _check_health(path, health)
+    return health
+
+
+def _provenance_name(path: Path) -> str:
+    """A provenance file's name for its host when the hostname is missing or taken: runs/r17/provenance.json
+    is r17, bench/a100.provenance.json is a100."""
+    stem = path.stem[:-len(".provenance")] if path.stem.endswith(".provenance") else path.stem
+    if stem == "provenance":  # sweep wrap's own file name: the folder names the run
+        return path.resolve().parent.name or stem
+    return stem
+
+
+def _check_health(path, health):
+    version = str(health.get("schema_version") or "")
+    if health.get("kind") != "sweep.health" or not version.startswith("1."):
+        newer = version.split(".")[0].isdigit() and int(version.split(".")[0]) > 1
+        raise HealthFileError(f"health.json of schema version {version or '?'} (kind {health.get('kind')!r}); "
+                              "this sweep reads 1.x", where=str(path),
+                              fix="upgrade sweep to read it" if newer else "probe the host with this sweep's agent")
+
+
+def _frame(rows, columns) -> pd.DataFrame:
+    """Type the row tuples column by column (the dtypes of `columns`)."""
+    values = list(zip(*rows)) if rows else [()] * len(columns)
+    return pd.DataFrame({name: _array(list(col), dtype) for (name, dtype), col in zip(columns.items(), values)})
+
+
+def _objects(values: list) -> np.ndarray:
+    """A 1-d object array of the values, even when some of them are lists."""
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
+
+
+def _numbers(values: list, dtype: str):
+    """Int64 / Float64 from a list with None, through one numpy float array (fast for 100,000 values)."""
+    floats = np.array(values, dtype=np.float64)  # None -> nan; a string raises
+    missing = np.isnan(floats)
+    if dtype == "Float64":
+        return pd.arrays.FloatingArray(floats, missing)
+    if np.abs(floats[~missing]).max(initial=0) >= 2**53 or (floats[~missing] % 1).any():
+        raise ValueError("not exact as a float")
+    return pd.arrays.IntegerArray(np.where(missing, 0, floats).astype(np.int64), missing)
+
+
+def _array(values: list, dtype: str):
+    """A typed array; values of the wrong type (a hand-edited file) become NA rather than an error."""
+    if dtype == "category":
+        try:
+            codes, uniques = pd.factorize(_objects(values))
+            return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(_index(list(uniques))))
+        except (TypeError, ValueError):  # unhashable or odd values: categories of their text
+            return _array([None if v is None else str(v) for v in values], dtype)
+    try:
+        if dtype in ("Int64", "Float64"):
+            return _numbers(values, dtype)
+        if dtype == "boolean":
+            array = _objects(values)
+            return pd.arrays.BooleanArray(array == True, (array != True) & (array != False))  # noqa: E712
+        return pd.array(values, dtype=dtype)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    if dtype in ("Int64", "Float64"):
+        numbers = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
+        if dtype == "Int64":
+            numbers = numbers.where(numbers % 1 == 0)
+        return numbers.astype(dtype).array
+    if dtype == "boolean":
+        return pd.array([v if isinstance(v, bool) else None for v in values], dtype="boolean")
+    return pd.array([None if v is None else str(v) for v in values], dtype=dtype)
+
+
+def _read_json(path: Path):
+    return read_json(path, HealthFileError,
+                     "pass health.json as the agent printed it, or a run folder's host record")

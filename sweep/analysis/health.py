@@ -1,0 +1,146 @@
+"""The health findings of a loaded Fleet, kept apart from comparability.
+
+Per host: unreachability, the lowest broken contract, an incomplete probe, GPU faults and pending
+changes, foreign processes, and selected GPUs that differ within the host. They read the
+comparability keys `sweep.analysis.keys` makes; `sweep.analysis.compare.compare()` gathers them into its `Findings`.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from sweep.analysis.fleet import rows_at
+from sweep.analysis.keys import KEYS, GpuKeys, as_number, as_text
+from sweep.analysis.names import fold_numbers
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A health fact about one host, apart from comparability. severity: broken, warning, unreachable."""
+
+    host: str
+    kind: str
+    severity: str
+    title: str
+    detail: str
+    fix: str | None = None
+    contract: str | None = None
+
+    @property
+    def message(self) -> str:
+        """The finding as a user reads it: host, what, where."""
+        return f"{self.host}: {self.detail}"
+
+    def to_dict(self) -> dict:
+        return dict(asdict(self), message=self.message)
+
+
+
+GPU_FINDINGS = (  # (GPU column, kind, severity, title, what, fix)
+    ("hw_slowdown", "hw_slowdown", "broken", "HW slowdown", "HW slowdown active",
+     "check the host's power delivery and cooling (PSU, fans, inlet temperature)"),
+    ("hw_thermal_slowdown", "hw_thermal_slowdown", "broken", "HW thermal slowdown", "HW thermal slowdown active",
+     "check fans, airflow and inlet temperature; the GPU is too hot for its clocks"),
+    ("hw_power_brake_slowdown", "hw_power_brake", "broken", "HW power brake", "HW power brake active",
+     "the chassis asserts the power-brake signal: check PSUs and the rack's power budget"),
+    ("sw_thermal_slowdown", "sw_thermal_slowdown", "warning", "SW thermal slowdown",
+     "SW thermal slowdown active", "check cooling; the driver lowers clocks to stay below the slowdown temperature"),
+    ("remap_failure", "row_remap_failure", "broken", "Row remapping failed", "row remapping failed",
+     "drain the host and replace or RMA the card"),
+    ("uncorrected", "uncorrected_ecc", "broken", "Uncorrected ECC errors", "uncorrected ECC errors since reset",
+     "drain the host and have the card checked (nvidia-smi -q -d ECC)"),
+    ("remap_pending", "row_remap_pending", "warning", "Row remap pending", "a row remap is pending",
+     "reset the GPU (or reboot) to apply the remap"),
+    ("ecc_change", "ecc_pending", "warning", "ECC change pending", "ECC mode change pending",
+     "reset the GPU or reboot to apply it, or revert with nvidia-smi -e"),
+    ("persistence_off", "persistence_off", "warning", "Persistence mode off", "persistence mode off",
+     "nvidia-smi -pm 1, or run nvidia-persistenced"),
+)
+
+
+def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
+    """Per host: the lowest broken contract, GPU faults, foreign processes, pending changes, unreachability."""
+    out = []
+    failed = hosts[hosts["status"] != "ok"]
+    out += [Finding(h, "unreachable", "unreachable", "Unreachable",
+                    f"{r.failure_class}: {as_text(r.failure_message) or 'no health.json'}",
+                    _UNREACHABLE_FIX.get(str(r.failure_class)))
+            for h, r in zip(failed.index, failed.itertuples())]
+    broken = hosts[hosts["lowest_broken"].notna()]
+    out += [Finding(h, "lowest_broken", "broken", f"Lowest broken contract: {r.lowest_broken}",
+                    f"{r.lowest_broken}: {as_text(r.lowest_message)}", as_text(r.lowest_fix), str(r.lowest_broken))
+            for h, r in zip(broken.index, broken.itertuples())]
+    incomplete = hosts[hosts["probe_complete"].eq(False).fillna(False)]
+    out += [Finding(h, "probe_incomplete", "warning", "Probe incomplete",
+                    "the probe stopped early: some facts are missing", "probe again with a longer --deadline")
+            for h in incomplete.index]
+
+    g = fleet.gpus
+    flags = {
+        "hw_slowdown": g["hw_slowdown"], "hw_thermal_slowdown": g["hw_thermal_slowdown"],
+        "hw_power_brake_slowdown": g["hw_power_brake_slowdown"], "sw_thermal_slowdown": g["sw_thermal_slowdown"],
+        "remap_failure": g["remap_failure"], "remap_pending": g["remap_pending"],
+        "uncorrected": g["ecc_volatile_uncorrected"] > 0, "ecc_change": g["ecc_pending"] != g["ecc_current"],
+        "persistence_off": ~g["persistence_mode"],
+    }
+    for column, kind, severity, title, what, fix in GPU_FINDINGS:
+        hit = flags[column].fillna(False).to_numpy(dtype=bool)
+        if not hit.any():
+            continue
+        rows = rows_at(g, np.flatnonzero(hit))  # only the GPUs concerned
+        per_host = {}
+        for r in rows:
+            detail = f"GPU {r['index']}"
+            if kind.startswith(("hw_", "sw_")):
+                detail += f" (SM {r['sm_mhz']} of {r['sm_max_mhz']} MHz, {as_number(r['temperature_c'])} C)"
+            per_host.setdefault(r["host"], []).append(detail)
+        out += [Finding(h, kind, severity, title, f"{what} on {'; '.join(d)}", fix) for h, d in per_host.items()]
+
+    per_host = {}
+    for p in rows_at(fleet.processes, np.arange(len(fleet.processes))):  # one row per foreign process
+        used = "?" if p["used_memory_bytes"] is None else p["used_memory_bytes"] // 2**20
+        per_host.setdefault(p["host"], []).append(f"{p['name']} (pid {p['pid']}, {used} MiB) on GPU {p['gpu']}")
+    for h, items in per_host.items():
+        out.append(Finding(h, "foreign_process", "warning", "Foreign processes",
+                           f"{len(items)} other process(es) on the GPUs: {', '.join(items[:5])}"
+                           + (f" and {len(items) - 5} more" if len(items) > 5 else ""),
+                           "stop them, or benchmark elsewhere: they take memory and SM time", "processes"))
+
+    positions = {h: i for i, h in enumerate(hosts.index)}
+    mixed_hosts = mixed[mixed.any(axis=1)]
+    for h, row in mixed_hosts.iterrows():  # rare: hosts whose selected GPUs differ among themselves
+        parts = [f"{KEYS[k]} {keys.at[h, k]} ({_which_gpus(gpu_keys, positions[h], k)})"
+                 for k in mixed_hosts.columns if row[k]]
+        out.append(Finding(h, "mixed_gpus", "warning", "GPUs differ within the host",
+                           "the selected GPUs differ: " + "; ".join(parts),
+                           "make the cards alike (power limit, ECC, MIG, clocks) or mask out the odd one"))
+    order = {"unreachable": 0, "broken": 1, "warning": 2}
+    return tuple(sorted(out, key=lambda f: (order[f.severity], f.kind, f.host)))
+
+
+def _which_gpus(gpu_keys: GpuKeys, position: int, key: str) -> str:
+    """'700 W on GPU 0-2,4-7, 250 W on GPU 3': which selected GPU has which value."""
+    mine = np.flatnonzero(gpu_keys.host_codes == position)
+    by_value = {}
+    for row in mine:
+        combo = gpu_keys.combos[key][row]
+        text = (as_number(gpu_keys.power_enforced[combo][0]) + " W") if key == "power_limit" else gpu_keys.texts[key][combo]
+        by_value.setdefault(text, []).append(gpu_keys.gpu_index[row])
+    return ", ".join(f"{v} on GPU {fold_numbers(ix)}" for v, ix in by_value.items())
+
+
+_UNREACHABLE_FIX = {
+    "refused": "start sshd on the host, or check the port and firewall",
+    "timeout": "check that the host is up and routable; raise the timeout for slow links",
+    "dns": "fix the name in DNS or give the address in the inventory",
+    "auth": "check the user and key the inventory names for this host",
+    "host_key_unknown": "add the host key to known_hosts after checking its fingerprint",
+    "host_key_changed": "find out why the host key changed (reinstall? another machine?) before trusting it",
+    "no_python": "install python3 on the host, or name one with python= in the inventory",
+    "python_too_old": "install python3 >= 3.8 on the host, or set ansible_python_interpreter to one",
+    "agent_error": "read the message; run the agent by hand on the host with --no-json",
+    "output_too_large": "probe the host alone and read its output",
+    "bad_output": "probe the host alone and read its output",
+    "not_probed": "finish the run: sweep run --resume RUN_DIR",
+}

@@ -1,0 +1,92 @@
+"""Host names folded the way operators write them: gpu[01-08,10] (ClusterShell's NodeSet)."""
+from __future__ import annotations
+
+import numbers
+import re
+
+from ClusterShell.NodeSet import NodeSet
+
+
+def fold_hosts(names) -> str:
+    """Host names folded the way operators write them (``gpu[01-08,10]``), odd names listed as they are.
+
+    ClusterShell's NodeSet does the folding. It parses every name it is given, which takes seconds
+    for 10,000 names, so names that differ in one number only are first written as one pattern
+    (``gpu[00001-00100]``) and NodeSet folds the few patterns; the result is checked by expanding it.
+    """
+    names = list(dict.fromkeys(names))
+    plain = [n for n in names if _FOLDABLE.match(n)]
+    odd = sorted(n for n in names if not _FOLDABLE.match(n))
+    parts = []
+    if plain:
+        try:
+            folded = str(NodeSet.fromlist(_patterns(plain)))
+            if len(NodeSet(folded)) != len(plain):
+                folded = str(NodeSet.fromlist(plain))
+                if len(NodeSet(folded)) != len(plain):
+                    raise ValueError("fold does not round-trip")
+            parts.append(folded)
+        except Exception:  # NodeSet reads some names as ranges or operators: list them plainly
+            parts.append(",".join(sorted(plain)))
+    return ",".join(parts + odd)
+
+
+def abbreviate(folded: str, limit: int = 120) -> str:
+    """A folded host list cut to about `limit` characters at a comma: ``gpu[0001-0008,0010,…]``."""
+    if len(folded) <= limit:
+        return folded
+    cut = folded.rfind(",", 0, limit)
+    head = folded[:cut if cut > 0 else limit]
+    return head + (",…]" if head.count("[") > head.count("]") else ",…")
+
+
+_FOLDABLE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_DIGITS = re.compile(r"(\d+)")
+
+
+def _patterns(names) -> list[str]:
+    """Names that differ in one digit run only, as one NodeSet pattern per group; others as they are."""
+    groups: dict = {}
+    for name in names:
+        parts = _DIGITS.split(name)  # text, digits, text, digits, ..., text
+        skeleton = tuple(parts[0::2]) + tuple(len(d) for d in parts[1::2])
+        groups.setdefault(skeleton, []).append(parts)
+    out = []
+    for members in groups.values():
+        digits = list(zip(*(m[1::2] for m in members)))
+        varying = [i for i, column in enumerate(digits) if len(set(column)) > 1]
+        if len(varying) != 1:
+            out.extend("".join(m) for m in members)
+            continue
+        i = varying[0]
+        width = len(digits[i][0])
+        numbers = sorted({int(d) for d in digits[i]})
+        ranges = ",".join(f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}" for a, b in _runs(numbers))
+        parts = list(members[0])
+        parts[1 + 2 * i] = f"[{ranges}]"
+        out.append("".join(parts))
+    return out
+
+
+def _runs(numbers):
+    start = prev = numbers[0]
+    for n in numbers[1:]:
+        if n != prev + 1:
+            yield start, prev
+            start = n
+        prev = n
+    yield start, prev
+
+
+def host_key(name: str):
+    """Natural order: gpu2 before gpu10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def fold_numbers(items) -> str:
+    """``[0, 1, 2, 5]`` -> ``0-2,5``; items that are not all whole numbers (GPU pairs) are listed as they are."""
+    items = list(items)
+    if not all(isinstance(i, numbers.Integral) for i in items):
+        return ",".join(str(i) for i in items)
+    ints = sorted({int(x) for x in items})
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in _runs(ints)) if ints else ""

@@ -1,0 +1,1 @@
+"""Audits over time and against intent: probe diffs, run diffs, expectations, baselines."""

@@ -1,0 +1,380 @@
+"""Per-host baselines: what each host's GPU stack looked like when it was known good, and drift from it.
+
+Layout (baseline version 1), one file per host so a host that joins the fleet later gets its own::
+
+    baseline/
+        baseline.json        {"format": "sweep-baseline", "baseline_version": 1, "created_at": ...}
+        hosts/gpu01.json     {"format": "sweep-baseline-host", "baseline_version": 1, "host": "gpu01",
+                              "set_at": ..., "source": {"run", "run_started_at", "probed_at"},
+                              "state": {driver, gpus, topology...}, "health": {... the probe, no load samples}}
+
+`set_baseline(run, dir)` adds the hosts the folder lacks and leaves the others (``update=True``
+replaces them; ``hosts=`` limits either to some hosts). `compare_to_baseline(records, dir)`
+compares each host of a run with its baseline using `sweep.audit.rundiff.host_changes` and keeps the
+kinds that are drift of the GPU stack: gpus (missing / added), gpu swap, driver, ecc, power,
+clock policy, mig, modes (persistence), topology, firmware, gpu model. Framework, host (kernel),
+environment and memory-error changes are shown by ``sweep diff``, not as drift.
+
+`audit_section(records, expectations, baseline_dir)` is the dict the report embeds (docs/audits.md).
+
+Exit codes (``sweep baseline ...``): 0 no drift; 5 drift from the baseline (``check``); 2 bad input.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from sweep import exitcodes
+from sweep.errors import ConfigError, RunFolderError
+from sweep.analysis.names import fold_numbers, host_key
+from sweep.audit.rundiff import FieldChange, Run, host_changes, load_run
+from sweep.text import show_value
+from sweep.store import read_json, safe_name, utc_now, write_json_atomic
+
+BASELINE_VERSION = 1
+FORMAT = "sweep-baseline"
+HOST_FORMAT = "sweep-baseline-host"
+INDEX = "baseline.json"
+DRIFT_KINDS = ("gpus", "gpu swap", "driver", "ecc", "power", "clock policy", "mig", "modes", "topology",
+               "firmware", "gpu model")
+_LABELS = {"ecc.current": "ECC mode", "ecc.pending": "ECC mode after reset",
+           "power.enforced_limit_w": "enforced power limit (W)", "power.management_limit_w": "power limit (W)",
+           "power.default_limit_w": "default power limit (W)", "mig_layout": "MIG layout",
+           "mig.current": "MIG mode", "mig.pending": "MIG mode after reset", "persistence_mode": "persistence mode",
+           "driver.version": "driver", "driver.cuda_driver_version": "CUDA driver API",
+           "driver.gpu_count": "GPU count", "topology.worst_link_selected": "worst link",
+           "topology.pairs": "link", "vbios": "VBIOS"}
+
+
+def host_state(health: dict) -> dict:
+    """The audited facts of one probe, small enough to read: driver, cards, modes, topology."""
+    topo = health.get("topology") or {}
+    return {
+        "driver": (health.get("driver") or {}).get("version"),
+        "cuda_driver": (health.get("driver") or {}).get("cuda_driver_version"),
+        "gpu_count": (health.get("driver") or {}).get("gpu_count"),
+        "gpus": [{"index": g.get("index"), "name": g.get("name"), "uuid": g.get("uuid"), "serial": g.get("serial"),
+                  "pci_bus_id": g.get("pci_bus_id"), "ecc": (g.get("ecc") or {}).get("current"),
+                  "power_limit_w": (g.get("power") or {}).get("enforced_limit_w"),
+                  "mig_layout": g.get("mig_layout"), "persistence": g.get("persistence_mode")}
+                 for g in health.get("gpus") or []],
+        "worst_link": topo.get("worst_link_selected"),
+    }
+
+
+# --- the folder ------------------------------------------------------------------------------
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Whole or not at all (store.write_json_atomic); a failure names the baseline folder's fix."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, data, indent=1)
+    except (OSError, RunFolderError) as err:
+        reason = err.strerror if isinstance(err, OSError) else err.message
+        raise ConfigError(f"cannot write {path.name} ({reason})", where=str(path.parent),
+                          fix="make the folder writable, or choose another with --dir") from None
+
+
+def _read_json(path: Path, where: Path) -> dict:
+    data = read_json(path, ConfigError, "set the baseline again: sweep baseline set RUN_DIR --update")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path.name} is not a JSON object", where=str(where),
+                          fix="set the baseline again: sweep baseline set RUN_DIR --update")
+    return data
+
+
+def _check_version(data: dict, fmt: str, name: str, where: Path) -> None:
+    if data.get("format") != fmt:
+        raise ConfigError(f"{name} is not a sweep baseline file (format {data.get('format')!r})", where=str(where),
+                          fix="pass the folder sweep baseline set wrote, with --dir")
+    if data.get("baseline_version") != BASELINE_VERSION:
+        raise ConfigError(f"{name} has baseline version {data.get('baseline_version')!r}; this sweep reads "
+                          f"version {BASELINE_VERSION}", where=str(where),
+                          fix="use the sweep version that wrote it, or set a new baseline in another --dir")
+
+
+def read_baseline(baseline_dir: str | Path) -> dict[str, dict]:
+    """host -> its baseline file (validated); ConfigError when the folder holds no baseline."""
+    root = Path(baseline_dir)
+    index = root / INDEX
+    if not index.is_file():
+        raise ConfigError("no baseline here (no baseline.json)", where=str(root),
+                          fix=f"record one first: sweep baseline set RUN_DIR --dir {root}")
+    _check_version(_read_json(index, root), FORMAT, INDEX, root)
+    out = {}
+    for path in sorted((root / "hosts").glob("*.json")):
+        if path.name.startswith("."):
+            continue
+        data = _read_json(path, root)
+        _check_version(data, HOST_FORMAT, f"hosts/{path.name}", root)
+        if isinstance(data.get("host"), str) and isinstance(data.get("health"), dict):
+            out[data["host"]] = data
+    return dict(sorted(out.items(), key=lambda kv: host_key(kv[0])))
+
+
+@dataclass
+class SetResult:
+    """What `set_baseline` did, host by host."""
+
+    baseline_dir: str
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)  # {"host", "reason"}: failed in that run
+
+    def lines(self) -> list[str]:
+        out = [f"{self.baseline_dir}: {len(self.added)} added, {len(self.updated)} updated, "
+               f"{len(self.kept)} kept (use --update to replace), {len(self.skipped)} skipped"]
+        out += [f"skipped {s['host']}: {s['reason']}" for s in self.skipped]
+        return out
+
+
+def set_baseline(run: Run | str | Path, baseline_dir: str | Path, *, update: bool = False,
+                 hosts: Iterable[str] = ()) -> SetResult:
+    """Record each reachable host of `run` as its baseline; existing hosts are kept unless `update`."""
+    run = run if isinstance(run, Run) else load_run(run)
+    root = Path(baseline_dir)
+    if root.exists() and not root.is_dir():
+        raise ConfigError("is a file, not a folder", where=str(root), fix="choose another folder with --dir")
+    wanted = list(hosts)
+    unknown = [h for h in wanted if h not in run.records]
+    if unknown:
+        raise ConfigError(f"no record of {', '.join(unknown)} in this run", where=str(run.path),
+                          fix="name hosts the run swept (see its hosts/ folder)")
+    existing = read_baseline(root) if (root / INDEX).is_file() else {}
+    if not (root / INDEX).is_file():
+        _write_json(root / INDEX, {"format": FORMAT, "baseline_version": BASELINE_VERSION, "created_at": utc_now()})
+    result = SetResult(str(root))
+    now = utc_now()
+    for name, rec in run.records.items():
+        if wanted and name not in wanted:
+            continue
+        if rec.get("status") != "ok" or not isinstance(rec.get("health"), dict):
+            failure = rec.get("failure") or {}
+            result.skipped.append({"host": name, "reason": f"{failure.get('class') or 'failed'} in that run "
+                                                          f"({failure.get('message') or 'no health.json'})"})
+            continue
+        if name in existing and not update:
+            result.kept.append(name)
+            continue
+        health = dict(rec["health"])
+        if isinstance(health.get("load"), dict):
+            health["load"] = {k: v for k, v in health["load"].items() if k != "samples"}
+        _write_json(root / "hosts" / f"{safe_name(name)}.json", {
+            "format": HOST_FORMAT, "baseline_version": BASELINE_VERSION, "host": name, "set_at": now,
+            "source": {"run": str(Path(run.path).resolve()), "run_started_at": run.manifest.get("started_at"),
+                       "probed_at": rec.get("ended_at")},
+            "state": host_state(health), "health": health})
+        (result.updated if name in existing else result.added).append(name)
+    return result
+
+
+# --- drift -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Drift:
+    """One kind of drift on one host (a swapped card is one drift per card)."""
+
+    host: str
+    kind: str
+    message: str
+    changes: tuple[FieldChange, ...]
+
+    def as_dict(self) -> dict:
+        return {"host": self.host, "kind": self.kind, "message": self.message,
+                "changes": [{k: v for k, v in c.as_dict().items() if k != "kind"} for c in self.changes]}
+
+
+@dataclass
+class BaselineComparison:
+    """Drift per host, and the hosts that could not be compared."""
+
+    baseline_dir: str
+    drift: list[Drift] = field(default_factory=list)
+    compared: list[str] = field(default_factory=list)
+    no_baseline: list[str] = field(default_factory=list)      # in the run, not in the baseline
+    absent: list[str] = field(default_factory=list)           # in the baseline, not in the run
+    unjudged: list[dict] = field(default_factory=list)        # {"host", "reason"}: failed in the run
+
+    @property
+    def drifted_hosts(self) -> list[str]:
+        return sorted({d.host for d in self.drift}, key=host_key)
+
+    @property
+    def exit_code(self) -> int:
+        return exitcodes.OFF if self.drift else exitcodes.OK
+
+    def as_dict(self) -> dict:
+        return {"dir": self.baseline_dir, "compared": self.compared, "drifted_hosts": self.drifted_hosts,
+                "drift": [d.as_dict() for d in self.drift], "no_baseline": self.no_baseline,
+                "absent": self.absent, "unjudged": self.unjudged}
+
+
+def _label(c: FieldChange) -> str:
+    return _LABELS.get(c.field, c.field)
+
+
+def _val(v: Any) -> str:
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if v is None:
+        return "none"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return show_value(v)
+
+
+def _on(c: FieldChange) -> str:
+    if not c.gpus:
+        return ""
+    if c.field == "topology.pairs":
+        return f" on {len(c.gpus)} GPU pair(s) ({fold_numbers(c.gpus[:4])}{',…' if len(c.gpus) > 4 else ''})"
+    return f" on GPU{'s' if len(c.gpus) > 1 else ''} {fold_numbers(c.gpus)}"
+
+
+def _card_text(card: dict | None) -> str:
+    return f"serial {(card or {}).get('serial')} ({(card or {}).get('uuid')})"
+
+
+def drift_of(host: str, changes: list[FieldChange]) -> list[Drift]:
+    """The changes of one host that are drift, as messages a person reads (one per kind, one per swapped card)."""
+    out = []
+    by_kind: dict[str, list[FieldChange]] = {}
+    for c in changes:
+        if c.kind in DRIFT_KINDS:
+            by_kind.setdefault(c.kind, []).append(c)
+    for kind, items in by_kind.items():
+        if kind == "gpu swap":
+            cards: dict[Any, dict] = {}
+            for c in items:
+                for i in c.gpus:
+                    cards.setdefault(i, {"before": {}, "after": {}, "changes": []})
+                    cards[i]["before"][c.field], cards[i]["after"][c.field] = c.before, c.after
+                    cards[i]["changes"].append(FieldChange(c.kind, c.field, (i,), c.before, c.after))
+            for i, card in cards.items():
+                out.append(Drift(host, kind, f"{host}: the card at GPU {i} was swapped: {_card_text(card['before'])} "
+                                             f"-> {_card_text(card['after'])}", tuple(card["changes"])))
+            continue
+        if kind == "gpus":
+            parts = []
+            for c in items:
+                if c.field == "gpu":
+                    card = c.before or c.after
+                    state = "missing" if c.after is None else "added"
+                    parts.append(f"GPU {fold_numbers(c.gpus)} {state} ({_card_text(card)})")
+                elif c.field == "driver.gpu_count":
+                    parts.append(f"{_val(c.before)} -> {_val(c.after)} GPUs")
+                else:
+                    parts.append(f"GPU {fold_numbers(c.gpus)} index {_val(c.before)} -> {_val(c.after)}")
+            out.append(Drift(host, kind, f"{host}: " + "; ".join(parts), tuple(items)))
+            continue
+        head = [c for c in items if c.field in ("driver.version", "topology.worst_link_selected")] or items
+        shown = head[:3] if kind != "topology" else head[:1]
+        text = "; ".join(f"{_label(c)} {_val(c.before)} -> {_val(c.after)}{_on(c)}" for c in shown)
+        more = len(items) - len(shown)
+        out.append(Drift(host, kind, f"{host}: {kind} changed: {text}"
+                                     + (f" (+{more} more field(s))" if more > 0 else ""), tuple(items)))
+    return out
+
+
+def _records(records) -> dict[str, dict]:
+    if isinstance(records, (str, os.PathLike)):
+        return load_run(records).records
+    if isinstance(records, Run):
+        return records.records
+    if isinstance(records, Mapping):
+        return dict(records)
+    return {r["host"]: r for r in records}
+
+
+def compare_to_baseline(records, baseline_dir: str | Path) -> BaselineComparison:
+    """Each host of `records` (a Run, a run folder path, host -> record, or a list of records) against its baseline."""
+    base = read_baseline(baseline_dir)
+    recs = _records(records)
+    out = BaselineComparison(str(baseline_dir))
+    for name in sorted(recs, key=host_key):
+        rec = recs[name]
+        if name not in base:
+            out.no_baseline.append(name)
+            continue
+        if rec.get("status") != "ok" or not isinstance(rec.get("health"), dict):
+            failure = rec.get("failure") or {}
+            out.unjudged.append({"host": name, "reason": f"{failure.get('class') or 'failed'}: "
+                                                         f"{failure.get('message') or 'no health.json'}"})
+            continue
+        out.compared.append(name)
+        out.drift.extend(drift_of(name, host_changes(base[name]["health"], rec["health"])))
+    out.absent = [h for h in base if h not in recs]
+    return out
+
+
+def show_rows(baseline_dir: str | Path, hosts: Iterable[str] = ()) -> list[dict]:
+    """One summary row per host of a baseline (for ``sweep baseline show``)."""
+    wanted = set(hosts)
+    rows = []
+    for name, data in read_baseline(baseline_dir).items():
+        if wanted and name not in wanted:
+            continue
+        st = data.get("state") or host_state(data["health"])
+        gpus = st.get("gpus") or []
+
+        def distinct(key):
+            vals = sorted({_val(g.get(key)) for g in gpus})
+            return ",".join(vals) if vals else "-"
+        rows.append({"host": name, "set_at": data.get("set_at"), "driver": st.get("driver"),
+                     "gpus": len(gpus), "models": distinct("name"), "ecc": distinct("ecc"),
+                     "power_limit_w": distinct("power_limit_w"), "mig_layout": distinct("mig_layout"),
+                     "persistence": distinct("persistence"), "worst_link": st.get("worst_link"),
+                     "run": (data.get("source") or {}).get("run")})
+    return rows
+
+
+# --- the section the report embeds -----------------------------------------------------------
+
+
+def audit_section(records, expectations=None, baseline_dir: str | Path | None = None) -> dict:
+    """Expectation findings and baseline drift of one run, for summary.json and the HTML report.
+
+    `records`: a run folder path, a `Run`, host -> record, or a list of records (records read
+    with `load_run` carry their inventory groups; others are judged without groups).
+    `expectations`: an `Expectations`, a path to an expectations file, or None.
+    Shape (docs/audits.md)::
+
+        {"schema": "sweep.audit/1",
+         "expectations": null | {"file", "hosts_judged", "findings": [{"host","rule","expected","actual","message"}],
+                                 "hosts_off": [...], "unjudged": [{"host","reason"}]},
+         "baseline": null | {"dir", "compared", "drifted_hosts", "drift": [{"host","kind","message","changes"}],
+                             "no_baseline", "absent", "unjudged"},
+         "headline": [str, ...], "exit_code": 0 | 5}
+    """
+    from sweep.audit.expect import Expectations, evaluate_expectations, load_expectations
+
+    recs = _records(records)
+    section: dict[str, Any] = {"schema": "sweep.audit/1", "expectations": None, "baseline": None,
+                               "headline": [], "exit_code": 0}
+    if expectations is not None:
+        exp = expectations if isinstance(expectations, Expectations) else load_expectations(expectations)
+        findings = evaluate_expectations(recs, exp)
+        unjudged = [{"host": n, "reason": "no health.json (" + str((r.get("failure") or {}).get("class")) + ")"}
+                    for n, r in recs.items() if r.get("status") != "ok" or not isinstance(r.get("health"), dict)]
+        off = sorted({f.host for f in findings}, key=host_key)
+        section["expectations"] = {"file": str(exp.path), "hosts_judged": len(recs) - len(unjudged),
+                                   "findings": [f.as_dict() for f in findings], "hosts_off": off,
+                                   "unjudged": unjudged}
+        if findings:
+            rules = sorted({f.rule for f in findings})
+            section["headline"].append(f"{len(off)} host(s) off expectations ({', '.join(rules)}): {', '.join(off)}")
+    if baseline_dir is not None:
+        cmp = compare_to_baseline(recs, baseline_dir)
+        section["baseline"] = cmp.as_dict()
+        if cmp.drift:
+            kinds = sorted({d.kind for d in cmp.drift})
+            section["headline"].append(f"{len(cmp.drifted_hosts)} host(s) drifted from the baseline "
+                                       f"({', '.join(kinds)}): {', '.join(cmp.drifted_hosts)}")
+    failing = bool((section["expectations"] or {}).get("findings")) or bool((section["baseline"] or {}).get("drift"))
+    section["exit_code"] = exitcodes.OFF if failing else exitcodes.OK
+    return section

@@ -1,0 +1,430 @@
+"""Expectations: what the fleet is supposed to be (approved drivers, power limits, ECC, MIG, ...).
+
+An expectations file is YAML (docs/expectations.md)::
+
+    version: 1
+    defaults: {driver: ["590.44.01"], ecc: true, persistence: true, mig_layout: off}
+    models:   {"NVIDIA H200": {power_limit_w: 700}}
+    groups:   {rack_b: {power_limit_w: 600}}
+    hosts:    {"gpu4*": {sm_clock_floor_mhz: 1400}}
+
+For each host (and GPU) a rule's value is taken from, later winning: defaults, models (the GPU's
+name; GPU rules only), groups the host belongs to (in the file's order), hosts (a name or a glob,
+in the file's order). `null` in a later section stops a rule from being judged there.
+`load_expectations(path)` validates it: every error names the file, line and key
+(`ConfigError`). `evaluate_expectations(records, expectations)` returns `Violation`s,
+``{"host", "rule", "expected", "actual", "message"}``; a host without health.json (unreachable)
+is not judged, nor is a value the probe could not read. A SW power cap is never a finding: the
+SM clock floor is judged on the median SM clock under load (`load.summary`), and only when the
+probe ran a load.
+
+Exit code (through `sweep.audit.baseline.audit_section`): 5 when there is a finding; 2 for a bad file.
+"""
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from sweep.analysis.names import fold_numbers
+from sweep.errors import ConfigError
+
+SECTIONS = ("version", "defaults", "models", "groups", "hosts")
+POWER_TOLERANCE_W = 0.5
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A rule's value and the file:line that set it."""
+
+    value: Any
+    where: str
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """A validated expectations file: section -> name -> rule -> Setting (defaults under name '')."""
+
+    path: Path
+    defaults: dict
+    models: dict
+    groups: dict
+    hosts: dict
+
+    @property
+    def rule_count(self) -> int:
+        return sum(len(r) for r in [self.defaults, *self.models.values(), *self.groups.values(),
+                                    *self.hosts.values()])
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A host (or some of its GPUs) off an expectation."""
+
+    host: str
+    rule: str
+    expected: Any
+    actual: Any
+    message: str
+
+    def as_dict(self) -> dict:
+        return {"host": self.host, "rule": self.rule, "expected": self.expected, "actual": self.actual,
+                "message": self.message}
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+def _type_name(v: Any) -> str:
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
+            dict: "a mapping", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+def _strings(what: str, example: str) -> Callable:
+    def check(v, key):
+        items = [v] if isinstance(v, str) else v
+        if not isinstance(items, list) or not items or not all(isinstance(i, str) for i in items):
+            bad = next((i for i in items if not isinstance(i, str)), v) if isinstance(items, list) and items else v
+            hint = " (quote version numbers)" if isinstance(bad, (int, float)) and not isinstance(bad, bool) else ""
+            raise _TypeProblem(f"must be {what} or a list of them, not {_type_name(bad)} ({bad!r}){hint}",
+                               f"write e.g. {key}: [{example}]")
+        return sorted(set(items), key=items.index)
+    return check
+
+
+def _number(unit: str, example: str, integer: bool = False) -> Callable:
+    def check(v, key):
+        ok = isinstance(v, int) if integer else isinstance(v, (int, float))
+        if isinstance(v, bool) or not ok:
+            raise _TypeProblem(f"must be {'a whole number' if integer else 'a number'} of {unit}, "
+                               f"not {_type_name(v)} ({v!r})", f"write e.g. {key}: {example}")
+        if v <= 0:
+            raise _TypeProblem(f"must be above 0, not {v!r}", f"write e.g. {key}: {example}")
+        return float(v) if not integer else int(v)
+    return check
+
+
+def _boolean(v, key):
+    if not isinstance(v, bool):
+        raise _TypeProblem(f"must be true or false, not {_type_name(v)} ({v!r})", f"write {key}: true or {key}: false")
+    return v
+
+
+def _layout(v, key):
+    """MIG layout: off (MIG disabled), a "3g.71gb+3g.71gb" string or a list of profiles."""
+    if v is False or (isinstance(v, str) and v.strip().lower() == "off"):
+        return "off"
+    items = v.split("+") if isinstance(v, str) else v
+    if not isinstance(items, list) or not items or not all(isinstance(i, str) and i.strip() for i in items):
+        raise _TypeProblem(f"must be off, a layout like '3g.71gb+3g.71gb' or a list of MIG profiles, "
+                           f"not {_type_name(v)} ({v!r})", f"write e.g. {key}: off, or {key}: [3g.71gb, 3g.71gb]")
+    return "+".join(sorted(i.strip() for i in items))
+
+
+class _TypeProblem(Exception):
+    def __init__(self, message: str, fix: str):
+        super().__init__(message)
+        self.message, self.fix = message, fix
+
+
+# rule -> validator. Host rules judge the host; GPU rules judge each GPU (and may sit under models).
+HOST_RULES: dict[str, Callable] = {
+    "driver": _strings("a driver version (glob)", "'590.44.01', '580.*'"),
+    "cuda_driver": _strings("a CUDA driver API version", "'13.0'"),
+    "gpu_count": _number("GPUs", "8", integer=True),
+    "gpu_model": _strings("a GPU name", "'NVIDIA H200'"),
+    "worst_link": _strings("a link class", "NV18"),
+}
+GPU_RULES: dict[str, Callable] = {
+    "power_limit_w": _number("watts", "700"),
+    "ecc": _boolean,
+    "persistence": _boolean,
+    "mig_layout": _layout,
+    "sm_clock_floor_mhz": _number("MHz", "1400"),
+}
+RULES = {**HOST_RULES, **GPU_RULES}
+
+
+class _Map(dict):
+    """A YAML mapping that remembers the line of each key."""
+
+    lines: dict
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader recording key lines and refusing duplicate keys."""
+
+
+def _construct(loader: _Loader, node: yaml.MappingNode):
+    data = _Map()
+    yield data
+    data.lines = {}
+    for key_node, _ in node.value:  # explicit keys only: a key may override one merged in with '<<'
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        if key in data.lines:
+            raise ConfigError(f"key '{key}' appears twice (first on line {data.lines[key]})",
+                              where=f"{loader.name}:{key_node.start_mark.line + 1}", fix="keep one of them")
+        data.lines[key] = key_node.start_mark.line + 1
+    loader.flatten_mapping(node)
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        data.lines.setdefault(key, key_node.start_mark.line + 1)
+        data[key] = loader.construct_object(value_node, deep=True)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct)
+
+
+def _parse(text: str, path: Path):
+    loader = _Loader(text)
+    loader.name = str(path)
+    try:
+        return loader.get_single_data()
+    except yaml.MarkedYAMLError as err:
+        at_end = "end of stream" in (err.problem or "") and err.context_mark
+        mark = err.context_mark if at_end else err.problem_mark or err.context_mark
+        context = ""
+        if err.context and err.context_mark and mark is not err.context_mark \
+                and err.context_mark.line != mark.line:
+            context = f" ({err.context} that starts on line {err.context_mark.line + 1})"
+        elif err.context:
+            context = f" ({err.context})"
+        raise ConfigError(f"not valid YAML: {err.problem}{context}",
+                          where=f"{path}:{mark.line + 1}" if mark else str(path),
+                          fix="fix the YAML there (indentation, a missing ':' or an unclosed quote)") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"not valid YAML: {err}", where=str(path), fix="fix the YAML syntax") from None
+    finally:
+        loader.dispose()
+
+
+def _unknown(key: Any, where: str, valid, place: str) -> ConfigError:
+    close = difflib.get_close_matches(str(key), list(valid), n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return ConfigError(f"unknown key '{key}' {place}", where=where, fix=f"{hint}valid keys: {', '.join(valid)}")
+
+
+def _rules(body: Any, path: Path, line: int, place: str, allowed: dict) -> dict:
+    """Validate one section body (rule: value, ...) into rule -> Setting."""
+    if body is None:
+        return {}
+    if not isinstance(body, _Map):
+        raise ConfigError(f"{place} must be a mapping of rules, not {_type_name(body)}", where=f"{path}:{line}",
+                          fix="write one 'rule: value' per line under it")
+    out = {}
+    for key, value in body.items():
+        where = f"{path}:{body.lines[key]}"
+        if key not in allowed:
+            if key in RULES:
+                raise ConfigError(f"'{key}' is a host rule and cannot be set per GPU model ({place})",
+                                  where=where, fix="set it under defaults, groups or hosts")
+            raise _unknown(key, where, sorted(allowed), f"in {place}")
+        if value is None:
+            out[key] = Setting(None, where)
+            continue
+        try:
+            out[key] = Setting(allowed[key](value, key), where)
+        except _TypeProblem as p:
+            raise ConfigError(f"{place}.{key} {p.message}", where=where, fix=p.fix) from None
+    return out
+
+
+def load_expectations(path: str | Path) -> Expectations:
+    """Read and validate an expectations file (errors name the file, line and key)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("no such expectations file", where=str(path),
+                          fix="give the path of a YAML expectations file (docs/expectations.md)") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot be read ({getattr(err, 'strerror', None) or err})", where=str(path),
+                          fix="check the path and its permissions") from None
+    data = _parse(text, path)
+    if not isinstance(data, _Map) or not data:
+        raise ConfigError(f"must be a mapping with {', '.join(SECTIONS[1:])}, not {_type_name(data)}",
+                          where=f"{path}:1", fix="start from inventories/expectations.example.yml")
+    for key in data:
+        if key not in SECTIONS:
+            raise _unknown(key, f"{path}:{data.lines[key]}", SECTIONS, "at the top level")
+    if "version" in data and (isinstance(data["version"], bool) or data["version"] != 1):
+        raise ConfigError(f"version {data['version']!r} is not supported (this sweep reads version 1)",
+                          where=f"{path}:{data.lines['version']}", fix="write version: 1")
+    defaults = _rules(data.get("defaults"), path, data.lines.get("defaults", 1), "defaults", RULES)
+    named = {}
+    for section, allowed in (("models", GPU_RULES), ("groups", RULES), ("hosts", RULES)):
+        body, line = data.get(section), data.lines.get(section, 1)
+        if body is None:
+            named[section] = {}
+            continue
+        if not isinstance(body, _Map):
+            raise ConfigError(f"{section} must be a mapping of names to rules, not {_type_name(body)}",
+                              where=f"{path}:{line}", fix=f"write '{section}:' then one 'name:' per line, rules under it")
+        named[section] = {str(name): _rules(rules, path, body.lines[name], f"{section}.{name}", allowed)
+                          for name, rules in body.items()}
+    exp = Expectations(path, defaults, named["models"], named["groups"], named["hosts"])
+    if exp.rule_count == 0:
+        raise ConfigError("holds no rule", where=f"{path}:1", fix="add rules under defaults, models, groups or hosts")
+    return exp
+
+
+# --- judging ---------------------------------------------------------------------------------
+
+
+def _layers(exp: Expectations, host: str, groups, model: str | None):
+    yield exp.defaults
+    if model is not None and model in exp.models:
+        yield exp.models[model]
+    for name, rules in exp.groups.items():
+        if name in groups:
+            yield rules
+    for pattern, rules in exp.hosts.items():
+        if pattern == host or fnmatch.fnmatchcase(host, pattern):
+            yield rules
+
+
+def resolve(exp: Expectations, host: str, groups=(), model: str | None = None) -> dict[str, Setting]:
+    """rule -> Setting for one host (and GPU model), later sections winning; unset (null) rules dropped."""
+    out: dict[str, Setting] = {}
+    for layer in _layers(exp, host, set(groups or ()), model):
+        out.update(layer)
+    return {k: v for k, v in out.items() if v.value is not None}
+
+
+
+
+def _gpus_text(idx) -> str:
+    return f"GPU{'s' if len(idx) > 1 else ''} {fold_numbers(idx)}"
+
+
+def _w(v) -> str:
+    return f"{v:g} W" if isinstance(v, (int, float)) else str(v)
+
+
+def _onoff(v) -> str:
+    return "on" if v else ("off" if v is not None else "unknown")
+
+
+def _one_of(values) -> str:
+    return values[0] if len(values) == 1 else "one of " + ", ".join(values)
+
+
+def _groups_of(rec: dict):
+    g = rec.get("groups")
+    return [g] if isinstance(g, str) else list(g or ())
+
+
+def evaluate_expectations(records, expectations: Expectations) -> list[Violation]:
+    """Findings for every reachable host of `records` (host -> record, or an iterable of records)."""
+    recs = records.values() if isinstance(records, dict) else records
+    findings: list[Violation] = []
+    for rec in recs:
+        health = rec.get("health")
+        if rec.get("status") != "ok" or not isinstance(health, dict):
+            continue
+        findings.extend(_judge_host(rec["host"], _groups_of(rec), health, expectations))
+    return findings
+
+
+def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Violation]:
+    out: list[Violation] = []
+    rules = resolve(exp, host, groups)
+    driver = health.get("driver") or {}
+
+    def add(rule, expected, actual, text, fix, where):
+        out.append(Violation(host, rule, expected, actual, f"{host}: {text}; expected {fix[0]} ({where}); {fix[1]}"))
+
+    s = rules.get("driver")
+    if s and driver.get("version") is not None and not any(fnmatch.fnmatchcase(driver["version"], p) for p in s.value):
+        add("driver", s.value, driver["version"], f"driver {driver['version']} is not approved",
+            (_one_of(s.value), "install an approved driver, or approve this one in the expectations file"), s.where)
+    s = rules.get("cuda_driver")
+    cuda = driver.get("cuda_driver_version")
+    if s and cuda is not None and not any(fnmatch.fnmatchcase(str(cuda), p) for p in s.value):
+        add("cuda_driver", s.value, cuda, f"CUDA driver API {cuda} is not approved",
+            (_one_of(s.value), "install a driver that ships an approved CUDA version"), s.where)
+    s = rules.get("gpu_count")
+    count = driver.get("gpu_count")
+    if s and count is not None and count != s.value:
+        add("gpu_count", s.value, count, f"{count} GPU(s) visible to the driver",
+            (str(s.value), "look for a card off the bus (dmesg: Xid 79) or reseat it"), s.where)
+    s = rules.get("worst_link")
+    link = (health.get("topology") or {}).get("worst_link_selected")
+    if s and link is not None and link not in s.value:
+        add("worst_link", s.value, link, f"the worst GPU-to-GPU link is {link}",
+            (_one_of(s.value), "check NVLink / NVSwitch (nvidia-smi topo -m, nvidia-smi nvlink -s)"), s.where)
+
+    per_gpu: dict[tuple, list] = {}  # (rule, expected, actual, where) -> [gpu index]
+    summary = {e.get("gpu"): e for e in ((health.get("load") or {}).get("summary") or []) if isinstance(e, dict)}
+    for g in health.get("gpus") or []:
+        idx = g.get("index")
+        grules = resolve(exp, host, groups, g.get("name"))
+        checks = []
+        if "gpu_model" in grules and g.get("name") is not None and g["name"] not in grules["gpu_model"].value:
+            checks.append(("gpu_model", g["name"]))
+        enforced = (g.get("power") or {}).get("enforced_limit_w")
+        if "power_limit_w" in grules and enforced is not None \
+                and abs(enforced - grules["power_limit_w"].value) > POWER_TOLERANCE_W:
+            checks.append(("power_limit_w", enforced))
+        ecc = g.get("ecc") or {}
+        if "ecc" in grules and ecc.get("current") is not None:
+            want = grules["ecc"].value
+            if ecc["current"] != want:
+                checks.append(("ecc", ecc["current"]))
+            elif ecc.get("pending") is not None and ecc["pending"] != want:
+                checks.append(("ecc", f"{_onoff(ecc['current'])}, {_onoff(ecc['pending'])} after reset"))
+        if "persistence" in grules and g.get("persistence_mode") is not None \
+                and g["persistence_mode"] != grules["persistence"].value:
+            checks.append(("persistence", g["persistence_mode"]))
+        if "mig_layout" in grules and (g.get("mig") or {}).get("current") is not None:
+            actual = g.get("mig_layout") or "off"
+            if actual != grules["mig_layout"].value:
+                checks.append(("mig_layout", actual))
+        if "sm_clock_floor_mhz" in grules and idx in summary:
+            median = summary[idx].get("sm_mhz_median")
+            if median is not None and median < grules["sm_clock_floor_mhz"].value:
+                checks.append(("sm_clock_floor_mhz", median))
+        for rule, actual in checks:
+            s = grules[rule]
+            per_gpu.setdefault((rule, _key(s.value), _key(actual), s.where), [s.value, actual, []])[2].append(idx)
+
+    for (rule, _, _, where), (expected, actual, idx) in per_gpu.items():
+        on = _gpus_text(idx)
+        if rule == "power_limit_w":
+            add(rule, expected, actual, f"enforced power limit {_w(actual)} on {on}",
+                (_w(expected), f"sudo nvidia-smi -i {fold_numbers(idx)} -pl {expected:g}"), where)
+        elif rule == "ecc":
+            add(rule, expected, actual, f"ECC {actual if isinstance(actual, str) else _onoff(actual)} on {on}",
+                (f"ECC {_onoff(expected)}", f"sudo nvidia-smi -i {fold_numbers(idx)} -e {int(expected)}, then reset the "
+                                             "GPUs or reboot"), where)
+        elif rule == "persistence":
+            add(rule, expected, actual, f"persistence mode {_onoff(actual)} on {on}",
+                (f"persistence {_onoff(expected)}", "enable nvidia-persistenced (or sudo nvidia-smi -pm 1)"
+                 if expected else "stop nvidia-persistenced (or sudo nvidia-smi -pm 0)"), where)
+        elif rule == "mig_layout":
+            add(rule, expected, actual, f"MIG layout {actual} on {on}",
+                (f"MIG layout {expected}", "recreate the GPU instances (nvidia-smi mig), or change the "
+                                           "expectation"), where)
+        elif rule == "sm_clock_floor_mhz":
+            ev = next(iter(summary[i] for i in idx if i in summary), {})
+            reasons = ", ".join(f"{label} {ev.get(k, 0) * 100:.0f}% of samples" for k, label in (
+                ("sw_power_cap_fraction", "power cap"), ("hw_slowdown_fraction", "HW slowdown"),
+                ("sw_thermal_fraction", "SW thermal")) if ev.get(k) is not None)
+            add(rule, expected, actual, f"median SM clock under load {actual:g} MHz on {on}, below the floor"
+                + (f" ({reasons})" if reasons else ""),
+                (f"at least {expected:g} MHz", "check cooling, power delivery and clock settings on that GPU"), where)
+        elif rule == "gpu_model":
+            add(rule, expected, actual, f"{actual} on {on}", (_one_of(expected), "check the host's hardware "
+                                                                                "or its group"), where)
+    return out
+
+
+def _key(v: Any) -> str:
+    return repr(v)
+

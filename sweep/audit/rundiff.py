@@ -1,0 +1,354 @@
+"""The before and after of a change window: what differs between two run folders of one fleet.
+
+`diff_runs(load_run(A), load_run(B))` sorts every host into one of: added, removed, newly
+unreachable (ok -> failed), recovered (failed -> ok), still failing, not swept (named in B's
+manifest, no record), changed (its health.json differs in a field that describes the machine) or
+unchanged. Field changes come from `sweep.audit.diff.diff_health`, after the GPUs of both probes are
+matched card by card (`match_gpus`: same UUID, else same PCI slot), and are grouped by kind:
+gpus, gpu swap, driver, ecc, power, clock policy, mig, modes, topology, firmware, gpu model,
+memory errors, framework, host, environment, other. The same change on several GPUs is one
+change listing them.
+
+Volatile fields are not changes: current clocks, temperatures, power draw, utilisation, pstate,
+throttle reasons and counters, memory used, processes, the load section, probe timestamps and
+durations; nor are the contract verdicts and the device mask, which are derived from other fields.
+
+Exit code of ``sweep diff RUN_A RUN_B`` (see docs/audits.md): 0 the runs describe the same fleet;
+5 something changed (a host added, removed, unreachable, recovered or a field changed); 2 bad input.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from sweep import exitcodes
+from sweep.analysis.names import fold_hosts, fold_numbers, host_key
+from sweep.audit.diff import diff_health
+from sweep.store import RunFolder, manifest_groups
+from sweep.text import show_value, visible
+
+# Flattened paths ("#" = any [index]) that differ from probe to probe and say nothing about the machine.
+VOLATILE = (
+    "probe.*", "summary", "verdict", "lowest_broken", "contracts*", "mask.*", "load*",
+    "gpus#.clocks.sm_mhz", "gpus#.clocks.mem_mhz", "gpus#.power.draw_w", "gpus#.temperature_c",
+    "gpus#.utilization_gpu_pct", "gpus#.pstate", "gpus#.reason_counters_us.*", "gpus#.clock_event_reasons.*",
+    "gpus#.processes*", "gpus#.memory_used_bytes", "gpus#.unsupported.*", "driver.unsupported.*",
+    "gpus#.mig.devices*", "gpus#.index",
+)
+# (kind, patterns); the first match wins. Display order is KIND_ORDER.
+KINDS: list[tuple[str, tuple[str, ...]]] = [
+    ("gpus", ("driver.gpu_count",)),
+    ("gpu swap", ("gpus#.uuid", "gpus#.serial")),
+    ("modes", ("driver.confidential_compute", "gpus#.persistence_mode", "gpus#.compute_mode")),
+    ("driver", ("driver.*",)),
+    ("ecc", ("gpus#.ecc.current", "gpus#.ecc.pending", "gpus#.memory_total_bytes")),
+    ("memory errors", ("gpus#.ecc.*", "gpus#.remapped_rows.*", "gpus#.retired_pages_pending")),
+    ("power", ("gpus#.power.*",)),
+    ("clock policy", ("gpus#.clocks.*",)),
+    ("mig", ("gpus#.mig*",)),
+    ("topology", ("topology.*", "gpus#.nvlinks_active", "gpus#.pci_bus_id", "gpus#.numa_node")),
+    ("firmware", ("gpus#.vbios", "gpus#.slowdown_temperature_c")),
+    ("gpu model", ("gpus#.name", "gpus#.compute_capability")),
+    ("framework", ("frameworks*",)),
+    ("host", ("host.*",)),
+    ("environment", ("environment.*",)),
+    ("other", ("*",)),
+]
+KIND_ORDER = ("gpus", "gpu swap", "driver", "ecc", "power", "clock policy", "mig", "modes", "topology",
+              "firmware", "gpu model", "memory errors", "framework", "host", "environment", "other")
+_GPU_PATH = re.compile(r"^gpus\[([^\]]*)\]\.(.*)$")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run folder, read: host -> record (each with its inventory groups), and the manifest."""
+
+    path: Path
+    manifest: dict
+    records: dict[str, dict]
+
+    @property
+    def listed(self) -> list[str]:
+        """The hosts the run set out to sweep (the manifest's list, else the records')."""
+        hosts = self.manifest.get("hosts")
+        return list(hosts) if isinstance(hosts, list) else list(self.records)
+
+
+def load_run(path: str | Path) -> Run:
+    """Read a run folder without writing to it; each record gains "groups" from the manifest if it has none."""
+    folder, manifest = RunFolder.existing(path)
+    groups = manifest_groups(manifest)
+    records = {}
+    for name, rec in folder.read_records().items():
+        if rec.get("groups") is None and name in groups:
+            rec = dict(rec, groups=groups[name])
+        records[name] = rec
+    return Run(folder.path, manifest, dict(sorted(records.items(), key=lambda kv: host_key(kv[0]))))
+
+
+# --- one host --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """One changed field of a host; `gpus` lists the GPU indices (or GPU pairs) it holds for."""
+
+    kind: str
+    field: str
+    gpus: tuple = ()
+    before: Any = None
+    after: Any = None
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "field": self.field, "gpus": list(self.gpus) or None,
+                "before": self.before, "after": self.after}
+
+
+def match_gpus(before: list[dict], after: list[dict]):
+    """Pair the cards of two probes: same UUID, else same PCI slot (a swapped card), else same index.
+
+    Returns (pairs [(b, a)], missing [b], added [a]).
+    """
+    rest_b, rest_a, pairs = list(before), list(after), []
+    for key in ("uuid", "pci_bus_id", "index"):
+        by_key = {}
+        for g in rest_a:
+            if g.get(key) is not None:
+                by_key.setdefault(g[key], g)
+        keep_b = []
+        for g in rest_b:
+            other = by_key.pop(g.get(key), None) if g.get(key) is not None else None
+            if other is None:
+                keep_b.append(g)
+            else:
+                pairs.append((g, other))
+                rest_a = [x for x in rest_a if x is not other]
+        rest_b = keep_b
+    pairs.sort(key=lambda p: _index(p[0]))
+    return pairs, rest_b, rest_a
+
+
+def _index(g: dict):
+    return g.get("index") if isinstance(g.get("index"), int) else 10 ** 6
+
+
+def _card(g: dict | None) -> dict | None:
+    if g is None:
+        return None
+    return {"index": g.get("index"), "uuid": g.get("uuid"), "serial": g.get("serial"), "name": g.get("name")}
+
+
+def kind_of(path: str) -> str | None:
+    """The kind of change a flattened health.json path is, or None for a volatile / derived field."""
+    generic = re.sub(r"\[[^\]]*\]", "#", path)
+    if any(fnmatch.fnmatchcase(generic, p) for p in VOLATILE):
+        return None
+    return next(kind for kind, patterns in KINDS if any(fnmatch.fnmatchcase(generic, p) for p in patterns))
+
+
+def host_changes(a: dict, b: dict) -> list[FieldChange]:
+    """What changed on one host between health.json `a` and `b` (volatile fields left out), by kind."""
+    pairs, missing, added = match_gpus(list(a.get("gpus") or []), list(b.get("gpus") or []))
+    a2, b2 = dict(a), dict(b)
+    a2["gpus"], b2["gpus"] = [], []
+    raw: list[tuple[str, str, Any, Any, Any]] = []  # kind, field, item, before, after
+    for n, (ga, gb) in enumerate(pairs):
+        label = ga.get("index") if isinstance(ga.get("index"), int) else f"#{n}"
+        a2["gpus"].append(dict(ga, index=label))
+        b2["gpus"].append(dict(gb, index=label))
+        if ga.get("index") != gb.get("index"):
+            raw.append(("gpus", "index", label, ga.get("index"), gb.get("index")))
+    for g in missing:
+        raw.append(("gpus", "gpu", g.get("index"), _card(g), None))
+    for g in added:
+        raw.append(("gpus", "gpu", g.get("index"), None, _card(g)))
+    for c in diff_health(a2, b2):
+        kind = kind_of(c.path)
+        if kind is None:
+            continue
+        m = _GPU_PATH.match(c.path)
+        if m:
+            item = int(m.group(1)) if m.group(1).lstrip("-").isdigit() else m.group(1)
+            raw.append((kind, m.group(2), item, c.before, c.after))
+        elif c.path.startswith("topology.pairs."):
+            raw.append((kind, "topology.pairs", c.path[len("topology.pairs."):], c.before, c.after))
+        else:
+            raw.append((kind, c.path, None, c.before, c.after))
+    folded: dict[tuple, list] = {}
+    for kind, fld, item, before, after in raw:
+        key = (kind, fld, json.dumps(before, sort_keys=True, default=str), json.dumps(after, sort_keys=True, default=str))
+        entry = folded.setdefault(key, [before, after, []])
+        if item is not None:
+            entry[2].append(item)
+    out = [FieldChange(kind, fld, tuple(sorted(items, key=lambda i: (isinstance(i, str), host_key(str(i))))), before, after)
+           for (kind, fld, _, _), (before, after, items) in folded.items()]
+    order = {k: n for n, k in enumerate(KIND_ORDER)}
+    out.sort(key=lambda c: (order[c.kind], c.field, host_key(str(c.gpus[:1]))))
+    return out
+
+
+# --- two runs --------------------------------------------------------------------------------
+
+
+@dataclass
+class RunDiff:
+    """Hosts sorted by what happened to them between run `before` and run `after`, with field changes."""
+
+    before: str
+    after: str
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unreachable: list[dict] = field(default_factory=list)  # {"host", "failure_class", "failure_message"}
+    recovered: list[str] = field(default_factory=list)
+    still_failing: list[str] = field(default_factory=list)
+    not_swept: list[str] = field(default_factory=list)
+    changed: dict[str, list[FieldChange]] = field(default_factory=dict)
+    unchanged: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.unreachable or self.recovered or self.changed)
+
+    @property
+    def exit_code(self) -> int:
+        return exitcodes.OK if self.empty else exitcodes.OFF
+
+    def by_kind(self) -> dict[str, list[tuple[str, FieldChange]]]:
+        """kind -> [(host, change)], kinds in display order, hosts in natural order."""
+        out: dict[str, list] = {k: [] for k in KIND_ORDER}
+        for host, changes in self.changed.items():
+            for c in changes:
+                out[c.kind].append((host, c))
+        return {k: v for k, v in out.items() if v}
+
+    def folded(self) -> dict[str, list[tuple[list[str], FieldChange]]]:
+        """`by_kind` with the same change on several hosts as one row: kind -> [(hosts, change)]."""
+        out = {}
+        for kind, items in self.by_kind().items():
+            rows: dict[tuple, tuple[list[str], FieldChange]] = {}
+            for host, c in items:
+                key = (c.field, c.gpus, json.dumps(c.before, sort_keys=True, default=str),
+                       json.dumps(c.after, sort_keys=True, default=str))
+                rows.setdefault(key, ([], c))[0].append(host)
+            out[kind] = list(rows.values())
+        return out
+
+    def headline(self) -> str:
+        if self.empty:
+            return f"no change between {self.before} and {self.after}"
+        parts = [f"{len(v)} {name}" for name, v in (
+            ("added", self.added), ("removed", self.removed), ("newly unreachable", self.unreachable),
+            ("recovered", self.recovered), ("changed", self.changed)) if v]
+        kinds = ", ".join(f"{k} ({len({h for h, _ in v})})" for k, v in self.by_kind().items())
+        return "hosts: " + ", ".join(parts) + (f"; changes: {kinds}" if kinds else "")
+
+    def as_dict(self) -> dict:
+        """The JSON of ``sweep diff RUN_A RUN_B --json`` (shape in docs/audits.md)."""
+        return {
+            "format": "sweep-rundiff", "version": 1, "before": self.before, "after": self.after,
+            "hosts": {"added": self.added, "removed": self.removed, "unreachable": self.unreachable,
+                      "recovered": self.recovered, "still_failing": self.still_failing,
+                      "not_swept": self.not_swept, "changed": list(self.changed), "unchanged": self.unchanged},
+            "changes": [dict(host=h, **c.as_dict()) for v in self.by_kind().values() for h, c in v],
+            "by_kind": {k: sorted({h for h, _ in v}, key=host_key) for k, v in self.by_kind().items()},
+            "exit_code": self.exit_code,
+        }
+
+
+def _failure(rec: dict) -> dict:
+    f = rec.get("failure") or {}
+    return {"host": rec["host"], "failure_class": f.get("class"), "failure_message": f.get("message")}
+
+
+def _ok(rec: dict | None) -> bool:
+    return bool(rec) and rec.get("status") == "ok" and isinstance(rec.get("health"), dict)
+
+
+def diff_runs(before: Run, after: Run) -> RunDiff:
+    """Compare two runs of one fleet (see the module docstring for the host categories)."""
+    out = RunDiff(str(before.path), str(after.path))
+    ra, rb = before.records, after.records
+    listed_b = set(after.listed)
+    for host in sorted(set(ra) | set(rb) | listed_b, key=host_key):
+        a, b = ra.get(host), rb.get(host)
+        if a is None and b is None:
+            continue  # listed in B, never swept in either
+        if b is None:
+            (out.not_swept if host in listed_b else out.removed).append(host)
+        elif a is None:
+            out.added.append(host)
+        elif _ok(a) and not _ok(b):
+            out.unreachable.append(_failure(b))
+        elif not _ok(a) and _ok(b):
+            out.recovered.append(host)
+        elif not _ok(a):
+            out.still_failing.append(host)
+        else:
+            changes = host_changes(a["health"], b["health"])
+            if changes:
+                out.changed[host] = changes
+            else:
+                out.unchanged.append(host)
+    return out
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def show_gpus(items: Iterable) -> str:
+    items = list(items)
+    if not items:
+        return ""
+    if len(items) > 6 and not all(isinstance(i, int) for i in items):
+        return f"{fold_numbers(items[:6])},… ({len(items)})"
+    return fold_numbers(items)
+
+
+def render_terminal(diff: RunDiff, console) -> None:
+    """Print the run diff as rich tables: hosts first, then the changes by kind."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    def esc(text) -> str:
+        return escape(visible(text))
+
+    console.print(f"{esc(diff.before)} -> {esc(diff.after)}: {esc(diff.headline())}")
+    hosts = Table(title="Hosts")
+    hosts.add_column("what")
+    hosts.add_column("hosts")
+    rows = [("added", diff.added), ("removed", diff.removed),
+            ("newly unreachable", [f"{u['host']} ({u['failure_class']}: {u['failure_message']})"
+                                   for u in diff.unreachable]),
+            ("recovered", diff.recovered), ("still failing", diff.still_failing),
+            ("not swept in the later run", diff.not_swept), ("changed", list(diff.changed)),
+            ("unchanged", [f"{len(diff.unchanged)} host(s)"] if diff.unchanged else [])]
+    for label, names in rows:
+        if names:
+            hosts.add_row(label, esc(", ".join(names)))
+    console.print(hosts)
+    groups = diff.folded()
+    if not groups:
+        return
+    table = Table(title="Changes by kind (the same change on several hosts is one row)")
+    for col in ("kind", "hosts", "field", "GPUs", "before", "after"):
+        table.add_column(col, overflow="fold", min_width=len(col))
+    for kind, items in groups.items():
+        for n, (names, c) in enumerate(items):
+            table.add_row(kind if n == 0 else "", esc(fold_hosts(names)), esc(c.field), esc(show_gpus(c.gpus)),
+                          escape(show_value(c.before)), escape(show_value(c.after)))
+        table.add_section()
+    console.print(table)
+
+
+def render_html(diff: RunDiff) -> str:
+    """The run diff as one self-contained HTML page (autoescaped: host text is shown as text)."""
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    env = Environment(loader=FileSystemLoader(Path(__file__).parents[1] / "report" / "templates"), autoescape=True,
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(visible=visible, value=show_value, gpus=show_gpus, hosts=fold_hosts)
+    return env.get_template("rundiff.html.j2").render(diff=diff, groups=diff.folded())

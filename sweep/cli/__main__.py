@@ -1,0 +1,6 @@
+"""`python -m sweep.cli`: the same CLI as the `sweep` command."""
+import sys
+
+from sweep.cli import main
+
+sys.exit(main())

@@ -1,0 +1,79 @@
+"""The terminal face of a sweep: a live ok / failed / pending bar, and the summary table after it.
+
+Kept apart from `sweep.collect.run`: run_sweep takes `SweepProgress` as its `progress` callback, and
+`render_summary` prints a `RunResult`.
+"""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from sweep.collect.run import RunProgress, RunResult
+from sweep.text import visible
+
+
+class SweepProgress:
+    """A rich progress bar as a run_sweep `progress` callback; use it as a context manager."""
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or Console(stderr=True)
+        self._progress = Progress(
+            TextColumn("[bold]sweep"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+            TextColumn("[green]{task.fields[ok]} ok[/]  [red]{task.fields[failed]} failed[/]  "
+                       "{task.fields[pending]} pending"),
+            TimeElapsedColumn(), console=self.console, transient=False,
+        )
+        self._task = None
+
+    def __enter__(self) -> "SweepProgress":
+        if self.console.is_terminal:  # a pipe or a log file gets the summary only, no bar frames
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.console.is_terminal:
+            self._progress.stop()
+
+    def __call__(self, state: RunProgress) -> None:
+        fields = {"ok": state.ok, "failed": state.failed, "pending": state.pending}
+        done = state.ok + state.failed
+        if self._task is None:
+            self._task = self._progress.add_task("sweep", total=state.total, completed=done, **fields)
+        else:
+            self._progress.update(self._task, completed=done, **fields)
+
+
+def _shown(text) -> str:
+    """Host text for the terminal, on one line: control characters as escapes; markup escaped."""
+    return escape(visible(text, keep=""))
+
+
+def render_summary(result: RunResult, console: Console | None = None, *, shown: int = 10) -> None:
+    """Counts by failure class, the first `shown` failures of this session, and the verdict."""
+    console = console or Console()
+    console.print(f"run folder: {result.run_dir}", highlight=False, soft_wrap=True)
+    table = Table(show_edge=False)
+    table.add_column("result")
+    table.add_column("hosts", justify="right")
+    table.add_row("[green]ok[/]", str(result.ok))
+    for cls, count in sorted(result.by_class.items(), key=lambda kv: -kv[1]):
+        table.add_row(f"[red]{cls}[/]", str(count))
+    if result.pending:
+        table.add_row("[yellow]no record (interrupted)[/]", str(result.pending))
+    table.add_row("[bold]total[/]", str(result.total))
+    console.print(table)
+    for host, cls, message in result.failures[:shown]:
+        console.print(f"  [red]{_shown(cls)}[/] {_shown(message)}", highlight=False, soft_wrap=True)
+    if len(result.failures) > shown:
+        console.print(f"  ... and {len(result.failures) - shown} more failures in {escape(str(result.run_dir))}/hosts/",
+                      soft_wrap=True)
+    if result.state == "interrupted":
+        console.print(f"[yellow]interrupted[/]: finish with: sweep run --resume {escape(str(result.run_dir))}",
+                      soft_wrap=True)
+    elif result.fully_swept:
+        console.print(f"[green]every host swept[/] ({result.ok} of {result.total})")
+    else:
+        console.print(f"[red]not fully swept[/]: {result.failed + result.pending} of {result.total} hosts "
+                      "have no health.json")

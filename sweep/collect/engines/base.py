@@ -1,0 +1,184 @@
+"""Fan-out engines other than sweep's own SSH transport: the same agent, run by Ansible or Slurm.
+
+An engine takes the hosts of a sweep and hands back one `Outcome` per host, as they finish, through
+the interface of `sweep.collect.fanout.FanOut` (`run(hosts)` yields ``(host, outcome)``; `stop()` on
+Ctrl-C; `drain(timeout)` collects what finished after the stop). `run_sweep` records the outcomes
+into the run folder exactly as it records the SSH engine's, so a run folder does not say (except
+in its manifest's options) which engine filled it.
+
+Engines drive one child process (``ansible``, ``srun``) whose output a reader thread turns into
+outcomes; the child runs in its own session, so the terminal's Ctrl-C reaches sweep alone and the
+engine stops the child in the way that child understands.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from sweep.errors import SweepError
+from sweep.collect.ssh.prober import HostFailure, Outcome, SSHOptions, judge_output
+
+_POLL_S = 0.2
+
+
+class EngineError(SweepError):
+    """The engine's own tool (ansible, srun) failed as a whole, not host by host."""
+
+
+@dataclass(frozen=True)
+class EngineJob:
+    """What every engine needs: the agent, its arguments, the SSH options of the run, the fan-out."""
+
+    payload: bytes
+    agent_args: tuple[str, ...] = ()
+    options: SSHOptions = SSHOptions()
+    forks: int = 32
+    inventory_path: Path | None = None
+
+
+
+def judged(host: Any, started: float, out: bytes, exit_status: int | None, stderr: str) -> Outcome:
+    """The Outcome of one host from the agent's stdout and exit status, judged as the SSH engine does."""
+    outcome = Outcome(host=host, status="ok", attempts=1, started_at=started, ended_at=time.time(),
+                      exit_status=exit_status, stderr=stderr)
+    try:
+        outcome.health = judge_output(host, out, exit_status, stderr)
+    except HostFailure as failure:
+        outcome.status, outcome.failure_class, outcome.message = "failed", failure.failure_class, failure.message
+    return outcome
+
+
+def failed(host: Any, started: float, failure_class: str, message: str, *, stderr: str = "",
+           exit_status: int | None = None) -> Outcome:
+    """A failed host's Outcome (one attempt)."""
+    return Outcome(host=host, status="failed", failure_class=failure_class, message=message, attempts=1,
+                   started_at=started, ended_at=time.time(), exit_status=exit_status, stderr=stderr)
+
+
+class Engine:
+    """One child process for the whole sweep; `_read` (in a thread) turns its output into outcomes."""
+
+    name = "engine"
+
+    def __init__(self) -> None:
+        self.job: EngineJob | None = None
+        self._proc: subprocess.Popen | None = None
+        self._done: queue.SimpleQueue = queue.SimpleQueue()
+        self._reader: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._error: BaseException | None = None
+
+    def bind(self, job: EngineJob) -> "Engine":
+        """Give the engine the agent and the run's options (run_sweep does this before `run`)."""
+        self.job = job
+        return self
+
+    # --- FanOut's interface ------------------------------------------------------------------
+
+    def run(self, hosts: Sequence[Any]) -> Iterator[tuple[Any, Outcome]]:
+        """Yield (host, outcome) as hosts finish, until the child is done."""
+        if self.job is None:
+            raise ValueError("bind() the engine to a job first")
+        if not hosts:
+            return
+        self._reader = threading.Thread(target=self._read_all, args=(list(hosts),),
+                                        name=f"sweep-{self.name}", daemon=True)
+        self._reader.start()
+        yield from self._collect(None)
+        if self._error is not None:
+            raise self._error
+
+    def stop(self) -> None:
+        """Stop the child (Ctrl-C): hosts that have not finished stay without a record."""
+        self._stopping.set()
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            self._interrupt(proc)
+
+    def drain(self, timeout: float = 10.0) -> Iterator[tuple[Any, Outcome]]:
+        """The outcomes that still arrive within `timeout` s after `stop()`; then the child is killed."""
+        yield from self._collect(time.monotonic() + timeout)
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            kill_group(proc, signal.SIGKILL)
+            proc.wait()
+
+    # --- for the engines ---------------------------------------------------------------------
+
+    def _start(self, argv: list[str], env: dict[str, str], stdin: bytes | None = None) -> subprocess.Popen:
+        # stderr to a file: a chatty child must not stall on a full pipe that nobody reads yet
+        self._stderr = tempfile.TemporaryFile()
+        try:
+            proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=self._stderr, start_new_session=True)
+        except OSError as err:
+            raise EngineError(f"cannot start {argv[0]} ({err.strerror or err})",
+                              fix=f"install {Path(argv[0]).name} or put it on PATH") from None
+        self._proc = proc
+        if stdin is not None:
+            def feed() -> None:
+                try:
+                    proc.stdin.write(stdin)
+                    proc.stdin.close()
+                except OSError:
+                    pass
+            threading.Thread(target=feed, name=f"sweep-{self.name}-stdin", daemon=True).start()
+        return proc
+
+    def _stderr_text(self) -> str:
+        """What the child wrote on stderr so far."""
+        self._stderr.seek(0)
+        return self._stderr.read().decode("utf-8", "replace")
+
+    def _emit(self, host: Any, outcome: Outcome) -> None:
+        self._done.put((host, outcome))
+
+    def _read(self, hosts: list[Any]) -> None:  # pragma: no cover - engines override
+        raise NotImplementedError
+
+    def _interrupt(self, proc: subprocess.Popen) -> None:
+        kill_group(proc, signal.SIGINT)
+
+    def _read_all(self, hosts: list[Any]) -> None:
+        try:
+            self._read(hosts)
+        except BaseException as exc:  # handed to the main thread by run()
+            self._error = exc
+        finally:
+            self._done.put(None)
+
+    def _collect(self, until: float | None) -> Iterator[tuple[Any, Outcome]]:
+        while True:
+            wait = _POLL_S if until is None else min(_POLL_S, until - time.monotonic())
+            if wait <= 0:
+                return
+            try:
+                item = self._done.get(timeout=wait)
+            except queue.Empty:
+                continue
+            if item is None:
+                return
+            yield item
+
+
+def kill_group(proc: subprocess.Popen, sig: int) -> None:
+    """Send `sig` to the child's process group (it runs in a session of its own)."""
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def tail(text: str | bytes, limit: int = 4096) -> str:
+    """The last `limit` characters of a tool's output, as text."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return text[-limit:]

@@ -1,0 +1,215 @@
+"""The slurm engine: one ``srun`` job step, one task per node, each running the agent.
+
+Nodes are the inventory's host names (Slurm node names), or, without an inventory, the nodes of
+``--nodelist`` (a Slurm hostlist, expanded by ``scontrol show hostnames``) or ``--partition``, or
+every node of the cluster. Nodes that Slurm knows as down, drained or not responding are recorded
+as failed from ``sinfo`` and left out of the step, so that one bad node does not hold the others.
+
+The agent travels as with SSH: srun broadcasts the bundle on every task's stdin (``--input=all``)
+to the same bootstrap (`sweep.collect.bundle.remote_command`); nothing is written on the nodes. Each task
+prints a line with its node name before the agent and one with the agent's exit status after it;
+``--label`` prefixes every line with the task number, which keeps the tasks' output apart.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from sweep.collect.bundle import remote_command
+from sweep.collect.engines.base import Engine, EngineError, failed, judged, kill_group, tail
+from sweep.inventory.model import Host, Inventory
+
+SOURCE = "slurm-nodes"
+_BEGIN, _END = "@@sweep-begin", "@@sweep-end"
+_LABELLED = re.compile(r"^\s*(\d+): ?(.*)$")
+_BAD_STATES = ("down", "drain", "fail", "maint", "unknown", "future", "power", "reboot", "not_responding")
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise EngineError(f"{name} is not installed here", fix="run sweep on a Slurm login node, or use --engine ssh")
+    return found
+
+
+def _query(argv: list[str], what: str) -> str:
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise EngineError(f"{what}: {argv[0]} gave no answer within 60 s",
+                          fix="check that slurmctld is up (scontrol ping)") from None
+    if proc.returncode != 0:
+        raise EngineError(f"{what}: {' '.join(argv[:3])} failed: {tail(proc.stderr, 300).strip()}",
+                          fix="check the node list / partition and that slurmctld is up (scontrol ping)")
+    return proc.stdout.decode("utf-8", "replace")
+
+
+def node_host(name: str, groups: tuple[str, ...] = ("slurm",)) -> Host:
+    """A Host for a Slurm node (no SSH settings: Slurm reaches it)."""
+    return Host(name=name, address=name, port=None, user=None, key_file=None, python="python3",
+                ssh_common_args=None, proxy_jump=None, groups=groups,
+                vars=MappingProxyType({}), settings=MappingProxyType({}))
+
+
+class SlurmEngine(Engine):
+    """``srun -N K --ntasks-per-node=1`` over the sweep's nodes; per-task output back through --label."""
+
+    name = "slurm"
+    SOURCE = SOURCE
+
+    def __init__(self, partition: str | None = None, nodelist: str | None = None,
+                 extra_args: tuple[str, ...] = (), immediate: float | None = 30.0):
+        super().__init__()
+        self.partition = partition
+        self.nodelist = nodelist
+        self.extra_args = tuple(extra_args)
+        self.immediate = immediate
+
+    # --- which nodes ---------------------------------------------------------------------------
+
+    def node_names(self) -> list[str]:
+        """The nodes of --nodelist, else of --partition, else of the whole cluster."""
+        if self.nodelist:
+            names = _query([_tool("scontrol"), "show", "hostnames", self.nodelist], "--nodelist").split()
+        else:
+            argv = [_tool("sinfo"), "-h", "-N", "-o", "%N"] + (["-p", self.partition] if self.partition else [])
+            names = list(dict.fromkeys(_query(argv, "--partition" if self.partition else "sinfo").split()))
+        if not names:
+            where = f"partition {self.partition}" if self.partition else "the cluster"
+            raise EngineError(f"no Slurm node in {where}", fix="check with sinfo -N, or pass --nodelist")
+        return names
+
+    def inventory(self) -> Inventory:
+        """The nodes as an Inventory (for the run's manifest), all in group "slurm"."""
+        hosts = tuple(node_host(name) for name in self.node_names())
+        label = self.partition or (self.nodelist and "nodelist") or "all"
+        return Inventory(path=Path(f"{SOURCE}-{re.sub(r'[^A-Za-z0-9._-]', '_', label)}"), hosts=hosts,
+                         groups=MappingProxyType({"all": tuple(h.name for h in hosts),
+                                                  "slurm": tuple(h.name for h in hosts)}))
+
+    def states(self, names: list[str]) -> dict[str, str]:
+        """node -> Slurm state (long form, "*" appended when not responding); unknown nodes absent."""
+        known = {}
+        out = _query([_tool("sinfo"), "-h", "-N", "-a", "-o", "%N|%T"], "sinfo")
+        wanted = set(names)
+        for line in out.splitlines():
+            node, _, state = line.strip().partition("|")
+            if node in wanted:
+                known.setdefault(node, state.strip().lower())
+        return known
+
+    # --- the step ------------------------------------------------------------------------------
+
+    def command(self, nodes: list[Host]) -> list[str]:
+        """srun's argv: one task per node, every task running the bootstrap with the bundle on stdin."""
+        job = self.job
+        opts = job.options
+        pythons = {h.name: h.python for h in nodes if h.python != "python3"}
+        pick = 'py=python3\ncase "$SLURMD_NODENAME" in\n' + "".join(
+            f"  {shlex.quote(name)}) py={shlex.quote(py)} ;;\n" for name, py in pythons.items()) + "esac\n"
+        agent = remote_command("$py", len(job.payload), list(job.agent_args)).replace("'$py'", '"$py"', 1)
+        script = (f'echo "{_BEGIN} $SLURMD_NODENAME"\n{pick}{agent}\nrc=$?\n'
+                  f'echo\necho "{_END} $SLURMD_NODENAME $rc"\n')
+        minutes = max(1, int(-(-opts.host_deadline // 60)))
+        argv = [_tool("srun"), f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}", "--ntasks-per-node=1",
+                f"--nodelist={','.join(h.name for h in nodes)}", "--kill-on-bad-exit=0", "--label",
+                "--input=all", "--job-name=sweep", f"--time={minutes}"]
+        if self.partition:
+            argv.append(f"--partition={self.partition}")
+        if self.immediate:
+            argv.append(f"--immediate={max(1, round(self.immediate))}")
+        return argv + [*self.extra_args, "/bin/sh", "-c", script]
+
+    def _read(self, hosts: list[Any]) -> None:
+        started = time.time()
+        states = self.states([h.name for h in hosts])
+        usable = []
+        for host in hosts:
+            state = states.get(host.name)
+            if state is None:
+                self._emit(host, failed(host, started, "dns", (
+                    f"{host.name}: Slurm knows no node of that name; check the name with sinfo -N, or "
+                    "use the Slurm node names in the inventory")))
+            elif any(bad in state for bad in _BAD_STATES) or state.endswith("*"):
+                cls = "timeout" if state.endswith("*") or "down" in state else "refused"
+                self._emit(host, failed(host, started, cls, (
+                    f"{host.name}: Slurm has the node {state}, so no task can run there; see "
+                    f"scontrol show node {host.name} (Reason=), and resume it when fixed: "
+                    f"scontrol update nodename={host.name} state=resume")))
+            else:
+                usable.append(host)
+        if not usable:
+            return
+        self._step(usable, started)
+
+    def _step(self, nodes: list[Host], started: float) -> None:
+        by_name = {h.name: h for h in nodes}
+        proc = self._start(self.command(nodes), dict(os.environ), stdin=self.job.payload)
+        deadline = time.monotonic() + self.job.options.host_deadline + (self.immediate or 0) + 30
+        lines: dict[str, list[str]] = {}  # task -> its stdout lines
+        node_of: dict[str, str] = {}
+        timer = threading.Timer(max(1.0, deadline - time.monotonic()), self._interrupt, args=(proc,))
+        timer.daemon = True
+        timer.start()
+        try:
+            for raw in proc.stdout:
+                match = _LABELLED.match(raw.decode("utf-8", "replace").rstrip("\n"))
+                if not match:
+                    continue
+                task, text = match.groups()
+                if text.startswith(_BEGIN + " ") and task not in node_of:
+                    node_of[task] = text.split(" ", 1)[1].strip()
+                    lines[task] = []
+                elif text.startswith(_END + " ") and task in node_of:
+                    parts = text.split()
+                    host = by_name.pop(node_of[task], None)
+                    if host is not None:
+                        rc = int(parts[2]) if len(parts) > 2 and parts[2].lstrip("-").isdigit() else None
+                        out = "\n".join(lines.pop(task, [])).encode("utf-8", "surrogateescape")
+                        stderr = self._task_stderr(task)
+                        self._emit(host, judged(host, started, out, rc, stderr))
+                elif task in lines:
+                    lines[task].append(text)
+            code = proc.wait()
+        finally:
+            timer.cancel()
+        if not by_name or self._stopping.is_set():
+            return
+        said = tail(self._stderr_text(), 600).strip()
+        late = time.monotonic() >= deadline
+        for host in by_name.values():
+            if late:
+                cls, why = "timeout", (f"no answer within the host deadline of {self.job.options.host_deadline:g} s "
+                                       "(srun was stopped); check the node, or raise --host-deadline")
+            elif host.name not in node_of.values():
+                cls, why = "refused", (f"srun ran no task there (exit {code}: {said or 'no message'}); check "
+                                       "that the node is free and the partition right (squeue, sinfo)")
+            else:
+                cls, why = "agent_error", f"the task ended before the agent did (srun: {said or 'no message'})"
+            self._emit(host, failed(host, started, cls, f"{host.name}: {why}", stderr=said))
+
+    def _task_stderr(self, task: str) -> str:
+        """The lines of one task's stderr (srun labels them too) and srun's words on that task."""
+        mine = []
+        for line in self._stderr_text().splitlines():
+            match = _LABELLED.match(line)
+            if match and match.group(1) == task:
+                mine.append(match.group(2))
+            elif f"task {task}:" in line:
+                mine.append(line)
+        return "\n".join(mine)[-4096:]
+
+    def _interrupt(self, proc: subprocess.Popen) -> None:
+        # srun's first SIGINT only reports status; a second one within a second cancels the step
+        kill_group(proc, signal.SIGINT)
+        time.sleep(0.2)
+        kill_group(proc, signal.SIGINT)

@@ -1,0 +1,1 @@
+"""The SSH transport: one paramiko connection per host, host keys, ~/.ssh/config, the deadline watchdog."""

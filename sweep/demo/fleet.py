@@ -1,0 +1,65 @@
+"""The built-in demo fleet: 44 eight-GPU H200 hosts in the states real fleets drift into.
+
+Every host replays a capture derived (sweep.demo.synth) from the real H200 recording in
+sweep/demo/h200-idle.json. `sweep demo`, the README's first command, sweeps it over real
+loopback sshd servers; the tests use the same fleet.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from sweep.demo import synth
+from sweep.demo.loopback import FleetHost
+
+OLD_DRIVER = ("580.95.05", 13000)
+
+
+def _all_nv(i: int, j: int) -> str:
+    return "NV18"
+
+
+# host number -> (edits, why) ; hosts not listed are healthy twins of the reference.
+def _variants() -> dict[int, tuple[list, str]]:
+    return {
+        5: ([synth.ecc(False)], "ECC off"),
+        6: ([synth.ecc(False)], "ECC off"),
+        7: ([synth.ecc(False)], "ECC off"),
+        11: ([synth.power_cap(250)], "250 W power cap"),
+        12: ([synth.power_cap(250)], "250 W power cap"),
+        13: ([synth.power_cap(250, gpus=[3])], "250 W cap on one card"),
+        17: ([synth.mig(["3g.71gb", "3g.71gb"], gpus=range(8))], "MIG 2x3g.71gb"),
+        18: ([synth.mig(["1g.18gb"] * 7, gpus=range(8))], "MIG 7x1g.18gb"),
+        21: ([synth.foreign_process(pid=48213, name="python3 orphan_eval.py", mib=11264, gpus=[2])],
+             "foreign process holding 11 GiB"),
+        25: ([synth.thermal_slowdown(gpus=[6])], "HW thermal slowdown"),
+        29: ([synth.env("CUDA_VISIBLE_DEVICES", "")], "empty device mask"),
+        33: ([synth.torch_build("2.5.1+cpu", None)], "CPU-only torch"),
+        37: ([synth.driver(*OLD_DRIVER)], "driver 580.95.05"),
+        38: ([synth.driver(*OLD_DRIVER)], "driver 580.95.05"),
+        39: ([synth.driver(*OLD_DRIVER)], "driver 580.95.05"),
+        40: ([synth.driver(*OLD_DRIVER)], "driver 580.95.05"),
+    }
+
+
+def demo_fleet(workdir: str | Path, count: int = 40, unreachable: bool = True) -> list[FleetHost]:
+    """Write one capture per host into `workdir` and return the fleet's hosts.
+
+    Hosts gpu01..gpu{count} replay captures (two racks); with `unreachable`, gpu41 is down
+    (refused), gpu42 never sends a banner (timeout) and gpu43's host key changed.
+    """
+    workdir = Path(workdir)
+    base = synth.base_capture("h200-idle")
+    variants = _variants()
+    hosts = []
+    half = count // 2
+    for n in range(1, count + 1):
+        name = f"gpu{n:02d}"
+        edits, _ = variants.get(n, ([], "healthy"))
+        cap = synth.derive(base, [synth.multi_gpu(8, _all_nv), synth.identity(name), *edits], hostname=name)
+        path = synth.write(cap, workdir / f"{name}.json")
+        hosts.append(FleetHost(name, group="rack_a" if n <= half else "rack_b", capture=str(path)))
+    if unreachable:
+        hosts += [FleetHost(f"gpu{count + 1:02d}", "dead", group="rack_b"),
+                  FleetHost(f"gpu{count + 2:02d}", "blackhole", group="rack_b"),
+                  FleetHost(f"gpu{count + 3:02d}", "changed_key", group="rack_b")]
+    return hosts

@@ -1,0 +1,25 @@
+"""The one table of sweep's exit codes: every command's code comes from a name here.
+
+Precedence when several apply (the first wins): BAD_INPUT, INTERRUPTED, INCOMPLETE,
+NOT_COMPARABLE, BROKEN, OFF, OK. `sweep diff RUN_A RUN_B` exits OFF when anything changed,
+like diff(1); `sweep wrap` exits with the wrapped command's own code.
+"""
+from __future__ import annotations
+
+OK = 0
+INCOMPLETE = 1  # some hosts unreachable or failed: the sweep (and its verdict) covers only the rest
+BAD_INPUT = 2  # a SweepError: the message names the file, host or option and the fix
+NOT_COMPARABLE = 3  # the hosts fall into more than one comparability class
+BROKEN = 4  # one class, but a host has a broken contract (`sweep probe`: this host has one)
+OFF = 5  # drift from a baseline, an expectations violation, a change between two runs
+INTERRUPTED = 130  # Ctrl-C: the run folder is marked interrupted; --resume finishes it
+
+MEANING = {
+    OK: "every host reachable, no broken contract, all in one comparability class",
+    INCOMPLETE: "some hosts are unreachable: the verdict covers only the hosts that answered",
+    BAD_INPUT: "bad input: the message names the file, host or option, and the fix",
+    NOT_COMPARABLE: "the hosts fall into more than one comparability class: not one pool",
+    BROKEN: "one comparability class, but some host has a broken contract",
+    OFF: "one healthy comparability class, but some host is off its expectations or drifted from its baseline",
+    INTERRUPTED: "interrupted: what was collected is kept; --resume finishes the run",
+}

@@ -1,0 +1,381 @@
+"""The fleet as operators already describe it: a static Ansible inventory, read into frozen Hosts.
+
+Formats: YAML and INI as ansible-core reads them, with host ranges (``gpu[01:64].dc1``); the
+grammars are in `sweep.inventory.formats`.
+
+Variables of a host, lowest precedence first (ansible-core's default ``VARIABLE_PRECEDENCE``):
+
+1. ``all`` group vars in the inventory file;
+2. other group vars in the inventory file, parent groups before children (then by
+   ``ansible_group_priority``, then by name);
+3. ``group_vars/all`` beside the inventory file;
+4. ``group_vars/GROUP`` beside the inventory file, in the same group order;
+5. host vars in the inventory file (a host defined twice keeps the later value, as in Ansible;
+   when the two definitions give different ``ansible_host``, ``ansible_port`` or ``ansible_user``,
+   an `InventoryWarning` names both lines);
+6. ``host_vars/HOST`` beside the inventory file.
+
+``group_vars/NAME`` is the first of ``NAME``, ``NAME.yml``, ``NAME.yaml``, ``NAME.json`` that exists;
+a directory ``NAME/`` contributes its files in sorted order, later ones winning.
+
+Connection variables become Host fields: ``ansible_host`` (or ``ansible_ssh_host``), ``ansible_port``
+(or ``ansible_ssh_port``), ``ansible_user`` (or ``ansible_ssh_user``), ``ansible_private_key_file``
+(or ``ansible_ssh_private_key_file``), ``ansible_python_interpreter`` (``auto*`` means ``python3``),
+``ansible_ssh_common_args``. As in Ansible's ssh plugin, the ``ansible_ssh_`` spelling wins when both
+are set. Variables named ``sweep_*`` are sweep's own settings (``sweep_interpreters`` is
+``settings["interpreters"]``). Values are frozen: mappings are read-only, lists become tuples.
+
+Stricter than Ansible, because a silently dropped host is a host nobody checks: an unknown key in
+a YAML group, a range such as ``gpu[05:01]``, a Jinja template or a vault value in a connection
+variable are errors, not warnings. Not supported by the builtin loader: inventory directories,
+plugin inventories and vault-encrypted files (``loader="ansible"`` reads plugin inventories).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from sweep.errors import InventoryError, InventoryWarning, LimitError
+from sweep.inventory.formats import (
+    IMPLICIT_GROUPS, GroupGraph, value_kind, parse_ini, parse_yaml, sniff_yaml, Vaulted, yaml_load,
+)
+from sweep.inventory.limit import match_hosts
+
+SETTINGS_PREFIX = "sweep_"
+DEFAULT_PYTHON = "python3"
+_YAML_SUFFIXES = (".yml", ".yaml", ".json")
+
+
+@dataclass(frozen=True)
+class Host:
+    """One inventory host and how to reach it over SSH."""
+
+    name: str
+    address: str
+    port: int | None
+    user: str | None
+    key_file: str | None
+    python: str
+    ssh_common_args: str | None
+    proxy_jump: str | None
+    groups: tuple[str, ...]
+    vars: Mapping[str, Any] = field(hash=False, repr=False)
+    settings: Mapping[str, Any] = field(hash=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The hosts of one inventory file, in order of first appearance, and its groups."""
+
+    path: Path
+    hosts: tuple[Host, ...]
+    groups: Mapping[str, tuple[str, ...]] = field(hash=False)
+    warnings: tuple[str, ...] = ()  # also issued as InventoryWarning when the file is read
+
+    def select(self, limit: str | None) -> list[Host]:
+        """The hosts an Ansible ``--limit`` pattern selects (all hosts for None or '')."""
+        if not limit or not limit.strip():
+            return list(self.hosts)
+        chosen = set(match_hosts(limit, [host.name for host in self.hosts], self.groups))
+        if not chosen:
+            named = [group for group in self.groups if group not in IMPLICIT_GROUPS]
+            listed = ", ".join(named[:6]) + (", ..." if len(named) > 6 else "")
+            raise LimitError(
+                f"--limit '{limit}' matches no host in {self.path}",
+                fix=f"use a host name, a glob, or one of the groups {listed}" if named
+                else "use a host name or a glob; this inventory has no groups",
+            )
+        return [host for host in self.hosts if host.name in chosen]
+
+    def snapshot(self) -> dict:
+        """A JSON-able record of the hosts and groups, for a run manifest (vars left out: secrets)."""
+        hosts = [
+            {
+                "name": h.name, "address": h.address, "port": h.port, "user": h.user,
+                "key_file": h.key_file, "python": h.python, "ssh_common_args": h.ssh_common_args,
+                "proxy_jump": h.proxy_jump, "groups": list(h.groups), "settings": _thaw(h.settings),
+            }
+            for h in self.hosts
+        ]
+        return {"path": str(self.path), "hosts": hosts,
+                "groups": {name: list(members) for name, members in self.groups.items()}}
+
+
+def load_inventory(path: str | Path, loader: str = "auto") -> Inventory:
+    """Read an Ansible inventory file; ``loader`` is "auto" (= "builtin") or "ansible" (ansible-core)."""
+    path = Path(path)
+    if loader not in ("auto", "builtin", "ansible"):
+        raise InventoryError(f"unknown inventory loader {loader!r}", where=str(path),
+                             fix="use loader 'auto', 'builtin' or 'ansible'")
+    if not path.exists():
+        raise InventoryError("inventory file not found", where=str(path),
+                             fix="pass the path of an Ansible inventory file (YAML or INI)")
+    if path.is_dir():
+        raise InventoryError("is a directory, not an inventory file", where=str(path),
+                             fix="pass the inventory file inside it, e.g. hosts.yml")
+    if loader == "ansible":
+        return _load_with_ansible(path)
+    return _load_builtin(path)
+
+
+# --- the builtin loader: parse into a group graph, then resolve vars ---------------------------
+
+
+def _load_builtin(path: Path) -> Inventory:
+    text, suffix, graph = _read_text(path), path.suffix.lower(), GroupGraph()
+    if suffix in _YAML_SUFFIXES:
+        data = yaml_load(text, path)
+        if data is not None and not isinstance(data, dict):
+            raise InventoryError(f"YAML inventory must be a mapping of group names, not {value_kind(data)}",
+                                 where=f"{path}:1", fix="start the file with 'all:' and put groups under 'children:'")
+    else:  # as ansible: YAML only without a suffix, and only if it reads as YAML groups
+        data = sniff_yaml(text) if not suffix else None
+    if isinstance(data, dict):
+        parse_yaml(data, path, graph)
+    elif suffix not in _YAML_SUFFIXES:
+        parse_ini(text, path, graph)
+    if not graph.host_vars:
+        raise InventoryError("no host is defined in this inventory", where=str(path),
+                             fix="add hosts under a group: a 'hosts:' mapping in YAML, a line under [group] in INI")
+    return _resolve(graph, path)
+
+
+def _resolve(graph: GroupGraph, path: Path) -> Inventory:
+    groups = graph.groups
+    for group in list(groups.values()):  # parentless groups hang under 'all', as in ansible
+        if group.name != "all" and not group.parents:
+            graph.add_child("all", group.name, str(path))
+    direct: dict[str, set[str]] = {name: set() for name in graph.host_vars}
+    for group in groups.values():
+        for host in group.hosts:
+            direct[host].add(group.name)
+    for member_of in direct.values():  # 'ungrouped' holds exactly the hosts of no other group
+        member_of.discard("all")
+        if len(member_of) > 1:
+            member_of.discard("ungrouped")
+        elif not member_of:
+            member_of.add("ungrouped")
+
+    depth: dict[str, int] = {}
+
+    def depth_of(name: str) -> int:  # longest path from 'all', ansible's Group.depth
+        if name not in depth:
+            depth[name] = max((depth_of(parent) + 1 for parent in groups[name].parents), default=0)
+        return depth[name]
+
+    base = path.parent
+    group_files = {name: _vars_from_files(base / "group_vars", name) for name in groups}
+    hosts = []
+    for name, member_of in direct.items():
+        every = set().union(*({group} | graph.ancestors(group) for group in member_of)) - {"all"}
+        chain = sorted(every, key=lambda g: (depth_of(g), groups[g].priority, g))
+        merged = dict(groups["all"].vars)
+        for layer in (*(groups[g].vars for g in chain), group_files["all"],
+                      *(group_files[g] for g in chain), graph.host_vars[name],
+                      _vars_from_files(base / "host_vars", name)):
+            merged.update(layer)
+        hosts.append(_make_host(name, merged, every))
+    for text in graph.warnings:
+        warnings.warn(InventoryWarning(text), stacklevel=3)
+    return _inventory(path, hosts, list(groups), tuple(graph.warnings))
+
+
+def _inventory(path: Path, hosts: list[Host], group_names: list[str], notes: tuple[str, ...] = ()) -> Inventory:
+    def members(group: str) -> tuple[str, ...]:
+        if group == "all":
+            return tuple(host.name for host in hosts)
+        if group == "ungrouped":
+            return tuple(host.name for host in hosts if not host.groups)
+        return tuple(host.name for host in hosts if group in host.groups)
+
+    return Inventory(path=path, hosts=tuple(hosts),
+                     groups=MappingProxyType({group: members(group) for group in group_names}), warnings=notes)
+
+
+def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str]) -> Host:
+    """Build a Host from merged vars, each var carried with the file:line it came from."""
+
+    def connection(*keys: str) -> tuple[str, str | None, str]:
+        """(variable, its value as text or None, file:line); the later spelling wins, as in ansible."""
+        present = [key for key in keys if merged.get(key, (None,))[0] is not None]
+        if not present:
+            return keys[0], None, ""
+        key = present[-1]
+        value, where = merged[key]
+        if isinstance(value, Vaulted):
+            raise InventoryError(f"{name}: {key} is vault-encrypted and sweep cannot decrypt it",
+                                 where=where, fix=f"set {key} in plain text for this host")
+        if isinstance(value, str) and ("{{" in value or "{%" in value):
+            raise InventoryError(f"{name}: {key} is a Jinja template ({value!r}); sweep does not render templates",
+                                 where=where, fix=f"write the value of {key} out in the inventory")
+        if isinstance(value, (bool, Mapping, list, tuple)):
+            raise InventoryError(f"{name}: {key} is {value_kind(value)}, not a single value", where=where,
+                                 fix=f"set {key} to a plain value")
+        return key, _freeze(value) if isinstance(value, str) else str(value), where
+
+    port_key, port_text, port_where = connection("ansible_port", "ansible_ssh_port")
+    port = None
+    if port_text is not None:
+        if not port_text.strip().isdigit() or not 0 < int(port_text) < 65536:
+            raise InventoryError(f"{name}: {port_key} is {merged[port_key][0]!r}, not a port number",
+                                 where=port_where, fix="set it to a whole number from 1 to 65535")
+        port = int(port_text)
+    _, common_args, common_where = connection("ansible_ssh_common_args")
+    key_file = connection("ansible_private_key_file", "ansible_ssh_private_key_file")[1]
+    python = connection("ansible_python_interpreter")[1] or DEFAULT_PYTHON
+    frozen = _freeze({key: value for key, (value, _) in merged.items()})
+    return Host(
+        name=name,
+        address=connection("ansible_host", "ansible_ssh_host")[1] or name,
+        port=port,
+        user=connection("ansible_user", "ansible_ssh_user")[1],
+        key_file=os.path.expanduser(key_file) if key_file else None,
+        python=DEFAULT_PYTHON if python.startswith("auto") else python,
+        ssh_common_args=common_args,
+        proxy_jump=_proxy_jump(common_args, name, common_where),
+        groups=tuple(sorted(set(groups) - set(IMPLICIT_GROUPS))),
+        vars=frozen,
+        settings=MappingProxyType({key[len(SETTINGS_PREFIX):]: value for key, value in frozen.items()
+                                   if key.startswith(SETTINGS_PREFIX) and len(key) > len(SETTINGS_PREFIX)}),
+    )
+
+
+def _proxy_jump(common_args: str | None, name: str, where: str) -> str | None:
+    """The jump host of ``-J host`` / ``-o ProxyJump=host`` in ansible_ssh_common_args."""
+    if not common_args:
+        return None
+    try:
+        words = shlex.split(common_args)
+    except ValueError as err:
+        raise InventoryError(f"{name}: ansible_ssh_common_args cannot be split ({err})", where=where,
+                             fix="close the quote in ansible_ssh_common_args") from None
+    jump = None
+    for index, word in enumerate(words):
+        following = words[index + 1] if index + 1 < len(words) else ""
+        if word.startswith("-J"):
+            jump = word[2:] or following
+        elif word.startswith("-o"):
+            option = word[2:] or following
+            key, _, value = option.replace("=", " ", 1).partition(" ")
+            if key.lower() == "proxyjump":
+                jump = value.strip()
+    return None if not jump or jump.lower() == "none" else jump
+
+
+# --- group_vars and host_vars folders, and shared helpers ---------------------------------------
+
+
+def _vars_from_files(directory: Path, name: str) -> dict[str, tuple[Any, str]]:
+    """Merged vars of ``group_vars/NAME`` or ``host_vars/NAME`` files (ansible's find_vars_files)."""
+    if not directory.is_dir():
+        return {}
+    files: list[Path] = []
+    for candidate in (directory / name, *(directory / f"{name}{suffix}" for suffix in _YAML_SUFFIXES)):
+        if candidate.exists():
+            files = _files_below(candidate) if candidate.is_dir() else [candidate]
+            break
+    merged: dict[str, tuple[Any, str]] = {}
+    for file in files:
+        data = yaml_load(_read_text(file), file)
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            raise InventoryError(f"variables file holds {value_kind(data)}, not a mapping of names to values",
+                                 where=f"{file}:1", fix="write one 'name: value' per line")
+        merged.update({str(key): (value, f"{file}:{data.key_lines[key]}") for key, value in data.items()})
+    return merged
+
+
+def _files_below(directory: Path) -> list[Path]:
+    found: list[Path] = []
+    for entry in sorted(os.listdir(directory)):
+        child, suffix = directory / entry, os.path.splitext(entry)[1]
+        if entry.startswith(".") or entry.endswith("~"):
+            continue
+        if child.is_dir() and not suffix:
+            found.extend(_files_below(child))
+        elif child.is_file() and (not suffix or suffix in _YAML_SUFFIXES):
+            found.append(child)
+    return found
+
+
+def _read_text(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InventoryError("is not UTF-8 text", where=str(path), fix="save the file as UTF-8") from None
+    except OSError as err:
+        raise InventoryError(f"cannot be read ({err.strerror})", where=str(path),
+                             fix="check the path and its permissions") from None
+    if text.startswith("$ANSIBLE_VAULT"):
+        raise InventoryError("is vault-encrypted and sweep cannot decrypt it", where=str(path),
+                             fix="keep connection details in a plain file; encrypt single values with !vault")
+    return text
+
+
+def _freeze(value: Any) -> Any:
+    """Deep read-only copy with plain types (drops ansible-core's tagged str/int subclasses)."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({_freeze(key): _freeze(item) for key, item in value.items()})
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return tuple(_freeze(item) for item in value)
+    for plain in (bool, int, float, str):
+        if isinstance(value, plain):
+            return plain(value) if plain is not str else str.__str__(value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(key): _thaw(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(item) for item in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+# --- the ansible-core loader --------------------------------------------------------------------
+
+# variables ansible's VariableManager adds itself; they are not inventory data
+_ANSIBLE_MAGIC = frozenset({
+    "ansible_check_mode", "ansible_config_file", "ansible_diff_mode", "ansible_facts", "ansible_forks",
+    "ansible_inventory_sources", "ansible_playbook_python", "ansible_version", "group_names", "groups",
+    "inventory_dir", "inventory_file", "inventory_hostname", "inventory_hostname_short", "omit", "playbook_dir",
+})
+
+
+def _load_with_ansible(path: Path) -> Inventory:
+    """Read the inventory with ansible-core's own InventoryManager and VariableManager."""
+    try:
+        from ansible.inventory.manager import InventoryManager
+        from ansible.parsing.dataloader import DataLoader
+        from ansible.vars.manager import VariableManager
+    except ImportError:
+        raise InventoryError("loader 'ansible' needs ansible-core, which is not installed", where=str(path),
+                             fix="pip install ansible-core, or use the builtin loader") from None
+    from ansible.errors import AnsibleError
+
+    data_loader = DataLoader()
+    try:
+        manager = InventoryManager(loader=data_loader, sources=[str(path)])
+        variables = VariableManager(loader=data_loader, inventory=manager)
+        found = {name: variables.get_vars(host=host, include_hostvars=False) for name, host in manager.hosts.items()}
+    except AnsibleError as err:
+        raise InventoryError(f"ansible-core cannot read it: {err}", where=str(path),
+                             fix=f"run 'ansible-inventory -i {path} --graph' for details") from None
+    if not found:
+        raise InventoryError("ansible-core found no host in this inventory", where=str(path),
+                             fix=f"run 'ansible-inventory -i {path} --graph' to see ansible's warnings")
+    hosts = []
+    for name, host_vars in found.items():
+        merged = {str(key): (value, str(path)) for key, value in host_vars.items() if key not in _ANSIBLE_MAGIC}
+        groups = {str(group.name) for group in manager.hosts[name].get_groups()}
+        hosts.append(_make_host(str(name), merged, groups))
+    return _inventory(path, hosts, [str(name) for name in manager.groups])

@@ -1,0 +1,121 @@
+"""``sweep report``: load records, compare, write the report folder, decide the exit code.
+
+`build_report(paths, out_dir, reference=None, expect=None, baseline=None)` writes into `out_dir`::
+
+    report.html    the report, one self-contained file (no script, no URL)
+    summary.json   the machine-readable verdict (schema sweep.summary/1); with an expectations file
+                   or a baseline folder, "audit" holds `sweep.audit.baseline.audit_section` (else null)
+    summary.md     the verdict as Markdown, for a ticket
+    hosts.csv      one row per host: facts, comparability key values, class
+    fleet.csv      one row per GPU
+
+Exit codes, in order of precedence (the first that applies wins):
+
+    2  bad input: no record found, unreadable or unknown files, a --reference that names no
+       host or group, an invalid expectations file or baseline folder (raised as a SweepError;
+       the CLI turns it into the message and the code)
+    1  some hosts are unreachable (or listed in the run's manifest but never probed): the
+       sweep is incomplete, so the classes and findings describe only the hosts that answered
+    3  the hosts that can run a benchmark fall into more than one comparability class:
+       the fleet cannot be benchmarked as one pool
+    4  every host answered and they form one class, but some host has a broken contract
+       (a health finding of severity "broken": HW slowdown, a power cap below default, a
+       row-remap failure, an empty device mask...); warnings do not change the code
+    5  one healthy class, but a host is off the expectations file or drifted from its baseline
+       (only with `expect` or `baseline`; docs/audits.md)
+    0  every host reachable, no broken contract, all in one comparability class (and, when
+       audited, no host off its expectations or baseline)
+"""
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from sweep.audit.baseline import audit_section
+from sweep.analysis.compare import Findings, compare
+from sweep import exitcodes
+from sweep.errors import RunFolderError
+from sweep.analysis.fleet import Fleet, load_fleet, records_of, usable_cpus
+from sweep.report.render import (render_html, render_markdown, summary_dict, write_fleet_csv, write_hosts_csv,
+                          write_summary_json)
+@dataclass(frozen=True)
+class ReportResult:
+    """What build_report wrote and decided."""
+
+    out_dir: Path
+    files: dict
+    exit_code: int
+    headline: str
+    summary: dict
+    findings: Findings
+    fleet: Fleet
+
+
+def exit_code(findings: Findings, audit: dict | None = None) -> int:
+    """The report's exit code (precedence 1 > 3 > 4 > 5 > 0; see the module docstring)."""
+    if findings.unreachable:
+        return exitcodes.INCOMPLETE
+    if len(findings.classes) > 1:
+        return exitcodes.NOT_COMPARABLE
+    if any(f.severity == "broken" for f in findings.findings):
+        return exitcodes.BROKEN
+    if audit and audit["exit_code"] == exitcodes.OFF:
+        return exitcodes.OFF
+    return exitcodes.OK
+
+
+def build_report(paths, out_dir, reference: str | None = None, expect: Path | None = None,
+                 baseline: Path | None = None) -> ReportResult:
+    """Read `paths` (run folders, host records, health.json or provenance files), compare, write the report folder.
+
+    `reference` names a host or an inventory group whose class is the reference (default: the
+    largest class). `expect` (an expectations file) and `baseline` (a `sweep baseline set`
+    folder) add an audit of the same hosts (docs/audits.md). Raises a SweepError for bad input;
+    a failed host is data, never an error.
+    """
+    fleet = load_fleet(paths)
+    findings = compare(fleet, reference=reference)  # bad input stops here, before any file is written
+    audit = None
+    if expect is not None or baseline is not None:
+        audit = audit_section(records_of(fleet), expect, baseline)
+    code = exit_code(findings, audit)
+    summary = summary_dict(findings, code, exitcodes.MEANING[code], fleet.sources, audit)
+    out = Path(out_dir)
+    files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
+             "hosts_csv": out / "hosts.csv", "fleet_csv": out / "fleet.csv"}
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        # fleet.csv (one row per GPU) is the slowest file to write: a forked process writes it
+        # while this one renders the rest
+        writer = _start(write_fleet_csv, fleet, files["fleet_csv"])
+        write_summary_json(summary, files["summary"])
+        files["markdown"].write_text(render_markdown(summary), encoding="utf-8")
+        write_hosts_csv(fleet, findings, files["hosts_csv"])
+        files["html"].write_text(render_html(fleet, findings, summary), encoding="utf-8")
+        _finish(writer, write_fleet_csv, fleet, files["fleet_csv"])
+    except OSError as err:
+        raise RunFolderError(f"cannot write the report ({err.strerror or err})", where=str(out),
+                             fix="choose a writable folder for the report") from None
+    headline = "\n".join([findings.headline(), *(audit["headline"] if audit else ())])
+    return ReportResult(out, files, code, headline, summary, findings, fleet)
+
+
+def _start(task, *args):
+    """Run task(*args) in a forked process where fork exists (Linux); None: run it later, here."""
+    if not sys.platform.startswith("linux") or usable_cpus() < 2 or threading.active_count() > 1:
+        return None  # fork is only safe in a single-threaded process
+    process = multiprocessing.get_context("fork").Process(target=task, args=args, daemon=True)
+    process.start()
+    return process
+
+
+def _finish(process, task, *args):
+    """Wait for the forked task; if it failed (or never ran), run it here so that errors surface."""
+    if process is not None:
+        process.join()
+        if process.exitcode == 0:
+            return
+    task(*args)

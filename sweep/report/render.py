@@ -1,0 +1,345 @@
+"""Writers of a report folder: report.html, summary.md, summary.json, hosts.csv, fleet.csv.
+
+The HTML is one self-contained file (inline CSS and SVG, no script, no URL), rendered by Jinja2
+with autoescape on: every string that came from a host is shown as text. Big fleets are
+summarized (classes instead of hosts in the chart, long lists capped with a pointer to the CSV).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
+
+from sweep import exitcodes
+from sweep import __version__
+from sweep.analysis.compare import Findings
+from sweep.analysis.keys import KEYS
+from sweep.analysis.names import abbreviate, fold_hosts, host_key
+from sweep.analysis.fleet import Fleet, rows_at
+from sweep.text import visible
+
+SUMMARY_SCHEMA = "sweep.summary/1"
+CHART_HOSTS_MAX = 64      # above this many hosts the chart shows one bar per class
+DETAIL_HOSTS_MAX = 300    # per-host <details> blocks; the rest are in hosts.csv
+ROWS_MAX = 200            # rows per findings kind / unreachable table
+MATRIX_CLASSES_MAX = 8    # classes side by side in the key matrix
+SEVERITY_ORDER = {"unreachable": 0, "broken": 1, "warning": 2}
+
+def _visible(value):
+    """Every {{ }} of the templates: control characters a host sent (ESC, BEL, C1) shown as \\xNN text."""
+    if isinstance(value, str):
+        shown = visible(value, keep="\t\n")
+        return Markup(shown) if isinstance(value, Markup) else shown
+    return value
+
+
+_env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
+                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=_visible)
+_env.filters["abbreviate"] = abbreviate
+
+
+def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=(), audit: dict | None = None) -> dict:
+    """The machine-readable verdict written to summary.json (`audit`: sweep.audit.baseline.audit_section, or None)."""
+    out = {"schema": SUMMARY_SCHEMA, "generated_at": _now(), "sweep_version": __version__,
+           "sources": list(sources)}
+    out.update(findings.to_dict())
+    out["audit"] = audit
+    out["exit_code"] = exit_code
+    out["exit_meaning"] = exit_meaning
+    return out
+
+
+def write_summary_json(summary: dict, path: Path) -> Path:
+    path.write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def write_hosts_csv(fleet: Fleet, findings: Findings, path: Path) -> Path:
+    """hosts.csv: one row per host, its facts, its comparability key values and its class."""
+    keys = findings.host_keys.add_prefix("key_").rename(columns={"key_comparability_class": "comparability_class"})
+    _write_csv(fleet.hosts.join(keys, on="host"), path)
+    return path
+
+
+def write_fleet_csv(fleet: Fleet, path: Path) -> Path:
+    """fleet.csv: one row per GPU."""
+    _write_csv(fleet.gpus, path)
+    return path
+
+
+def _write_csv(frame: pd.DataFrame, path: Path) -> None:
+    """The frame as CSV (NA as an empty field), through the csv module: faster than to_csv here."""
+    columns = []
+    for name in frame.columns:
+        values = frame[name].to_numpy(dtype=object, na_value=None)
+        columns.append(values.tolist())
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(frame.columns)
+        writer.writerows(zip(*columns))
+
+
+# ---------------------------------------------------------------- markdown
+
+
+def md(text) -> str:
+    """Text from a host, made inert in Markdown (tables, emphasis, links, HTML)."""
+    text = "" if text is None else str(text)
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    for ch in "\\`*_[]|#!":
+        text = text.replace(ch, "\\" + ch)
+    return text.replace("\n", " ")
+
+
+def mdcode(text) -> str:
+    """Text from a host as a Markdown code span: shown literally, safe inside a table cell."""
+    text = ("" if text is None else str(text)).replace("\n", " ").replace("|", "\\|")
+    fence = "`" * (1 + max((len(m) for m in _BACKTICKS.findall(text)), default=0))
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+_BACKTICKS = re.compile(r"`+")
+
+
+def render_markdown(summary: dict) -> str:
+    """summary.md: the verdict, classes against the reference, hosts kept out, findings; for a ticket."""
+    lines = [f"# sweep report: {summary['hosts_total']} hosts", "",
+             f"**{md(summary['verdict'])}**: {md(summary['verdict_detail'])}", "",
+             f"Exit code {summary['exit_code']}: {md(summary['exit_meaning'])}", ""]
+    classes = summary["classes"]
+    if classes:
+        ref = summary["reference_class"]
+        lines += ["## Comparability classes", "",
+                  f"Reference: class {ref['id']} ({md(ref['chosen_by'])}), {ref['size']} hosts: "
+                  f"{mdcode(ref['folded'])}",
+                  "", "Reference keys: " + "; ".join(f"{md(summary['key_labels'][k])} **{md(v)}**"
+                                                     for k, v in ref["keys"].items()), ""]
+        if len(classes) > 1:
+            lines += ["| Class | Hosts | Differs from the reference | What it does to a benchmark |",
+                      "|---|---|---|---|"]
+        for c in classes[1:]:
+            differs = "<br>".join(f"{md(d['label'])}: **{md(d['value'])}** (reference {md(d['reference'])})"
+                                  for d in c["differs"])
+            impacts = "<br>".join(md(d["impact"]) for d in c["differs"])
+            lines.append(f"| {c['id']} | {mdcode(c['folded'])} ({c['size']}) | {differs} | {impacts} |")
+        lines.append("")
+    if summary["excluded"]:
+        lines += ["## Cannot run a benchmark", "", "| Host | Contract | Why | Fix |", "|---|---|---|---|"]
+        lines += [f"| {mdcode(e['host'])} | {md(e['contract'])} | {md(e['message'])} | {md(e['fix'])} |"
+                  for e in summary["excluded"][:ROWS_MAX]]
+        lines.append("")
+    if summary["unreachable"]:
+        lines += ["## Unreachable", "", "| Host | Failure | Message |", "|---|---|---|"]
+        lines += [f"| {mdcode(u['host'])} | {md(u['failure_class'])} | {md(u['message'])} |"
+                  for u in summary["unreachable"][:ROWS_MAX]]
+        lines.append("")
+    health = [f for f in summary["findings"] if f["kind"] != "unreachable"]
+    if health:
+        lines += ["## Health findings", "", "| Severity | Host | Finding | Detail | Fix |", "|---|---|---|---|---|"]
+        lines += [f"| {f['severity']} | {mdcode(f['host'])} | {md(f['title'])} | {md(f['detail'])} | {md(f['fix'])} |"
+                  for f in health[:ROWS_MAX]]
+        lines.append("")
+    audit = summary.get("audit")
+    if audit:
+        lines += _markdown_audit(audit)
+    cut = [name for name, items in (("cannot-run hosts", summary["excluded"]), ("unreachable hosts",
+           summary["unreachable"]), ("findings", health)) if len(items) > ROWS_MAX]
+    if cut:
+        lines += [f"Lists cut at {ROWS_MAX} rows ({', '.join(cut)}): summary.json has them all.", ""]
+    return "\n".join(lines)
+
+
+def _markdown_audit(audit: dict) -> list[str]:
+    """The audit: what it was judged against, then one row per host off its expectations or baseline."""
+    lines = ["## Audit", ""]
+    expectations, baseline = audit["expectations"], audit["baseline"]
+    if expectations:
+        lines += [f"Expectations {mdcode(expectations['file'])}: {expectations['hosts_judged']} host(s) judged.", ""]
+    if baseline:
+        missing = baseline["no_baseline"]
+        lines += [f"Baseline {mdcode(baseline['dir'])}: {len(baseline['compared'])} host(s) compared"
+                  + (f", no baseline for {mdcode(fold_hosts(missing))}" if missing else "") + ".", ""]
+    if audit["headline"]:
+        lines += [f"- **{md(line)}**" for line in audit["headline"]] + [""]
+    hosts = audit_hosts(audit)
+    if hosts:
+        lines += ["| Host | Off expectations | Drift from the baseline |", "|---|---|---|"]
+        lines += [f"| {mdcode(h['host'])} | {'<br>'.join(md(m) for m in h['violations'])} | "
+                  f"{'<br>'.join(md(m) for m in h['drift'])} |" for h in hosts[:ROWS_MAX]]
+        lines.append("")
+        if len(hosts) > ROWS_MAX:
+            lines += [f"{len(hosts) - ROWS_MAX} more hosts in summary.json.", ""]
+    else:
+        lines += ["No host is off its expectations or baseline.", ""]
+    return lines
+
+
+def audit_hosts(audit: dict) -> list[dict]:
+    """One entry per host with an expectation finding or drift (natural host order): the messages, host name cut."""
+    hosts: dict = {}
+    for key, items in (("violations", (audit["expectations"] or {}).get("findings", [])),
+                       ("drift", (audit["baseline"] or {}).get("drift", []))):
+        for item in items:
+            entry = hosts.setdefault(item["host"], {"host": item["host"], "violations": [], "drift": []})
+            message = item["message"]
+            entry[key].append(message[len(item["host"]) + 2:] if message.startswith(item["host"] + ": ") else message)
+    return sorted(hosts.values(), key=lambda h: host_key(h["host"]))
+
+
+# ---------------------------------------------------------------- html
+
+
+def render_html(fleet: Fleet, findings: Findings, summary: dict) -> str:
+    """report.html as a string."""
+    return _env.get_template("report.html.j2").render(**html_context(fleet, findings, summary))
+
+
+def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
+    """What the template shows, with every list bounded (big fleets: pointers to the CSV / JSON)."""
+    classes = summary["classes"]
+    ref = summary["reference_class"]
+    matrix = [{"key": k, "label": label,
+               "cells": [{"value": c["keys"][k], "differs": c["keys"][k] != ref["keys"][k]}
+                         for c in classes[:MATRIX_CLASSES_MAX]]}
+              for k, label in KEYS.items()] if classes else []
+    groups = {}
+    for f in summary["findings"]:
+        if f["kind"] == "unreachable":
+            continue
+        g = groups.setdefault(f["kind"], {"kind": f["kind"], "title": f["title"].split(":")[0],
+                                          "severity": f["severity"], "items": []})
+        g["items"].append(f)
+    finding_groups = sorted(groups.values(), key=lambda g: (SEVERITY_ORDER[g["severity"]], -len(g["items"])))
+    for g in finding_groups:
+        g["folded"] = fold_hosts(f["host"] for f in g["items"])
+        g["count"] = len(g["items"])
+        g["more"] = max(0, g["count"] - ROWS_MAX)
+        g["items"] = g["items"][:ROWS_MAX]
+    audit = summary.get("audit")
+    audited = audit_hosts(audit) if audit else []
+    base = (audit or {}).get("baseline") or {}
+    return {
+        "s": summary, "classes": classes, "ref": ref, "matrix": matrix,
+        "audit": audit, "audit_hosts": audited[:ROWS_MAX], "audit_more": max(0, len(audited) - ROWS_MAX),
+        "audit_no_baseline": fold_hosts(base.get("no_baseline", ())),
+        "audit_absent": fold_hosts(base.get("absent", ())),
+        "matrix_classes": classes[:MATRIX_CLASSES_MAX], "matrix_more": max(0, len(classes) - MATRIX_CLASSES_MAX),
+        "finding_groups": finding_groups, "unreachable": summary["unreachable"][:ROWS_MAX],
+        "unreachable_more": max(0, len(summary["unreachable"]) - ROWS_MAX),
+        "unreachable_folded": fold_hosts(u["host"] for u in summary["unreachable"]),
+        "excluded_folded": fold_hosts(e["host"] for e in summary["excluded"]),
+        "excluded_by": Counter(e["contract"] for e in summary["excluded"]).most_common(),
+        "unreachable_by": Counter(u["failure_class"] for u in summary["unreachable"]).most_common(),
+        "tone": _tone(summary["exit_code"]), "chart": chart(fleet, findings),
+        "hosts": host_details(fleet, findings), "sources": summary.get("sources", []),
+    }
+
+
+def _tone(exit_code: int) -> str:
+    return {exitcodes.OK: "good", exitcodes.BROKEN: "warn", exitcodes.OFF: "warn"}.get(exit_code, "bad")
+
+
+def chart(fleet: Fleet, findings: Findings) -> dict:
+    """Bars of enforced power limit against the maximum, and SM clock against the maximum.
+
+    One bar per host up to CHART_HOSTS_MAX hosts, else one per comparability class (its lowest
+    limit, the median host's clock, and how many of its hosts have a HW slowdown).
+    """
+    per_host = _chart_per_host(fleet, findings)
+    by_class = len(per_host) > CHART_HOSTS_MAX
+    if by_class:
+        rows = per_host[per_host["klass"].notna()].groupby("klass", sort=True).agg(
+            power=("power", "min"), power_top=("power_top", "max"), default=("default", "max"),
+            power_max=("power_max", "max"), sm=("sm", "median"), sm_max=("sm_max", "max"),
+            idle=("idle", "mean"), slow_n=("slow", "sum"), n=("power", "size"))
+        rows["idle"] = rows["idle"] >= 0.5  # the median host's state
+        rows["slow"] = False  # the median clock is not a slowed one: a note counts the slowed hosts
+        rows["label"] = [f"class {c} ({n} hosts)" for c, n in zip(rows.index, rows["n"])]
+        rows["klass"] = rows.index
+    else:
+        rows = per_host.sort_index()
+        rows["label"] = [str(h) for h in rows.index]
+        rows["slow_n"] = rows["slow"].astype(int)
+    power_scale = float(pd.concat([rows["power_max"], rows["power_top"]]).max() or 1) if len(rows) else 1.0
+    sm_scale = float(rows["sm_max"].max() or 1) if len(rows) else 1.0
+    bars = []
+    for r in rows.itertuples():  # one per bar drawn: at most CHART_HOSTS_MAX hosts, or the classes
+        power, top, default, top_limit = _f(r.power), _f(r.power_top), _f(r.default), _f(r.power_max)
+        bars.append({
+            "label": r.label, "class": r.klass if isinstance(r.klass, str) else None,
+            "power": power, "power_top": top, "power_max": top_limit, "default": default,
+            "power_w": _pct(power, power_scale), "power_top_w": _pct(top, power_scale),
+            "power_max_w": _pct(top_limit, power_scale), "default_x": _pct(default, power_scale),
+            "capped": power is not None and default is not None and power < default,
+            "sm": _f(r.sm), "sm_max": _f(r.sm_max), "sm_w": _pct(_f(r.sm), sm_scale),
+            "sm_max_w": _pct(_f(r.sm_max), sm_scale), "idle": bool(r.idle), "slow": bool(r.slow),
+            "note": (f"{int(r.slow_n)} with HW slowdown" if by_class else "HW slowdown") if r.slow_n else "",
+        })
+    return {"by_class": by_class, "bars": bars, "height": 44 + 22 * len(bars)}
+
+
+def _chart_per_host(fleet: Fleet, findings: Findings) -> pd.DataFrame:
+    """Per host, over its selected GPUs: lowest and highest enforced limit, SM clock (the slowed GPU's
+    when a HW slowdown is active), idle, slowed, class."""
+    g = fleet.gpus[fleet.gpus["selected"].fillna(False).to_numpy()]
+    slowed = g[["hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"]].fillna(False).any(axis=1)
+    g = g.assign(slowed=slowed, sm_slowed=g["sm_mhz"].where(slowed))
+    per_host = g.groupby("host", observed=True).agg(
+        power=("power_enforced_w", "min"), power_top=("power_enforced_w", "max"),
+        default=("power_default_w", "max"), power_max=("power_max_w", "max"), sm=("sm_mhz", "min"),
+        sm_slowed=("sm_slowed", "min"), sm_max=("sm_max_mhz", "max"), idle=("idle", "all"),
+        slow=("slowed", "any"))
+    per_host["sm"] = per_host["sm_slowed"].where(per_host["slow"], per_host["sm"])
+    per_host["idle"] = per_host["idle"].astype(bool)
+    klass = findings.host_keys["comparability_class"]
+    per_host["klass"] = klass.reindex(per_host.index.astype(str)).to_numpy()
+    return per_host
+
+
+def _f(value):
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _pct(value, scale):
+    return 0.0 if value is None or not scale else round(100.0 * value / scale, 2)
+
+
+def host_details(fleet: Fleet, findings: Findings) -> dict:
+    """Per-host blocks with the contract chain: hosts with a problem first, at most DETAIL_HOSTS_MAX."""
+    hosts = fleet.hosts
+    rank = np.full(len(hosts), 3)
+    rank[hosts["verdict"].astype("string").eq("warning").fillna(False).to_numpy(dtype=bool)] = 2
+    rank[hosts["lowest_broken"].notna().to_numpy()] = 1
+    rank[(hosts["status"] != "ok").to_numpy()] = 0
+    order = np.lexsort((hosts["host"].to_numpy(dtype=object), rank))[:DETAIL_HOSTS_MAX]
+    chosen = rows_at(hosts, order)
+    klass = findings.host_keys["comparability_class"].to_numpy(dtype=object)
+    picked = np.isin(fleet.contracts["host"].cat.codes.to_numpy(), order)
+    chain = {}
+    for c in rows_at(fleet.contracts, np.flatnonzero(picked)):
+        chain.setdefault(c["host"], []).append(
+            {"name": c["contract"], "title": c["title"], "status": c["status"], "message": c["message"],
+             "fix": c["fix"], "consequence_of": c["consequence_of"]})
+    blocks = []
+    for position, r in zip(order.tolist(), chosen):
+        failed = r["status"] != "ok"
+        blocks.append({
+            "host": r["host"], "status": r["status"], "class": klass[position] if pd.notna(klass[position]) else None,
+            "verdict": "unreachable" if failed else r["verdict"] or "unknown",
+            "summary": f"{r['failure_class']}: {r['failure_message'] or ''}" if failed else r["summary"],
+            "groups": r["groups"], "contracts": chain.get(r["host"], []), "provenance": r["provenance"],
+        })
+    return {"blocks": blocks, "more": max(0, len(hosts) - len(blocks)), "total": len(hosts)}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
