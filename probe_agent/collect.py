@@ -103,6 +103,9 @@ def read_gpu(src, i):
     ecc = r.get(p + "ecc_mode", "ecc_mode", "nvmlDeviceGetEccMode", h)
     g["ecc"] = {
         "current": None if ecc is None else bool(ecc[0]),
+        # The ECC mode the GPU takes at its next reset (not "a change is pending"); `pending` is the
+        # deprecated name of the same value (health schema 1.0), kept until schema 2.
+        "pending_mode": None if ecc is None else bool(ecc[1]),
         "pending": None if ecc is None else bool(ecc[1]),
         "volatile_uncorrected": r.get(p + "ecc_vol_total_unc", "ecc_volatile_uncorrected",
                                       "nvmlDeviceGetTotalEccErrors", h, 1, 0),

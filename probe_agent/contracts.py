@@ -258,9 +258,10 @@ def check_memory(facts):
             warn.append("GPU %s: page retirement pending: reset the GPU" % i)
         if e.get("current") is False:
             warn.append("GPU %s: ECC is off" % i)
-        if e.get("current") is not None and e.get("pending") is not None and e["current"] != e["pending"]:
+        pending_mode = e.get("pending_mode", e.get("pending"))
+        if e.get("current") is not None and pending_mode is not None and e["current"] != pending_mode:
             warn.append("GPU %s: ECC change pending (%s -> %s) until the next reset" % (
-                i, onoff(e["current"]), onoff(e["pending"])))
+                i, onoff(e["current"]), onoff(pending_mode)))
     ev = {"gpus": rows}
     if broken:
         return contract("memory", "broken", "; ".join(broken), ev, "drain the host and replace or RMA the card")

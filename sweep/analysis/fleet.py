@@ -282,7 +282,7 @@ class _Builder:
             self.gpus.append((
                 position, g.get("index"), g.get("index") in picked, g.get("uuid"), g.get("name"), g.get("pci_bus_id"),
                 g.get("memory_total_bytes"), power.get("enforced_limit_w"), power.get("default_limit_w"),
-                power.get("max_limit_w"), power.get("draw_w"), ecc.get("current"), ecc.get("pending"),
+                power.get("max_limit_w"), power.get("draw_w"), ecc.get("current"), ecc.get("pending_mode", ecc.get("pending")),
                 ecc.get("volatile_uncorrected"), clocks.get("sm_mhz"), clocks.get("sm_max_mhz"),
                 clocks.get("app_sm_mhz"), clocks.get("default_app_sm_mhz"), ",".join(active),
                 "idle" in active, "hw_slowdown" in active, "hw_thermal_slowdown" in active,

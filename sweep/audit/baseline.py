@@ -39,7 +39,7 @@ HOST_FORMAT = "sweep-baseline-host"
 INDEX = "baseline.json"
 DRIFT_KINDS = ("gpus", "gpu swap", "driver", "ecc", "power", "clock policy", "mig", "modes", "topology",
                "firmware", "gpu model")
-_LABELS = {"ecc.current": "ECC mode", "ecc.pending": "ECC mode after reset",
+_LABELS = {"ecc.current": "ECC mode", "ecc.pending_mode": "ECC mode after reset", "ecc.pending": "ECC mode after reset",
            "power.enforced_limit_w": "enforced power limit (W)", "power.management_limit_w": "power limit (W)",
            "power.default_limit_w": "default power limit (W)", "mig_layout": "MIG layout",
            "mig.current": "MIG mode", "mig.pending": "MIG mode after reset", "persistence_mode": "persistence mode",

@@ -72,6 +72,9 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     """Nested dicts/lists as {path: leaf}; GPUs and contracts keyed by index / name."""
     out: dict[str, Any] = {}
     if isinstance(value, dict):
+        if prefix.endswith(".ecc") and "pending" in value:  # schema 1.0 name of pending_mode (1.1)
+            value = {k: v for k, v in value.items() if k != "pending"} | {
+                "pending_mode": value.get("pending_mode", value["pending"])}
         for k, v in value.items():
             out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
     elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):

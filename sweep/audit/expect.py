@@ -377,8 +377,9 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
             want = grules["ecc"].value
             if ecc["current"] != want:
                 checks.append(("ecc", ecc["current"]))
-            elif ecc.get("pending") is not None and ecc["pending"] != want:
-                checks.append(("ecc", f"{_onoff(ecc['current'])}, {_onoff(ecc['pending'])} after reset"))
+            elif ecc.get("pending_mode", ecc.get("pending")) not in (None, want):
+                after_reset = ecc.get("pending_mode", ecc.get("pending"))
+                checks.append(("ecc", f"{_onoff(ecc['current'])}, {_onoff(after_reset)} after reset"))
         if "persistence" in grules and g.get("persistence_mode") is not None \
                 and g["persistence_mode"] != grules["persistence"].value:
             checks.append(("persistence", g["persistence_mode"]))

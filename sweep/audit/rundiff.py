@@ -45,7 +45,7 @@ KINDS: list[tuple[str, tuple[str, ...]]] = [
     ("gpu swap", ("gpus#.uuid", "gpus#.serial")),
     ("modes", ("driver.confidential_compute", "gpus#.persistence_mode", "gpus#.compute_mode")),
     ("driver", ("driver.*",)),
-    ("ecc", ("gpus#.ecc.current", "gpus#.ecc.pending", "gpus#.memory_total_bytes")),
+    ("ecc", ("gpus#.ecc.current", "gpus#.ecc.pending_mode", "gpus#.ecc.pending", "gpus#.memory_total_bytes")),
     ("memory errors", ("gpus#.ecc.*", "gpus#.remapped_rows.*", "gpus#.retired_pages_pending")),
     ("power", ("gpus#.power.*",)),
     ("clock policy", ("gpus#.clocks.*",)),

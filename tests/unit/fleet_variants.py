@@ -83,13 +83,13 @@ def driver(h, version="590.44.01", cuda="13.1"):
 
 def ecc_off(h, gpus=None):
     for g in _cards(h, gpus):
-        g["ecc"].update(current=False, pending=False)
+        g["ecc"].update(current=False, pending=False, pending_mode=False)
     return rejudge(h)
 
 
 def ecc_pending(h, pending=False, gpus=None):
     for g in _cards(h, gpus):
-        g["ecc"]["pending"] = pending
+        g["ecc"]["pending"] = g["ecc"]["pending_mode"] = pending
     return rejudge(h)
 
 

@@ -163,7 +163,8 @@ def test_run_diff_lists_exactly_the_changes_of_the_window(window):
     mem_a = a["gpu08"]["health"]["gpus"][0]["memory_total_bytes"]
     mem_b = b["gpu08"]["health"]["gpus"][0]["memory_total_bytes"]
     all8 = tuple(range(8))
-    assert fields("gpu08") == [("ecc.current", all8, True, False), ("ecc.pending", all8, True, False),
+    assert fields("gpu08") == [("ecc.current", all8, True, False),
+                               ("ecc.pending_mode", all8, True, False),
                                ("memory_total_bytes", all8, mem_a, mem_b)]
     assert fields("gpu09") == [("power.enforced_limit_w", all8, 700.0, 500.0),
                                ("power.management_limit_w", all8, 700.0, 500.0)]
@@ -436,7 +437,7 @@ def test_sm_clock_floor_is_judged_under_load_only_and_sw_power_cap_is_no_finding
 def test_mig_persistence_and_pending_ecc(tmp_path):
     h = json.loads((H200 / "idle.health.json").read_text())
     h["gpus"][0]["persistence_mode"] = False
-    h["gpus"][0]["ecc"]["pending"] = False
+    h["gpus"][0]["ecc"]["pending"] = h["gpus"][0]["ecc"]["pending_mode"] = False
     h["gpus"][0]["mig"] = {"current": True, "pending": True, "devices": []}
     h["gpus"][0]["mig_layout"] = "3g.71gb+3g.71gb"
     exp = load_expectations(write_yaml(tmp_path, "defaults: {persistence: yes, ecc: on, mig_layout: off}\n"))
