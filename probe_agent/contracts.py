@@ -70,24 +70,41 @@ def check_driver(facts):
 def check_mask(facts):
     m = facts.get("mask") or {}
     ev = {k: m.get(k) for k in ("cuda_visible_devices", "cuda_device_order", "nvidia_visible_devices",
-                                "state", "selected", "invalid", "ignored")}
+                                "state", "selected", "invalid", "ignored", "lenient", "cuda_error")}
     state = m.get("state")
+    count = facts.get("driver", {}).get("gpu_count")
     if state == "empty":
         return contract("device_mask", "broken",
-                        "device mask is set but empty (CUDA_VISIBLE_DEVICES=''): every GPU is hidden from CUDA "
-                        "while NVML still sees %s" % facts.get("driver", {}).get("gpu_count"), ev,
+                        "device mask is set but empty (CUDA_VISIBLE_DEVICES=%r): every GPU is hidden from CUDA "
+                        "while NVML still sees %s" % (m.get("cuda_visible_devices"), count), ev,
                         "fix the launcher or scheduler that exports the empty mask")
     if state == "invalid":
+        bad = (m.get("invalid") or [{}])[0]
+        if bad.get("position") is None:
+            return contract("device_mask", "broken", "%s: %s, so CUDA sees no GPU (%s)" % (
+                bad.get("entry"), bad.get("reason"), m.get("cuda_error")), ev,
+                "unset CUDA_DEVICE_ORDER or set it to PCI_BUS_ID")
+        if m.get("cuda_error") == "CUDA_ERROR_INVALID_DEVICE":
+            return contract("device_mask", "broken", "device mask %r: entry %r %s, so CUDA refuses the whole "
+                            "mask and sees no GPU (%s)" % (m.get("cuda_visible_devices"), bad.get("entry"),
+                                                          bad.get("reason"), m.get("cuda_error")), ev,
+                            "name each GPU once")
         return contract("device_mask", "broken",
-                        "device mask %r names no GPU of this host: CUDA sees none" % m.get("cuda_visible_devices"),
-                        ev, "use indices below %s or this host's GPU UUIDs (nvidia-smi -L)"
-                        % facts.get("driver", {}).get("gpu_count"))
+                        "device mask %r names no GPU of this host: CUDA sees none (first entry %r: %s)"
+                        % (m.get("cuda_visible_devices"), bad.get("entry"), bad.get("reason")),
+                        ev, "use indices below %s, or this host's GPU UUIDs (nvidia-smi -L), not both" % count)
     if state == "partly_invalid":
         bad = m["invalid"][0]
         return contract("device_mask", "warning",
                         "device mask entry %r is invalid (%s): CUDA stops there and drops %s"
-                        % (bad["entry"], bad["reason"], ", ".join(m.get("ignored") or []) or "nothing more"),
-                        ev, "remove the invalid entry")
+                        % (bad["entry"], bad["reason"], ", ".join(repr(e) for e in m.get("ignored") or [])
+                           or "nothing more"), ev, "remove the invalid entry")
+    if m.get("lenient"):
+        sloppy = ", ".join("%r as %s" % (x["entry"], x["read_as"]) for x in m["lenient"])
+        return contract("device_mask", "warning",
+                        "device mask %r: CUDA reads %s (it ignores what follows a number or a UUID)"
+                        % (m.get("cuda_visible_devices"), sloppy), ev,
+                        "write plain indices or UUIDs separated by commas")
     sel = m.get("selected") or []
     renum = ["cuda:%d is physical GPU %s" % (s["cuda_index"], s["physical_index"])
              for s in sel if s["cuda_index"] != s["physical_index"]]

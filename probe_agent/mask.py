@@ -1,49 +1,86 @@
 """The device mask: which physical GPUs CUDA will show a process, and how it renumbers them.
 
-NVML ignores CUDA_VISIBLE_DEVICES; CUDA applies it. Entries are indices (into CUDA's order),
-GPU UUIDs (a unique prefix is enough) or MIG UUIDs. CUDA stops at the first invalid entry:
-the devices before it stay visible, the rest are dropped.
+NVML ignores CUDA_VISIBLE_DEVICES; CUDA applies it. The rules below are CUDA's as observed on
+H200 hosts (driver 580) against a corpus of masks (docs/device-mask.md, tests/fixtures/masks/):
+
+- CUDA_DEVICE_ORDER must be unset, PCI_BUS_ID or FASTEST_FIRST, exactly: any other value (even
+  "", a lower-case or padded name) makes cuInit fail with CUDA_ERROR_INVALID_DEVICE.
+- The mask is split at commas only. Its FIRST entry decides how every entry is read: as a UUID
+  when it starts with "GPU-" or "MIG-", otherwise as an index.
+- An index is read like strtoul: leading whitespace, an optional sign, decimal digits; whatever
+  follows is ignored ("0abc", "0 1", "1.5" are 0, 0, 1), and the value is cut to a 32-bit int
+  ("4294967297" is 1, "2147483648" is negative). No digits is invalid.
+- A UUID entry is "GPU-" or "MIG-" then hex digits and dashes, compared case-insensitively as a
+  prefix of the device's UUID (one digit is enough); what follows the UUID is ignored. Leading
+  whitespace makes it invalid, as does an index among UUIDs (and a UUID among indices).
+- The first invalid entry stops the list: devices before it stay visible, the rest are dropped.
+- A device named twice (before that stop, in any spelling) makes cuInit fail with
+  CUDA_ERROR_INVALID_DEVICE: CUDA then sees no device at all.
 """
 import re
 
+ORDERS = ("PCI_BUS_ID", "FASTEST_FIRST")
+UUID_PREFIXES = ("GPU-", "MIG-")
+NO_DEVICE = "CUDA_ERROR_NO_DEVICE"
+INVALID_DEVICE = "CUDA_ERROR_INVALID_DEVICE"
+_INDEX = re.compile(r"[ \t\n\v\f\r]*([+-]?)([0-9]+)")
+_UUID_HEX = re.compile(r"[0-9a-fA-F-]*")
+_LEGACY_MIG = re.compile(r"^MIG-(GPU-[0-9a-fA-F-]+)/(\d+)/(\d+)$")
+
 
 def resolve_mask(env, gpus):
-    """Resolve the environment's mask against the GPUs NVML sees (a list of gpu fact dicts)."""
+    """Resolve the environment's mask against the GPUs NVML sees (a list of gpu fact dicts, NVML order)."""
     raw = env.get("CUDA_VISIBLE_DEVICES")
-    order = env.get("CUDA_DEVICE_ORDER") or "FASTEST_FIRST"
+    order = env.get("CUDA_DEVICE_ORDER")
     out = {
         "cuda_visible_devices": raw,
-        "cuda_device_order": env.get("CUDA_DEVICE_ORDER"),
+        "cuda_device_order": order,
         "nvidia_visible_devices": env.get("NVIDIA_VISIBLE_DEVICES"),
         "state": None,
         "selected": [],
         "invalid": [],
         "ignored": [],
+        "lenient": [],
+        "cuda_error": None,
+        "order": order or "FASTEST_FIRST",
     }
+    if order is not None and order not in ORDERS:
+        out.update(state="invalid", cuda_error=INVALID_DEVICE)
+        out["invalid"].append({"entry": "CUDA_DEVICE_ORDER=%s" % order, "position": None,
+                               "reason": "CUDA_DEVICE_ORDER is neither PCI_BUS_ID nor FASTEST_FIRST (exactly)"})
+        return out
     if raw is None:
         out["state"] = "unset"
         out["selected"] = [entry(i, g) for i, g in enumerate(gpus)]
         return out
-    if raw.strip() == "":
-        out["state"] = "empty"
-        return out
-    tokens = [t.strip() for t in raw.split(",")]
-    seen = set()
-    for pos, token in enumerate(tokens):
-        gpu, mig = match_token(token, gpus)
-        if gpu is None or (gpu["index"], mig and mig.get("uuid")) in seen:
-            reason = "duplicate" if gpu is not None else "no such device"
-            out["invalid"].append({"entry": token, "position": pos, "reason": reason})
-            out["ignored"] = tokens[pos + 1:]
+    entries = raw.split(",")
+    by_uuid = entries[0].startswith(UUID_PREFIXES)
+    seen = {}
+    for pos, text in enumerate(entries):
+        gpu, mig, problem, read_as = (match_uuid if by_uuid else match_index)(text, gpus)
+        if gpu is None:
+            out["invalid"].append({"entry": text, "position": pos, "reason": problem})
+            out["ignored"] = entries[pos + 1:]
             break
-        seen.add((gpu["index"], mig and mig.get("uuid")))
+        key = (gpu.get("index"), mig and mig.get("uuid"))
+        if key in seen:
+            out.update(state="invalid", selected=[], cuda_error=INVALID_DEVICE, ignored=entries[pos + 1:])
+            out["invalid"].append({"entry": text, "position": pos,
+                                   "reason": "names the same GPU as entry %r again" % seen[key]})
+            return out
+        seen[key] = text
+        if read_as is not None:
+            out["lenient"].append({"entry": text, "position": pos, "read_as": read_as})
         item = entry(len(out["selected"]), gpu)
         if mig is not None:
             item["mig_uuid"] = mig.get("uuid")
             item["mig_profile"] = mig.get("profile")
         out["selected"].append(item)
-    out["state"] = "set" if not out["invalid"] else ("invalid" if not out["selected"] else "partly_invalid")
-    out["order"] = order
+    if not out["selected"]:
+        out["state"] = "empty" if raw.strip() == "" else "invalid"
+        out["cuda_error"] = NO_DEVICE
+    else:
+        out["state"] = "partly_invalid" if out["invalid"] else "set"
     return out
 
 
@@ -56,27 +93,61 @@ def entry(cuda_index, gpu):
     }
 
 
-def match_token(token, gpus):
-    """The (gpu, mig device or None) an entry names, or (None, None)."""
-    if re.match(r"^\d+$", token):
-        i = int(token)
-        return (gpus[i], None) if i < len(gpus) else (None, None)
-    if token.startswith("MIG-"):
+def cuda_int(sign, digits):
+    """The int CUDA makes of an index: strtoul (saturating at 2**64-1, negation modulo 2**64), cut to int32."""
+    n = int(digits)
+    value = 2 ** 64 - 1 if n >= 2 ** 64 else ((-n) % 2 ** 64 if sign == "-" else n)
+    value &= 0xFFFFFFFF
+    return value - 2 ** 32 if value >= 2 ** 31 else value
+
+
+def match_index(text, gpus):
+    """(gpu, None, problem, read_as) for an index entry; read_as names what CUDA made of a sloppy one."""
+    m = _INDEX.match(text)
+    if not m:
+        if text.startswith(UUID_PREFIXES) or text.lstrip().startswith(UUID_PREFIXES):
+            return None, None, "a UUID after an index (CUDA reads every entry as the first one's kind)", None
+        return None, None, "empty entry" if text.strip() == "" else "not an index", None
+    i = cuda_int(m.group(1), m.group(2))
+    if not 0 <= i < len(gpus):
+        return None, None, "no GPU %d on this host (it has %d)" % (i, len(gpus)), None
+    sloppy = text[m.end():].strip() != "" or m.group(1) != "" or int(m.group(2)) != i
+    return gpus[i], None, None, (str(i) if sloppy else None)
+
+
+def match_uuid(text, gpus):
+    """(gpu, mig device or None, problem, read_as) for a UUID entry ("GPU-..." or "MIG-...")."""
+    if not text.startswith(UUID_PREFIXES):
+        return None, None, ("an index after a UUID (CUDA reads every entry as the first one's kind)"
+                            if _INDEX.match(text) else "not a UUID"), None
+    hexpart = _UUID_HEX.match(text, 4).group(0)[:36].lower()
+    read_as = None if len(text) == 4 + len(hexpart) else text[:4] + hexpart
+    if text.startswith("MIG-"):
+        found = match_mig(text, hexpart, gpus)
+        if found:
+            return found[0], found[1], None, read_as
+    if not hexpart:
+        return None, None, "no UUID digits after %r" % text[:4], None
+    hits = [g for g in gpus if (g.get("uuid") or "")[4:].lower().startswith(hexpart)]
+    if len(hits) > 1:
+        return None, None, "UUID prefix matches %d GPUs" % len(hits), None
+    if not hits:
+        return None, None, "no GPU of this host has this UUID", None
+    return hits[0], None, None, read_as
+
+
+def match_mig(text, hexpart, gpus):
+    """(gpu, mig device) a MIG entry names among the MIG devices NVML lists, or None."""
+    for g in gpus:
+        for d in (g.get("mig") or {}).get("devices", []):
+            uuid = (d.get("uuid") or "").lower()
+            if hexpart and uuid.startswith("mig-") and uuid[4:].startswith(hexpart):
+                return g, d
+    m = _LEGACY_MIG.match(text)
+    if m:
         for g in gpus:
-            for d in (g.get("mig") or {}).get("devices", []):
-                if d.get("uuid") and (d["uuid"] == token or d["uuid"].startswith(token)):
-                    return g, d
-        m = re.match(r"^MIG-(GPU-[0-9a-fA-F-]+)/(\d+)/(\d+)$", token)
-        if m:
-            for g in gpus:
-                if g.get("uuid") == m.group(1):
-                    for d in (g.get("mig") or {}).get("devices", []):
-                        if str(d.get("gpu_instance_id")) == m.group(2) and str(d.get("compute_instance_id")) == m.group(3):
-                            return g, d
-        return None, None
-    prefix = token if token.startswith("GPU-") else None
-    if prefix and len(prefix) > 4:
-        hits = [g for g in gpus if (g.get("uuid") or "").startswith(prefix)]
-        if len(hits) == 1:
-            return hits[0], None
-    return None, None
+            if g.get("uuid") == m.group(1):
+                for d in (g.get("mig") or {}).get("devices", []):
+                    if str(d.get("gpu_instance_id")) == m.group(2) and str(d.get("compute_instance_id")) == m.group(3):
+                        return g, d
+    return None

@@ -1,0 +1,124 @@
+"""The device mask, checked against CUDA itself.
+
+tests/fixtures/masks/<kind>.json holds, for every mask of the corpus (tools/mask_corpus.py,
+expanded with the host's real UUIDs) and every CUDA_DEVICE_ORDER, the UUIDs the CUDA driver
+enumerated in a fresh process on a real H200 host (one GPU and two), or the error cuInit returned.
+The agent's resolver must select the same GPUs in the same order, and call the mask broken exactly
+where CUDA sees no device.
+"""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from probe_agent.contracts import check_mask
+from probe_agent.mask import resolve_mask
+
+ROOT = Path(__file__).resolve().parents[2]
+MASKS = ROOT / "tests" / "fixtures" / "masks"
+KINDS = ("h200", "x2")
+sys.path.insert(0, str(ROOT / "tools"))
+import mask_corpus  # noqa: E402  (tools/ is not a package)
+
+
+def oracle(kind):
+    return json.loads((MASKS / f"{kind}.json").read_text())
+
+
+def case_env(case):
+    return {k: v for k, v in (("CUDA_VISIBLE_DEVICES", case["mask"]), ("CUDA_DEVICE_ORDER", case["order"]))
+            if v is not None}
+
+
+def agent_answer(case, gpus):
+    mask = resolve_mask(case_env(case), gpus)
+    status = check_mask({"mask": mask, "driver": {"gpu_count": len(gpus)}})["status"]
+    return [s["uuid"] for s in mask["selected"]], status, mask
+
+
+@pytest.mark.parametrize("kind,gpu_count", [("h200", 1), ("x2", 2)])
+def test_the_corpus_was_recorded_from_the_template_on_real_gpus(kind, gpu_count):
+    doc = oracle(kind)
+    assert doc["format"] == "sweep-mask-oracle" and len(doc["gpus"]) == gpu_count
+    recorded = [(c["group"], c["template"], c["mask"], c["order"]) for c in doc["cases"]]
+    expected = [(c["group"], c["template"], c["mask"], c["order"])
+                for c in mask_corpus.cases([g["uuid"] for g in doc["gpus"]])]
+    assert recorded == expected  # generated, not hand-edited
+    assert len({c["mask"] for c in doc["cases"]}) >= 150
+    assert {c["order"] for c in doc["cases"]} >= {None, "PCI_BUS_ID", "FASTEST_FIRST"}
+    assert all(c["cuda"]["error"] in (None, "CUDA_ERROR_NO_DEVICE", "CUDA_ERROR_INVALID_DEVICE")
+               for c in doc["cases"])
+    assert all(c["cuda"]["uuids"] or c["cuda"]["init"] for c in doc["cases"])  # no device <=> cuInit failed
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_resolver_agrees_with_cuda_on_every_mask(kind):
+    doc = oracle(kind)
+    disagree = []
+    for case in doc["cases"]:
+        selected, status, mask = agent_answer(case, doc["gpus"])
+        cuda = case["cuda"]
+        if selected != cuda["uuids"] or (status == "broken") != (not cuda["uuids"]) \
+                or mask["cuda_error"] != cuda["error"]:
+            disagree.append((case["mask"], case["order"], selected, status, mask["cuda_error"], cuda))
+    assert disagree == [], f"{len(disagree)} of {len(doc['cases'])} cases disagree with CUDA"
+
+
+@pytest.mark.parametrize("mask,order,physical,status", [
+    ("0,1,0", None, [], "broken"),        # a repeat: cuInit fails, CUDA sees nothing
+    ("{U1},{U0},{U1}", None, [], "broken"),
+    ("{U0:8},{U0}", None, [], "broken"),  # the same GPU by prefix and full UUID
+    ("0,{U1}", None, [0], "warning"),         # the first entry's kind rules: a UUID after an index stops the list
+    ("{U1},0", None, [1], "warning"),
+    ("1 0", None, [1], "warning"),        # no separator but commas: the rest of the entry is ignored
+    ("01,00", None, [1, 0], "ok"),
+    ("4294967297", None, [1], "warning"),  # 32-bit wrap
+    ("-0", None, [0], "warning"),
+    ("{U0UP}", None, [0], "ok"),          # hex is compared case-insensitively
+    ("MIG-{u0}", None, [0], "ok"),        # MIG off: MIG-<GPU hex> names the GPU itself
+    (" {U0}", None, [], "broken"),        # leading blank before a UUID: no such device
+    ("1,0", "pci_bus_id", [], "broken"),  # CUDA_DEVICE_ORDER is matched exactly
+    ("1,0", "", [], "broken"),
+])
+def test_rules_seen_on_the_two_gpu_host(mask, order, physical, status):
+    doc = oracle("x2")
+    uuids = [g["uuid"] for g in doc["gpus"]]
+    text = mask_corpus.expand(mask, mask_corpus.placeholders(uuids))
+    case = next(c for c in doc["cases"] if c["mask"] == text and c["order"] == order)
+    assert case["cuda"]["uuids"] == [uuids[i] for i in physical]
+    selected, got_status, _ = agent_answer(case, doc["gpus"])
+    assert selected == case["cuda"]["uuids"] and got_status == status
+
+
+def test_the_messages_name_the_entry_and_the_fix():
+    gpus = oracle("x2")["gpus"]
+    c = check_mask({"mask": resolve_mask({"CUDA_VISIBLE_DEVICES": "0,1,0"}, gpus), "driver": {"gpu_count": 2}})
+    assert c["message"] == ("device mask '0,1,0': entry '0' names the same GPU as entry '0' again, so CUDA "
+                            "refuses the whole mask and sees no GPU (CUDA_ERROR_INVALID_DEVICE)")
+    assert c["fix"] == "name each GPU once"
+    c = check_mask({"mask": resolve_mask({"CUDA_DEVICE_ORDER": "pci_bus_id"}, gpus), "driver": {"gpu_count": 2}})
+    assert c["message"] == ("CUDA_DEVICE_ORDER=pci_bus_id: CUDA_DEVICE_ORDER is neither PCI_BUS_ID nor "
+                            "FASTEST_FIRST (exactly), so CUDA sees no GPU (CUDA_ERROR_INVALID_DEVICE)")
+    c = check_mask({"mask": resolve_mask({"CUDA_VISIBLE_DEVICES": "0 1"}, gpus), "driver": {"gpu_count": 2}})
+    assert c["status"] == "warning" and "'0 1' as 0" in c["message"]
+
+
+def test_the_real_agent_replays_a_mask_case_like_the_resolver(tmp_path):
+    """End to end: the x2 idle capture under a corpus mask, through the agent's command line."""
+    import subprocess
+
+    doc = oracle("x2")
+    capture = json.loads((ROOT / "tests" / "fixtures" / "x2" / "x2-idle.json").read_text())
+    assert [g["uuid"] for g in doc["gpus"]] == [capture["nvml"][f"gpu{i}.uuid"]["value"] for i in range(2)]
+    for case in doc["cases"][::37]:
+        capture["env"] = {k: v for k, v in capture["env"].items() if k not in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")}
+        capture["env"].update(case_env(case))
+        path = tmp_path / "case.json"
+        path.write_text(json.dumps(capture))
+        proc = subprocess.run([sys.executable, "-m", "probe_agent", "--replay", str(path)], capture_output=True,
+                              text=True, cwd=ROOT)
+        h = json.loads(proc.stdout)
+        status = next(c["status"] for c in h["contracts"] if c["name"] == "device_mask")
+        assert [s["uuid"] for s in h["mask"]["selected"]] == case["cuda"]["uuids"]
+        assert (status == "broken") == (not case["cuda"]["uuids"])
