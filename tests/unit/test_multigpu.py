@@ -25,15 +25,16 @@ def replay(name):
 
 
 @pytest.mark.parametrize("name,mask,physical", [
-    ("idle", None, [0, 1]),
+    ("idle-deep", None, [0, 1]),
     ("mask-1", "1", [1]),
     ("mask-1-0", "1,0", [1, 0]),
-    ("mask-uuid-rev", "GPU-fb30b1e9-2159-aca1-bd29-0b6a904c0d51,GPU-beee1335-5652-ffe2-aa64-6e9f31440278", [1, 0]),
+    ("mask-uuid-rev", "{uuid1},{uuid0}", [1, 0]),
     ("mask-bad", "1,7,0", [1]),
 ])
 def test_mask_maps_each_cuda_index_to_the_gpu_torch_sees(name, mask, physical):
     h = replay(name)
-    assert h["environment"].get("CUDA_VISIBLE_DEVICES") == mask
+    uuids = {"uuid%d" % g["index"]: g["uuid"] for g in h["gpus"]}
+    assert h["environment"].get("CUDA_VISIBLE_DEVICES") == (mask and mask.format(**uuids))
     selected = h["mask"]["selected"]
     assert [s["physical_index"] for s in selected] == physical
     assert [s["cuda_index"] for s in selected] == list(range(len(physical)))
@@ -45,7 +46,7 @@ def test_mask_maps_each_cuda_index_to_the_gpu_torch_sees(name, mask, physical):
 def test_invalid_entry_stops_the_mask_like_cuda():
     h = replay("mask-bad")
     assert h["mask"]["state"] == "partly_invalid"
-    assert h["mask"]["invalid"] == [{"entry": "7", "position": 1, "reason": "no such device"}]
+    assert h["mask"]["invalid"] == [{"entry": "7", "position": 1, "reason": "no GPU 7 on this host (it has 2)"}]
     assert h["mask"]["ignored"] == ["0"]
     c = next(c for c in h["contracts"] if c["name"] == "device_mask")
     assert c["status"] == "warning" and "'7'" in c["message"]
