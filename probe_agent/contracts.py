@@ -120,14 +120,20 @@ def check_framework(facts):
     drv = facts.get("driver", {}).get("cuda_driver_version")
     gpus = facts.get("gpus") or []
     caps = sorted({g.get("compute_capability") for g in gpus if g.get("compute_capability")})
-    problems, warnings, found = [], [], []
+    problems, warnings, found, named_missing = [], [], [], []
     for fw in results:
         who = fw.get("interpreter")
         if fw.get("error"):
+            if fw.get("not_found") and fw.get("named"):
+                named_missing.append(who)
+                warnings.append("%s: the training interpreter named for this host is not here" % who)
+                continue
             (warnings if fw.get("not_found") else problems).append("%s: %s" % (who, fw["error"]))
             continue
         tv = fw.get("torch_version")
         if not tv:
+            if fw.get("named"):
+                named_missing.append(who)
             warnings.append("%s: no torch installed" % who)
             continue
         found.append(fw)
@@ -161,6 +167,10 @@ def check_framework(facts):
                if drv else "install a CUDA build of torch once the driver works") \
             if any("CPU-only" in p for p in problems) else "rebuild or reinstall torch for this host's GPUs and driver"
         return contract("framework", "broken", "; ".join(problems), ev, fix)
+    if named_missing:
+        return contract("framework", "warning", "; ".join(warnings), ev,
+                        "install the training environment on this host, or correct sweep_interpreters / "
+                        "--interpreter (%s)" % ", ".join(named_missing))
     if warnings and not found:
         return contract("framework", "not_applicable", "; ".join(warnings), ev,
                         "name the training interpreter with sweep_interpreters / --interpreter")

@@ -65,7 +65,9 @@ def collect(src, opts, facts):
 
     def frameworks():
         for interp in interpreters:
-            fw_results.append(inspect(src, interp, opts.deep, opts.framework_timeout))
+            result = inspect(src, interp, opts.deep, opts.framework_timeout)
+            result["named"] = bool(opts.interpreter)  # the operator's training interpreter, not our default
+            fw_results.append(result)
 
     fw = threading.Thread(target=frameworks, daemon=True)
     fw.start()
@@ -132,6 +134,30 @@ def collect(src, opts, facts):
     facts["_step"] = None
 
 
+def collect_by_deadline(src, opts, started):
+    """collect() in a thread, waited for until opts.deadline after `started`.
+
+    Returns (facts, complete, error tracebacks, thread): complete only when every answer was in by
+    the deadline, not merely by the time we looked; the thread is still alive after a hung query.
+    """
+    facts, error, finished = {}, [], []
+
+    def worker():
+        try:
+            collect(src, opts, facts)
+        except Exception:  # reported in health.json, never a traceback instead of output
+            import traceback
+            error.append(traceback.format_exc())
+        finished.append(time.monotonic())
+
+    deadline_at = started[1] + max(opts.deadline, 0.0)
+    t = threading.Thread(target=worker, daemon=True)
+    t.start()
+    t.join(max(deadline_at - time.monotonic(), 0.0))
+    complete = bool(finished) and finished[0] <= deadline_at and not error
+    return facts, complete, error, t
+
+
 def build_health(facts, opts, started, complete, replay):
     facts = copy.deepcopy(facts)
     contracts, lowest = evaluate(facts)
@@ -154,7 +180,7 @@ def build_health(facts, opts, started, complete, replay):
             "duration_s": round(time.monotonic() - started[1], 4),
             "complete": complete,
             "incomplete_reason": None if complete else "deadline of %g s reached while reading %s"
-            % (opts.deadline, facts.get("_step")),
+            % (opts.deadline, facts.get("_step") or "the last answers"),
             "replay": replay,
             "python": sys.version.split()[0],
         },
@@ -197,20 +223,7 @@ def main(argv=None):
     except (OSError, ValueError) as exc:
         sys.stderr.write("sweep-agent: cannot replay %s: %s\n" % (opts.replay, exc))
         return 2
-    facts = {}
-    error = []
-
-    def worker():
-        try:
-            collect(src, opts, facts)
-        except Exception:  # reported in health.json, never a traceback instead of output
-            import traceback
-            error.append(traceback.format_exc())
-
-    t = threading.Thread(target=worker, daemon=True)
-    t.start()
-    t.join(max(opts.deadline, 0.1))
-    complete = not t.is_alive() and not error
+    facts, complete, error, t = collect_by_deadline(src, opts, started)
     if not t.is_alive():
         try:
             src.nvml("nvmlShutdown", "nvmlShutdown")

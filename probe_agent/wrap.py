@@ -73,26 +73,14 @@ def usage_error(message):
 
 def probe(src, opts, own_pids=()):
     """The normal health.json (full contract chain), within opts.deadline. Returns (health, done)."""
-    from probe_agent.main import build_health, collect
+    from probe_agent.main import build_health, collect_by_deadline
 
     started = (time.time(), time.monotonic())
-    facts = {}
-    error = []
-
-    def worker():
-        try:
-            collect(src, opts, facts)
-        except Exception:  # reported in the probe, never a traceback instead of the command
-            import traceback
-            error.append(traceback.format_exc())
-
-    t = threading.Thread(target=worker, daemon=True)
-    t.start()
-    t.join(max(opts.deadline, 0.1))
+    facts, complete, error, t = collect_by_deadline(src, opts, started)
     done = not t.is_alive()
     if own_pids:
         facts["own_pids"] = sorted(own_pids)
-    health = build_health(facts, opts, started, done and not error, opts.replay)
+    health = build_health(facts, opts, started, complete, opts.replay)
     if error:
         health["probe"]["incomplete_reason"] = "internal error: " + error[0].strip().splitlines()[-1]
         health["probe"]["traceback"] = error[0][-4000:]

@@ -138,6 +138,32 @@ def test_a_hung_driver_query_cannot_hang_the_probe(tmp_path):
     assert h["driver"]["version"] == "580.159.04"  # what was read before the hang is kept
 
 
+def test_a_deadline_shorter_than_the_probe_marks_it_incomplete():
+    """The probe's own time (measured here on the same capture) against deadlines on both sides of it."""
+    took = agent("--replay", CAPTURES / "h200-idle.json")["probe"]["duration_s"]
+    short = agent("--replay", CAPTURES / "h200-idle.json", "--deadline", took / 10)
+    assert short["probe"]["complete"] is False
+    assert short["probe"]["incomplete_reason"].startswith("deadline of %g s reached while reading " % (took / 10))
+    assert agent("--replay", CAPTURES / "h200-idle.json", "--deadline", "0")["probe"]["complete"] is False
+    roomy = agent("--replay", CAPTURES / "h200-idle.json", "--deadline", "30")
+    assert roomy["probe"]["complete"] is True and roomy["probe"]["duration_s"] < 30
+
+
+@pytest.mark.parametrize("args,status", [
+    (["--interpreter", "/opt/absent/bin/python3"], "warning"),
+    (["--interpreter", "/opt/absent/bin/python3", "--interpreter", "python3"], "warning"),
+    ([], "ok"),  # the default python3 of the capture, which has torch
+])
+def test_a_named_training_interpreter_the_host_lacks_is_a_warning(args, status):
+    h = agent("--replay", CAPTURES / "h200-idle.json", *args)
+    fw = next(c for c in h["contracts"] if c["name"] == "framework")
+    assert fw["status"] == status and h["verdict"] == status
+    if status == "warning":
+        assert "/opt/absent/bin/python3: the training interpreter named for this host is not here" in fw["message"]
+        assert fw["fix"] == ("install the training environment on this host, or correct sweep_interpreters / "
+                             "--interpreter (/opt/absent/bin/python3)")
+
+
 def test_replay_from_environment_variable():
     env = dict(os.environ, SWEEP_REPLAY=str(CAPTURES / "h200-idle.json"), SWEEP_REPLAY_HOSTNAME="gpu07")
     h = agent(env=env)
