@@ -16,7 +16,7 @@ mkdir -p "$OUTDIR" || exit 2
 OUTDIR=$(cd "$OUTDIR" && pwd)
 BUILD=$(mktemp -d)
 trap 'rm -rf "$BUILD"' EXIT
-python3 -c "import sys; sys.path.insert(0, '.'); from sweep.bundle import build_bundle; build_bundle('$BUILD/agent.pyz')" || exit 1
+python3 -c "import sys; sys.path.insert(0, '.'); from sweep.collect.bundle import build_bundle; build_bundle('$BUILD/agent.pyz')" || exit 1
 A="python3 -I -S $BUILD/agent.pyz"
 N=$(nvidia-smi -L | grep -c '^GPU ')
 
