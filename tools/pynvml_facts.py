@@ -23,9 +23,8 @@ def main():
     for i in range(N.nvmlDeviceGetCount()):
         h = N.nvmlDeviceGetHandleByIndex(i)
         print("== GPU %d %s" % (i, N.nvmlDeviceGetUUID(h)))
-        ask("GpuFabricInfo", getattr(N, "nvmlDeviceGetGpuFabricInfo", None), h)
-        if hasattr(N, "nvmlDeviceGetGpuFabricInfoV"):
-            ask("GpuFabricInfoV", N.nvmlDeviceGetGpuFabricInfoV, h)
+        if hasattr(N, "c_nvmlGpuFabricInfo_t"):  # this binding fills a struct the caller passes
+            ask("GpuFabricInfo", lambda h, s=N.c_nvmlGpuFabricInfo_t(): (N.nvmlDeviceGetGpuFabricInfo(h, s), s)[1], h)
         for name in ("CurrPcieLinkGeneration", "CurrPcieLinkWidth", "MaxPcieLinkGeneration", "MaxPcieLinkWidth",
                      "GpuMaxPcieLinkGeneration", "PcieReplayCounter", "PcieLinkMaxSpeed", "PcieSpeed"):
             ask(name, getattr(N, "nvmlDeviceGet" + name, None), h)
@@ -37,7 +36,7 @@ def main():
             for cname in ("NVML_NVLINK_ERROR_DL_REPLAY", "NVML_NVLINK_ERROR_DL_RECOVERY", "NVML_NVLINK_ERROR_DL_CRC_FLIT",
                           "NVML_NVLINK_ERROR_DL_CRC_DATA", "NVML_NVLINK_ERROR_DL_ECC_DATA"):
                 if hasattr(N, cname):
-                    ask("NvLinkErrorCounter[%d].%s" % (link, cname[17:]), N.nvmlDeviceGetNvLinkErrorCounter, h, link,
+                    ask("NvLinkErrorCounter[%d].%s" % (link, cname[len("NVML_NVLINK_ERROR_"):]), N.nvmlDeviceGetNvLinkErrorCounter, h, link,
                         getattr(N, cname))
             ask("NvLinkVersion[%d]" % link, N.nvmlDeviceGetNvLinkVersion, h, link)
             ask("NvLinkRemotePciInfo[%d].busId" % link, lambda h, l: N.nvmlDeviceGetNvLinkRemotePciInfo(h, l).busId, h, link)
@@ -46,7 +45,7 @@ def main():
                       "NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN", "NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR",
                       "NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX", "NVML_TEMPERATURE_THRESHOLD_GPS_CURR"):
             if hasattr(N, cname):
-                ask("TemperatureThreshold.%s" % cname[28:], N.nvmlDeviceGetTemperatureThreshold, h, getattr(N, cname))
+                ask("TemperatureThreshold.%s" % cname[len("NVML_TEMPERATURE_THRESHOLD_"):], N.nvmlDeviceGetTemperatureThreshold, h, getattr(N, cname))
         ask("Temperature.GPU", N.nvmlDeviceGetTemperature, h, N.NVML_TEMPERATURE_GPU)
         fields = [(n, getattr(N, n)) for n in ("NVML_FI_DEV_MEMORY_TEMP", "NVML_FI_DEV_NVLINK_LINK_COUNT",
                                                "NVML_FI_DEV_PCIE_REPLAY_COUNTER", "NVML_FI_DEV_PERF_POLICY_THERMAL",
