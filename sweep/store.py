@@ -8,7 +8,14 @@ Layout (record version 1)::
 
 Every file is written whole or not at all (a temporary file in the same folder, fsync, rename):
 a controller killed with ``kill -9`` leaves at most a ``.tmp-*`` file, which `RunFolder.open`
-removes. File names are made safe (`safe_name`); the real host name stays inside the record.
+removes. File names are made safe (`safe_name`); the real host name stays inside the record, and a
+record is never written onto a file that holds another host's record.
+
+One sweep at a time: `RunFolder.create` and `RunFolder.open` (``--resume``) hold an exclusive
+``flock`` on ``.lock`` inside the folder until the sweep ends (the kernel drops it when the process
+dies); a second sweep is refused with the holder's pid. Writes never follow a symbolic link: the
+folder's parts (``hosts/``, ``report/``, every file written) are opened with ``O_NOFOLLOW``, and a
+link planted there is refused (`refuse_links`) instead of written through.
 
 This module is the one reader of run folders too: `RunFolder.read_records` (resume, run diffs,
 baselines), `list_records` (the files a report reads, and the hosts a manifest lists),
@@ -17,11 +24,14 @@ baselines), `list_records` (the files a report reads, and the hosts a manifest l
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import json
 import os
 import re
-import tempfile
+import secrets
+import stat
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,6 +39,7 @@ from typing import Any
 
 from sweep.errors import HealthFileError, RunFolderError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
+from sweep.strictjson import dumps, loads
 
 RECORD_VERSION = 1
 RUN_FORMAT = "sweep-run"
@@ -39,19 +50,24 @@ RECORD_KEYS = ("record_version", "host", "address", "status", "failure", "attemp
                "started_at", "ended_at", "duration_s", "health")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _TMP_PREFIX = ".tmp-"
+LOCK = ".lock"
+_NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_held: dict[str, int] = {}  # run folder (real path) -> fd of its .lock, held by this process
 
 
 def safe_name(name: str) -> str:
     """A file name for a host: the name itself when harmless, else a cleaned name plus a hash of it.
 
-    ``gpu01.dc1`` stays as it is; ``../x`` becomes ``x~<hash>``. Two different host names never
-    share a file name: a cleaned name always carries ``~`` and its hash, which no kept name can.
+    ``gpu01.dc1`` stays as it is; ``../x`` becomes ``x~<sha256 of the name>``. Two different host
+    names never share a file name: a cleaned name always carries ``~`` and the whole SHA-256 of the
+    name (no shortened digest that a search could collide), which no kept name can; and
+    `RunFolder.write_record` still refuses to write onto a file that holds another host's record.
     """
     cleaned = _UNSAFE.sub("_", name).lstrip(".")
     if cleaned == name and 0 < len(name) <= 120:
         return name
-    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    return f"{cleaned[:100] or 'host'}~{digest}"
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{cleaned[:48] or 'host'}~{digest}"
 
 
 def utc_now() -> str:
@@ -86,37 +102,68 @@ def _fix_for(err: OSError) -> str:
 
 
 def write_json_atomic(path: Path, data: Any, *, sync_dir: bool = False, indent: int | None = None) -> None:
-    """Write `data` as JSON to `path` whole or not at all; OSError becomes RunFolderError.
+    """Write `data` as strict JSON to `path` whole or not at all; OSError becomes RunFolderError.
 
     Records are written without indent: json's C encoder does not indent, and the pure-Python
-    one costs ~0.6 ms per health.json, a tenth of the controller's CPU per host.
+    one costs ~0.6 ms per health.json, a tenth of the controller's CPU per host. NaN, infinity or
+    nesting too deep for the encoder raise ValueError / RecursionError before anything is written.
     """
-    blob = (json.dumps(data, indent=indent, ensure_ascii=False) + "\n").encode("utf-8")
-    tmp = None
+    write_bytes_atomic(path, (dumps(data, indent=indent) + "\n").encode("utf-8"), sync_dir=sync_dir)
+
+
+def write_bytes_atomic(path: Path, blob: bytes, *, sync_dir: bool = False) -> None:
+    """`blob` into `path` whole or not at all, never through a symbolic link (the folder or the file).
+
+    The folder is opened with O_NOFOLLOW and the file created beside it with O_EXCL | O_NOFOLLOW,
+    then renamed over `path`; a link already at `path` is refused, not replaced or followed.
+    """
+    path = Path(path)
+    tmp = dir_fd = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=".json", dir=path.parent)
+        dir_fd = os.open(path.parent, _NOFOLLOW_DIR)
+        try:
+            if stat.S_ISLNK(os.lstat(path.name, dir_fd=dir_fd).st_mode):
+                raise OSError(errno.ELOOP, "it is a symbolic link; sweep never writes through one")
+        except FileNotFoundError:
+            pass
+        tmp = f"{_TMP_PREFIX}{secrets.token_hex(8)}{path.suffix}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                     dir_fd=dir_fd)
         with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), 0o644)
             fh.write(blob)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         tmp = None
         if sync_dir:
-            dir_fd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            os.fsync(dir_fd)
     except OSError as err:
+        if err.errno == errno.ELOOP and tmp is None:
+            err = OSError(errno.ELOOP, "the folder is a symbolic link; sweep never writes through one")
         raise RunFolderError(f"cannot write {path.name} ({err.strerror or err})", where=str(path.parent),
                              fix=_fix_for(err)) from None
     finally:
-        if tmp is not None:
+        if tmp is not None and dir_fd is not None:
             try:
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=dir_fd)
             except OSError:
                 pass
+        if dir_fd is not None:
+            os.close(dir_fd)
+
+
+def refuse_links(root: Path, parts: list[str], fix: str) -> None:
+    """RunFolderError when any of `parts` (paths relative to `root`, a folder sweep writes in) is a link."""
+    for part in parts:
+        try:
+            mode = os.lstat(Path(root) / part).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError:
+            continue  # a missing or unreadable parent: the write itself reports it
+        if stat.S_ISLNK(mode):
+            raise RunFolderError(f"{part} is a symbolic link; sweep never writes through a link in a run folder",
+                                 where=str(root), fix=fix)
 
 
 class RunFolder:
@@ -129,23 +176,70 @@ class RunFolder:
 
     @classmethod
     def create(cls, path: str | Path) -> "RunFolder":
-        """Make a new, empty run folder (its parents too); refuse one that already holds files."""
+        """Make a new, empty run folder (its parents too) and lock it; refuse one that already holds files."""
         folder = cls(path)
-        if folder.manifest_path.exists():
-            raise RunFolderError("already holds a sweep run", where=str(folder.path),
-                                 fix=f"resume it with --resume {folder.path}, or choose another --out")
         if folder.path.exists() and not folder.path.is_dir():
             raise RunFolderError("is a file, not a folder", where=str(folder.path),
                                  fix="choose another path with --out")
-        if folder.path.is_dir() and any(folder.path.iterdir()):
-            raise RunFolderError("is not empty", where=str(folder.path),
-                                 fix="choose a new or empty folder with --out")
         try:
-            folder.hosts_dir.mkdir(parents=True, exist_ok=True)
+            folder.path.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise RunFolderError(f"cannot create the run folder ({err.strerror or err})",
                                  where=str(folder.path), fix=_fix_for(err)) from None
+        folder.lock()
+        try:
+            if folder.manifest_path.exists():
+                raise RunFolderError("already holds a sweep run", where=str(folder.path),
+                                     fix=f"resume it with --resume {folder.path}, or choose another --out")
+            if any(entry.name != LOCK for entry in os.scandir(folder.path)):
+                raise RunFolderError("is not empty", where=str(folder.path),
+                                     fix="choose a new or empty folder with --out")
+            os.mkdir(folder.hosts_dir)
+        except OSError as err:
+            folder.close()
+            raise RunFolderError(f"cannot create the run folder ({err.strerror or err})",
+                                 where=str(folder.path), fix=_fix_for(err)) from None
+        except RunFolderError:
+            folder.close()
+            raise
         return folder
+
+    def lock(self) -> None:
+        """Hold the folder's lock until `close` or the end of the process; RunFolderError names its holder."""
+        key = os.path.realpath(self.path)
+        if key in _held:
+            return
+        try:
+            fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise RunFolderError(f"{LOCK} is a symbolic link; sweep never writes through a link in a run "
+                                     "folder", where=str(self.path), fix="remove the link") from None
+            raise RunFolderError(f"cannot lock the run folder ({err.strerror or err})", where=str(self.path),
+                                 fix=_fix_for(err)) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = b""
+            for _ in range(20):  # the holder writes its pid just after it takes the lock
+                holder = os.pread(fd, 32, 0).strip()
+                if holder:
+                    break
+                time.sleep(0.025)
+            os.close(fd)
+            raise RunFolderError(
+                f"is in use by another sweep (pid {holder.decode('ascii', 'replace') or '?'}, which holds "
+                f"{self.path / LOCK})", where=str(self.path),
+                fix="wait for it to end, or choose another --out") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _held[key] = fd
+
+    def close(self) -> None:
+        """Let go of the folder's lock (a sweep that ends does this; so does the end of the process)."""
+        fd = _held.pop(os.path.realpath(self.path), None)
+        if fd is not None:
+            os.close(fd)
 
     @classmethod
     def existing(cls, path: str | Path) -> tuple["RunFolder", dict]:
@@ -162,7 +256,7 @@ class RunFolder:
 
     @classmethod
     def open(cls, path: str | Path) -> "RunFolder":
-        """An existing run folder of this record version, its ``.tmp-*`` leftovers removed."""
+        """An existing run folder of this record version, locked, its ``.tmp-*`` leftovers removed."""
         folder, manifest = cls.existing(path)
         version = manifest.get("record_version")
         if version != RECORD_VERSION:
@@ -170,13 +264,21 @@ class RunFolder:
                 f"was written with record version {version!r}; this sweep reads version {RECORD_VERSION}",
                 where=str(folder.path),
                 fix="resume it with the sweep version that started it, or start a new run without --resume")
+        refuse_links(folder.path, [HOSTS, MANIFEST], fix="remove the link, or start a new run")
+        folder.lock()
         try:
-            folder.hosts_dir.mkdir(exist_ok=True)
-            for leftover in folder.hosts_dir.glob(_TMP_PREFIX + "*"):
-                leftover.unlink()
-            for leftover in folder.path.glob(_TMP_PREFIX + "*"):
-                leftover.unlink()
+            if not os.path.isdir(folder.hosts_dir):
+                os.mkdir(folder.hosts_dir)
+            for where in (folder.hosts_dir, folder.path):
+                dir_fd = os.open(where, _NOFOLLOW_DIR)
+                try:
+                    for entry in os.scandir(dir_fd):
+                        if entry.name.startswith(_TMP_PREFIX) and entry.is_file(follow_symlinks=False):
+                            os.unlink(entry.name, dir_fd=dir_fd)
+                finally:
+                    os.close(dir_fd)
         except OSError as err:
+            folder.close()
             raise RunFolderError(f"cannot tidy the run folder ({err.strerror or err})",
                                  where=str(folder.path), fix=_fix_for(err)) from None
         return folder
@@ -211,8 +313,26 @@ class RunFolder:
         if record["status"] not in ("ok", "failed"):
             raise ValueError("record status must be 'ok' or 'failed'")
         path = self.record_path(record["host"])
+        self.check_record_file(record["host"], path)
         write_json_atomic(path, record)
         return path
+
+    def check_record_file(self, host: str, path: Path | None = None) -> None:
+        """RunFolderError when the file `host`'s record goes to holds the record of another host."""
+        path = path or self.record_path(host)
+        try:
+            with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NOFOLLOW)) as fh:
+                head = json.loads(fh.read())
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError, RecursionError):
+            return  # a torn or unreadable file is no record: it may be replaced
+        other = head.get("host") if isinstance(head, dict) else None
+        if isinstance(other, str) and other != host:
+            raise RunFolderError(
+                f"{path.name} holds the record of host '{other}', not of '{host}': sweep never writes one "
+                "host's record onto another's", where=str(path.parent),
+                fix="move that file out of the run folder, or start a new run")
 
     def read_records(self) -> dict[str, dict]:
         """host name -> record, for every readable record file (an unreadable one counts as absent)."""
@@ -240,9 +360,11 @@ class RunFolder:
 
 
 def read_json(path: Path, error: type[SweepError], fix: str) -> Any:
-    """The JSON document in the file `path`; a missing, unreadable or invalid file raises `error` with `fix`."""
+    """The JSON document in the file `path`, read strictly (`sweep.strictjson`: nesting bounded, NaN,
+    Infinity and overflowing numbers read as null); a missing, unreadable or invalid file raises
+    `error` with `fix`."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads(path.read_bytes()).document
     except FileNotFoundError:
         raise error("no such file", where=str(path), fix=fix) from None
     except OSError as err:

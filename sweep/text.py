@@ -1,8 +1,10 @@
 """Host-supplied text made safe to show: control characters become visible escapes, never raw bytes.
 
 A hostname, process name or error message can hold ESC sequences, BEL or C1 controls that a
-terminal would obey; shown through `visible` they read as `\\x1b` and so on. The terminal, the
-report's templates and the run diff all show host text through this one function.
+terminal would obey, or Unicode bidi overrides (U+202A-E, U+2066-9) that reorder what a reader
+sees ("Trojan Source"); shown through `visible` they read as `\\x1b`, `\\u202e` and so on. The
+terminal, the report's templates and the run diff all show host text through this one function;
+`csv_cell` makes a value inert in a spreadsheet (OWASP's advice on CSV injection).
 """
 from __future__ import annotations
 
@@ -10,12 +12,17 @@ import json
 import re
 from typing import Any
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_STRIPPED = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def is_control(ch: str) -> bool:
-    """C0, DEL, C1 (ESC, CSI, ...) and the Unicode line and paragraph separators."""
-    return ch < " " or "\x7f" <= ch <= "\x9f" or ch in "\u2028\u2029"
+    """C0, DEL, C1 (ESC, CSI, ...), the Unicode line and paragraph separators and the bidi controls."""
+    return ch < " " or "\x7f" <= ch <= "\x9f" or ch in "\u2028\u2029" or ch in BIDI
 
 
 def show_value(value: Any) -> str:
@@ -33,3 +40,20 @@ def visible(text: Any, *, keep: str = "\n") -> str:
     if not _CONTROL.search(s):  # the common case: nothing to escape, no per-character work
         return s
     return _CONTROL.sub(lambda m: m.group() if m.group() in keep else ascii(m.group())[1:-1], s)
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: non-strings as they are (numbers stay numbers).
+
+    Control characters (NUL, ESC, C1, line separators) are dropped; tab, CR and LF stay (the csv
+    module quotes them); bidi overrides are written as visible ``\\u202e`` text; a cell that begins
+    with ``=``, ``+``, ``-``, ``@``, tab or CR gets a leading ``'`` (OWASP), unless the whole
+    cell is a number such as ``-12.5``.
+    """
+    if not isinstance(value, str):
+        return value
+    text = _STRIPPED.sub("", value)
+    text = _BIDI.sub(lambda m: ascii(m.group())[1:-1], text)
+    if text.startswith(_FORMULA_START) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text

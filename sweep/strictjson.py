@@ -1,0 +1,144 @@
+"""JSON from hosts, strictly: RFC 8259 in and out, nesting bounded, numbers a double cannot hold named.
+
+Every byte a host sends is hostile until validated, and one host's document must never stop the
+sweep or the report for the others. So a host's health.json is read by `loads`, which
+
+- refuses nesting deeper than `MAX_DEPTH` (a health.json nests 6 deep; Python's own encoder and
+  decoder recurse and raise RecursionError near 1,000) with `DepthError`;
+- turns every number a 64-bit double cannot hold (``1e999999``), and the non-standard tokens
+  ``NaN``, ``Infinity`` and ``-Infinity``, into null, and says where in `Loaded.unknown_numbers`
+  (the record keeps that list: the value is "not a number" or "unknown", never a crash);
+- turns lone UTF-16 surrogates (``"\\ud800"``, which cannot be written as UTF-8) into U+FFFD.
+
+`dumps` writes strict JSON only (``allow_nan=False``): a record on disk never holds ``NaN`` or
+``Infinity``, which other readers (jq, browsers, Go, Rust) refuse.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_DEPTH = 64  # a health.json nests 6 deep; a record adds 1
+INT_LIMIT = 2 ** 63  # larger integers have no exact column type: they are unknown numbers
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class DepthError(ValueError):
+    """The document nests deeper than the limit."""
+
+    def __init__(self, depth: int | None, limit: int):
+        self.depth, self.limit = depth, limit
+        shown = f"{depth} levels deep" if depth is not None else "deeper than Python's recursion limit"
+        super().__init__(f"nests {shown}, more than the {limit} levels a health.json may")
+
+
+@dataclass
+class Loaded:
+    """A parsed document and the numbers in it that JSON wrote but a double cannot hold (now null)."""
+
+    document: Any
+    unknown_numbers: list[dict] = field(default_factory=list)  # {"path": "gpus[0].power.draw_w", "text": "NaN"}
+
+
+class _Unknown:
+    """A number the host wrote that is not a finite double; replaced by None after parsing."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def _float(text: str):
+    value = float(text)
+    return value if value - value == 0 else _Unknown(text)  # inf - inf is nan
+
+
+def _int(text: str):
+    if len(text) > 19:  # cheap test first: at most 19 digits (and a sign) fit in 64 bits
+        digits = text.lstrip("-")
+        if len(digits) > 4000 or int(digits) >= INT_LIMIT:
+            return _Unknown(text if len(text) <= 40 else text[:37] + "...")
+    return int(text)
+
+
+def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Loaded:
+    """Parse `text` as strict JSON (ValueError when it is not JSON; DepthError when it nests too deep)."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8")  # RFC 8259: JSON between systems is UTF-8 (UnicodeDecodeError: ValueError)
+    unknown: list[_Unknown] = []
+
+    def mark(value):
+        if isinstance(value, _Unknown):
+            unknown.append(value)
+        return value
+
+    try:
+        document = json.loads(text, parse_float=lambda s: mark(_float(s)), parse_int=lambda s: mark(_int(s)),
+                              parse_constant=lambda s: mark(_Unknown(s)))
+    except RecursionError:
+        raise DepthError(None, max_depth) from None
+    loaded = Loaded(document)
+    _walk(loaded, max_depth, bool(unknown), bool(_SURROGATE_ESCAPE.search(text)))
+    return loaded
+
+
+def _walk(loaded: Loaded, max_depth: int, numbers: bool, surrogates: bool) -> None:
+    """Check the depth without recursion; replace unknown numbers and lone surrogates where there are any."""
+    root = loaded.document
+    if not isinstance(root, (dict, list)):
+        if isinstance(root, _Unknown):
+            loaded.unknown_numbers.append({"path": "$", "text": root.text})
+            loaded.document = None
+        return
+    stack: list[tuple[Any, int, Any]] = [(root, 1, "")]
+    fix = numbers or surrogates
+    while stack:
+        node, depth, path = stack.pop()
+        if depth > max_depth:
+            raise DepthError(_depth(node, depth), max_depth)
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        if not fix:
+            stack.extend((value, depth + 1, None) for _, value in items if isinstance(value, (dict, list)))
+            continue
+        if surrogates and isinstance(node, dict) and any(_has_surrogate(k) for k in node):
+            cleaned = {_clean(k): v for k, v in node.items()}
+            node.clear()
+            node.update(cleaned)
+            items = node.items()
+        for key, value in list(items):
+            where = f"{path}.{key}" if isinstance(node, dict) else f"{path}[{key}]"
+            if isinstance(value, (dict, list)):
+                stack.append((value, depth + 1, where))
+            elif isinstance(value, _Unknown):
+                loaded.unknown_numbers.append({"path": where.lstrip("."), "text": value.text})
+                node[key] = None
+            elif surrogates and isinstance(value, str) and _has_surrogate(value):
+                node[key] = _clean(value)
+    loaded.unknown_numbers.sort(key=lambda u: u["path"])
+
+
+def _depth(node: Any, depth: int) -> int:
+    """How deep `node` (found at `depth`) goes, without recursion."""
+    deepest, stack = depth, [(node, depth)]
+    while stack:
+        node, at = stack.pop()
+        deepest = max(deepest, at)
+        values = node.values() if isinstance(node, dict) else node
+        stack.extend((v, at + 1) for v in values if isinstance(v, (dict, list)))
+    return deepest
+
+
+def _has_surrogate(text: str) -> bool:
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+def _clean(text: str) -> str:
+    return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text) if isinstance(text, str) else text
+
+
+def dumps(data: Any, *, indent: int | None = None) -> str:
+    """Strict JSON text (ValueError for NaN or infinity, RecursionError for a cycle or absurd depth)."""
+    return json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False)
