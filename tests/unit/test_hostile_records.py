@@ -1,0 +1,202 @@
+"""Generated hostile health.json documents through the real record path: no host takes the others down.
+
+Each example is one host's stdout, built from a real H200 health.json with generated changes:
+nesting around and far beyond Python's recursion limit, every JSON number form (overflow, NaN,
+Infinity, huge integers, subnormals, negative zero), null in every numeric field, hostile text
+(formula prefixes, control characters, bidi overrides, lone surrogates, markup) in every string
+field. It goes through what a sweep does with a host's output (strict parse, depth bound, schema
+check, the record written by the run's own writer) and what `sweep report` does with the run
+folder (load, compare, render report.html, hosts.csv, fleet.csv, summary.json) beside a healthy
+host. Every example must end as one record per host and a rendered report, in strict JSON; no
+exception may escape.
+
+Example counts are kept modest (see SETTINGS) so that the suite stays fast on two cores.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import math
+import time
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from sweep.collect.engines.base import judged
+from sweep.collect.run import keep_record
+from sweep.collect.ssh.prober import FAILURE_CLASSES
+from sweep.inventory.model import Host
+from sweep.report.build import build_report
+from sweep.store import RunFolder
+from sweep.strictjson import MAX_DEPTH
+
+from helpers import read_records
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
+BASES = {name: json.loads((FIXTURES / f"{name}.health.json").read_text())
+         for name in ("idle", "fault", "load", "foreign")}
+RECORD_PATH = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+REPORT_PATH = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e999999", "-1e999999", "1E400", "-2.5e+309"]
+HUGE_INTS = ["123456789012345678901234567890", "-9223372036854775809", "9" * 5000]
+FINITE = ["0", "-0", "-0.0", "0e0", "1e2", "1E+2", "-12", "4.9e-324", "1e-400", "1.7976931348623157e308",
+          "9223372036854775807", "-9223372036854775808", "700.0", "3.14159"]
+NUMBER_FORMS = st.sampled_from(["null", *NON_FINITE, *HUGE_INTS, *FINITE]) | \
+    st.floats(allow_nan=False, allow_infinity=False).map(repr) | st.integers().map(str)
+# formula prefixes, controls, bidi overrides, markup, a JSON escape of a lone surrogate
+HOSTILE_TEXT = st.one_of(
+    st.sampled_from(["=cmd|' /C calc'!A0", "+1+1", "-2+3", "@SUM(1)", "\t=1", "\r=1", "-12", "=",
+                     "a\x00b", "\x1b[31mred\x1b[0m", "\u202eevil\u202c", "\u2066x\u2069", "<script>alert(1)</script>",
+                     "", " ", "\ud800", "\udfff\ud800", "\u0085\u2028", "{{ x }}", "%s%n", "x" * 5000]),
+    st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from("=+-@\t\r\x00\u202a\u202e\u2067"), max_size=40),
+)
+DEPTHS = st.sampled_from([MAX_DEPTH - 7, MAX_DEPTH - 6, MAX_DEPTH, MAX_DEPTH + 1, 900, 990, 999, 1000, 1001, 1100,
+                          5000, 100_000]) | st.integers(1, 1500)
+
+
+def leaves(node, path=()):
+    """(path, value) of every scalar in a document."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from leaves(value, path + (key,))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from leaves(value, path + (index,))
+    else:
+        yield path, node
+
+
+def put(doc, path, value):
+    for key in path[:-1]:
+        doc = doc[key]
+    doc[path[-1]] = value
+
+
+def dotted(path) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+
+
+@st.composite
+def hostile_output(draw):
+    """(stdout bytes, what was done): a real health.json with generated hostile parts, as raw JSON text."""
+    doc = copy.deepcopy(BASES[draw(st.sampled_from(sorted(BASES)))])
+    raw: dict[str, str] = {}  # placeholder -> raw JSON text put in its place
+
+    def token(text: str) -> str:
+        mark = f"@@RAW{len(raw)}@@"
+        raw[mark] = text
+        return mark
+
+    numeric = [(p, v) for p, v in leaves(doc) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    strings = [(p, v) for p, v in leaves(doc) if isinstance(v, str)]
+    done = {"numbers": {}, "depth": None}
+    if draw(st.booleans()):  # null (or another form) in every numeric field at once
+        form = draw(st.sampled_from(["null", "NaN", "1e999999"]))
+        for path, _ in numeric:
+            put(doc, path, token(form))
+            done["numbers"][dotted(path)] = form
+    for path, _ in draw(st.lists(st.sampled_from(numeric), max_size=12)) if numeric else ():
+        form = draw(NUMBER_FORMS)
+        put(doc, path, token(form))
+        done["numbers"][dotted(path)] = form
+    for path, _ in draw(st.lists(st.sampled_from(strings), max_size=12)):
+        text = draw(HOSTILE_TEXT)
+        put(doc, path, token(json.dumps(text, ensure_ascii=True)))  # "\ud800" stays a lone-surrogate escape
+    if draw(st.booleans()):
+        depth = draw(DEPTHS)
+        contract = draw(st.integers(0, len(doc["contracts"]) - 1))
+        doc["contracts"][contract]["evidence"]["nested"] = token("[" * depth + "]" * depth)
+        done["depth"] = depth + 3  # the document, contracts, the contract, evidence hold the list
+    text = json.dumps(doc, ensure_ascii=False)
+    for mark, value in raw.items():
+        text = text.replace(f'"{mark}"', value)
+    return text.encode("utf-8", "surrogatepass"), done
+
+
+def host(name: str) -> Host:
+    return Host(name=name, address=f"{name}.dc1", port=22, user="ops", key_file=None, python="python3",
+                ssh_common_args=None, proxy_jump=None, groups=("rack_a",), vars={}, settings={})
+
+
+def strict(text: str):
+    """json.loads that refuses NaN and Infinity, as any RFC 8259 reader does."""
+    def refuse(name):
+        raise ValueError(f"non-standard JSON token {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def sweep_one(folder: RunFolder, name: str, out: bytes, exit_status: int = 0) -> dict:
+    """What a sweep does with one host's stdout: judge it, keep its record."""
+    outcome = judged(host(name), time.time(), out, exit_status, "")
+    return keep_record(folder, outcome)
+
+
+def new_run(tmp: Path) -> RunFolder:
+    folder = RunFolder.create(tmp)
+    folder.write_manifest({"format": "sweep-run", "record_version": 1, "state": "complete",
+                           "hosts": ["hostile", "healthy"], "sessions": []})
+    return folder
+
+
+def check_record(record: dict, done: dict) -> None:
+    assert record["status"] in ("ok", "failed")
+    if record["status"] == "failed":
+        assert record["failure"]["class"] in FAILURE_CLASSES
+        assert record["failure"]["message"].startswith("hostile: ")
+    if done["depth"] is not None and done["depth"] > MAX_DEPTH:
+        assert record["status"] == "failed" and record["failure"]["class"] == "agent_error"
+        assert "nests" in record["failure"]["message"] and record["exit_status"] == 0
+    if record["status"] == "ok":
+        unknown = {u["path"]: u["text"] for u in record["unknown_numbers"]}
+        for path, form in done["numbers"].items():
+            if form in NON_FINITE or form in HUGE_INTS:
+                assert path in unknown, (path, form)
+            else:
+                assert path not in unknown
+        assert all(not isinstance(v, float) or math.isfinite(v) for _, v in leaves(record["health"]))
+
+
+@RECORD_PATH
+@given(hostile_output())
+def test_every_hostile_output_ends_as_one_strict_record(tmp_path_factory, case):
+    out, done = case
+    folder = new_run(tmp_path_factory.mktemp("run"))
+    record = sweep_one(folder, "hostile", out)
+    check_record(record, done)
+    on_disk = read_records(folder.path)
+    assert list(on_disk) == ["hostile"]
+    strict((folder.hosts_dir / "hostile.json").read_text(encoding="utf-8"))
+
+
+@REPORT_PATH
+@given(hostile_output(), st.sampled_from(sorted(BASES)))
+def test_a_hostile_host_never_stops_the_report_for_the_others(tmp_path_factory, case, healthy_base):
+    out, done = case
+    folder = new_run(tmp_path_factory.mktemp("run"))
+    check_record(sweep_one(folder, "hostile", out), done)
+    sweep_one(folder, "healthy", json.dumps(BASES[healthy_base]).encode())
+    result = build_report([folder.path], folder.path / "report")
+    assert set(read_records(folder.path)) == {"hostile", "healthy"}
+    summary = strict((folder.path / "report" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["hosts_total"] == 2
+    html = (folder.path / "report" / "report.html").read_text(encoding="utf-8")
+    assert "healthy" in html and "\u202e" not in html and "\u2066" not in html
+    with open(folder.path / "report" / "hosts.csv", newline="", encoding="utf-8") as fh:
+        rows = {row["host"]: row for row in csv.DictReader(fh)}
+    assert set(rows) == {"hostile", "healthy"} and rows["healthy"]["status"] == "ok"
+    for name in ("hosts.csv", "fleet.csv"):
+        for cells in csv.reader(open(folder.path / "report" / name, newline="", encoding="utf-8")):
+            for cell in cells:
+                assert not cell[:1] in ("=", "+", "@", "\t", "\r") and "\x00" not in cell
+                assert not cell.startswith("-") or _number(cell), cell
+    assert result.exit_code in (0, 1, 3, 4)
+
+
+def _number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
