@@ -28,7 +28,7 @@ BUDGET_S = {100_000: 3.0}
 RACK = 100
 SWEEP_CHILD = (
     "import sys, time; sys.path.insert(0, sys.argv[2]); "
-    "from sweep.inventory import load_inventory; "
+    "from sweep import load_inventory; "
     "t = time.perf_counter(); inv = load_inventory(sys.argv[1]); t = time.perf_counter() - t; "
     "assert len(inv.hosts) == int(sys.argv[3]), len(inv.hosts); print(f'{t:.3f}')"
 )
@@ -46,7 +46,7 @@ def write_inventory(folder: Path, hosts: int, host_vars: int) -> Path:
                 continue
             lines += [f"        rack{rack:04d}:", "          vars:", f"            rack: {rack}", "          hosts:"]
             for n in range(rack * RACK, min(hosts, (rack + 1) * RACK)):
-                lines.append(f"            gpu{n:06d}: {{ansible_host: 10.{n >> 16 & 255}.{n >> 8 & 255}.{n & 255}}}")
+                lines.append(f"            gpu{n:06d}:")  # addresses from DNS, as most large fleets
     path = folder / "inventory.yml"
     path.write_text("\n".join(lines) + "\n")
     (folder / "group_vars").mkdir(exist_ok=True)

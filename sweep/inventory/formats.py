@@ -12,6 +12,12 @@ Checked against ansible-core 2.19:
   ``gpu01:2222`` sets ``ansible_port``.
 
 Every value is kept with the file:line it came from; `sweep.inventory.model` merges them into Hosts.
+
+Bounded, because an inventory can be a bomb (`InventoryLimits`): YAML aliases may add at most
+``yaml_values`` values to a file once expanded (the billion laughs: 9 levels of 10 aliases are
+10**9 values) and nest at most ``MAX_YAML_DEPTH`` deep; one host range may name at most
+``range_hosts`` hosts (``h[0000000:9999999]``). Both are checked before anything is expanded.
+An empty host name is refused: it cannot be reached, and no record can be named after it.
 """
 from __future__ import annotations
 
@@ -31,13 +37,30 @@ from sweep.errors import InventoryError
 _WATCHED_TWICE = ("ansible_host", "ansible_ssh_host", "ansible_port", "ansible_ssh_port", "ansible_user",
                   "ansible_ssh_user")
 IMPLICIT_GROUPS = ("all", "ungrouped")
+MAX_YAML_DEPTH = 100
+
+
+@dataclass(frozen=True)
+class InventoryLimits:
+    """How far an inventory may expand: values added by YAML aliases per file, hosts per range."""
+
+    yaml_values: int = 1_000_000  # --max-yaml-values
+    range_hosts: int = 100_000  # --max-range-hosts
 
 
 # --- host ranges --------------------------------------------------------------------------------
 
 
-def expand_host_range(pattern: str, where: str | None = None) -> list[str]:
-    """Expand Ansible host ranges: ``gpu[01:03]`` -> gpu01, gpu02, gpu03; ``n[a:c]``; ``[1:9:2]``."""
+def expand_host_range(pattern: str, where: str | None = None, max_hosts: int | None = None) -> list[str]:
+    """Expand Ansible host ranges: ``gpu[01:03]`` -> gpu01, gpu02, gpu03; ``n[a:c]``; ``[1:9:2]``.
+
+    With `max_hosts`, a pattern that would name more hosts is refused before it is expanded.
+    """
+    if max_hosts is not None:
+        size = host_range_size(pattern)
+        if size > max_hosts:
+            raise InventoryError(f"host range '{pattern}' makes {size:,} hosts, more than the limit of {max_hosts:,}",
+                                 where=where, fix="split the range, or raise the limit with --max-range-hosts")
     head, bracket, rest = pattern.partition("[")
     if not bracket:
         return [pattern]
@@ -76,17 +99,39 @@ def expand_host_range(pattern: str, where: str | None = None) -> list[str]:
 
 
 
+def host_range_size(pattern: str) -> int:
+    """How many names `pattern` expands to, counted without expanding (1 for what is not a valid range)."""
+    size, rest = 1, pattern
+    while "[" in rest:
+        _, _, rest = rest.partition("[")
+        body, closed, rest = rest.partition("]")
+        bounds = body.split(":")
+        if not closed or len(bounds) not in (2, 3):
+            return size
+        begin, end, step = bounds[0] or "0", bounds[1], bounds[2] if len(bounds) == 3 else "1"
+        if not step.isdigit() or int(step) == 0:
+            return size
+        if begin.isdigit() and end.isdigit():
+            span = int(end) - int(begin)
+        elif len(begin) == len(end) == 1 and begin in string.ascii_letters and end in string.ascii_letters:
+            span = string.ascii_letters.index(end) - string.ascii_letters.index(begin)
+        else:
+            return size
+        size *= max(0, span // int(step) + 1)
+    return size
+
+
 _HOST_PORT = (re.compile(r"^\[(.+)\]:([0-9]+)$"), re.compile(r"^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$"))
 
 
-def _host_pattern(pattern: str, where: str) -> tuple[list[str], int | None]:
+def _host_pattern(pattern: str, where: str, max_hosts: int | None = None) -> tuple[list[str], int | None]:
     """Split ``gpu[01:04]:2222`` into its expanded host names and port."""
     match = _HOST_PORT[0].match(pattern) or _HOST_PORT[1].match(pattern)
     if match:
         pattern, port = match.group(1), int(match.group(2))
     else:
         port = None
-    return expand_host_range(pattern, where), port
+    return expand_host_range(pattern, where, max_hosts), port
 
 
 
@@ -96,7 +141,7 @@ def _host_pattern(pattern: str, where: str) -> tuple[list[str], int | None]:
 @dataclass
 class _Group:
     name: str
-    hosts: list[str] = field(default_factory=list)
+    hosts: dict[str, None] = field(default_factory=dict)  # an ordered set: membership tests stay O(1)
     children: list[str] = field(default_factory=list)
     parents: list[str] = field(default_factory=list)
     vars: dict[str, tuple[Any, str]] = field(default_factory=dict)  # name -> (value, file:line)
@@ -106,7 +151,8 @@ class _Group:
 class GroupGraph:
     """What an inventory file declares, before variables are merged (ansible's InventoryData)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: InventoryLimits = InventoryLimits()) -> None:
+        self.limits = limits
         self.groups: dict[str, _Group] = {name: _Group(name) for name in IMPLICIT_GROUPS}
         self.groups["all"].children.append("ungrouped")
         self.groups["ungrouped"].parents.append("all")
@@ -127,9 +173,11 @@ class GroupGraph:
         self.groups[child].parents.append(parent)
 
     def add_host(self, name: str, group: str, port: int | None, where: str) -> None:
+        if not name.strip():
+            raise InventoryError(f"empty host name in group '{group}'", where=where,
+                                 fix="give the host a name (its address goes in ansible_host)")
         self.host_vars.setdefault(name, {})
-        if name not in self.groups[group].hosts:
-            self.groups[group].hosts.append(name)
+        self.groups[group].hosts[name] = None
         if port is not None:
             self.host_vars[name]["ansible_port"] = (port, where)
 
@@ -176,25 +224,46 @@ class Vaulted(str):
     """A ``!vault`` value: ciphertext sweep keeps but cannot read."""
 
 
-class _LineLoader(yaml.SafeLoader):
+class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml where present: ~10x faster
     """SafeLoader that records key lines and accepts ansible's ``!unsafe`` / ``!vault`` tags."""
 
 
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode):
+class _PureLineLoader(yaml.SafeLoader):
+    """The same in pure Python: its error messages are the ones users see (and tests pin)."""
+
+
+def _construct_mapping(loader, node: yaml.MappingNode):
+    """SafeConstructor.construct_mapping (merges flattened first), keeping each key's line."""
     data = _Mapping()
     yield data
-    data.update(loader.construct_mapping(node))  # flattens '<<' merges into node.value first
-    data.key_lines = {loader.construct_object(key): key.start_mark.line + 1 for key, _ in node.value}
+    loader.flatten_mapping(node)  # '<<' merges into node.value
+    lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError("while constructing a mapping", node.start_mark,
+                                                    "found unhashable key", key_node.start_mark) from None
+        data[key] = loader.construct_object(value_node)
+        lines[key] = key_node.start_mark.line + 1
+    data.key_lines = lines
 
 
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_LineLoader.add_constructor("!unsafe", lambda loader, node: str(loader.construct_scalar(node)))
-_LineLoader.add_constructor("!vault", lambda loader, node: Vaulted(loader.construct_scalar(node)))
+for _loader in (_LineLoader, _PureLineLoader):
+    _loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    _loader.add_constructor("!unsafe", lambda loader, node: str(loader.construct_scalar(node)))
+    _loader.add_constructor("!vault", lambda loader, node: Vaulted(loader.construct_scalar(node)))
 
 
-def yaml_load(text: str, path: Path) -> Any:
+def yaml_load(text: str, path: Path, max_values: int | None = InventoryLimits.yaml_values) -> Any:
+    """The YAML document in `text`, its aliases bounded (`bounded_expansion`); InventoryError says why not."""
     try:
-        return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
+        return _load(text, _LineLoader, path, max_values)
+    except yaml.YAMLError:
+        pass
+    try:  # the same text again, for the pure-Python parser's message
+        return _load(text, _PureLineLoader, path, max_values)
     except yaml.MarkedYAMLError as err:
         # an unclosed quote or bracket is reported at the end of the file; its start is more useful
         at_end = any(end in (err.problem or "") for end in ("end of stream", "<stream end>")) and err.context_mark
@@ -208,10 +277,94 @@ def yaml_load(text: str, path: Path) -> Any:
         raise InventoryError(f"not valid YAML: {err}", where=str(path), fix="fix the YAML syntax") from None
 
 
-def sniff_yaml(text: str) -> Any:
+def _load(text: str, loader_class, path: Path | None, max_values: int | None) -> Any:
+    shallow(text, path)  # before composing: libyaml's composer recurses in C, and overflows its stack
+    loader = loader_class(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if "&" in text:  # no anchor, no alias: nothing to expand
+            bounded_expansion(node, path, max_values)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+_FLOW = re.compile(r"[\[\]{}]")
+_DEEP_INDENT = re.compile(r"^ {%d,}\S" % (4 * MAX_YAML_DEPTH), re.M)
+
+
+def shallow(text: str, path: Path | None) -> None:
+    """Refuse YAML that nests deeper than MAX_YAML_DEPTH (flow brackets, or block indentation) in one
+    linear scan: a bracket inside a quoted value can only make the count err towards refusing."""
+    depth = 0
+    for match in _FLOW.finditer(text):
+        if match.group() in "[{":
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise InventoryError(f"YAML nests deeper than {MAX_YAML_DEPTH} levels",
+                                     where=f"{path}:{text.count(chr(10), 0, match.start()) + 1}",
+                                     fix="flatten the values there")
+        elif depth:
+            depth -= 1
+    deep = _DEEP_INDENT.search(text)
+    if deep:
+        raise InventoryError(f"YAML nests deeper than {MAX_YAML_DEPTH} levels (a line indented "
+                             f"{4 * MAX_YAML_DEPTH} spaces or more)",
+                             where=f"{path}:{text.count(chr(10), 0, deep.start()) + 1}", fix="flatten the values there")
+
+
+def bounded_expansion(root: yaml.Node, path: Path | None, max_values: int | None) -> None:
+    """Refuse a YAML document whose aliases expand it by more than `max_values` values, that nests
+    deeper than MAX_YAML_DEPTH, or whose alias refers to a value holding it; linear in its nodes."""
+    sizes: dict[int, int] = {}  # node -> values it stands for once its aliases are expanded
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        children = _children(node)
+        if finished:
+            on_path.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in children)
+            continue
+        if key in sizes:
+            continue
+        where = f"{path}:{node.start_mark.line + 1}"
+        if key in on_path:
+            raise InventoryError("a YAML alias refers to a value that holds it (a loop)", where=where,
+                                 fix="remove the alias, or write the value out")
+        if len(on_path) >= MAX_YAML_DEPTH:
+            raise InventoryError(f"YAML nests deeper than {MAX_YAML_DEPTH} levels", where=where,
+                                 fix="flatten the values there")
+        on_path.add(key)
+        stack.append((node, True))
+        for child in children:
+            if id(child) in on_path:
+                raise InventoryError("a YAML alias refers to a value that holds it (a loop)",
+                                     where=f"{path}:{child.start_mark.line + 1}", fix="remove the alias, or write the value out")
+            if id(child) not in sizes:
+                stack.append((child, False))
+    added = sizes[id(root)] - len(sizes)
+    if max_values is not None and added > max_values:
+        raise InventoryError(f"YAML aliases expand this file by more than {max_values:,} values (an alias bomb?)",
+                             where=f"{path}:{root.start_mark.line + 1}",
+                             fix="write the values out, or raise the limit with --max-yaml-values")
+
+
+def _children(node: yaml.Node) -> list:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return node.value
+    return []
+
+
+def sniff_yaml(text: str, max_values: int | None = InventoryLimits.yaml_values, path: Path | None = None) -> Any:
     """A file without a YAML suffix is YAML only if it parses as a mapping of groups."""
     try:
-        data = yaml.load(text, Loader=_LineLoader)  # noqa: S506
+        data = _load(text, _LineLoader, path, max_values)
     except yaml.YAMLError:
         return None
     if isinstance(data, dict) and all(isinstance(v, (dict, type(None))) for v in data.values()):
@@ -263,7 +416,7 @@ def _yaml_group(name: Any, body: Any, where: str, path: Path, graph: GroupGraph)
                 if value is not None and not isinstance(value, dict):
                     raise InventoryError(f"host '{item}' in group '{name}' must map to its vars, not {value_kind(value)}",
                                          where=line, fix="indent 'name: value' lines under the host, or leave it empty")
-                names, port = _host_pattern(item, line)
+                names, port = _host_pattern(item, line, graph.limits.range_hosts)
                 for host in names:
                     graph.add_host(host, name, port, line)
                     for var, var_value in (value or {}).items():
@@ -343,7 +496,7 @@ def _ini_host_line(line: str, group: str, where: str, graph: GroupGraph) -> None
     if pattern == "---":
         raise InventoryError("'---' starts a YAML document, not an INI host", where=where,
                              fix="name the file .yml so it is read as YAML")
-    names, port = _host_pattern(pattern, where)
+    names, port = _host_pattern(pattern, where, graph.limits.range_hosts)
     assignments = {}
     for word in words[1:]:
         key, equals, value = word.partition("=")

@@ -32,6 +32,8 @@ plugin inventories and vault-encrypted files (``loader="ansible"`` reads plugin 
 """
 from __future__ import annotations
 
+import dataclasses
+import gc
 import os
 import shlex
 import warnings
@@ -43,7 +45,7 @@ from typing import Any
 
 from sweep.errors import InventoryError, InventoryWarning, LimitError
 from sweep.inventory.formats import (
-    IMPLICIT_GROUPS, GroupGraph, value_kind, parse_ini, parse_yaml, sniff_yaml, Vaulted, yaml_load,
+    IMPLICIT_GROUPS, GroupGraph, InventoryLimits, value_kind, parse_ini, parse_yaml, sniff_yaml, Vaulted, yaml_load,
 )
 from sweep.inventory.limit import match_hosts
 
@@ -107,8 +109,12 @@ class Inventory:
                 "groups": {name: list(members) for name, members in self.groups.items()}}
 
 
-def load_inventory(path: str | Path, loader: str = "auto") -> Inventory:
-    """Read an Ansible inventory file; ``loader`` is "auto" (= "builtin") or "ansible" (ansible-core)."""
+def load_inventory(path: str | Path, loader: str = "auto", *, limits: InventoryLimits = InventoryLimits()) -> Inventory:
+    """Read an Ansible inventory file; ``loader`` is "auto" (= "builtin") or "ansible" (ansible-core).
+
+    `limits` bound what the builtin loader expands (YAML aliases, host ranges); loading is linear in
+    the number of hosts (100,000 hosts and 200 host_vars files: bench/bench_inventory.py).
+    """
     path = Path(path)
     if loader not in ("auto", "builtin", "ansible"):
         raise InventoryError(f"unknown inventory loader {loader!r}", where=str(path),
@@ -121,21 +127,27 @@ def load_inventory(path: str | Path, loader: str = "auto") -> Inventory:
                              fix="pass the inventory file inside it, e.g. hosts.yml")
     if loader == "ansible":
         return _load_with_ansible(path)
-    return _load_builtin(path)
+    collecting = gc.isenabled()
+    gc.disable()  # hundreds of thousands of small objects, none of them cyclic garbage: full collections
+    try:          # while loading grew with the heap (superlinear load time)
+        return _load_builtin(path, limits)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 # --- the builtin loader: parse into a group graph, then resolve vars ---------------------------
 
 
-def _load_builtin(path: Path) -> Inventory:
-    text, suffix, graph = _read_text(path), path.suffix.lower(), GroupGraph()
+def _load_builtin(path: Path, limits: InventoryLimits) -> Inventory:
+    text, suffix, graph = _read_text(path), path.suffix.lower(), GroupGraph(limits)
     if suffix in _YAML_SUFFIXES:
-        data = yaml_load(text, path)
+        data = yaml_load(text, path, limits.yaml_values)
         if data is not None and not isinstance(data, dict):
             raise InventoryError(f"YAML inventory must be a mapping of group names, not {value_kind(data)}",
                                  where=f"{path}:1", fix="start the file with 'all:' and put groups under 'children:'")
     else:  # as ansible: YAML only without a suffix, and only if it reads as YAML groups
-        data = sniff_yaml(text) if not suffix else None
+        data = sniff_yaml(text, limits.yaml_values, path) if not suffix else None
     if isinstance(data, dict):
         parse_yaml(data, path, graph)
     elif suffix not in _YAML_SUFFIXES:
@@ -170,44 +182,72 @@ def _resolve(graph: GroupGraph, path: Path) -> Inventory:
         return depth[name]
 
     base = path.parent
-    group_files = {name: _vars_from_files(base / "group_vars", name) for name in groups}
+    group_dir, host_dir = _VarsFolder(base / "group_vars", graph.limits), _VarsFolder(base / "host_vars", graph.limits)
+    group_files = {name: group_dir.vars(name) for name in groups}
+    by_groups: dict[frozenset, tuple[set[str], dict]] = {}  # hosts of the same groups share their group vars
+    frozen: dict[int, tuple[tuple, Any]] = {}  # id of a (value, where) pair -> (the pair, its frozen value)
+    alike: dict[frozenset, tuple[Host, bool]] = {}  # groups -> a host of only those groups' vars, has it ansible_host
     hosts = []
     for name, member_of in direct.items():
-        every = set().union(*({group} | graph.ancestors(group) for group in member_of)) - {"all"}
-        chain = sorted(every, key=lambda g: (depth_of(g), groups[g].priority, g))
-        merged = dict(groups["all"].vars)
-        for layer in (*(groups[g].vars for g in chain), group_files["all"],
-                      *(group_files[g] for g in chain), graph.host_vars[name],
-                      _vars_from_files(base / "host_vars", name)):
-            merged.update(layer)
-        hosts.append(_make_host(name, merged, every))
+        key = frozenset(member_of)
+        if key not in by_groups:
+            every = set().union(*({group} | graph.ancestors(group) for group in member_of)) - {"all"}
+            chain = sorted(every, key=lambda g: (depth_of(g), groups[g].priority, g))
+            merged = dict(groups["all"].vars)
+            for layer in (*(groups[g].vars for g in chain), group_files["all"], *(group_files[g] for g in chain)):
+                merged.update(layer)
+            by_groups[key] = (tuple(sorted(every - set(IMPLICIT_GROUPS))), merged)
+        every, merged = by_groups[key]
+        own, files = graph.host_vars[name], host_dir.vars(name)
+        if own or files:
+            hosts.append(_make_host(name, {**merged, **own, **files}, every, frozen))
+            continue
+        shared = alike.get(key)  # hosts with only their groups' vars differ in their name alone
+        if shared is None:
+            hosts.append(_make_host(name, merged, every, frozen))
+            alike[key] = (hosts[-1], any(merged.get(k, (None,))[0] is not None for k in _ADDRESS_VARS))
+        else:
+            template, addressed = shared
+            hosts.append(dataclasses.replace(template, name=name, address=template.address if addressed else name))
     for text in graph.warnings:
         warnings.warn(InventoryWarning(text), stacklevel=3)
     return _inventory(path, hosts, list(groups), tuple(graph.warnings))
 
 
 def _inventory(path: Path, hosts: list[Host], group_names: list[str], notes: tuple[str, ...] = ()) -> Inventory:
-    def members(group: str) -> tuple[str, ...]:
-        if group == "all":
-            return tuple(host.name for host in hosts)
-        if group == "ungrouped":
-            return tuple(host.name for host in hosts if not host.groups)
-        return tuple(host.name for host in hosts if group in host.groups)
+    members: dict[str, list[str]] = {group: [] for group in group_names}
+    everyone, ungrouped = members.setdefault("all", []), members.setdefault("ungrouped", [])
+    for host in hosts:  # one pass: a test per group and host was quadratic in big inventories
+        everyone.append(host.name)
+        if not host.groups:
+            ungrouped.append(host.name)
+        for group in host.groups:
+            if group in members:
+                members[group].append(host.name)
+    return Inventory(path=path, hosts=tuple(hosts), warnings=notes, groups=MappingProxyType(
+        {group: tuple(members[group]) for group in group_names}))
 
-    return Inventory(path=path, hosts=tuple(hosts),
-                     groups=MappingProxyType({group: members(group) for group in group_names}), warnings=notes)
 
+def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str] | tuple[str, ...],
+               frozen_pairs: dict[int, tuple[tuple, Any]] | None = None) -> Host:
+    """Build a Host from merged vars, each var carried with the file:line it came from.
 
-def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str]) -> Host:
-    """Build a Host from merged vars, each var carried with the file:line it came from."""
+    `frozen_pairs` keeps the frozen value of each (value, where) pair across hosts: a group's vars
+    are frozen once, not once per host (and a value shared through YAML aliases once, not per use).
+    """
 
     def connection(*keys: str) -> tuple[str, str | None, str]:
         """(variable, its value as text or None, file:line); the later spelling wins, as in ansible."""
-        present = [key for key in keys if merged.get(key, (None,))[0] is not None]
-        if not present:
+        key = None
+        for candidate in keys:
+            pair = merged.get(candidate)
+            if pair is not None and pair[0] is not None:
+                key = candidate
+        if key is None:
             return keys[0], None, ""
-        key = present[-1]
         value, where = merged[key]
+        if type(value) is str and "{" not in value:  # the common case, fast (most hosts, 100,000 of them)
+            return key, value, where
         if isinstance(value, Vaulted):
             raise InventoryError(f"{name}: {key} is vault-encrypted and sweep cannot decrypt it",
                                  where=where, fix=f"set {key} in plain text for this host")
@@ -229,17 +269,24 @@ def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str
     _, common_args, common_where = connection("ansible_ssh_common_args")
     key_file = connection("ansible_private_key_file", "ansible_ssh_private_key_file")[1]
     python = connection("ansible_python_interpreter")[1] or DEFAULT_PYTHON
-    frozen = _freeze({key: value for key, (value, _) in merged.items()})
+    memo = {} if frozen_pairs is None else frozen_pairs
+    values = {}
+    for key, pair in merged.items():
+        kept = memo.get(id(pair))
+        if kept is None or kept[0] is not pair:
+            kept = memo[id(pair)] = (pair, _freeze(pair[0]))
+        values[key] = kept[1]
+    frozen = MappingProxyType(values)
     return Host(
         name=name,
-        address=connection("ansible_host", "ansible_ssh_host")[1] or name,
+        address=connection(*_ADDRESS_VARS)[1] or name,
         port=port,
         user=connection("ansible_user", "ansible_ssh_user")[1],
         key_file=os.path.expanduser(key_file) if key_file else None,
         python=DEFAULT_PYTHON if python.startswith("auto") else python,
         ssh_common_args=common_args,
         proxy_jump=_proxy_jump(common_args, name, common_where),
-        groups=tuple(sorted(set(groups) - set(IMPLICIT_GROUPS))),
+        groups=groups if isinstance(groups, tuple) else tuple(sorted(set(groups) - set(IMPLICIT_GROUPS))),
         vars=frozen,
         settings=MappingProxyType({key[len(SETTINGS_PREFIX):]: value for key, value in frozen.items()
                                    if key.startswith(SETTINGS_PREFIX) and len(key) > len(SETTINGS_PREFIX)}),
@@ -271,25 +318,36 @@ def _proxy_jump(common_args: str | None, name: str, where: str) -> str | None:
 # --- group_vars and host_vars folders, and shared helpers ---------------------------------------
 
 
-def _vars_from_files(directory: Path, name: str) -> dict[str, tuple[Any, str]]:
-    """Merged vars of ``group_vars/NAME`` or ``host_vars/NAME`` files (ansible's find_vars_files)."""
-    if not directory.is_dir():
-        return {}
-    files: list[Path] = []
-    for candidate in (directory / name, *(directory / f"{name}{suffix}" for suffix in _YAML_SUFFIXES)):
-        if candidate.exists():
-            files = _files_below(candidate) if candidate.is_dir() else [candidate]
-            break
-    merged: dict[str, tuple[Any, str]] = {}
-    for file in files:
-        data = yaml_load(_read_text(file), file)
-        if data is None:
-            continue
-        if not isinstance(data, dict):
-            raise InventoryError(f"variables file holds {value_kind(data)}, not a mapping of names to values",
-                                 where=f"{file}:1", fix="write one 'name: value' per line")
-        merged.update({str(key): (value, f"{file}:{data.key_lines[key]}") for key, value in data.items()})
-    return merged
+class _VarsFolder:
+    """``group_vars/`` or ``host_vars/`` beside the inventory, listed once (not probed per host)."""
+
+    def __init__(self, directory: Path, limits: InventoryLimits):
+        self.directory, self.limits = directory, limits
+        try:
+            self.entries = frozenset(os.listdir(directory)) if directory.is_dir() else frozenset()
+        except OSError:
+            self.entries = frozenset()
+
+    def vars(self, name: str) -> dict[str, tuple[Any, str]]:
+        """Merged vars of ``NAME``, ``NAME.yml``, ``NAME.yaml`` or ``NAME.json`` (ansible's find_vars_files)."""
+        if not self.entries:
+            return {}
+        files: list[Path] = []
+        for candidate in (name, *(f"{name}{suffix}" for suffix in _YAML_SUFFIXES)):
+            if candidate in self.entries:
+                path = self.directory / candidate
+                files = _files_below(path) if path.is_dir() else [path]
+                break
+        merged: dict[str, tuple[Any, str]] = {}
+        for file in files:
+            data = yaml_load(_read_text(file), file, self.limits.yaml_values)
+            if data is None:
+                continue
+            if not isinstance(data, dict):
+                raise InventoryError(f"variables file holds {value_kind(data)}, not a mapping of names to values",
+                                     where=f"{file}:1", fix="write one 'name: value' per line")
+            merged.update({str(key): (value, f"{file}:{data.key_lines[key]}") for key, value in data.items()})
+        return merged
 
 
 def _files_below(directory: Path) -> list[Path]:
@@ -319,8 +377,14 @@ def _read_text(path: Path) -> str:
     return text
 
 
+_ADDRESS_VARS = ("ansible_host", "ansible_ssh_host")
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def _freeze(value: Any) -> Any:
     """Deep read-only copy with plain types (drops ansible-core's tagged str/int subclasses)."""
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, Mapping):
         return MappingProxyType({_freeze(key): _freeze(item) for key, item in value.items()})
     if isinstance(value, (list, tuple, set, frozenset)):
