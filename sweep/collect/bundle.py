@@ -2,7 +2,8 @@
 
 `build_bundle()` writes a .pyz that a bare `python3 -I -S agent.pyz` runs. Over SSH the same bytes
 go in on stdin to a small bootstrap (`remote_command()`), which imports the agent from memory:
-nothing is written on the host.
+nothing is written on the host, and (given a lifetime) the bootstrap ends the agent at the host's
+deadline, so nothing keeps running there either.
 """
 from __future__ import annotations
 
@@ -27,8 +28,12 @@ import sys
 if sys.version_info < (3, 8):
     sys.stderr.write('""" + TOO_OLD_MARK + r""": Python %s; the agent needs 3.8 or later\n' % sys.version.split()[0])
     sys.exit(3)
-import io, zipfile, importlib.abc, importlib.util
-n = int(sys.argv[1]); data = b''
+import io, zipfile, importlib.abc, importlib.util, signal
+n, _, life = sys.argv[1].partition('/')
+if life:
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.setitimer(signal.ITIMER_REAL, float(life))
+n = int(n); data = b''
 while len(data) < n:
     chunk = sys.stdin.buffer.read(n - len(data))
     if not chunk: break
@@ -111,7 +116,13 @@ def build_bundle(dest: str | Path) -> Path:
     return dest
 
 
-def remote_command(python: str, payload_size: int, agent_args: list[str]) -> str:
-    """The shell command that runs the bootstrap under `python`, reading `payload_size` bytes."""
-    parts = [python, "-c", BOOTSTRAP, str(payload_size), *agent_args]
+def remote_command(python: str, payload_size: int, agent_args: list[str], lifetime: float | None = None) -> str:
+    """The shell command that runs the bootstrap under `python`, reading `payload_size` bytes.
+
+    With `lifetime` (seconds) the bootstrap arms SIGALRM at its default action before it reads the
+    agent: the kernel ends the agent then, whatever it is doing (a hung driver query, a controller
+    that went away), so a host is never left with an agent running after the sweep gave up on it.
+    """
+    size = str(payload_size) if lifetime is None else f"{payload_size}/{lifetime:.1f}"
+    parts = [python, "-c", BOOTSTRAP, size, *agent_args]
     return " ".join(shlex.quote(p) for p in parts)

@@ -7,6 +7,10 @@ No terminal code here: `progress` is a callback, and the outcome is a `RunResult
 from __future__ import annotations
 
 import os
+import signal
+import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -17,9 +21,10 @@ from sweep.errors import ConfigError, InventoryError, RunFolderError
 from sweep.collect.fanout import FanOut
 from sweep.collect.engines import create_engine
 from sweep.collect.engines.base import Engine, EngineError, EngineJob
-from sweep.inventory.model import Host, Inventory, load_inventory
+from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory
 from sweep.collect.shard import select_shard
 from sweep.store import RECORD_VERSION, RUN_FORMAT, RunFolder, default_run_dir, iso, utc_now
+from sweep.text import visible
 from sweep.collect.ssh.prober import FAILURE_CLASSES, KeyFileError, Outcome, Prober, SSHOptions, load_private_key
 
 DEFAULTS = SSHOptions()
@@ -87,6 +92,7 @@ def run_sweep(
     engine: "str | Engine" = "ssh",
     shard: tuple[int, int] | None = None,
     shard_by: str = "hash",
+    inventory_limits: InventoryLimits = InventoryLimits(),
 ) -> RunResult:
     """Sweep the hosts of an inventory (or finish the run folder `resume`) and record each one.
 
@@ -100,7 +106,12 @@ def run_sweep(
 
     `engine` runs the agent through "ssh" (sweep's own transport), "ansible" or "slurm", or an
     engine object (`sweep.collect.engines.base`); the records are the same. `shard` (i, n) sweeps only the i-th
-    of n shares of the selected hosts (`sweep.collect.shard`).
+    of n shares of the selected hosts (`sweep.collect.shard`). `inventory_limits` bound YAML alias
+    expansion and host ranges (``--max-yaml-values``, ``--max-range-hosts``).
+
+    The run folder is locked for the whole sweep (a second sweep on it is refused); SIGTERM ends
+    the sweep as Ctrl-C does (state "interrupted", ``--resume`` finishes it). No host can stop the
+    sweep: a record that cannot be written as JSON becomes that host's failure record.
     """
     if forks < 1:
         raise ConfigError(f"--forks is {forks}; it must be 1 or more", fix="pass --forks 32, say")
@@ -130,7 +141,12 @@ def run_sweep(
     if resume is not None:
         folder = RunFolder.open(resume)
         manifest = folder.read_manifest()
-        inventory = _inventory(inventory_path or manifest["inventory"]["path"], loader, runner)
+        try:
+            inventory = _inventory(inventory_path or manifest["inventory"]["path"], loader, runner,
+                                   inventory_limits)
+        except BaseException:
+            folder.close()
+            raise
         by_name = {host.name: host for host in inventory.hosts}
         names = list(manifest.get("hosts") or [])
         gone = [name for name in names if name not in by_name]
@@ -139,10 +155,17 @@ def run_sweep(
                 f"{len(gone)} host(s) of the run are no longer in the inventory: {', '.join(gone[:5])}",
                 where=str(inventory.path), fix="resume with the inventory the run started from")
         hosts = [by_name[name] for name in names]
-        _check_key_files(hosts, inventory.path, key_passphrase, allow_agent)
-        done = folder.read_records()
+        try:
+            _check_key_files(hosts, inventory.path, key_passphrase, allow_agent)
+            done = folder.read_records()
+            for host in hosts:  # before any host is contacted: no record goes onto another host's file
+                if host.name not in done:
+                    folder.check_record_file(host.name)
+        except BaseException:
+            folder.close()
+            raise
     else:
-        inventory = _inventory(inventory_path, loader, runner)
+        inventory = _inventory(inventory_path, loader, runner, inventory_limits)
         hosts = inventory.select(limit)
         if shard is not None:
             hosts = select_shard(hosts, *shard, by=shard_by)
@@ -167,6 +190,18 @@ def run_sweep(
             "sessions": [],
         }
         done = {}
+    try:
+        with _sigterm_as_interrupt():
+            return _sweep(folder, manifest, hosts, done, runner, payload, agent_args, options, flags, forks,
+                          inventory, progress)
+    finally:
+        folder.close()
+
+
+def _sweep(folder: RunFolder, manifest: dict, hosts: list[Host], done: dict, runner: "Engine | None",
+           payload: bytes | None, agent_args: list[str], options: SSHOptions, flags: dict, forks: int,
+           inventory: Inventory, progress: Callable[[RunProgress], None] | None) -> RunResult:
+    """Probe the hosts without a record, keep each record as it comes, finish the manifest."""
     session = {"started_at": utc_now(), "ended_at": None, "state": "running", "hosts_swept": 0}
     manifest["sessions"].append(session)
     manifest["state"], manifest["ended_at"] = "running", None
@@ -182,7 +217,15 @@ def run_sweep(
         prober = Prober(agent, agent_args, options)
 
         def probe(host: Host) -> Outcome:
-            return prober.probe(_with_flags(host, flags))
+            try:
+                return prober.probe(_with_flags(host, flags))
+            except Exception as exc:  # sweep's own bug, met on one host's data: that host's failure
+                now = time.time()
+                return Outcome(host=host, status="failed", failure_class="agent_error", started_at=now,
+                               ended_at=now, message=(
+                                   f"{host.name}: sweep failed while probing this host ({type(exc).__name__}: "
+                                   f"{visible(exc, keep='')[:200]}); the other hosts are unaffected; please "
+                                   "report this as a sweep bug"))
 
     def report(last: Outcome | None) -> None:
         if progress is not None:
@@ -191,7 +234,7 @@ def run_sweep(
                                  pending=len(hosts) - len(status), last=last))
 
     def record(outcome: Outcome) -> None:
-        folder.write_record(_record(outcome))
+        outcome = keep_record(folder, outcome)
         status[outcome.host.name] = (outcome.status, outcome.failure_class)
         session["hosts_swept"] += 1
         if outcome.status == "failed":
@@ -269,14 +312,15 @@ def _check_key_files(hosts: Sequence[Host], inventory: Path, passphrase: str | N
                       where=str(inventory), fix=fix)
 
 
-def _inventory(path: str | Path | None, loader: str, runner: "Engine | None") -> Inventory:
+def _inventory(path: str | Path | None, loader: str, runner: "Engine | None",
+               limits: InventoryLimits = InventoryLimits()) -> Inventory:
     """The inventory file, or (engines that list their own nodes, as slurm) the engine's hosts."""
     own = getattr(runner, "inventory", None)
     if own is not None and (path is None or Path(path).name.startswith(getattr(runner, "SOURCE", "\0"))):
         return own()
     if path is None:
         raise ConfigError("no inventory given", fix="sweep run INVENTORY.yml")
-    return load_inventory(path, loader)
+    return load_inventory(path, loader, limits=limits)
 
 
 def _bundle() -> bytes:
@@ -294,6 +338,43 @@ def _with_flags(host: Host, flags: dict[str, Any]) -> Host:
     from types import MappingProxyType
 
     return replace(host, settings=MappingProxyType({**dict(host.settings or {}), **given}))
+
+
+def keep_record(folder: RunFolder, outcome: Outcome) -> Outcome:
+    """Write one host's record; the Outcome that was recorded comes back.
+
+    A record that cannot be written as strict JSON (a value no encoder takes, nesting the encoder
+    cannot follow) becomes that host's failure record, ``bad_output``: one host's data never stops
+    the sweep. A full disk or a refused folder (RunFolderError) does stop it: nothing could be kept.
+    """
+    try:
+        folder.write_record(_record(outcome))
+        return outcome
+    except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+        problem = f"{type(exc).__name__}: {visible(exc, keep='')[:200]}"
+    failed = replace(outcome, status="failed", health=None, unknown_numbers=[], failure_class="bad_output",
+                     message=(f"{outcome.host.name}: the agent's output passed the checks but its record cannot be "
+                              f"written as JSON ({problem}); the host runs another or a modified agent: sweep it "
+                              "with this sweep's agent"))
+    folder.write_record(_record(failed))
+    return failed
+
+
+@contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (kill, systemd, a scheduler) ends the sweep as Ctrl-C does; only in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _record(outcome: Outcome) -> dict:
@@ -315,6 +396,7 @@ def _record(outcome: Outcome) -> dict:
         "exit_status": outcome.exit_status,
         "stderr": outcome.stderr[-_RECORD_STDERR:] if outcome.stderr else "",
         "health": outcome.health,
+        "unknown_numbers": outcome.unknown_numbers,
     }
 
 

@@ -130,7 +130,10 @@ def strict(text: str):
 def sweep_one(folder: RunFolder, name: str, out: bytes, exit_status: int = 0) -> dict:
     """What a sweep does with one host's stdout: judge it, keep its record."""
     outcome = judged(host(name), time.time(), out, exit_status, "")
-    return keep_record(folder, outcome)
+    kept = keep_record(folder, outcome)
+    record = read_records(folder.path)[name]
+    assert record["status"] == kept.status
+    return record
 
 
 def new_run(tmp: Path) -> RunFolder:

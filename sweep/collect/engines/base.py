@@ -50,7 +50,7 @@ def judged(host: Any, started: float, out: bytes, exit_status: int | None, stder
     outcome = Outcome(host=host, status="ok", attempts=1, started_at=started, ended_at=time.time(),
                       exit_status=exit_status, stderr=stderr)
     try:
-        outcome.health = judge_output(host, out, exit_status, stderr)
+        outcome.health, outcome.unknown_numbers = judge_output(host, out, exit_status, stderr)
     except HostFailure as failure:
         outcome.status, outcome.failure_class, outcome.message = "failed", failure.failure_class, failure.message
     return outcome

@@ -38,6 +38,7 @@ from sweep.collect.bundle import TOO_OLD_MARK, remote_command
 from sweep.collect.ssh.hostkeys import HostKeyStore, KnownHostsPolicy, UnknownHostKey, known_hosts_name
 from sweep.collect.schema import health_problem
 from sweep.collect.ssh.config import Hop, SSHConfigFile, route
+from sweep.strictjson import DepthError, loads as strict_loads
 from sweep.text import visible
 from sweep.collect.ssh.watchdog import Attempt, Watchdog
 
@@ -50,6 +51,8 @@ FAST_CIPHER = "aes128-gcm@openssh.com"
 # paramiko logs each failed handshake with a traceback at ERROR; a failed host is already a record
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 _READ_CHUNK = 65536
+_SETTLE_S = 0.2  # after the exit status: data still in flight comes within this (loopback, LAN)
+_LINGER_S = 2.0  # after the exit status: no data for this long and the output is taken as it is
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class Outcome:
     ended_at: float = 0.0
     exit_status: int | None = None
     stderr: str = ""
+    unknown_numbers: list = field(default_factory=list)  # numbers the host wrote that a double cannot hold
 
 
 class HostFailure(Exception):
@@ -199,7 +203,7 @@ class Prober:
                 outcome.status = "interrupted"
                 break
             try:
-                health, exit_status, stderr = self._attempt(host, opts, deadline)
+                (health, unknown), exit_status, stderr = self._attempt(host, opts, deadline)
             except HostFailure as failure:
                 outcome.failure_class, outcome.message = failure.failure_class, failure.message
                 outcome.exit_status, outcome.stderr = failure.exit_status, failure.stderr
@@ -213,14 +217,14 @@ class Prober:
                     outcome.status = "interrupted"
                     break
                 continue
-            outcome.status, outcome.health = "ok", health
+            outcome.status, outcome.health, outcome.unknown_numbers = "ok", health, unknown
             outcome.failure_class = outcome.message = None
             outcome.exit_status, outcome.stderr = exit_status, stderr
             break
         outcome.ended_at = started + (time.monotonic() - start)
         return outcome
 
-    def _attempt(self, host: Any, opts: SSHOptions, deadline: float) -> tuple[dict, int | None, str]:
+    def _attempt(self, host: Any, opts: SSHOptions, deadline: float) -> tuple[tuple[dict, list], int | None, str]:
         attempt = Attempt()
         token = self.watchdog.watch(deadline, attempt)
         phase, hop = "connect", None
@@ -276,10 +280,13 @@ class Prober:
         return client
 
     def _run_agent(self, host: Any, client: paramiko.SSHClient, opts: SSHOptions,
-                   deadline: float) -> tuple[dict, int | None, str]:
+                   deadline: float) -> tuple[tuple[dict, list], int | None, str]:
         transport = client.get_transport()
         chan = transport.open_session(timeout=max(0.1, deadline - time.monotonic()))
-        chan.exec_command(remote_command(host.python, len(self.payload), host_agent_args(host, self.agent_args)))
+        # the agent ends itself when this host's deadline has passed: nothing hung is left on the host
+        lifetime = max(1.0, deadline - time.monotonic())
+        chan.exec_command(remote_command(host.python, len(self.payload), host_agent_args(host, self.agent_args),
+                                         lifetime=lifetime))
         try:
             chan.sendall(self.payload)
             chan.shutdown_write()
@@ -287,8 +294,16 @@ class Prober:
             pass  # the remote command ended without reading stdin: its exit status tells why
         out, err, err_total = bytearray(), bytearray(), 0
         out_done = err_done = False
+        heard = time.monotonic()  # when data last came
         while not (out_done and err_done):
-            chan.settimeout(max(0.01, min(0.5, deadline - time.monotonic())))
+            if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                # the agent has exited, but a child it left (a daemon) may hold the channel open and
+                # never send EOF: once what arrived is whole JSON, or nothing came for a while, it is done
+                quiet = time.monotonic() - heard
+                if quiet >= _LINGER_S or (quiet >= _SETTLE_S and _whole_json(out)):
+                    break
+            chan.settimeout(max(0.01, min(_SETTLE_S if chan.exit_status_ready() else 0.5,
+                                          deadline - time.monotonic())))
             if chan.recv_stderr_ready() or (out_done and not err_done):
                 try:
                     data = chan.recv_stderr(_READ_CHUNK)
@@ -299,6 +314,7 @@ class Prober:
                 if data == b"":
                     err_done = True
                 elif data:
+                    heard = time.monotonic()
                     err_total += len(data)
                     err += data
                     del err[:-opts.stderr_limit]
@@ -312,6 +328,7 @@ class Prober:
             if not data:
                 out_done = True
                 continue
+            heard = time.monotonic()
             out += data
             if len(out) > opts.output_limit:
                 raise HostFailure("output_too_large", (
@@ -335,6 +352,17 @@ class Prober:
         except HostFailure as failure:
             failure.exit_status, failure.stderr = exit_status, stderr
             raise
+
+
+def _whole_json(out: bytes | bytearray) -> bool:
+    """Whether `out` is already one whole JSON text (the judge decides whether it is a good one)."""
+    try:
+        json.loads(out)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False
+    return True
 
 
 def _tcp_connect(name: str, hop: Hop, opts: SSHOptions, deadline: float, attempt: Attempt) -> socket.socket:
@@ -376,13 +404,20 @@ def _open_tunnel(name: str, client: paramiko.SSHClient, hop: Hop, deadline: floa
 # --- judging and naming failures ----------------------------------------------------------------
 
 
-def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str) -> dict:
-    """health.json from stdout, or the HostFailure that says why there is none."""
-    problem = None
+def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str) -> tuple[dict, list[dict]]:
+    """health.json from stdout and the numbers in it a double cannot hold (now null; `sweep.strictjson`),
+    or the HostFailure that says why there is none."""
+    problem, unknown = None, []
     try:
-        health = json.loads(out)
+        loaded = strict_loads(out)
+        health, unknown = loaded.document, loaded.unknown_numbers
+    except DepthError as exc:
+        status = "no exit status" if exit_status in (None, -1) else f"exit {exit_status}"
+        raise HostFailure("agent_error", (
+            f"{host.name}: the agent's output ({status}) {exc}; the host runs another or a modified agent, "
+            "or its python prints something else: sweep it with this sweep's agent")) from None
     except ValueError as exc:
-        health, problem = None, f"is not JSON ({exc})"
+        health, problem = None, f"is not JSON ({visible(exc, keep='')[:200]})"
     if health is not None and not isinstance(health, dict):
         problem = f"is JSON but not an object ({type(health).__name__})"
     elif health is not None and "schema_version" not in health:
@@ -395,7 +430,7 @@ def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str) ->
                 f"({visible(broken, keep='')[:200]}); the host runs another or a modified agent: sweep it with "
                 "this sweep's agent"))
     if problem is None:
-        return health
+        return health, unknown
     last = _last_line(stderr)
     if TOO_OLD_MARK in stderr or (exit_status == 1 and _python_syntax_error(stderr)):
         found = _old_version(stderr)
