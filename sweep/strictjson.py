@@ -57,9 +57,8 @@ def _float(text: str):
 
 
 def _int(text: str):
-    if len(text) > 19:  # cheap test first: at most 19 digits (and a sign) fit in 64 bits
-        digits = text.lstrip("-")
-        if len(digits) > 4000 or int(digits) >= INT_LIMIT:
+    if len(text) > 18:  # cheap test first: 18 digits always fit in 64 bits
+        if len(text) > 4000 or not -INT_LIMIT <= int(text) < INT_LIMIT:  # int() refuses > 4300 digits
             return _Unknown(text if len(text) <= 40 else text[:37] + "...")
     return int(text)
 
@@ -142,3 +141,14 @@ def _clean(text: str) -> str:
 def dumps(data: Any, *, indent: int | None = None) -> str:
     """Strict JSON text (ValueError for NaN or infinity, RecursionError for a cycle or absurd depth)."""
     return json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def finite(data: Any) -> Any:
+    """A copy of `data` (dicts, lists, tuples, scalars) with every NaN or infinite float as None."""
+    if isinstance(data, float):
+        return data if data - data == 0 else None
+    if isinstance(data, dict):
+        return {key: finite(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite(value) for value in data]
+    return data

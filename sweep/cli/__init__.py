@@ -254,6 +254,10 @@ def run(
     shard: Optional[str] = typer.Option(None, "--shard", help="I/N: sweep only the I-th of N shares of the hosts "
                                         "(by a stable hash of the name; report the N run folders together)"),
     shard_by: str = typer.Option("hash", "--shard-by", help="hash (stable per host) or index (every N-th host)"),
+    max_yaml_values: int = typer.Option(1_000_000, "--max-yaml-values", help="most values YAML aliases may add "
+                                        "to an inventory file once expanded (alias bombs)"),
+    max_range_hosts: int = typer.Option(100_000, "--max-range-hosts", help="most hosts one host range "
+                                        "(gpu[0001:9999]) may name"),
     wrap: Optional[str] = typer.Option(None, "--wrap", help="not yet: a benchmark command to wrap on every host "
                                        "(says why, and what to do instead)"),
 ):
@@ -272,6 +276,7 @@ def run(
                 "ansible -m script or srun, docs/provenance.md), then sweep report the provenance files")
     from sweep.collect.engines import engine_from_options
     from sweep.collect.shard import parse_shard
+    from sweep.inventory.formats import InventoryLimits
 
     runner = engine_from_options(engine, partition=partition, nodelist=nodelist)
     if inventory is None and resume is None and engine != "slurm":
@@ -281,7 +286,8 @@ def run(
         inventory_path=inventory, limit=limit, out=out, resume=resume, forks=forks,
         accept_new_host_keys=accept_new_host_keys, known_hosts=known_hosts,
         connect_timeout=connect_timeout, host_deadline=host_deadline, agent_args=agent_args,
-        engine=runner, shard=parse_shard(shard) if shard else None, shard_by=shard_by), console)
+        engine=runner, shard=parse_shard(shard) if shard else None, shard_by=shard_by,
+        inventory_limits=InventoryLimits(yaml_values=max_yaml_values, range_hosts=max_range_hosts)), console)
     code = result.exit_code
     if not no_report and result.state != "interrupted":
         code = max(code, _report([result.run_dir], result.run_dir / "report", reference, expect, baseline))

@@ -39,8 +39,9 @@ from sweep.analysis.compare import Findings, compare
 from sweep import exitcodes
 from sweep.errors import RunFolderError
 from sweep.analysis.fleet import Fleet, load_fleet, records_of, usable_cpus
+from sweep.store import refuse_links
 from sweep.report.render import (render_html, render_markdown, summary_dict, write_fleet_csv, write_hosts_csv,
-                          write_summary_json)
+                          write_summary_json, write_text)
 @dataclass(frozen=True)
 class ReportResult:
     """What build_report wrote and decided."""
@@ -86,15 +87,17 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     out = Path(out_dir)
     files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
              "hosts_csv": out / "hosts.csv", "fleet_csv": out / "fleet.csv"}
+    refuse_links(out.parent, [out.name, *(f"{out.name}/{path.name}" for path in files.values())],
+                 fix="remove the link, or write the report elsewhere with --out")
     try:
         out.mkdir(parents=True, exist_ok=True)
         # fleet.csv (one row per GPU) is the slowest file to write: a forked process writes it
         # while this one renders the rest
         writer = _start(write_fleet_csv, fleet, files["fleet_csv"])
         write_summary_json(summary, files["summary"])
-        files["markdown"].write_text(render_markdown(summary), encoding="utf-8")
+        write_text(files["markdown"], render_markdown(summary))
         write_hosts_csv(fleet, findings, files["hosts_csv"])
-        files["html"].write_text(render_html(fleet, findings, summary), encoding="utf-8")
+        write_text(files["html"], render_html(fleet, findings, summary))
         _finish(writer, write_fleet_csv, fleet, files["fleet_csv"])
     except OSError as err:
         raise RunFolderError(f"cannot write the report ({err.strerror or err})", where=str(out),

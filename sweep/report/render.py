@@ -7,7 +7,9 @@ summarized (classes instead of hosts in the chart, long lists capped with a poin
 from __future__ import annotations
 
 import csv
+import io
 import json
+import math
 import re
 from collections import Counter
 from datetime import datetime, timezone
@@ -24,7 +26,9 @@ from sweep.analysis.compare import Findings
 from sweep.analysis.keys import KEYS
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
 from sweep.analysis.fleet import Fleet, rows_at
-from sweep.text import visible
+from sweep.store import write_bytes_atomic
+from sweep.strictjson import dumps, finite
+from sweep.text import csv_cell, visible
 
 SUMMARY_SCHEMA = "sweep.summary/1"
 CHART_HOSTS_MAX = 64      # above this many hosts the chart shows one bar per class
@@ -58,8 +62,14 @@ def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=
 
 
 def write_summary_json(summary: dict, path: Path) -> Path:
-    path.write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    """summary.json, strict JSON (a value that is not a finite number is written as null)."""
+    write_text(path, dumps(finite(summary), indent=1) + "\n")
     return path
+
+
+def write_text(path: Path, text: str) -> None:
+    """A report file whole, never through a symbolic link (`sweep.store.write_bytes_atomic`)."""
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_hosts_csv(fleet: Fleet, findings: Findings, path: Path) -> Path:
@@ -76,15 +86,27 @@ def write_fleet_csv(fleet: Fleet, path: Path) -> Path:
 
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
-    """The frame as CSV (NA as an empty field), through the csv module: faster than to_csv here."""
+    """The frame as CSV (NA as an empty field), through the csv module: faster than to_csv here.
+
+    Every text cell goes through `csv_cell`: a host's text is never a formula in a spreadsheet,
+    carries no control character, and shows bidi overrides; numbers stay numbers.
+    """
     columns = []
     for name in frame.columns:
-        values = frame[name].to_numpy(dtype=object, na_value=None)
-        columns.append(values.tolist())
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow(frame.columns)
-        writer.writerows(zip(*columns))
+        column = frame[name]
+        if isinstance(column.dtype, pd.CategoricalDtype):  # each category once, not each row
+            shown = np.array([csv_cell(c) for c in column.cat.categories] + [None], dtype=object)
+            columns.append(shown[column.cat.codes.to_numpy()].tolist())  # code -1 (NA) -> the last, None
+            continue
+        values = column.to_numpy(dtype=object, na_value=None).tolist()
+        if not (pd.api.types.is_numeric_dtype(column.dtype) or pd.api.types.is_bool_dtype(column.dtype)):
+            values = [csv_cell(v) for v in values]
+        columns.append(values)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([csv_cell(name) for name in frame.columns])
+    writer.writerows(zip(*columns))
+    write_text(path, buffer.getvalue())
 
 
 # ---------------------------------------------------------------- markdown
@@ -269,8 +291,9 @@ def chart(fleet: Fleet, findings: Findings) -> dict:
         rows = per_host.sort_index()
         rows["label"] = [str(h) for h in rows.index]
         rows["slow_n"] = rows["slow"].astype(int)
-    power_scale = float(pd.concat([rows["power_max"], rows["power_top"]]).max() or 1) if len(rows) else 1.0
-    sm_scale = float(rows["sm_max"].max() or 1) if len(rows) else 1.0
+    # a fleet whose every power or clock value is unknown (null) still gets its chart, of empty bars
+    power_scale = (_f(pd.concat([rows["power_max"], rows["power_top"]]).max()) or 1.0) if len(rows) else 1.0
+    sm_scale = (_f(rows["sm_max"].max()) or 1.0) if len(rows) else 1.0
     bars = []
     for r in rows.itertuples():  # one per bar drawn: at most CHART_HOSTS_MAX hosts, or the classes
         power, top, default, top_limit = _f(r.power), _f(r.power_top), _f(r.default), _f(r.power_max)
@@ -281,8 +304,8 @@ def chart(fleet: Fleet, findings: Findings) -> dict:
             "power_max_w": _pct(top_limit, power_scale), "default_x": _pct(default, power_scale),
             "capped": power is not None and default is not None and power < default,
             "sm": _f(r.sm), "sm_max": _f(r.sm_max), "sm_w": _pct(_f(r.sm), sm_scale),
-            "sm_max_w": _pct(_f(r.sm_max), sm_scale), "idle": bool(r.idle), "slow": bool(r.slow),
-            "note": (f"{int(r.slow_n)} with HW slowdown" if by_class else "HW slowdown") if r.slow_n else "",
+            "sm_max_w": _pct(_f(r.sm_max), sm_scale), "idle": _flag(r.idle), "slow": _flag(r.slow),
+            "note": (f"{int(r.slow_n)} with HW slowdown" if by_class else "HW slowdown") if _f(r.slow_n) else "",
         })
     return {"by_class": by_class, "bars": bars, "height": 44 + 22 * len(bars)}
 
@@ -306,7 +329,15 @@ def _chart_per_host(fleet: Fleet, findings: Findings) -> pd.DataFrame:
 
 
 def _f(value):
-    return None if value is None or pd.isna(value) else float(value)
+    """A float, or None for what is unknown (None, NA, NaN, infinity)."""
+    if value is None or pd.isna(value):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _flag(value) -> bool:
+    return False if value is None or pd.isna(value) else bool(value)
 
 
 def _pct(value, scale):

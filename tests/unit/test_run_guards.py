@@ -284,7 +284,7 @@ def test_a_yaml_alias_bomb_is_refused_before_it_is_expanded(tmp_path, capsys):
     start = time.monotonic()
     assert main(["run", str(inv), "--out", str(tmp_path / "run")]) == 2
     assert time.monotonic() - start < 10
-    assert one_line(capsys) == (f"{inv}:1: YAML aliases expand this file to more than 1,000,000 values (an alias "
+    assert one_line(capsys) == (f"{inv}:1: YAML aliases expand this file by more than 1,000,000 values (an alias "
                                 "bomb?); write the values out, or raise the limit with --max-yaml-values")
     assert tree(tmp_path) == before
 
