@@ -368,6 +368,7 @@ def _sigterm_as_interrupt():
         return
 
     def interrupt(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second one must not cut the drain short
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, interrupt)
