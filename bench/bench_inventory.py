@@ -10,7 +10,9 @@ and 200 `host_vars/` files. Then, in fresh processes one after the other (so eac
 
     python3 bench/bench_inventory.py [--sizes 10000,100000] [--host-vars 200] [--skip-ansible]
 
-Prints a Markdown table and exits 1 when sweep misses its budget (100,000 hosts in 3 s).
+Prints a Markdown table (wall and CPU seconds: on a shared machine the CPU time is the figure that
+does not depend on the neighbours) and exits 1 when sweep misses its budget (100,000 hosts in 3 s
+of CPU).
 """
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ RACK = 100
 SWEEP_CHILD = (
     "import sys, time; sys.path.insert(0, sys.argv[2]); "
     "from sweep import load_inventory; "
-    "t = time.perf_counter(); inv = load_inventory(sys.argv[1]); t = time.perf_counter() - t; "
-    "assert len(inv.hosts) == int(sys.argv[3]), len(inv.hosts); print(f'{t:.3f}')"
+    "t, c = time.perf_counter(), time.process_time(); inv = load_inventory(sys.argv[1]); "
+    "t, c = time.perf_counter() - t, time.process_time() - c; "
+    "assert len(inv.hosts) == int(sys.argv[3]), len(inv.hosts); print(f'{t:.3f} {c:.3f}')"
 )
 
 
@@ -59,8 +62,8 @@ def write_inventory(folder: Path, hosts: int, host_vars: int) -> Path:
     return path
 
 
-def measure(argv: list[str], env: dict | None = None) -> tuple[float, float, str]:
-    """Run argv in a child; (wall seconds, the child's peak RSS in MiB, its stdout's first line)."""
+def measure(argv: list[str], env: dict | None = None) -> tuple[float, float, float, str]:
+    """Run argv in a child; (wall s, CPU s, the child's peak RSS in MiB, its stdout's first line)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
@@ -70,7 +73,8 @@ def measure(argv: list[str], env: dict | None = None) -> tuple[float, float, str
         out.seek(0), err.seek(0)
         if proc.returncode != 0:
             raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {err.read().decode()[-2000:]}")
-        return wall, usage.ru_maxrss / 1024, (out.read().decode().splitlines() or [""])[0]
+        return (wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,
+                (out.read().decode().splitlines() or [""])[0])
 
 
 def main() -> int:
@@ -86,20 +90,25 @@ def main() -> int:
     try:
         for size in (int(s) for s in args.sizes.split(",")):
             path = write_inventory(work / f"h{size}", size, args.host_vars)
-            wall, rss, inner = measure([sys.executable, "-c", SWEEP_CHILD, str(path), str(ROOT), str(size)])
-            rows.append((size, "sweep load_inventory", float(inner), wall, rss))
-            if size in BUDGET_S and float(inner) > BUDGET_S[size]:
-                missed.append(f"{size} hosts: {float(inner):.2f} s > {BUDGET_S[size]} s")
+            wall, cpu, rss, inner = measure([sys.executable, "-c", SWEEP_CHILD, str(path), str(ROOT), str(size)])
+            load_wall, load_cpu = (float(x) for x in inner.split())
+            rows.append((size, "sweep load_inventory", load_wall, load_cpu, wall, cpu, rss))
+            if size in BUDGET_S and load_cpu > BUDGET_S[size]:
+                missed.append(f"{size} hosts: {load_cpu:.2f} s of CPU > {BUDGET_S[size]} s")
             if ansible and not args.skip_ansible:
                 env = {**os.environ, "ANSIBLE_INVENTORY_ENABLED": "yaml", "ANSIBLE_HOST_KEY_CHECKING": "False"}
-                wall, rss, _ = measure([ansible, "-i", str(path), "--list", "--output", os.devnull], env)
-                rows.append((size, "ansible-inventory --list", None, wall, rss))
+                wall, cpu, rss, _ = measure([ansible, "-i", str(path), "--list", "--output", os.devnull], env)
+                rows.append((size, "ansible-inventory --list", None, None, wall, cpu, rss))
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"| hosts | loader | load s (in process) | wall s (process) | peak RSS MiB |\n|---|---|---|---|---|")
-    for size, who, inner, wall, rss in rows:
-        print(f"| {size:,} | {who} | {'' if inner is None else f'{inner:.2f}'} | {wall:.2f} | {rss:.0f} |")
+    print("| hosts | loader | load wall s | load CPU s | process wall s | process CPU s | peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|")
+    for size, who, load_wall, load_cpu, wall, cpu, rss in rows:
+        shown = "| | |" if load_wall is None else f"| {load_wall:.2f} | {load_cpu:.2f} |"
+        print(f"| {size:,} | {who} {shown} {wall:.2f} | {cpu:.2f} | {rss:.0f} |")
+    print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs at the end: wall times include waiting "
+          "for a CPU; the CPU columns do not)")
     print(f"({args.host_vars} host_vars files, 2 group_vars files, racks of {RACK}; python {sys.version.split()[0]})")
     for line in missed:
         print("over budget:", line)
