@@ -44,11 +44,20 @@ def contract(name, status, message, evidence=None, fix=None):
             "fix": fix, "evidence": evidence or {}, "consequence_of": None}
 
 
+NO_GPU = ("no NVIDIA GPU on this machine: the PCI bus holds no NVIDIA display or 3D controller",
+          "run the probe on a GPU host; in a VM or container, pass the GPU through to it")
+
+
 def check_driver(facts):
     d = facts.get("driver", {})
     smi = facts.get("smi_present")
     ev = {k: d.get(k) for k in ("version", "nvml_version", "cuda_driver_version", "gpu_count")}
     ev["kernel_module"] = facts.get("kernel_module")
+    pci = facts.get("pci_gpus")
+    ev["pci_nvidia_gpus"] = None if pci is None else len(pci)  # None: the bus could not be read
+    if pci == [] and (d.get("nvml_error") or not d.get("gpu_count")):
+        ev["nvml_error"] = d.get("nvml_error")
+        return contract("driver", "broken", NO_GPU[0], ev, NO_GPU[1])
     if d.get("nvml_error"):
         err = d["nvml_error"]
         ev["nvml_error"] = err

@@ -71,6 +71,8 @@ def collect(src, opts, facts):
 
     fw = threading.Thread(target=frameworks, daemon=True)
     fw.start()
+    facts["_step"] = "PCI bus"
+    facts["pci_gpus"] = src.pci()
     facts["_step"] = "nvmlInit"
     ok = read_driver(src, facts)
     if not ok:
