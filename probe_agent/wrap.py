@@ -440,10 +440,10 @@ def main(opts, command):
         return usage_error("--interval must be > 0 seconds (got %g)" % opts.interval)
     if opts.replay and opts.record:
         return usage_error("--replay and --record exclude each other")
-    try:
-        os.makedirs(opts.out, exist_ok=True)
-    except OSError as exc:
-        return usage_error("cannot create --out %s: %s" % (opts.out, exc))
+    from probe_agent.main import check_paths
+    problem = check_paths(opts)
+    if problem:
+        return usage_error(problem.replace("for health.json and health-report.md", "for provenance.json"))
     try:
         src = ReplaySource(opts.replay) if opts.replay else (RecordingSource() if opts.record else LiveSource())
     except (OSError, ValueError) as exc:
