@@ -9,7 +9,7 @@ import pytest
 from probe_agent.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
-CAPTURE = ROOT / "sweep" / "demo" / "h200-idle.json"
+CAPTURE = ROOT / "sweep" / "demo" / "captures" / "h200-idle.json"
 
 
 def agent(*args):

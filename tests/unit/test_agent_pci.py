@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from probe_agent.pci import SYSFS_PCI, read_nvidia_gpus
-from sweep import synth
+from sweep.demo import synth
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_LIBRARY = {"error": "NVMLError_LibraryNotFound", "message": "NVML Shared Library Not Found"}
