@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping
 
 from sweep import exitcodes
 from sweep.errors import ConfigError, RunFolderError
-from sweep.analysis.names import fold_numbers, host_key
+from sweep.analysis.names import fold_hosts, fold_numbers, host_key
 from sweep.audit.rundiff import FieldChange, Run, host_changes, load_run
 from sweep.text import show_value
 from sweep.store import read_json, safe_name, utc_now, write_json_atomic
@@ -315,8 +315,13 @@ def compare_to_baseline(records, baseline_dir: str | Path) -> BaselineComparison
 def show_rows(baseline_dir: str | Path, hosts: Iterable[str] = ()) -> list[dict]:
     """One summary row per host of a baseline (for ``sweep baseline show``)."""
     wanted = set(hosts)
+    baseline = read_baseline(baseline_dir)
+    unknown = sorted(wanted - set(baseline))
+    if unknown:
+        raise ConfigError(f"--host {', '.join(unknown)}: not in this baseline", where=str(baseline_dir),
+                          fix=f"name one of its hosts ({fold_hosts(sorted(baseline))}), or leave --host out")
     rows = []
-    for name, data in read_baseline(baseline_dir).items():
+    for name, data in baseline.items():
         if wanted and name not in wanted:
             continue
         st = data.get("state") or host_state(data["health"])

@@ -1,0 +1,67 @@
+"""What a new user sees of the CLI: --version, help with metavars as users write them, no option
+that only says "not yet", copy-paste lines that the terminal's width does not break, plurals."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sweep
+from sweep.cli import command, main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def helps():
+    """(command line, its --help text) for the top level and every command."""
+    found = [("sweep", [])]
+    stack = [([], command())]
+    while stack:
+        prefix, cmd = stack.pop()
+        for name, sub in getattr(cmd, "commands", {}).items():
+            found.append((" ".join(["sweep", *prefix, name]), [*prefix, name]))
+            stack.append(([*prefix, name], sub))
+    return found
+
+
+@pytest.mark.parametrize("line,argv", helps(), ids=[h[0] for h in helps()])
+def test_help_reads_as_users_write_commands(line, argv, capsys):
+    assert main([*argv, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"Usage: {line} ")
+    assert not re.search(r"<[a-z\[\]]+>|\{[a-zA-Z_.]+\}", text), text  # typer's <path>, <list[str]>, {paths}
+    assert "not yet" not in text and "(s)" not in text and "(es)" not in text
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().err.strip() == f"sweep {sweep.__version__}"
+
+
+def test_run_wrap_is_hidden_until_it_works(capsys):
+    assert main(["run", "--help"]) == 0
+    assert "--wrap" not in capsys.readouterr().out
+
+
+def test_bundle_prints_its_command_on_one_line_in_a_narrow_terminal(tmp_path):
+    env = dict(os.environ, COLUMNS="40", PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "sweep.cli", "bundle", "-o", str(tmp_path / "agent.pyz")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].endswith(f"run it with: python3 {tmp_path / 'agent.pyz'} --out DIR")
+
+
+def test_os_errors_that_escape_a_command_are_one_line(tmp_path, capsys, monkeypatch):
+    """A folder made read-only after the checks: the path, what failed and the fix, exit 2."""
+    from sweep.collect import bundle as bundle_module
+
+    def full(dest):
+        raise OSError(28, "No space left on device", str(dest))
+
+    monkeypatch.setattr(bundle_module, "build_bundle", full)
+    assert main(["bundle", "-o", str(tmp_path / "agent.pyz")]) == 2
+    assert capsys.readouterr().err == (f"sweep: error: {tmp_path / 'agent.pyz'}: No space left on device; free "
+                                       "space on that file system, or write elsewhere\n")
