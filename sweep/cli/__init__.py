@@ -520,7 +520,7 @@ def command():
                 shown = name if param.required else f"[{name}]"
                 shown += "..." if param.nargs != 1 and not name.endswith("...") else ""
                 param._usage_display_name = lambda shown=shown: shown  # typer writes {name} and [name]
-                param.display_type_rich = lambda ctx: None  # typer writes <path>, <list[Path]>
+                param.display_type_rich = lambda *_, **__: None  # typer writes <path>, <list[Path]>
     return cli
 
 
