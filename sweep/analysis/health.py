@@ -13,6 +13,7 @@ import numpy as np
 from sweep.analysis.fleet import rows_at
 from sweep.analysis.keys import KEYS, GpuKeys, as_number, as_text
 from sweep.analysis.names import fold_numbers
+from sweep.text import plural
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
         per_host.setdefault(p["host"], []).append(f"{p['name']} (pid {p['pid']}, {used} MiB) on GPU {p['gpu']}")
     for h, items in per_host.items():
         out.append(Finding(h, "foreign_process", "warning", "Foreign processes",
-                           f"{len(items)} other process(es) on the GPUs: {', '.join(items[:5])}"
+                           f"{plural(len(items), 'other process', 'other processes')} on the GPUs: {', '.join(items[:5])}"
                            + (f" and {len(items) - 5} more" if len(items) > 5 else ""),
                            "stop them, or benchmark elsewhere: they take memory and SM time", "processes"))
 

@@ -20,7 +20,7 @@ from rich.markup import escape
 from sweep import __version__, exitcodes
 from sweep.cli import paths
 from sweep.errors import SweepError
-from sweep.text import visible
+from sweep.text import plural, visible
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Is this GPU fleet the fleet you think it is? Probe hosts, sweep a fleet, compare it.")
@@ -30,11 +30,6 @@ console = Console(stderr=True, highlight=False, emoji=False)  # ":end:" in host 
 def safe(text) -> str:
     """Host-supplied text for the terminal: control characters shown as escapes, rich markup escaped."""
     return escape(visible(text))
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """'1 host', '2 hosts', '3 classes': never 'host(s)'."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def _version(value: bool) -> None:

@@ -24,7 +24,7 @@ from sweep.analysis.compare import Findings
 from sweep.analysis.keys import KEYS
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
 from sweep.analysis.fleet import Fleet, rows_at
-from sweep.text import visible
+from sweep.text import visible, plural
 
 SUMMARY_SCHEMA = "sweep.summary/1"
 CHART_HOSTS_MAX = 64      # above this many hosts the chart shows one bar per class
@@ -163,10 +163,10 @@ def _markdown_audit(audit: dict) -> list[str]:
     lines = ["## Audit", ""]
     expectations, baseline = audit["expectations"], audit["baseline"]
     if expectations:
-        lines += [f"Expectations {mdcode(expectations['file'])}: {expectations['hosts_judged']} host(s) judged.", ""]
+        lines += [f"Expectations {mdcode(expectations['file'])}: {plural(expectations['hosts_judged'], 'host')} judged.", ""]
     if baseline:
         missing = baseline["no_baseline"]
-        lines += [f"Baseline {mdcode(baseline['dir'])}: {len(baseline['compared'])} host(s) compared"
+        lines += [f"Baseline {mdcode(baseline['dir'])}: {plural(len(baseline['compared']), 'host')} compared"
                   + (f", no baseline for {mdcode(fold_hosts(missing))}" if missing else "") + ".", ""]
     if audit["headline"]:
         lines += [f"- **{md(line)}**" for line in audit["headline"]] + [""]

@@ -51,7 +51,7 @@ def test_hostile_host_names_are_shown_as_text(rendered):
     assert "&lt;img src=x onerror=document.title='pwned'&gt;" in dom
     assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom
     # the process name holding a script is text too, in the foreign-process finding
-    assert "1 other process(es) on the GPUs: &lt;script&gt;document.title='pwned'&lt;/script&gt; (pid 4242" in dom
+    assert "1 other process on the GPUs: &lt;script&gt;document.title='pwned'&lt;/script&gt; (pid 4242" in dom
 
 
 def test_verdict_comes_first(rendered):

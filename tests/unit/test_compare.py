@@ -89,7 +89,7 @@ def test_must_show_health_findings(must_show):
         "gpu16: HW thermal slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)")
     assert found[("gpu16", "hw_thermal_slowdown")]["severity"] == "broken"
     assert found[("gpu14", "foreign_process")]["message"] == (
-        "gpu14: 1 other process(es) on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2")
+        "gpu14: 1 other process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2")
     assert found[("gpu09", "mixed_gpus")]["detail"] == (
         "the selected GPUs differ: Power limit 700/250 W (default 700 W) (700 W on GPU 0-2,4-7, 250 W on GPU 3)")
     assert found[("gpu25", "lowest_broken")]["contract"] == "device_mask"
@@ -104,7 +104,7 @@ def test_must_show_headline(must_show):
     result, summary = must_show
     assert result.headline == (
         "Not one pool: 7 comparability classes: the largest comparable pool is "
-        "gpu[01-04,06,10-11,13-18,20,23-24,27-30,35-41] (27 of 44 hosts); 12 host(s) in 6 other class(es) "
+        "gpu[01-04,06,10-11,13-18,20,23-24,27-30,35-41] (27 of 44 hosts); 12 hosts in 6 other classes "
         "differ in Driver, CUDA (driver), ECC, Power limit, MIG; 2 cannot run a benchmark; 3 unreachable.")
     assert summary["headline"] == result.headline
 
