@@ -91,12 +91,18 @@ def _write_csv(frame: pd.DataFrame, path: Path) -> None:
 
 
 def md(text) -> str:
-    """Text from a host, made inert in Markdown (tables, emphasis, links, HTML)."""
+    """Text from a host, made inert in Markdown (tables, emphasis, links, HTML) with CommonMark's
+    backslash escapes, never HTML entities: `<=` stays `<=`, `<b>` becomes `\\<b>`, `&amp;` `\\&amp;`."""
     text = "" if text is None else str(text)
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     for ch in "\\`*_[]|#!":
         text = text.replace(ch, "\\" + ch)
-    return text.replace("\n", " ")
+    text = _MD_TAG_OPEN.sub(r"\\<", text)  # a tag, comment or autolink could start here
+    text = _MD_ENTITY.sub(r"\\&", text)  # an entity reference could start here
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+_MD_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
+_MD_ENTITY = re.compile(r"&(?=[A-Za-z#])")
 
 
 def mdcode(text) -> str:
