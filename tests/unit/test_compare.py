@@ -141,8 +141,10 @@ def test_chart_marks_capped_and_slowed_hosts(must_show):
     assert len(bars) == 40  # probed hosts with a selected GPU: not the empty mask, not the unreachable
     assert bars["gpu07"]["capped"] and bars["gpu07"]["power"] == 250.0 and bars["gpu07"]["class"] == "D"
     assert bars["gpu09"]["power"] == 250.0 and bars["gpu09"]["power_top"] == 700.0
-    assert bars["gpu16"]["slow"] and bars["gpu16"]["sm"] == 1125.0 and bars["gpu16"]["note"] == "HW slowdown"
-    assert bars["gpu01"]["idle"] and not bars["gpu01"]["capped"] and not bars["gpu01"]["slow"]
+    # probed idle: no SM bar (an idle clock says nothing about speed), the slowed clock kept for the label
+    assert bars["gpu16"]["slow"] and not bars["gpu16"]["loaded"] and bars["gpu16"]["sm"] is None
+    assert bars["gpu16"]["sm_read"] == 1125.0 and bars["gpu16"]["note"] == "HW slowdown"
+    assert not bars["gpu01"]["loaded"] and not bars["gpu01"]["capped"] and not bars["gpu01"]["slow"]
 
 
 def test_one_pool_exits_0(tmp_path):
