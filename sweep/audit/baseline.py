@@ -372,14 +372,14 @@ def audit_section(records, expectations=None, baseline_dir: str | Path | None = 
                                    "unjudged": unjudged}
         if findings:
             rules = sorted({f.rule for f in findings})
-            section["headline"].append(f"{plural(len(off), 'host')} off expectations ({', '.join(rules)}): {', '.join(off)}")
+            section["headline"].append(f"{plural(len(off), 'host')} off expectations ({', '.join(rules)}): {fold_hosts(off)}")
     if baseline_dir is not None:
         cmp = compare_to_baseline(recs, baseline_dir)
         section["baseline"] = cmp.as_dict()
         if cmp.drift:
             kinds = sorted({d.kind for d in cmp.drift})
             section["headline"].append(f"{plural(len(cmp.drifted_hosts), 'host')} drifted from the baseline "
-                                       f"({', '.join(kinds)}): {', '.join(cmp.drifted_hosts)}")
+                                       f"({', '.join(kinds)}): {fold_hosts(cmp.drifted_hosts)}")
     failing = bool((section["expectations"] or {}).get("findings")) or bool((section["baseline"] or {}).get("drift"))
     section["exit_code"] = exitcodes.OFF if failing else exitcodes.OK
     return section

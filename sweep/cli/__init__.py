@@ -260,8 +260,10 @@ def baseline_check(
     if as_json:
         print(json.dumps(result.as_dict(), indent=1, ensure_ascii=False))
     else:
-        for d in result.drift:
-            console.print(safe(d.message))
+        from sweep.analysis.names import fold_messages
+
+        for line in fold_messages((d.host, d.message) for d in result.drift):
+            console.print(safe(line), soft_wrap=True)
         for label, names in (("no baseline", result.no_baseline), ("in the baseline, not in the run", result.absent),
                              ("not compared (failed in the run)", [u["host"] for u in result.unjudged])):
             if names:
@@ -441,10 +443,11 @@ def audit(
     if as_json:
         print(json.dumps(section, indent=1, ensure_ascii=False))
     else:
-        for finding in (section["expectations"] or {}).get("findings", []):
-            console.print(safe(finding["message"]), soft_wrap=True)
-        for drift in (section["baseline"] or {}).get("drift", []):
-            console.print(safe(drift["message"]), soft_wrap=True)
+        from sweep.analysis.names import fold_messages
+
+        for items in ((section["expectations"] or {}).get("findings", []), (section["baseline"] or {}).get("drift", [])):
+            for line in fold_messages((item["host"], item["message"]) for item in items):
+                console.print(safe(line), soft_wrap=True)
         for line in section["headline"] or ["no host is off its expectations or baseline"]:
             console.print(safe(line), soft_wrap=True)
     raise typer.Exit(section["exit_code"])

@@ -65,3 +65,20 @@ def test_os_errors_that_escape_a_command_are_one_line(tmp_path, capsys, monkeypa
     assert main(["bundle", "-o", str(tmp_path / "agent.pyz")]) == 2
     assert capsys.readouterr().err == (f"sweep: error: {tmp_path / 'agent.pyz'}: No space left on device; free "
                                        "space on that file system, or write elsewhere\n")
+
+
+def test_audit_folds_hosts_with_the_same_finding_into_one_line(tmp_path, capsys):
+    """Ten hosts with one GPU each against an expectation of eight: one line, hosts folded (clubak -b)."""
+    sys.path.insert(0, str(ROOT / "tests" / "unit"))
+    import fleet_variants as fv
+
+    records = [fv.record(f"h{n:04d}", fv.h200(1, f"h{n:04d}")) for n in range(1, 11)]
+    records.append(fv.record("h0011", fv.h200(8, "h0011")))
+    fv.write_run(tmp_path / "run", records)
+    expect = tmp_path / "expect.yml"
+    expect.write_text("version: 1\ndefaults:\n  gpu_count: 8\n")
+    assert main(["audit", str(tmp_path / "run"), "--expect", str(expect)]) == 5
+    lines = capsys.readouterr().err.splitlines()
+    folded = [line for line in lines if "visible to the driver" in line]
+    assert len(folded) == 1 and folded[0].startswith("h[0001-0010]: 1 GPU visible to the driver; expected 8 ("), lines
+    assert "10 hosts off expectations (gpu_count): h[0001-0010]" in lines
