@@ -32,6 +32,8 @@ def _merge(items: list[dict]) -> dict:
     first = items[0]
     if first["kind"] == "lowest_broken" or len(items) == 1:
         detail = first["detail"]
+        prefix = f"{contract_of(first)}: "  # the title names the contract already
+        detail = detail[len(prefix):] if first["kind"] == "lowest_broken" and detail.startswith(prefix) else detail
     else:
         detail = "; ".join(f"{f['title']}: {f['detail']}" for f in items)
     return {"kind": first["kind"], "severity": first["severity"], "title": first["title"],
