@@ -82,3 +82,22 @@ def test_audit_folds_hosts_with_the_same_finding_into_one_line(tmp_path, capsys)
     folded = [line for line in lines if "visible to the driver" in line]
     assert len(folded) == 1 and folded[0].startswith("h[0001-0010]: 1 GPU visible to the driver; expected 8 ("), lines
     assert "10 hosts off expectations (gpu_count): h[0001-0010]" in lines
+
+
+def test_run_ends_with_the_absolute_paths_of_its_run_folder_and_report(tmp_path, monkeypatch, capsys):
+    """The default run folder is relative to the current directory: the last lines say where it is."""
+    import socket
+
+    with socket.socket() as s:  # a loopback port nothing listens on: the host is refused at once
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "fleet.yml").write_text(f"all:\n  hosts:\n    gpu01:\n      ansible_host: 127.0.0.1\n"
+                                        f"      ansible_port: {port}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(["run", "fleet.yml", "--connect-timeout", "2"]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    run = next((tmp_path / "reports").glob("*-fleet"))
+    assert lines[-2:] == [f"report: {run.resolve() / 'report' / 'report.html'}", f"run folder: {run.resolve()}"]
+    assert main(["run", "--help"]) == 0
+    assert "reports/<UTC time>-<inventory name> under the current directory" in " ".join(capsys.readouterr().out.split())
