@@ -56,3 +56,17 @@ def test_readme_commands_install_without_recommends():
         for part in command.split("&&"):
             if "apt-get install" in part:
                 assert "--no-install-recommends" in part.split(), part
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "tools").glob("*_*.sh")
+                                           if p.name != "screenshot_demo.sh"))
+def test_recording_scripts_take_an_output_folder_and_no_lab_settings(script):
+    """A contributor with a GPU of their own re-records a fixture with `tools/SCRIPT OUTDIR`."""
+    import subprocess
+
+    path = ROOT / "tools" / script
+    text = path.read_text()
+    assert f"#   tools/{script} OUTDIR" in text
+    assert not re.search(r"\$\{?OUT\b|NCCL_|build/agent", text), "an environment variable or path of one lab"
+    proc = subprocess.run(["bash", str(path)], capture_output=True, text=True, timeout=30)
+    assert proc.returncode != 0 and f"usage: tools/{script} OUTDIR" in proc.stderr
