@@ -317,8 +317,7 @@ def run(
     under the current directory unless --out says otherwise; the last lines name it and its report
     by absolute path."""
     paths.input_file(inventory, "INVENTORY", "an Ansible inventory (YAML or INI)")
-    paths.output_dir(out, "--out", "the run folder")
-    paths.input_dir(resume, "--resume", "an earlier run folder")
+    paths.input_dir(resume, "--resume", "an earlier run folder")  # --out: the run folder's own checks say it
     paths.input_file(known_hosts, "--known-hosts", "a known_hosts file")
     paths.input_file(expect, "--expect", "an expectations file (docs/expectations.md)")
     paths.input_dir(baseline, "--baseline", "a baseline folder (sweep baseline set)")
