@@ -4,6 +4,8 @@ Each contract gets a status (ok / broken / warning / not_applicable / unknown), 
 proves it, and a message that names the fix. Everything above the lowest broken contract is a
 consequence, not a clue: such contracts carry `consequence_of`.
 """
+import re
+
 from probe_agent.framework import version_tuple
 
 ORDER = ("driver", "device_mask", "framework", "processes", "clocks", "power", "memory", "topology", "layout")
@@ -39,9 +41,47 @@ NVML_INIT_ERRORS = {
 }
 
 
+GPU_ITEM = re.compile(r"GPU (\d+): (.*)\Z", re.S)
+
+
+def plural(n, word, many=None):
+    """'1 GPU', '8 GPUs', '2 other processes': never 'GPU(s)'."""
+    return "%d %s" % (n, word if n == 1 else (many or word + "s"))
+
+
+def fold_numbers(numbers):
+    """[0, 1, 2, 4, 5] -> '0-2,4-5'."""
+    numbers = sorted(set(numbers))
+    runs = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ",".join(str(a) if a == b else "%d-%d" % (a, b) for a, b in runs)
+
+
+def fold_gpus(items):
+    """'GPU 0: X', 'GPU 1: X', 'GPU 3: Y' -> 'GPU 0-1: X; GPU 3: Y': one sentence per finding, not per GPU."""
+    groups, order = {}, []
+    for item in items:
+        m = GPU_ITEM.match(item)
+        key = m.group(2) if m else item
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        if m:
+            groups[key].append(int(m.group(1)))
+    return "; ".join(("GPU %s: %s" % (fold_numbers(groups[k]), k)) if groups[k] else k for k in order)
+
+
 def contract(name, status, message, evidence=None, fix=None):
     return {"name": name, "title": TITLES[name], "status": status, "message": message,
             "fix": fix, "evidence": evidence or {}, "consequence_of": None}
+
+
+NO_GPU = ("no NVIDIA GPU on this machine: the PCI bus holds no NVIDIA display or 3D controller",
+          "run the probe on a GPU host; in a VM or container, pass the GPU through to it")
 
 
 def check_driver(facts):
@@ -49,6 +89,11 @@ def check_driver(facts):
     smi = facts.get("smi_present")
     ev = {k: d.get(k) for k in ("version", "nvml_version", "cuda_driver_version", "gpu_count")}
     ev["kernel_module"] = facts.get("kernel_module")
+    pci = facts.get("pci_gpus")
+    ev["pci_nvidia_gpus"] = None if pci is None else len(pci)  # None: the bus could not be read
+    if pci == [] and (d.get("nvml_error") or not d.get("gpu_count")):
+        ev["nvml_error"] = d.get("nvml_error")
+        return contract("driver", "broken", NO_GPU[0], ev, NO_GPU[1])
     if d.get("nvml_error"):
         err = d["nvml_error"]
         ev["nvml_error"] = err
@@ -63,8 +108,8 @@ def check_driver(facts):
         return contract("driver", "broken", "NVML initialised but sees no GPU", ev,
                         "check that the GPUs are on the bus (lspci), passed through to this VM or container, "
                         "and not fallen off the bus (dmesg: Xid 79)")
-    return contract("driver", "ok", "driver %s, CUDA %s, %d GPU(s)" % (d.get("version"), d.get("cuda_driver_version"),
-                                                                         d.get("gpu_count")), ev)
+    return contract("driver", "ok", "driver %s, CUDA %s, %s" % (d.get("version"), d.get("cuda_driver_version"),
+                                                                  plural(d.get("gpu_count"), "GPU")), ev)
 
 
 def check_mask(facts):
@@ -108,8 +153,8 @@ def check_mask(facts):
     sel = m.get("selected") or []
     renum = ["cuda:%d is physical GPU %s" % (s["cuda_index"], s["physical_index"])
              for s in sel if s["cuda_index"] != s["physical_index"]]
-    msg = "unset: CUDA sees all %d GPU(s)" % len(sel) if state == "unset" else \
-        "CUDA sees %d GPU(s)%s" % (len(sel), ("; " + "; ".join(renum)) if renum else "")
+    msg = "unset: CUDA sees all %s" % plural(len(sel), "GPU") if state == "unset" else \
+        "CUDA sees %s%s" % (plural(len(sel), "GPU"), ("; " + "; ".join(renum)) if renum else "")
     return contract("device_mask", "ok", msg, ev)
 
 
@@ -205,7 +250,8 @@ def check_processes(facts):
     if found:
         desc = ", ".join("%s (pid %s, %s) on GPU %s" % (p.get("name"), p.get("pid"), mib(p.get("used_memory_bytes")),
                                                        p.get("gpu")) for p in found[:5])
-        return contract("processes", "warning", "%d other process(es) on the GPUs: %s" % (len(found), desc), ev,
+        return contract("processes", "warning", "%s on the GPUs: %s" % (plural(len(found), "other process",
+                                                                               "other processes"), desc), ev,
                         "stop them, or benchmark elsewhere: they take memory and SM time")
     return contract("processes", "ok", "no other compute process on the GPUs", ev)
 
@@ -236,11 +282,11 @@ def check_clocks(facts):
                                                                                  c["default_app_sm_mhz"]))
     ev = {"gpus": rows}
     if broken:
-        return contract("clocks", "broken", "; ".join(broken) + ": a facility fault (cooling or power delivery)", ev,
+        return contract("clocks", "broken", fold_gpus(broken) + ": a facility fault (cooling or power delivery)", ev,
                         "check the host's cooling, fans, inlet temperature and PSU / power-brake signals")
     if warn:
-        return contract("clocks", "warning", "; ".join(warn), ev, "reset clocks with nvidia-smi -rac / -rgc if not intended")
-    return contract("clocks", "ok", "; ".join(notes) or "no clock-event reason beyond idle / power cap", ev)
+        return contract("clocks", "warning", fold_gpus(warn), ev, "reset clocks with nvidia-smi -rac / -rgc if not intended")
+    return contract("clocks", "ok", fold_gpus(notes) or "no clock-event reason beyond idle / power cap", ev)
 
 
 def check_power(facts):
@@ -258,10 +304,10 @@ def check_power(facts):
     ev = {"gpus": rows}
     if broken:
         dft = rows[0].get("default_limit_w")
-        return contract("power", "broken", "; ".join(broken), ev,
+        return contract("power", "broken", fold_gpus(broken), ev,
                         "restore it with nvidia-smi -pl %g (or record the intended cap in the expectations file)" % dft)
     if warn:
-        return contract("power", "warning", "; ".join(warn), ev, "nvidia-smi -pl DEFAULT if not intended")
+        return contract("power", "warning", fold_gpus(warn), ev, "nvidia-smi -pl DEFAULT if not intended")
     if not rows:
         return contract("power", "unknown", "no power readings", ev)
     return contract("power", "ok", "enforced limit = default (%s W)" % ", ".join(
@@ -291,9 +337,9 @@ def check_memory(facts):
                 i, onoff(e["current"]), onoff(pending_mode)))
     ev = {"gpus": rows}
     if broken:
-        return contract("memory", "broken", "; ".join(broken), ev, "drain the host and replace or RMA the card")
+        return contract("memory", "broken", fold_gpus(broken), ev, "drain the host and replace or RMA the card")
     if warn:
-        return contract("memory", "warning", "; ".join(warn), ev,
+        return contract("memory", "warning", fold_gpus(warn), ev,
                         "nvidia-smi -e 1 and a GPU reset to turn ECC on; reset to apply pending changes")
     return contract("memory", "ok", "ECC on, no pending remap, no uncorrected error", ev)
 
@@ -365,10 +411,10 @@ def check_layout(facts):
             warn.append("GPU %s: compute mode %s" % (i, g.get("compute_mode")))
     ev = {"gpus": rows, "confidential_compute": cc}
     if warn:
-        return contract("layout", "warning", "; ".join(warn), ev,
+        return contract("layout", "warning", fold_gpus(warn), ev,
                         "nvidia-smi -pm 1 for persistence (or nvidia-persistenced); reset the GPU for pending modes")
     migs = [r for r in rows if r["mig_current"]]
-    msg = "MIG on for %d GPU(s)" % len(migs) if migs else "MIG off"
+    msg = "MIG on for %s" % plural(len(migs), "GPU") if migs else "MIG off"
     return contract("layout", "ok", msg + "; persistence on; compute mode default", ev)
 
 

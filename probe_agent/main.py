@@ -18,7 +18,7 @@ from probe_agent.mask import resolve_mask
 from probe_agent.source import LiveSource, RecordingSource, ReplaySource
 
 
-def parse_args(argv):
+def build_parser():
     p = argparse.ArgumentParser(
         prog="sweep-agent",
         description="Read-only probe of this host's GPU stack: prints health.json on stdout.")
@@ -28,22 +28,32 @@ def parse_args(argv):
                    help="python whose torch build to check (repeatable; default: python3 on PATH)")
     p.add_argument("--deadline", type=float, default=30.0, metavar="S",
                    help="emit what was read after S seconds, marked incomplete (default 30)")
-    p.add_argument("--framework-timeout", type=float, default=20.0, metavar="S")
+    p.add_argument("--framework-timeout", type=float, default=20.0, metavar="S",
+                   help="seconds each interpreter's torch check may take before it is recorded as timed out "
+                        "(default 20; --deep imports torch, which takes seconds)")
     p.add_argument("--load", type=float, default=0.0, metavar="SECONDS",
                    help="run a short GPU load and sample clocks, power and reasons while it runs")
-    p.add_argument("--load-engine", choices=("auto", "torch", "ptx"), default="auto")
-    p.add_argument("--interval", type=float, default=0.2, help="sampling interval under --load (s)")
+    p.add_argument("--load-engine", choices=("auto", "torch", "ptx"), default="auto", metavar="ENGINE",
+                   help="what --load runs: torch (a bf16 matmul in the first interpreter with a CUDA torch), "
+                        "ptx (an FMA loop through the CUDA driver API, no framework needed), auto (torch where "
+                        "a CUDA torch is found, else ptx; the default)")
+    p.add_argument("--interval", type=float, default=0.2, metavar="S",
+                   help="seconds between samples under --load and --wrap (default 0.2)")
     p.add_argument("--force", action="store_true", help="run --load even when other processes use the GPUs")
     p.add_argument("--replay", metavar="CAPTURE", default=os.environ.get("SWEEP_REPLAY") or None,
                    help="answer from a capture file instead of the driver (env SWEEP_REPLAY)")
     p.add_argument("--record", metavar="CAPTURE", help="save every raw answer read into CAPTURE")
-    p.add_argument("--note", help="a note stored in the capture (--record)")
+    p.add_argument("--note", metavar="TEXT", help="a note stored in the capture (--record)")
     p.add_argument("--no-json", action="store_true", help="print the report instead of health.json")
     p.add_argument("--wrap", action="store_true",
                    help="run the command after -- : probe before, sample every --interval during, probe "
                         "after; write DIR/provenance.json (--out DIR); exit with the command's exit code")
     p.add_argument("--version", action="version", version="sweep-agent " + AGENT_VERSION)
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv):
+    return build_parser().parse_args(argv)
 
 
 def first_line(text):
@@ -71,6 +81,8 @@ def collect(src, opts, facts):
 
     fw = threading.Thread(target=frameworks, daemon=True)
     fw.start()
+    facts["_step"] = "PCI bus"
+    facts["pci_gpus"] = src.pci()
     facts["_step"] = "nvmlInit"
     ok = read_driver(src, facts)
     if not ok:
@@ -200,6 +212,38 @@ def build_health(facts, opts, started, complete, replay):
     return health
 
 
+def path_problem(path, want_dir):
+    """Why `path` cannot be written as a folder (want_dir) or a file, or None; creates a missing folder."""
+    if want_dir:
+        if os.path.exists(path) and not os.path.isdir(path):
+            return "is a file, not a folder"
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as exc:
+            return "cannot be created (%s)" % (exc.strerror or exc)
+        return None if os.access(path, os.W_OK) else "is not writable"
+    if os.path.isdir(path):
+        return "is a folder, not a file"
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return "cannot be written: %s is not a folder" % parent
+    return None if os.access(parent, os.W_OK) else "cannot be written: %s is not writable" % parent
+
+
+def check_paths(opts):
+    """--out and --record, checked before probing: one line naming the path and the fix, or None."""
+    if opts.out:
+        why = path_problem(opts.out, True)
+        if why:
+            return "--out %s %s; give a folder for health.json and health-report.md (it is created if missing)" \
+                % (opts.out, why)
+    if opts.record:
+        why = path_problem(opts.record, False)
+        if why:
+            return "--record %s %s; give a file path in a writable folder" % (opts.record, why)
+    return None
+
+
 def write_atomic(path, text):
     tmp = path + ".tmp"
     with open(tmp, "w") as fh:
@@ -218,6 +262,10 @@ def main(argv=None):
     if opts.replay and opts.record:
         sys.stderr.write("sweep-agent: --replay and --record exclude each other\n")
         return 2
+    problem = check_paths(opts)
+    if problem:
+        sys.stderr.write("sweep-agent: %s\n" % problem)
+        return 2
     try:
         src = ReplaySource(opts.replay) if opts.replay else (RecordingSource() if opts.record else LiveSource())
     except (OSError, ValueError) as exc:
@@ -234,22 +282,36 @@ def main(argv=None):
         health["probe"]["incomplete_reason"] = "internal error: " + error[0].strip().splitlines()[-1]
         health["probe"]["traceback"] = error[0][-4000:]
     text = json.dumps(health, indent=1, sort_keys=False)
-    if opts.out:
-        from probe_agent.report import render_markdown
-        os.makedirs(opts.out, exist_ok=True)
-        write_atomic(os.path.join(opts.out, "health.json"), text + "\n")
-        write_atomic(os.path.join(opts.out, "health-report.md"), render_markdown(health))
-    if opts.record and complete:
-        write_atomic(opts.record, json.dumps(src.capture(opts.note), indent=1) + "\n")
+    failed = write_outputs(opts, health, text, src if complete else None)
     if opts.no_json:
         from probe_agent.report import render_markdown
         sys.stdout.write(render_markdown(health))
     else:
         sys.stdout.write(text + "\n")
     sys.stdout.flush()
+    if failed:  # what was read is on stdout above: nothing is lost
+        sys.stderr.write("sweep-agent: %s\n" % failed)
     if t.is_alive():
-        os._exit(0)  # a hung driver query must not keep the process alive
-    return 0
+        os._exit(2 if failed else 0)  # a hung driver query must not keep the process alive
+    return 2 if failed else 0
+
+
+def write_outputs(opts, health, text, src):
+    """--out's files and --record's capture (`src` None: not complete, not recorded); why one failed, or None."""
+    from probe_agent.report import render_markdown
+    path = None
+    try:
+        if opts.out:
+            path = opts.out
+            write_atomic(os.path.join(opts.out, "health.json"), text + "\n")
+            write_atomic(os.path.join(opts.out, "health-report.md"), render_markdown(health))
+        if opts.record and src is not None:
+            path = opts.record
+            write_atomic(opts.record, json.dumps(src.capture(opts.note), indent=1) + "\n")
+    except OSError as exc:
+        return "cannot write %s (%s); health.json was printed on stdout; give a writable path" % (
+            exc.filename or path, exc.strerror or exc)
+    return None
 
 
 if __name__ == "__main__":

@@ -1,5 +1,9 @@
 """health-report.md: the same facts as health.json, in triage order, for a person."""
 
+import re
+
+TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
+ENTITY = re.compile(r"&(?=[A-Za-z#])")
 MARK = {"ok": "ok", "broken": "BROKEN", "warning": "warning", "not_applicable": "n/a", "unknown": "unknown"}
 
 
@@ -7,7 +11,8 @@ def clean(text):
     """Host-supplied text as one safe Markdown line: no control characters, no table breaks."""
     text = "-" if text is None else str(text)
     text = "".join(ch if ch >= " " and ch != "\x7f" else " " for ch in text)
-    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    # CommonMark backslash escapes, not HTML entities: a tag or an entity cannot start, `<=` stays readable
+    return TAG_OPEN.sub(r"\\<", ENTITY.sub(r"\\&", text.replace("\\", "\\\\").replace("|", "\\|")))
 
 
 def render_markdown(health):

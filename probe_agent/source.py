@@ -6,6 +6,7 @@ Every raw answer the agent reads goes through one `Source`:
 - `command(argv, timeout)`: one command's exit code, stdout and stderr (nvidia-smi, the framework
   inspector).
 - `env()`, `files()`, `host()`: the environment and host facts.
+- `pci()`: the NVIDIA GPUs on the PCI bus (sysfs, no driver needed); None when unknown.
 
 `LiveSource` asks the driver; `RecordingSource` wraps it and keeps every answer, so that
 `capture()` can write a capture file; `ReplaySource` answers from a capture file through the same
@@ -116,6 +117,10 @@ class LiveSource(object):
                 out[path] = None
         return out
 
+    def pci(self):
+        from probe_agent.pci import read_nvidia_gpus
+        return read_nvidia_gpus()
+
     def host(self):
         uname = platform.uname()
         return {
@@ -139,7 +144,7 @@ class RecordingSource(LiveSource):
         self.command_answers = {}
         self.samples = []
         self.load_meta = None
-        self._env = self._files = self._host = None
+        self._env = self._files = self._host = self._pci = None
 
     def nvml(self, key, fn, *args):
         try:
@@ -167,6 +172,10 @@ class RecordingSource(LiveSource):
         self._host = LiveSource.host(self)
         return self._host
 
+    def pci(self):
+        self._pci = LiveSource.pci(self)
+        return self._pci
+
     def capture(self, note=None):
         from probe_agent import CAPTURE_FORMAT_VERSION
 
@@ -178,6 +187,7 @@ class RecordingSource(LiveSource):
             "host": self._host if self._host is not None else LiveSource.host(self),
             "env": self._env if self._env is not None else LiveSource.env(self),
             "files": self._files if self._files is not None else LiveSource.files(self),
+            "pci": self._pci if self._pci is not None else LiveSource.pci(self),
             "nvml": self.nvml_answers,
             "commands": self.command_answers,
             "samples": self.samples,
@@ -235,6 +245,11 @@ class ReplaySource(object):
 
     def files(self):
         return dict(self.data.get("files", {}))
+
+    def pci(self):
+        """A capture made before the agent read the bus has no "pci": unknown, not "no GPU"."""
+        found = self.data.get("pci")
+        return None if found is None else list(found)
 
     def host(self):
         host = dict(self.data.get("host", {}))

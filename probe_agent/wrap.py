@@ -66,6 +66,11 @@ def split_command(argv):
     return argv, None
 
 
+def plural(n, word, many=None):
+    from probe_agent.contracts import plural as say
+    return say(n, word, many)
+
+
 def usage_error(message):
     sys.stderr.write("sweep-agent: %s\n" % message)
     return 2
@@ -398,13 +403,13 @@ def summary_line(v, before, after):
             parts.append("SM clock median %s MHz (min %s) of %s MHz max" % (
                 fmt(v["sm_mhz_median"]), fmt(v["sm_mhz_min"]), fmt(v["sm_mhz_max_allowed"])))
     others = v["other_processes"]
-    parts.append("%d other process(es) on the GPUs: %s" % (len(others), ", ".join(
+    parts.append("%s on the GPUs: %s" % (plural(len(others), "other process", "other processes"), ", ".join(
         "%s (pid %s)" % (p["name"], p["pid"]) for p in others[:3])) if others else "no other process on the GPUs")
     if v["unattributed_processes"]:
-        parts.append("%d process(es) not visible from here" % len(v["unattributed_processes"]))
+        parts.append("%s not visible from here" % plural(len(v["unattributed_processes"]), "process", "processes"))
     if v["unreadable_process_entries"]:
-        parts.append("up to %d process entr(ies) per GPU unreadable: other processes may be missed"
-                     % v["unreadable_process_entries"])
+        parts.append("up to %s per GPU unreadable: other processes may be missed"
+                     % plural(v["unreadable_process_entries"], "process entry", "process entries"))
     ch = v["changes"]
     parts.append("changed between the probes: " + ", ".join(
         "%s %s -> %s" % (c["field"], c["before"], c["after"]) for c in ch[:3]) if ch
@@ -440,10 +445,10 @@ def main(opts, command):
         return usage_error("--interval must be > 0 seconds (got %g)" % opts.interval)
     if opts.replay and opts.record:
         return usage_error("--replay and --record exclude each other")
-    try:
-        os.makedirs(opts.out, exist_ok=True)
-    except OSError as exc:
-        return usage_error("cannot create --out %s: %s" % (opts.out, exc))
+    from probe_agent.main import check_paths
+    problem = check_paths(opts)
+    if problem:
+        return usage_error(problem.replace("for health.json and health-report.md", "for provenance.json"))
     try:
         src = ReplaySource(opts.replay) if opts.replay else (RecordingSource() if opts.record else LiveSource())
     except (OSError, ValueError) as exc:

@@ -25,6 +25,11 @@ def is_control(ch: str) -> bool:
     return ch < " " or "\x7f" <= ch <= "\x9f" or ch in "\u2028\u2029" or ch in BIDI
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 host', '2 hosts', '3 classes': a count with its noun, never 'host(s)'."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
 def show_value(value: Any) -> str:
     """A field's value for a person: text as it is, anything else as JSON, None as a dash; escaped."""
     if value is None:

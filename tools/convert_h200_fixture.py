@@ -1,4 +1,4 @@
-"""Convert a folder of ../shared/fixtures/h200 (nvml_dump.py + nvidia-smi outputs) to a sweep capture.
+"""Convert a folder recorded by nvml_dump.py (NVML answers as JSON) beside nvidia-smi outputs to a sweep capture.
 
 The NVML answers keep their keys; values nvml_dump.py could only store as a repr (process
 objects, CPU affinity) are taken from the nvidia-smi output of the same moment instead, and the

@@ -22,6 +22,7 @@ from sweep.analysis.fleet import Fleet, rows_at
 from sweep.analysis.health import Finding, health_findings
 from sweep.analysis.keys import KEYS, factorize, as_text, host_keys
 from sweep.analysis.names import abbreviate, fold_hosts
+from sweep.text import plural
 
 # Contracts below which a host cannot run the benchmark at all.
 BLOCKING = ("driver", "device_mask", "framework")
@@ -97,7 +98,7 @@ class Findings:
             keys.extend(d.label for d in c.differs if d.label not in keys)
         return (f"Not one pool: {len(self.classes)} comparability classes",
                 f"the largest comparable pool is {abbreviate(ref.folded)} ({ref.size} of {total} hosts); "
-                f"{others} host(s) in {len(self.classes) - 1} other class(es) differ in {', '.join(keys)}{tail}.")
+                f"{plural(others, 'host')} in {plural(len(self.classes) - 1, 'other class', 'other classes')} differ in {', '.join(keys)}{tail}.")
 
     def headline(self) -> str:
         """The verdict in one sentence."""

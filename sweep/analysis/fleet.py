@@ -54,6 +54,7 @@ GPU_COLUMNS = {
     "mig_current": "boolean", "mig_pending": "boolean", "mig_layout": "category", "persistence_mode": "boolean",
     "compute_mode": "category", "processes": "Int64", "process_names": "string",
     "remap_pending": "boolean", "remap_failure": "boolean", "retired_pages_pending": "boolean",
+    "sm_load_mhz": "Float64",  # median SM clock while the probe's --load ran; NA for a probe taken idle
 }
 CONTRACT_COLUMNS = {
     "host": "category", "position": "Int64", "contract": "category", "title": "category",
@@ -272,6 +273,9 @@ class _Builder:
             _get(health, "topology", "worst_link_selected"), health.get("lowest_broken"), health.get("verdict"),
             low.get("message"), low.get("fix"), health.get("summary"), provenance,
         ))
+        summary = _get(health, "load", "summary")
+        under_load = {row.get("gpu"): row.get("sm_mhz_median") for row in (summary if isinstance(summary, list) else ())
+                      if isinstance(row, dict) and type(row.get("sm_mhz_median")) in (int, float)}
         for g in gpus:  # GPU, process and contract rows carry their host's position until _assemble
             power, ecc, clocks = g.get("power") or {}, g.get("ecc") or {}, g.get("clocks") or {}
             active = _get(g, "clock_event_reasons", "active") or []
@@ -291,6 +295,7 @@ class _Builder:
                 None if compute_mode is None else str(compute_mode), None if procs is None else len(procs),
                 ",".join(str(p.get("name")) for p in procs) if procs else None,
                 remap.get("pending"), remap.get("failure"), g.get("retired_pages_pending"),
+                under_load.get(g.get("index")),
             ))
             for p in procs or ():
                 self.processes.append((position, g.get("index"), p.get("pid"), p.get("name"),

@@ -13,6 +13,7 @@ import numpy as np
 from sweep.analysis.fleet import rows_at
 from sweep.analysis.keys import KEYS, GpuKeys, as_number, as_text
 from sweep.analysis.names import fold_numbers
+from sweep.text import plural
 
 
 @dataclass(frozen=True)
@@ -89,13 +90,13 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
         if not hit.any():
             continue
         rows = rows_at(g, np.flatnonzero(hit))  # only the GPUs concerned
-        per_host = {}
+        per_host = {}  # host -> what is said of a GPU -> the GPUs it is said of: "GPU 0-3", not "GPU 0; GPU 1; ..."
         for r in rows:
-            detail = f"GPU {r['index']}"
-            if kind.startswith(("hw_", "sw_")):
-                detail += f" (SM {r['sm_mhz']} of {r['sm_max_mhz']} MHz, {as_number(r['temperature_c'])} C)"
-            per_host.setdefault(r["host"], []).append(detail)
-        out += [Finding(h, kind, severity, title, f"{what} on {'; '.join(d)}", fix) for h, d in per_host.items()]
+            said = (f" (SM {r['sm_mhz']} of {r['sm_max_mhz']} MHz, {as_number(r['temperature_c'])} C)"
+                    if kind.startswith(("hw_", "sw_")) else "")
+            per_host.setdefault(r["host"], {}).setdefault(said, []).append(r["index"])
+        out += [Finding(h, kind, severity, title, f"{what} on " + "; ".join(
+                    f"GPU {fold_numbers(ix)}{said}" for said, ix in d.items()), fix) for h, d in per_host.items()]
 
     per_host = {}
     for p in rows_at(fleet.processes, np.arange(len(fleet.processes))):  # one row per foreign process
@@ -103,18 +104,19 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
         per_host.setdefault(p["host"], []).append(f"{p['name']} (pid {p['pid']}, {used} MiB) on GPU {p['gpu']}")
     for h, items in per_host.items():
         out.append(Finding(h, "foreign_process", "warning", "Foreign processes",
-                           f"{len(items)} other process(es) on the GPUs: {', '.join(items[:5])}"
+                           f"{plural(len(items), 'other process', 'other processes')} on the GPUs: {', '.join(items[:5])}"
                            + (f" and {len(items) - 5} more" if len(items) > 5 else ""),
                            "stop them, or benchmark elsewhere: they take memory and SM time", "processes"))
 
     positions = {h: i for i, h in enumerate(hosts.index)}
     mixed_hosts = mixed[mixed.any(axis=1)]
     for h, row in mixed_hosts.iterrows():  # rare: hosts whose selected GPUs differ among themselves
-        parts = [f"{KEYS[k]} {keys.at[h, k]} ({_which_gpus(gpu_keys, positions[h], k)})"
-                 for k in mixed_hosts.columns if row[k]]
+        differ = [k for k in mixed_hosts.columns if row[k]]
+        parts = [f"{KEYS[k]} {keys.at[h, k]} ({_which_gpus(gpu_keys, positions[h], k)})" for k in differ]
         out.append(Finding(h, "mixed_gpus", "warning", "GPUs differ within the host",
                            "the selected GPUs differ: " + "; ".join(parts),
-                           "make the cards alike (power limit, ECC, MIG, clocks) or mask out the odd one"))
+                           "make the cards alike (power limit, ECC, MIG, clocks) or mask out the odd one",
+                           KEY_CONTRACT.get(differ[0]) if len(differ) == 1 else None))
     order = {"unreachable": 0, "broken": 1, "warning": 2}
     return tuple(sorted(out, key=lambda f: (order[f.severity], f.kind, f.host)))
 
@@ -129,6 +131,10 @@ def _which_gpus(gpu_keys: GpuKeys, position: int, key: str) -> str:
         by_value.setdefault(text, []).append(gpu_keys.gpu_index[row])
     return ", ".join(f"{v} on GPU {fold_numbers(ix)}" for v, ix in by_value.items())
 
+
+# The contract a comparability key belongs to, for a host whose GPUs differ in that one key.
+KEY_CONTRACT = {"ecc": "memory", "power_limit": "power", "mig": "layout", "persistence": "layout",
+                "compute_mode": "layout", "clock_policy": "clocks"}
 
 _UNREACHABLE_FIX = {
     "refused": "start sshd on the host, or check the port and firewall",

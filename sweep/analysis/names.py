@@ -7,6 +7,20 @@ import re
 from ClusterShell.NodeSet import NodeSet
 
 
+def fold_messages(items) -> list[str]:
+    """(host, message) pairs as one line per message, its hosts folded, as ClusterShell's clubak -b
+    does: ten hosts with the same sentence read ``h[0001-0010]: 1 GPU visible ...``, not ten lines.
+
+    A message that starts with its host's name ("h0001: ...") is compared without it. Lines keep
+    the order in which each message first appears.
+    """
+    hosts: dict[str, list[str]] = {}
+    for host, message in items:
+        text = message[len(host) + 2:] if message.startswith(f"{host}: ") else message
+        hosts.setdefault(text, []).append(host)
+    return [f"{fold_hosts(names)}: {text}" for text, names in hosts.items()]
+
+
 def fold_hosts(names) -> str:
     """Host names folded the way operators write them (``gpu[01-08,10]``), odd names listed as they are.
 

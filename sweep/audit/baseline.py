@@ -28,9 +28,9 @@ from typing import Any, Iterable, Mapping
 
 from sweep import exitcodes
 from sweep.errors import ConfigError, RunFolderError
-from sweep.analysis.names import fold_numbers, host_key
+from sweep.analysis.names import fold_hosts, fold_numbers, host_key
 from sweep.audit.rundiff import FieldChange, Run, host_changes, load_run
-from sweep.text import show_value
+from sweep.text import show_value, plural
 from sweep.store import read_json, safe_name, utc_now, write_json_atomic
 
 BASELINE_VERSION = 1
@@ -232,7 +232,7 @@ def _on(c: FieldChange) -> str:
     if not c.gpus:
         return ""
     if c.field == "topology.pairs":
-        return f" on {len(c.gpus)} GPU pair(s) ({fold_numbers(c.gpus[:4])}{',…' if len(c.gpus) > 4 else ''})"
+        return f" on {plural(len(c.gpus), 'GPU pair')} ({fold_numbers(c.gpus[:4])}{',…' if len(c.gpus) > 4 else ''})"
     return f" on GPU{'s' if len(c.gpus) > 1 else ''} {fold_numbers(c.gpus)}"
 
 
@@ -277,7 +277,7 @@ def drift_of(host: str, changes: list[FieldChange]) -> list[Drift]:
         text = "; ".join(f"{_label(c)} {_val(c.before)} -> {_val(c.after)}{_on(c)}" for c in shown)
         more = len(items) - len(shown)
         out.append(Drift(host, kind, f"{host}: {kind} changed: {text}"
-                                     + (f" (+{more} more field(s))" if more > 0 else ""), tuple(items)))
+                                     + (f" (+{more} more {'field' if more == 1 else 'fields'})" if more > 0 else ""), tuple(items)))
     return out
 
 
@@ -315,8 +315,13 @@ def compare_to_baseline(records, baseline_dir: str | Path) -> BaselineComparison
 def show_rows(baseline_dir: str | Path, hosts: Iterable[str] = ()) -> list[dict]:
     """One summary row per host of a baseline (for ``sweep baseline show``)."""
     wanted = set(hosts)
+    baseline = read_baseline(baseline_dir)
+    unknown = sorted(wanted - set(baseline))
+    if unknown:
+        raise ConfigError(f"--host {', '.join(unknown)}: not in this baseline", where=str(baseline_dir),
+                          fix=f"name one of its hosts ({fold_hosts(sorted(baseline))}), or leave --host out")
     rows = []
-    for name, data in read_baseline(baseline_dir).items():
+    for name, data in baseline.items():
         if wanted and name not in wanted:
             continue
         st = data.get("state") or host_state(data["health"])
@@ -367,14 +372,14 @@ def audit_section(records, expectations=None, baseline_dir: str | Path | None = 
                                    "unjudged": unjudged}
         if findings:
             rules = sorted({f.rule for f in findings})
-            section["headline"].append(f"{len(off)} host(s) off expectations ({', '.join(rules)}): {', '.join(off)}")
+            section["headline"].append(f"{plural(len(off), 'host')} off expectations ({', '.join(rules)}): {fold_hosts(off)}")
     if baseline_dir is not None:
         cmp = compare_to_baseline(recs, baseline_dir)
         section["baseline"] = cmp.as_dict()
         if cmp.drift:
             kinds = sorted({d.kind for d in cmp.drift})
-            section["headline"].append(f"{len(cmp.drifted_hosts)} host(s) drifted from the baseline "
-                                       f"({', '.join(kinds)}): {', '.join(cmp.drifted_hosts)}")
+            section["headline"].append(f"{plural(len(cmp.drifted_hosts), 'host')} drifted from the baseline "
+                                       f"({', '.join(kinds)}): {fold_hosts(cmp.drifted_hosts)}")
     failing = bool((section["expectations"] or {}).get("findings")) or bool((section["baseline"] or {}).get("drift"))
     section["exit_code"] = exitcodes.OFF if failing else exitcodes.OK
     return section

@@ -32,6 +32,7 @@ import yaml
 
 from sweep.analysis.names import fold_numbers
 from sweep.errors import ConfigError
+from sweep.text import plural
 
 SECTIONS = ("version", "defaults", "models", "groups", "hosts")
 POWER_TOLERANCE_W = 0.5
@@ -352,7 +353,7 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
     s = rules.get("gpu_count")
     count = driver.get("gpu_count")
     if s and count is not None and count != s.value:
-        add("gpu_count", s.value, count, f"{count} GPU(s) visible to the driver",
+        add("gpu_count", s.value, count, f"{plural(count, 'GPU')} visible to the driver",
             (str(s.value), "look for a card off the bus (dmesg: Xid 79) or reseat it"), s.where)
     s = rules.get("worst_link")
     link = (health.get("topology") or {}).get("worst_link_selected")

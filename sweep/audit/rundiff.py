@@ -29,7 +29,7 @@ from sweep import exitcodes
 from sweep.analysis.names import fold_hosts, fold_numbers, host_key
 from sweep.audit.diff import diff_health
 from sweep.store import RunFolder, manifest_groups
-from sweep.text import show_value, visible
+from sweep.text import show_value, visible, plural
 
 # Flattened paths ("#" = any [index]) that differ from probe to probe and say nothing about the machine.
 VOLATILE = (
@@ -325,7 +325,7 @@ def render_terminal(diff: RunDiff, console) -> None:
                                    for u in diff.unreachable]),
             ("recovered", diff.recovered), ("still failing", diff.still_failing),
             ("not swept in the later run", diff.not_swept), ("changed", list(diff.changed)),
-            ("unchanged", [f"{len(diff.unchanged)} host(s)"] if diff.unchanged else [])]
+            ("unchanged", [plural(len(diff.unchanged), "host")] if diff.unchanged else [])]
     for label, names in rows:
         if names:
             hosts.add_row(label, esc(", ".join(names)))

@@ -17,9 +17,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from sweep import exitcodes
+from sweep import __version__, exitcodes
+from sweep.cli import paths
 from sweep.errors import SweepError
-from sweep.text import visible
+from sweep.text import plural, visible
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Is this GPU fleet the fleet you think it is? Probe hosts, sweep a fleet, compare it.")
@@ -31,6 +32,18 @@ def safe(text) -> str:
     return escape(visible(text))
 
 
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"sweep {__version__}", soft_wrap=True)
+        raise typer.Exit(exitcodes.OK)
+
+
+@app.callback()
+def _top(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                      help="print sweep's version and exit")):
+    """Is this GPU fleet the fleet you think it is? Probe hosts, sweep a fleet, compare it."""
+
+
 def _say(kind: str, text) -> None:
     """One line on stderr, whatever its length: `sweep: error: ...` / `sweep: warning: ...`."""
     console.print(f"sweep: {kind}: {safe(' '.join(str(text).splitlines()))}", soft_wrap=True)
@@ -38,16 +51,31 @@ def _say(kind: str, text) -> None:
 
 @app.command()
 def probe(
-    out: Path = typer.Option(Path("results"), "--out", "-o", help="folder for health.json and health-report.md"),
+    out: Path = typer.Option(Path("results"), "--out", "-o", metavar="DIR",
+                             help="folder for health.json and health-report.md"),
     deep: bool = typer.Option(False, "--deep", help="import torch and ask CUDA (seconds)"),
-    interpreter: List[str] = typer.Option([], "--interpreter", help="python whose torch build to check (repeatable)"),
-    load: float = typer.Option(0.0, "--load", help="run a GPU load for SECONDS and sample clocks and power"),
+    interpreter: List[str] = typer.Option([], "--interpreter", metavar="PYTHON",
+                                          help="python whose torch build to check (repeatable)"),
+    load: float = typer.Option(0.0, "--load", metavar="SECONDS",
+                               help="run a GPU load for SECONDS and sample clocks and power"),
     force: bool = typer.Option(False, "--force", help="--load even when other processes use the GPUs"),
-    record: Optional[Path] = typer.Option(None, "--record", help="save every raw answer into this capture file"),
-    replay: Optional[Path] = typer.Option(None, "--replay", help="answer from a capture file instead of the driver"),
-    deadline: float = typer.Option(30.0, "--deadline", help="emit what was read after S seconds"),
+    record: Optional[Path] = typer.Option(None, "--record", metavar="FILE",
+                                          help="save every raw answer into this capture file"),
+    replay: Optional[Path] = typer.Option(None, "--replay", metavar="FILE",
+                                          help="answer from a capture file instead of the driver"),
+    deadline: float = typer.Option(30.0, "--deadline", metavar="SECONDS",
+                                   help="emit what was read after SECONDS, marked incomplete"),
 ):
-    """Probe this host with the agent: write OUT/health.json and OUT/health-report.md."""
+    """Probe this host with the agent: write DIR/health.json and DIR/health-report.md."""
+    import shutil
+
+    paths.output_dir(out, "--out", "health.json and health-report.md")
+    paths.output_file(record, "--record", "the capture")
+    paths.input_file(replay, "--replay", "a capture (sweep probe --record FILE)")
+    for interp in interpreter:
+        if shutil.which(interp) is None:
+            raise SweepError("--interpreter: no such python", where=interp,
+                             fix="give the path of the python whose torch to check (or a name on PATH)")
     args = [sys.executable, "-m", "probe_agent", "--out", str(out), "--deadline", str(deadline)]
     args += ["--deep"] if deep else []
     for interp in interpreter:
@@ -57,38 +85,48 @@ def probe(
     if record:
         args += ["--record", str(record)]
     if replay:
-        if not replay.is_file():
-            raise SweepError("no such capture file", where=str(replay), fix="give the path of a capture (--record)")
         args += ["--replay", str(replay)]
     proc = subprocess.run(args, stdout=subprocess.PIPE, text=True)
+    if proc.returncode == exitcodes.BAD_INPUT:  # the agent's own line (on stderr) names the path and the fix
+        raise typer.Exit(exitcodes.BAD_INPUT)
     if proc.returncode != 0:
-        raise SweepError(f"the agent failed (exit {proc.returncode})", fix="run python -m probe_agent --help")
+        raise SweepError(f"the agent failed (exit {proc.returncode})",
+                         fix="run python3 -m probe_agent --no-json to see its error")
     health = json.loads(proc.stdout)
     print((out / "health-report.md").read_text())
-    console.print(f"wrote {out / 'health.json'} and {out / 'health-report.md'}")
+    console.print(f"wrote {(out / 'health.json').resolve()} and {(out / 'health-report.md').resolve()}",
+                  soft_wrap=True)
     raise typer.Exit(exitcodes.BROKEN if health["lowest_broken"] else exitcodes.OK)
 
 
 @app.command()
-def bundle(output: Path = typer.Option(Path("agent.pyz"), "--output", "-o", help="where to write the zipapp")):
+def bundle(output: Path = typer.Option(Path("agent.pyz"), "--output", "-o", metavar="FILE",
+                                       help="where to write the zipapp")):
     """Write the self-contained agent (runs with a bare python3 3.8+: python3 agent.pyz --help)."""
     from sweep.collect.bundle import build_bundle
 
-    path = build_bundle(output)
-    console.print(f"wrote {path} ({path.stat().st_size // 1024} KiB); run it with: python3 {path} --out DIR")
+    path = build_bundle(paths.output_file(output, "--output", "the agent bundle"))
+    console.print(f"wrote {path} ({path.stat().st_size // 1024} KiB); run it with: python3 {path} --out DIR",
+                  soft_wrap=True)  # one line, whatever the terminal's width: it is copied and pasted
 
 
 @app.command()
 def diff(
-    before: Path = typer.Argument(..., help="a health.json, host record or provenance.json, or a run folder"),
-    after: Path = typer.Argument(..., help="a health.json, host record or provenance.json, or a run folder"),
+    before: Path = typer.Argument(..., metavar="BEFORE",
+                                  help="a health.json, host record or provenance.json, or a run folder"),
+    after: Path = typer.Argument(..., metavar="AFTER",
+                                 help="a health.json, host record or provenance.json, or a run folder"),
     as_json: bool = typer.Option(False, "--json", help="print the changes as JSON"),
-    html: Optional[Path] = typer.Option(None, "--html", help="two run folders: also write the diff as HTML to FILE"),
+    html: Optional[Path] = typer.Option(None, "--html", metavar="FILE",
+                                        help="two run folders: also write the diff as HTML to FILE"),
 ):
     """What changed between two probes, throttle evidence first; between two wrapped runs
     (provenance.json), the probes before them first, then what their samples saw. Between two run
     folders: hosts added, removed, newly unreachable, recovered, and each host's changes by kind
     (exit 5 when anything changed; docs/audits.md)."""
+    paths.input_path(before, "BEFORE", "a health.json, host record, provenance.json or run folder")
+    paths.input_path(after, "AFTER", "a health.json, host record, provenance.json or run folder")
+    paths.output_file(html, "--html", "the HTML diff")
     if before.is_dir() or after.is_dir():
         raise typer.Exit(_run_diff(before, after, as_json, html))
     from sweep.audit.diff import diff_files
@@ -99,7 +137,7 @@ def diff(
         return
     from rich.table import Table
 
-    table = Table(title=f"{safe(before)} -> {safe(after)}: {len(changes)} change(s)")
+    table = Table(title=f"{safe(before)} -> {safe(after)}: {plural(len(changes), 'change')}")
     for col in ("kind", "field", "before", "after"):
         table.add_column(col, overflow="fold")
     for c in changes:
@@ -110,22 +148,22 @@ def diff(
 @app.command()
 def wrap(
     command: List[str] = typer.Argument(..., metavar="COMMAND", help="the command and its arguments, after --"),
-    interval: float = typer.Option(0.2, "--interval", help="seconds between GPU samples while the command runs"),
-    out: Path = typer.Option(Path("results"), "--out", "-o", help="folder for provenance.json"),
-    replay: Optional[Path] = typer.Option(None, "--replay",
+    interval: float = typer.Option(0.2, "--interval", metavar="SECONDS",
+                                   help="seconds between GPU samples while the command runs"),
+    out: Path = typer.Option(Path("results"), "--out", "-o", metavar="DIR", help="folder for provenance.json"),
+    replay: Optional[Path] = typer.Option(None, "--replay", metavar="FILE",
                                           help="GPU answers from a capture (env SWEEP_REPLAY); the command runs"),
     deep: bool = typer.Option(False, "--deep", help="the probes import torch and ask CUDA (seconds)"),
-    deadline: float = typer.Option(30.0, "--deadline", help="seconds each probe may take"),
+    deadline: float = typer.Option(30.0, "--deadline", metavar="SECONDS", help="seconds each probe may take"),
 ):
     """Run COMMAND with the evidence of the machine it ran on: probe before, sample during, probe
     after, into OUT/provenance.json. The command's stdin, stdout, stderr and exit code pass through
     untouched (sweep wrap -- python3 bench.py --size 8192)."""
     args = [sys.executable, "-m", "probe_agent", "--wrap", "--out", str(out), "--interval", str(interval),
             "--deadline", str(deadline)] + (["--deep"] if deep else [])
+    paths.output_dir(out, "--out", "provenance.json")
     if replay:
-        if not replay.is_file():
-            raise SweepError("no such capture file", where=str(replay), fix="give the path of a capture (--record)")
-        args += ["--replay", str(replay)]
+        args += ["--replay", str(paths.input_file(replay, "--replay", "a capture (sweep probe --record FILE)"))]
     import signal
 
     proc = subprocess.Popen(args + ["--"] + list(command))
@@ -167,13 +205,16 @@ app.add_typer(baseline_app, name="baseline")
 
 @baseline_app.command("set")
 def baseline_set(
-    run_dir: Path = typer.Argument(..., help="the run folder whose reachable hosts become the baseline"),
-    directory: Path = typer.Option(Path("baseline"), "--dir", help="baseline folder (one file per host)"),
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="the run folder whose reachable hosts become the baseline"),
+    directory: Path = typer.Option(Path("baseline"), "--dir", metavar="DIR", help="baseline folder (one file per host)"),
     update: bool = typer.Option(False, "--update", help="replace hosts the baseline already holds"),
-    host: List[str] = typer.Option([], "--host", help="only this host (repeatable)"),
+    host: List[str] = typer.Option([], "--host", metavar="HOST", help="only this host (repeatable)"),
 ):
     """Record each host's state from RUN_DIR: new hosts are added, existing ones kept unless --update."""
     from sweep.audit.baseline import set_baseline
+
+    paths.input_dir(run_dir, "RUN_DIR", "a run folder (sweep run)")
+    paths.output_dir(directory, "--dir", "the baseline")
 
     for line in set_baseline(run_dir, directory, update=update, hosts=host).lines():
         console.print(safe(line))
@@ -181,8 +222,8 @@ def baseline_set(
 
 @baseline_app.command("show")
 def baseline_show(
-    directory: Path = typer.Option(Path("baseline"), "--dir", help="baseline folder"),
-    host: List[str] = typer.Option([], "--host", help="only this host (repeatable)"),
+    directory: Path = typer.Option(Path("baseline"), "--dir", metavar="DIR", help="baseline folder"),
+    host: List[str] = typer.Option([], "--host", metavar="HOST", help="only this host (repeatable)"),
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
 ):
     """One line per host of the baseline: driver, GPUs, ECC, power limit, MIG, worst link, when set."""
@@ -194,7 +235,7 @@ def baseline_show(
         return
     from rich.table import Table
 
-    table = Table(title=f"baseline {safe(directory)}: {len(rows)} host(s)")
+    table = Table(title=f"baseline {safe(directory)}: {plural(len(rows), 'host')}")
     cols = ("host", "driver", "gpus", "models", "ecc", "power_limit_w", "mig_layout", "persistence", "worst_link",
             "set_at")
     for col in cols:
@@ -206,63 +247,90 @@ def baseline_show(
 
 @baseline_app.command("check")
 def baseline_check(
-    run_dir: Path = typer.Argument(..., help="the run folder to compare with the baseline"),
-    directory: Path = typer.Option(Path("baseline"), "--dir", help="baseline folder"),
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="the run folder to compare with the baseline"),
+    directory: Path = typer.Option(Path("baseline"), "--dir", metavar="DIR", help="baseline folder"),
     as_json: bool = typer.Option(False, "--json", help="print the comparison as JSON"),
 ):
     """Drift of each host of RUN_DIR from its baseline (driver, ECC, power, MIG, topology, swapped or
     missing GPUs). Exit 5 when a host drifted."""
     from sweep.audit.baseline import compare_to_baseline
 
+    paths.input_dir(run_dir, "RUN_DIR", "a run folder (sweep run)")
     result = compare_to_baseline(run_dir, directory)
     if as_json:
         print(json.dumps(result.as_dict(), indent=1, ensure_ascii=False))
     else:
-        for d in result.drift:
-            console.print(safe(d.message))
+        from sweep.analysis.names import fold_messages
+
+        for line in fold_messages((d.host, d.message) for d in result.drift):
+            console.print(safe(line), soft_wrap=True)
         for label, names in (("no baseline", result.no_baseline), ("in the baseline, not in the run", result.absent),
                              ("not compared (failed in the run)", [u["host"] for u in result.unjudged])):
             if names:
                 console.print(safe(f"{label}: {', '.join(names)}"))
-        console.print(safe(f"{len(result.compared)} host(s) compared, {len(result.drifted_hosts)} drifted"))
+        console.print(safe(f"{plural(len(result.compared), 'host')} compared, {len(result.drifted_hosts)} drifted"))
     raise typer.Exit(result.exit_code)
 
 
 @app.command()
 def run(
-    inventory: Optional[Path] = typer.Argument(None, help="Ansible inventory (YAML or INI)"),
-    limit: Optional[str] = typer.Option(None, "--limit", "-l", help="Ansible host pattern: group, glob, !exclude, &intersect"),
-    out: Optional[Path] = typer.Option(None, "--out", help="run folder (default reports/<time>-<inventory>)"),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="finish an earlier run folder: sweep hosts without a record"),
-    forks: int = typer.Option(32, "--forks", "-f", help="hosts probed at once"),
+    inventory: Optional[Path] = typer.Argument(None, metavar="INVENTORY", help="Ansible inventory (YAML or INI)"),
+    limit: Optional[str] = typer.Option(None, "--limit", "-l", metavar="PATTERN",
+                                        help="Ansible host pattern: group, glob, !exclude, &intersect"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
+                                       help="run folder (default: reports/<UTC time>-<inventory name> under the "
+                                            "current directory; its absolute path is printed at the end)"),
+    resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR",
+                                          help="finish an earlier run folder: sweep hosts without a record"),
+    forks: int = typer.Option(32, "--forks", "-f", metavar="N", help="hosts probed at once"),
     accept_new_host_keys: bool = typer.Option(False, "--accept-new-host-keys",
                                               help="trust unknown host keys and remember them (changed keys are always refused)"),
-    known_hosts: Optional[Path] = typer.Option(None, "--known-hosts", help="extra known_hosts file, read first"),
-    connect_timeout: Optional[float] = typer.Option(None, "--connect-timeout", help="seconds (default 10)"),
-    host_deadline: Optional[float] = typer.Option(None, "--host-deadline", help="seconds a host may take in all (default 120)"),
+    known_hosts: Optional[Path] = typer.Option(None, "--known-hosts", metavar="FILE",
+                                               help="extra known_hosts file, read first"),
+    connect_timeout: Optional[float] = typer.Option(None, "--connect-timeout", metavar="SECONDS",
+                                                    help="seconds (default 10)"),
+    host_deadline: Optional[float] = typer.Option(None, "--host-deadline", metavar="SECONDS",
+                                                  help="seconds a host may take in all (default 120)"),
     deep: bool = typer.Option(False, "--deep", help="the agent imports torch and asks CUDA"),
-    reference: Optional[str] = typer.Option(None, "--reference", help="host or group the others are compared with"),
-    expect: Optional[Path] = typer.Option(None, "--expect", help="expectations file: hosts off it set exit 5 "
-                                          "(docs/expectations.md)"),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="baseline folder (sweep baseline set): "
-                                            "drift from it sets exit 5"),
+    reference: Optional[str] = typer.Option(None, "--reference", metavar="HOST|GROUP",
+                                            help="host or group the others are compared with"),
+    expect: Optional[Path] = typer.Option(None, "--expect", metavar="FILE",
+                                          help="expectations file: hosts off it set exit 5 (docs/expectations.md)"),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", metavar="DIR", help="baseline folder (sweep "
+                                            "baseline set): drift from it sets exit 5"),
     no_report: bool = typer.Option(False, "--no-report", help="only collect the records"),
-    engine: str = typer.Option("ssh", "--engine", help="who runs the agent: ssh (sweep's own), ansible "
-                               "(ansible -m script), slurm (srun, one task per node); docs/engines.md"),
-    partition: Optional[str] = typer.Option(None, "--partition", help="slurm engine, no inventory: this partition's nodes"),
-    nodelist: Optional[str] = typer.Option(None, "--nodelist", help="slurm engine, no inventory: these nodes (gpu[01-64])"),
-    shard: Optional[str] = typer.Option(None, "--shard", help="I/N: sweep only the I-th of N shares of the hosts "
-                                        "(by a stable hash of the name; report the N run folders together)"),
-    shard_by: str = typer.Option("hash", "--shard-by", help="hash (stable per host) or index (every N-th host)"),
-    max_yaml_values: int = typer.Option(1_000_000, "--max-yaml-values", help="most values YAML aliases may add "
-                                        "to an inventory file once expanded (alias bombs)"),
-    max_range_hosts: int = typer.Option(100_000, "--max-range-hosts", help="most hosts one host range "
+    engine: str = typer.Option("ssh", "--engine", metavar="ENGINE", help="who runs the agent: ssh (sweep's own), "
+                               "ansible (ansible -m script), slurm (srun, one task per node); docs/engines.md"),
+    partition: Optional[str] = typer.Option(None, "--partition", metavar="PARTITION",
+                                            help="slurm engine, no inventory: this partition's nodes"),
+    nodelist: Optional[str] = typer.Option(None, "--nodelist", metavar="NODES",
+                                           help="slurm engine, no inventory: these nodes (gpu[01-64])"),
+    shard: Optional[str] = typer.Option(None, "--shard", metavar="I/N", help="sweep only the I-th of N shares of the "
+                                        "hosts (by a stable hash of the name; report the N run folders together)"),
+    shard_by: str = typer.Option("hash", "--shard-by", metavar="hash|index",
+                                 help="hash (stable per host) or index (every N-th host)"),
+    max_yaml_values: int = typer.Option(1_000_000, "--max-yaml-values", metavar="N", help="most values YAML aliases "
+                                        "may add to an inventory file once expanded (alias bombs)"),
+    max_range_hosts: int = typer.Option(100_000, "--max-range-hosts", metavar="N", help="most hosts one host range "
                                         "(gpu[0001:9999]) may name"),
-    wrap: Optional[str] = typer.Option(None, "--wrap", help="not yet: a benchmark command to wrap on every host "
-                                       "(says why, and what to do instead)"),
+    wrap: Optional[str] = typer.Option(None, "--wrap", hidden=True,  # shown once issue 17 implements it
+                                       help="a benchmark command to wrap on every host"),
 ):
     """Sweep every host of an inventory over SSH (or through ansible or Slurm: --engine), keep each
-    record, then compare and report."""
+    record, then compare and report. The run folder goes to reports/<UTC time>-<inventory name>
+    under the current directory unless --out says otherwise; the last lines name it and its report
+    by absolute path."""
+    paths.input_file(inventory, "INVENTORY", "an Ansible inventory (YAML or INI)")
+    paths.input_dir(resume, "--resume", "an earlier run folder")  # --out: the run folder's own checks say it
+    paths.input_file(known_hosts, "--known-hosts", "a known_hosts file")
+    paths.input_file(expect, "--expect", "an expectations file (docs/expectations.md)")
+    paths.input_dir(baseline, "--baseline", "a baseline folder (sweep baseline set)")
+    from sweep.collect.shard import SHARD_BY
+
+    if shard_by not in SHARD_BY:
+        raise SweepError(f"--shard-by {shard_by!r} is unknown", fix="use --shard-by hash or --shard-by index")
+    if reference is not None and inventory is not None and resume is None:
+        _check_reference(reference, inventory, limit)
     if expect is not None:  # a bad expectations file is bad input before the sweep, not after it
         from sweep.audit.expect import load_expectations
 
@@ -291,7 +359,18 @@ def run(
     code = result.exit_code
     if not no_report and result.state != "interrupted":
         code = max(code, _report([result.run_dir], result.run_dir / "report", reference, expect, baseline))
+    console.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _check_reference(reference: str, inventory: Path, limit: Optional[str]) -> None:
+    """--reference names a host or group of the inventory: said before the sweep, not after it."""
+    from sweep.inventory.model import load_inventory
+
+    inv = load_inventory(inventory)
+    if reference not in {h.name for h in inv.hosts} and reference not in inv.groups:
+        raise SweepError(f"{reference!r} is neither a host nor a group of {inventory}", where="--reference",
+                         fix="name one of its hosts, or one of its groups")
 
 
 def run_with_progress(options: dict, con: Console):
@@ -305,25 +384,29 @@ def run_with_progress(options: dict, con: Console):
     return result
 
 
-def _report(paths, out_dir: Path, reference: Optional[str], expect: Optional[Path] = None,
+def _report(inputs, out_dir: Path, reference: Optional[str], expect: Optional[Path] = None,
             baseline: Optional[Path] = None) -> int:
     from sweep.report.build import build_report
 
-    result = build_report([Path(p) for p in paths], out_dir, reference=reference, expect=expect, baseline=baseline)
-    console.print(safe(result.headline))
-    console.print(f"report: {out_dir / 'report.html'}")
+    result = build_report([Path(p) for p in inputs], out_dir, reference=reference, expect=expect, baseline=baseline)
+    console.print(safe(result.headline), soft_wrap=True)
+    console.print(f"report: {(out_dir / 'report.html').resolve()}", soft_wrap=True)
     return result.exit_code
 
 
 @app.command()
 def report(
-    paths: List[Path] = typer.Argument(..., help="run folders, host records, health.json or provenance.json files"),
-    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: PATH/report for one run folder)"),
-    reference: Optional[str] = typer.Option(None, "--reference", help="host or group the others are compared with"),
-    expect: Optional[Path] = typer.Option(None, "--expect", help="expectations file: hosts off it set exit 5 "
-                                          "(docs/expectations.md)"),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="baseline folder (sweep baseline set): "
-                                            "drift from it sets exit 5"),
+    inputs: List[Path] = typer.Argument(..., metavar="PATH...",
+                                        help="run folders, host records, health.json or provenance.json files"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
+                                       help="output folder (default: PATH/report for one run folder, else "
+                                            "reports/report under the current directory)"),
+    reference: Optional[str] = typer.Option(None, "--reference", metavar="HOST|GROUP",
+                                            help="host or group the others are compared with"),
+    expect: Optional[Path] = typer.Option(None, "--expect", metavar="FILE",
+                                          help="expectations file: hosts off it set exit 5 (docs/expectations.md)"),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", metavar="DIR", help="baseline folder (sweep "
+                                            "baseline set): drift from it sets exit 5"),
 ):
     """Compare hosts: which cannot be benchmarked together, and why (HTML, CSV, JSON, Markdown).
 
@@ -331,16 +414,23 @@ def report(
     3 hosts in more than one comparability class; 4 a broken contract on a host; 5 a host off
     --expect or drifted from --baseline (see README).
     """
+    for path in inputs:
+        paths.input_path(path, "PATH", "a run folder, host record, health.json or provenance.json")
+    paths.output_dir(out, "--out", "the report")
+    paths.input_file(expect, "--expect", "an expectations file (docs/expectations.md)")
+    paths.input_dir(baseline, "--baseline", "a baseline folder (sweep baseline set)")
     if out is None:
-        out = paths[0] / "report" if len(paths) == 1 and paths[0].is_dir() else Path("reports/report")
-    raise typer.Exit(_report(paths, out, reference, expect, baseline))
+        out = inputs[0] / "report" if len(inputs) == 1 and inputs[0].is_dir() else Path("reports/report")
+    raise typer.Exit(_report(inputs, out, reference, expect, baseline))
 
 
 @app.command()
 def audit(
-    run_dir: Path = typer.Argument(..., help="the run folder to judge"),
-    expect: Optional[Path] = typer.Option(None, "--expect", help="expectations file (docs/expectations.md)"),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="baseline folder (sweep baseline set)"),
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="the run folder to judge"),
+    expect: Optional[Path] = typer.Option(None, "--expect", metavar="FILE",
+                                          help="expectations file (docs/expectations.md)"),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", metavar="DIR",
+                                            help="baseline folder (sweep baseline set)"),
     as_json: bool = typer.Option(False, "--json", help="print the audit section as JSON"),
 ):
     """Judge RUN_DIR against an expectations file and/or a baseline: one line per finding,
@@ -349,16 +439,20 @@ def audit(
     from sweep.errors import ConfigError
     from sweep.audit.rundiff import load_run
 
+    paths.input_dir(run_dir, "RUN_DIR", "a run folder (sweep run)")
+    paths.input_file(expect, "--expect", "an expectations file (docs/expectations.md)")
+    paths.input_dir(baseline, "--baseline", "a baseline folder (sweep baseline set)")
     if expect is None and baseline is None:
         raise ConfigError("nothing to audit against", fix="give --expect FILE, --baseline DIR, or both")
     section = audit_section(load_run(run_dir), expect, baseline)
     if as_json:
         print(json.dumps(section, indent=1, ensure_ascii=False))
     else:
-        for finding in (section["expectations"] or {}).get("findings", []):
-            console.print(safe(finding["message"]), soft_wrap=True)
-        for drift in (section["baseline"] or {}).get("drift", []):
-            console.print(safe(drift["message"]), soft_wrap=True)
+        from sweep.analysis.names import fold_messages
+
+        for items in ((section["expectations"] or {}).get("findings", []), (section["baseline"] or {}).get("drift", [])):
+            for line in fold_messages((item["host"], item["message"]) for item in items):
+                console.print(safe(line), soft_wrap=True)
         for line in section["headline"] or ["no host is off its expectations or baseline"]:
             console.print(safe(line), soft_wrap=True)
     raise typer.Exit(section["exit_code"])
@@ -366,37 +460,71 @@ def audit(
 
 @app.command()
 def demo(
-    hosts: int = typer.Option(40, "--hosts", help="hosts replaying captures (3 unreachable hosts are added)"),
-    out: Optional[Path] = typer.Option(None, "--out", help="run folder (default reports/<time>-demo)"),
+    hosts: int = typer.Option(40, "--hosts", metavar="N", help="hosts replaying captures (3 unreachable hosts are added)"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
+                                       help="run folder (default: reports/<UTC time>-demo under the current directory)"),
     keep: bool = typer.Option(False, "--keep", help="leave the fleet's temp folder (keys, configs) in place"),
 ):
-    """Start a local fleet of real sshd servers replaying GPU captures, sweep it, report, tear down."""
+    """Start a local fleet of real sshd servers replaying GPU captures, sweep it, report, tear down.
+    Exit 0 when every host behaved as the demo fleet was built to (its unreachable and broken hosts
+    are there on purpose); it also prints the exit code `sweep run` would give the same fleet, and why."""
+    import shutil
     import tempfile
 
+    from sweep.demo.fleet import demo_fleet, off_design
     from sweep.demo.loopback import LocalFleet
-    from sweep.demo.fleet import demo_fleet
+    from sweep.store import default_run_dir
+
+    if hosts < 1:
+        raise SweepError(f"--hosts is {hosts}; it must be 1 or more", fix="pass --hosts 40, say")
+    paths.output_dir(out, "--out", "the run folder")
     work = Path(tempfile.mkdtemp(prefix="sweep-demo-"))
-    fleet_hosts = demo_fleet(work / "captures", count=hosts)
-    console.print(f"starting {len(fleet_hosts)} loopback sshd hosts ...")
-    with LocalFleet(fleet_hosts, work / "fleet") as fleet:
-        from sweep.store import default_run_dir
-
-        opts = dict(inventory_path=fleet.inventory_path, out=out or default_run_dir("demo"), forks=32,
-                    connect_timeout=3.0, host_deadline=15.0, **fleet.sweep_options())
-        old_home = os.environ.get("HOME")
-        os.environ["HOME"] = str(fleet.home)
-        try:
-            result = run_with_progress(opts, console)
-        finally:
-            if old_home is not None:
-                os.environ["HOME"] = old_home
+    try:
+        fleet_hosts = demo_fleet(work / "captures", count=hosts)
+        console.print(f"starting {plural(len(fleet_hosts), 'loopback sshd host')} ...")
+        with LocalFleet(fleet_hosts, work / "fleet") as fleet:
+            opts = dict(inventory_path=fleet.inventory_path, out=out or default_run_dir("demo"), forks=32,
+                        connect_timeout=3.0, host_deadline=15.0, **fleet.sweep_options())
+            old_home = os.environ.get("HOME")
+            os.environ["HOME"] = str(fleet.home)
+            try:
+                result = run_with_progress(opts, console)
+            finally:
+                if old_home is not None:
+                    os.environ["HOME"] = old_home
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
     code = _report([result.run_dir], result.run_dir / "report", None)
-    if not keep:
-        import shutil
+    console.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
+    odd = off_design(fleet_hosts, result)
+    if odd or result.state != "complete":
+        for line in odd:
+            _say("error", line)
+        _say("error", "the demo fleet did not behave as designed" + (f" ({plural(len(odd), 'host')})" if odd else
+                      f" (the sweep was {result.state})"))
+        raise typer.Exit(code or exitcodes.INCOMPLETE)
+    console.print(f"under `sweep run` this fleet would exit {code}: {exitcodes.MEANING[code]} "
+                  f"(its unreachable and broken hosts are there on purpose)", soft_wrap=True)
+    console.print("demo done: every host behaved as designed", soft_wrap=True)
+    raise typer.Exit(exitcodes.OK)
 
-        shutil.rmtree(work, ignore_errors=True)
-    console.print(f"demo done: {result.run_dir}")
-    raise typer.Exit(code)
+
+def command():
+    """The click command tree, with usage lines and metavars as users write them (PATH..., not {paths})."""
+    cli = typer.main.get_command(app)
+    stack = [cli]
+    while stack:
+        cmd = stack.pop()
+        stack += list(getattr(cmd, "commands", {}).values())
+        for param in cmd.params:
+            if param.param_type_name == "argument":  # typer may carry its own copy of click
+                name = param.metavar or param.name.upper()
+                shown = name if param.required else f"[{name}]"
+                shown += "..." if param.nargs != 1 and not name.endswith("...") else ""
+                param._usage_display_name = lambda shown=shown: shown  # typer writes {name} and [name]
+                param.display_type_rich = lambda *_, **__: None  # typer writes <path>, <list[Path]>
+    return cli
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -416,10 +544,14 @@ def main(argv: Optional[list] = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("always", InventoryWarning)
             warnings.showwarning = show
-            rv = app(args=argv, standalone_mode=False)
+            rv = command().main(args=argv, prog_name="sweep", standalone_mode=False)
     except SweepError as exc:
         _say("error", exc)
         return exc.exit_code
+    except OSError as exc:  # a local file or folder: the path, what failed and the fix, never a traceback
+        err = paths.os_error(exc)
+        _say("error", err)
+        return err.exit_code
     except typer.Exit as exc:
         return exc.exit_code
     except KeyboardInterrupt:

@@ -26,6 +26,7 @@ from sweep.collect.shard import select_shard
 from sweep.store import RECORD_VERSION, RUN_FORMAT, RunFolder, default_run_dir, iso, utc_now
 from sweep.text import visible
 from sweep.collect.ssh.prober import FAILURE_CLASSES, KeyFileError, Outcome, Prober, SSHOptions, load_private_key
+from sweep.text import plural
 
 DEFAULTS = SSHOptions()
 PASSPHRASE_ENV = "SWEEP_KEY_PASSPHRASE"  # the passphrase of encrypted key files; never recorded
@@ -152,7 +153,7 @@ def run_sweep(
         gone = [name for name in names if name not in by_name]
         if gone:
             raise InventoryError(
-                f"{len(gone)} host(s) of the run are no longer in the inventory: {', '.join(gone[:5])}",
+                f"{plural(len(gone), 'host')} of the run {'is' if len(gone) == 1 else 'are'} no longer in the inventory: {', '.join(gone[:5])}",
                 where=str(inventory.path), fix="resume with the inventory the run started from")
         hosts = [by_name[name] for name in names]
         try:
@@ -299,7 +300,7 @@ def _check_key_files(hosts: Sequence[Host], inventory: Path, passphrase: str | N
     if not bad:
         return
     host, problem = bad[0]
-    others = f" (and {len(bad) - 1} more host(s))" if len(bad) > 1 else ""
+    others = f" (and {len(bad) - 1} more {'host' if len(bad) == 2 else 'hosts'})" if len(bad) > 1 else ""
     if problem == "does not exist":
         fix = "fix ansible_ssh_private_key_file in the inventory, or create the key (ssh-keygen) and install it"
     elif "no passphrase" in problem:

@@ -63,3 +63,21 @@ def demo_fleet(workdir: str | Path, count: int = 40, unreachable: bool = True) -
                   FleetHost(f"gpu{count + 2:02d}", "blackhole", group="rack_b"),
                   FleetHost(f"gpu{count + 3:02d}", "changed_key", group="rack_b")]
     return hosts
+
+
+# What each kind of demo host is built to end as: None (a health.json) or its failure class.
+DESIGNED = {"healthy": None, "dead": "refused", "blackhole": "timeout", "changed_key": "host_key_changed"}
+
+
+def off_design(hosts: list[FleetHost], result) -> list[str]:
+    """The hosts of a demo sweep (`result`, a RunResult) that did not end as their kind is built to:
+    '<host>: expected ..., got ...'. Empty when the demo ran as designed."""
+    failed = {host: (cls, message) for host, cls, message in result.failures}
+    odd = []
+    for host in hosts:
+        want = DESIGNED.get(host.kind)
+        got = failed.get(host.name, (None, ""))
+        if got[0] != want:
+            odd.append(f"{host.name}: built to end {want or 'with a health.json'}, ended "
+                       f"{got[0] or 'with a health.json'}" + (f" ({got[1]})" if got[1] else ""))
+    return odd

@@ -115,6 +115,14 @@ def thermal_slowdown(gpus=(0,), sm_mhz: int = 1035, temp_c: int = 91) -> Edit:
     return edit
 
 
+def persistence(on: bool, gpus=None) -> Edit:
+    def edit(cap):
+        for i in _gpus(cap, gpus):
+            _set(cap, f"gpu{i}.persistence", int(on))
+    edit.__doc__ = f"persistence {'on' if on else 'off'}"
+    return edit
+
+
 def env(name: str, value: str | None) -> Edit:
     def edit(cap):
         if value is None:

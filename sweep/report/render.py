@@ -26,16 +26,16 @@ from sweep.analysis.compare import Findings
 from sweep.analysis.keys import KEYS
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
 from sweep.analysis.fleet import Fleet, rows_at
+from sweep.report.findings import by_host, by_title
 from sweep.store import write_bytes_atomic
 from sweep.strictjson import dumps, finite
-from sweep.text import csv_cell, visible
+from sweep.text import csv_cell, plural, visible
 
 SUMMARY_SCHEMA = "sweep.summary/1"
 CHART_HOSTS_MAX = 64      # above this many hosts the chart shows one bar per class
 DETAIL_HOSTS_MAX = 300    # per-host <details> blocks; the rest are in hosts.csv
 ROWS_MAX = 200            # rows per findings kind / unreachable table
 MATRIX_CLASSES_MAX = 8    # classes side by side in the key matrix
-SEVERITY_ORDER = {"unreachable": 0, "broken": 1, "warning": 2}
 
 def _visible(value):
     """Every {{ }} of the templates: control characters a host sent (ESC, BEL, C1) shown as \\xNN text."""
@@ -113,12 +113,18 @@ def _write_csv(frame: pd.DataFrame, path: Path) -> None:
 
 
 def md(text) -> str:
-    """Text from a host, made inert in Markdown (tables, emphasis, links, HTML)."""
+    """Text from a host, made inert in Markdown (tables, emphasis, links, HTML) with CommonMark's
+    backslash escapes, never HTML entities: `<=` stays `<=`, `<b>` becomes `\\<b>`, `&amp;` `\\&amp;`."""
     text = "" if text is None else str(text)
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     for ch in "\\`*_[]|#!":
         text = text.replace(ch, "\\" + ch)
-    return text.replace("\n", " ")
+    text = _MD_TAG_OPEN.sub(r"\\<", text)  # a tag, comment or autolink could start here
+    text = _MD_ENTITY.sub(r"\\&", text)  # an entity reference could start here
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+_MD_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
+_MD_ENTITY = re.compile(r"&(?=[A-Za-z#])")
 
 
 def mdcode(text) -> str:
@@ -164,17 +170,17 @@ def render_markdown(summary: dict) -> str:
         lines += [f"| {mdcode(u['host'])} | {md(u['failure_class'])} | {md(u['message'])} |"
                   for u in summary["unreachable"][:ROWS_MAX]]
         lines.append("")
-    health = [f for f in summary["findings"] if f["kind"] != "unreachable"]
+    health = by_host(summary["findings"])  # one row per host and contract
     if health:
         lines += ["## Health findings", "", "| Severity | Host | Finding | Detail | Fix |", "|---|---|---|---|---|"]
-        lines += [f"| {f['severity']} | {mdcode(f['host'])} | {md(f['title'])} | {md(f['detail'])} | {md(f['fix'])} |"
-                  for f in health[:ROWS_MAX]]
+        lines += [f"| {f['severity']} | {mdcode(h['host'])} | {md(f['title'])} | {md(f['detail'])} | {md(f['fix'])} |"
+                  for h in health[:ROWS_MAX] for f in h["findings"]]
         lines.append("")
     audit = summary.get("audit")
     if audit:
         lines += _markdown_audit(audit)
     cut = [name for name, items in (("cannot-run hosts", summary["excluded"]), ("unreachable hosts",
-           summary["unreachable"]), ("findings", health)) if len(items) > ROWS_MAX]
+           summary["unreachable"]), ("hosts with findings", health)) if len(items) > ROWS_MAX]
     if cut:
         lines += [f"Lists cut at {ROWS_MAX} rows ({', '.join(cut)}): summary.json has them all.", ""]
     return "\n".join(lines)
@@ -185,10 +191,10 @@ def _markdown_audit(audit: dict) -> list[str]:
     lines = ["## Audit", ""]
     expectations, baseline = audit["expectations"], audit["baseline"]
     if expectations:
-        lines += [f"Expectations {mdcode(expectations['file'])}: {expectations['hosts_judged']} host(s) judged.", ""]
+        lines += [f"Expectations {mdcode(expectations['file'])}: {plural(expectations['hosts_judged'], 'host')} judged.", ""]
     if baseline:
         missing = baseline["no_baseline"]
-        lines += [f"Baseline {mdcode(baseline['dir'])}: {len(baseline['compared'])} host(s) compared"
+        lines += [f"Baseline {mdcode(baseline['dir'])}: {plural(len(baseline['compared']), 'host')} compared"
                   + (f", no baseline for {mdcode(fold_hosts(missing))}" if missing else "") + ".", ""]
     if audit["headline"]:
         lines += [f"- **{md(line)}**" for line in audit["headline"]] + [""]
@@ -233,19 +239,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
                "cells": [{"value": c["keys"][k], "differs": c["keys"][k] != ref["keys"][k]}
                          for c in classes[:MATRIX_CLASSES_MAX]]}
               for k, label in KEYS.items()] if classes else []
-    groups = {}
-    for f in summary["findings"]:
-        if f["kind"] == "unreachable":
-            continue
-        g = groups.setdefault(f["kind"], {"kind": f["kind"], "title": f["title"].split(":")[0],
-                                          "severity": f["severity"], "items": []})
-        g["items"].append(f)
-    finding_groups = sorted(groups.values(), key=lambda g: (SEVERITY_ORDER[g["severity"]], -len(g["items"])))
-    for g in finding_groups:
-        g["folded"] = fold_hosts(f["host"] for f in g["items"])
-        g["count"] = len(g["items"])
-        g["more"] = max(0, g["count"] - ROWS_MAX)
-        g["items"] = g["items"][:ROWS_MAX]
+    finding_hosts = by_host(summary["findings"])
     audit = summary.get("audit")
     audited = audit_hosts(audit) if audit else []
     base = (audit or {}).get("baseline") or {}
@@ -255,7 +249,8 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
         "audit_no_baseline": fold_hosts(base.get("no_baseline", ())),
         "audit_absent": fold_hosts(base.get("absent", ())),
         "matrix_classes": classes[:MATRIX_CLASSES_MAX], "matrix_more": max(0, len(classes) - MATRIX_CLASSES_MAX),
-        "finding_groups": finding_groups, "unreachable": summary["unreachable"][:ROWS_MAX],
+        "finding_hosts": finding_hosts[:ROWS_MAX], "finding_hosts_more": max(0, len(finding_hosts) - ROWS_MAX),
+        "finding_titles": by_title(finding_hosts), "unreachable": summary["unreachable"][:ROWS_MAX],
         "unreachable_more": max(0, len(summary["unreachable"]) - ROWS_MAX),
         "unreachable_folded": fold_hosts(u["host"] for u in summary["unreachable"]),
         "excluded_folded": fold_hosts(e["host"] for e in summary["excluded"]),
@@ -271,24 +266,26 @@ def _tone(exit_code: int) -> str:
 
 
 def chart(fleet: Fleet, findings: Findings) -> dict:
-    """Bars of enforced power limit against the maximum, and SM clock against the maximum.
+    """Bars of enforced power limit against the maximum, and SM clock under load against the maximum.
 
     One bar per host up to CHART_HOSTS_MAX hosts, else one per comparability class (its lowest
-    limit, the median host's clock, and how many of its hosts have a HW slowdown).
+    limit, the median loaded host's clock, and how many of its hosts have a HW slowdown). An SM bar
+    is drawn only for a probe taken under --load: an idle GPU's clock says nothing about its speed
+    (an idle card at 345 MHz would look slower than a throttled one at 1035 MHz), so a host probed
+    idle gets "idle" and no bar.
     """
     per_host = _chart_per_host(fleet, findings)
     by_class = len(per_host) > CHART_HOSTS_MAX
     if by_class:
         rows = per_host[per_host["klass"].notna()].groupby("klass", sort=True).agg(
             power=("power", "min"), power_top=("power_top", "max"), default=("default", "max"),
-            power_max=("power_max", "max"), sm=("sm", "median"), sm_max=("sm_max", "max"),
-            idle=("idle", "mean"), slow_n=("slow", "sum"), n=("power", "size"))
-        rows["idle"] = rows["idle"] >= 0.5  # the median host's state
+            power_max=("power_max", "max"), sm=("sm_load", "median"), sm_read=("sm", "median"),
+            sm_max=("sm_max", "max"), slow_n=("slow", "sum"), n=("power", "size"))
         rows["slow"] = False  # the median clock is not a slowed one: a note counts the slowed hosts
-        rows["label"] = [f"class {c} ({n} hosts)" for c, n in zip(rows.index, rows["n"])]
+        rows["label"] = [f"class {c} ({plural(n, 'host')})" for c, n in zip(rows.index, rows["n"])]
         rows["klass"] = rows.index
     else:
-        rows = per_host.sort_index()
+        rows = per_host.sort_index().rename(columns={"sm": "sm_read", "sm_load": "sm"})
         rows["label"] = [str(h) for h in rows.index]
         rows["slow_n"] = rows["slow"].astype(int)
     # a fleet whose every power or clock value is unknown (null) still gets its chart, of empty bars
@@ -303,26 +300,26 @@ def chart(fleet: Fleet, findings: Findings) -> dict:
             "power_w": _pct(power, power_scale), "power_top_w": _pct(top, power_scale),
             "power_max_w": _pct(top_limit, power_scale), "default_x": _pct(default, power_scale),
             "capped": power is not None and default is not None and power < default,
-            "sm": _f(r.sm), "sm_max": _f(r.sm_max), "sm_w": _pct(_f(r.sm), sm_scale),
-            "sm_max_w": _pct(_f(r.sm_max), sm_scale), "idle": _flag(r.idle), "slow": _flag(r.slow),
+            "sm": _f(r.sm), "sm_read": _f(r.sm_read), "sm_max": _f(r.sm_max), "sm_w": _pct(_f(r.sm), sm_scale),
+            "sm_max_w": _pct(_f(r.sm_max), sm_scale), "loaded": _f(r.sm) is not None, "slow": _flag(r.slow),
             "note": (f"{int(r.slow_n)} with HW slowdown" if by_class else "HW slowdown") if _f(r.slow_n) else "",
         })
-    return {"by_class": by_class, "bars": bars, "height": 44 + 22 * len(bars)}
+    return {"by_class": by_class, "bars": bars, "height": 44 + 22 * len(bars),
+            "loaded": sum(b["loaded"] for b in bars)}
 
 
 def _chart_per_host(fleet: Fleet, findings: Findings) -> pd.DataFrame:
-    """Per host, over its selected GPUs: lowest and highest enforced limit, SM clock (the slowed GPU's
-    when a HW slowdown is active), idle, slowed, class."""
+    """Per host, over its selected GPUs: lowest and highest enforced limit, SM clock read at probe time
+    (the slowed GPU's when a HW slowdown is active), the lowest median SM clock under --load, slowed, class."""
     g = fleet.gpus[fleet.gpus["selected"].fillna(False).to_numpy()]
     slowed = g[["hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"]].fillna(False).any(axis=1)
     g = g.assign(slowed=slowed, sm_slowed=g["sm_mhz"].where(slowed))
     per_host = g.groupby("host", observed=True).agg(
         power=("power_enforced_w", "min"), power_top=("power_enforced_w", "max"),
         default=("power_default_w", "max"), power_max=("power_max_w", "max"), sm=("sm_mhz", "min"),
-        sm_slowed=("sm_slowed", "min"), sm_max=("sm_max_mhz", "max"), idle=("idle", "all"),
+        sm_slowed=("sm_slowed", "min"), sm_max=("sm_max_mhz", "max"), sm_load=("sm_load_mhz", "min"),
         slow=("slowed", "any"))
     per_host["sm"] = per_host["sm_slowed"].where(per_host["slow"], per_host["sm"])
-    per_host["idle"] = per_host["idle"].astype(bool)
     klass = findings.host_keys["comparability_class"]
     per_host["klass"] = klass.reindex(per_host.index.astype(str)).to_numpy()
     return per_host

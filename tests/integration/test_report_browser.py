@@ -51,7 +51,7 @@ def test_hostile_host_names_are_shown_as_text(rendered):
     assert "&lt;img src=x onerror=document.title='pwned'&gt;" in dom
     assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom
     # the process name holding a script is text too, in the foreign-process finding
-    assert "1 other process(es) on the GPUs: &lt;script&gt;document.title='pwned'&lt;/script&gt; (pid 4242" in dom
+    assert "1 other process on the GPUs: &lt;script&gt;document.title='pwned'&lt;/script&gt; (pid 4242" in dom
 
 
 def test_verdict_comes_first(rendered):
@@ -80,7 +80,7 @@ def test_hosts_kept_out_are_explicit_rows(rendered):
     for host, why in [("gpu42", "refused"), ("gpu43", "timeout"), ("gpu44", "host_key_changed"),
                       ("gpu25", "device_mask"), ("gpu26", "framework")]:
         assert re.search(rf'<td class="mono">{host}</td><td><span class="badge b-\w+">{why}</span>', dom), host
-    assert "HW thermal slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)" in dom
+    assert "GPU 5: hw_slowdown, hw_thermal_slowdown active (SM 1125 of 1980 MHz)" in dom  # one finding per contract
 
 
 def test_per_host_contract_chain_is_collapsible(rendered):

@@ -35,7 +35,38 @@ def test_readme_starts_with_the_demo_and_the_test_command():
     assert "pytest" in lines[1]
 
 
+def readme_commands() -> list[str]:
+    """The README's two commands, as a user copies them."""
+    return [l for l in first_block().splitlines() if l and not l.startswith("#")]
+
+
 def test_ci_runs_the_readmes_test_command_verbatim():
-    test_command = first_block().splitlines()
-    pytest_cmd = [l for l in test_command if "pytest" in l][0].split("&& ")[-1].strip()
-    assert pytest_cmd in (ROOT / ".ci" / "run").read_text().splitlines()
+    """.ci/run is command 2: the same line (packages, --no-install-recommends, mkdir -p /run/sshd, the
+    test extra, pytest), run as a command, not quoted in a comment."""
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    command = readme_commands()[1]
+    executed = [l for l in ci if l.strip() and not l.lstrip().startswith("#")]
+    assert command in executed, f".ci/run does not run the README's command 2:\n{command}"
+    installs = [l for l in executed if "apt-get install" in l or "pip install" in l]
+    assert installs == [command], "everything .ci/run installs must be in the README's command 2"
+
+
+def test_readme_commands_install_without_recommends():
+    for command in readme_commands():
+        for part in command.split("&&"):
+            if "apt-get install" in part:
+                assert "--no-install-recommends" in part.split(), part
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "tools").glob("*_*.sh")
+                                           if p.name != "screenshot_demo.sh"))
+def test_recording_scripts_take_an_output_folder_and_no_lab_settings(script):
+    """A contributor with a GPU of their own re-records a fixture with `tools/SCRIPT OUTDIR`."""
+    import subprocess
+
+    path = ROOT / "tools" / script
+    text = path.read_text()
+    assert f"#   tools/{script} OUTDIR" in text
+    assert not re.search(r"\$\{?OUT\b|NCCL_|build/agent", text), "an environment variable or path of one lab"
+    proc = subprocess.run(["bash", str(path)], capture_output=True, text=True, timeout=30)
+    assert proc.returncode != 0 and f"usage: tools/{script} OUTDIR" in proc.stderr

@@ -119,7 +119,7 @@ def test_sweep_diff_of_two_runs_is_exactly_the_foreign_process(tmp_path, capsys)
     assert [p["pid"] for p in b["verdict"]["other_processes"]] == [FOREIGN_PID]
     seen = b["verdict"]["other_processes"][0]
     assert seen["present_before"] and seen["present_after"] and seen["samples_seen"] == len(b["samples"])
-    assert "1 other process(es) on the GPUs: python3 train.py (pid 48213)" in b["verdict"]["summary"]
+    assert "1 other process on the GPUs: python3 train.py (pid 48213)" in b["verdict"]["summary"]
 
     assert sweep_main(["diff", str(tmp_path / "a" / "provenance.json"), str(tmp_path / "b" / "provenance.json"),
                        "--json"]) == 0

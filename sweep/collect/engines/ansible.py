@@ -29,6 +29,7 @@ from typing import Any
 
 from sweep.collect.engines.base import Engine, EngineError, failed, judged, tail
 from sweep.collect.ssh.prober import FAST_KEX, SSHOptions
+from sweep.text import plural
 
 CALLBACKS = Path(__file__).with_name("ansible_callbacks")
 # the host's interpreter, as sweep reads it (sweep.inventory.model): "auto*" and unset mean python3
@@ -143,7 +144,7 @@ class AnsibleEngine(Engine):
             said = tail(stderr, 600).strip() or tail("\n".join(noise), 600).strip() or "nothing"
             missing = sorted(by_name)
             raise EngineError(
-                f"ansible exited {code} without a result for {len(missing)} host(s) "
+                f"ansible exited {code} without a result for {plural(len(missing), 'host')} "
                 f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); it said: {said}",
                 fix="run the same inventory with `ansible all -i INVENTORY -m ping` to see why; "
                     "the records written so far are kept (sweep run --resume RUN_DIR)")
