@@ -1,4 +1,4 @@
-"""One `sweep run`: inventory -> hosts -> fan-out -> one record per host on disk -> manifest.
+"""One `sweep run`: resolve the hosts, open the run folder, collect one record per host, finish the manifest.
 
 No terminal code here: `progress` is a callback, and the outcome is a `RunResult` whose
 `exit_code` the CLI returns (0 every host swept, 1 some host failed or has no record,
@@ -7,24 +7,30 @@ No terminal code here: `progress` is a callback, and the outcome is a `RunResult
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from sweep import exitcodes
-import sweep
-from sweep.errors import ConfigError, InventoryError, RunFolderError
-from sweep.collect.fanout import FanOut
 from sweep.collect.engines import create_engine
 from sweep.collect.engines.base import Engine, EngineError, EngineJob
-from sweep.inventory.model import Host, Inventory, load_inventory
 from sweep.collect.shard import select_shard
-from sweep.store import RECORD_VERSION, RUN_FORMAT, RunFolder, default_run_dir, iso, utc_now
-from sweep.collect.ssh.prober import FAILURE_CLASSES, KeyFileError, Outcome, Prober, SSHOptions, load_private_key
+from sweep.collect.ssh.prober import (FAILURE_CLASSES, KeyFileEncrypted, KeyFileError, KeyFileMissing,
+                                      KeyFileWrongPassphrase, Outcome, SSHOptions, load_private_key)
+from sweep.errors import ConfigError, InventoryError, RunFolderError
+from sweep.inventory.model import Host, Inventory, load_inventory
+from sweep.store import RECORD_VERSION, RunFolder, default_run_dir, iso, new_manifest
 
 DEFAULTS = SSHOptions()
 PASSPHRASE_ENV = "SWEEP_KEY_PASSPHRASE"  # the passphrase of encrypted key files; never recorded
 _RECORD_STDERR = 4096  # bytes of stderr kept in a record (the tail)
+# what to do about a key file that cannot be used, by why (KeyFileError's class)
+_KEY_FIXES = {
+    KeyFileMissing: "fix ansible_ssh_private_key_file in the inventory, or create the key (ssh-keygen) and install it",
+    KeyFileEncrypted: "set SWEEP_KEY_PASSPHRASE, or load the key into ssh-agent",
+    KeyFileWrongPassphrase: "set SWEEP_KEY_PASSPHRASE to the key's passphrase",
+    KeyFileError: "fix ansible_ssh_private_key_file in the inventory, or the key file",
+}
 
 
 @dataclass(frozen=True)
@@ -99,147 +105,160 @@ def run_sweep(
     undecryptable key is a ConfigError that names the host and the file.
 
     `engine` runs the agent through "ssh" (sweep's own transport), "ansible" or "slurm", or an
-    engine object (`sweep.collect.engines.base`); the records are the same. `shard` (i, n) sweeps only the i-th
-    of n shares of the selected hosts (`sweep.collect.shard`).
+    engine object (`sweep.collect.engines.base.Engine`); the records are the same. `shard` (i, n)
+    sweeps only the i-th of n shares of the selected hosts (`sweep.collect.shard`).
     """
+    flags = {"connect_timeout": connect_timeout, "host_deadline": host_deadline, "retries": retries}
+    _check_options(forks, resume, limit, flags)
+    options = _ssh_options(known_hosts, accept_new_host_keys, ssh_config, allow_agent, look_for_keys, key_passphrase)
+    agent_args = _agent_args(agent_args, host_deadline)
+    runner = create_engine(engine) if isinstance(engine, str) else engine
+    if resume is not None:  # 1. resolve the hosts, 2. open the run folder
+        folder, manifest, inventory, hosts = _reopen(resume, inventory_path, loader, runner, options)
+    else:
+        inventory = _inventory(inventory_path, loader, runner)
+        hosts = inventory.select(limit) if shard is None else select_shard(inventory.select(limit), *shard, by=shard_by)
+        _check_key_files(hosts, inventory.path, options.key_passphrase, allow_agent)
+        folder = RunFolder.create(out if out is not None else default_run_dir(inventory.path, reports_dir))
+        manifest = new_manifest(inventory.path, inventory.snapshot(), [host.name for host in hosts], {
+            "limit": limit, "forks": forks, "accept_new_host_keys": accept_new_host_keys,
+            "known_hosts": list(options.known_hosts[:-1]), **flags, "agent_args": agent_args,
+            "loader": loader, "engine": runner.name,
+            "shard": None if shard is None else {"index": shard[0], "count": shard[1], "by": shard_by}})
+    done = folder.read_records() if resume is not None else {}
+    tally = _Tally(hosts, done, set(manifest["hosts"]), progress)  # 3. collect, 4. finish
+    tally.session = folder.begin_session(manifest)
+    job = EngineJob(payload=payload if payload is not None else _bundle(), agent_args=tuple(agent_args),
+                    forks=forks, options=options, inventory_path=inventory.path, flags=flags)
+    state = _collect(runner.bind(job), [host for host in hosts if host.name not in done], folder, manifest, tally)
+    folder.end_session(manifest, tally.session, state, tally.counts(len(manifest["hosts"])))
+    return tally.result(folder.path, state)
+
+
+def _ssh_options(known_hosts, accept_new_host_keys: bool, ssh_config: str | None, allow_agent: bool,
+                 look_for_keys: bool, key_passphrase: str | None) -> SSHOptions:
+    """The run's SSH options: extra known_hosts files first; the passphrase from the environment if not given."""
+    extra = [known_hosts] if isinstance(known_hosts, (str, Path)) else list(known_hosts or [])
+    if key_passphrase is None:
+        key_passphrase = os.environ.get(PASSPHRASE_ENV) or None
+    return SSHOptions(known_hosts=(*(str(p) for p in extra), "~/.ssh/known_hosts"),
+                      accept_new_host_keys=accept_new_host_keys, ssh_config=ssh_config, allow_agent=allow_agent,
+                      look_for_keys=look_for_keys, key_passphrase=key_passphrase)
+
+
+def _reopen(resume: str | Path, inventory_path: str | Path | None, loader: str, runner: Engine,
+            options: SSHOptions) -> tuple[RunFolder, dict, Inventory, list[Host]]:
+    """An interrupted run's folder, manifest, inventory and hosts (as the inventory describes them now)."""
+    folder = RunFolder.open(resume)
+    manifest = folder.read_manifest()
+    inventory = _inventory(inventory_path or manifest["inventory"]["path"], loader, runner)
+    by_name = {host.name: host for host in inventory.hosts}
+    names = list(manifest.get("hosts") or [])
+    gone = [name for name in names if name not in by_name]
+    if gone:
+        raise InventoryError(
+            f"{len(gone)} host(s) of the run are no longer in the inventory: {', '.join(gone[:5])}",
+            where=str(inventory.path), fix="resume with the inventory the run started from")
+    hosts = [by_name[name] for name in names]
+    _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
+    return folder, manifest, inventory, hosts
+
+
+class _Tally:
+    """The hosts' states as records arrive: the progress callback's figures and the RunResult."""
+
+    def __init__(self, hosts: list[Host], done: dict[str, dict], listed: set[str],
+                 progress: Callable[[RunProgress], None] | None):
+        self.total, self.resumed, self.progress = len(hosts), len(done), progress
+        self.status = {name: (rec.get("status"), (rec.get("failure") or {}).get("class"))
+                       for name, rec in done.items() if name in listed}
+        self.failures: list[tuple[str, str, str]] = []
+        self.session: dict = {}
+
+    @property
+    def ok(self) -> int:
+        return sum(1 for s, _ in self.status.values() if s == "ok")
+
+    def add(self, outcome: Outcome) -> None:
+        self.status[outcome.host.name] = (outcome.status, outcome.failure_class)
+        self.session["hosts_swept"] += 1
+        if outcome.status == "failed":
+            self.failures.append((outcome.host.name, outcome.failure_class, outcome.message))
+        self.report(outcome)
+
+    def report(self, last: Outcome | None) -> None:
+        if self.progress is not None:
+            ok = self.ok
+            self.progress(RunProgress(total=self.total, ok=ok, failed=len(self.status) - ok,
+                                      pending=self.total - len(self.status), last=last))
+
+    def counts(self, listed: int) -> dict[str, int]:
+        ok = self.ok
+        return {"total": listed, "ok": ok, "failed": len(self.status) - ok, "pending": listed - len(self.status)}
+
+    def result(self, run_dir: Path, state: str) -> RunResult:
+        by_class = {cls: 0 for cls in FAILURE_CLASSES}
+        for s, cls in self.status.values():
+            if s == "failed" and cls in by_class:
+                by_class[cls] += 1
+        ok = self.ok
+        return RunResult(
+            run_dir=run_dir, state=state, total=self.total, ok=ok, failed=len(self.status) - ok,
+            pending=self.total - len(self.status), resumed=self.resumed,
+            by_class={cls: n for cls, n in by_class.items() if n}, failures=tuple(self.failures))
+
+
+def _collect(runner: Engine, todo: list[Host], folder: RunFolder, manifest: dict, tally: _Tally) -> str:
+    """Run the engine over `todo`, writing each host's record as it arrives; the run's state at the end."""
+
+    def record(outcome: Outcome) -> None:
+        if outcome.status != "interrupted":
+            folder.write_record(_record(outcome))
+            tally.add(outcome)
+
+    tally.report(None)
+    try:
+        try:
+            for _, outcome in runner.run(todo):
+                record(outcome)
+        except KeyboardInterrupt:
+            runner.stop()
+            for _, outcome in runner.drain(timeout=10.0):
+                record(outcome)
+            return "interrupted"
+    except (RunFolderError, EngineError):
+        runner.stop()
+        runner.drain(timeout=5.0)
+        folder.end_session(manifest, tally.session, "interrupted", tally.counts(len(manifest["hosts"])), quiet=True)
+        raise
+    return "complete"
+
+
+def _check_options(forks: int, resume: Any, limit: str | None, flags: dict[str, Any]) -> None:
     if forks < 1:
         raise ConfigError(f"--forks is {forks}; it must be 1 or more", fix="pass --forks 32, say")
     if resume is not None and limit:
         raise ConfigError("--limit cannot be used with --resume: the run folder fixes its hosts",
                           fix="drop --limit, or start a new run")
-    extra = [known_hosts] if isinstance(known_hosts, (str, Path)) else list(known_hosts or [])
-    if key_passphrase is None:
-        key_passphrase = os.environ.get(PASSPHRASE_ENV) or None
-    options = SSHOptions(
-        known_hosts=(*(str(p) for p in extra), "~/.ssh/known_hosts"),
-        accept_new_host_keys=accept_new_host_keys, ssh_config=ssh_config,
-        allow_agent=allow_agent, look_for_keys=look_for_keys, key_passphrase=key_passphrase,
-    )
-    flags = {"connect_timeout": connect_timeout, "host_deadline": host_deadline, "retries": retries}
     for key, value in flags.items():
         if value is not None and value <= 0:
             raise ConfigError(f"--{key.replace('_', '-')} is {value}; it must be above 0")
+
+
+def _agent_args(agent_args: Sequence[str], host_deadline: float | None) -> list[str]:
     agent_args = list(agent_args)
     deadline_flag = host_deadline or DEFAULTS.host_deadline
     if "--deadline" not in agent_args and deadline_flag < 50:
         # the agent emits what it has read at its own deadline, before ours cuts the session
         agent_args += ["--deadline", f"{max(1.0, deadline_flag * 0.6):g}"]
+    return agent_args
 
-    runner = None if engine == "ssh" else (create_engine(engine) if isinstance(engine, str) else engine)
-    engine_name = "ssh" if runner is None else runner.name
-    if resume is not None:
-        folder = RunFolder.open(resume)
-        manifest = folder.read_manifest()
-        inventory = _inventory(inventory_path or manifest["inventory"]["path"], loader, runner)
-        by_name = {host.name: host for host in inventory.hosts}
-        names = list(manifest.get("hosts") or [])
-        gone = [name for name in names if name not in by_name]
-        if gone:
-            raise InventoryError(
-                f"{len(gone)} host(s) of the run are no longer in the inventory: {', '.join(gone[:5])}",
-                where=str(inventory.path), fix="resume with the inventory the run started from")
-        hosts = [by_name[name] for name in names]
-        _check_key_files(hosts, inventory.path, key_passphrase, allow_agent)
-        done = folder.read_records()
-    else:
-        inventory = _inventory(inventory_path, loader, runner)
-        hosts = inventory.select(limit)
-        if shard is not None:
-            hosts = select_shard(hosts, *shard, by=shard_by)
-        _check_key_files(hosts, inventory.path, key_passphrase, allow_agent)
-        folder = RunFolder.create(out if out is not None else default_run_dir(inventory.path, reports_dir))
-        manifest = {
-            "format": RUN_FORMAT,
-            "record_version": RECORD_VERSION,
-            "sweep_version": sweep.__version__,
-            "inventory": {"path": str(Path(inventory.path).resolve()), "snapshot": inventory.snapshot()},
-            "options": {
-                "limit": limit, "forks": forks, "accept_new_host_keys": accept_new_host_keys,
-                "known_hosts": [str(p) for p in extra], "connect_timeout": connect_timeout,
-                "host_deadline": host_deadline, "retries": retries, "agent_args": agent_args,
-                "loader": loader, "engine": engine_name,
-                "shard": None if shard is None else {"index": shard[0], "count": shard[1], "by": shard_by},
-            },
-            "started_at": utc_now(),
-            "ended_at": None,
-            "state": "running",
-            "hosts": [host.name for host in hosts],
-            "sessions": [],
-        }
-        done = {}
-    session = {"started_at": utc_now(), "ended_at": None, "state": "running", "hosts_swept": 0}
-    manifest["sessions"].append(session)
-    manifest["state"], manifest["ended_at"] = "running", None
-    folder.write_manifest(manifest)
-
-    todo = [host for host in hosts if host.name not in done]
-    listed = set(manifest["hosts"])
-    status = {name: (rec.get("status"), (rec.get("failure") or {}).get("class")) for name, rec in done.items()
-              if name in listed}
-    failures: list[tuple[str, str, str]] = []
-    agent = payload if payload is not None else _bundle()
-    if runner is None:
-        prober = Prober(agent, agent_args, options)
-
-        def probe(host: Host) -> Outcome:
-            return prober.probe(_with_flags(host, flags))
-
-    def report(last: Outcome | None) -> None:
-        if progress is not None:
-            ok = sum(1 for s, _ in status.values() if s == "ok")
-            progress(RunProgress(total=len(hosts), ok=ok, failed=len(status) - ok,
-                                 pending=len(hosts) - len(status), last=last))
-
-    def record(outcome: Outcome) -> None:
-        folder.write_record(_record(outcome))
-        status[outcome.host.name] = (outcome.status, outcome.failure_class)
-        session["hosts_swept"] += 1
-        if outcome.status == "failed":
-            failures.append((outcome.host.name, outcome.failure_class, outcome.message))
-        report(outcome)
-
-    report(None)
-    if runner is None:
-        fan = FanOut(probe, forks=forks, on_stop=prober.stop)
-    else:
-        given = {key: value for key, value in flags.items() if value is not None and key != "retries"}
-        fan = runner.bind(EngineJob(payload=agent, agent_args=tuple(agent_args), forks=forks,
-                                    options=replace(options, **given), inventory_path=inventory.path))
-    state = "complete"
-    try:
-        try:
-            for _, outcome in fan.run(todo):
-                if outcome.status != "interrupted":
-                    record(outcome)
-        except KeyboardInterrupt:
-            state = "interrupted"
-            fan.stop()
-            for _, outcome in fan.drain(timeout=10.0):
-                if outcome.status != "interrupted":
-                    record(outcome)
-    except (RunFolderError, EngineError):
-        fan.stop()
-        fan.drain(timeout=5.0)
-        _finish(folder, manifest, session, "interrupted", status, quiet=True)
-        raise
-    _finish(folder, manifest, session, state, status)
-
-    by_class = {cls: 0 for cls in FAILURE_CLASSES}
-    for s, cls in status.values():
-        if s == "failed" and cls in by_class:
-            by_class[cls] += 1
-    ok = sum(1 for s, _ in status.values() if s == "ok")
-    return RunResult(
-        run_dir=folder.path, state=state, total=len(hosts), ok=ok, failed=len(status) - ok,
-        pending=len(hosts) - len(status), resumed=len(done),
-        by_class={cls: n for cls, n in by_class.items() if n}, failures=tuple(failures),
-    )
 
 
 def _check_key_files(hosts: Sequence[Host], inventory: Path, passphrase: str | None, allow_agent: bool) -> None:
     """Fail before connecting anywhere when a host's key file is missing or cannot be used."""
-    checked: dict[str, str | None] = {}
-    bad: list[tuple[Host, str]] = []
+    checked: dict[str, KeyFileError | None] = {}
+    bad: list[tuple[Host, KeyFileError]] = []
     for host in hosts:
         if not host.key_file:
             continue
@@ -250,26 +269,19 @@ def _check_key_files(hosts: Sequence[Host], inventory: Path, passphrase: str | N
             except KeyFileError as problem:
                 agent = allow_agent and os.environ.get("SSH_AUTH_SOCK")
                 # an encrypted key may be loaded in ssh-agent, which paramiko asks first
-                checked[host.key_file] = None if agent and "no passphrase" in str(problem) else str(problem)
+                checked[host.key_file] = None if agent and isinstance(problem, KeyFileEncrypted) else problem
         if checked[host.key_file] is not None:
             bad.append((host, checked[host.key_file]))
     if not bad:
         return
     host, problem = bad[0]
     others = f" (and {len(bad) - 1} more host(s))" if len(bad) > 1 else ""
-    if problem == "does not exist":
-        fix = "fix ansible_ssh_private_key_file in the inventory, or create the key (ssh-keygen) and install it"
-    elif "no passphrase" in problem:
-        problem, fix = problem.partition(": ")[0], "set SWEEP_KEY_PASSPHRASE, or load the key into ssh-agent"
-    elif "SWEEP_KEY_PASSPHRASE" in problem:
-        fix = "set SWEEP_KEY_PASSPHRASE to the key's passphrase"
-    else:
-        fix = "fix ansible_ssh_private_key_file in the inventory, or the key file"
-    raise ConfigError(f"{host.name}{others}: private key file {host.key_file} {problem}",
-                      where=str(inventory), fix=fix)
+    text = "is encrypted and no passphrase was given" if isinstance(problem, KeyFileEncrypted) else str(problem)
+    raise ConfigError(f"{host.name}{others}: private key file {host.key_file} {text}",
+                      where=str(inventory), fix=_KEY_FIXES[type(problem)])
 
 
-def _inventory(path: str | Path | None, loader: str, runner: "Engine | None") -> Inventory:
+def _inventory(path: str | Path | None, loader: str, runner: Engine) -> Inventory:
     """The inventory file, or (engines that list their own nodes, as slurm) the engine's hosts."""
     own = getattr(runner, "inventory", None)
     if own is not None and (path is None or Path(path).name.startswith(getattr(runner, "SOURCE", "\0"))):
@@ -283,17 +295,6 @@ def _bundle() -> bytes:
     from sweep.collect.bundle import bundle_bytes
 
     return bundle_bytes()
-
-
-def _with_flags(host: Host, flags: dict[str, Any]) -> Host:
-    """The host with command-line timeouts laid over its sweep_* settings (flags win)."""
-    given = {key: value for key, value in flags.items() if value is not None}
-    if not given:
-        return host
-    from dataclasses import replace
-    from types import MappingProxyType
-
-    return replace(host, settings=MappingProxyType({**dict(host.settings or {}), **given}))
 
 
 def _record(outcome: Outcome) -> dict:
@@ -316,18 +317,3 @@ def _record(outcome: Outcome) -> dict:
         "stderr": outcome.stderr[-_RECORD_STDERR:] if outcome.stderr else "",
         "health": outcome.health,
     }
-
-
-def _finish(folder: RunFolder, manifest: dict, session: dict, state: str, status: dict,
-            quiet: bool = False) -> None:
-    now = utc_now()
-    session["ended_at"], session["state"] = now, state
-    ok = sum(1 for s, _ in status.values() if s == "ok")
-    manifest.update(state=state, ended_at=now, counts={
-        "total": len(manifest["hosts"]), "ok": ok, "failed": len(status) - ok,
-        "pending": len(manifest["hosts"]) - len(status)})
-    try:
-        folder.write_manifest(manifest)
-    except RunFolderError:
-        if not quiet:
-            raise
