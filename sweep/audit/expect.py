@@ -297,8 +297,6 @@ def resolve(exp: Expectations, host: str, groups=(), model: str | None = None) -
     return {k: v for k, v in out.items() if v.value is not None}
 
 
-
-
 def _gpus_text(idx) -> str:
     return f"GPU{'s' if len(idx) > 1 else ''} {fold_numbers(idx)}"
 
@@ -334,12 +332,19 @@ def evaluate_expectations(records, expectations: Expectations) -> list[Violation
 
 def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Violation]:
     out: list[Violation] = []
-    rules = resolve(exp, host, groups)
-    driver = health.get("driver") or {}
 
     def add(rule, expected, actual, text, fix, where):
         out.append(Violation(host, rule, expected, actual, f"{host}: {text}; expected {fix[0]} ({where}); {fix[1]}"))
 
+    _judge_driver(resolve(exp, host, groups), health, add)
+    summary = {e.get("gpu"): e for e in ((health.get("load") or {}).get("summary") or []) if isinstance(e, dict)}
+    _judge_gpus(_gpu_checks(host, groups, health, exp, summary), summary, add)
+    return out
+
+
+def _judge_driver(rules: dict[str, Setting], health: dict, add) -> None:
+    """The host-wide rules: driver, CUDA driver, GPU count, worst link."""
+    driver = health.get("driver") or {}
     s = rules.get("driver")
     if s and driver.get("version") is not None and not any(fnmatch.fnmatchcase(driver["version"], p) for p in s.value):
         add("driver", s.value, driver["version"], f"driver {driver['version']} is not approved",
@@ -360,8 +365,10 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
         add("worst_link", s.value, link, f"the worst GPU-to-GPU link is {link}",
             (_one_of(s.value), "check NVLink / NVSwitch (nvidia-smi topo -m, nvidia-smi nvlink -s)"), s.where)
 
+
+def _gpu_checks(host: str, groups, health: dict, exp: Expectations, summary: dict) -> dict[tuple, list]:
+    """(rule, expected, actual, where) -> [expected, actual, [GPU indices]] for every GPU off a rule."""
     per_gpu: dict[tuple, list] = {}  # (rule, expected, actual, where) -> [gpu index]
-    summary = {e.get("gpu"): e for e in ((health.get("load") or {}).get("summary") or []) if isinstance(e, dict)}
     for g in health.get("gpus") or []:
         idx = g.get("index")
         grules = resolve(exp, host, groups, g.get("name"))
@@ -394,7 +401,11 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
         for rule, actual in checks:
             s = grules[rule]
             per_gpu.setdefault((rule, _key(s.value), _key(actual), s.where), [s.value, actual, []])[2].append(idx)
+    return per_gpu
 
+
+def _judge_gpus(per_gpu: dict[tuple, list], summary: dict, add) -> None:
+    """One violation per rule, expected and actual value, naming the GPUs it holds for."""
     for (rule, _, _, where), (expected, actual, idx) in per_gpu.items():
         on = _gpus_text(idx)
         if rule == "power_limit_w":
@@ -423,7 +434,6 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
         elif rule == "gpu_model":
             add(rule, expected, actual, f"{actual} on {on}", (_one_of(expected), "check the host's hardware "
                                                                                 "or its group"), where)
-    return out
 
 
 def _key(v: Any) -> str:

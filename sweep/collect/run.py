@@ -96,43 +96,44 @@ def run_sweep(
 ) -> RunResult:
     """Sweep the hosts of an inventory (or finish the run folder `resume`) and record each one.
 
-    Timeouts and retries given here win over a host's ``sweep_connect_timeout``,
-    ``sweep_host_deadline`` and ``sweep_retries``; those win over the defaults (10 s, 120 s, 3).
-    `known_hosts` files are read before ``~/.ssh/known_hosts``, and accepted new keys go to the
-    first of them. `payload` replaces the agent bundle (tests). `key_passphrase` (default: the
-    environment's SWEEP_KEY_PASSPHRASE) decrypts encrypted key files; it is written nowhere.
-    Every host's key file is read before any host is connected: a missing, unreadable or
-    undecryptable key is a ConfigError that names the host and the file.
-
-    `engine` runs the agent through "ssh" (sweep's own transport), "ansible" or "slurm", or an
-    engine object (`sweep.collect.engines.base.Engine`); the records are the same. `shard` (i, n)
-    sweeps only the i-th of n shares of the selected hosts (`sweep.collect.shard`).
+    Timeouts and retries given here win over a host's ``sweep_connect_timeout``, ``sweep_host_deadline``
+    and ``sweep_retries``; those win over the defaults (10 s, 120 s, 3). `known_hosts` files are read
+    before ``~/.ssh/known_hosts``, and accepted new keys go to the first of them. `payload` replaces the
+    agent bundle (tests). `key_passphrase` (default: the environment's SWEEP_KEY_PASSPHRASE) decrypts
+    encrypted key files; it is written nowhere. Every host's key file is read before any host is
+    connected: a missing, unreadable or undecryptable key is a ConfigError naming the host and the file.
+    `engine` runs the agent through "ssh" (sweep's own transport), "ansible" or "slurm", or an engine
+    object (`sweep.collect.engines.base.Engine`); the records are the same. `shard` (i, n) sweeps only
+    the i-th of n shares of the selected hosts (`sweep.collect.shard`).
     """
     flags = {"connect_timeout": connect_timeout, "host_deadline": host_deadline, "retries": retries}
     _check_options(forks, resume, limit, flags)
     options = _ssh_options(known_hosts, accept_new_host_keys, ssh_config, allow_agent, look_for_keys, key_passphrase)
     agent_args = _agent_args(agent_args, host_deadline)
     runner = create_engine(engine) if isinstance(engine, str) else engine
-    if resume is not None:  # 1. resolve the hosts, 2. open the run folder
+    if resume is not None:  # 1. resolve the hosts, 2. open the run folder; 3. collect, 4. finish below
         folder, manifest, inventory, hosts = _reopen(resume, inventory_path, loader, runner, options)
     else:
         inventory = _inventory(inventory_path, loader, runner)
-        hosts = inventory.select(limit) if shard is None else select_shard(inventory.select(limit), *shard, by=shard_by)
-        _check_key_files(hosts, inventory.path, options.key_passphrase, allow_agent)
+        hosts = _select(inventory, limit, shard, shard_by, options)
         folder = RunFolder.create(out if out is not None else default_run_dir(inventory.path, reports_dir))
-        manifest = new_manifest(inventory.path, inventory.snapshot(), [host.name for host in hosts], {
-            "limit": limit, "forks": forks, "accept_new_host_keys": accept_new_host_keys,
-            "known_hosts": list(options.known_hosts[:-1]), **flags, "agent_args": agent_args,
-            "loader": loader, "engine": runner.name,
-            "shard": None if shard is None else {"index": shard[0], "count": shard[1], "by": shard_by}})
+        manifest = new_manifest(inventory.path, inventory.snapshot(), [host.name for host in hosts], _run_options(
+            limit, forks, options, flags, agent_args, loader, runner.name, shard, shard_by))
     done = folder.read_records() if resume is not None else {}
-    tally = _Tally(hosts, done, set(manifest["hosts"]), progress)  # 3. collect, 4. finish
-    tally.session = folder.begin_session(manifest)
+    tally = _Tally(hosts, done, set(manifest["hosts"]), progress, folder.begin_session(manifest))
     job = EngineJob(payload=payload if payload is not None else _bundle(), agent_args=tuple(agent_args),
                     forks=forks, options=options, inventory_path=inventory.path, flags=flags)
     state = _collect(runner.bind(job), [host for host in hosts if host.name not in done], folder, manifest, tally)
     folder.end_session(manifest, tally.session, state, tally.counts(len(manifest["hosts"])))
     return tally.result(folder.path, state)
+
+
+def _run_options(limit, forks, options: SSHOptions, flags, agent_args, loader, engine, shard, shard_by) -> dict:
+    """The options of a new run, as its manifest keeps them."""
+    return {"limit": limit, "forks": forks, "accept_new_host_keys": options.accept_new_host_keys,
+            "known_hosts": list(options.known_hosts[:-1]), **flags, "agent_args": agent_args,
+            "loader": loader, "engine": engine,
+            "shard": None if shard is None else {"index": shard[0], "count": shard[1], "by": shard_by}}
 
 
 def _ssh_options(known_hosts, accept_new_host_keys: bool, ssh_config: str | None, allow_agent: bool,
@@ -144,6 +145,16 @@ def _ssh_options(known_hosts, accept_new_host_keys: bool, ssh_config: str | None
     return SSHOptions(known_hosts=(*(str(p) for p in extra), "~/.ssh/known_hosts"),
                       accept_new_host_keys=accept_new_host_keys, ssh_config=ssh_config, allow_agent=allow_agent,
                       look_for_keys=look_for_keys, key_passphrase=key_passphrase)
+
+
+def _select(inventory: Inventory, limit: str | None, shard: tuple[int, int] | None, shard_by: str,
+            options: SSHOptions) -> list[Host]:
+    """The hosts a new run sweeps (--limit, then --shard), their key files checked."""
+    hosts = inventory.select(limit)
+    if shard is not None:
+        hosts = select_shard(hosts, *shard, by=shard_by)
+    _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
+    return hosts
 
 
 def _reopen(resume: str | Path, inventory_path: str | Path | None, loader: str, runner: Engine,
@@ -168,12 +179,12 @@ class _Tally:
     """The hosts' states as records arrive: the progress callback's figures and the RunResult."""
 
     def __init__(self, hosts: list[Host], done: dict[str, dict], listed: set[str],
-                 progress: Callable[[RunProgress], None] | None):
+                 progress: Callable[[RunProgress], None] | None, session: dict):
         self.total, self.resumed, self.progress = len(hosts), len(done), progress
         self.status = {name: (rec.get("status"), (rec.get("failure") or {}).get("class"))
                        for name, rec in done.items() if name in listed}
         self.failures: list[tuple[str, str, str]] = []
-        self.session: dict = {}
+        self.session = session  # the manifest's entry for this session (its hosts_swept is counted here)
 
     @property
     def ok(self) -> int:
@@ -252,7 +263,6 @@ def _agent_args(agent_args: Sequence[str], host_deadline: float | None) -> list[
         # the agent emits what it has read at its own deadline, before ours cuts the session
         agent_args += ["--deadline", f"{max(1.0, deadline_flag * 0.6):g}"]
     return agent_args
-
 
 
 def _check_key_files(hosts: Sequence[Host], inventory: Path, passphrase: str | None, allow_agent: bool) -> None:

@@ -75,7 +75,6 @@ def expand_host_range(pattern: str, where: str | None = None) -> list[str]:
     return [name for value in values for name in expand_host_range(head + value + tail, where)]
 
 
-
 _HOST_PORT = (re.compile(r"^\[(.+)\]:([0-9]+)$"), re.compile(r"^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$"))
 
 
@@ -87,7 +86,6 @@ def _host_pattern(pattern: str, where: str) -> tuple[list[str], int | None]:
     else:
         port = None
     return expand_host_range(pattern, where), port
-
 
 
 # --- the group graph ----------------------------------------------------------------------------
@@ -380,8 +378,6 @@ def _ini_coerce(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", "surrogateescape")
     return value
-
-
 
 
 def value_kind(value: Any) -> str:

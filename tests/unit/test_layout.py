@@ -59,3 +59,13 @@ def test_every_module_starts_with_a_docstring():
     missing = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "sweep").rglob("*.py"))
                if not ast.get_docstring(ast.parse(p.read_text()))]
     assert not missing
+
+
+def test_every_function_fits_one_screen():
+    """No function over 60 lines: a long `if` ladder of knowledge is a table (analysis/impact.py)."""
+    long = []
+    for path in sorted((ROOT / "sweep").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1})")
+    assert not long

@@ -50,7 +50,6 @@ class EngineJob:
         return {k: v for k, v in self.flags.items() if v is not None and (retries or k != "retries")}
 
 
-
 def judged(host: Any, started: float, out: bytes, exit_status: int | None, stderr: str) -> Outcome:
     """The Outcome of one host from the agent's stdout and exit status, judged as the SSH engine does."""
     outcome = Outcome(host=host, status="ok", attempts=1, started_at=started, ended_at=time.time(),
