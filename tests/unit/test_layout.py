@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from helpers import require
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("sweep", "probe_agent")
@@ -16,11 +16,7 @@ def _tool(name: str) -> str:
     """The console script `name` beside this python, else on PATH; missing: skip here, fail under CI."""
     beside = Path(sys.executable).with_name(name)
     found = str(beside) if beside.is_file() else shutil.which(name)
-    if found is None:
-        message = f"{name} is not installed (pip install -e '.[test]')"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require(found is not None, f"{name} is not installed (pip install -e '.[test]')")
     return found
 
 
