@@ -44,6 +44,7 @@ import time
 
 from probe_agent import AGENT_VERSION
 from probe_agent.collect import Reader, read_processes
+from probe_agent.probe import run_probe, write_atomic
 
 PROVENANCE_SCHEMA_VERSION = "1.0"
 # Fields compared between the probe before and the probe after the command, per GPU.
@@ -69,22 +70,6 @@ def split_command(argv):
 def usage_error(message):
     sys.stderr.write("sweep-agent: %s\n" % message)
     return 2
-
-
-def probe(src, opts, own_pids=()):
-    """The normal health.json (full contract chain), within opts.deadline. Returns (health, done)."""
-    from probe_agent.main import build_health, collect_by_deadline
-
-    started = (time.time(), time.monotonic())
-    facts, complete, error, t = collect_by_deadline(src, opts, started)
-    done = not t.is_alive()
-    if own_pids:
-        facts["own_pids"] = sorted(own_pids)
-    health = build_health(facts, opts, started, complete, opts.replay)
-    if error:
-        health["probe"]["incomplete_reason"] = "internal error: " + error[0].strip().splitlines()[-1]
-        health["probe"]["traceback"] = error[0][-4000:]
-    return health, done
 
 
 class Attribution(object):
@@ -421,13 +406,6 @@ def fmt(x):
     return "?" if x is None else ("%d" % x if float(x).is_integer() else "%.1f" % x)
 
 
-def write_atomic(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def main(opts, command):
     """`--wrap`: probe, run the command while sampling, probe again, write OUT/provenance.json."""
     from probe_agent.source import LiveSource, RecordingSource, ReplaySource
@@ -452,7 +430,7 @@ def main(opts, command):
     import statistics  # noqa: F401  imported now: the first sample must not pay for it
     import probe_agent.load  # noqa: F401
 
-    before, before_done = probe(src, opts)
+    before, before_done = run_probe(src, opts)
     count = (before.get("driver") or {}).get("gpu_count") or 0
     state = {}
 
@@ -473,7 +451,7 @@ def main(opts, command):
         sampler.stop()
         sampler.join(5.0)
     samples = list(sampler.samples) if sampler is not None else []
-    after, after_done = probe(src, opts, attribution.own_pids())
+    after, after_done = run_probe(src, opts, attribution.own_pids())
     try:
         provenance = {
             "kind": "sweep.provenance",
