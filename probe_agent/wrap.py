@@ -55,7 +55,6 @@ WATCHED_GPU_FIELDS = (
     ("compute_mode",), ("clocks", "app_sm_mhz"),
 )
 WATCHED_DRIVER_FIELDS = ("version", "cuda_driver_version", "kernel_module", "gpu_count")
-HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 EXIT_WRAPPER_FAILED = 125
 
 
