@@ -407,24 +407,9 @@ def fmt(x):
 
 def main(opts, command):
     """`--wrap`: probe, run the command while sampling, probe again, write OUT/provenance.json."""
-    from probe_agent.source import LiveSource, RecordingSource, ReplaySource
-
-    if not command:
-        return usage_error("--wrap needs a command after --: sweep-agent --wrap --out DIR -- COMMAND ...")
-    if not opts.out:
-        return usage_error("--wrap needs --out DIR: the command owns stdout, provenance.json goes to DIR")
-    if not opts.interval > 0:
-        return usage_error("--interval must be > 0 seconds (got %g)" % opts.interval)
-    if opts.replay and opts.record:
-        return usage_error("--replay and --record exclude each other")
-    try:
-        os.makedirs(opts.out, exist_ok=True)
-    except OSError as exc:
-        return usage_error("cannot create --out %s: %s" % (opts.out, exc))
-    try:
-        src = ReplaySource(opts.replay) if opts.replay else (RecordingSource() if opts.record else LiveSource())
-    except (OSError, ValueError) as exc:
-        return usage_error("cannot replay %s: %s" % (opts.replay, exc))
+    src = open_source(opts, command)
+    if isinstance(src, int):
+        return src
     opts = argparse.Namespace(**dict(vars(opts), load=0.0))  # the command is the load
     import statistics  # noqa: F401  imported now: the first sample must not pay for it
     import probe_agent.load  # noqa: F401
@@ -457,10 +442,7 @@ def main(opts, command):
             "schema_version": PROVENANCE_SCHEMA_VERSION,
             "agent": {"version": AGENT_VERSION, "python": sys.version.split()[0], "replay": opts.replay},
             "command": section,
-            "sampler": sampler.report(section["wall_s"]) if sampler is not None else
-            {"interval_s": opts.interval, "samples": 0, "read_ms_median": None, "read_ms_max": None, "cpu_s": None,
-             "busy_fraction": None, "niced": False,
-             "error": "not started: " + ("no GPU" if before_done else "the probe before did not finish")},
+            "sampler": sampler_report(sampler, section, opts.interval, before_done),
             "before": before,
             "samples": samples,
             "after": after,
@@ -477,14 +459,50 @@ def main(opts, command):
                          % (section["exit_code"], type(exc).__name__, exc))
         return EXIT_WRAPPER_FAILED
     hung = not (before_done and after_done) or (sampler is not None and sampler.is_alive())
+    return finish(src, hung, section["exit_code"])
+
+
+def open_source(opts, command):
+    """The source of GPU answers for --wrap (live, recording or replay), or the usage error's exit code."""
+    from probe_agent.source import LiveSource, RecordingSource, ReplaySource
+
+    if not command:
+        return usage_error("--wrap needs a command after --: sweep-agent --wrap --out DIR -- COMMAND ...")
+    if not opts.out:
+        return usage_error("--wrap needs --out DIR: the command owns stdout, provenance.json goes to DIR")
+    if not opts.interval > 0:
+        return usage_error("--interval must be > 0 seconds (got %g)" % opts.interval)
+    if opts.replay and opts.record:
+        return usage_error("--replay and --record exclude each other")
+    try:
+        os.makedirs(opts.out, exist_ok=True)
+    except OSError as exc:
+        return usage_error("cannot create --out %s: %s" % (opts.out, exc))
+    try:
+        return ReplaySource(opts.replay) if opts.replay else (RecordingSource() if opts.record else LiveSource())
+    except (OSError, ValueError) as exc:
+        return usage_error("cannot replay %s: %s" % (opts.replay, exc))
+
+
+def sampler_report(sampler, section, interval, before_done):
+    """provenance.json's "sampler": what the sampler did, or why it never started."""
+    if sampler is not None:
+        return sampler.report(section["wall_s"])
+    return {"interval_s": interval, "samples": 0, "read_ms_median": None, "read_ms_max": None, "cpu_s": None,
+            "busy_fraction": None, "niced": False,
+            "error": "not started: " + ("no GPU" if before_done else "the probe before did not finish")}
+
+
+def finish(src, hung, exit_code):
+    """Shut NVML down (once per probe's nvmlInit) and return `exit_code`; after a hung query, exit at once."""
     if not hung:
         for _ in range(2):
             try:
-                src.nvml("nvmlShutdown", "nvmlShutdown")  # once per probe's nvmlInit
+                src.nvml("nvmlShutdown", "nvmlShutdown")
             except Exception:
                 pass
     if hung:
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(section["exit_code"])  # a hung driver query must not keep the process alive
-    return section["exit_code"]
+        os._exit(exit_code)  # a hung driver query must not keep the process alive
+    return exit_code
