@@ -164,7 +164,7 @@ class GroupGraph:
 # --- YAML ---------------------------------------------------------------------------------------
 
 
-class _Mapping(dict):
+class LineMapping(dict):
     """A YAML mapping that remembers the line of each of its keys."""
 
     key_lines: dict[Any, int]
@@ -174,25 +174,48 @@ class Vaulted(str):
     """A ``!vault`` value: ciphertext sweep keeps but cannot read."""
 
 
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader that records key lines and accepts ansible's ``!unsafe`` / ``!vault`` tags."""
+class LineLoader(yaml.SafeLoader):
+    """SafeLoader whose mappings are LineMappings (inventories here, expectations files in sweep.audit.expect).
+
+    With `refuse_duplicates`, a key written twice in one mapping calls `duplicate_key` (which raises);
+    otherwise the later one wins, as in YAML and Ansible.
+    """
+
+    refuse_duplicates = False
+
+    def duplicate_key(self, key: Any, first_line: int, node: yaml.Node) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
 
 
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode):
-    data = _Mapping()
+def _construct_mapping(loader: LineLoader, node: yaml.MappingNode):
+    data = LineMapping()
     yield data
+    if loader.refuse_duplicates:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:  # explicit keys only: a key may override one merged in with '<<'
+            if key_node.tag != "tag:yaml.org,2002:merge":
+                key = loader.construct_object(key_node, deep=True)
+                if key in seen:
+                    loader.duplicate_key(key, seen[key], key_node)
+                seen[key] = key_node.start_mark.line + 1
     data.update(loader.construct_mapping(node))  # flattens '<<' merges into node.value first
     data.key_lines = {loader.construct_object(key): key.start_mark.line + 1 for key, _ in node.value}
 
 
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_LineLoader.add_constructor("!unsafe", lambda loader, node: str(loader.construct_scalar(node)))
-_LineLoader.add_constructor("!vault", lambda loader, node: Vaulted(loader.construct_scalar(node)))
+LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+class _InventoryLoader(LineLoader):
+    """LineLoader that also accepts ansible's ``!unsafe`` / ``!vault`` tags."""
+
+
+_InventoryLoader.add_constructor("!unsafe", lambda loader, node: str(loader.construct_scalar(node)))
+_InventoryLoader.add_constructor("!vault", lambda loader, node: Vaulted(loader.construct_scalar(node)))
 
 
 def yaml_load(text: str, path: Path) -> Any:
     try:
-        return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_InventoryLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as err:
         # an unclosed quote or bracket is reported at the end of the file; its start is more useful
         at_end = any(end in (err.problem or "") for end in ("end of stream", "<stream end>")) and err.context_mark
@@ -209,7 +232,7 @@ def yaml_load(text: str, path: Path) -> Any:
 def sniff_yaml(text: str) -> Any:
     """A file without a YAML suffix is YAML only if it parses as a mapping of groups."""
     try:
-        data = yaml.load(text, Loader=_LineLoader)  # noqa: S506
+        data = yaml.load(text, Loader=_InventoryLoader)  # noqa: S506
     except yaml.YAMLError:
         return None
     if isinstance(data, dict) and all(isinstance(v, (dict, type(None))) for v in data.values()):
@@ -217,7 +240,7 @@ def sniff_yaml(text: str) -> Any:
     return None
 
 
-def parse_yaml(data: _Mapping, path: Path, graph: GroupGraph) -> None:
+def parse_yaml(data: LineMapping, path: Path, graph: GroupGraph) -> None:
     if isinstance(data.get("plugin"), str):
         raise InventoryError(f"is an inventory plugin configuration (plugin: {data['plugin']}), not a host list",
                              where=f"{path}:{data.key_lines['plugin']}", fix="use loader='ansible' for plugin inventories")
@@ -240,7 +263,7 @@ def _yaml_group(name: Any, body: Any, where: str, path: Path, graph: GroupGraph)
             raise InventoryError(f"group '{name}' has an unknown key '{key}'", where=here,
                                  fix="a group holds only 'hosts:', 'children:' and 'vars:'")
         if isinstance(section, str):  # ansible reads "hosts: gpu01" as one host
-            section = _Mapping({section: None})
+            section = LineMapping({section: None})
             section.key_lines = dict.fromkeys(section, body.key_lines[key])
         if section is None:
             continue
