@@ -7,7 +7,6 @@ names the file, host or option and the fix); 3 hosts not comparable (report); 4 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -365,25 +364,9 @@ def demo(
     keep: bool = typer.Option(False, "--keep", help="leave the fleet's temp folder (keys, configs) in place"),
 ):
     """Start a local fleet of real sshd servers replaying GPU captures, sweep it, report, tear down."""
-    import tempfile
+    from sweep.demo import run_demo
 
-    from sweep.demo.loopback import LocalFleet
-    from sweep.demo.fleet import demo_fleet
-    work = Path(tempfile.mkdtemp(prefix="sweep-demo-"))
-    fleet_hosts = demo_fleet(work / "captures", count=hosts)
-    console.print(f"starting {len(fleet_hosts)} loopback sshd hosts ...")
-    with LocalFleet(fleet_hosts, work / "fleet") as fleet:
-        from sweep.store import default_run_dir
-
-        opts = dict(inventory_path=fleet.inventory_path, out=out or default_run_dir("demo"), forks=32,
-                    connect_timeout=3.0, host_deadline=15.0, **fleet.sweep_options())
-        old_home = os.environ.get("HOME")
-        os.environ["HOME"] = str(fleet.home)
-        try:
-            result = run_with_progress(opts, console)
-        finally:
-            if old_home is not None:
-                os.environ["HOME"] = old_home
+    result, work = run_demo(hosts, out, lambda options: run_with_progress(options, console), say=console.print)
     code = _report([result.run_dir], result.run_dir / "report", None)
     if not keep:
         import shutil
