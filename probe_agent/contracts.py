@@ -8,7 +8,6 @@ import re
 
 from probe_agent.framework import version_tuple
 
-ORDER = ("driver", "device_mask", "framework", "processes", "clocks", "power", "memory", "topology", "layout")
 TITLES = {
     "driver": "Kernel driver and NVML",
     "device_mask": "Device mask (CUDA_VISIBLE_DEVICES)",

@@ -3,18 +3,13 @@
 Exit codes: 0 health.json was emitted (whatever its verdict), 2 usage error, 1 internal error.
 """
 import argparse
-import copy
 import json
 import os
 import sys
-import threading
 import time
 
-from probe_agent import AGENT_VERSION, HEALTH_SCHEMA_VERSION
-from probe_agent.collect import parse_reason_counters, read_driver, read_gpu, read_topology
-from probe_agent.contracts import evaluate, worst_link, mig_layout
-from probe_agent.framework import inspect
-from probe_agent.mask import resolve_mask
+from probe_agent import AGENT_VERSION
+from probe_agent.probe import check_paths, run_probe, write_atomic
 from probe_agent.source import LiveSource, RecordingSource, ReplaySource
 
 
@@ -56,201 +51,6 @@ def parse_args(argv):
     return build_parser().parse_args(argv)
 
 
-def first_line(text):
-    return (text or "").strip().splitlines()[0] if (text or "").strip() else None
-
-
-def collect(src, opts, facts):
-    """Fill `facts` step by step; `facts['_step']` names the step in progress."""
-    facts["_step"] = "host"
-    facts["host"] = src.host()
-    facts["env"] = src.env()
-    files = src.files()
-    facts["kernel_module"] = first_line(files.get("/proc/driver/nvidia/version"))
-    osr = files.get("/etc/os-release") or ""
-    facts["host"]["os"] = next((l.split("=", 1)[1].strip('"') for l in osr.splitlines()
-                                if l.startswith("PRETTY_NAME=")), None)
-    interpreters = opts.interpreter or ["python3"]
-    fw_results = []
-
-    def frameworks():
-        for interp in interpreters:
-            result = inspect(src, interp, opts.deep, opts.framework_timeout)
-            result["named"] = bool(opts.interpreter)  # the operator's training interpreter, not our default
-            fw_results.append(result)
-
-    fw = threading.Thread(target=frameworks, daemon=True)
-    fw.start()
-    facts["_step"] = "PCI bus"
-    facts["pci_gpus"] = src.pci()
-    facts["_step"] = "nvmlInit"
-    ok = read_driver(src, facts)
-    if not ok:
-        smi = src.command(["nvidia-smi", "-L"], timeout=10.0)
-        facts["smi_present"] = smi.get("rc") != 127
-        facts["smi_answer"] = first_line(smi.get("stdout")) or first_line(smi.get("stderr"))
-    count = facts["driver"].get("gpu_count") or 0
-
-    def read_all(into):
-        perf = {}
-        pt = None
-        if count:
-            def perf_read():
-                perf.update(parse_reason_counters(src.command(
-                    ["nvidia-smi", "-q", "-d", "PERFORMANCE"], timeout=10.0).get("stdout", "")))
-            pt = threading.Thread(target=perf_read, daemon=True)
-            pt.start()
-        gpus = []
-        into["gpus"] = gpus
-        for i in range(count):
-            facts["_step"] = "GPU %d" % i
-            gpus.append(read_gpu(src, i))
-        facts["_step"] = "topology"
-        read_topology(src, into, count)
-        if pt is not None:
-            pt.join(12.0)
-        for g in gpus:
-            g["reason_counters_us"] = perf.get(g.get("pci_bus_id"))
-
-    if opts.load and count:
-        from probe_agent.load import run_load
-        facts["_step"] = "idle read before load"
-        pre = {}
-        read_all(pre)
-        foreign = [p for g in pre["gpus"] for p in (g.get("processes") or [])]
-        if foreign and not opts.force and not src.replaying:
-            facts["load"] = {"refused": "other processes use the GPUs (%s); --force to load anyway"
-                             % ", ".join("pid %s" % p.get("pid") for p in foreign)}
-            facts.update(pre)
-        else:
-            fw.join(opts.framework_timeout + 5)
-            engine = opts.load_engine
-            torch_py = next((f["interpreter"] for f in fw_results if f.get("cuda_runtime")), None)
-            if engine == "auto":
-                engine = "torch" if torch_py else "ptx"
-            facts["_step"] = "load"
-            section = run_load(src, count, opts.load, engine, torch_py or "python3", opts.interval,
-                               lambda: read_all(facts))
-            from probe_agent.load import summarize
-            section["summary"] = summarize(section["samples"], {g["index"]: (g.get("clocks") or {}).get("sm_max_mhz")
-                                                                for g in facts.get("gpus") or []})
-            facts["load"] = section
-            facts["own_pids"] = [section.get("pid")]
-    else:
-        read_all(facts)
-    facts["_step"] = "device mask"
-    facts["mask"] = resolve_mask(facts["env"], facts.get("gpus") or [])
-    facts["_step"] = "framework"
-    fw.join(opts.framework_timeout + 5)
-    facts["frameworks"] = list(fw_results)
-    facts["_step"] = None
-
-
-def collect_by_deadline(src, opts, started):
-    """collect() in a thread, waited for until opts.deadline after `started`.
-
-    Returns (facts, complete, error tracebacks, thread): complete only when every answer was in by
-    the deadline, not merely by the time we looked; the thread is still alive after a hung query.
-    """
-    facts, error, finished = {}, [], []
-
-    def worker():
-        try:
-            collect(src, opts, facts)
-        except Exception:  # reported in health.json, never a traceback instead of output
-            import traceback
-            error.append(traceback.format_exc())
-        finished.append(time.monotonic())
-
-    deadline_at = started[1] + max(opts.deadline, 0.0)
-    t = threading.Thread(target=worker, daemon=True)
-    t.start()
-    t.join(max(deadline_at - time.monotonic(), 0.0))
-    complete = bool(finished) and finished[0] <= deadline_at and not error
-    return facts, complete, error, t
-
-
-def build_health(facts, opts, started, complete, replay):
-    facts = copy.deepcopy(facts)
-    contracts, lowest = evaluate(facts)
-    statuses = [c["status"] for c in contracts]
-    verdict = "broken" if lowest else ("warning" if "warning" in statuses else "ok")
-    low = next((c for c in contracts if c["name"] == lowest), None)
-    summary = ("lowest broken contract: %s: %s" % (lowest, low["message"])) if low else \
-        ("no broken contract; warnings: %s" % ", ".join(c["name"] for c in contracts if c["status"] == "warning")
-         if verdict == "warning" else "every contract holds")
-    gpus = facts.get("gpus") or []
-    for g in gpus:
-        g["mig_layout"] = mig_layout(g)
-    health = {
-        "schema_version": HEALTH_SCHEMA_VERSION,
-        "kind": "sweep.health",
-        "probe": {
-            "version": AGENT_VERSION,
-            "mode": "deep" if opts.deep else "default",
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started[0])),
-            "duration_s": round(time.monotonic() - started[1], 4),
-            "complete": complete,
-            "incomplete_reason": None if complete else "deadline of %g s reached while reading %s"
-            % (opts.deadline, facts.get("_step") or "the last answers"),
-            "replay": replay,
-            "python": sys.version.split()[0],
-        },
-        "host": facts.get("host") or {},
-        "environment": facts.get("env") or {},
-        "driver": dict(facts.get("driver") or {}, kernel_module=facts.get("kernel_module")),
-        "gpus": gpus,
-        "mask": facts.get("mask"),
-        "frameworks": facts.get("frameworks") or [],
-        "topology": dict(facts.get("topology") or {}, worst_link_selected=worst_link(facts)),
-        "load": facts.get("load"),
-        "contracts": contracts,
-        "lowest_broken": lowest,
-        "verdict": verdict,
-        "summary": summary,
-    }
-    return health
-
-
-def path_problem(path, want_dir):
-    """Why `path` cannot be written as a folder (want_dir) or a file, or None; creates a missing folder."""
-    if want_dir:
-        if os.path.exists(path) and not os.path.isdir(path):
-            return "is a file, not a folder"
-        try:
-            os.makedirs(path, exist_ok=True)
-        except OSError as exc:
-            return "cannot be created (%s)" % (exc.strerror or exc)
-        return None if os.access(path, os.W_OK) else "is not writable"
-    if os.path.isdir(path):
-        return "is a folder, not a file"
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        return "cannot be written: %s is not a folder" % parent
-    return None if os.access(parent, os.W_OK) else "cannot be written: %s is not writable" % parent
-
-
-def check_paths(opts):
-    """--out and --record, checked before probing: one line naming the path and the fix, or None."""
-    if opts.out:
-        why = path_problem(opts.out, True)
-        if why:
-            return "--out %s %s; give a folder for health.json and health-report.md (it is created if missing)" \
-                % (opts.out, why)
-    if opts.record:
-        why = path_problem(opts.record, False)
-        if why:
-            return "--record %s %s; give a file path in a writable folder" % (opts.record, why)
-    return None
-
-
-def write_atomic(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def main(argv=None):
     from probe_agent.wrap import split_command
     argv, command = split_command(sys.argv[1:] if argv is None else list(argv))
@@ -271,18 +71,14 @@ def main(argv=None):
     except (OSError, ValueError) as exc:
         sys.stderr.write("sweep-agent: cannot replay %s: %s\n" % (opts.replay, exc))
         return 2
-    facts, complete, error, t = collect_by_deadline(src, opts, started)
-    if not t.is_alive():
+    health, done = run_probe(src, opts, started=started)
+    if done:
         try:
             src.nvml("nvmlShutdown", "nvmlShutdown")
         except Exception:
             pass
-    health = build_health(facts, opts, started, complete, opts.replay)
-    if error:
-        health["probe"]["incomplete_reason"] = "internal error: " + error[0].strip().splitlines()[-1]
-        health["probe"]["traceback"] = error[0][-4000:]
     text = json.dumps(health, indent=1, sort_keys=False)
-    failed = write_outputs(opts, health, text, src if complete else None)
+    failed = write_outputs(opts, health, text, src if health["probe"]["complete"] else None)
     if opts.no_json:
         from probe_agent.report import render_markdown
         sys.stdout.write(render_markdown(health))
@@ -291,7 +87,7 @@ def main(argv=None):
     sys.stdout.flush()
     if failed:  # what was read is on stdout above: nothing is lost
         sys.stderr.write("sweep-agent: %s\n" % failed)
-    if t.is_alive():
+    if not done:
         os._exit(2 if failed else 0)  # a hung driver query must not keep the process alive
     return 2 if failed else 0
 

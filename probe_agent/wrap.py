@@ -44,6 +44,8 @@ import time
 
 from probe_agent import AGENT_VERSION
 from probe_agent.collect import Reader, read_processes
+from probe_agent.contracts import plural
+from probe_agent.probe import check_paths, run_probe, write_atomic
 
 PROVENANCE_SCHEMA_VERSION = "1.0"
 # Fields compared between the probe before and the probe after the command, per GPU.
@@ -54,7 +56,6 @@ WATCHED_GPU_FIELDS = (
     ("compute_mode",), ("clocks", "app_sm_mhz"),
 )
 WATCHED_DRIVER_FIELDS = ("version", "cuda_driver_version", "kernel_module", "gpu_count")
-HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 EXIT_WRAPPER_FAILED = 125
 
 
@@ -66,30 +67,9 @@ def split_command(argv):
     return argv, None
 
 
-def plural(n, word, many=None):
-    from probe_agent.contracts import plural as say
-    return say(n, word, many)
-
-
 def usage_error(message):
     sys.stderr.write("sweep-agent: %s\n" % message)
     return 2
-
-
-def probe(src, opts, own_pids=()):
-    """The normal health.json (full contract chain), within opts.deadline. Returns (health, done)."""
-    from probe_agent.main import build_health, collect_by_deadline
-
-    started = (time.time(), time.monotonic())
-    facts, complete, error, t = collect_by_deadline(src, opts, started)
-    done = not t.is_alive()
-    if own_pids:
-        facts["own_pids"] = sorted(own_pids)
-    health = build_health(facts, opts, started, complete, opts.replay)
-    if error:
-        health["probe"]["incomplete_reason"] = "internal error: " + error[0].strip().splitlines()[-1]
-        health["probe"]["traceback"] = error[0][-4000:]
-    return health, done
 
 
 class Attribution(object):
@@ -426,38 +406,16 @@ def fmt(x):
     return "?" if x is None else ("%d" % x if float(x).is_integer() else "%.1f" % x)
 
 
-def write_atomic(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def main(opts, command):
     """`--wrap`: probe, run the command while sampling, probe again, write OUT/provenance.json."""
-    from probe_agent.source import LiveSource, RecordingSource, ReplaySource
-
-    if not command:
-        return usage_error("--wrap needs a command after --: sweep-agent --wrap --out DIR -- COMMAND ...")
-    if not opts.out:
-        return usage_error("--wrap needs --out DIR: the command owns stdout, provenance.json goes to DIR")
-    if not opts.interval > 0:
-        return usage_error("--interval must be > 0 seconds (got %g)" % opts.interval)
-    if opts.replay and opts.record:
-        return usage_error("--replay and --record exclude each other")
-    from probe_agent.main import check_paths
-    problem = check_paths(opts)
-    if problem:
-        return usage_error(problem.replace("for health.json and health-report.md", "for provenance.json"))
-    try:
-        src = ReplaySource(opts.replay) if opts.replay else (RecordingSource() if opts.record else LiveSource())
-    except (OSError, ValueError) as exc:
-        return usage_error("cannot replay %s: %s" % (opts.replay, exc))
+    src = open_source(opts, command)
+    if isinstance(src, int):
+        return src
     opts = argparse.Namespace(**dict(vars(opts), load=0.0))  # the command is the load
     import statistics  # noqa: F401  imported now: the first sample must not pay for it
     import probe_agent.load  # noqa: F401
 
-    before, before_done = probe(src, opts)
+    before, before_done = run_probe(src, opts)
     count = (before.get("driver") or {}).get("gpu_count") or 0
     state = {}
 
@@ -478,17 +436,14 @@ def main(opts, command):
         sampler.stop()
         sampler.join(5.0)
     samples = list(sampler.samples) if sampler is not None else []
-    after, after_done = probe(src, opts, attribution.own_pids())
+    after, after_done = run_probe(src, opts, attribution.own_pids())
     try:
         provenance = {
             "kind": "sweep.provenance",
             "schema_version": PROVENANCE_SCHEMA_VERSION,
             "agent": {"version": AGENT_VERSION, "python": sys.version.split()[0], "replay": opts.replay},
             "command": section,
-            "sampler": sampler.report(section["wall_s"]) if sampler is not None else
-            {"interval_s": opts.interval, "samples": 0, "read_ms_median": None, "read_ms_max": None, "cpu_s": None,
-             "busy_fraction": None, "niced": False,
-             "error": "not started: " + ("no GPU" if before_done else "the probe before did not finish")},
+            "sampler": sampler_report(sampler, section, opts.interval, before_done),
             "before": before,
             "samples": samples,
             "after": after,
@@ -505,14 +460,49 @@ def main(opts, command):
                          % (section["exit_code"], type(exc).__name__, exc))
         return EXIT_WRAPPER_FAILED
     hung = not (before_done and after_done) or (sampler is not None and sampler.is_alive())
+    return finish(src, hung, section["exit_code"])
+
+
+def open_source(opts, command):
+    """The source of GPU answers for --wrap (live, recording or replay), or the usage error's exit code."""
+    from probe_agent.source import LiveSource, RecordingSource, ReplaySource
+
+    if not command:
+        return usage_error("--wrap needs a command after --: sweep-agent --wrap --out DIR -- COMMAND ...")
+    if not opts.out:
+        return usage_error("--wrap needs --out DIR: the command owns stdout, provenance.json goes to DIR")
+    if not opts.interval > 0:
+        return usage_error("--interval must be > 0 seconds (got %g)" % opts.interval)
+    if opts.replay and opts.record:
+        return usage_error("--replay and --record exclude each other")
+    problem = check_paths(opts)
+    if problem:
+        return usage_error(problem.replace("for health.json and health-report.md", "for provenance.json"))
+    try:
+        return ReplaySource(opts.replay) if opts.replay else (RecordingSource() if opts.record else LiveSource())
+    except (OSError, ValueError) as exc:
+        return usage_error("cannot replay %s: %s" % (opts.replay, exc))
+
+
+def sampler_report(sampler, section, interval, before_done):
+    """provenance.json's "sampler": what the sampler did, or why it never started."""
+    if sampler is not None:
+        return sampler.report(section["wall_s"])
+    return {"interval_s": interval, "samples": 0, "read_ms_median": None, "read_ms_max": None, "cpu_s": None,
+            "busy_fraction": None, "niced": False,
+            "error": "not started: " + ("no GPU" if before_done else "the probe before did not finish")}
+
+
+def finish(src, hung, exit_code):
+    """Shut NVML down (once per probe's nvmlInit) and return `exit_code`; after a hung query, exit at once."""
     if not hung:
         for _ in range(2):
             try:
-                src.nvml("nvmlShutdown", "nvmlShutdown")  # once per probe's nvmlInit
+                src.nvml("nvmlShutdown", "nvmlShutdown")
             except Exception:
                 pass
     if hung:
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(section["exit_code"])  # a hung driver query must not keep the process alive
-    return section["exit_code"]
+        os._exit(exit_code)  # a hung driver query must not keep the process alive
+    return exit_code

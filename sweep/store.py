@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from sweep import __version__
 from sweep.errors import HealthFileError, RunFolderError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
 from sweep.strictjson import dumps, loads
@@ -164,6 +165,22 @@ def refuse_links(root: Path, parts: list[str], fix: str) -> None:
         if stat.S_ISLNK(mode):
             raise RunFolderError(f"{part} is a symbolic link; sweep never writes through a link in a run folder",
                                  where=str(root), fix=fix)
+
+
+def new_manifest(inventory_path: str | Path, snapshot: dict, hosts: list[str], options: dict) -> dict:
+    """The manifest of a new run: format and versions, the inventory and its snapshot, the options, the hosts."""
+    return {
+        "format": RUN_FORMAT,
+        "record_version": RECORD_VERSION,
+        "sweep_version": __version__,
+        "inventory": {"path": str(Path(inventory_path).resolve()), "snapshot": snapshot},
+        "options": options,
+        "started_at": utc_now(),
+        "ended_at": None,
+        "state": "running",
+        "hosts": hosts,
+        "sessions": [],
+    }
 
 
 class RunFolder:
@@ -301,6 +318,25 @@ class RunFolder:
         if manifest.get("state") not in STATES:
             raise ValueError(f"manifest state must be one of {STATES}")
         write_json_atomic(self.manifest_path, manifest, sync_dir=True, indent=1)
+
+    def begin_session(self, manifest: dict) -> dict:
+        """Mark the run running again with a new session (written now); the session is returned."""
+        session = {"started_at": utc_now(), "ended_at": None, "state": "running", "hosts_swept": 0}
+        manifest["sessions"].append(session)
+        manifest["state"], manifest["ended_at"] = "running", None
+        self.write_manifest(manifest)
+        return session
+
+    def end_session(self, manifest: dict, session: dict, state: str, counts: dict, *, quiet: bool = False) -> None:
+        """Write the run's end: its state, the time and the host counts; `quiet`: a write error is dropped."""
+        now = utc_now()
+        session["ended_at"], session["state"] = now, state
+        manifest.update(state=state, ended_at=now, counts=counts)
+        try:
+            self.write_manifest(manifest)
+        except RunFolderError:
+            if not quiet:
+                raise
 
     def record_path(self, host_name: str) -> Path:
         return self.hosts_dir / f"{safe_name(host_name)}.json"

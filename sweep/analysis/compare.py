@@ -10,16 +10,15 @@ stops any benchmark (driver, device_mask, framework), and the health findings (`
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from probe_agent.contracts import link_rank
 from sweep.errors import ConfigError
 from sweep.analysis.fleet import Fleet, rows_at
 from sweep.analysis.health import Finding, health_findings
+from sweep.analysis.impact import impact
 from sweep.analysis.keys import KEYS, factorize, as_text, host_keys
 from sweep.analysis.names import abbreviate, fold_hosts
 from sweep.text import plural
@@ -121,114 +120,6 @@ class Findings:
             "classes": [cls(c) for c in self.classes], "excluded": list(self.excluded),
             "findings": [f.to_dict() for f in self.findings],
         }
-
-
-def _numbers(text: str) -> list[float]:
-    return [float(x) for x in re.findall(r"\d+(?:\.\d+)?", text.split("(")[0])]
-
-
-def impact(key: str, value: str, reference: str) -> str:
-    """What a benchmark on a host with `value` for `key` suffers or gains against `reference`."""
-    mixed = "/" in value and "/" not in reference
-    if "unknown" in (value, reference):
-        return ("not read on " + ("this host" if value == "unknown" else "the reference hosts") + ": the probe "
-                "could not tell, so the hosts cannot be shown alike on this key; read the host's health.json "
-                "and probe it again")
-    if key == "gpu_model":
-        return ("another GPU model: SM count, clocks, memory size and bandwidth all differ; the results "
-                "measure a different product and cannot be pooled with the reference")
-    if key == "memory":
-        return (f"{value} instead of {reference} per GPU (another SKU, or a different ECC or MIG setting): "
-                "the largest batch or model that fits changes, and usually the memory bandwidth behind it")
-    if key == "gpu_count":
-        return (f"{value} instead of {reference} visible to CUDA: a different degree of parallelism; "
-                "data-parallel throughput, per-GPU batch and collective sizes change, and a job sized for "
-                f"{reference} will not launch the same way")
-    if key == "driver":
-        return (f"a different driver ({value} vs {reference}): another kernel module, PTX JIT compiler and "
-                "CUDA user-mode libraries; cuBLAS and NCCL heuristics can pick other kernels and transports, "
-                "so timings are not comparable")
-    if key == "cuda_driver":
-        return (f"the driver speaks {value} instead of {reference}: a framework built for the newer CUDA runs "
-                "through minor-version compatibility or PTX JIT here, with other kernels and a slower first start")
-    if key == "framework":
-        return (f"a different framework build ({value} vs {reference}): other cuBLAS, cuDNN and NCCL versions "
-                "and other compiled kernels; a speed difference may come from the software, not the hardware")
-    if key == "ecc":
-        if "pending" in value:
-            return ("an ECC mode change is pending: it takes effect at the next GPU reset or reboot, so the "
-                    "host will not stay as it was benchmarked")
-        if mixed:
-            return ("ECC differs between this host's GPUs: the cards run at different memory speeds and "
-                    "capacities, and synchronous multi-GPU work waits for the slowest")
-        if value.startswith("off"):
-            return ("ECC off: about 6% more usable memory where the check bits live in the memory itself (GDDR "
-                    "cards), and no ECC work on memory accesses, so memory-bound work runs faster; the host "
-                    "flatters itself against ECC-on hosts, and memory errors go undetected")
-        return ("ECC on while the reference runs without it: this host pays the ECC overhead (lower effective "
-                "memory bandwidth; about 6% less memory on GDDR cards) and looks slower than it is")
-    if key == "power_limit":
-        if mixed:
-            return ("one or more GPUs capped lower than the others: in data- or tensor-parallel work every step "
-                    "waits for the slowest GPU, so the whole host runs at the capped card's pace")
-        mine, ref = _numbers(value), _numbers(reference)
-        if mine and ref and min(mine) < min(ref):
-            return (f"a lower power cap ({value} vs {reference}): under sustained load the GPU lowers its SM "
-                    "clock to stay under the cap; compute-bound work slows by about the SM clock it loses "
-                    "(tens of percent at a deep cap), memory-bound work less")
-        return (f"a higher power cap ({value} vs {reference}): the GPU holds higher clocks under load than the "
-                "reference; its results overstate what the rest of the fleet delivers")
-    if key == "mig":
-        if "pending" in value:
-            return "a MIG mode change is pending: the GPU changes mode at the next reset"
-        if value.startswith("on") and reference.startswith("on"):
-            return (f"another MIG layout ({value} vs {reference}): the slices have other sizes, so a job lands "
-                    "on a different fraction of the GPU's SMs, memory and bandwidth")
-        if value.startswith("on"):
-            return (f"MIG {value}: the benchmark runs on a slice with a fraction of the SMs, memory and memory "
-                    "bandwidth, not on the whole GPU; per-slice numbers cannot be compared with whole GPUs")
-        return "MIG off: the benchmark gets the whole GPU while the reference gets a slice"
-    if key == "persistence":
-        if value.startswith("off") or mixed:
-            return ("persistence mode off: the driver tears the GPU state down whenever the last process exits, "
-                    "so every process start pays driver initialisation (up to seconds per GPU); start-up "
-                    "latency and short benchmarks suffer")
-        return "persistence on while the reference has it off: processes start faster here"
-    if key == "compute_mode":
-        return (f"compute mode {value} instead of {reference}: EXCLUSIVE_PROCESS allows one CUDA context per "
-                "GPU, so a second process (a monitor, a multi-process launcher) fails to start; PROHIBITED "
-                "allows none; the benchmark may fail rather than slow down")
-    if key == "confidential_compute":
-        if value == "on":
-            return ("confidential computing on: host-GPU copies go through encrypted bounce buffers, so "
-                    "host-to-device bandwidth drops and copy and launch latency rise; I/O-heavy and "
-                    "small-kernel work slows")
-        return (f"confidential computing {value} while the reference has it {reference}: copies and launches "
-                "run at a different cost")
-    if key == "clock_policy":
-        if value == "default":
-            return ("default clocks while the reference pins application clocks: this host boosts freely, so "
-                    "compute-bound work runs at another SM clock")
-        return (f"{value} instead of {reference}: the SM clock under load is fixed by the operator, so "
-                "compute-bound work runs at that clock, not at the boost clock; the result reflects the clock "
-                "setting, not the hardware")
-    if key == "link":
-        if "single GPU" in (value, reference):
-            return ("one side has a single GPU selected: no GPU-to-GPU traffic at all, so multi-GPU results "
-                    "cannot be compared (see GPUs selected)")
-        mine, ref = value.split()[0], reference.split()[0]
-        if mine.startswith("NV") and ref.startswith("NV") and _numbers(mine) and _numbers(ref):
-            more = _numbers(mine)[0] > _numbers(ref)[0]
-            return (f"{mine} instead of {ref} between the selected GPUs: {'more' if more else 'fewer'} NVLink "
-                    f"links, so all-reduce and other collectives run {'faster' if more else 'slower'} here")
-        mine, ref = link_rank(mine), link_rank(ref)
-        if mine is not None and ref is not None and mine < ref:
-            return (f"a better link than the reference ({value} vs {reference}): collectives are faster here; "
-                    "multi-GPU results overstate the reference hosts")
-        return (f"the selected GPUs talk over {value} instead of {reference}: all-reduce, all-gather and other "
-                "collectives cross PCIe or the host bridge at a fraction of NVLink bandwidth; multi-GPU "
-                "scaling and every communication-bound step slow down")
-    return f"{value} instead of {reference}"
 
 
 # ---------------------------------------------------------------- classes

@@ -4,7 +4,8 @@
 files, plain health.json files, provenance files (``sweep wrap``: the probe before the command is
 the host's health, the verdict's summary its ``provenance`` column), and folders of these. A host
 that failed is a row like any other, with its failure class; a file that is none of these is a
-HealthFileError. `records_of(fleet)` gives the hosts back as run-folder records (for audits).
+HealthFileError. With `keep_health=True` the fleet also keeps each host's health.json as it was read,
+and `records_of(fleet)` gives the hosts back as run-folder records (for audits), read once.
 
 The frames keep raw facts only (what the host said); compare.py derives the comparability keys.
 JSON is parsed one file at a time with the stdlib and reduced to row tuples at once, so memory holds
@@ -19,7 +20,7 @@ import sys
 import threading
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -74,12 +75,14 @@ class Fleet:
     contracts: pd.DataFrame
     processes: pd.DataFrame
     sources: tuple[str, ...] = ()
+    health: tuple = field(default=(), repr=False)  # per row of `hosts`, with load_fleet(keep_health=True)
 
 
-def load_fleet(paths, workers: int | None = None) -> Fleet:
+def load_fleet(paths, workers: int | None = None, keep_health: bool = False) -> Fleet:
     """Read every host of `paths` (run folders, host records, health.json files) into a Fleet.
 
     Big inputs are parsed by `workers` processes (default: one per CPU, for 2,000 files or more).
+    `keep_health` keeps each host's health.json as read (`Fleet.health`, for `records_of`).
     """
     sources, files, listed = [], [], []
     for path in (Path(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)):
@@ -94,7 +97,7 @@ def load_fleet(paths, workers: int | None = None) -> Fleet:
         workers = min(usable_cpus(), 8) if len(files) >= PARALLEL_FROM else 1
     workers = max(1, min(workers, len(files)))
     size = -(-len(files) // (workers * 4))  # four chunks per worker even out slow files
-    chunks = [(start, files[start:start + size]) for start in range(0, len(files), size)]
+    chunks = [(start, files[start:start + size], keep_health) for start in range(0, len(files), size)]
     if workers > 1:
         # fork (no re-import) where it is safe: Linux, and no other thread that could hold a lock
         fork = sys.platform.startswith("linux") and threading.active_count() == 1
@@ -102,19 +105,19 @@ def load_fleet(paths, workers: int | None = None) -> Fleet:
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
             parts = list(pool.map(_load_chunk, chunks))
     else:
-        parts = [_load_chunk((0, files))]
+        parts = [_load_chunk((0, files, keep_health))]
     for part in parts:
         if isinstance(part, tuple):  # a SweepError from a worker, sent back as data
             kind, message, where, fix = part
             raise kind(message, where=where, fix=fix)
-    unprobed = _unprobed(parts, listed, offset=len(files))
+    unprobed = _unprobed(parts, listed, len(files), keep_health)
     return _assemble(parts + ([unprobed] if unprobed else []), tuple(sources))
 
 
-def _unprobed(parts, listed, offset):
+def _unprobed(parts, listed, offset, keep_health):
     """Rows for hosts a run's manifest lists but that have no record (the sweep stopped first)."""
     recorded = {name for part in parts for name in part.hosts["host"].dropna().tolist()}
-    builder = _Builder(offset)
+    builder = _Builder(offset, keep_health)
     for manifest in listed:
         for name in manifest.hosts:
             if name not in recorded:
@@ -140,8 +143,8 @@ def usable_cpus() -> int:
 
 def _load_chunk(chunk):
     """Parse files[start:...] into a _Builder whose host positions start at `start`."""
-    start, files = chunk
-    builder = _Builder(start)
+    start, files, keep_health = chunk
+    builder = _Builder(start, keep_health)
     try:
         for file, groups_of in files:
             builder.add(file, _read_json(file), groups_of)
@@ -159,25 +162,32 @@ def rows_at(frame: pd.DataFrame, positions) -> list[dict]:
 def records_of(fleet: Fleet) -> dict[str, dict]:
     """host -> a run-folder record of every host of the fleet, under the report's host names and groups.
 
-    The frames keep no documents, so each reachable host's health.json is read again from its
-    source (a record, a health.json or a provenance file's probe before); for `sweep.audit.baseline.audit_section`.
+    The health.json of each reachable host is the one the frames were made from (a record's, a plain
+    health.json, a provenance file's probe before), as load_fleet(keep_health=True) kept it; a fleet
+    loaded without it has each one read again from its source. For `sweep.audit.baseline.audit_section`.
     """
     columns = ["host", "groups", "source", "status", "failure_class", "failure_message"]
+    kept = fleet.health if len(fleet.health) == len(fleet.hosts) else [None] * len(fleet.hosts)
     out = {}
-    for row in rows_at(fleet.hosts[columns], range(len(fleet.hosts))):
-        health = None
-        if row["status"] == "ok":
-            health = _read_json(Path(row["source"]))
-            if "record_version" in health:
-                health = health["health"]
-            elif health.get("kind") == PROVENANCE_KIND:
-                health = health["before"]
+    for row, health in zip(rows_at(fleet.hosts[columns], range(len(fleet.hosts))), kept):
+        if row["status"] != "ok":
+            health = None
+        elif health is None:
+            health = _health_of(_read_json(Path(row["source"])))
         out[row["host"]] = {
             "record_version": RECORD_VERSION, "host": row["host"],
             "groups": row["groups"].split(",") if row["groups"] else [], "status": row["status"],
             "failure": None if health else {"class": row["failure_class"], "message": row["failure_message"]},
             "health": health}
     return out
+
+
+
+def _health_of(doc: dict) -> dict:
+    """The health.json in a document read again: a record's, a provenance file's probe before, or itself."""
+    if "record_version" in doc:
+        return doc["health"]
+    return doc["before"] if doc.get("kind") == PROVENANCE_KIND else doc
 
 
 def _get(d, *keys):
@@ -191,10 +201,11 @@ def _get(d, *keys):
 class _Builder:
     """Collects rows as tuples while files are read; `typed` turns them into frames at the end."""
 
-    def __init__(self, offset: int = 0):
+    def __init__(self, offset: int = 0, keep_health: bool = False):
         self.offset = offset  # position of this builder's first host in the whole fleet
         self.hosts, self.gpus, self.contracts, self.processes = [], [], [], []
         self.plain = []  # (row position, reported hostname, file stem) of plain health.json files
+        self.health = [] if keep_health else None  # each host's health.json as read, when kept
 
     def add(self, path: Path, doc, groups_of):
         if isinstance(doc, dict) and "record_version" in doc:
@@ -243,6 +254,8 @@ class _Builder:
                        status="ok" if status == "ok" else "failed")
 
     def _add_host(self, path, name, record, health, status, provenance=None):
+        if self.health is not None:
+            self.health.append(health)
         groups, failure_class, failure_message, attempts, duration, address = record or (None,) * 6
         if health is None:
             self.hosts.append((name, groups, str(path), status, failure_class or "agent_error", failure_message,
@@ -308,7 +321,7 @@ class _Builder:
         """This chunk's rows as typed frames (their host column still the host's position)."""
         return _Chunk(_frame(self.hosts, HOST_COLUMNS), _frame(self.gpus, GPU_COLUMNS),
                       _frame(self.contracts, CONTRACT_COLUMNS), _frame(self.processes, PROCESS_COLUMNS),
-                      self.plain)
+                      self.plain, self.health)
 
 
 @dataclass
@@ -318,6 +331,7 @@ class _Chunk:
     contracts: pd.DataFrame
     processes: pd.DataFrame
     plain: list
+    health: list | None
 
 
 def _assemble(chunks, sources) -> Fleet:
@@ -329,7 +343,8 @@ def _assemble(chunks, sources) -> Fleet:
     categories = pd.CategoricalDtype(pd.Index(names, dtype="string"))
     for frame in (gpus, contracts, processes):
         frame["host"] = pd.Categorical.from_codes(frame["host"].to_numpy(dtype="int64"), dtype=categories)
-    return Fleet(hosts, gpus, contracts, processes, sources)
+    health = () if chunks[0].health is None else tuple(h for c in chunks for h in c.health)
+    return Fleet(hosts, gpus, contracts, processes, sources, health)
 
 
 def _host_names(names, plain) -> list[str]:

@@ -37,7 +37,6 @@ class Finding:
         return dict(asdict(self), message=self.message)
 
 
-
 GPU_FINDINGS = (  # (GPU column, kind, severity, title, what, fix)
     ("hw_slowdown", "hw_slowdown", "broken", "HW slowdown", "HW slowdown active",
      "check the host's power delivery and cooling (PSU, fans, inlet temperature)"),

@@ -115,6 +115,15 @@ def read_baseline(baseline_dir: str | Path) -> dict[str, dict]:
     return dict(sorted(out.items(), key=lambda kv: host_key(kv[0])))
 
 
+
+def _failure_of(rec: dict) -> tuple[str, str] | None:
+    """(failure class, message) of a record without a usable health.json; None for a reachable host."""
+    if rec.get("status") == "ok" and isinstance(rec.get("health"), dict):
+        return None
+    failure = rec.get("failure") or {}
+    return failure.get("class") or "failed", failure.get("message") or "no health.json"
+
+
 @dataclass
 class SetResult:
     """What `set_baseline` did, host by host."""
@@ -152,10 +161,9 @@ def set_baseline(run: Run | str | Path, baseline_dir: str | Path, *, update: boo
     for name, rec in run.records.items():
         if wanted and name not in wanted:
             continue
-        if rec.get("status") != "ok" or not isinstance(rec.get("health"), dict):
-            failure = rec.get("failure") or {}
-            result.skipped.append({"host": name, "reason": f"{failure.get('class') or 'failed'} in that run "
-                                                          f"({failure.get('message') or 'no health.json'})"})
+        failed = _failure_of(rec)
+        if failed:
+            result.skipped.append({"host": name, "reason": f"{failed[0]} in that run ({failed[1]})"})
             continue
         if name in existing and not update:
             result.kept.append(name)
@@ -301,10 +309,9 @@ def compare_to_baseline(records, baseline_dir: str | Path) -> BaselineComparison
         if name not in base:
             out.no_baseline.append(name)
             continue
-        if rec.get("status") != "ok" or not isinstance(rec.get("health"), dict):
-            failure = rec.get("failure") or {}
-            out.unjudged.append({"host": name, "reason": f"{failure.get('class') or 'failed'}: "
-                                                         f"{failure.get('message') or 'no health.json'}"})
+        failed = _failure_of(rec)
+        if failed:
+            out.unjudged.append({"host": name, "reason": f"{failed[0]}: {failed[1]}"})
             continue
         out.compared.append(name)
         out.drift.extend(drift_of(name, host_changes(base[name]["health"], rec["health"])))

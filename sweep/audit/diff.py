@@ -6,37 +6,13 @@ and clock policy, then memory health and modes, then identity and software, then
 """
 from __future__ import annotations
 
-import fnmatch
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sweep.audit.fields import PROBE_CATEGORIES, first_match, generic, probe_category
 from sweep.errors import HealthFileError
 from sweep.store import read_json
-
-# (category, glob patterns over flattened paths, "#" standing for any [index]). First match wins.
-CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
-    ("throttle evidence", ("gpus#.clock_event_reasons.active*", "gpus#.clocks.sm_mhz", "gpus#.clocks.mem_mhz",
-                           "gpus#.power.draw_w", "gpus#.temperature_c", "gpus#.utilization_gpu_pct",
-                           "gpus#.pstate", "gpus#.reason_counters_us.*", "load.summary*")),
-    ("power and clock policy", ("gpus#.power.*", "gpus#.clocks.*")),
-    ("memory health and modes", ("gpus#.ecc.*", "gpus#.remapped_rows.*", "gpus#.retired_pages_pending",
-                                 "gpus#.mig*", "gpus#.persistence_mode", "gpus#.compute_mode",
-                                 "driver.confidential_compute")),
-    ("processes", ("gpus#.processes*",)),
-    ("verdict", ("contracts#.status", "contracts#.message", "lowest_broken", "verdict")),
-    ("identity and software", ("driver.*", "gpus#.uuid", "gpus#.serial", "gpus#.vbios", "gpus#.name",
-                               "gpus#.pci_bus_id", "frameworks*", "mask.*", "environment.*", "topology.*",
-                               "host.*")),
-    ("other", ("*",)),
-]
-# Fields that differ on every run and say nothing about the machine.
-IGNORED = ("probe.*", "summary", "contracts#.evidence*", "contracts#.title", "contracts#.fix",
-           "gpus#.memory_used_bytes", "load.samples*", "load.pid", "load.exit_code", "gpus#.unsupported.*",
-           "contracts#.consequence_of", "frameworks#.executable", "gpus#.clock_event_reasons.active_mask",
-           "gpus#.processes#.used_memory_bytes")
-
 
 @dataclass(frozen=True)
 class Change:
@@ -86,32 +62,15 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-_INDEX = re.compile(r"\[[^\]]*\]")
-
-
-def _generic(path: str) -> str:
-    return _INDEX.sub("#", path)
-
-
-def category(path: str) -> str | None:
-    g = _generic(path)
-    if any(fnmatch.fnmatchcase(g, p) for p in IGNORED):
-        return None
-    for name, patterns in CATEGORIES:
-        if any(fnmatch.fnmatchcase(g, p) for p in patterns):
-            return name
-    return "other"
-
-
 def diff_health(a: dict, b: dict) -> list[Change]:
     fa, fb = flatten(a), flatten(b)
-    order = {name: n for n, (name, _) in enumerate(CATEGORIES)}
+    order = {name: n for n, (name, _) in enumerate(PROBE_CATEGORIES)}
     changes = []
     for path in sorted(set(fa) | set(fb)):
         before, after = fa.get(path), fb.get(path)
         if before == after:
             continue
-        cat = category(path)
+        cat = probe_category(path)
         if cat is not None:
             changes.append(Change(cat, path, before, after))
     changes.sort(key=lambda c: (order[c.category], c.path))
@@ -178,7 +137,7 @@ def _run_view(p: dict) -> dict:
 def _is_noise(path: str, a: Any, b: Any) -> bool:
     if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b)):
         return False
-    g = _generic(path)
+    g = generic(path)
     if g.endswith("_fraction"):
         return abs(a - b) < NOISE_FRACTION
     if g.startswith("samples.gpus#.") or g == "command.wall_s":
@@ -187,8 +146,7 @@ def _is_noise(path: str, a: Any, b: Any) -> bool:
 
 
 def _run_category(path: str) -> str:
-    g = _generic(path)
-    return next(name for name, patterns in RUN_CATEGORIES if any(fnmatch.fnmatchcase(g, p) for p in patterns))
+    return first_match(RUN_CATEGORIES, generic(path))
 
 
 def diff_provenance(a: dict, b: dict) -> list[Change]:

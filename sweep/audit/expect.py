@@ -32,6 +32,7 @@ import yaml
 
 from sweep.analysis.names import fold_numbers
 from sweep.errors import ConfigError
+from sweep.inventory.formats import LineLoader, LineMapping
 from sweep.text import plural
 
 SECTIONS = ("version", "defaults", "models", "groups", "hosts")
@@ -150,36 +151,14 @@ GPU_RULES: dict[str, Callable] = {
 RULES = {**HOST_RULES, **GPU_RULES}
 
 
-class _Map(dict):
-    """A YAML mapping that remembers the line of each key."""
+class _Loader(LineLoader):
+    """The inventory's line-keeping YAML loader, refusing a key written twice."""
 
-    lines: dict
+    refuse_duplicates = True
 
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader recording key lines and refusing duplicate keys."""
-
-
-def _construct(loader: _Loader, node: yaml.MappingNode):
-    data = _Map()
-    yield data
-    data.lines = {}
-    for key_node, _ in node.value:  # explicit keys only: a key may override one merged in with '<<'
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue
-        key = loader.construct_object(key_node, deep=True)
-        if key in data.lines:
-            raise ConfigError(f"key '{key}' appears twice (first on line {data.lines[key]})",
-                              where=f"{loader.name}:{key_node.start_mark.line + 1}", fix="keep one of them")
-        data.lines[key] = key_node.start_mark.line + 1
-    loader.flatten_mapping(node)
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        data.lines.setdefault(key, key_node.start_mark.line + 1)
-        data[key] = loader.construct_object(value_node, deep=True)
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct)
+    def duplicate_key(self, key: Any, first_line: int, node: yaml.Node) -> None:
+        raise ConfigError(f"key '{key}' appears twice (first on line {first_line})",
+                          where=f"{self.name}:{node.start_mark.line + 1}", fix="keep one of them")
 
 
 def _parse(text: str, path: Path):
@@ -215,12 +194,12 @@ def _rules(body: Any, path: Path, line: int, place: str, allowed: dict) -> dict:
     """Validate one section body (rule: value, ...) into rule -> Setting."""
     if body is None:
         return {}
-    if not isinstance(body, _Map):
+    if not isinstance(body, LineMapping):
         raise ConfigError(f"{place} must be a mapping of rules, not {_type_name(body)}", where=f"{path}:{line}",
                           fix="write one 'rule: value' per line under it")
     out = {}
     for key, value in body.items():
-        where = f"{path}:{body.lines[key]}"
+        where = f"{path}:{body.key_lines[key]}"
         if key not in allowed:
             if key in RULES:
                 raise ConfigError(f"'{key}' is a host rule and cannot be set per GPU model ({place})",
@@ -248,26 +227,26 @@ def load_expectations(path: str | Path) -> Expectations:
         raise ConfigError(f"cannot be read ({getattr(err, 'strerror', None) or err})", where=str(path),
                           fix="check the path and its permissions") from None
     data = _parse(text, path)
-    if not isinstance(data, _Map) or not data:
+    if not isinstance(data, LineMapping) or not data:
         raise ConfigError(f"must be a mapping with {', '.join(SECTIONS[1:])}, not {_type_name(data)}",
                           where=f"{path}:1", fix="start from inventories/expectations.example.yml")
     for key in data:
         if key not in SECTIONS:
-            raise _unknown(key, f"{path}:{data.lines[key]}", SECTIONS, "at the top level")
+            raise _unknown(key, f"{path}:{data.key_lines[key]}", SECTIONS, "at the top level")
     if "version" in data and (isinstance(data["version"], bool) or data["version"] != 1):
         raise ConfigError(f"version {data['version']!r} is not supported (this sweep reads version 1)",
-                          where=f"{path}:{data.lines['version']}", fix="write version: 1")
-    defaults = _rules(data.get("defaults"), path, data.lines.get("defaults", 1), "defaults", RULES)
+                          where=f"{path}:{data.key_lines['version']}", fix="write version: 1")
+    defaults = _rules(data.get("defaults"), path, data.key_lines.get("defaults", 1), "defaults", RULES)
     named = {}
     for section, allowed in (("models", GPU_RULES), ("groups", RULES), ("hosts", RULES)):
-        body, line = data.get(section), data.lines.get(section, 1)
+        body, line = data.get(section), data.key_lines.get(section, 1)
         if body is None:
             named[section] = {}
             continue
-        if not isinstance(body, _Map):
+        if not isinstance(body, LineMapping):
             raise ConfigError(f"{section} must be a mapping of names to rules, not {_type_name(body)}",
                               where=f"{path}:{line}", fix=f"write '{section}:' then one 'name:' per line, rules under it")
-        named[section] = {str(name): _rules(rules, path, body.lines[name], f"{section}.{name}", allowed)
+        named[section] = {str(name): _rules(rules, path, body.key_lines[name], f"{section}.{name}", allowed)
                           for name, rules in body.items()}
     exp = Expectations(path, defaults, named["models"], named["groups"], named["hosts"])
     if exp.rule_count == 0:
@@ -296,8 +275,6 @@ def resolve(exp: Expectations, host: str, groups=(), model: str | None = None) -
     for layer in _layers(exp, host, set(groups or ()), model):
         out.update(layer)
     return {k: v for k, v in out.items() if v.value is not None}
-
-
 
 
 def _gpus_text(idx) -> str:
@@ -335,12 +312,19 @@ def evaluate_expectations(records, expectations: Expectations) -> list[Violation
 
 def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Violation]:
     out: list[Violation] = []
-    rules = resolve(exp, host, groups)
-    driver = health.get("driver") or {}
 
     def add(rule, expected, actual, text, fix, where):
         out.append(Violation(host, rule, expected, actual, f"{host}: {text}; expected {fix[0]} ({where}); {fix[1]}"))
 
+    _judge_driver(resolve(exp, host, groups), health, add)
+    summary = {e.get("gpu"): e for e in ((health.get("load") or {}).get("summary") or []) if isinstance(e, dict)}
+    _judge_gpus(_gpu_checks(host, groups, health, exp, summary), summary, add)
+    return out
+
+
+def _judge_driver(rules: dict[str, Setting], health: dict, add) -> None:
+    """The host-wide rules: driver, CUDA driver, GPU count, worst link."""
+    driver = health.get("driver") or {}
     s = rules.get("driver")
     if s and driver.get("version") is not None and not any(fnmatch.fnmatchcase(driver["version"], p) for p in s.value):
         add("driver", s.value, driver["version"], f"driver {driver['version']} is not approved",
@@ -361,8 +345,10 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
         add("worst_link", s.value, link, f"the worst GPU-to-GPU link is {link}",
             (_one_of(s.value), "check NVLink / NVSwitch (nvidia-smi topo -m, nvidia-smi nvlink -s)"), s.where)
 
+
+def _gpu_checks(host: str, groups, health: dict, exp: Expectations, summary: dict) -> dict[tuple, list]:
+    """(rule, expected, actual, where) -> [expected, actual, [GPU indices]] for every GPU off a rule."""
     per_gpu: dict[tuple, list] = {}  # (rule, expected, actual, where) -> [gpu index]
-    summary = {e.get("gpu"): e for e in ((health.get("load") or {}).get("summary") or []) if isinstance(e, dict)}
     for g in health.get("gpus") or []:
         idx = g.get("index")
         grules = resolve(exp, host, groups, g.get("name"))
@@ -395,7 +381,11 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
         for rule, actual in checks:
             s = grules[rule]
             per_gpu.setdefault((rule, _key(s.value), _key(actual), s.where), [s.value, actual, []])[2].append(idx)
+    return per_gpu
 
+
+def _judge_gpus(per_gpu: dict[tuple, list], summary: dict, add) -> None:
+    """One violation per rule, expected and actual value, naming the GPUs it holds for."""
     for (rule, _, _, where), (expected, actual, idx) in per_gpu.items():
         on = _gpus_text(idx)
         if rule == "power_limit_w":
@@ -424,7 +414,6 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
         elif rule == "gpu_model":
             add(rule, expected, actual, f"{actual} on {on}", (_one_of(expected), "check the host's hardware "
                                                                                 "or its group"), where)
-    return out
 
 
 def _key(v: Any) -> str:

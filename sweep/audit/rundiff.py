@@ -18,7 +18,6 @@ Exit code of ``sweep diff RUN_A RUN_B`` (see docs/audits.md): 0 the runs describ
 """
 from __future__ import annotations
 
-import fnmatch
 import json
 import re
 from dataclasses import dataclass, field
@@ -28,38 +27,10 @@ from typing import Any, Iterable
 from sweep import exitcodes
 from sweep.analysis.names import fold_hosts, fold_numbers, host_key
 from sweep.audit.diff import diff_health
+from sweep.audit.fields import KIND_ORDER, run_kind
 from sweep.store import RunFolder, manifest_groups
 from sweep.text import show_value, visible, plural
 
-# Flattened paths ("#" = any [index]) that differ from probe to probe and say nothing about the machine.
-VOLATILE = (
-    "probe.*", "summary", "verdict", "lowest_broken", "contracts*", "mask.*", "load*",
-    "gpus#.clocks.sm_mhz", "gpus#.clocks.mem_mhz", "gpus#.power.draw_w", "gpus#.temperature_c",
-    "gpus#.utilization_gpu_pct", "gpus#.pstate", "gpus#.reason_counters_us.*", "gpus#.clock_event_reasons.*",
-    "gpus#.processes*", "gpus#.memory_used_bytes", "gpus#.unsupported.*", "driver.unsupported.*",
-    "gpus#.mig.devices*", "gpus#.index",
-)
-# (kind, patterns); the first match wins. Display order is KIND_ORDER.
-KINDS: list[tuple[str, tuple[str, ...]]] = [
-    ("gpus", ("driver.gpu_count",)),
-    ("gpu swap", ("gpus#.uuid", "gpus#.serial")),
-    ("modes", ("driver.confidential_compute", "gpus#.persistence_mode", "gpus#.compute_mode")),
-    ("driver", ("driver.*",)),
-    ("ecc", ("gpus#.ecc.current", "gpus#.ecc.pending_mode", "gpus#.ecc.pending", "gpus#.memory_total_bytes")),
-    ("memory errors", ("gpus#.ecc.*", "gpus#.remapped_rows.*", "gpus#.retired_pages_pending")),
-    ("power", ("gpus#.power.*",)),
-    ("clock policy", ("gpus#.clocks.*",)),
-    ("mig", ("gpus#.mig*",)),
-    ("topology", ("topology.*", "gpus#.nvlinks_active", "gpus#.pci_bus_id", "gpus#.numa_node")),
-    ("firmware", ("gpus#.vbios", "gpus#.slowdown_temperature_c")),
-    ("gpu model", ("gpus#.name", "gpus#.compute_capability")),
-    ("framework", ("frameworks*",)),
-    ("host", ("host.*",)),
-    ("environment", ("environment.*",)),
-    ("other", ("*",)),
-]
-KIND_ORDER = ("gpus", "gpu swap", "driver", "ecc", "power", "clock policy", "mig", "modes", "topology",
-              "firmware", "gpu model", "memory errors", "framework", "host", "environment", "other")
 _GPU_PATH = re.compile(r"^gpus\[([^\]]*)\]\.(.*)$")
 
 
@@ -142,14 +113,6 @@ def _card(g: dict | None) -> dict | None:
     return {"index": g.get("index"), "uuid": g.get("uuid"), "serial": g.get("serial"), "name": g.get("name")}
 
 
-def kind_of(path: str) -> str | None:
-    """The kind of change a flattened health.json path is, or None for a volatile / derived field."""
-    generic = re.sub(r"\[[^\]]*\]", "#", path)
-    if any(fnmatch.fnmatchcase(generic, p) for p in VOLATILE):
-        return None
-    return next(kind for kind, patterns in KINDS if any(fnmatch.fnmatchcase(generic, p) for p in patterns))
-
-
 def host_changes(a: dict, b: dict) -> list[FieldChange]:
     """What changed on one host between health.json `a` and `b` (volatile fields left out), by kind."""
     pairs, missing, added = match_gpus(list(a.get("gpus") or []), list(b.get("gpus") or []))
@@ -167,7 +130,7 @@ def host_changes(a: dict, b: dict) -> list[FieldChange]:
     for g in added:
         raw.append(("gpus", "gpu", g.get("index"), None, _card(g)))
     for c in diff_health(a2, b2):
-        kind = kind_of(c.path)
+        kind = run_kind(c.path)
         if kind is None:
             continue
         m = _GPU_PATH.match(c.path)

@@ -7,7 +7,6 @@ names the file, host or option and the fix); 3 hosts not comparable (report); 4 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -471,27 +470,16 @@ def demo(
     import shutil
     import tempfile
 
-    from sweep.demo.fleet import demo_fleet, off_design
-    from sweep.demo.loopback import LocalFleet
-    from sweep.store import default_run_dir
+    from sweep.demo import run_demo
+    from sweep.demo.fleet import off_design
 
     if hosts < 1:
         raise SweepError(f"--hosts is {hosts}; it must be 1 or more", fix="pass --hosts 40, say")
     paths.output_dir(out, "--out", "the run folder")
     work = Path(tempfile.mkdtemp(prefix="sweep-demo-"))
     try:
-        fleet_hosts = demo_fleet(work / "captures", count=hosts)
-        console.print(f"starting {plural(len(fleet_hosts), 'loopback sshd host')} ...")
-        with LocalFleet(fleet_hosts, work / "fleet") as fleet:
-            opts = dict(inventory_path=fleet.inventory_path, out=out or default_run_dir("demo"), forks=32,
-                        connect_timeout=3.0, host_deadline=15.0, **fleet.sweep_options())
-            old_home = os.environ.get("HOME")
-            os.environ["HOME"] = str(fleet.home)
-            try:
-                result = run_with_progress(opts, console)
-            finally:
-                if old_home is not None:
-                    os.environ["HOME"] = old_home
+        result, fleet_hosts = run_demo(hosts, out, lambda options: run_with_progress(options, console), work,
+                                       say=console.print)
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)

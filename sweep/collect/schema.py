@@ -56,91 +56,38 @@ def _kind_of(value: Any) -> str:
 
 def compile_schema(schema: dict) -> Check:
     """A function (value, where) -> the first violation of `schema` as text, or None."""
-    root = schema
-    refs: dict[str, Check] = {}
+    top = _Compiler(schema).build(schema)
+    return lambda value, where="health.json": top(value, where)
 
-    def ref(target: str) -> Check:
-        if target not in refs:
+
+class _Compiler:
+    """Builds the checks of one schema; `refs` holds the compiled local $ref targets (recursion included)."""
+
+    def __init__(self, root: dict):
+        self.root = root
+        self.refs: dict[str, Check] = {}
+
+    def ref(self, target: str) -> Check:
+        if target not in self.refs:
             if not target.startswith("#/"):
                 raise UnsupportedSchema(f"only local $ref are supported, not {target!r}")
-            node: Any = root
+            node: Any = self.root
             for part in target[2:].split("/"):
                 node = node[part]
-            refs[target] = lambda v, w: None  # a recursive schema refers to itself while compiling
-            refs[target] = build(node)
-        return lambda v, w: refs[target](v, w)
+            self.refs[target] = lambda v, w: None  # a recursive schema refers to itself while compiling
+            self.refs[target] = self.build(node)
+        return lambda v, w: self.refs[target](v, w)
 
-    def build(node: Any) -> Check:
+    def build(self, node: Any) -> Check:
         if node is True or node == {}:
             return lambda v, w: None
         if node is False:
             return lambda v, w: f"{w}: no value is allowed here"
-        unknown = set(node) - _ANNOTATIONS - {"type", "enum", "const", "required", "properties",
-                                              "additionalProperties", "items", "minItems", "maxItems",
-                                              "minimum", "pattern", "$ref"}
+        unknown = set(node) - _ANNOTATIONS - {word for words, _ in _KEYWORDS for word in words}
         if unknown:
             raise UnsupportedSchema(f"schema keyword(s) {', '.join(sorted(unknown))} not supported")
-        checks: list[Check] = []
-        if "$ref" in node:
-            checks.append(ref(node["$ref"]))
-        if "type" in node:
-            kinds = node["type"] if isinstance(node["type"], list) else [node["type"]]
-            for kind in kinds:
-                _is(kind, None)  # refuse unknown type names now
-
-            def typed(v, w, kinds=tuple(kinds)):
-                if not any(_is(k, v) for k in kinds):
-                    return f"{w}: expected {' or '.join(kinds)}, got {_kind_of(v)}"
-            checks.append(typed)
-        if "enum" in node:
-            allowed = node["enum"]
-            checks.append(lambda v, w: None if any(v == a and isinstance(v, bool) == isinstance(a, bool)
-                                                   for a in allowed)
-                          else f"{w}: {_show(v)} is not one of {', '.join(_show(a) for a in allowed)}")
-        if "const" in node:
-            const = node["const"]
-            checks.append(lambda v, w: None if v == const and isinstance(v, bool) == isinstance(const, bool)
-                          else f"{w}: must be {_show(const)}, not {_show(v)}")
-        if "minimum" in node:
-            low = node["minimum"]
-            checks.append(lambda v, w: f"{w}: {v} is below the minimum {low}"
-                          if _is("number", v) and v < low else None)
-        if "pattern" in node:
-            pattern = re.compile(node["pattern"])
-            checks.append(lambda v, w: f"{w}: {_show(v)} does not match {pattern.pattern!r}"
-                          if isinstance(v, str) and not pattern.search(v) else None)
-        if "minItems" in node or "maxItems" in node:
-            low, high = node.get("minItems", 0), node.get("maxItems")
-            checks.append(lambda v, w: f"{w}: {len(v)} items, outside {low}..{high if high is not None else ''}"
-                          if isinstance(v, list) and (len(v) < low or (high is not None and len(v) > high))
-                          else None)
-        if "items" in node:
-            item = build(node["items"])
-
-            def items(v, w):
-                if isinstance(v, list):
-                    for i, x in enumerate(v):
-                        problem = item(x, f"{w}[{i}]")
-                        if problem:
-                            return problem
-            checks.append(items)
-        if "required" in node:
-            need = tuple(node["required"])
-            checks.append(lambda v, w: next((f"{w}: '{k}' is missing" for k in need if k not in v), None)
-                          if isinstance(v, dict) else None)
-        props = {k: build(s) for k, s in (node.get("properties") or {}).items()}
-        extra = build(node["additionalProperties"]) if "additionalProperties" in node else None
-        if props or extra is not None:
-            def members(v, w):
-                if not isinstance(v, dict):
-                    return None
-                for key, x in v.items():
-                    check = props.get(key, extra)
-                    if check is not None:
-                        problem = check(x, f"{w}.{key}")
-                        if problem:
-                            return problem
-            checks.append(members)
+        checks = [check for words, make in _KEYWORDS if any(word in node for word in words)
+                  for check in [make(self, node)] if check is not None]
         if len(checks) == 1:
             return checks[0]
 
@@ -151,8 +98,93 @@ def compile_schema(schema: dict) -> Check:
                     return problem
         return all_of
 
-    top = build(schema)
-    return lambda value, where="health.json": top(value, where)
+
+def _ref(c: _Compiler, node: dict) -> Check:
+    return c.ref(node["$ref"])
+
+
+def _type(c: _Compiler, node: dict) -> Check:
+    kinds = tuple(node["type"] if isinstance(node["type"], list) else [node["type"]])
+    for kind in kinds:
+        _is(kind, None)  # refuse unknown type names now
+
+    def typed(v, w):
+        if not any(_is(k, v) for k in kinds):
+            return f"{w}: expected {' or '.join(kinds)}, got {_kind_of(v)}"
+    return typed
+
+
+def _enum(c: _Compiler, node: dict) -> Check:
+    allowed = node["enum"]
+    return lambda v, w: None if any(v == a and isinstance(v, bool) == isinstance(a, bool) for a in allowed) \
+        else f"{w}: {_show(v)} is not one of {', '.join(_show(a) for a in allowed)}"
+
+
+def _const(c: _Compiler, node: dict) -> Check:
+    const = node["const"]
+    return lambda v, w: None if v == const and isinstance(v, bool) == isinstance(const, bool) \
+        else f"{w}: must be {_show(const)}, not {_show(v)}"
+
+
+def _minimum(c: _Compiler, node: dict) -> Check:
+    low = node["minimum"]
+    return lambda v, w: f"{w}: {v} is below the minimum {low}" if _is("number", v) and v < low else None
+
+
+def _pattern(c: _Compiler, node: dict) -> Check:
+    pattern = re.compile(node["pattern"])
+    return lambda v, w: f"{w}: {_show(v)} does not match {pattern.pattern!r}" \
+        if isinstance(v, str) and not pattern.search(v) else None
+
+
+def _length(c: _Compiler, node: dict) -> Check:
+    low, high = node.get("minItems", 0), node.get("maxItems")
+    return lambda v, w: f"{w}: {len(v)} items, outside {low}..{high if high is not None else ''}" \
+        if isinstance(v, list) and (len(v) < low or (high is not None and len(v) > high)) else None
+
+
+def _items(c: _Compiler, node: dict) -> Check:
+    item = c.build(node["items"])
+
+    def items(v, w):
+        if isinstance(v, list):
+            for i, x in enumerate(v):
+                problem = item(x, f"{w}[{i}]")
+                if problem:
+                    return problem
+    return items
+
+
+def _required(c: _Compiler, node: dict) -> Check:
+    need = tuple(node["required"])
+    return lambda v, w: next((f"{w}: '{k}' is missing" for k in need if k not in v), None) \
+        if isinstance(v, dict) else None
+
+
+def _members(c: _Compiler, node: dict) -> Check | None:
+    props = {k: c.build(s) for k, s in (node.get("properties") or {}).items()}
+    extra = c.build(node["additionalProperties"]) if "additionalProperties" in node else None
+    if not props and extra is None:
+        return None
+
+    def members(v, w):
+        if not isinstance(v, dict):
+            return None
+        for key, x in v.items():
+            check = props.get(key, extra)
+            if check is not None:
+                problem = check(x, f"{w}.{key}")
+                if problem:
+                    return problem
+    return members
+
+
+# (keywords, builder), in the order the checks run: the first problem found is the one reported
+_KEYWORDS: tuple[tuple[tuple[str, ...], Callable[[_Compiler, dict], Optional[Check]]], ...] = (
+    (("$ref",), _ref), (("type",), _type), (("enum",), _enum), (("const",), _const), (("minimum",), _minimum),
+    (("pattern",), _pattern), (("minItems", "maxItems"), _length), (("items",), _items),
+    (("required",), _required), (("properties", "additionalProperties"), _members),
+)
 
 
 def _show(value: Any) -> str:

@@ -1,1 +1,33 @@
-"""The demo: a loopback fleet of real sshd servers replaying H200 captures, and its capture files."""
+"""The demo: a loopback fleet of real sshd servers replaying H200 captures, swept like any fleet (`sweep demo`)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from sweep.collect.run import RunResult
+
+
+def run_demo(hosts: int, out: Path | None, sweep: Callable[[dict], "RunResult"], work: Path,
+             say: Callable[[str], None] = print) -> tuple["RunResult", list]:
+    """Start `hosts` replaying hosts (and 3 unreachable ones) with their keys and configs under `work`,
+    sweep them with `sweep(run_sweep options)`, tear the fleet down; the run's result and the fleet's hosts
+    (`sweep.demo.fleet.off_design` tells whether each ended as designed)."""
+    from sweep.demo.fleet import demo_fleet
+    from sweep.demo.loopback import LocalFleet
+    from sweep.store import default_run_dir
+    from sweep.text import plural
+
+    fleet_hosts = demo_fleet(work / "captures", count=hosts)
+    say(f"starting {plural(len(fleet_hosts), 'loopback sshd host')} ...")
+    with LocalFleet(fleet_hosts, work / "fleet") as fleet:
+        options = dict(inventory_path=fleet.inventory_path, out=out or default_run_dir("demo"), forks=32,
+                       connect_timeout=3.0, host_deadline=15.0, **fleet.sweep_options())
+        old_home = os.environ.get("HOME")
+        os.environ["HOME"] = str(fleet.home)  # the fleet's own ssh state, not the user's
+        try:
+            return sweep(options), fleet_hosts
+        finally:
+            if old_home is not None:
+                os.environ["HOME"] = old_home

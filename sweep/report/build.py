@@ -77,10 +77,11 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     folder) add an audit of the same hosts (docs/audits.md). Raises a SweepError for bad input;
     a failed host is data, never an error.
     """
-    fleet = load_fleet(paths)
+    audited = expect is not None or baseline is not None
+    fleet = load_fleet(paths, keep_health=audited)  # the audit judges the health.json the frames were made from
     findings = compare(fleet, reference=reference)  # bad input stops here, before any file is written
     audit = None
-    if expect is not None or baseline is not None:
+    if audited:
         audit = audit_section(records_of(fleet), expect, baseline)
     code = exit_code(findings, audit)
     summary = summary_dict(findings, code, exitcodes.MEANING[code], fleet.sources, audit)

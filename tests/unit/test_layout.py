@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from helpers import require
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("sweep", "probe_agent")
@@ -16,11 +16,7 @@ def _tool(name: str) -> str:
     """The console script `name` beside this python, else on PATH; missing: skip here, fail under CI."""
     beside = Path(sys.executable).with_name(name)
     found = str(beside) if beside.is_file() else shutil.which(name)
-    if found is None:
-        message = f"{name} is not installed (pip install -e '.[test]')"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require(found is not None, f"{name} is not installed (pip install -e '.[test]')")
     return found
 
 
@@ -56,6 +52,15 @@ def test_no_private_name_is_imported_across_modules():
 
 
 def test_every_module_starts_with_a_docstring():
-    missing = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "sweep").rglob("*.py"))
-               if not ast.get_docstring(ast.parse(p.read_text()))]
+    missing = [str(p.relative_to(ROOT)) for p in _modules() if not ast.get_docstring(ast.parse(p.read_text()))]
     assert not missing
+
+
+def test_every_function_fits_one_screen():
+    """No function over 60 lines: a long `if` ladder of knowledge is a table (analysis/impact.py)."""
+    long = []
+    for path in sorted((ROOT / "sweep").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1})")
+    assert not long

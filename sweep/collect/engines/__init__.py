@@ -10,7 +10,11 @@ ENGINES = ("ssh", "ansible", "slurm")
 
 
 def create_engine(name: str, **settings: Any) -> "Engine":
-    """The engine called `name` ("ansible" or "slurm"); `settings` go to its constructor."""
+    """The engine called `name` ("ssh", "ansible" or "slurm"); `settings` go to its constructor."""
+    if name == "ssh":
+        from sweep.collect.engines.ssh import SSHEngine
+
+        return SSHEngine(**settings)
     if name == "ansible":
         from sweep.collect.engines.ansible import AnsibleEngine
 

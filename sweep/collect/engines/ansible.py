@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sweep.collect.engines.base import Engine, EngineError, failed, judged, tail
+from sweep.collect.engines.base import ProcessEngine, EngineError, failed, judged, tail
 from sweep.collect.ssh.prober import FAST_KEX, SSHOptions
 from sweep.text import plural
 
@@ -75,7 +75,7 @@ def ssh_args(options: SSHOptions) -> str:
     return " ".join(shlex.quote(a) for a in args)
 
 
-class AnsibleEngine(Engine):
+class AnsibleEngine(ProcessEngine):
     """``ansible -m script agent.pyz`` over the sweep's hosts; one JSON line per host back."""
 
     name = "ansible"

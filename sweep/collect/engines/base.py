@@ -1,14 +1,14 @@
-"""Fan-out engines other than sweep's own SSH transport: the same agent, run by Ansible or Slurm.
+"""The engine interface: whatever runs the agent on hosts (ssh, ansible, slurm) hands back one Outcome per host.
 
-An engine takes the hosts of a sweep and hands back one `Outcome` per host, as they finish, through
-the interface of `sweep.collect.fanout.FanOut` (`run(hosts)` yields ``(host, outcome)``; `stop()` on
-Ctrl-C; `drain(timeout)` collects what finished after the stop). `run_sweep` records the outcomes
-into the run folder exactly as it records the SSH engine's, so a run folder does not say (except
-in its manifest's options) which engine filled it.
+An engine is bound to an `EngineJob` (the agent, its arguments, the run's options), then takes the
+hosts of a sweep and yields ``(host, outcome)`` as they finish (`run`); `stop()` on Ctrl-C;
+`drain(timeout)` collects what finished after the stop. `run_sweep` records the outcomes into the
+run folder the same way for every engine, so a run folder does not say (except in its manifest's
+options) which engine filled it.
 
-Engines drive one child process (``ansible``, ``srun``) whose output a reader thread turns into
-outcomes; the child runs in its own session, so the terminal's Ctrl-C reaches sweep alone and the
-engine stops the child in the way that child understands.
+`ProcessEngine` is the base of the engines that drive one child process (``ansible``, ``srun``)
+whose output a reader thread turns into outcomes; the child runs in its own session, so the
+terminal's Ctrl-C reaches sweep alone and the engine stops the child in the way that child understands.
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from sweep.errors import SweepError
 from sweep.collect.ssh.prober import HostFailure, Outcome, SSHOptions, judge_output
@@ -42,7 +42,12 @@ class EngineJob:
     options: SSHOptions = SSHOptions()
     forks: int = 32
     inventory_path: Path | None = None
+    # command-line connect_timeout / host_deadline / retries (None: unset); they win over host settings
+    flags: Mapping[str, Any] = field(default_factory=dict)
 
+    def given_flags(self, *, retries: bool = True) -> dict[str, Any]:
+        """The flags that were set (`retries=False`: without the number of tries)."""
+        return {k: v for k, v in self.flags.items() if v is not None and (retries or k != "retries")}
 
 
 def judged(host: Any, started: float, out: bytes, exit_status: int | None, stderr: str) -> Outcome:
@@ -64,9 +69,25 @@ def failed(host: Any, started: float, failure_class: str, message: str, *, stder
 
 
 class Engine:
-    """One child process for the whole sweep; `_read` (in a thread) turns its output into outcomes."""
+    """What run_sweep needs of an engine: `bind` a job, `run` hosts, `stop` on Ctrl-C, `drain` after it."""
 
     name = "engine"
+
+    def bind(self, job: EngineJob) -> "Engine":  # pragma: no cover - the engines implement these
+        raise NotImplementedError
+
+    def run(self, hosts: Sequence[Any]) -> Iterator[tuple[Any, Outcome]]:  # pragma: no cover
+        raise NotImplementedError
+
+    def stop(self) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def drain(self, timeout: float = 10.0) -> Iterator[tuple[Any, Outcome]]:  # pragma: no cover
+        raise NotImplementedError
+
+
+class ProcessEngine(Engine):
+    """One child process for the whole sweep; `_read` (in a thread) turns its output into outcomes."""
 
     def __init__(self) -> None:
         self.job: EngineJob | None = None
@@ -76,9 +97,9 @@ class Engine:
         self._stopping = threading.Event()
         self._error: BaseException | None = None
 
-    def bind(self, job: EngineJob) -> "Engine":
-        """Give the engine the agent and the run's options (run_sweep does this before `run`)."""
-        self.job = job
+    def bind(self, job: EngineJob) -> "ProcessEngine":
+        """Give the engine the agent and the run's options, the command-line timeouts laid over them."""
+        self.job = replace(job, options=replace(job.options, **job.given_flags(retries=False)))
         return self
 
     # --- FanOut's interface ------------------------------------------------------------------

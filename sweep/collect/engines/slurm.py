@@ -25,7 +25,7 @@ from types import MappingProxyType
 from typing import Any
 
 from sweep.collect.bundle import remote_command
-from sweep.collect.engines.base import Engine, EngineError, failed, judged, kill_group, tail
+from sweep.collect.engines.base import ProcessEngine, EngineError, failed, judged, kill_group, tail
 from sweep.inventory.model import Host, Inventory
 
 SOURCE = "slurm-nodes"
@@ -60,7 +60,7 @@ def node_host(name: str, groups: tuple[str, ...] = ("slurm",)) -> Host:
                 vars=MappingProxyType({}), settings=MappingProxyType({}))
 
 
-class SlurmEngine(Engine):
+class SlurmEngine(ProcessEngine):
     """``srun -N K --ntasks-per-node=1`` over the sweep's nodes; per-task output back through --label."""
 
     name = "slurm"

@@ -117,10 +117,22 @@ class KeyFileError(Exception):
     """A private key file that cannot be used; the text says why (after the file's name)."""
 
 
+class KeyFileMissing(KeyFileError):
+    """The key file does not exist."""
+
+
+class KeyFileEncrypted(KeyFileError):
+    """The key file is encrypted and no passphrase was given (ssh-agent may hold the key)."""
+
+
+class KeyFileWrongPassphrase(KeyFileError):
+    """The key file does not decrypt with the passphrase given."""
+
+
 def load_private_key(path: str, passphrase: str | None = None) -> paramiko.PKey:
     """A private key file, decrypted with `passphrase` if it is encrypted; KeyFileError says why not."""
     if not os.path.exists(path):
-        raise KeyFileError("does not exist")
+        raise KeyFileMissing("does not exist")
     if os.path.isdir(path):
         raise KeyFileError("is a folder, not a key file")
     secret = passphrase.encode() if passphrase else None
@@ -134,12 +146,12 @@ def load_private_key(path: str, passphrase: str | None = None) -> paramiko.PKey:
     except Exception as exc:
         raise KeyFileError(f"is not a private key sweep can read ({type(exc).__name__})") from None
     if secret is None:
-        raise KeyFileError("is encrypted and no passphrase was given: set SWEEP_KEY_PASSPHRASE, "
+        raise KeyFileEncrypted("is encrypted and no passphrase was given: set SWEEP_KEY_PASSPHRASE, "
                            "or load the key into ssh-agent")
     try:
         return paramiko.PKey.from_path(path, secret)
     except Exception:
-        raise KeyFileError("cannot be decrypted with the passphrase in SWEEP_KEY_PASSPHRASE "
+        raise KeyFileWrongPassphrase("cannot be decrypted with the passphrase in SWEEP_KEY_PASSPHRASE "
                            "(wrong passphrase?)") from None
 
 

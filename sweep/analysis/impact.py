@@ -1,0 +1,144 @@
+"""What a differing comparability key does to a benchmark: the knowledge table behind every class's "why".
+
+`RULES[key]` is a list of (when, text) rules; the first whose `when` holds for the case gives the
+text, with ``{value}`` and ``{reference}`` (and, for links, ``{mine}``, ``{ref}``, ``{more}``,
+``{speed}``) filled in. `when` None always holds.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, Optional
+
+from probe_agent.contracts import link_rank
+
+Case = dict  # value, reference, mixed and the link fields below
+Rule = tuple[Optional[Callable[[Case], bool]], str]
+
+UNKNOWN = ("not read on {where}: the probe could not tell, so the hosts cannot be shown alike on this key; "
+           "read the host's health.json and probe it again")
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"\d+(?:\.\d+)?", text.split("(")[0])]
+
+
+def _pending(c: Case) -> bool:
+    return "pending" in c["value"]
+
+
+def _lower_cap(c: Case) -> bool:
+    mine, ref = _numbers(c["value"]), _numbers(c["reference"])
+    return bool(mine and ref and min(mine) < min(ref))
+
+
+def _nvlink_counts(c: Case) -> bool:
+    return c["mine"].startswith("NV") and c["ref"].startswith("NV") and bool(_numbers(c["mine"])) \
+        and bool(_numbers(c["ref"]))
+
+
+def _better_link(c: Case) -> bool:
+    mine, ref = link_rank(c["mine"]), link_rank(c["ref"])
+    return mine is not None and ref is not None and mine < ref
+
+
+RULES: dict[str, list[Rule]] = {
+    "gpu_model": [(None, "another GPU model: SM count, clocks, memory size and bandwidth all differ; the results "
+                         "measure a different product and cannot be pooled with the reference")],
+    "memory": [(None, "{value} instead of {reference} per GPU (another SKU, or a different ECC or MIG setting): "
+                      "the largest batch or model that fits changes, and usually the memory bandwidth behind it")],
+    "gpu_count": [(None, "{value} instead of {reference} visible to CUDA: a different degree of parallelism; "
+                         "data-parallel throughput, per-GPU batch and collective sizes change, and a job sized for "
+                         "{reference} will not launch the same way")],
+    "driver": [(None, "a different driver ({value} vs {reference}): another kernel module, PTX JIT compiler and "
+                      "CUDA user-mode libraries; cuBLAS and NCCL heuristics can pick other kernels and transports, "
+                      "so timings are not comparable")],
+    "cuda_driver": [(None, "the driver speaks {value} instead of {reference}: a framework built for the newer CUDA "
+                           "runs through minor-version compatibility or PTX JIT here, with other kernels and a "
+                           "slower first start")],
+    "framework": [(None, "a different framework build ({value} vs {reference}): other cuBLAS, cuDNN and NCCL "
+                         "versions and other compiled kernels; a speed difference may come from the software, not "
+                         "the hardware")],
+    "ecc": [
+        (_pending, "an ECC mode change is pending: it takes effect at the next GPU reset or reboot, so the "
+                   "host will not stay as it was benchmarked"),
+        (lambda c: c["mixed"], "ECC differs between this host's GPUs: the cards run at different memory speeds "
+                               "and capacities, and synchronous multi-GPU work waits for the slowest"),
+        (lambda c: c["value"].startswith("off"),
+         "ECC off: about 6% more usable memory where the check bits live in the memory itself (GDDR cards), and "
+         "no ECC work on memory accesses, so memory-bound work runs faster; the host flatters itself against "
+         "ECC-on hosts, and memory errors go undetected"),
+        (None, "ECC on while the reference runs without it: this host pays the ECC overhead (lower effective "
+               "memory bandwidth; about 6% less memory on GDDR cards) and looks slower than it is"),
+    ],
+    "power_limit": [
+        (lambda c: c["mixed"], "one or more GPUs capped lower than the others: in data- or tensor-parallel work "
+                               "every step waits for the slowest GPU, so the whole host runs at the capped "
+                               "card's pace"),
+        (_lower_cap, "a lower power cap ({value} vs {reference}): under sustained load the GPU lowers its SM "
+                     "clock to stay under the cap; compute-bound work slows by about the SM clock it loses "
+                     "(tens of percent at a deep cap), memory-bound work less"),
+        (None, "a higher power cap ({value} vs {reference}): the GPU holds higher clocks under load than the "
+               "reference; its results overstate what the rest of the fleet delivers"),
+    ],
+    "mig": [
+        (_pending, "a MIG mode change is pending: the GPU changes mode at the next reset"),
+        (lambda c: c["value"].startswith("on") and c["reference"].startswith("on"),
+         "another MIG layout ({value} vs {reference}): the slices have other sizes, so a job lands on a "
+         "different fraction of the GPU's SMs, memory and bandwidth"),
+        (lambda c: c["value"].startswith("on"),
+         "MIG {value}: the benchmark runs on a slice with a fraction of the SMs, memory and memory bandwidth, "
+         "not on the whole GPU; per-slice numbers cannot be compared with whole GPUs"),
+        (None, "MIG off: the benchmark gets the whole GPU while the reference gets a slice"),
+    ],
+    "persistence": [
+        (lambda c: c["value"].startswith("off") or c["mixed"],
+         "persistence mode off: the driver tears the GPU state down whenever the last process exits, so every "
+         "process start pays driver initialisation (up to seconds per GPU); start-up latency and short "
+         "benchmarks suffer"),
+        (None, "persistence on while the reference has it off: processes start faster here"),
+    ],
+    "compute_mode": [(None, "compute mode {value} instead of {reference}: EXCLUSIVE_PROCESS allows one CUDA "
+                            "context per GPU, so a second process (a monitor, a multi-process launcher) fails to "
+                            "start; PROHIBITED allows none; the benchmark may fail rather than slow down")],
+    "confidential_compute": [
+        (lambda c: c["value"] == "on", "confidential computing on: host-GPU copies go through encrypted bounce "
+                                       "buffers, so host-to-device bandwidth drops and copy and launch latency "
+                                       "rise; I/O-heavy and small-kernel work slows"),
+        (None, "confidential computing {value} while the reference has it {reference}: copies and launches run "
+               "at a different cost"),
+    ],
+    "clock_policy": [
+        (lambda c: c["value"] == "default", "default clocks while the reference pins application clocks: this "
+                                            "host boosts freely, so compute-bound work runs at another SM clock"),
+        (None, "{value} instead of {reference}: the SM clock under load is fixed by the operator, so "
+               "compute-bound work runs at that clock, not at the boost clock; the result reflects the clock "
+               "setting, not the hardware"),
+    ],
+    "link": [
+        (lambda c: "single GPU" in (c["value"], c["reference"]),
+         "one side has a single GPU selected: no GPU-to-GPU traffic at all, so multi-GPU results cannot be "
+         "compared (see GPUs selected)"),
+        (_nvlink_counts, "{mine} instead of {ref} between the selected GPUs: {more} NVLink links, so all-reduce "
+                         "and other collectives run {speed} here"),
+        (_better_link, "a better link than the reference ({value} vs {reference}): collectives are faster here; "
+                       "multi-GPU results overstate the reference hosts"),
+        (None, "the selected GPUs talk over {value} instead of {reference}: all-reduce, all-gather and other "
+               "collectives cross PCIe or the host bridge at a fraction of NVLink bandwidth; multi-GPU scaling "
+               "and every communication-bound step slow down"),
+    ],
+}
+
+
+def impact(key: str, value: str, reference: str) -> str:
+    """What a benchmark on a host with `value` for `key` suffers or gains against `reference`."""
+    if "unknown" in (value, reference):
+        return UNKNOWN.format(where="this host" if value == "unknown" else "the reference hosts")
+    case: Case = {"value": value, "reference": reference, "mixed": "/" in value and "/" not in reference}
+    if key == "link":
+        case["mine"], case["ref"] = value.split()[0], reference.split()[0]
+        more = _nvlink_counts(case) and _numbers(case["mine"])[0] > _numbers(case["ref"])[0]
+        case["more"], case["speed"] = ("more", "faster") if more else ("fewer", "slower")
+    for when, text in RULES.get(key, [(None, "{value} instead of {reference}")]):
+        if when is None or when(case):
+            return text.format_map(case)
+    raise AssertionError(f"no rule for {key}")  # every list ends with a rule that always holds

@@ -1,0 +1,95 @@
+"""The field tables: which health.json fields the probe diff and the run diff show, and under which heading.
+
+Paths are flattened health.json paths (`diff.flatten`) with every ``[index]`` written ``#``
+(`generic`); in each table the first pattern that matches wins. The probe diff (`sweep diff A B`
+of two probes) shows throttle evidence first and keeps volatile fields; the run diff (two run
+folders, baselines) leaves volatile and derived fields out and sorts changes into kinds.
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+
+# --- the probe diff ------------------------------------------------------------------------------
+
+# (category, glob patterns over flattened paths, "#" standing for any [index]). First match wins.
+PROBE_CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
+    ("throttle evidence", ("gpus#.clock_event_reasons.active*", "gpus#.clocks.sm_mhz", "gpus#.clocks.mem_mhz",
+                           "gpus#.power.draw_w", "gpus#.temperature_c", "gpus#.utilization_gpu_pct",
+                           "gpus#.pstate", "gpus#.reason_counters_us.*", "load.summary*")),
+    ("power and clock policy", ("gpus#.power.*", "gpus#.clocks.*")),
+    ("memory health and modes", ("gpus#.ecc.*", "gpus#.remapped_rows.*", "gpus#.retired_pages_pending",
+                                 "gpus#.mig*", "gpus#.persistence_mode", "gpus#.compute_mode",
+                                 "driver.confidential_compute")),
+    ("processes", ("gpus#.processes*",)),
+    ("verdict", ("contracts#.status", "contracts#.message", "lowest_broken", "verdict")),
+    ("identity and software", ("driver.*", "gpus#.uuid", "gpus#.serial", "gpus#.vbios", "gpus#.name",
+                               "gpus#.pci_bus_id", "frameworks*", "mask.*", "environment.*", "topology.*",
+                               "host.*")),
+    ("other", ("*",)),
+]
+# Fields that differ on every run and say nothing about the machine.
+PROBE_IGNORED = ("probe.*", "summary", "contracts#.evidence*", "contracts#.title", "contracts#.fix",
+           "gpus#.memory_used_bytes", "load.samples*", "load.pid", "load.exit_code", "gpus#.unsupported.*",
+           "contracts#.consequence_of", "frameworks#.executable", "gpus#.clock_event_reasons.active_mask",
+           "gpus#.processes#.used_memory_bytes")
+
+# --- the run diff --------------------------------------------------------------------------------
+
+# Flattened paths ("#" = any [index]) that differ from probe to probe and say nothing about the machine.
+RUN_VOLATILE = (
+    "probe.*", "summary", "verdict", "lowest_broken", "contracts*", "mask.*", "load*",
+    "gpus#.clocks.sm_mhz", "gpus#.clocks.mem_mhz", "gpus#.power.draw_w", "gpus#.temperature_c",
+    "gpus#.utilization_gpu_pct", "gpus#.pstate", "gpus#.reason_counters_us.*", "gpus#.clock_event_reasons.*",
+    "gpus#.processes*", "gpus#.memory_used_bytes", "gpus#.unsupported.*", "driver.unsupported.*",
+    "gpus#.mig.devices*", "gpus#.index",
+)
+# (kind, patterns); the first match wins. Display order is KIND_ORDER.
+RUN_KINDS: list[tuple[str, tuple[str, ...]]] = [
+    ("gpus", ("driver.gpu_count",)),
+    ("gpu swap", ("gpus#.uuid", "gpus#.serial")),
+    ("modes", ("driver.confidential_compute", "gpus#.persistence_mode", "gpus#.compute_mode")),
+    ("driver", ("driver.*",)),
+    ("ecc", ("gpus#.ecc.current", "gpus#.ecc.pending_mode", "gpus#.ecc.pending", "gpus#.memory_total_bytes")),
+    ("memory errors", ("gpus#.ecc.*", "gpus#.remapped_rows.*", "gpus#.retired_pages_pending")),
+    ("power", ("gpus#.power.*",)),
+    ("clock policy", ("gpus#.clocks.*",)),
+    ("mig", ("gpus#.mig*",)),
+    ("topology", ("topology.*", "gpus#.nvlinks_active", "gpus#.pci_bus_id", "gpus#.numa_node")),
+    ("firmware", ("gpus#.vbios", "gpus#.slowdown_temperature_c")),
+    ("gpu model", ("gpus#.name", "gpus#.compute_capability")),
+    ("framework", ("frameworks*",)),
+    ("host", ("host.*",)),
+    ("environment", ("environment.*",)),
+    ("other", ("*",)),
+]
+KIND_ORDER = ("gpus", "gpu swap", "driver", "ecc", "power", "clock policy", "mig", "modes", "topology",
+              "firmware", "gpu model", "memory errors", "framework", "host", "environment", "other")
+
+_INDEX = re.compile(r"\[[^\]]*\]")
+
+
+def generic(path: str) -> str:
+    """``gpus[3].power.draw_w`` -> ``gpus#.power.draw_w``."""
+    return _INDEX.sub("#", path)
+
+
+def first_match(table: list[tuple[str, tuple[str, ...]]], generic_path: str) -> str:
+    """The name of the first row of `table` with a pattern matching `generic_path`."""
+    return next(name for name, patterns in table if any(fnmatch.fnmatchcase(generic_path, p) for p in patterns))
+
+
+def probe_category(path: str) -> str | None:
+    """The heading a changed field has in a probe diff, or None for a field left out."""
+    g = generic(path)
+    if any(fnmatch.fnmatchcase(g, p) for p in PROBE_IGNORED):
+        return None
+    return first_match(PROBE_CATEGORIES, g)
+
+
+def run_kind(path: str) -> str | None:
+    """The kind of change a flattened health.json path is, or None for a volatile / derived field."""
+    g = generic(path)
+    if any(fnmatch.fnmatchcase(g, p) for p in RUN_VOLATILE):
+        return None
+    return first_match(RUN_KINDS, g)

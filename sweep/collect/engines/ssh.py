@@ -1,0 +1,61 @@
+"""The ssh engine: sweep's own transport, one paramiko connection per host, `forks` hosts at a time."""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any, Iterator, Sequence
+
+from sweep.collect.engines.base import Engine, EngineJob
+from sweep.collect.fanout import FanOut
+from sweep.collect.ssh.prober import Outcome, Prober
+from sweep.text import visible
+
+
+class SSHEngine(Engine):
+    """The agent over SSH (`Prober`) in a bounded pool of threads (`FanOut`)."""
+
+    name = "ssh"
+
+    def __init__(self) -> None:
+        self.job: EngineJob | None = None
+        self._fan: FanOut | None = None
+        self._prober: Prober | None = None
+
+    def bind(self, job: EngineJob) -> "SSHEngine":
+        """Give the engine the agent and the run's options; command-line flags win over host settings."""
+        self.job = job
+        self._prober = Prober(job.payload, list(job.agent_args), job.options)
+        self._fan = FanOut(self._probe, forks=job.forks, on_stop=self._prober.stop)
+        return self
+
+    def run(self, hosts: Sequence[Any]) -> Iterator[tuple[Any, Outcome]]:
+        """Yield (host, outcome) as hosts finish."""
+        if self._fan is None:
+            raise ValueError("bind() the engine to a job first")
+        return self._fan.run(hosts)
+
+    def stop(self) -> None:
+        """Ctrl-C: start no host more and shut the connections in flight."""
+        self._fan.stop()
+
+    def drain(self, timeout: float = 10.0) -> list[tuple[Any, Outcome]]:
+        """The outcomes of the hosts that were in flight at `stop()`."""
+        return self._fan.drain(timeout=timeout)
+
+    def _probe(self, host: Any) -> Outcome:
+        try:
+            return self._prober.probe(with_flags(host, self.job.given_flags()))
+        except Exception as exc:  # sweep's own bug, met on one host's data: that host's failure
+            now = time.time()
+            return Outcome(host=host, status="failed", failure_class="agent_error", started_at=now, ended_at=now,
+                           message=(f"{host.name}: sweep failed while probing this host ({type(exc).__name__}: "
+                                    f"{visible(exc, keep='')[:200]}); the other hosts are unaffected; please "
+                                    "report this as a sweep bug"))
+
+
+def with_flags(host: Any, given: dict[str, Any]) -> Any:
+    """The host with command-line timeouts laid over its sweep_* settings (flags win)."""
+    if not given:
+        return host
+    return replace(host, settings=MappingProxyType({**dict(host.settings or {}), **given}))
