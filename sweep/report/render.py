@@ -103,7 +103,7 @@ def _write_csv(frame: pd.DataFrame, path: Path) -> None:
             values = [csv_cell(v) for v in values]
         columns.append(values)
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv.writer(buffer, lineterminator="\r\n")  # RFC 4180; and a CR inside a cell gets quoted
     writer.writerow([csv_cell(name) for name in frame.columns])
     writer.writerows(zip(*columns))
     write_text(path, buffer.getvalue())
