@@ -7,6 +7,7 @@ short by its deadline still emits what it has.
 """
 import re
 
+from probe_agent.links import read_fabric, read_fields, read_nvlink, read_pcie
 from probe_agent.source import NVMLQueryError
 
 # nvmlClocksEventReasons bits (nvml.h), in the order a person reads them.
@@ -24,7 +25,9 @@ CLOCK_EVENT_REASONS = (
 COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
 TOPOLOGY_LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
-MAX_NVLINKS = 18
+NVML_CLOCK_GRAPHICS = 0
+# nvmlTemperatureThresholds_t
+TEMP_SHUTDOWN, TEMP_SLOWDOWN, TEMP_MEM_MAX, TEMP_GPU_MAX = 0, 1, 2, 3
 
 
 def decode_reasons(mask):
@@ -132,6 +135,7 @@ def read_gpu(src, i):
         "max_limit_w": mw_to_w(constraints[1]) if constraints else None,
     }
     g["clocks"] = read_clocks(r, p, h)
+    fields = read_fields(r, p, h)
     active = r.get(p + "throttle_reasons", "clock_event_reasons", "nvmlDeviceGetCurrentClocksThrottleReasons", h)
     supported = r.get(p + "supported_throttle_reasons", "supported_clock_event_reasons",
                       "nvmlDeviceGetSupportedClocksThrottleReasons", h)
@@ -139,7 +143,8 @@ def read_gpu(src, i):
                                 "supported": decode_reasons(supported)}
     g["temperature_c"] = r.get(p + "temp", "temperature", "nvmlDeviceGetTemperature", h, 0)
     g["slowdown_temperature_c"] = r.get(p + "temp_slowdown", "temperature_slowdown",
-                                        "nvmlDeviceGetTemperatureThreshold", h, 1)
+                                        "nvmlDeviceGetTemperatureThreshold", h, TEMP_SLOWDOWN)
+    g["thermal"] = read_thermal(r, p, h, g, fields)
     ps = r.get(p + "pstate", "pstate", "nvmlDeviceGetPerformanceState", h)
     g["pstate"] = None if ps is None else "P%d" % ps
     util = r.get(p + "util", "utilization", "nvmlDeviceGetUtilizationRates", h)
@@ -147,12 +152,30 @@ def read_gpu(src, i):
     g["numa_node"] = r.get(p + "numa", "numa_node", "nvmlDeviceGetNumaNodeId", h)
     g["processes"] = read_processes(src, r, p, h)
     g["mig"] = read_mig(src, r, p, h)
-    g["nvlinks_active"] = read_nvlinks(r, p, h)
+    g["pcie"] = read_pcie(r, p, h)
+    g["nvlink"] = read_nvlink(r, p, h, fields)
+    g["nvlinks_active"] = g["nvlink"]["active"]
+    g["fabric"] = read_fabric(r, p, h)
     return g
 
 
-def read_clocks(r, p, h):
+def read_thermal(r, p, h, g, fields):
+    """GPU and memory (HBM) temperatures beside the thresholds NVML reports."""
     return {
+        "gpu_c": g.get("temperature_c"),
+        "gpu_slowdown_c": g.get("slowdown_temperature_c"),
+        "gpu_shutdown_c": r.get(p + "temp_shutdown", "temperature_shutdown", "nvmlDeviceGetTemperatureThreshold",
+                                h, TEMP_SHUTDOWN),
+        "gpu_max_operating_c": r.get(p + "temp_gpu_max", "temperature_gpu_max", "nvmlDeviceGetTemperatureThreshold",
+                                     h, TEMP_GPU_MAX),
+        "memory_c": fields.get("memory_temperature_c"),
+        "memory_max_operating_c": r.get(p + "temp_mem_max", "temperature_memory_max",
+                                        "nvmlDeviceGetTemperatureThreshold", h, TEMP_MEM_MAX),
+    }
+
+
+def read_clocks(r, p, h):
+    clocks = {
         "sm_mhz": r.get(p + "clock_sm", "clock_sm", "nvmlDeviceGetClockInfo", h, NVML_CLOCK_SM),
         "mem_mhz": r.get(p + "clock_mem", "clock_mem", "nvmlDeviceGetClockInfo", h, NVML_CLOCK_MEM),
         "sm_max_mhz": r.get(p + "max_clock_sm", "max_clock_sm", "nvmlDeviceGetMaxClockInfo", h, NVML_CLOCK_SM),
@@ -160,7 +183,14 @@ def read_clocks(r, p, h):
         "app_sm_mhz": r.get(p + "app_clock_sm", "app_clock_sm", "nvmlDeviceGetApplicationsClock", h, NVML_CLOCK_SM),
         "default_app_sm_mhz": r.get(p + "default_app_clock_sm", "default_app_clock_sm",
                                     "nvmlDeviceGetDefaultApplicationsClock", h, NVML_CLOCK_SM),
+        # The P0 clock range: locked clocks (nvidia-smi -lgc / -lmc) narrow it where the driver exposes it.
+        "p0_sm_min_mhz": None, "p0_sm_max_mhz": None, "p0_mem_min_mhz": None, "p0_mem_max_mhz": None,
     }
+    for name, clock in (("sm", NVML_CLOCK_GRAPHICS), ("mem", NVML_CLOCK_MEM)):
+        rng = r.get(p + "p0_range_" + name, "p0_%s_range" % name, "nvmlDeviceGetMinMaxClockOfPState", h, clock, 0)
+        if isinstance(rng, list) and len(rng) == 2:
+            clocks["p0_%s_min_mhz" % name], clocks["p0_%s_max_mhz" % name] = rng
+    return clocks
 
 
 def read_processes(src, r, p, h):
@@ -215,16 +245,6 @@ def profile_of(name):
     return m.group(1) if m else name
 
 
-def read_nvlinks(r, p, h):
-    active = 0
-    for link in range(MAX_NVLINKS):
-        state = r.get("%snvlink%d_state" % (p, link), "nvlink", "nvmlDeviceGetNvLinkState", h, link)
-        if state is None:
-            break
-        if state:
-            active += 1
-    return active
-
 
 def read_topology(src, facts, count):
     """Link class of every GPU pair: `nvidia-smi topo -m` first (it knows NV#), NVML otherwise."""
@@ -259,18 +279,18 @@ def parse_topo_matrix(text):
     """Parse `nvidia-smi topo -m`: GPU-pair link classes and each GPU's CPU / NUMA affinity."""
     lines = [ANSI.sub("", line) for line in text.splitlines()]
     header = None
-    out = {"pairs": {}, "cpu_affinity": {}, "numa_affinity": {}}
+    out = {"pairs": {}, "cpu_affinity": {}, "numa_affinity": {}, "nics": {}, "nic_legend": {}}
     for line in lines:
+        m = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", line)
+        if m:
+            out["nic_legend"][m.group(1)] = m.group(2)
+            continue
         cells = [c.strip() for c in line.split("\t")]
         if header is None:
             if any(c.startswith("GPU") for c in cells) and "CPU Affinity" in line:
                 header = [c for c in cells if c != ""]
             continue
         if not cells or not re.match(r"^GPU\d+$", cells[0]):
-            if cells and cells[0] == "":
-                continue
-            if line.strip().startswith("Legend"):
-                break
             continue
         row = cells[0]
         i = int(row[3:])
@@ -281,6 +301,8 @@ def parse_topo_matrix(text):
                 j = int(m.group(1))
                 if i < j:
                     out["pairs"]["%d-%d" % (i, j)] = value
+            elif re.match(r"^NIC\d+$", col):
+                out["nics"].setdefault(str(i), {})[col] = value
             elif col == "CPU Affinity":
                 out["cpu_affinity"][str(i)] = value
             elif col == "NUMA Affinity":

@@ -6,22 +6,10 @@ consequence, not a clue: such contracts carry `consequence_of`.
 """
 import re
 
+from probe_agent import hostchecks
+from probe_agent.chain import DEPENDS, ORDER, READ_WITHOUT_NVML, TITLES, contract  # noqa: F401 (re-exported)
 from probe_agent.framework import version_tuple
 
-TITLES = {
-    "driver": "Kernel driver and NVML",
-    "device_mask": "Device mask (CUDA_VISIBLE_DEVICES)",
-    "framework": "Framework build",
-    "processes": "Other processes on the GPUs",
-    "clocks": "Clocks and clock-event reasons",
-    "power": "Power ceiling",
-    "memory": "Memory health (ECC, row remapping)",
-    "topology": "Topology between the selected GPUs",
-    "layout": "MIG layout, modes and identity",
-}
-READ_WITHOUT_NVML = ("driver", "framework")
-# What each contract stands on: a broken contract below it makes it a consequence, not a clue.
-DEPENDS = {"driver": (), "device_mask": ("driver",), "framework": ("driver", "device_mask")}
 FACILITY_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 LINK_RANK = {"NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 
@@ -74,11 +62,6 @@ def fold_gpus(items):
     return "; ".join(("GPU %s: %s" % (fold_numbers(groups[k]), k)) if groups[k] else k for k in order)
 
 
-def contract(name, status, message, evidence=None, fix=None):
-    return {"name": name, "title": TITLES[name], "status": status, "message": message,
-            "fix": fix, "evidence": evidence or {}, "consequence_of": None}
-
-
 NO_GPU = ("no NVIDIA GPU on this machine: the PCI bus holds no NVIDIA display or 3D controller",
           "run the probe on a GPU host; in a VM or container, pass the GPU through to it")
 
@@ -88,6 +71,8 @@ def check_driver(facts):
     smi = facts.get("smi_present")
     ev = {k: d.get(k) for k in ("version", "nvml_version", "cuda_driver_version", "gpu_count")}
     ev["kernel_module"] = facts.get("kernel_module")
+    present = hostchecks.gpus_present(facts)
+    ev["pci"] = present
     pci = facts.get("pci_gpus")
     ev["pci_nvidia_gpus"] = None if pci is None else len(pci)  # None: the bus could not be read
     if pci == [] and (d.get("nvml_error") or not d.get("gpu_count")):
@@ -102,13 +87,22 @@ def check_driver(facts):
         if err == "NVMLError_LibraryNotFound" and facts.get("kernel_module"):
             what = "the kernel module is loaded but libnvidia-ml.so is not found"
             fix = "install the driver's user-space libraries (same version as the module)"
+        if present.get("on_bus"):
+            what += "; %d NVIDIA GPU(s) on the PCI bus" % present["on_bus"]
         return contract("driver", "broken", what, ev, fix)
+    if present["missing_from_nvml"]:
+        missing = present["missing_from_nvml"]
+        return contract("driver", "broken",
+                        "%d GPU(s) on the PCI bus but not listed by NVML (%d listed): %s: fallen off the bus or "
+                        "failed to initialise" % (len(missing), d.get("gpu_count") or 0, ", ".join(missing)), ev,
+                        "drain the host; read the kernel log for Xid 79 / RmInitAdapter on %s; reseat or "
+                        "replace the card, then reboot" % missing[0])
     if not d.get("gpu_count"):
         return contract("driver", "broken", "NVML initialised but sees no GPU", ev,
                         "check that the GPUs are on the bus (lspci), passed through to this VM or container, "
                         "and not fallen off the bus (dmesg: Xid 79)")
-    return contract("driver", "ok", "driver %s, CUDA %s, %s" % (d.get("version"), d.get("cuda_driver_version"),
-                                                                  plural(d.get("gpu_count"), "GPU")), ev)
+    return contract("driver", "ok", "driver %s, CUDA %s, %s%s" % (
+        d.get("version"), d.get("cuda_driver_version"), plural(d.get("gpu_count"), "GPU"), present["note"]), ev)
 
 
 def check_mask(facts):
@@ -424,9 +418,11 @@ def mig_layout(g):
     return "+".join(sorted(d.get("profile") or "?" for d in mig.get("devices") or [])) or "(no instances)"
 
 
-CHECKS = (("driver", check_driver), ("device_mask", check_mask), ("framework", check_framework),
-          ("processes", check_processes), ("clocks", check_clocks), ("power", check_power),
-          ("memory", check_memory), ("topology", check_topology), ("layout", check_layout))
+CHECKS = (("driver", check_driver), ("fabric", hostchecks.check_fabric), ("xid", hostchecks.check_xid),
+          ("device_mask", check_mask), ("framework", check_framework), ("processes", check_processes),
+          ("thermal", hostchecks.check_thermal), ("clocks", check_clocks), ("power", check_power),
+          ("memory", check_memory), ("links", hostchecks.check_links), ("topology", check_topology),
+          ("layout", check_layout), ("host", hostchecks.check_host))
 
 
 def evaluate(facts):

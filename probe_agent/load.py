@@ -114,6 +114,7 @@ def sample(src, count, t):
             "enforced_limit_w": mw_to_w(r.get(k + "limit", "l", "nvmlDeviceGetEnforcedPowerLimit", h)),
             "temperature_c": r.get(k + "temp", "t", "nvmlDeviceGetTemperature", h, 0),
             "utilization_gpu_pct": (r.get(k + "util", "u", "nvmlDeviceGetUtilizationRates", h) or {}).get("gpu"),
+            "pcie_gen": r.get(k + "pcie_gen", "g", "nvmlDeviceGetCurrPcieLinkGeneration", h),
             "active_reasons": decode_reasons(reasons),
         })
     if hasattr(src, "samples"):
@@ -145,6 +146,8 @@ def summarize(samples, max_sm):
             "sw_power_cap_fraction": frac("sw_power_cap"),
             "hw_slowdown_fraction": max(frac("hw_slowdown"), frac("hw_thermal_slowdown"), frac("hw_power_brake_slowdown")),
             "sw_thermal_fraction": frac("sw_thermal_slowdown"),
+            "pcie_gen_max": max([r["pcie_gen"] for r in rows if r.get("pcie_gen") is not None] or [None],
+                                key=lambda v: -1 if v is None else v),
         })
     return out
 

@@ -12,7 +12,9 @@ from probe_agent import AGENT_VERSION, HEALTH_SCHEMA_VERSION
 from probe_agent.collect import parse_reason_counters, read_driver, read_gpu, read_topology
 from probe_agent.contracts import evaluate, worst_link, mig_layout
 from probe_agent.framework import inspect
+from probe_agent.hostfacts import nearest_nics, read_host_settings, read_pci_gpus
 from probe_agent.mask import resolve_mask
+from probe_agent.xid import read_kernel_log
 
 
 def run_probe(src, opts, own_pids=(), started=None):
@@ -66,6 +68,12 @@ def collect(src, opts, facts):
         facts["smi_present"] = smi.get("rc") != 127
         facts["smi_answer"] = first_line(smi.get("stdout")) or first_line(smi.get("stderr"))
     count = facts["driver"].get("gpu_count") or 0
+    facts["_step"] = "PCI bus"
+    facts["pci"] = read_pci_gpus(src)
+    facts["_step"] = "kernel log"
+    facts["kernel_log"] = read_kernel_log(src)
+    facts["_step"] = "host settings"
+    facts["host_settings"] = read_host_settings(src, facts["pci"]["gpus"])
 
     def read_all(into):
         perf = {}
@@ -114,6 +122,8 @@ def collect(src, opts, facts):
             facts["own_pids"] = [section.get("pid")]
     else:
         read_all(facts)
+    facts["nearest_nic"] = nearest_nics(facts.get("gpus") or [], facts["pci"]["gpus"],
+                                        facts["host_settings"].get("ib_ports"), facts.get("topology"))
     facts["_step"] = "device mask"
     facts["mask"] = resolve_mask(facts["env"], facts.get("gpus") or [])
     facts["_step"] = "framework"
@@ -179,6 +189,9 @@ def build_health(facts, opts, started, complete, replay):
         "mask": facts.get("mask"),
         "frameworks": facts.get("frameworks") or [],
         "topology": dict(facts.get("topology") or {}, worst_link_selected=worst_link(facts)),
+        "pci": facts.get("pci"),
+        "kernel_log": facts.get("kernel_log"),
+        "host_settings": dict(facts.get("host_settings") or {}, nearest_nic=facts.get("nearest_nic") or {}),
         "load": facts.get("load"),
         "contracts": contracts,
         "lowest_broken": lowest,

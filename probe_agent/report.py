@@ -60,6 +60,7 @@ def render_markdown(health):
                 clean(", ".join((g.get("clock_event_reasons") or {}).get("active") or []) or "-"),
                 clean(g.get("mig_layout") or "off")))
         lines.append("")
+    lines += links_section(gpus) + xid_section(health.get("kernel_log")) + host_section(health)
     load = health.get("load")
     if load and load.get("summary"):
         lines += ["## Under load (%s s, %s engine)" % (load.get("seconds"), load.get("engine")), "",
@@ -72,3 +73,74 @@ def render_markdown(health):
                 100 * s["hw_slowdown_fraction"]))
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def link_text(p):
+    if not p or p.get("width") is None:
+        return "not readable"
+    return "gen%s x%s (max gen%s x%s; GPU gen%s)" % (p.get("gen"), p.get("width"), p.get("max_gen"),
+                                                     p.get("max_width"), p.get("gpu_max_gen"))
+
+
+def links_section(gpus):
+    if not gpus:
+        return []
+    out = ["## Links, fabric and temperatures", "",
+           "| GPU | bus id | PCIe | replays | NVLink active / links | NVLink errors | fabric | GPU C (slowdown) | HBM C (max) |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for g in gpus:
+        n, t, p = g.get("nvlink") or {}, g.get("thermal") or {}, g.get("pcie") or {}
+        errors = n.get("errors")
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s (%s) | %s (%s) |" % (
+            g.get("index"), clean(g.get("pci_bus_id")), link_text(p), p.get("replay_counter", "-"),
+            "%s / %s" % (n.get("active"), n.get("links")) if n.get("links") else "none",
+            clean(", ".join("%s %s" % kv for kv in sorted(errors.items()) if kv[1] is not None)) if errors else "-",
+            clean((g.get("fabric") or {}).get("state") or "not supported"),
+            t.get("gpu_c"), t.get("gpu_slowdown_c"), t.get("memory_c", "-"), t.get("memory_max_operating_c", "-")))
+    return out + [""]
+
+
+def xid_section(log):
+    if not log:
+        return []
+    if not log.get("source"):
+        tried = log.get("tried") or {}
+        return ["## Xid events", "", "Kernel log not readable: %s" % clean(
+            "; ".join("%s: %s" % kv for kv in sorted(tried.items())) or "not read"), ""]
+    xids = log.get("xid") or []
+    out = ["## Xid events", "", "Read from %s since boot; catalogue: %s" % (clean(log.get("source")), log.get("docs")), ""]
+    if not xids:
+        return out + ["No Xid event.", ""]
+    out += ["| bus id | Xid | count | kind | meaning | action | last message |", "|---|---|---|---|---|---|---|"]
+    for x in xids:
+        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (clean(x["bus_id"]), x["code"], x["count"], x["kind"],
+                                                          clean(x.get("meaning")), clean(x.get("action")),
+                                                          clean(x.get("last"))))
+    return out + [""]
+
+
+def host_section(health):
+    h = health.get("host_settings") or {}
+    pci = health.get("pci") or {}
+    if not h and not pci:
+        return []
+    gov = h.get("cpu_governor")
+    out = ["## Host settings", "",
+           "- NVIDIA GPUs on the PCI bus: %s" % (
+               ", ".join(clean(g["bus_id"]) for g in pci.get("gpus") or []) or "none"
+               if pci.get("readable") else "not readable (%s)" % clean(pci.get("error"))),
+           "- CPU governor: %s" % (clean(", ".join("%s x%d" % kv for kv in sorted(gov.items()))) if gov else "not exposed"),
+           "- NUMA balancing: %s; transparent huge pages: %s" % (h.get("numa_balancing", "-"),
+                                                                clean(h.get("transparent_hugepages"))),
+           "- kernel arguments: %s" % clean(" ".join(h.get("kernel_args") or []) or "none of iommu / pci="),
+           "- modules: %s" % clean(", ".join(k for k, v in sorted((h.get("modules") or {}).items()) if v) or "-")]
+    for p in h.get("ib_ports") or []:
+        out.append("- %s port %s: %s, %s, %s, %s" % (clean(p["device"]), p.get("port"), clean(p.get("state")),
+                                                     clean(p.get("phys_state")), clean(p.get("rate")),
+                                                     clean(p.get("link_layer"))))
+    for gpu, nic in sorted((h.get("nearest_nic") or {}).items()):
+        out.append("- GPU %s nearest NIC: %s (%s)" % (gpu, clean(nic.get("nic")), clean(nic.get("link"))))
+    unread = h.get("unreadable") or {}
+    if unread:
+        out.append("- not readable: %s" % clean(", ".join("%s (%s)" % kv for kv in sorted(unread.items()))))
+    return out + [""]

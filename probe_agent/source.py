@@ -7,13 +7,19 @@ Every raw answer the agent reads goes through one `Source`:
   inspector).
 - `env()`, `files()`, `host()`: the environment and host facts.
 - `pci()`: the NVIDIA GPUs on the PCI bus (sysfs, no driver needed); None when unknown.
+- `fs(op, path)`: one read of /sys, /proc or /dev (`read` text, `bytes` as hex, `list` a folder,
+  `link` a symlink's target); the live source reads under its `root` (tests build fake trees).
+- `kernel_log()`: the kernel log's Xid lines since boot (/dev/kmsg, else `journalctl -k`, else
+  /var/log/kern.log), bounded in time and size.
 
 `LiveSource` asks the driver; `RecordingSource` wraps it and keeps every answer, so that
 `capture()` can write a capture file; `ReplaySource` answers from a capture file through the same
 code path. The capture format is documented in docs/capture-format.md.
 """
+import errno
 import json
 import os
+import re
 import platform
 import socket
 import subprocess
@@ -28,6 +34,17 @@ ENV_VARS = (
     "LD_LIBRARY_PATH",
 )
 HOST_FILES = ("/proc/driver/nvidia/version", "/etc/os-release")
+PATH_OPS = ("read", "bytes", "list", "link")
+# Kernel log lines kept: NVIDIA's Xid reports and the fall-off-the-bus line that goes with Xid 79.
+KERNEL_LOG_KEEP = re.compile(r"NVRM: Xid|fallen off the bus")
+KERNEL_LOG_MAX_LINES = 2000
+KERNEL_LOG_MAX_BYTES = 32 << 20
+KERNEL_LOG_SECONDS = 0.5
+JOURNALCTL = ("journalctl", "-k", "-b", "0", "--no-pager", "-q", "-o", "short-monotonic")
+STRUCT_QUERIES = {  # NVML queries that fill a structure the caller passes
+    "nvmlDeviceGetGpuFabricInfoV": "c_nvmlGpuFabricInfoV_t",
+    "nvmlDeviceGetGpuFabricInfo": "c_nvmlGpuFabricInfo_t",
+}
 
 
 class NVMLQueryError(Exception):
@@ -49,8 +66,13 @@ class LiveSource(object):
 
     replaying = False
 
-    def __init__(self):
+    def __init__(self, root=None, journalctl=JOURNALCTL):
         self._pynvml = None
+        self.root = root or "/"
+        self.journalctl = journalctl
+
+    def real_path(self, path):
+        return path if self.root == "/" else os.path.join(self.root, path.lstrip("/"))
 
     def pynvml(self):
         if self._pynvml is None:
@@ -66,7 +88,13 @@ class LiveSource(object):
             func = getattr(nv, fn, None)
             if func is None:
                 raise NVMLQueryError("NVMLError_FunctionNotFound", "pynvml has no %s" % fn)
-            value = func(*args)
+            if fn in STRUCT_QUERIES:
+                import ctypes
+                struct = getattr(nv, STRUCT_QUERIES[fn])()
+                func(args[0], ctypes.byref(struct))
+                value = struct
+            else:
+                value = func(*args)
         except NVMLQueryError:
             raise
         except Exception as exc:  # pynvml raises a distinct class per NVML return code
@@ -107,6 +135,43 @@ class LiveSource(object):
     def env(self):
         return {k: os.environ[k] for k in ENV_VARS if k in os.environ}
 
+    def fs(self, op, path, limit=65536):
+        """One read under /sys, /proc or /dev; an OSError is the answer {"error": its class name}."""
+        real = self.real_path(path)
+        try:
+            if op == "read":
+                with open(real, "rb") as fh:
+                    return {"text": fh.read(limit).decode("utf-8", "replace")}
+            if op == "bytes":
+                with open(real, "rb") as fh:
+                    return {"hex": fh.read(limit).hex()}
+            if op == "list":
+                return {"list": sorted(os.listdir(real))}
+            if op == "link":
+                return {"link": os.readlink(real)}
+        except OSError as exc:
+            return {"error": type(exc).__name__}
+        raise ValueError("unknown path operation %r" % op)
+
+    def kernel_log(self):
+        """Xid lines since boot from the first kernel log that can be read; `tried` says why others failed."""
+        tried = {}
+        lines, err = read_kmsg(self.real_path("/dev/kmsg"))
+        if err is None:
+            return {"source": "/dev/kmsg", "lines": lines, "tried": tried}
+        tried["/dev/kmsg"] = err
+        if self.journalctl:
+            answer = LiveSource.command(self, list(self.journalctl), timeout=3.0)
+            if answer.get("rc") == 0:
+                kept = [l for l in answer.get("stdout", "").splitlines() if KERNEL_LOG_KEEP.search(l)]
+                return {"source": "journalctl -k", "lines": kept[-KERNEL_LOG_MAX_LINES:], "tried": tried}
+            tried["journalctl -k"] = (first_line(answer.get("stderr")) or "exit %s" % answer.get("rc"))[:200]
+        lines, err = read_tail(self.real_path("/var/log/kern.log"))
+        if err is None:
+            return {"source": "/var/log/kern.log", "lines": lines, "tried": tried}
+        tried["/var/log/kern.log"] = err
+        return {"source": None, "lines": [], "tried": tried}
+
     def files(self):
         out = {}
         for path in HOST_FILES:
@@ -144,7 +209,18 @@ class RecordingSource(LiveSource):
         self.command_answers = {}
         self.samples = []
         self.load_meta = None
+        self.path_answers = {}
+        self.kernel_log_answer = None
         self._env = self._files = self._host = self._pci = None
+
+    def fs(self, op, path, limit=65536):
+        answer = LiveSource.fs(self, op, path, limit)
+        self.path_answers["%s %s" % (op, path)] = answer
+        return answer
+
+    def kernel_log(self):
+        self.kernel_log_answer = LiveSource.kernel_log(self)
+        return self.kernel_log_answer
 
     def nvml(self, key, fn, *args):
         try:
@@ -190,6 +266,8 @@ class RecordingSource(LiveSource):
             "pci": self._pci if self._pci is not None else LiveSource.pci(self),
             "nvml": self.nvml_answers,
             "commands": self.command_answers,
+            "paths": self.path_answers,
+            "kernel_log": self.kernel_log_answer,
             "samples": self.samples,
             "load": self.load_meta,
         }
@@ -243,6 +321,16 @@ class ReplaySource(object):
     def env(self):
         return dict(self.data.get("env", {}))
 
+    def fs(self, op, path, limit=65536):
+        answer = (self.data.get("paths") or {}).get("%s %s" % (op, path))
+        return dict(answer) if answer is not None else {"error": "NotInCapture"}
+
+    def kernel_log(self):
+        answer = self.data.get("kernel_log")
+        if answer is None:
+            return {"source": None, "lines": [], "tried": {"capture": "NotInCapture"}}
+        return dict(answer)
+
     def files(self):
         return dict(self.data.get("files", {}))
 
@@ -268,6 +356,52 @@ class ReplaySource(object):
 
     def sleep(self, seconds):
         time.sleep(min(seconds, 0.01))
+
+
+def first_line(text):
+    text = (text or "").strip()
+    return text.splitlines()[0] if text else None
+
+
+def read_kmsg(path):
+    """Xid lines of /dev/kmsg (one record per read, non-blocking, bounded); (lines, None) or (None, error)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        return None, type(exc).__name__
+    kept, total, deadline = [], 0, time.monotonic() + KERNEL_LOG_SECONDS
+    try:
+        while total < KERNEL_LOG_MAX_BYTES and time.monotonic() < deadline:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:  # records overwritten while reading: go on with the next
+                    continue
+                if exc.errno == errno.EAGAIN:  # the end of the buffer
+                    break
+                return None, type(exc).__name__
+            if not chunk:
+                break
+            total += len(chunk)
+            for record in chunk.decode("utf-8", "replace").splitlines():
+                text = record.split(";", 1)[1] if ";" in record else record
+                if KERNEL_LOG_KEEP.search(text):
+                    kept.append(text)
+    finally:
+        os.close(fd)
+    return kept[-KERNEL_LOG_MAX_LINES:], None
+
+
+def read_tail(path):
+    """Xid lines of the last KERNEL_LOG_MAX_BYTES of a text log; (lines, None) or (None, error)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - KERNEL_LOG_MAX_BYTES))
+            text = fh.read().decode("utf-8", "replace")
+    except OSError as exc:
+        return None, type(exc).__name__
+    return [l for l in text.splitlines() if KERNEL_LOG_KEEP.search(l)][-KERNEL_LOG_MAX_LINES:], None
 
 
 def command_key(argv):

@@ -36,7 +36,8 @@ def test_replay_of_h200_capture_gives_the_live_verdict(name, args):
     live = json.loads((H200 / f"{name}.health.json").read_text())
     jsonschema.validate(live, SCHEMA)
     replayed = agent("--replay", CAPTURES / f"h200-{name}.json", *args)
-    assert statuses(replayed) == statuses(live)
+    # the live runs predate schema 1.1: the contracts they judged agree; the new ones are not in them
+    assert {k: v for k, v in statuses(replayed).items() if k in statuses(live)} == statuses(live)
     assert replayed["lowest_broken"] == live["lowest_broken"]
     assert replayed["gpus"][0]["uuid"] == live["gpus"][0]["uuid"]
 
@@ -196,7 +197,7 @@ def test_eight_gpu_mask_renumbering_and_worst_link(tmp_path):
 def test_demo_fleet_variants_are_judged_as_intended(tmp_path):
     from sweep.demo.fleet import demo_fleet
     hosts = {h.name: h for h in demo_fleet(tmp_path)}
-    expect = {"gpu01": None, "gpu11": "power", "gpu13": "power", "gpu25": "clocks", "gpu29": "device_mask",
+    expect = {"gpu01": None, "gpu11": "power", "gpu13": "power", "gpu25": "thermal", "gpu29": "device_mask",
               "gpu33": "framework"}
     for name, lowest in expect.items():
         assert agent("--replay", hosts[name].capture)["lowest_broken"] == lowest, name

@@ -1,0 +1,251 @@
+"""The contracts that fleet health checkers judge beside the GPU's own state: GPUs on the bus vs
+the driver, GPU fabric, Xid events, thermal headroom, PCIe and NVLink links, host settings."""
+from probe_agent.chain import contract
+from probe_agent.hostfacts import norm_bus_id
+from probe_agent.xid import HARDWARE, XID_DOCS
+
+THERMAL_MARGIN_C = 5  # "near" a threshold: within this many degrees
+GOOD_GOVERNORS = ("performance",)
+
+
+def gpus_present(facts):
+    """NVIDIA GPUs on the PCI bus against the ones NVML lists; a card the driver should see but NVML
+    does not is missing. A card hidden from this container, or bound to another driver, is noted."""
+    pci = facts.get("pci") or {}
+    nvml = {norm_bus_id(g.get("pci_bus_id")) for g in facts.get("gpus") or [] if g.get("pci_bus_id")}
+    lost = ["GPU %s" % g.get("index") for g in facts.get("gpus") or [] if g.get("lost")]
+    out = {"readable": pci.get("readable"), "error": pci.get("error"), "on_bus": None,
+           "missing_from_nvml": list(lost), "hidden": [], "other_driver": [], "note": ""}
+    if not pci.get("readable"):
+        out["note"] = "; PCI bus not readable (%s): GPUs on the bus not counted" % pci.get("error")
+        return out
+    on_bus = pci.get("gpus") or []
+    out["on_bus"] = len(on_bus)
+    driver_gpus = pci.get("driver_gpus")
+    mask = (facts.get("env") or {}).get("NVIDIA_VISIBLE_DEVICES")
+    for g in on_bus:
+        bus = g["bus_id"]
+        if bus in nvml:
+            continue
+        if g.get("driver") not in (None, "nvidia"):
+            out["other_driver"].append("%s (%s)" % (bus, g["driver"]))
+        elif driver_gpus is not None and bus not in driver_gpus:
+            out["hidden"].append(bus)  # the driver does not show it here: a container's device list
+        elif mask not in (None, "", "all") and driver_gpus is None:
+            out["hidden"].append(bus)
+        else:
+            out["missing_from_nvml"].append(bus)
+    notes = []
+    if out["hidden"]:
+        notes.append("%d more on the bus hidden from this container" % len(out["hidden"]))
+    if out["other_driver"]:
+        notes.append("bound to another driver: %s" % ", ".join(out["other_driver"]))
+    out["note"] = ("; " + "; ".join(notes)) if notes else ""
+    return out
+
+
+def check_fabric(facts):
+    rows = [dict(g.get("fabric") or {}, gpu=g.get("index")) for g in facts.get("gpus") or []]
+    ev = {"gpus": rows}
+    states = {r.get("state") for r in rows}
+    if not rows or states <= {None, "not_supported"}:
+        return contract("fabric", "not_applicable", "no GPU fabric (no NVSwitch, or not supported by this driver)", ev)
+    bad = [r for r in rows if r.get("state") in ("not_started", "in_progress")
+           or (r.get("state") == "completed" and r.get("status") not in (None, 0))]
+    if bad:
+        desc = ", ".join("GPU %s %s%s" % (r["gpu"], r["state"], "" if r.get("status") in (None, 0)
+                                         else " (status %s)" % r["status"]) for r in bad)
+        return contract("fabric", "broken",
+                        "GPU fabric not completed: %s: CUDA answers 'system not yet initialized' (error 802)" % desc,
+                        ev, "start nvidia-fabricmanager (systemctl status nvidia-fabricmanager; its version must "
+                            "equal the driver's) and read its log")
+    return contract("fabric", "ok", "GPU fabric completed on %d GPU(s)" % len(rows), ev)
+
+
+def check_xid(facts):
+    log = facts.get("kernel_log") or {}
+    ev = {"source": log.get("source"), "tried": log.get("tried"), "xid": log.get("xid") or [], "docs": XID_DOCS}
+    if not log.get("source"):
+        tried = log.get("tried") or {}
+        return contract("xid", "unknown", "kernel log not readable (%s)" % (
+            "; ".join("%s: %s" % kv for kv in sorted(tried.items())) or "not read"), ev,
+            "give the probe read access to the kernel log (dmesg_restrict, systemd-journal group) to see Xid events")
+    groups = log.get("xid") or []
+    hard = [g for g in groups if g["kind"] == HARDWARE]
+    soft = [g for g in groups if g["kind"] != HARDWARE]
+
+    def say(gs):
+        return "; ".join("Xid %d on %s x%d: %s" % (g["code"], g["bus_id"], g["count"], g["meaning"]) for g in gs[:6])
+    if hard:
+        return contract("xid", "broken", say(hard) + " (kernel log, %s)" % log["source"], ev,
+                        "; ".join(sorted({"Xid %d: %s" % (g["code"], g["action"]) for g in hard})) + " (" + XID_DOCS + ")")
+    if soft:
+        return contract("xid", "warning", say(soft) + ": application faults, the GPU itself is fine", ev,
+                        "; ".join(sorted({"Xid %d: %s" % (g["code"], g["action"]) for g in soft})))
+    return contract("xid", "ok", "no Xid since boot (%s)" % log["source"], ev)
+
+
+def thermal_findings(g):
+    """(broken, warnings) for one GPU: at or above a threshold, or within the margin of slowdown."""
+    t, i = g.get("thermal") or {}, g.get("index")
+    broken, warn = [], []
+    for what, now, limits in (("GPU", t.get("gpu_c"), (("shutdown", t.get("gpu_shutdown_c")),
+                                                       ("slowdown", t.get("gpu_slowdown_c")))),
+                              ("HBM", t.get("memory_c"), (("slowdown", t.get("memory_max_operating_c")),))):
+        if now is None:
+            continue
+        for name, limit in limits:
+            if not limit:
+                continue
+            if now >= limit:
+                broken.append("GPU %s: %s at %s C, at or above its %s threshold %s C" % (i, what, now, name, limit))
+                break
+            if name == "slowdown" and now >= limit - THERMAL_MARGIN_C:
+                warn.append("GPU %s: %s at %s C, %s C below its slowdown threshold %s C" % (i, what, now,
+                                                                                         limit - now, limit))
+    return broken, warn
+
+
+def check_thermal(facts):
+    rows, broken, warn = [], [], []
+    for g in facts.get("gpus") or []:
+        rows.append(dict(g.get("thermal") or {}, gpu=g.get("index")))
+        b, w = thermal_findings(g)
+        broken += b
+        warn += w
+    ev = {"gpus": rows, "margin_c": THERMAL_MARGIN_C}
+    fix = "check cooling: fans, airflow, inlet temperature, blanking panels, the GPU's heat sink"
+    if broken:
+        return contract("thermal", "broken", "; ".join(broken), ev, fix)
+    if warn:
+        return contract("thermal", "warning", "; ".join(warn), ev, fix)
+    read = [r for r in rows if r.get("gpu_c") is not None]
+    if not read:
+        return contract("thermal", "unknown", "no temperature readable", ev)
+    return contract("thermal", "ok", "; ".join("GPU %s %s C%s (slowdown %s C)" % (
+        r["gpu"], r["gpu_c"], "" if r.get("memory_c") is None else ", HBM %s C" % r["memory_c"],
+        r.get("gpu_slowdown_c")) for r in read[:8]), ev)
+
+
+def under_load(facts):
+    load = facts.get("load") or {}
+    return bool(load.get("samples")) and not load.get("refused")
+
+
+def pcie_findings(facts, g, loaded):
+    """(broken, notes) for one GPU's PCIe link; generation is judged only under load."""
+    p, i = g.get("pcie") or {}, g.get("index")
+    broken, notes = [], []
+    w, mw = p.get("width"), p.get("max_width")
+    if w and mw and w < mw:
+        broken.append("GPU %s (%s): PCIe link x%d, the link supports x%d: %s the host-to-GPU bandwidth" % (
+            i, g.get("pci_bus_id"), w, mw, "half" if w * 2 == mw else "%d/%d of" % (w, mw)))
+    gen, mg = p.get("gen"), p.get("max_gen")
+    if loaded:
+        sampled = [s.get("pcie_gen_max") for s in (facts.get("load") or {}).get("summary") or []
+                   if s.get("gpu") == i and s.get("pcie_gen_max") is not None]
+        seen = max(sampled + ([gen] if gen else [])) if (sampled or gen) else None
+        if seen and mg and seen < mg:
+            broken.append("GPU %s: PCIe gen%d under load, the link supports gen%d" % (i, seen, mg))
+    elif gen and mg and gen < mg:
+        notes.append("GPU %s: PCIe gen%d of gen%d at idle (power saving; not judged without --load)" % (i, gen, mg))
+    return broken, notes
+
+
+def nvlink_findings(facts, g):
+    n, i = g.get("nvlink") or {}, g.get("index")
+    exist, active = n.get("links") or 0, n.get("active") or 0
+    if not exist or active == exist:
+        return [], []
+    pairs = (facts.get("topology") or {}).get("pairs") or {}
+    peers = {k: v for k, v in pairs.items() if str(i) in k.split("-") and v.startswith("NV")}
+    down = ", ".join(str(k) for k in n.get("inactive_links") or [])
+    if active or peers:
+        return ["GPU %s: %d of %d NVLinks active (down: %s)%s" % (
+            i, active, exist, down, "; NV%d becomes NV%d" % (exist, active) if len(peers) <= 1 else "")], []
+    return [], ["GPU %s: %d NVLinks, none active (no NVLink peer)" % (i, exist)]
+
+
+def check_links(facts):
+    loaded = under_load(facts)
+    rows, broken, warn, notes = [], [], [], []
+    for g in facts.get("gpus") or []:
+        rows.append({"gpu": g.get("index"), "pci_bus_id": g.get("pci_bus_id"), "pcie": g.get("pcie"),
+                     "nvlink": g.get("nvlink")})
+        b, n = pcie_findings(facts, g, loaded)
+        broken += b
+        notes += n
+        b, w = nvlink_findings(facts, g)
+        broken += b
+        warn += w
+    ev = {"gpus": rows, "generation_judged": loaded}
+    if broken:
+        fix = "reseat the card or riser, check the slot's BIOS link setting; replace the NVLink bridge or board " \
+              "if links stay down (nvidia-smi nvlink -s)"
+        return contract("links", "broken", "; ".join(broken), ev, fix)
+    if warn:
+        return contract("links", "warning", "; ".join(warn), ev)
+    if not any((r.get("pcie") or {}).get("width") for r in rows):
+        return contract("links", "unknown", "PCIe link not readable", ev)
+    first = rows[0].get("pcie") or {}
+    nv = [r for r in rows if (r.get("nvlink") or {}).get("links")]
+    msg = "PCIe gen%s x%s%s" % (first.get("gen"), first.get("width"),
+                                "" if loaded else " (generation at idle, not judged)")
+    if nv:
+        msg += "; NVLink %s/%s active" % (sum(r["nvlink"]["active"] for r in nv), sum(r["nvlink"]["links"] for r in nv))
+    return contract("links", "ok", msg + ("; " + "; ".join(notes) if notes else ""), ev)
+
+
+def host_findings(h):
+    warn = []
+    gov = h.get("cpu_governor") or {}
+    slow = {k: v for k, v in gov.items() if k not in GOOD_GOVERNORS}
+    if slow:
+        warn.append("CPU frequency governor %s (not performance): host-side work and launch latency vary" %
+                    ", ".join("%s on %d polic%s" % (k, v, "y" if v == 1 else "ies") for k, v in sorted(slow.items())))
+    if h.get("numa_balancing") == 1:
+        warn.append("automatic NUMA balancing is on: pages migrate under the benchmark")
+    args = h.get("kernel_args") or []
+    if any(a in ("intel_iommu=on", "amd_iommu=on") for a in args) and "iommu=pt" not in args:
+        warn.append("IOMMU translation on (%s without iommu=pt): P2P and GPUDirect RDMA pay for it" % " ".join(args))
+    mods = h.get("modules") or {}
+    if mods.get("nouveau"):
+        warn.append("nouveau is loaded beside nvidia: blacklist it")
+    ports = h.get("ib_ports") or []
+    if ports and mods and not (mods.get("nvidia_peermem") or mods.get("nv_peer_mem")):
+        warn.append("nvidia_peermem is not loaded: no GPUDirect RDMA over the %d network port(s)" % len(ports))
+    for p in ports:
+        if p.get("state") and p["state"] != "ACTIVE":
+            warn.append("%s port %s is %s (%s)" % (p["device"], p["port"], p["state"], p.get("phys_state")))
+    for layer in {p.get("link_layer") for p in ports}:
+        same = [p for p in ports if p.get("link_layer") == layer and p.get("state") == "ACTIVE" and p.get("rate_gbps")]
+        top = max([p["rate_gbps"] for p in same] or [0])
+        for p in same:
+            if p["rate_gbps"] < top:
+                warn.append("%s port %s at %g Gb/s while the host's other %s ports run at %g Gb/s" % (
+                    p["device"], p["port"], p["rate_gbps"], layer, top))
+    for a in h.get("acs") or []:
+        redirect = [e for e in a.get("enabled") or [] if e in ("p2p_request_redirect", "p2p_completion_redirect")]
+        if redirect:
+            warn.append("ACS P2P redirect on PCIe switch port %s: GPU peer traffic goes up to the root complex" % a["bridge"])
+    return warn
+
+
+def check_host(facts):
+    h = facts.get("host_settings") or {}
+    ev = dict(h, nearest_nic=facts.get("nearest_nic"))
+    facts_read = [h.get(k) for k in ("cpu_governor", "numa_balancing", "transparent_hugepages", "kernel_args",
+                                      "modules", "ib_ports")]
+    if all(v is None for v in facts_read):
+        return contract("host", "unknown", "host settings not readable (%s)" % ", ".join(
+            "%s: %s" % kv for kv in sorted((h.get("unreadable") or {}).items())) or "not read", ev)
+    warn = host_findings(h)
+    unread = h.get("unreadable") or {}
+    tail = ("; not readable: %s" % ", ".join("%s (%s)" % kv for kv in sorted(unread.items()))) if unread else ""
+    if warn:
+        return contract("host", "warning", "; ".join(warn) + tail, ev,
+                        "cpupower frequency-set -g performance; sysctl kernel.numa_balancing=0; iommu=pt; "
+                        "modprobe nvidia_peermem; bring ports up at the fleet's rate (ibstat)")
+    gov = ", ".join(sorted(h.get("cpu_governor") or {})) or "not exposed"
+    return contract("host", "ok", "CPU governor %s, %d network port(s)%s" % (gov, len(h.get("ib_ports") or []), tail),
+                    ev)
