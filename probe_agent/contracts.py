@@ -270,6 +270,11 @@ def check_clocks(facts):
             warn.append("GPU %s: SW thermal slowdown active (%s C)" % (g.get("index"), g.get("temperature_c")))
         if "sw_power_cap" in active:
             notes.append("GPU %s: SW power cap active (expected under load)" % g.get("index"))
+        for name, top in (("sm", c.get("sm_max_mhz")), ("mem", c.get("mem_max_mhz"))):
+            low, high = c.get("p0_%s_min_mhz" % name), c.get("p0_%s_max_mhz" % name)
+            if high and top and high < top:
+                warn.append("GPU %s: %s clock locked to %s-%s MHz (the GPU allows up to %s MHz)" % (
+                    g.get("index"), name.upper() if name == "sm" else "memory", low, high, top))
         if c.get("app_sm_mhz") and c.get("default_app_sm_mhz") and c["app_sm_mhz"] != c["default_app_sm_mhz"]:
             warn.append("GPU %s: application clocks set to %s MHz (default %s)" % (g.get("index"), c["app_sm_mhz"],
                                                                                  c["default_app_sm_mhz"]))
@@ -278,7 +283,8 @@ def check_clocks(facts):
         return contract("clocks", "broken", fold_gpus(broken) + ": a facility fault (cooling or power delivery)", ev,
                         "check the host's cooling, fans, inlet temperature and PSU / power-brake signals")
     if warn:
-        return contract("clocks", "warning", fold_gpus(warn), ev, "reset clocks with nvidia-smi -rac / -rgc if not intended")
+        return contract("clocks", "warning", fold_gpus(warn), ev,
+                        "reset clocks with nvidia-smi -rac / -rgc / -rmc if not intended")
     return contract("clocks", "ok", fold_gpus(notes) or "no clock-event reason beyond idle / power cap", ev)
 
 

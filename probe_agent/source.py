@@ -203,8 +203,8 @@ class LiveSource(object):
 class RecordingSource(LiveSource):
     """A live source that keeps every answer, for `--record`."""
 
-    def __init__(self):
-        LiveSource.__init__(self)
+    def __init__(self, root=None, journalctl=JOURNALCTL):
+        LiveSource.__init__(self, root, journalctl)
         self.nvml_answers = {}
         self.command_answers = {}
         self.samples = []

@@ -1,0 +1,382 @@
+"""Issue 15's checks over fake /sys, /proc and kernel-log trees and edited H200 captures.
+
+The sysfs and procfs reads go through LiveSource(root=tmp_path): the agent reads a fake tree with
+the same code that reads the real one. NVML answers come from the real H200 captures, edited the
+way sweep's synth edits them.
+"""
+import copy
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from probe_agent.contracts import evaluate
+from probe_agent.hostfacts import acs_control, read_host_settings, read_pci_gpus
+from probe_agent.source import LiveSource, RecordingSource, ReplaySource
+from probe_agent.xid import parse_xid_lines, read_kernel_log
+
+ROOT = Path(__file__).resolve().parents[2]
+IDLE = ROOT / "sweep" / "demo" / "h200-idle.json"
+X2 = ROOT / "tests" / "fixtures" / "x2" / "x2-idle.json"
+GPU_BUS = "0000:18:00.0"
+XID_79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+XID_48 = "NVRM: Xid (PCI:0000:18:00): 48, pid=1234, name=python, An uncorrectable double bit error (DBE)"
+XID_13 = "NVRM: Xid (PCI:0000:18:00): 13, pid=77, name=python, Graphics Exception: ESR 0x514648=0x1000e"
+
+
+def put(root, path, text):
+    p = root / path.lstrip("/")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+
+
+def link(root, path, target):
+    p = root / path.lstrip("/")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(target, p)
+
+
+def pci_device(root, bdf, vendor="0x10de", cls="0x030200", driver="nvidia", width="16", max_width="16",
+               bridges=("0000:00:01.0", "0000:16:00.0")):
+    base = "/sys/bus/pci/devices/" + bdf
+    put(root, base + "/vendor", vendor + "\n")
+    put(root, base + "/class", cls + "\n")
+    put(root, base + "/device", "0x2335\n")
+    put(root, base + "/numa_node", "0\n")
+    put(root, base + "/current_link_speed", "32.0 GT/s PCIe\n")
+    put(root, base + "/current_link_width", width + "\n")
+    put(root, base + "/max_link_speed", "32.0 GT/s PCIe\n")
+    put(root, base + "/max_link_width", max_width + "\n")
+    if driver:
+        link(root, base + "/driver", "../../../bus/pci/drivers/" + driver)
+    (root / base.lstrip("/") / ".path").write_text("/".join(("devices", "pci0000:00") + tuple(bridges) + (bdf,)))
+
+
+def fake_host(root, gpus=(GPU_BUS,), governor="performance", ib=(("mlx5_0", "400 Gb/sec (4X NDR)"),),
+              kmsg=(), modules="nvidia 1 0 - Live\nnvidia_peermem 1 0 - Live\n", driver_gpus=None):
+    """A host tree. The sysfs `link` of a PCI device is read by LiveSource.fs('link'): real sysfs
+    devices are symlinks, so the fake ones are folders beside a symlink named after them."""
+    for bdf in gpus:
+        pci_device(root, bdf)
+    put(root, "/proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/sda1 iommu=pt intel_iommu=on quiet\n")
+    put(root, "/proc/modules", modules)
+    put(root, "/proc/sys/kernel/numa_balancing", "0\n")
+    put(root, "/sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n")
+    for k in range(4):
+        put(root, "/sys/devices/system/cpu/cpufreq/policy%d/scaling_governor" % k, governor + "\n")
+    for dev, rate in ib:
+        base = "/sys/class/infiniband/%s/ports/1/" % dev
+        put(root, base + "state", "4: ACTIVE\n")
+        put(root, base + "phys_state", "5: LinkUp\n")
+        put(root, base + "rate", rate + "\n")
+        put(root, base + "link_layer", "InfiniBand\n")
+    put(root, "/dev/kmsg", "".join("3,%d,%d,-;%s\n" % (n, n * 1000, line) for n, line in enumerate(kmsg)))
+    for bdf in gpus if driver_gpus is None else driver_gpus:
+        (root / ("proc/driver/nvidia/gpus/" + bdf)).mkdir(parents=True, exist_ok=True)
+
+
+class TreeSource(LiveSource):
+    """LiveSource over a fake tree; a PCI device folder's `.path` file stands for its sysfs symlink."""
+
+    def fs(self, op, path, limit=65536):
+        if op == "link" and path.startswith("/sys/bus/pci/devices/") and path.count("/") == 5:
+            p = Path(self.real_path(path)) / ".path"
+            return {"link": "../../../" + p.read_text()} if p.exists() else {"error": "FileNotFoundError"}
+        return LiveSource.fs(self, op, path, limit)
+
+
+def capture(path=IDLE):
+    return json.loads(Path(path).read_text())
+
+
+def judge(tmp_path, cap, **host):
+    """Run the whole agent on an edited capture whose sysfs answers come from a fake tree."""
+    tree = tmp_path / "tree"
+    fake_host(tree, **host)
+    src = TreeSource(root=str(tree), journalctl=None)
+    cap = copy.deepcopy(cap)
+    rec = Recorder(src)
+    read_pci_gpus(rec)
+    read_host_settings(rec, read_pci_gpus(rec)["gpus"])
+    cap["paths"] = rec.answers
+    cap["kernel_log"] = src.kernel_log()
+    f = tmp_path / "cap.json"
+    f.write_text(json.dumps(cap))
+    return run_agent(f)
+
+
+class Recorder(object):
+    def __init__(self, src):
+        self.src, self.answers = src, {}
+
+    def fs(self, op, path, limit=65536):
+        answer = self.src.fs(op, path, limit)
+        self.answers["%s %s" % (op, path)] = answer
+        return answer
+
+
+def run_agent(capture_file, *args):
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "probe_agent", "--replay", str(capture_file), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    health = json.loads(proc.stdout)
+    assert health["probe"]["complete"], health["probe"].get("traceback")
+    return health
+
+
+def contract(health, name):
+    return next(c for c in health["contracts"] if c["name"] == name)
+
+
+def set_nvml(cap, key, value):
+    cap["nvml"][key] = {"value": value}
+
+
+def idle_with_pcie(width=16, gen=5):
+    cap = capture()
+    set_nvml(cap, "gpu0.pci", dict(cap["nvml"]["gpu0.pci"]["value"], busId="00000000:18:00.0"))
+    for k, v in (("pcie_gen", gen), ("pcie_width", width), ("pcie_max_gen", 5), ("pcie_max_width", 16),
+                 ("pcie_gpu_max_gen", 5), ("pcie_replay", 0)):
+        set_nvml(cap, "gpu0." + k, v)
+    return cap
+
+
+# --- the healthy host -------------------------------------------------------------------------
+
+def test_healthy_fake_host_holds_every_new_contract(tmp_path):
+    h = judge(tmp_path, idle_with_pcie())
+    assert h["verdict"] == "ok", [(c["name"], c["message"]) for c in h["contracts"] if c["status"] != "ok"]
+    assert contract(h, "driver")["evidence"]["pci"]["on_bus"] == 1
+    assert contract(h, "xid")["message"] == "no Xid since boot (/dev/kmsg)"
+    assert contract(h, "links")["message"].startswith("PCIe gen5 x16 (generation at idle, not judged)")
+    assert h["host_settings"]["cpu_governor"] == {"performance": 4}
+    assert h["host_settings"]["ib_ports"][0]["rate_gbps"] == 400.0
+    assert h["host_settings"]["transparent_hugepages"] == "madvise"
+    assert h["host_settings"]["kernel_args"] == ["iommu=pt", "intel_iommu=on"]
+
+
+# --- 1. GPUs present ----------------------------------------------------------------------------
+
+def test_card_on_the_bus_missing_from_nvml_breaks_the_driver_contract(tmp_path):
+    h = judge(tmp_path, idle_with_pcie(), gpus=(GPU_BUS, "0000:3b:00.0"))
+    c = contract(h, "driver")
+    assert h["lowest_broken"] == "driver" and c["status"] == "broken"
+    assert "1 GPU(s) on the PCI bus but not listed by NVML (1 listed): 0000:3b:00.0" in c["message"]
+    assert "0000:3b:00.0" in c["fix"]
+
+
+def test_card_hidden_from_a_container_is_a_note_not_a_fault(tmp_path):
+    # the driver's own list (/proc/driver/nvidia/gpus) lacks the second card: a container's device list
+    h = judge(tmp_path, idle_with_pcie(), gpus=(GPU_BUS, "0000:3b:00.0"), driver_gpus=(GPU_BUS,))
+    c = contract(h, "driver")
+    assert c["status"] == "ok" and "1 more on the bus hidden from this container" in c["message"]
+
+
+def test_pci_bus_not_readable_is_an_answer(tmp_path):
+    cap = idle_with_pcie()
+    cap["paths"] = {"list /sys/bus/pci/devices": {"error": "PermissionError"}}
+    f = tmp_path / "cap.json"
+    f.write_text(json.dumps(cap))
+    h = run_agent(f)
+    assert h["pci"] == {"readable": False, "error": "PermissionError", "gpus": []}
+    assert "PCI bus not readable (PermissionError)" in contract(h, "driver")["message"]
+    assert contract(h, "driver")["status"] == "ok"
+
+
+# --- 2. PCIe link -------------------------------------------------------------------------------
+
+def test_x8_instead_of_x16_is_broken_at_any_time(tmp_path):
+    h = judge(tmp_path, idle_with_pcie(width=8))
+    c = contract(h, "links")
+    assert h["lowest_broken"] == "links"
+    assert "PCIe link x8, the link supports x16: half the host-to-GPU bandwidth" in c["message"]
+    assert contract(h, "topology")["consequence_of"] is None  # one GPU: topology not applicable
+
+
+def test_generation_at_idle_is_not_judged_under_load_it_is(tmp_path):
+    h = judge(tmp_path, idle_with_pcie(gen=1))
+    assert contract(h, "links")["status"] == "ok"
+    assert "gen1 of gen5 at idle" in contract(h, "links")["message"]
+    cap = capture(ROOT / "sweep" / "demo" / "h200-load.json")
+    set_nvml(cap, "gpu0.pcie_gen", 3)
+    set_nvml(cap, "gpu0.pcie_max_gen", 5)
+    set_nvml(cap, "gpu0.pcie_width", 16)
+    set_nvml(cap, "gpu0.pcie_max_width", 16)
+    for s in cap["samples"]:
+        for g in s["gpus"]:
+            g["pcie_gen"] = 3
+    f = tmp_path / "load.json"
+    f.write_text(json.dumps(cap))
+    h = run_agent(f, "--load", "20")
+    assert contract(h, "links")["status"] == "broken"
+    assert "GPU 0: PCIe gen3 under load, the link supports gen5" in contract(h, "links")["message"]
+
+
+# --- 3. NVLink ----------------------------------------------------------------------------------
+
+def test_one_nvlink_down_on_an_nv18_pair_is_broken(tmp_path):
+    cap = capture(X2)
+    set_nvml(cap, "gpu1.nvlink5_state", 0)
+    f = tmp_path / "cap.json"
+    f.write_text(json.dumps(cap))
+    h = run_agent(f)
+    c = contract(h, "links")
+    assert c["status"] == "broken" and h["lowest_broken"] == "links"
+    assert "GPU 1: 17 of 18 NVLinks active (down: 5); NV18 becomes NV17" in c["message"]
+    assert h["gpus"][1]["nvlink"] == {"links": 18, "active": 17, "inactive_links": [5], "errors": None}
+
+
+def test_x2_capture_every_promised_nvlink_active():
+    h = run_agent(X2)
+    assert [g["nvlink"]["active"] for g in h["gpus"]] == [18, 18]
+    assert contract(h, "links")["status"] in ("ok", "unknown")
+
+
+# --- 4. Xid -------------------------------------------------------------------------------------
+
+def test_xid_79_and_48_are_broken_grouped_per_bus_and_code(tmp_path):
+    h = judge(tmp_path, idle_with_pcie(), kmsg=("usb 1-1: new device", XID_48, XID_48, XID_79, XID_13))
+    c = contract(h, "xid")
+    assert c["status"] == "broken" and h["lowest_broken"] == "xid"
+    groups = {(x["bus_id"], x["code"]): x for x in h["kernel_log"]["xid"]}
+    assert groups[("0000:18:00", 48)]["count"] == 2 and groups[("0000:18:00", 48)]["kind"] == "hardware"
+    assert groups[("0000:3b:00", 79)]["meaning"] == "GPU has fallen off the bus"
+    assert groups[("0000:18:00", 13)]["kind"] == "application"
+    assert "Xid 79 on 0000:3b:00 x1" in c["message"] and "Xid 48 on 0000:18:00 x2" in c["message"]
+    assert "docs.nvidia.com/deploy/xid-errors" in c["fix"]
+    assert contract(h, "memory")["consequence_of"] is None  # memory holds: nothing to be a consequence of
+
+
+def test_application_xid_alone_is_a_warning(tmp_path):
+    h = judge(tmp_path, idle_with_pcie(), kmsg=(XID_13,))
+    assert contract(h, "xid")["status"] == "warning"
+    assert h["lowest_broken"] is None
+
+
+def test_kernel_log_fallbacks_and_not_readable(tmp_path):
+    root = tmp_path / "t"
+    put(root, "/var/log/kern.log", "Nov 30 kernel: [  12.3] " + XID_79 + "\n")
+    log = LiveSource(root=str(root), journalctl=None).kernel_log()
+    assert log["source"] == "/var/log/kern.log" and log["tried"] == {"/dev/kmsg": "FileNotFoundError"}
+    script = tmp_path / "journalctl"
+    script.write_text("#!/bin/sh\necho '[ 5.0] kernel: %s'\n" % XID_48)
+    script.chmod(0o755)
+    log = LiveSource(root=str(root), journalctl=(str(script),)).kernel_log()
+    assert log["source"] == "journalctl -k" and XID_48 in log["lines"][0]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    log = LiveSource(root=str(empty), journalctl=("/nonexistent/journalctl",)).kernel_log()
+    assert log["source"] is None and set(log["tried"]) == {"/dev/kmsg", "journalctl -k", "/var/log/kern.log"}
+
+
+def test_kernel_log_not_readable_is_unknown_not_ok(tmp_path):
+    cap = idle_with_pcie()
+    cap["kernel_log"] = {"source": None, "lines": [], "tried": {"/dev/kmsg": "PermissionError"}}
+    f = tmp_path / "cap.json"
+    f.write_text(json.dumps(cap))
+    c = contract(run_agent(f), "xid")
+    assert c["status"] == "unknown" and "kernel log not readable (/dev/kmsg: PermissionError)" in c["message"]
+
+
+def test_xid_parser_reads_real_line_shapes():
+    groups = parse_xid_lines([XID_79, "NVRM: Xid (0000:18:00): 140, Unrecovered ECC Error", "unrelated"])
+    assert [(g["bus_id"], g["code"]) for g in groups] == [("0000:18:00", 140), ("0000:3b:00", 79)]
+
+
+# --- 5. fabric ----------------------------------------------------------------------------------
+
+def test_fabric_not_initialised_is_broken_right_above_the_driver(tmp_path):
+    cap = idle_with_pcie()
+    set_nvml(cap, "gpu0.fabric", {"version": 0x02000024, "clusterUuid": [0] * 16, "status": 0, "cliqueId": 0,
+                                  "state": 1, "healthMask": 0})
+    f = tmp_path / "cap.json"
+    f.write_text(json.dumps(cap))
+    h = run_agent(f)
+    c = contract(h, "fabric")
+    assert h["lowest_broken"] == "fabric" and c["status"] == "broken"
+    assert "GPU 0 not_started" in c["message"] and "error 802" in c["message"]
+    assert "nvidia-fabricmanager" in c["fix"]
+
+
+def test_fabric_not_supported_without_nvswitch():
+    h = run_agent(IDLE)
+    assert contract(h, "fabric")["status"] == "not_applicable"
+    assert h["gpus"][0]["fabric"]["state"] is None
+
+
+# --- 6. thermal ---------------------------------------------------------------------------------
+
+def test_hbm_near_slowdown_is_a_warning(tmp_path):
+    cap = idle_with_pcie()
+    set_nvml(cap, "gpu0.fields", [{"fieldId": 82, "scopeId": 0, "valueType": 1, "nvmlReturn": 0,
+                                   "value": {"uiVal": 93, "ullVal": 93}}])
+    set_nvml(cap, "gpu0.temp_mem_max", 95)
+    f = tmp_path / "cap.json"
+    f.write_text(json.dumps(cap))
+    h = run_agent(f)
+    c = contract(h, "thermal")
+    assert c["status"] == "warning" and "GPU 0: HBM at 93 C, 2 C below its slowdown threshold 95 C" in c["message"]
+    assert h["gpus"][0]["thermal"]["memory_c"] == 93
+
+
+# --- 7. clocks ----------------------------------------------------------------------------------
+
+def test_p0_clock_range_is_read_where_exposed(tmp_path):
+    cap = idle_with_pcie()
+    set_nvml(cap, "gpu0.p0_range_sm", [1000, 1500])
+    f = tmp_path / "cap.json"
+    f.write_text(json.dumps(cap))
+    h = run_agent(f)
+    assert h["gpus"][0]["clocks"]["p0_sm_max_mhz"] == 1500
+    assert "locked" in contract(h, "clocks")["message"]
+
+
+# --- 8. host settings ---------------------------------------------------------------------------
+
+def test_ib_port_at_half_rate_and_powersave_governor_are_findings(tmp_path):
+    h = judge(tmp_path, idle_with_pcie(), governor="powersave",
+              ib=(("mlx5_0", "400 Gb/sec (4X NDR)"), ("mlx5_1", "200 Gb/sec (4X HDR)")))
+    c = contract(h, "host")
+    assert c["status"] == "warning"
+    assert "CPU frequency governor powersave on 4 policies (not performance)" in c["message"]
+    assert "mlx5_1 port 1 at 200 Gb/s while the host's other InfiniBand ports run at 400 Gb/s" in c["message"]
+
+
+def test_nouveau_and_missing_peermem(tmp_path):
+    h = judge(tmp_path, idle_with_pcie(), modules="nouveau 1 0 - Live\nnvidia 1 0 - Live\n")
+    msg = contract(h, "host")["message"]
+    assert "nouveau is loaded" in msg and "nvidia_peermem is not loaded" in msg
+
+
+def test_acs_redirect_read_from_config_space():
+    config = bytearray(4096)
+    config[0x100:0x104] = (0x000D | (1 << 16) | (0 << 20)).to_bytes(4, "little")
+    config[0x106:0x108] = (0x1 | 0x4 | 0x8).to_bytes(2, "little")
+    assert acs_control(bytes(config)) == 0xD
+    assert acs_control(bytes(64)) == "short"  # what a non-root reader gets
+
+
+def test_host_settings_not_readable_is_unknown(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    h = read_host_settings(LiveSource(root=str(empty), journalctl=None), [])
+    assert h["cpu_governor"] is None and h["unreadable"]["cpu_governor"] == "FileNotFoundError"
+    assert h["ib_ports"] == []  # no /sys/class/infiniband: no port, not an error
+
+
+# --- the source layer ---------------------------------------------------------------------------
+
+def test_record_then_replay_gives_the_same_reads(tmp_path):
+    tree = tmp_path / "tree"
+    fake_host(tree, kmsg=(XID_79,))
+    rec = RecordingSource(root=str(tree), journalctl=None)
+    live = (read_pci_gpus(rec), read_kernel_log(rec))
+    rec._host = rec._env = rec._files = {}
+    f = tmp_path / "cap.json"
+    f.write_text(json.dumps(rec.capture("test")))
+    rep = ReplaySource(str(f))
+    assert (read_pci_gpus(rep), read_kernel_log(rep)) == live
+    assert json.loads(f.read_text())["version"] == 2
