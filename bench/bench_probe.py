@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+TARGET_S = 0.2  # the default probe on one H200 (issue 15: the new checks must keep it there)
+
 
 def timed(argv, runs):
     out = []
@@ -40,8 +42,8 @@ def main():
     for name, t in rows:
         print("| %s | %d | %.3f | %.3f | %.3f | %.1f |" % (name, len(t), statistics.median(t), min(t), max(t),
                                                          statistics.median(t) / start))
-    print("\ntarget: default probe <= 0.300 s; measured %.3f s (%.2f of target)"
-          % (statistics.median(rows[1][1]), statistics.median(rows[1][1]) / 0.3))
+    print("\ntarget: default probe <= %.3f s; measured %.3f s (%.2f of target)"
+          % (TARGET_S, statistics.median(rows[1][1]), statistics.median(rows[1][1]) / TARGET_S))
 
 
 if __name__ == "__main__":
