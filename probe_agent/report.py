@@ -75,6 +75,10 @@ def render_markdown(health):
     return "\n".join(lines) + "\n"
 
 
+def dash(value):
+    return "-" if value is None else value
+
+
 def link_text(p):
     if not p or p.get("width") is None:
         return "not readable"
@@ -92,11 +96,12 @@ def links_section(gpus):
         n, t, p = g.get("nvlink") or {}, g.get("thermal") or {}, g.get("pcie") or {}
         errors = n.get("errors")
         out.append("| %s | %s | %s | %s | %s | %s | %s | %s (%s) | %s (%s) |" % (
-            g.get("index"), clean(g.get("pci_bus_id")), link_text(p), p.get("replay_counter", "-"),
+            g.get("index"), clean(g.get("pci_bus_id")), link_text(p), dash(p.get("replay_counter")),
             "%s / %s" % (n.get("active"), n.get("links")) if n.get("links") else "none",
             clean(", ".join("%s %s" % kv for kv in sorted(errors.items()) if kv[1] is not None)) if errors else "-",
             clean((g.get("fabric") or {}).get("state") or "not supported"),
-            t.get("gpu_c"), t.get("gpu_slowdown_c"), t.get("memory_c", "-"), t.get("memory_max_operating_c", "-")))
+            dash(t.get("gpu_c")), dash(t.get("gpu_slowdown_c")), dash(t.get("memory_c")),
+            dash(t.get("memory_max_operating_c"))))
     return out + [""]
 
 
@@ -130,7 +135,7 @@ def host_section(health):
                ", ".join(clean(g["bus_id"]) for g in pci.get("gpus") or []) or "none"
                if pci.get("readable") else "not readable (%s)" % clean(pci.get("error"))),
            "- CPU governor: %s" % (clean(", ".join("%s x%d" % kv for kv in sorted(gov.items()))) if gov else "not exposed"),
-           "- NUMA balancing: %s; transparent huge pages: %s" % (h.get("numa_balancing", "-"),
+           "- NUMA balancing: %s; transparent huge pages: %s" % (dash(h.get("numa_balancing")),
                                                                 clean(h.get("transparent_hugepages"))),
            "- kernel arguments: %s" % clean(" ".join(h.get("kernel_args") or []) or "none of iommu / pci="),
            "- modules: %s" % clean(", ".join(k for k, v in sorted((h.get("modules") or {}).items()) if v) or "-")]
