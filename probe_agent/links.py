@@ -11,9 +11,18 @@ FIELDS = (
     (82, "memory_temperature_c"),
 )
 # nvmlValueType_t -> the member of the value union that holds it.
+# Per-link data-link-layer error counters (scopeId = link), where the legacy totals are not supported (Hopper).
+NVLINK_DL_FIELDS = ((161, "replay"), (162, "recovery"), (163, "crc"))
 VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
 MAX_NVLINKS = 18
+
+
+def field_value(entry):
+    """One nvmlFieldValue_t answer's value, or None when its own return code is an error."""
+    if not isinstance(entry, dict) or entry.get("nvmlReturn") != 0:
+        return None
+    return (entry.get("value") or {}).get(VALUE_MEMBERS.get(entry.get("valueType"), "ullVal"))
 
 
 def read_fields(r, p, h):
@@ -22,13 +31,27 @@ def read_fields(r, p, h):
     out = {name: None for _, name in FIELDS}
     names = dict(FIELDS)
     for entry in answer or []:
-        if not isinstance(entry, dict) or entry.get("nvmlReturn") != 0:
-            continue
-        name = names.get(entry.get("fieldId"))
-        value = (entry.get("value") or {}).get(VALUE_MEMBERS.get(entry.get("valueType"), "ullVal"))
+        name = names.get(entry.get("fieldId")) if isinstance(entry, dict) else None
         if name is not None:
-            out[name] = value
+            out[name] = field_value(entry)
     return out
+
+
+def read_nvlink_dl_errors(r, p, h, links):
+    """Per-link replay / recovery / CRC counters in one call: ({name: total}, {link: {name: n}} non-zero)."""
+    ids = [(f, link) for link in range(links) for f, _ in NVLINK_DL_FIELDS]
+    answer = r.get(p + "nvlink_dl_errors", "nvlink_dl_errors", "nvmlDeviceGetFieldValues", h, ids)
+    names = dict(NVLINK_DL_FIELDS)
+    totals, per_link = {}, {}
+    for entry in answer or []:
+        value = field_value(entry)
+        name = names.get(entry.get("fieldId")) if isinstance(entry, dict) else None
+        if value is None or name is None:
+            continue
+        totals[name] = totals.get(name, 0) + value
+        if value:
+            per_link.setdefault(str(entry.get("scopeId")), {})[name] = value
+    return totals, per_link
 
 
 def read_pcie(r, p, h):
@@ -53,11 +76,17 @@ def read_nvlink(r, p, h, fields):
         states.append(bool(state))
     errors = {k[len("nvlink_"):]: fields.get(k) for k in
               ("nvlink_crc_flit_errors", "nvlink_crc_data_errors", "nvlink_replay_errors", "nvlink_recovery_errors")}
+    errors = {k: v for k, v in errors.items() if v is not None}
+    per_link = {}
+    if states and not errors:
+        dl, per_link = read_nvlink_dl_errors(r, p, h, len(states))
+        errors = {k + "_errors": v for k, v in dl.items()}
     return {
         "links": len(states),
         "active": sum(states),
         "inactive_links": [k for k, up in enumerate(states) if not up],
-        "errors": errors if any(v is not None for v in errors.values()) else None,
+        "errors": errors or None,
+        "errors_per_link": per_link,
     }
 
 

@@ -38,9 +38,19 @@ def first_line(text):
     return (text or "").strip().splitlines()[0] if (text or "").strip() else None
 
 
+def step(facts, name):
+    """Name the step in progress (the deadline message names it) and time the one that ended."""
+    now = time.monotonic()
+    last = facts.get("_step")
+    if last is not None and "_step_started" in facts:
+        timings = facts.setdefault("_timings", {})
+        timings[last] = round(timings.get(last, 0) + now - facts["_step_started"], 4)
+    facts["_step"], facts["_step_started"] = name, now
+
+
 def collect(src, opts, facts):
     """Fill `facts` step by step; `facts['_step']` names the step in progress."""
-    facts["_step"] = "host"
+    step(facts, "host")
     facts["host"] = src.host()
     facts["env"] = src.env()
     files = src.files()
@@ -59,20 +69,20 @@ def collect(src, opts, facts):
 
     fw = threading.Thread(target=frameworks, daemon=True)
     fw.start()
-    facts["_step"] = "PCI bus"
+    step(facts, "PCI bus")
     facts["pci_gpus"] = src.pci()
-    facts["_step"] = "nvmlInit"
+    step(facts, "nvmlInit")
     ok = read_driver(src, facts)
     if not ok:
         smi = src.command(["nvidia-smi", "-L"], timeout=10.0)
         facts["smi_present"] = smi.get("rc") != 127
         facts["smi_answer"] = first_line(smi.get("stdout")) or first_line(smi.get("stderr"))
     count = facts["driver"].get("gpu_count") or 0
-    facts["_step"] = "PCI bus"
+    step(facts, "PCI bus")
     facts["pci"] = read_pci_gpus(src)
-    facts["_step"] = "kernel log"
+    step(facts, "kernel log")
     facts["kernel_log"] = read_kernel_log(src)
-    facts["_step"] = "host settings"
+    step(facts, "host settings")
     facts["host_settings"] = read_host_settings(src, facts["pci"]["gpus"])
 
     def read_all(into):
@@ -87,9 +97,9 @@ def collect(src, opts, facts):
         gpus = []
         into["gpus"] = gpus
         for i in range(count):
-            facts["_step"] = "GPU %d" % i
+            step(facts, "GPU %d" % i)
             gpus.append(read_gpu(src, i))
-        facts["_step"] = "topology"
+        step(facts, "topology")
         read_topology(src, into, count)
         if pt is not None:
             pt.join(12.0)
@@ -98,7 +108,7 @@ def collect(src, opts, facts):
 
     if opts.load and count:
         from probe_agent.load import run_load
-        facts["_step"] = "idle read before load"
+        step(facts, "idle read before load")
         pre = {}
         read_all(pre)
         foreign = [p for g in pre["gpus"] for p in (g.get("processes") or [])]
@@ -112,7 +122,7 @@ def collect(src, opts, facts):
             torch_py = next((f["interpreter"] for f in fw_results if f.get("cuda_runtime")), None)
             if engine == "auto":
                 engine = "torch" if torch_py else "ptx"
-            facts["_step"] = "load"
+            step(facts, "load")
             section = run_load(src, count, opts.load, engine, torch_py or "python3", opts.interval,
                                lambda: read_all(facts))
             from probe_agent.load import summarize
@@ -124,12 +134,12 @@ def collect(src, opts, facts):
         read_all(facts)
     facts["nearest_nic"] = nearest_nics(facts.get("gpus") or [], facts["pci"]["gpus"],
                                         facts["host_settings"].get("ib_ports"), facts.get("topology"))
-    facts["_step"] = "device mask"
+    step(facts, "device mask")
     facts["mask"] = resolve_mask(facts["env"], facts.get("gpus") or [])
-    facts["_step"] = "framework"
+    step(facts, "framework")
     fw.join(opts.framework_timeout + 5)
     facts["frameworks"] = list(fw_results)
-    facts["_step"] = None
+    step(facts, None)
 
 
 def collect_by_deadline(src, opts, started):
@@ -181,6 +191,7 @@ def build_health(facts, opts, started, complete, replay):
             % (opts.deadline, facts.get("_step") or "the last answers"),
             "replay": replay,
             "python": sys.version.split()[0],
+            "steps_s": facts.get("_timings") or {},
         },
         "host": facts.get("host") or {},
         "environment": facts.get("env") or {},
