@@ -9,6 +9,7 @@ A="python3 -I -S build/agent-here.pyz"
 nvidia-smi -L > $C/smi-L.txt
 nvidia-smi -q -x > $C/smi-q.xml
 nvidia-smi nvlink -s > $C/nvlink-s.txt 2>&1
+nvidia-smi nvlink -e > $C/nvlink-e.txt 2>&1
 nvidia-smi topo -m > $C/topo.txt 2>&1
 $A --record $C/$N-idle.json --note "$N idle, issue 15 checks, live --record" > $C/$N-idle.health.json; echo "idle rc=$?"
 $A --load 6 --load-engine ptx --record $C/$N-load.json --note "$N under --load 6 (ptx), issue 15 checks" > $C/$N-load.health.json; echo "load rc=$?"
