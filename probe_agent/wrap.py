@@ -53,7 +53,8 @@ WATCHED_GPU_FIELDS = (
     ("uuid",), ("lost",), ("ecc", "current"), ("ecc", "pending"), ("ecc", "volatile_uncorrected"),
     ("remapped_rows", "pending"), ("retired_pages_pending",), ("power", "enforced_limit_w"),
     ("power", "management_limit_w"), ("mig", "current"), ("mig_layout",), ("persistence_mode",),
-    ("compute_mode",), ("clocks", "app_sm_mhz"),
+    ("compute_mode",), ("clocks", "app_sm_mhz"), ("pcie", "width"), ("nvlink", "active"),
+    ("nvlink", "errors", "replay_errors"), ("nvlink", "errors", "recovery_errors"), ("nvlink", "errors", "crc_errors"),
 )
 WATCHED_DRIVER_FIELDS = ("version", "cuda_driver_version", "kernel_module", "gpu_count")
 EXIT_WRAPPER_FAILED = 125
