@@ -17,7 +17,7 @@ from probe_agent.source import LiveSource, RecordingSource, ReplaySource
 from probe_agent.xid import parse_xid_lines, read_kernel_log
 
 ROOT = Path(__file__).resolve().parents[2]
-IDLE = ROOT / "sweep" / "demo" / "h200-idle.json"
+IDLE = ROOT / "sweep" / "demo" / "captures" / "h200-idle.json"
 X2 = ROOT / "tests" / "fixtures" / "x2" / "x2-idle.json"
 GPU_BUS = "0000:18:00.0"
 XID_79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
@@ -200,7 +200,7 @@ def test_generation_at_idle_is_not_judged_under_load_it_is(tmp_path):
     h = judge(tmp_path, idle_with_pcie(gen=1))
     assert contract(h, "links")["status"] == "ok"
     assert "gen1 of gen5 at idle" in contract(h, "links")["message"]
-    cap = capture(ROOT / "sweep" / "demo" / "h200-load.json")
+    cap = capture(ROOT / "sweep" / "demo" / "captures" / "h200-load.json")
     set_nvml(cap, "gpu0.pcie_gen", 3)
     set_nvml(cap, "gpu0.pcie_max_gen", 5)
     set_nvml(cap, "gpu0.pcie_width", 16)
