@@ -42,7 +42,8 @@ HOST_COLUMNS = {
     "gpus_selected": "Int64", "gpu_model": "category", "torch": "category", "cuda_runtime": "category",
     "framework_status": "category", "worst_link": "category", "lowest_broken": "category",
     "verdict": "category", "lowest_message": "category", "lowest_fix": "category", "summary": "category",
-    "provenance": "string",
+    "provenance": "string", "gpus_on_bus": "Int64", "gpus_missing": "string", "cpu_governor": "category",
+    "ib_rates": "category", "ib_ports_down": "Int64",
 }
 GPU_COLUMNS = {
     "host": "category", "index": "Int64", "selected": "boolean", "uuid": "string", "name": "category",
@@ -56,6 +57,9 @@ GPU_COLUMNS = {
     "compute_mode": "category", "processes": "Int64", "process_names": "string",
     "remap_pending": "boolean", "remap_failure": "boolean", "retired_pages_pending": "boolean",
     "sm_load_mhz": "Float64",  # median SM clock while the probe's --load ran; NA for a probe taken idle
+    "pcie_gen": "Int64", "pcie_width": "Int64", "pcie_max_gen": "Int64", "pcie_max_width": "Int64",
+    "pcie_replays": "Int64", "nvlink_links": "Int64", "nvlink_active": "Int64", "nvlink_errors": "Int64",
+    "fabric_state": "category", "memory_temperature_c": "Float64", "memory_max_c": "Float64",
 }
 CONTRACT_COLUMNS = {
     "host": "category", "position": "Int64", "contract": "category", "title": "category",
@@ -68,7 +72,7 @@ PROCESS_COLUMNS = {
 
 @dataclass(frozen=True)
 class Fleet:
-    """The loaded fleet: `hosts` (one row per host), `gpus`, `contracts` (9 per probed host), `processes`."""
+    """The loaded fleet: `hosts` (one row per host), `gpus`, `contracts` (14 per probed host; 9 in schema 1.0), `processes`."""
 
     hosts: pd.DataFrame
     gpus: pd.DataFrame
@@ -284,7 +288,7 @@ class _Builder:
             _get(mask, "cuda_visible_devices"), gpus_selected, "/".join(names) if gpus else None,
             frameworks[0].get("torch_version"), frameworks[0].get("cuda_runtime"), framework.get("status"),
             _get(health, "topology", "worst_link_selected"), health.get("lowest_broken"), health.get("verdict"),
-            low.get("message"), low.get("fix"), health.get("summary"), provenance,
+            low.get("message"), low.get("fix"), health.get("summary"), provenance, *_platform(health, contracts),
         ))
         summary = _get(health, "load", "summary")
         under_load = {row.get("gpu"): row.get("sm_mhz_median") for row in (summary if isinstance(summary, list) else ())
@@ -308,7 +312,7 @@ class _Builder:
                 None if compute_mode is None else str(compute_mode), None if procs is None else len(procs),
                 ",".join(str(p.get("name")) for p in procs) if procs else None,
                 remap.get("pending"), remap.get("failure"), g.get("retired_pages_pending"),
-                under_load.get(g.get("index")),
+                under_load.get(g.get("index")), *_links(g),
             ))
             for p in procs or ():
                 self.processes.append((position, g.get("index"), p.get("pid"), p.get("name"),
@@ -322,6 +326,32 @@ class _Builder:
         return _Chunk(_frame(self.hosts, HOST_COLUMNS), _frame(self.gpus, GPU_COLUMNS),
                       _frame(self.contracts, CONTRACT_COLUMNS), _frame(self.processes, PROCESS_COLUMNS),
                       self.plain, self.health)
+
+
+def _platform(health: dict, contracts: list) -> tuple:
+    """GPUs on the PCI bus (and which NVML misses), CPU governor, IB/RoCE rates and ports down (schema 1.1)."""
+    driver = next((c for c in contracts if c.get("name") == "driver"), {})
+    pci = (driver.get("evidence") or {}).get("pci") or {}
+    settings = health.get("host_settings") or {}
+    governor = settings.get("cpu_governor")
+    ports = settings.get("ib_ports")
+    active = [p for p in ports or () if p.get("state") == "ACTIVE"]
+    rates = Counter(f"{p['rate_gbps']:g}" for p in active if p.get("rate_gbps") is not None)
+    return (pci.get("on_bus"), ",".join(pci.get("missing_from_nvml") or ()) or None,
+            ",".join(sorted(governor)) if governor else None,
+            None if ports is None else (" + ".join(f"{n}x {r} Gb/s" for r, n in sorted(rates.items(), key=lambda kv: -float(kv[0])))
+                                        or "no active port"),
+            None if ports is None else len(ports) - len(active))
+
+
+def _links(g: dict) -> tuple:
+    """A GPU's PCIe link, NVLinks (and their error total), fabric state and HBM temperature."""
+    pcie, nvlink, thermal = g.get("pcie") or {}, g.get("nvlink") or {}, g.get("thermal") or {}
+    errors = nvlink.get("errors")
+    return (pcie.get("gen"), pcie.get("width"), pcie.get("max_gen"), pcie.get("max_width"), pcie.get("replay_counter"),
+            nvlink.get("links"), nvlink.get("active"),
+            None if not errors else sum(v for v in errors.values() if isinstance(v, int)),
+            (g.get("fabric") or {}).get("state"), thermal.get("memory_c"), thermal.get("memory_max_operating_c"))
 
 
 @dataclass

@@ -97,6 +97,8 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
         out += [Finding(h, kind, severity, title, f"{what} on " + "; ".join(
                     f"GPU {fold_numbers(ix)}{said}" for said, ix in d.items()), fix) for h, d in per_host.items()]
 
+    out += _platform_findings(fleet, hosts)
+
     per_host = {}
     for p in rows_at(fleet.processes, np.arange(len(fleet.processes))):  # one row per foreign process
         used = "?" if p["used_memory_bytes"] is None else p["used_memory_bytes"] // 2**20
@@ -118,6 +120,30 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
                            KEY_CONTRACT.get(differ[0]) if len(differ) == 1 else None))
     order = {"unreachable": 0, "broken": 1, "warning": 2}
     return tuple(sorted(out, key=lambda f: (order[f.severity], f.kind, f.host)))
+
+
+# Contracts of schema 1.1 whose broken or warning state is a finding of its own (the lowest broken
+# contract already has one): kind, title.
+PLATFORM_CONTRACTS = {
+    "fabric": ("fabric_not_ready", "GPU fabric not ready"),
+    "xid": ("xid", "Xid events in the kernel log"),
+    "thermal": ("thermal_headroom", "Thermal headroom"),
+    "links": ("links", "PCIe / NVLink link degraded"),
+    "host": ("host_settings", "Host settings"),
+}
+
+
+def _platform_findings(fleet, hosts) -> list[Finding]:
+    c = fleet.contracts
+    hit = c["contract"].isin(list(PLATFORM_CONTRACTS)) & c["status"].isin(["broken", "warning"])
+    lowest = dict(zip(hosts.index, hosts["lowest_broken"].astype(object)))
+    out = []
+    for r in rows_at(c, np.flatnonzero(hit.to_numpy(dtype=bool))):
+        if r["consequence_of"] is not None or lowest.get(r["host"]) == r["contract"]:
+            continue  # a consequence is no clue; the lowest broken contract has its finding already
+        kind, title = PLATFORM_CONTRACTS[r["contract"]]
+        out.append(Finding(r["host"], kind, r["status"], title, r["message"], r["fix"], r["contract"]))
+    return out
 
 
 def _which_gpus(gpu_keys: GpuKeys, position: int, key: str) -> str:

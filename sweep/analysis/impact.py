@@ -133,6 +133,9 @@ def impact(key: str, value: str, reference: str) -> str:
     """What a benchmark on a host with `value` for `key` suffers or gains against `reference`."""
     if "unknown" in (value, reference):
         return UNKNOWN.format(where="this host" if value == "unknown" else "the reference hosts")
+    platform = _platform_impact(key, value, reference)
+    if platform:
+        return platform
     case: Case = {"value": value, "reference": reference, "mixed": "/" in value and "/" not in reference}
     if key == "link":
         case["mine"], case["ref"] = value.split()[0], reference.split()[0]
@@ -142,3 +145,42 @@ def impact(key: str, value: str, reference: str) -> str:
         if when is None or when(case):
             return text.format_map(case)
     raise AssertionError(f"no rule for {key}")  # every list ends with a rule that always holds
+
+
+def _widths(text: str) -> list[int]:
+    return [int(w) for w in re.findall(r"x(\d+)", text)]
+
+
+def _platform_impact(key: str, value: str, reference: str) -> str | None:
+    """Impacts of the keys of schema 1.2: GPUs present, PCIe link, NVLinks, IB rate, CPU governor."""
+    if key == "gpus_present":
+        if "on the bus" in value:
+            return (f"{value}: a GPU is on the PCI bus but the driver does not list it (fallen off the bus or "
+                    "failed to initialise); the host runs with fewer GPUs than it has, and a job sized for the "
+                    "full host will not launch the same way")
+        return f"{value} GPUs instead of {reference}: a different host size; per-host throughput differs"
+    if key == "pcie":
+        mine, ref = _widths(value), _widths(reference)
+        if mine and ref and min(mine) < max(ref):
+            who = "a card" if "/" in value else "the cards"
+            return (f"PCIe {value} instead of {reference}: {who} trained down to {min(mine)} lanes, so "
+                    f"host-to-GPU copies, data loading and GPUDirect RDMA run at {min(mine) / max(ref):.0%} of the "
+                    "reference's bandwidth there (half at x8 of x16), and synchronous multi-GPU steps wait for that "
+                    "GPU; reseat the card or riser")
+        return (f"PCIe {value} instead of {reference}: host-to-GPU bandwidth differs (each generation doubles "
+                "it), so copies and data loading run at another speed")
+    if key == "nvlinks":
+        return (f"{value} NVLinks active instead of {reference}: fewer links carry GPU-to-GPU traffic, so "
+                "all-reduce and other collectives run slower on this host, and the step waits for them")
+    if key == "ib_rate":
+        mine, ref = _numbers(value), _numbers(reference)
+        if len(mine) >= 2 and len(ref) >= 2 and min(mine[1::2]) < max(ref[1::2]):
+            return (f"network ports at {value} instead of {reference}: inter-node all-reduce runs at the slowest "
+                    "port's rate, so multi-node scaling measured here is lower; a port trained down (cable, "
+                    "transceiver) or on another fabric")
+        return f"network ports {value} instead of {reference}: inter-node collectives run at another rate"
+    if key == "cpu_governor":
+        return (f"CPU governor {value} instead of {reference}: the CPUs change frequency under load, so data "
+                "loading, kernel launch latency and host-side steps vary run to run; small-kernel and "
+                "input-bound work slows")
+    return None

@@ -17,6 +17,8 @@ KEYS = {
     "cuda_driver": "CUDA (driver)", "framework": "Framework build", "ecc": "ECC", "power_limit": "Power limit",
     "mig": "MIG", "persistence": "Persistence mode", "compute_mode": "Compute mode",
     "confidential_compute": "Confidential computing", "clock_policy": "Clock policy", "link": "Worst link",
+    "gpus_present": "GPUs present", "pcie": "PCIe link", "nvlinks": "NVLinks active", "ib_rate": "IB/RoCE rate",
+    "cpu_governor": "CPU governor",
 }
 LINK_MEANING = {"PIX": "one PCIe switch", "PXB": "several PCIe switches", "PHB": "PCIe host bridge",
                 "NODE": "host bridges of one NUMA node", "SYS": "across NUMA nodes"}
@@ -90,6 +92,11 @@ GPU_KEY_TEXT = {
     "persistence": (("persistence_mode",), lambda r: _onoff(r["persistence_mode"])),
     "compute_mode": (("compute_mode",), lambda r: r["compute_mode"] or "unknown"),
     "clock_policy": (("app_sm_mhz", "default_app_sm_mhz", "sm_max_mhz"), _clocks),
+    # the link's generation capability and its trained width: the current generation drops at idle
+    "pcie": (("pcie_max_gen", "pcie_width"), lambda r: "unknown" if r["pcie_width"] is None else
+             f"gen{r['pcie_max_gen'] if r['pcie_max_gen'] is not None else '?'} x{r['pcie_width']}"),
+    "nvlinks": (("nvlink_links", "nvlink_active"), lambda r: "none" if not r["nvlink_links"] else
+                f"{r['nvlink_active']} of {r['nvlink_links']}"),
 }
 
 
@@ -117,7 +124,20 @@ HOST_KEY_TEXT = {
     "framework": (("torch", "cuda_runtime"), _framework),
     "confidential_compute": (("confidential_compute",), lambda r: _onoff(r["confidential_compute"], "not reported")),
     "link": (("worst_link", "gpus_selected"), _link),
+    "gpus_present": (("gpu_count", "gpus_on_bus"), lambda r: _present(r)),
+    "ib_rate": (("ib_rates",), lambda r: r["ib_rates"] or "not read"),
+    "cpu_governor": (("cpu_governor",), lambda r: r["cpu_governor"] or "not exposed"),
 }
+
+
+def _present(r) -> str:
+    """'8', '7 of 8 on the bus' (one fell off), '8 (bus not read)'."""
+    count, bus = r["gpu_count"], r["gpus_on_bus"]
+    if count is None:
+        return "unknown"
+    if bus is None:
+        return f"{count} (bus not read)"
+    return f"{count}" if bus == count else f"{count} of {bus} on the bus"
 
 
 @dataclass(frozen=True)

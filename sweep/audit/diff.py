@@ -1,8 +1,8 @@
 """What changed between two probes (health.json files): throttle evidence first.
 
 `diff_health(a, b)` returns the changed fields, each with its category; the categories are shown
-in the order a person debugging "it got slower" reads them: throttle evidence, then power
-and clock policy, then memory health and modes, then identity and software, then the rest.
+in the order a person debugging "it got slower" reads them: throttle evidence, then link errors
+(NVLink counters and PCIe replays that rose, new Xid events), links and fabric, then power and clock policy, then memory health and modes, then identity and software, then the rest.
 """
 from __future__ import annotations
 
@@ -59,6 +59,21 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
             out.update(flatten(v, f"{prefix}[{key}]"))
     else:
         out[prefix] = value
+    return out
+
+
+def rising_link_errors(changes: list[Change]) -> list[str]:
+    """The link-error counters that rose between two probes, as findings: NVLink CRC / replay /
+    recovery and PCIe replays climb on a link that is failing, before it drops."""
+    out = []
+    for c in changes:
+        if c.category != "link errors" or not all(isinstance(v, int) for v in (c.before, c.after)):
+            continue
+        if c.after > c.before and not c.path.startswith("kernel_log"):
+            out.append(f"{c.path} rose by {c.after - c.before} ({c.before} -> {c.after}): a link is taking errors; "
+                       "watch it (nvidia-smi nvlink -e, -q -d PCIE) and reseat or replace it if it keeps rising")
+        elif c.path == "kernel_log.xid_lines" and c.after > c.before:
+            out.append(f"{c.after - c.before} new Xid line(s) in the kernel log: read kernel_log.xid")
     return out
 
 

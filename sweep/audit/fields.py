@@ -16,7 +16,11 @@ import re
 PROBE_CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("throttle evidence", ("gpus#.clock_event_reasons.active*", "gpus#.clocks.sm_mhz", "gpus#.clocks.mem_mhz",
                            "gpus#.power.draw_w", "gpus#.temperature_c", "gpus#.utilization_gpu_pct",
+                           "gpus#.thermal.gpu_c", "gpus#.thermal.memory_c",
                            "gpus#.pstate", "gpus#.reason_counters_us.*", "load.summary*")),
+    ("link errors", ("gpus#.nvlink.errors*", "gpus#.pcie.replay_counter", "kernel_log.xid*", "kernel_log.xid_lines")),
+    ("links and fabric", ("gpus#.pcie.*", "gpus#.nvlink.*", "gpus#.nvlinks_active", "gpus#.fabric.*", "pci.*",
+                          "gpus#.lost")),
     ("power and clock policy", ("gpus#.power.*", "gpus#.clocks.*")),
     ("memory health and modes", ("gpus#.ecc.*", "gpus#.remapped_rows.*", "gpus#.retired_pages_pending",
                                  "gpus#.mig*", "gpus#.persistence_mode", "gpus#.compute_mode",
@@ -25,14 +29,16 @@ PROBE_CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("verdict", ("contracts#.status", "contracts#.message", "lowest_broken", "verdict")),
     ("identity and software", ("driver.*", "gpus#.uuid", "gpus#.serial", "gpus#.vbios", "gpus#.name",
                                "gpus#.pci_bus_id", "frameworks*", "mask.*", "environment.*", "topology.*",
-                               "host.*")),
+                               "host.*", "host_settings.*", "gpus#.thermal.*")),
     ("other", ("*",)),
 ]
 # Fields that differ on every run and say nothing about the machine.
 PROBE_IGNORED = ("probe.*", "summary", "contracts#.evidence*", "contracts#.title", "contracts#.fix",
            "gpus#.memory_used_bytes", "load.samples*", "load.pid", "load.exit_code", "gpus#.unsupported.*",
            "contracts#.consequence_of", "frameworks#.executable", "gpus#.clock_event_reasons.active_mask",
-           "gpus#.processes#.used_memory_bytes")
+           "gpus#.processes#.used_memory_bytes",
+           # the PCIe generation drops at idle to save power; where the log was read from is no fact of the host
+           "gpus#.pcie.gen", "kernel_log.tried*", "kernel_log.source", "kernel_log.docs")
 
 # --- the run diff --------------------------------------------------------------------------------
 
@@ -42,7 +48,8 @@ RUN_VOLATILE = (
     "gpus#.clocks.sm_mhz", "gpus#.clocks.mem_mhz", "gpus#.power.draw_w", "gpus#.temperature_c",
     "gpus#.utilization_gpu_pct", "gpus#.pstate", "gpus#.reason_counters_us.*", "gpus#.clock_event_reasons.*",
     "gpus#.processes*", "gpus#.memory_used_bytes", "gpus#.unsupported.*", "driver.unsupported.*",
-    "gpus#.mig.devices*", "gpus#.index",
+    "gpus#.mig.devices*", "gpus#.index", "gpus#.thermal.gpu_c", "gpus#.thermal.memory_c", "gpus#.pcie.gen",
+    "kernel_log.tried*", "kernel_log.source", "kernel_log.docs",
 )
 # (kind, patterns); the first match wins. Display order is KIND_ORDER.
 RUN_KINDS: list[tuple[str, tuple[str, ...]]] = [
@@ -55,16 +62,20 @@ RUN_KINDS: list[tuple[str, tuple[str, ...]]] = [
     ("power", ("gpus#.power.*",)),
     ("clock policy", ("gpus#.clocks.*",)),
     ("mig", ("gpus#.mig*",)),
-    ("topology", ("topology.*", "gpus#.nvlinks_active", "gpus#.pci_bus_id", "gpus#.numa_node")),
-    ("firmware", ("gpus#.vbios", "gpus#.slowdown_temperature_c")),
+    ("link errors", ("gpus#.nvlink.errors*", "gpus#.pcie.replay_counter", "kernel_log.*")),
+    ("links", ("gpus#.pcie.*", "gpus#.nvlink.*", "gpus#.nvlinks_active", "gpus#.fabric.*", "pci.*")),
+    ("topology", ("topology.*", "gpus#.pci_bus_id", "gpus#.numa_node")),
+    ("host settings", ("host_settings.*",)),
+    ("firmware", ("gpus#.vbios", "gpus#.slowdown_temperature_c", "gpus#.thermal.*")),
     ("gpu model", ("gpus#.name", "gpus#.compute_capability")),
     ("framework", ("frameworks*",)),
     ("host", ("host.*",)),
     ("environment", ("environment.*",)),
     ("other", ("*",)),
 ]
-KIND_ORDER = ("gpus", "gpu swap", "driver", "ecc", "power", "clock policy", "mig", "modes", "topology",
-              "firmware", "gpu model", "memory errors", "framework", "host", "environment", "other")
+KIND_ORDER = ("gpus", "gpu swap", "driver", "links", "link errors", "ecc", "power", "clock policy", "mig", "modes",
+              "topology", "firmware", "gpu model", "memory errors", "framework", "host settings", "host",
+              "environment", "other")
 
 _INDEX = re.compile(r"\[[^\]]*\]")
 

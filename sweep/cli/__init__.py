@@ -128,7 +128,7 @@ def diff(
     paths.output_file(html, "--html", "the HTML diff")
     if before.is_dir() or after.is_dir():
         raise typer.Exit(_run_diff(before, after, as_json, html))
-    from sweep.audit.diff import diff_files
+    from sweep.audit.diff import diff_files, rising_link_errors
 
     changes = diff_files(before, after)
     if as_json:
@@ -141,7 +141,10 @@ def diff(
         table.add_column(col, overflow="fold")
     for c in changes:
         table.add_row(c.category, safe(c.path), safe(json.dumps(c.before)), safe(json.dumps(c.after)))
-    Console(highlight=False).print(table)
+    console = Console(highlight=False)
+    console.print(table)
+    for finding in rising_link_errors(changes):
+        console.print("finding: " + safe(finding))
 
 
 @app.command()

@@ -199,7 +199,7 @@ def test_x8_instead_of_x16_is_broken_at_any_time(tmp_path):
 def test_generation_at_idle_is_not_judged_under_load_it_is(tmp_path):
     h = judge(tmp_path, idle_with_pcie(gen=1))
     assert contract(h, "links")["status"] == "ok"
-    assert "gen1 of gen5 at idle" in contract(h, "links")["message"]
+    assert "gen1 of gen5 at idle" in contract(h, "links")["evidence"]["notes"][0]
     cap = capture(ROOT / "sweep" / "demo" / "captures" / "h200-load.json")
     set_nvml(cap, "gpu0.pcie_gen", 3)
     set_nvml(cap, "gpu0.pcie_max_gen", 5)
