@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -127,6 +128,14 @@ def _layout(v, key):
     return "+".join(sorted(i.strip() for i in items))
 
 
+def _pcie(v, key):
+    """A PCIe link as gen and width: 'gen5x16' (also 'Gen5 x16')."""
+    m = re.match(r"^\s*gen\s*(\d)\s*x\s*(\d{1,2})\s*$", v, re.I) if isinstance(v, str) else None
+    if not m:
+        raise _TypeProblem(f"must be a PCIe link like gen5x16, not {_type_name(v)} ({v!r})", f"write e.g. {key}: gen5x16")
+    return f"gen{int(m.group(1))}x{int(m.group(2))}"
+
+
 class _TypeProblem(Exception):
     def __init__(self, message: str, fix: str):
         super().__init__(message)
@@ -140,6 +149,9 @@ HOST_RULES: dict[str, Callable] = {
     "gpu_count": _number("GPUs", "8", integer=True),
     "gpu_model": _strings("a GPU name", "'NVIDIA H200'"),
     "worst_link": _strings("a link class", "NV18"),
+    "gpus": _number("GPUs present (on the PCI bus and listed by the driver)", "8", integer=True),
+    "ib_rate_gbps": _number("Gb/s per InfiniBand / RoCE port", "400"),
+    "cpu_governor": _strings("a CPU frequency governor", "performance"),
 }
 GPU_RULES: dict[str, Callable] = {
     "power_limit_w": _number("watts", "700"),
@@ -147,6 +159,7 @@ GPU_RULES: dict[str, Callable] = {
     "persistence": _boolean,
     "mig_layout": _layout,
     "sm_clock_floor_mhz": _number("MHz", "1400"),
+    "pcie": _pcie,
 }
 RULES = {**HOST_RULES, **GPU_RULES}
 
@@ -317,6 +330,7 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
         out.append(Violation(host, rule, expected, actual, f"{host}: {text}; expected {fix[0]} ({where}); {fix[1]}"))
 
     _judge_driver(resolve(exp, host, groups), health, add)
+    _judge_platform(health, resolve(exp, host, groups), add)
     summary = {e.get("gpu"): e for e in ((health.get("load") or {}).get("summary") or []) if isinstance(e, dict)}
     _judge_gpus(_gpu_checks(host, groups, health, exp, summary), summary, add)
     return out
@@ -374,6 +388,9 @@ def _gpu_checks(host: str, groups, health: dict, exp: Expectations, summary: dic
             actual = g.get("mig_layout") or "off"
             if actual != grules["mig_layout"].value:
                 checks.append(("mig_layout", actual))
+        link = _pcie_of(g, summary.get(idx))
+        if "pcie" in grules and link is not None and link != grules["pcie"].value:
+            checks.append(("pcie", link))
         if "sm_clock_floor_mhz" in grules and idx in summary:
             median = summary[idx].get("sm_mhz_median")
             if median is not None and median < grules["sm_clock_floor_mhz"].value:
@@ -411,9 +428,54 @@ def _judge_gpus(per_gpu: dict[tuple, list], summary: dict, add) -> None:
             add(rule, expected, actual, f"median SM clock under load {actual:g} MHz on {on}, below the floor"
                 + (f" ({reasons})" if reasons else ""),
                 (f"at least {expected:g} MHz", "check cooling, power delivery and clock settings on that GPU"), where)
+        elif rule == "pcie":
+            add(rule, expected, actual, f"PCIe link {actual} on {on}",
+                (f"PCIe {expected}", "reseat the card or riser, check the slot's link setting in the BIOS "
+                                     "(nvidia-smi -q -d PCIE)"), where)
         elif rule == "gpu_model":
             add(rule, expected, actual, f"{actual} on {on}", (_one_of(expected), "check the host's hardware "
                                                                                 "or its group"), where)
+
+
+def _pcie_of(g: dict, summary: dict | None) -> str | None:
+    """A GPU's link as 'gen5x16': the generation seen under load where the probe ran one, else the
+    link's capability (the current generation drops at idle); the trained width."""
+    p = g.get("pcie") or {}
+    gen = (summary or {}).get("pcie_gen_max") or p.get("max_gen")
+    if p.get("width") is None or gen is None:
+        return None
+    return f"gen{gen}x{p['width']}"
+
+
+def _judge_platform(health: dict, rules: dict, add) -> None:
+    """The host rules of schema 1.1: GPUs present, IB / RoCE port rate, CPU governor."""
+    s = rules.get("gpus")
+    count = (health.get("driver") or {}).get("gpu_count")
+    pci = health.get("pci") or {}
+    on_bus = len(pci.get("gpus") or []) if pci.get("readable") else None
+    if s and count is not None and (count != s.value or (on_bus is not None and on_bus != s.value)):
+        seen = f"{count} GPU(s) listed by the driver" + (f", {on_bus} on the PCI bus" if on_bus is not None else "")
+        add("gpus", s.value, count if on_bus in (None, count) else f"{count} of {on_bus}", seen,
+            (str(s.value), "look for a card off the bus (Xid 79 in the kernel log), reseat or replace it"), s.where)
+    settings = health.get("host_settings") or {}
+    s = rules.get("ib_rate_gbps")
+    ports = settings.get("ib_ports")
+    if s and ports:
+        off = [p for p in ports if p.get("state") != "ACTIVE" or p.get("rate_gbps") != s.value]
+        if off:
+            add("ib_rate_gbps", s.value, [p.get("rate_gbps") for p in off], "network port(s) " + ", ".join(
+                f"{p.get('device')}/{p.get('port')} {p.get('state')} at {p.get('rate_gbps') or 0:g} Gb/s" for p in off),
+                (f"every port ACTIVE at {s.value:g} Gb/s", "check cables and transceivers (ibstat, ibdiagnet); "
+                                                           "a port trained down slows every inter-node collective"),
+                s.where)
+    s = rules.get("cpu_governor")
+    governors = settings.get("cpu_governor")
+    if s and governors:
+        bad = sorted(g for g in governors if not any(fnmatch.fnmatchcase(g, p) for p in s.value))
+        if bad:
+            add("cpu_governor", s.value, bad, f"CPU frequency governor {', '.join(bad)}",
+                (_one_of(s.value), f"cpupower frequency-set -g {s.value[0]} (and make it persist, e.g. tuned)"),
+                s.where)
 
 
 def _key(v: Any) -> str:
