@@ -12,7 +12,9 @@ Layout (baseline version 1), one file per host so a host that joins the fleet la
 replaces them; ``hosts=`` limits either to some hosts). `compare_to_baseline(records, dir)`
 compares each host of a run with its baseline using `sweep.audit.rundiff.host_changes` and keeps the
 kinds that are drift of the GPU stack: gpus (missing / added), gpu swap, driver, ecc, power,
-clock policy, mig, modes (persistence), topology, firmware, gpu model. Framework, host (kernel),
+clock policy, mig, modes (persistence), topology, firmware, gpu model, links (PCIe width, NVLinks
+active, fabric, GPUs on the PCI bus), link errors (NVLink / PCIe counters, Xid events) and host
+settings (CPU governor, NUMA balancing, THP, kernel arguments, modules, IB / RoCE ports). Framework, host (kernel),
 environment and memory-error changes are shown by ``sweep diff``, not as drift.
 
 `audit_section(records, expectations, baseline_dir)` is the dict the report embeds (docs/audits.md).
@@ -38,8 +40,10 @@ FORMAT = "sweep-baseline"
 HOST_FORMAT = "sweep-baseline-host"
 INDEX = "baseline.json"
 DRIFT_KINDS = ("gpus", "gpu swap", "driver", "ecc", "power", "clock policy", "mig", "modes", "topology",
-               "firmware", "gpu model")
-_LABELS = {"ecc.current": "ECC mode", "ecc.pending_mode": "ECC mode after reset", "ecc.pending": "ECC mode after reset",
+               "firmware", "gpu model", "links", "link errors", "host settings")
+_LABELS = {"pcie.width": "PCIe width", "pcie.max_gen": "PCIe generation (link)", "nvlink.active": "NVLinks active",
+           "nvlinks_active": "NVLinks active", "fabric.state": "GPU fabric", "ecc.current": "ECC mode",
+           "ecc.pending_mode": "ECC mode after reset", "ecc.pending": "ECC mode after reset",
            "power.enforced_limit_w": "enforced power limit (W)", "power.management_limit_w": "power limit (W)",
            "power.default_limit_w": "default power limit (W)", "mig_layout": "MIG layout",
            "mig.current": "MIG mode", "mig.pending": "MIG mode after reset", "persistence_mode": "persistence mode",
