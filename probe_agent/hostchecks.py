@@ -53,8 +53,12 @@ def check_fabric(facts):
     bad = [r for r in rows if r.get("state") in ("not_started", "in_progress")
            or (r.get("state") == "completed" and r.get("status") not in (None, 0))]
     if bad:
-        desc = ", ".join("GPU %s %s%s" % (r["gpu"], r["state"], "" if r.get("status") in (None, 0)
-                                         else " (status %s)" % r["status"]) for r in bad)
+        if len(bad) == len(rows) > 1 and len({(r["state"], r.get("status")) for r in bad}) == 1:
+            desc = "all %d GPUs %s" % (len(rows), bad[0]["state"])
+        else:
+            desc = ", ".join("GPU %s %s" % (r["gpu"], r["state"]) for r in bad)
+        status = sorted({r["status"] for r in bad if r.get("status") not in (None, 0)})
+        desc += " (status %s)" % ", ".join(map(str, status)) if status else ""
         return contract("fabric", "broken",
                         "GPU fabric not completed: %s: CUDA answers 'system not yet initialized' (error 802)" % desc,
                         ev, "start nvidia-fabricmanager (systemctl status nvidia-fabricmanager; its version must "
@@ -162,8 +166,8 @@ def nvlink_findings(facts, g):
     peers = {k: v for k, v in pairs.items() if str(i) in k.split("-") and v.startswith("NV")}
     down = ", ".join(str(k) for k in n.get("inactive_links") or [])
     if active or peers:
-        return ["GPU %s: %d of %d NVLinks active (down: %s)%s" % (
-            i, active, exist, down, "; NV%d becomes NV%d" % (exist, active) if len(peers) <= 1 else "")], []
+        return ["GPU %s: %d of %d NVLinks active (down: %s); NV%d becomes NV%d%s" % (
+            i, active, exist, down, exist, active, "" if len(peers) <= 1 else " to each peer")], []
     return [], ["GPU %s: %d NVLinks, none active (no NVLink peer)" % (i, exist)]
 
 

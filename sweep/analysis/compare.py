@@ -24,7 +24,7 @@ from sweep.analysis.names import abbreviate, fold_hosts
 from sweep.text import plural
 
 # Contracts below which a host cannot run the benchmark at all.
-BLOCKING = ("driver", "device_mask", "framework")
+BLOCKING = ("driver", "fabric", "device_mask", "framework")
 
 
 @dataclass(frozen=True)

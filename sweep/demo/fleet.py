@@ -38,6 +38,16 @@ def _variants() -> dict[int, tuple[list, str]]:
         38: ([synth.driver(*OLD_DRIVER)], "driver 580.95.05"),
         39: ([synth.driver(*OLD_DRIVER)], "driver 580.95.05"),
         40: ([synth.driver(*OLD_DRIVER)], "driver 580.95.05"),
+        # issue 15: the failures fleet health checkers catch
+        3: ([synth.gpu_off_nvml(gpu=7)], "GPU on the bus missing from NVML"),
+        9: ([synth.pcie_width(8, gpus=[3])], "PCIe x8 on GPU 3"),
+        15: ([synth.nvlink_down(gpu=5, link=3)], "NVLink down on GPU 5"),
+        19: ([synth.xid(79, gpu=2)], "Xid 79"),
+        23: ([synth.xid(48, gpu=1, count=2)], "Xid 48"),
+        27: ([synth.fabric_state(1)], "GPU fabric not started"),
+        31: ([synth.ib_rate(port=1, rate="200 Gb/sec (4X HDR)")], "IB port at 200 Gb/s"),
+        35: ([synth.governor("powersave")], "CPU governor powersave"),
+        36: ([synth.hbm_temperature(92, gpus=[4])], "HBM near slowdown"),
     }
 
 
@@ -55,7 +65,8 @@ def demo_fleet(workdir: str | Path, count: int = 40, unreachable: bool = True) -
     for n in range(1, count + 1):
         name = f"gpu{n:02d}"
         edits, _ = variants.get(n, ([], "healthy"))
-        cap = synth.derive(base, [synth.multi_gpu(8, _all_nv), synth.identity(name), *edits], hostname=name)
+        cap = synth.derive(base, [synth.multi_gpu(8, _all_nv), synth.hgx_platform(), synth.identity(name), *edits],
+                           hostname=name)
         path = synth.write(cap, workdir / f"{name}.json")
         hosts.append(FleetHost(name, group="rack_a" if n <= half else "rack_b", capture=str(path)))
     if unreachable:
