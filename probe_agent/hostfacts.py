@@ -222,7 +222,7 @@ def nearest_nics(gpus, pci_gpus, ports, topo):
             continue
         best = None
         for dev, port in nics.items():
-            level = pci_distance(g, port, pci_gpus)
+            level = pci_distance(g, port)
             if best is None or rank(level) < rank(best[1]):
                 best = (dev, level)
         if best:
@@ -234,7 +234,7 @@ def rank(level):
     return LINK_ORDER.index(level) if level in LINK_ORDER else len(LINK_ORDER)
 
 
-def pci_distance(gpu, port, pci_gpus):
+def pci_distance(gpu, port):
     """topo -m's vocabulary from two sysfs paths: shared bridge PIX, shared switch PXB, shared root PHB."""
     gb = [b for b in gpu.get("bridges", [])]
     nb = port.get("bridges") or []
