@@ -329,7 +329,7 @@ class _Builder:
 
 
 def _platform(health: dict, contracts: list) -> tuple:
-    """GPUs on the PCI bus (and which NVML misses), CPU governor, IB/RoCE rates and ports down (schema 1.1)."""
+    """GPUs on the PCI bus (and which NVML misses), CPU governor, IB/RoCE rates and ports down (schema 1.2)."""
     driver = next((c for c in contracts if c.get("name") == "driver"), {})
     pci = (driver.get("evidence") or {}).get("pci") or {}
     settings = health.get("host_settings") or {}

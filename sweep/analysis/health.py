@@ -122,7 +122,7 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
     return tuple(sorted(out, key=lambda f: (order[f.severity], f.kind, f.host)))
 
 
-# Contracts of schema 1.1 whose broken or warning state is a finding of its own (the lowest broken
+# Contracts of schema 1.2 whose broken or warning state is a finding of its own (the lowest broken
 # contract already has one): kind, title.
 PLATFORM_CONTRACTS = {
     "fabric": ("fabric_not_ready", "GPU fabric not ready"),

@@ -448,7 +448,7 @@ def _pcie_of(g: dict, summary: dict | None) -> str | None:
 
 
 def _judge_platform(health: dict, rules: dict, add) -> None:
-    """The host rules of schema 1.1: GPUs present, IB / RoCE port rate, CPU governor."""
+    """The host rules of schema 1.2: GPUs present, IB / RoCE port rate, CPU governor."""
     s = rules.get("gpus")
     count = (health.get("driver") or {}).get("gpu_count")
     pci = health.get("pci") or {}

@@ -231,7 +231,7 @@ def write(cap: Capture, path: str | Path) -> Path:
     return path
 
 
-# ---------------------------------------------------------------- the platform around the GPUs (schema 1.1)
+# ---------------------------------------------------------------- the platform around the GPUs (schema 1.2)
 # Values as read live on the H200s of tests/fixtures/{h200,x2}/i15 (thresholds, P0 range, fabric), and
 # an HGX-like host around them: each GPU behind a PCIe switch it shares with a 400 Gb/s NDR port.
 

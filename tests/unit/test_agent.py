@@ -36,7 +36,7 @@ def test_replay_of_h200_capture_gives_the_live_verdict(name, args):
     live = json.loads((H200 / f"{name}.health.json").read_text())
     jsonschema.validate(live, SCHEMA)
     replayed = agent("--replay", CAPTURES / f"h200-{name}.json", *args)
-    # the live runs predate schema 1.1: the contracts they judged agree; the new ones are not in them
+    # the live runs predate schema 1.2: the contracts they judged agree; the new ones are not in them
     assert {k: v for k, v in statuses(replayed).items() if k in statuses(live)} == statuses(live)
     assert replayed["lowest_broken"] == live["lowest_broken"]
     assert replayed["gpus"][0]["uuid"] == live["gpus"][0]["uuid"]

@@ -25,7 +25,7 @@ def test_run_folder_gives_one_row_per_host_and_per_gpu(must_show):
     assert len(hosts) == 44
     assert hosts["host"].tolist() == [f"gpu{i:02d}" for i in range(1, 45)]
     assert len(gpus) == 41 * 8  # the 3 unreachable hosts have no GPU rows
-    assert len(must_show.contracts) == 41 * 14  # schema 1.1: fourteen contracts
+    assert len(must_show.contracts) == 41 * 14  # schema 1.2: fourteen contracts
     assert gpus.groupby("host", observed=True).size().eq(8).all()
 
 
