@@ -25,7 +25,12 @@ DOCUMENTED = {
     "nvlinks_active": "not in nvidia-smi -q -x; nvidia-smi nvlink -s shows the links (tests/fixtures/x2/raw)",
     "numa_node": "not in nvidia-smi -q -x on driver 580 (NVML answers NotSupported on these hosts)",
     "topology": "not in nvidia-smi -q -x: the agent reads nvidia-smi topo -m itself (test_multigpu)",
-    "pcie_link": "the agent reports no PCIe link facts yet",
+    "pcie_link": "pcie, nvlink, fabric and thermal are compared in test_live_i15 (tests/fixtures/*/i15 captures, "
+                 "recorded with nvidia-smi -q -x, nvlink -s and nvlink -e beside them)",
+    "clocks.p0_sm_min_mhz": "the P0 clock range (nvmlDeviceGetMinMaxClockOfPState) is not in nvidia-smi -q -x",
+    "clocks.p0_sm_max_mhz": "the P0 clock range (nvmlDeviceGetMinMaxClockOfPState) is not in nvidia-smi -q -x",
+    "clocks.p0_mem_min_mhz": "the P0 clock range (nvmlDeviceGetMinMaxClockOfPState) is not in nvidia-smi -q -x",
+    "clocks.p0_mem_max_mhz": "the P0 clock range (nvmlDeviceGetMinMaxClockOfPState) is not in nvidia-smi -q -x",
     "ecc.pending": "deprecated alias of ecc.pending_mode, compared as that",
 }
 
