@@ -380,3 +380,33 @@ def test_record_then_replay_gives_the_same_reads(tmp_path):
     rep = ReplaySource(str(f))
     assert (read_pci_gpus(rep), read_kernel_log(rep)) == live
     assert json.loads(f.read_text())["version"] == 2
+
+
+def test_acs_redirect_on_a_switch_port_above_a_gpu_is_a_host_warning(tmp_path):
+    config = bytearray(4096)
+    config[0x100:0x104] = (0x000D | (1 << 16)).to_bytes(4, "little")
+    config[0x106:0x108] = (0x1 | 0x4 | 0x8).to_bytes(2, "little")  # source validation, P2P request/completion redirect
+    tree = tmp_path / "tree"
+    bridge = tree / "sys/bus/pci/devices/0000:16:00.0"
+    bridge.mkdir(parents=True)
+    (bridge / "config").write_bytes(bytes(config))
+    h = judge(tmp_path, idle_with_pcie())
+    acs = h["host_settings"]["acs"]
+    assert acs == [{"bridge": "0000:16:00.0", "control": 0xD, "error": None,
+                    "enabled": ["source_validation", "p2p_request_redirect", "p2p_completion_redirect"]}]
+    assert "ACS P2P redirect on PCIe switch port 0000:16:00.0" in contract(h, "host")["message"]
+
+
+def test_nearest_nic_from_the_topology_matrix():
+    from probe_agent.collect import parse_topo_matrix
+    from probe_agent.hostfacts import nearest_nics
+    topo = parse_topo_matrix(
+        "\tGPU0\tGPU1\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+        "GPU0\t X \tNV18\tPIX\tSYS\t0-31\t0\t\tN/A\n"
+        "GPU1\tNV18\t X \tSYS\tPXB\t32-63\t1\t\tN/A\n"
+        "NIC0\tPIX\tSYS\t X \tSYS\n\nLegend:\n\n  X    = Self\n\nNIC Legend:\n\n  NIC0: mlx5_0\n  NIC1: mlx5_1\n")
+    assert topo["pairs"] == {"0-1": "NV18"} and topo["nic_legend"] == {"NIC0": "mlx5_0", "NIC1": "mlx5_1"}
+    ports = [{"device": "mlx5_0"}, {"device": "mlx5_1"}]
+    near = nearest_nics([{"index": 0, "pci_bus_id": None}, {"index": 1, "pci_bus_id": None}], [], ports, topo)
+    assert near == {"0": {"nic": "mlx5_0", "link": "PIX", "source": "nvidia-smi topo -m"},
+                    "1": {"nic": "mlx5_1", "link": "PXB", "source": "nvidia-smi topo -m"}}
