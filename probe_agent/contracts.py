@@ -93,8 +93,8 @@ def check_driver(facts):
     if present["missing_from_nvml"]:
         missing = present["missing_from_nvml"]
         return contract("driver", "broken",
-                        "%d GPU(s) on the PCI bus but not listed by NVML (%d listed): %s: fallen off the bus or "
-                        "failed to initialise" % (len(missing), d.get("gpu_count") or 0, ", ".join(missing)), ev,
+                        "on the PCI bus but not listed by NVML (NVML lists %d, %d more on the bus): %s: fallen off the "
+                        "bus or failed to initialise" % (d.get("gpu_count") or 0, len(missing), ", ".join(missing)), ev,
                         "drain the host; read the kernel log for Xid 79 / RmInitAdapter on %s; reseat or "
                         "replace the card, then reboot" % missing[0])
     if not d.get("gpu_count"):

@@ -63,7 +63,7 @@ def check_fabric(facts):
                         "GPU fabric not completed: %s: CUDA answers 'system not yet initialized' (error 802)" % desc,
                         ev, "start nvidia-fabricmanager (systemctl status nvidia-fabricmanager; its version must "
                             "equal the driver's) and read its log")
-    return contract("fabric", "ok", "GPU fabric completed on %d GPU(s)" % len(rows), ev)
+    return contract("fabric", "ok", "GPU fabric completed (GPUs: %d)" % len(rows), ev)
 
 
 def check_xid(facts):
@@ -218,7 +218,7 @@ def host_findings(h):
         warn.append("nouveau is loaded beside nvidia: blacklist it")
     ports = h.get("ib_ports") or []
     if ports and mods and not (mods.get("nvidia_peermem") or mods.get("nv_peer_mem")):
-        warn.append("nvidia_peermem is not loaded: no GPUDirect RDMA over the %d network port(s)" % len(ports))
+        warn.append("nvidia_peermem is not loaded: no GPUDirect RDMA over the network ports (%d)" % len(ports))
     for p in ports:
         if p.get("state") and p["state"] != "ACTIVE":
             warn.append("%s port %s is %s (%s)" % (p["device"], p["port"], p["state"], p.get("phys_state")))
@@ -252,5 +252,5 @@ def check_host(facts):
                         "cpupower frequency-set -g performance; sysctl kernel.numa_balancing=0; iommu=pt; "
                         "modprobe nvidia_peermem; bring ports up at the fleet's rate (ibstat)")
     gov = ", ".join(sorted(h.get("cpu_governor") or {})) or "not exposed"
-    return contract("host", "ok", "CPU governor %s, %d network port(s)%s" % (gov, len(h.get("ib_ports") or []), tail),
+    return contract("host", "ok", "CPU governor %s, network ports: %d%s" % (gov, len(h.get("ib_ports") or []), tail),
                     ev)

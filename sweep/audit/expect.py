@@ -454,7 +454,7 @@ def _judge_platform(health: dict, rules: dict, add) -> None:
     pci = health.get("pci") or {}
     on_bus = len(pci.get("gpus") or []) if pci.get("readable") else None
     if s and count is not None and (count != s.value or (on_bus is not None and on_bus != s.value)):
-        seen = f"{count} GPU(s) listed by the driver" + (f", {on_bus} on the PCI bus" if on_bus is not None else "")
+        seen = f"GPUs listed by the driver: {count}" + (f", on the PCI bus: {on_bus}" if on_bus is not None else "")
         add("gpus", s.value, count if on_bus in (None, count) else f"{count} of {on_bus}", seen,
             (str(s.value), "look for a card off the bus (Xid 79 in the kernel log), reseat or replace it"), s.where)
     settings = health.get("host_settings") or {}
@@ -463,7 +463,7 @@ def _judge_platform(health: dict, rules: dict, add) -> None:
     if s and ports:
         off = [p for p in ports if p.get("state") != "ACTIVE" or p.get("rate_gbps") != s.value]
         if off:
-            add("ib_rate_gbps", s.value, [p.get("rate_gbps") for p in off], "network port(s) " + ", ".join(
+            add("ib_rate_gbps", s.value, [p.get("rate_gbps") for p in off], "network ports off: " + ", ".join(
                 f"{p.get('device')}/{p.get('port')} {p.get('state')} at {p.get('rate_gbps') or 0:g} Gb/s" for p in off),
                 (f"every port ACTIVE at {s.value:g} Gb/s", "check cables and transceivers (ibstat, ibdiagnet); "
                                                            "a port trained down slows every inter-node collective"),

@@ -123,7 +123,7 @@ def test_expectations_pin_the_new_facts(demo, tmp_path):
     found = {(v.host, v.rule): v for v in evaluate_expectations(records, load_expectations(exp))}
     assert set(found) == {("gpu03", "gpus"), ("gpu09", "pcie"), ("gpu31", "ib_rate_gbps"),
                           ("gpu35", "cpu_governor")}
-    assert "7 GPU(s) listed by the driver, 8 on the PCI bus" in found["gpu03", "gpus"].message
+    assert "GPUs listed by the driver: 7, on the PCI bus: 8" in found["gpu03", "gpus"].message
     assert "PCIe link gen5x8 on GPU 3" in found["gpu09", "pcie"].message
     assert "mlx5_1/1 ACTIVE at 200 Gb/s" in found["gpu31", "ib_rate_gbps"].message
     assert "CPU frequency governor powersave" in found["gpu35", "cpu_governor"].message
