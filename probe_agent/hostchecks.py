@@ -194,8 +194,9 @@ def check_links(facts):
         return contract("links", "unknown", "PCIe link not readable", ev)
     first = rows[0].get("pcie") or {}
     nv = [r for r in rows if (r.get("nvlink") or {}).get("links")]
-    msg = "PCIe gen%s x%s%s" % (first.get("gen"), first.get("width"),
-                                "" if loaded else " (generation at idle, not judged)")
+    # at idle the current generation drops and comes back: the message names the link's, not the moment's
+    msg = "PCIe gen%s x%s%s" % (first.get("gen") if loaded else first.get("max_gen"), first.get("width"),
+                                " under load" if loaded else " link (generation at idle not judged)")
     if nv:
         msg += "; NVLink %s/%s active" % (sum(r["nvlink"]["active"] for r in nv), sum(r["nvlink"]["links"] for r in nv))
     return contract("links", "ok", msg, ev)

@@ -151,7 +151,7 @@ def test_healthy_fake_host_holds_every_new_contract(tmp_path):
     assert h["verdict"] == "ok", [(c["name"], c["message"]) for c in h["contracts"] if c["status"] != "ok"]
     assert contract(h, "driver")["evidence"]["pci"]["on_bus"] == 1
     assert contract(h, "xid")["message"] == "no Xid since boot (/dev/kmsg)"
-    assert contract(h, "links")["message"].startswith("PCIe gen5 x16 (generation at idle, not judged)")
+    assert contract(h, "links")["message"].startswith("PCIe gen5 x16 link (generation at idle not judged)")
     assert h["host_settings"]["cpu_governor"] == {"performance": 4}
     assert h["host_settings"]["ib_ports"][0]["rate_gbps"] == 400.0
     assert h["host_settings"]["transparent_hugepages"] == "madvise"
