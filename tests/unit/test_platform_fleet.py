@@ -129,7 +129,7 @@ def test_expectations_pin_the_new_facts(demo, tmp_path):
     assert "CPU frequency governor powersave" in found["gpu35", "cpu_governor"].message
 
 
-def test_sweep_diff_finds_nvlink_counters_rising(demo, tmp_path):
+def test_sweep_diff_finds_nvlink_counters_rising(demo, tmp_path, capsys):
     _, _, health = demo
     base = synth.derive(synth.base_capture("h200-idle"), [synth.multi_gpu(2), synth.hgx_platform()])
     later = synth.derive(base, [])
@@ -144,3 +144,8 @@ def test_sweep_diff_finds_nvlink_counters_rising(demo, tmp_path):
     assert rising_link_errors(changes) == [
         "gpus[1].nvlink.errors.crc_flit_errors rose by 7 (0 -> 7): a link is taking errors; watch it "
         "(nvidia-smi nvlink -e, -q -d PCIE) and reseat or replace it if it keeps rising"]
+    from sweep.cli import main
+    main(["diff", str(tmp_path / "a.health.json"), str(tmp_path / "b.health.json")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "link errors" in out
+    assert "finding: gpus[1].nvlink.errors.crc_flit_errors rose by 7 (0 -> 7)" in out
