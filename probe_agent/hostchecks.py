@@ -86,6 +86,9 @@ def check_xid(facts):
     if soft:
         return contract("xid", "warning", say(soft) + ": application faults, the GPU itself is fine", ev,
                         "; ".join(sorted({"Xid %d: %s" % (g["code"], g["action"]) for g in soft})))
+    if log.get("complete") is False:
+        return contract("xid", "unknown", "no Xid in the part of the kernel log read before its bound (%s)"
+                        % log["source"], ev, "read the rest with dmesg | grep Xid")
     return contract("xid", "ok", "no Xid since boot (%s)" % log["source"], ev)
 
 

@@ -158,7 +158,7 @@ class LiveSource(object):
         tried = {}
         lines, err = read_kmsg(self.real_path("/dev/kmsg"))
         if err is None:
-            return {"source": "/dev/kmsg", "lines": lines, "tried": tried}
+            return {"source": "/dev/kmsg", "lines": lines, "tried": tried, "complete": not getattr(lines, "cut", False)}
         tried["/dev/kmsg"] = err
         if self.journalctl:
             answer = LiveSource.command(self, list(self.journalctl), timeout=3.0)
@@ -363,15 +363,24 @@ def first_line(text):
     return text.splitlines()[0] if text else None
 
 
+class Lines(list):
+    """Kept log lines; `cut` when the read stopped at its time or size bound."""
+
+    cut = False
+
+
 def read_kmsg(path):
     """Xid lines of /dev/kmsg (one record per read, non-blocking, bounded); (lines, None) or (None, error)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         return None, type(exc).__name__
-    kept, total, deadline = [], 0, time.monotonic() + KERNEL_LOG_SECONDS
+    kept, total, deadline = Lines(), 0, time.monotonic() + KERNEL_LOG_SECONDS
     try:
-        while total < KERNEL_LOG_MAX_BYTES and time.monotonic() < deadline:
+        while True:
+            if total >= KERNEL_LOG_MAX_BYTES or time.monotonic() >= deadline:
+                kept.cut = True  # the newest records were not reached: say so rather than pass for "no Xid"
+                break
             try:
                 chunk = os.read(fd, 65536)
             except OSError as exc:
@@ -389,7 +398,9 @@ def read_kmsg(path):
                     kept.append(text)
     finally:
         os.close(fd)
-    return kept[-KERNEL_LOG_MAX_LINES:], None
+    out = Lines(kept[-KERNEL_LOG_MAX_LINES:])
+    out.cut = kept.cut
+    return out, None
 
 
 def read_tail(path):

@@ -68,6 +68,6 @@ def read_kernel_log(src):
     """The kernel-log section of health.json: where it was read from, and the Xid groups."""
     answer = src.kernel_log()
     lines = answer.get("lines") or []
-    return {"source": answer.get("source"), "tried": answer.get("tried") or {},
+    return {"source": answer.get("source"), "tried": answer.get("tried") or {}, "complete": answer.get("complete", True),
             "xid_lines": len([l for l in lines if XID_LINE.search(l)]), "xid": parse_xid_lines(lines),
             "docs": XID_DOCS}

@@ -410,3 +410,18 @@ def test_nearest_nic_from_the_topology_matrix():
     near = nearest_nics([{"index": 0, "pci_bus_id": None}, {"index": 1, "pci_bus_id": None}], [], ports, topo)
     assert near == {"0": {"nic": "mlx5_0", "link": "PIX", "source": "nvidia-smi topo -m"},
                     "1": {"nic": "mlx5_1", "link": "PXB", "source": "nvidia-smi topo -m"}}
+
+
+def test_kernel_log_cut_at_its_bound_is_not_passed_as_clean(tmp_path, monkeypatch):
+    import probe_agent.source as source
+    root = tmp_path / "t"
+    put(root, "/dev/kmsg", "".join("6,%d,0,-;line %d\n" % (n, n) for n in range(5000)))
+    monkeypatch.setattr(source, "KERNEL_LOG_MAX_BYTES", 1000)
+    log = LiveSource(root=str(root), journalctl=None).kernel_log()
+    assert log["source"] == "/dev/kmsg" and log["complete"] is False
+    cap = idle_with_pcie()
+    cap["kernel_log"] = log
+    f = tmp_path / "cap.json"
+    f.write_text(json.dumps(cap))
+    c = contract(run_agent(f), "xid")
+    assert c["status"] == "unknown" and "before its bound" in c["message"]
