@@ -182,7 +182,7 @@ def test_pci_bus_not_readable_is_an_answer(tmp_path):
     f.write_text(json.dumps(cap))
     h = run_agent(f)
     assert h["pci"] == {"readable": False, "error": "PermissionError", "gpus": []}
-    assert "PCI bus not readable (PermissionError)" in contract(h, "driver")["message"]
+    assert contract(h, "driver")["evidence"]["pci"]["error"] == "PermissionError"
     assert contract(h, "driver")["status"] == "ok"
 
 
