@@ -271,57 +271,76 @@ def hgx_platform(ib_rate: str = "400 Gb/sec (4X NDR)") -> Edit:
     def edit(cap):
         buses = _bus_ids(cap)
         nics = [f"0000:{int(b.split(':')[1], 16) + 1:02x}:00.0" for b in buses]
-        devices = sorted(set(buses + nics + [b for g in buses for b in _bridges(g)]
-                             + [b for g in buses for b in _bridges(g, nic=True)]))
-        _path(cap, "list", "/sys/bus/pci/devices", {"list": devices})
-        for d in devices:
-            if d not in buses:
-                _path(cap, "read", f"/sys/bus/pci/devices/{d}/vendor", {"text": "0x15b3\n" if d in nics else "0x1000\n"})
-        for i, bus in enumerate(buses):
-            base = f"/sys/bus/pci/devices/{bus}"
-            for name, value in (("vendor", "0x10de"), ("class", "0x030200"), ("device", "0x2335"), ("numa_node", str(i // 4)),
-                                ("current_link_speed", "32.0 GT/s PCIe"), ("current_link_width", "16"),
-                                ("max_link_speed", "32.0 GT/s PCIe"), ("max_link_width", "16")):
-                _path(cap, "read", f"{base}/{name}", {"text": value + "\n"})
-            _path(cap, "link", f"{base}/driver", {"link": "../../../../bus/pci/drivers/nvidia"})
-            _path(cap, "link", base, {"link": "../../../devices/pci0000:00/" + "/".join(_bridges(bus) + [bus])})
-            for bridge in _bridges(bus)[1:]:
-                _path(cap, "bytes", f"/sys/bus/pci/devices/{bridge}/config", {"hex": _acs_config(0)})
-            p = f"gpu{i}."
-            for key, value in (("pcie_gen", 5), ("pcie_width", 16), ("pcie_max_gen", 5), ("pcie_max_width", 16),
-                               ("pcie_gpu_max_gen", 5), ("pcie_replay", 0), ("temp_shutdown", 95),
-                               ("temp_gpu_max", 87), ("temp_mem_max", 95), ("p0_range_sm", [345, 1980]),
-                               ("p0_range_mem", [3201, 3201])):
-                _set(cap, p + key, value)
-            _set(cap, p + "fields", [{"fieldId": f, "scopeId": 0, "valueType": 1, "nvmlReturn": 3, "value": {}}
-                                     for f in (38, 45, 52, 59)]
-                 + [{"fieldId": 82, "scopeId": 0, "valueType": 1, "nvmlReturn": 0, "value": {"uiVal": 38 + i % 3}}])
-            _set(cap, p + "fabric", {"version": 0x02000024, "clusterUuid": [0] * 16, "status": 0, "cliqueId": 0,
-                                     "state": 3, "healthMask": 0})
-            for k in range(18):
-                _set(cap, f"{p}nvlink{k}_state", 1)
-        _path(cap, "list", "/proc/driver/nvidia/gpus", {"list": list(buses)})
-        _path(cap, "list", "/sys/devices/system/cpu/cpufreq", {"list": ["policy0", "policy1"]})
-        for pol in ("policy0", "policy1"):
-            _path(cap, "read", f"/sys/devices/system/cpu/cpufreq/{pol}/scaling_governor", {"text": "performance\n"})
-        _path(cap, "read", "/sys/kernel/mm/transparent_hugepage/enabled", {"text": "always [madvise] never\n"})
-        _path(cap, "read", "/proc/cmdline", {"text": "BOOT_IMAGE=/boot/vmlinuz root=/dev/md0 iommu=pt quiet\n"})
-        _path(cap, "read", "/proc/modules", {"text": "".join(f"{m} 1 0 - Live 0x0\n" for m in (
-            "nvidia", "nvidia_uvm", "nvidia_peermem", "ib_core", "mlx5_core"))})
-        _path(cap, "read", "/proc/sys/kernel/numa_balancing", {"text": "0\n"})
-        _path(cap, "list", "/sys/class/infiniband", {"list": [f"mlx5_{i}" for i in range(len(buses))]})
-        for i, (bus, nic) in enumerate(zip(buses, nics)):
-            base = f"/sys/class/infiniband/mlx5_{i}"
-            _path(cap, "link", f"{base}/device",
-                  {"link": "../../../devices/pci0000:00/" + "/".join(_bridges(bus, nic=True) + [nic])})
-            _path(cap, "read", f"{base}/device/numa_node", {"text": f"{i // 4}\n"})
-            _path(cap, "list", f"{base}/ports", {"list": ["1"]})
-            for name, value in (("state", "4: ACTIVE"), ("phys_state", "5: LinkUp"), ("rate", ib_rate),
-                                ("link_layer", "InfiniBand")):
-                _path(cap, "read", f"{base}/ports/1/{name}", {"text": value + "\n"})
+        _pci_bus(cap, buses, nics)
+        for i in range(len(buses)):
+            _gpu_platform(cap, i)
+        _host_settings(cap)
+        _ib_ports(cap, buses, nics, ib_rate)
         cap["kernel_log"] = {"source": "/dev/kmsg", "lines": [], "tried": {}}
     edit.__doc__ = None  # the healthy platform every demo host has; not a change worth a note
     return edit
+
+
+def _pci_bus(cap: Capture, buses: list[str], nics: list[str]) -> None:
+    """The bus: each GPU behind a PCIe switch it shares with its NIC, ACS off on the switch ports."""
+    devices = sorted(set(buses + nics + [b for g in buses for b in _bridges(g)]
+                         + [b for g in buses for b in _bridges(g, nic=True)]))
+    _path(cap, "list", "/sys/bus/pci/devices", {"list": devices})
+    for d in devices:
+        if d not in buses:
+            _path(cap, "read", f"/sys/bus/pci/devices/{d}/vendor", {"text": "0x15b3\n" if d in nics else "0x1000\n"})
+    for i, bus in enumerate(buses):
+        base = f"/sys/bus/pci/devices/{bus}"
+        for name, value in (("vendor", "0x10de"), ("class", "0x030200"), ("device", "0x2335"), ("numa_node", str(i // 4)),
+                            ("current_link_speed", "32.0 GT/s PCIe"), ("current_link_width", "16"),
+                            ("max_link_speed", "32.0 GT/s PCIe"), ("max_link_width", "16")):
+            _path(cap, "read", f"{base}/{name}", {"text": value + "\n"})
+        _path(cap, "link", f"{base}/driver", {"link": "../../../../bus/pci/drivers/nvidia"})
+        _path(cap, "link", base, {"link": "../../../devices/pci0000:00/" + "/".join(_bridges(bus) + [bus])})
+        for bridge in _bridges(bus)[1:]:
+            _path(cap, "bytes", f"/sys/bus/pci/devices/{bridge}/config", {"hex": _acs_config(0)})
+    _path(cap, "list", "/proc/driver/nvidia/gpus", {"list": list(buses)})
+
+
+def _gpu_platform(cap: Capture, i: int) -> None:
+    """One GPU's link, thresholds, P0 range, HBM temperature, fabric and NVLinks, as read live."""
+    p = f"gpu{i}."
+    for key, value in (("pcie_gen", 5), ("pcie_width", 16), ("pcie_max_gen", 5), ("pcie_max_width", 16),
+                       ("pcie_gpu_max_gen", 5), ("pcie_replay", 0), ("temp_shutdown", 95), ("temp_gpu_max", 87),
+                       ("temp_mem_max", 95), ("p0_range_sm", [345, 1980]), ("p0_range_mem", [3201, 3201])):
+        _set(cap, p + key, value)
+    _set(cap, p + "fields", [{"fieldId": f, "scopeId": 0, "valueType": 1, "nvmlReturn": 3, "value": {}}
+                             for f in (38, 45, 52, 59)]
+         + [{"fieldId": 82, "scopeId": 0, "valueType": 1, "nvmlReturn": 0, "value": {"uiVal": 38 + i % 3}}])
+    _set(cap, p + "fabric", {"version": 0x02000024, "clusterUuid": [0] * 16, "status": 0, "cliqueId": 0,
+                             "state": 3, "healthMask": 0})
+    for k in range(18):
+        _set(cap, f"{p}nvlink{k}_state", 1)
+
+
+def _host_settings(cap: Capture) -> None:
+    _path(cap, "list", "/sys/devices/system/cpu/cpufreq", {"list": ["policy0", "policy1"]})
+    for pol in ("policy0", "policy1"):
+        _path(cap, "read", f"/sys/devices/system/cpu/cpufreq/{pol}/scaling_governor", {"text": "performance\n"})
+    _path(cap, "read", "/sys/kernel/mm/transparent_hugepage/enabled", {"text": "always [madvise] never\n"})
+    _path(cap, "read", "/proc/cmdline", {"text": "BOOT_IMAGE=/boot/vmlinuz root=/dev/md0 iommu=pt quiet\n"})
+    _path(cap, "read", "/proc/modules", {"text": "".join(f"{m} 1 0 - Live 0x0\n" for m in (
+        "nvidia", "nvidia_uvm", "nvidia_peermem", "ib_core", "mlx5_core"))})
+    _path(cap, "read", "/proc/sys/kernel/numa_balancing", {"text": "0\n"})
+
+
+def _ib_ports(cap: Capture, buses: list[str], nics: list[str], rate: str) -> None:
+    """One InfiniBand port per GPU (mlx5_<i>), ACTIVE at `rate`, beside its GPU's switch."""
+    _path(cap, "list", "/sys/class/infiniband", {"list": [f"mlx5_{i}" for i in range(len(buses))]})
+    for i, (bus, nic) in enumerate(zip(buses, nics)):
+        base = f"/sys/class/infiniband/mlx5_{i}"
+        _path(cap, "link", f"{base}/device",
+              {"link": "../../../devices/pci0000:00/" + "/".join(_bridges(bus, nic=True) + [nic])})
+        _path(cap, "read", f"{base}/device/numa_node", {"text": f"{i // 4}\n"})
+        _path(cap, "list", f"{base}/ports", {"list": ["1"]})
+        for name, value in (("state", "4: ACTIVE"), ("phys_state", "5: LinkUp"), ("rate", rate),
+                            ("link_layer", "InfiniBand")):
+            _path(cap, "read", f"{base}/ports/1/{name}", {"text": value + "\n"})
 
 
 def gpu_off_nvml(gpu: int = 7) -> Edit:
