@@ -204,39 +204,55 @@ def check_links(facts):
     return contract("links", "ok", msg, ev)
 
 
+HOST_FIXES = {
+    "governor": "cpupower frequency-set -g performance (and keep it: tuned or a boot setting)",
+    "numa": "sysctl kernel.numa_balancing=0",
+    "iommu": "add iommu=pt to the kernel command line",
+    "nouveau": "blacklist nouveau and rebuild the initramfs",
+    "peermem": "modprobe nvidia_peermem (and load it at boot)",
+    "port": "bring the port up at the fleet's rate: check the cable and transceiver (ibstat, ibdiagnet)",
+    "acs": "disable ACS P2P redirect on the PCIe switch ports (BIOS, or setpci) for GPU peer traffic",
+}
+
+
 def host_findings(h):
-    warn = []
+    """[(finding, fix key)] for the host settings that change benchmarks."""
+    out = []
     gov = h.get("cpu_governor") or {}
     slow = {k: v for k, v in gov.items() if k not in GOOD_GOVERNORS}
     if slow:
-        warn.append("CPU frequency governor %s (not performance): host-side work and launch latency vary" %
-                    ", ".join("%s on %d polic%s" % (k, v, "y" if v == 1 else "ies") for k, v in sorted(slow.items())))
+        out.append(("CPU frequency governor %s (not performance): host-side work and launch latency vary" %
+                    ", ".join("%s on %d polic%s" % (k, v, "y" if v == 1 else "ies") for k, v in sorted(slow.items())),
+                    "governor"))
     if h.get("numa_balancing") == 1:
-        warn.append("automatic NUMA balancing is on: pages migrate under the benchmark")
+        out.append(("automatic NUMA balancing is on: pages migrate under the benchmark", "numa"))
     args = h.get("kernel_args") or []
     if any(a in ("intel_iommu=on", "amd_iommu=on") for a in args) and "iommu=pt" not in args:
-        warn.append("IOMMU translation on (%s without iommu=pt): P2P and GPUDirect RDMA pay for it" % " ".join(args))
+        out.append(("IOMMU translation on (%s without iommu=pt): P2P and GPUDirect RDMA pay for it" % " ".join(args),
+                    "iommu"))
     mods = h.get("modules") or {}
     if mods.get("nouveau"):
-        warn.append("nouveau is loaded beside nvidia: blacklist it")
+        out.append(("nouveau is loaded beside nvidia", "nouveau"))
     ports = h.get("ib_ports") or []
     if ports and mods and not (mods.get("nvidia_peermem") or mods.get("nv_peer_mem")):
-        warn.append("nvidia_peermem is not loaded: no GPUDirect RDMA over the network ports (%d)" % len(ports))
+        out.append(("nvidia_peermem is not loaded: no GPUDirect RDMA over the network ports (%d)" % len(ports),
+                    "peermem"))
     for p in ports:
         if p.get("state") and p["state"] != "ACTIVE":
-            warn.append("%s port %s is %s (%s)" % (p["device"], p["port"], p["state"], p.get("phys_state")))
-    for layer in {p.get("link_layer") for p in ports}:
-        same = [p for p in ports if p.get("link_layer") == layer and p.get("state") == "ACTIVE" and p.get("rate_gbps")]
+            out.append(("%s port %s is %s (%s)" % (p["device"], p["port"], p["state"], p.get("phys_state")), "port"))
+    for layer in sorted({p.get("link_layer") or "" for p in ports}):
+        same = [p for p in ports if (p.get("link_layer") or "") == layer and p.get("state") == "ACTIVE"
+                and p.get("rate_gbps")]
         top = max([p["rate_gbps"] for p in same] or [0])
         for p in same:
             if p["rate_gbps"] < top:
-                warn.append("%s port %s at %g Gb/s while the host's other %s ports run at %g Gb/s" % (
-                    p["device"], p["port"], p["rate_gbps"], layer, top))
+                out.append(("%s port %s at %g Gb/s while the host's other %s ports run at %g Gb/s" % (
+                    p["device"], p["port"], p["rate_gbps"], layer, top), "port"))
     for a in h.get("acs") or []:
-        redirect = [e for e in a.get("enabled") or [] if e in ("p2p_request_redirect", "p2p_completion_redirect")]
-        if redirect:
-            warn.append("ACS P2P redirect on PCIe switch port %s: GPU peer traffic goes up to the root complex" % a["bridge"])
-    return warn
+        if {"p2p_request_redirect", "p2p_completion_redirect"} & set(a.get("enabled") or []):
+            out.append(("ACS P2P redirect on PCIe switch port %s: GPU peer traffic goes up to the root complex"
+                        % a["bridge"], "acs"))
+    return out
 
 
 def check_host(facts):
@@ -247,13 +263,12 @@ def check_host(facts):
     if all(v is None for v in facts_read):
         return contract("host", "unknown", "host settings not readable (%s)" % ", ".join(
             "%s: %s" % kv for kv in sorted((h.get("unreadable") or {}).items())) or "not read", ev)
-    warn = host_findings(h)
+    found = host_findings(h)
     unread = h.get("unreadable") or {}
     tail = ("; not readable: %s" % ", ".join("%s (%s)" % kv for kv in sorted(unread.items()))) if unread else ""
-    if warn:
-        return contract("host", "warning", "; ".join(warn) + tail, ev,
-                        "cpupower frequency-set -g performance; sysctl kernel.numa_balancing=0; iommu=pt; "
-                        "modprobe nvidia_peermem; bring ports up at the fleet's rate (ibstat)")
+    if found:
+        fixes = [HOST_FIXES[k] for k in dict.fromkeys(k for _, k in found)]
+        return contract("host", "warning", "; ".join(text for text, _ in found) + tail, ev, "; ".join(fixes))
     gov = ", ".join(sorted(h.get("cpu_governor") or {})) or "not exposed"
     return contract("host", "ok", "CPU governor %s, network ports: %d%s" % (gov, len(h.get("ib_ports") or []), tail),
                     ev)

@@ -349,6 +349,8 @@ def test_nouveau_and_missing_peermem(tmp_path):
     h = judge(tmp_path, idle_with_pcie(), modules="nouveau 1 0 - Live\nnvidia 1 0 - Live\n")
     msg = contract(h, "host")["message"]
     assert "nouveau is loaded" in msg and "nvidia_peermem is not loaded" in msg
+    assert contract(h, "host")["fix"] == ("blacklist nouveau and rebuild the initramfs; modprobe nvidia_peermem "
+                                          "(and load it at boot)")
 
 
 def test_acs_redirect_read_from_config_space():
