@@ -75,6 +75,13 @@ def read_pci_gpus(src):
             "driver_gpus_error": visible.get("error")}
 
 
+def gpu_functions(pci):
+    """The bus's NVIDIA GPU functions as [{"address", "device", "class"}], or None when the bus could not be read."""
+    if not pci.get("readable"):
+        return None
+    return [{"address": g["bus_id"], "device": g.get("device_id"), "class": g.get("class")} for g in pci["gpus"]]
+
+
 def to_int(value):
     try:
         return int(value)

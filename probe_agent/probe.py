@@ -12,7 +12,7 @@ from probe_agent import AGENT_VERSION, HEALTH_SCHEMA_VERSION
 from probe_agent.collect import parse_reason_counters, read_driver, read_gpu, read_topology
 from probe_agent.contracts import evaluate, worst_link, mig_layout
 from probe_agent.framework import inspect
-from probe_agent.hostfacts import nearest_nics, read_host_settings, read_pci_gpus
+from probe_agent.hostfacts import gpu_functions, nearest_nics, read_host_settings, read_pci_gpus
 from probe_agent.mask import resolve_mask
 from probe_agent.xid import read_kernel_log
 
@@ -69,8 +69,9 @@ def collect(src, opts, facts):
 
     fw = threading.Thread(target=frameworks, daemon=True)
     fw.start()
-    step(facts, "PCI bus")
-    facts["pci_gpus"] = src.pci()
+    step(facts, "PCI bus")  # before the driver: a machine without an NVIDIA GPU is told so
+    facts["pci"] = read_pci_gpus(src)
+    facts["pci_gpus"] = gpu_functions(facts["pci"])
     step(facts, "nvmlInit")
     ok = read_driver(src, facts)
     if not ok:
@@ -78,8 +79,6 @@ def collect(src, opts, facts):
         facts["smi_present"] = smi.get("rc") != 127
         facts["smi_answer"] = first_line(smi.get("stdout")) or first_line(smi.get("stderr"))
     count = facts["driver"].get("gpu_count") or 0
-    step(facts, "PCI bus")
-    facts["pci"] = read_pci_gpus(src)
     step(facts, "kernel log")
     facts["kernel_log"] = read_kernel_log(src)
     step(facts, "host settings")

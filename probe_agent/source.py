@@ -6,7 +6,6 @@ Every raw answer the agent reads goes through one `Source`:
 - `command(argv, timeout)`: one command's exit code, stdout and stderr (nvidia-smi, the framework
   inspector).
 - `env()`, `files()`, `host()`: the environment and host facts.
-- `pci()`: the NVIDIA GPUs on the PCI bus (sysfs, no driver needed); None when unknown.
 - `fs(op, path)`: one read of /sys, /proc or /dev (`read` text, `bytes` as hex, `list` a folder,
   `link` a symlink's target); the live source reads under its `root` (tests build fake trees).
 - `kernel_log()`: the kernel log's Xid lines since boot (/dev/kmsg, else `journalctl -k`, else
@@ -182,10 +181,6 @@ class LiveSource(object):
                 out[path] = None
         return out
 
-    def pci(self):
-        from probe_agent.pci import read_nvidia_gpus
-        return read_nvidia_gpus()
-
     def host(self):
         uname = platform.uname()
         return {
@@ -211,7 +206,7 @@ class RecordingSource(LiveSource):
         self.load_meta = None
         self.path_answers = {}
         self.kernel_log_answer = None
-        self._env = self._files = self._host = self._pci = None
+        self._env = self._files = self._host = None
 
     def fs(self, op, path, limit=65536):
         answer = LiveSource.fs(self, op, path, limit)
@@ -248,10 +243,6 @@ class RecordingSource(LiveSource):
         self._host = LiveSource.host(self)
         return self._host
 
-    def pci(self):
-        self._pci = LiveSource.pci(self)
-        return self._pci
-
     def capture(self, note=None):
         from probe_agent import CAPTURE_FORMAT_VERSION
 
@@ -263,7 +254,6 @@ class RecordingSource(LiveSource):
             "host": self._host if self._host is not None else LiveSource.host(self),
             "env": self._env if self._env is not None else LiveSource.env(self),
             "files": self._files if self._files is not None else LiveSource.files(self),
-            "pci": self._pci if self._pci is not None else LiveSource.pci(self),
             "nvml": self.nvml_answers,
             "commands": self.command_answers,
             "paths": self.path_answers,
@@ -323,6 +313,8 @@ class ReplaySource(object):
 
     def fs(self, op, path, limit=65536):
         answer = (self.data.get("paths") or {}).get("%s %s" % (op, path))
+        if answer is None and "pci" in self.data and "paths" not in self.data:
+            answer = legacy_pci(self.data["pci"], op, path)
         return dict(answer) if answer is not None else {"error": "NotInCapture"}
 
     def kernel_log(self):
@@ -333,11 +325,6 @@ class ReplaySource(object):
 
     def files(self):
         return dict(self.data.get("files", {}))
-
-    def pci(self):
-        """A capture made before the agent read the bus has no "pci": unknown, not "no GPU"."""
-        found = self.data.get("pci")
-        return None if found is None else list(found)
 
     def host(self):
         host = dict(self.data.get("host", {}))
@@ -356,6 +343,17 @@ class ReplaySource(object):
 
     def sleep(self, seconds):
         time.sleep(min(seconds, 0.01))
+
+
+def legacy_pci(found, op, path):
+    """The answers of a capture that kept only the bus's GPU functions ("pci", before version 2)."""
+    if op == "list" and path == "/sys/bus/pci/devices":
+        return {"error": "NotReadable"} if found is None else {"list": [f["address"] for f in found]}
+    for f in found or ():
+        for name, value in (("vendor", "0x10de"), ("class", f.get("class")), ("device", f.get("device"))):
+            if op == "read" and path == "/sys/bus/pci/devices/%s/%s" % (f["address"], name):
+                return {"text": value + "\n"}
+    return None
 
 
 def first_line(text):

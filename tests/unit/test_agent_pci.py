@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from probe_agent.pci import SYSFS_PCI, read_nvidia_gpus
+from probe_agent.hostfacts import PCI_DEVICES as SYSFS_PCI, gpu_functions, read_pci_gpus
+from probe_agent.source import LiveSource
 from sweep.demo import synth
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,8 +27,13 @@ def driver_contract(health):
     return next(c for c in health["contracts"] if c["name"] == "driver")
 
 
+def read_nvidia_gpus(root=None):
+    """The bus's NVIDIA GPU functions as the agent reads them, under `root` (a fake sysfs) or this machine's."""
+    return gpu_functions(read_pci_gpus(LiveSource(root=root, journalctl=None)))
+
+
 def function(root: Path, address: str, vendor: int, klass: int, device: int = 0x2335) -> None:
-    folder = root / address
+    folder = root / SYSFS_PCI.lstrip("/") / address
     folder.mkdir(parents=True)
     (folder / "vendor").write_text("0x%04x\n" % vendor)
     (folder / "class").write_text("0x%06x\n" % klass)
@@ -40,7 +46,7 @@ def test_only_nvidia_display_and_3d_controllers_count_as_gpus(tmp_path):
     function(tmp_path, "0000:18:00.1", 0x10DE, 0x040300, 0x22e8)  # the card's HD audio function
     function(tmp_path, "0000:3b:00.0", 0x10DE, 0x030000, 0x2684)  # a VGA-class NVIDIA card
     function(tmp_path, "0000:5e:00.0", 0x10DE, 0x068000, 0x22a3)  # an NVSwitch bridge
-    (tmp_path / "0000:7f:00.0").mkdir()  # a function that vanished mid-read
+    (tmp_path / SYSFS_PCI.lstrip("/") / "0000:7f:00.0").mkdir()  # a function that vanished mid-read
     found = read_nvidia_gpus(str(tmp_path))
     assert [f["address"] for f in found] == ["0000:18:00.0", "0000:3b:00.0"]
     assert found[0] == {"address": "0000:18:00.0", "device": "0x2335", "class": "0x030200"}
@@ -48,6 +54,7 @@ def test_only_nvidia_display_and_3d_controllers_count_as_gpus(tmp_path):
 
 def test_a_bus_that_cannot_be_read_is_unknown_not_empty(tmp_path):
     assert read_nvidia_gpus(str(tmp_path / "no-sysfs")) is None
+    (tmp_path / SYSFS_PCI.lstrip("/")).mkdir(parents=True)
     assert read_nvidia_gpus(str(tmp_path)) == []
 
 
@@ -104,7 +111,9 @@ def test_a_capture_from_before_the_bus_was_read_keeps_the_driver_advice(tmp_path
 def test_record_keeps_the_bus_for_replay(tmp_path):
     cap = tmp_path / "here.json"
     agent("--record", cap)
-    assert json.loads(cap.read_text())["pci"] == read_nvidia_gpus()
+    recorded = json.loads(cap.read_text())
+    assert "list " + SYSFS_PCI in recorded["paths"] and "pci" not in recorded
+    assert agent("--replay", cap)["pci"] == agent()["pci"]
 
 
 def test_a_finding_on_eight_gpus_is_one_sentence_with_the_gpus_folded(tmp_path):
