@@ -6,8 +6,6 @@ state of each GPU (processes, thermal headroom, clocks, power, memory), the link
 to the host (PCIe, NVLink), the topology the mask selects, the layout, and last the host settings
 around the GPUs (CPU governor, IOMMU, network ports).
 """
-ORDER = ("driver", "fabric", "xid", "device_mask", "framework", "processes", "thermal", "clocks", "power",
-         "memory", "links", "topology", "layout", "host")
 TITLES = {
     "driver": "Kernel driver and NVML",
     "fabric": "GPU fabric (NVSwitch, fabric manager)",
@@ -37,6 +35,11 @@ DEPENDS = {
     "host": (),
 }
 READ_WITHOUT_NVML = ("driver", "framework", "xid", "host")
+
+
+def plural(n, word, many=None):
+    """'1 GPU', '8 GPUs', '2 other processes': never 'GPU(s)'."""
+    return "%d %s" % (n, word if n == 1 else (many or word + "s"))
 
 
 def contract(name, status, message, evidence=None, fix=None):

@@ -7,7 +7,7 @@ consequence, not a clue: such contracts carry `consequence_of`.
 import re
 
 from probe_agent import hostchecks
-from probe_agent.chain import DEPENDS, ORDER, READ_WITHOUT_NVML, TITLES, contract  # noqa: F401 (re-exported)
+from probe_agent.chain import DEPENDS, READ_WITHOUT_NVML, TITLES, contract, plural  # noqa: F401 (re-exported)
 from probe_agent.framework import version_tuple
 
 FACILITY_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
@@ -29,11 +29,6 @@ NVML_INIT_ERRORS = {
 
 
 GPU_ITEM = re.compile(r"GPU (\d+): (.*)\Z", re.S)
-
-
-def plural(n, word, many=None):
-    """'1 GPU', '8 GPUs', '2 other processes': never 'GPU(s)'."""
-    return "%d %s" % (n, word if n == 1 else (many or word + "s"))
 
 
 def fold_numbers(numbers):
@@ -88,7 +83,7 @@ def check_driver(facts):
             what = "the kernel module is loaded but libnvidia-ml.so is not found"
             fix = "install the driver's user-space libraries (same version as the module)"
         if present.get("on_bus"):
-            what += "; %d NVIDIA GPU(s) on the PCI bus" % present["on_bus"]
+            what += "; %s on the PCI bus" % plural(present["on_bus"], "NVIDIA GPU")
         return contract("driver", "broken", what, ev, fix)
     if present["missing_from_nvml"]:
         missing = present["missing_from_nvml"]

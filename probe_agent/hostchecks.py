@@ -1,6 +1,6 @@
 """The contracts that fleet health checkers judge beside the GPU's own state: GPUs on the bus vs
 the driver, GPU fabric, Xid events, thermal headroom, PCIe and NVLink links, host settings."""
-from probe_agent.chain import contract
+from probe_agent.chain import contract, plural
 from probe_agent.hostfacts import norm_bus_id
 from probe_agent.xid import HARDWARE, XID_DOCS
 
@@ -62,7 +62,7 @@ def check_fabric(facts):
                         "GPU fabric not completed: %s: CUDA answers 'system not yet initialized' (error 802)" % desc,
                         ev, "start nvidia-fabricmanager (systemctl status nvidia-fabricmanager; its version must "
                             "equal the driver's) and read its log")
-    return contract("fabric", "ok", "GPU fabric completed (GPUs: %d)" % len(rows), ev)
+    return contract("fabric", "ok", "GPU fabric completed on %s" % plural(len(rows), "GPU"), ev)
 
 
 def check_xid(facts):

@@ -97,8 +97,6 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
         out += [Finding(h, kind, severity, title, f"{what} on " + "; ".join(
                     f"GPU {fold_numbers(ix)}{said}" for said, ix in d.items()), fix) for h, d in per_host.items()]
 
-    out += _platform_findings(fleet, hosts)
-
     per_host = {}
     for p in rows_at(fleet.processes, np.arange(len(fleet.processes))):  # one row per foreign process
         used = "?" if p["used_memory_bytes"] is None else p["used_memory_bytes"] // 2**20
@@ -119,7 +117,7 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
                            "make the cards alike (power limit, ECC, MIG, clocks) or mask out the odd one",
                            KEY_CONTRACT.get(differ[0]) if len(differ) == 1 else None))
     order = {"unreachable": 0, "broken": 1, "warning": 2}
-    return tuple(sorted(out, key=lambda f: (order[f.severity], f.kind, f.host)))
+    return tuple(sorted(out + _platform_findings(fleet, hosts), key=lambda f: (order[f.severity], f.kind, f.host)))
 
 
 # Contracts of schema 1.2 whose broken or warning state is a finding of its own (the lowest broken

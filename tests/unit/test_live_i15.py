@@ -1,5 +1,5 @@
 """Issue 15's checks against the owner of each fact: the live H200 captures (tests/fixtures/*/i15,
-recorded by tools/a15_device.sh) replayed, and compared field by field with what nvidia-smi showed
+recorded by tools/record_platform.sh) replayed, and compared field by field with what nvidia-smi showed
 on the same machine a moment before (`nvidia-smi -q -x`, `nvidia-smi nvlink -s`, `nvlink -e`)."""
 import json
 import re
