@@ -496,7 +496,7 @@ def _array(values: list, dtype: str):
     if dtype in ("Int64", "Float64"):
         numbers = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
         if dtype == "Int64":
-            numbers = numbers.where(numbers % 1 == 0)
+            numbers = numbers.where((numbers % 1 == 0) & (numbers.abs() < 2**53))  # whole, and exact in int64
         return numbers.astype(dtype).array
     if dtype == "boolean":
         return pd.array([v if isinstance(v, bool) else None for v in values], dtype="boolean")
