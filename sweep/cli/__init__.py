@@ -18,6 +18,7 @@ from rich.markup import escape
 
 from sweep import __version__, exitcodes
 from sweep.cli import paths
+from sweep.cli_history import register as register_history
 from sweep.errors import SweepError
 from sweep.text import plural, visible
 
@@ -359,6 +360,11 @@ def run(
         engine=runner, shard=parse_shard(shard) if shard else None, shard_by=shard_by,
         inventory_limits=InventoryLimits(yaml_values=max_yaml_values, range_hosts=max_range_hosts)), console)
     code = result.exit_code
+    from sweep.history.hook import keep_index_current
+
+    warning = keep_index_current(result.run_dir)
+    if warning:
+        _say("warning", warning)
     if not no_report and result.state != "interrupted":
         code = max(code, _report([result.run_dir], result.run_dir / "report", reference, expect, baseline))
     console.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
@@ -516,6 +522,9 @@ def command():
                 param._usage_display_name = lambda shown=shown: shown  # typer writes {name} and [name]
                 param.display_type_rich = lambda *_, **__: None  # typer writes <path>, <list[Path]>
     return cli
+
+
+register_history(app, console, safe)
 
 
 def main(argv: Optional[list] = None) -> int:

@@ -51,14 +51,15 @@ def _variants() -> dict[int, tuple[list, str]]:
     }
 
 
-def demo_fleet(workdir: str | Path, count: int = 40, unreachable: bool = True) -> list[FleetHost]:
+def demo_fleet(workdir: str | Path, count: int = 40, unreachable: bool = True,
+               base: str = "h200-idle") -> list[FleetHost]:
     """Write one capture per host into `workdir` and return the fleet's hosts.
 
     Hosts gpu01..gpu{count} replay captures (two racks); with `unreachable`, gpu41 is down
     (refused), gpu42 never sends a banner (timeout) and gpu43's host key changed.
     """
     workdir = Path(workdir)
-    base = synth.base_capture("h200-idle")
+    base = synth.base_capture(base)
     variants = _variants()
     hosts = []
     half = count // 2

@@ -1,0 +1,86 @@
+"""The CLI faces of the history and the exports: `sweep history`, `sweep export prometheus`.
+Parse, hand over, print; `sweep.cli.main` turns errors into exit codes."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+export_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                         help="Hand a run to the systems operators already watch (Prometheus).")
+
+
+def register(app: typer.Typer, console, safe) -> None:
+    """Add `history` and `export` to the sweep app."""
+
+    @app.command()
+    def history(
+        runs: List[Path] = typer.Argument(None, help="run folders (default: every run folder under --root)"),
+        root: Path = typer.Option(Path("reports"), "--root", help="the folder that holds the run folders"),
+        since: Optional[str] = typer.Option(None, "--since", help="only runs of the last 6w, 30d, 12h ..."),
+        host: Optional[str] = typer.Option(None, "--host", help="only hosts matching this glob (gpu0*)"),
+        out: Optional[Path] = typer.Option(None, "--out", help="output folder (default ROOT/history)"),
+        index: Optional[Path] = typer.Option(None, "--index", help="history index file (default "
+                                             "ROOT/.sweep-history.sqlite)"),
+        threshold: float = typer.Option(3.0, "--threshold", help="percent the SM clock under load may fall "
+                                        "since a host's last configuration change before it is drifted"),
+        floor: Optional[float] = typer.Option(None, "--floor", help="fixed SM clock floor under load (MHz), "
+                                              "shown beside the drift"),
+    ):
+        """Per host and GPU, the timeline of every comparability key and health fact with its change
+        points, and drift of the SM clock under load against each host's own first runs (drifted hosts
+        ranked first). Writes history.html, changes.csv, timeline.csv, drift.csv, load.csv, history.json.
+        Exit 5 when a host drifted or changed, like sweep diff."""
+        from sweep.history import build_history
+
+        paths = list(runs) if runs else [root]
+        base = root if not runs else (runs[0] if not (runs[0] / "manifest.json").is_file() else runs[0].parent)
+        out_dir = out if out is not None else base / "history"
+        result = build_history(paths, out_dir, index_path=index, since=since, host=host, threshold_pct=threshold,
+                               floor_mhz=floor)
+        for line in result.lines():
+            console.print(safe(line), soft_wrap=True)
+        runs_read = len(result.selection.runs)
+        console.print(safe(f"{runs_read} run(s), {len(result.drifted)} host(s) drifted, "
+                           f"{len(result.changed_hosts)} host(s) changed; index: {len(result.update.read)} run(s) "
+                           f"read, {result.update.kept} unchanged"))
+        console.print(f"history: {safe(out_dir / 'history.html')}")
+        raise typer.Exit(5 if result.drifted or result.changes else 0)
+
+    @export_app.command("prometheus")
+    def prometheus(
+        run_dir: Optional[Path] = typer.Argument(None, help="the run folder to export"),
+        output: Optional[Path] = typer.Option(None, "--output", "-o", help="file to write, atomically (default: "
+                                              "stdout); e.g. /var/lib/prometheus/node-exporter/sweep.prom"),
+        rules: bool = typer.Option(False, "--rules", help="write the alerting rules instead of the metrics"),
+        expect: Optional[Path] = typer.Option(None, "--expect", help="expectations file: intended power limits, "
+                                              "approved drivers, SM clock floors (docs/expectations.md)"),
+        floor: float = typer.Option(1200.0, "--floor", help="--rules without a floor in --expect: SM clock "
+                                    "floor under load (MHz)"),
+    ):
+        """Write a run as node_exporter textfile-collector metrics, or (--rules) the alerting rules that
+        judge them: power limit not the intended one, HW slowdown / thermal / power brake, an ECC mode
+        change, a driver not approved, SM clock under load below the floor; never SW power cap alone."""
+        from sweep.export.prometheus import write_output
+
+        from sweep.errors import ConfigError
+
+        if rules:
+            from sweep.export.rules import rules_text
+
+            text = rules_text(expect, floor_mhz=floor)
+        else:
+            if run_dir is None:
+                raise ConfigError("no run folder given", fix="sweep export prometheus RUN_DIR -o FILE")
+            if expect is not None:
+                raise ConfigError("--expect belongs to --rules: the metrics are what the hosts said",
+                                  fix="sweep export prometheus --rules --expect FILE -o sweep.rules.yml")
+            from sweep.export.prometheus import metrics_text
+
+            text = metrics_text(run_dir)
+        write_output(text, output)
+        if output is not None:
+            console.print(f"wrote {safe(output)}")
+
+    app.add_typer(export_app, name="export")

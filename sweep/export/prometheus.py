@@ -1,0 +1,144 @@
+"""A run folder as Prometheus metrics for node_exporter's textfile collector (`sweep export prometheus`).
+
+One series per host (label `host`) or GPU (`host`, `gpu` = the NVML index); nothing with a
+high-cardinality label (no UUID, serial, PCI id, timestamp or message text). Versions, the GPU
+model, groups and the comparability class are `_info` metrics (value 1, the text in a label).
+Units are Prometheus' base units: `_watts`, `_celsius`, `_hertz` (the probe's MHz times 10^6),
+`_seconds`, `_ratio`. Booleans are 0/1 gauges. A value the probe could not read is not exported.
+
+Metric names are listed in `FAMILIES` (docs/prometheus.md); `sweep.export.rules` alerts on them.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from sweep.compare import compare
+from sweep.export.textfile import Metrics, write_output
+from sweep.fleet import load_fleet
+from sweep.rundiff import load_run
+
+MHZ = 1e6
+CONTRACT_STATES = ("ok", "warning", "broken", "not_applicable", "unknown")
+REASONS = ("idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
+           "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "display_clock_setting")
+FAMILIES = {
+    "sweep_run_timestamp_seconds": "When the sweep run started (Unix time).",
+    "sweep_run_hosts": "Hosts of the run by outcome (ok, failed, pending).",
+    "sweep_host_up": "1 when the host answered the sweep with a health record, 0 when it failed.",
+    "sweep_host_failure_info": "Why a host failed (failure_class), value 1.",
+    "sweep_host_group_info": "Inventory groups of the host, value 1.",
+    "sweep_host_driver_info": "NVIDIA driver and CUDA driver API versions of the host, value 1.",
+    "sweep_host_contract_status": "State of each contract of the host: 1 for the current status, 0 for the others.",
+    "sweep_host_comparability_class_info": "The host's comparability class (A is the reference), value 1.",
+    "sweep_host_in_reference_class": "1 when the host is in the reference comparability class.",
+    "sweep_gpu_info": "The GPU's model, value 1.",
+    "sweep_gpu_ecc_enabled": "ECC mode now (1 on, 0 off).",
+    "sweep_gpu_ecc_pending_enabled": "ECC mode after the next reset (1 on, 0 off).",
+    "sweep_gpu_power_limit_enforced_watts": "Enforced power limit.",
+    "sweep_gpu_power_limit_default_watts": "Default power limit.",
+    "sweep_gpu_power_draw_watts": "Power draw when probed.",
+    "sweep_gpu_mig_enabled": "MIG mode now (1 on, 0 off).",
+    "sweep_gpu_mig_pending_enabled": "MIG mode after the next reset (1 on, 0 off).",
+    "sweep_gpu_persistence_mode_enabled": "Persistence mode (1 on, 0 off).",
+    "sweep_gpu_sm_clock_hertz": "SM clock when probed.",
+    "sweep_gpu_sm_clock_max_hertz": "Maximum SM clock.",
+    "sweep_gpu_application_sm_clock_hertz": "Application SM clock setting.",
+    "sweep_gpu_temperature_celsius": "GPU temperature when probed.",
+    "sweep_gpu_clock_event_reason_active": "1 when the clock-event (throttle) reason is active, else 0.",
+    "sweep_gpu_load_sm_clock_median_hertz": "Median SM clock under the probe's --load.",
+    "sweep_gpu_load_power_median_watts": "Median power draw under the probe's --load.",
+    "sweep_gpu_load_sw_power_cap_ratio": "Fraction of --load samples with SW power cap active.",
+    "sweep_gpu_load_hw_slowdown_ratio": "Fraction of --load samples with a HW slowdown reason active.",
+}
+
+
+def _epoch(text) -> float | None:
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _mul(value, factor):
+    return None if value is None else value * factor
+
+
+def metrics_text(run_dir: str | Path) -> str:
+    """The node_exporter textfile of one run folder."""
+    run = load_run(run_dir)
+    m = Metrics()
+    for name, help_text in FAMILIES.items():
+        m.family(name, help_text)
+    m.add("sweep_run_timestamp_seconds", _epoch(run.manifest.get("started_at")))
+    listed = run.listed
+    ok = [h for h, r in run.records.items() if r.get("status") == "ok" and isinstance(r.get("health"), dict)]
+    m.add("sweep_run_hosts", len(ok), outcome="ok")
+    m.add("sweep_run_hosts", len(run.records) - len(ok), outcome="failed")
+    m.add("sweep_run_hosts", len([h for h in listed if h not in run.records]), outcome="pending")
+    classes = _classes(run_dir) if ok else {}
+    for host, rec in run.records.items():
+        for group in rec.get("groups") or ():
+            m.add("sweep_host_group_info", 1, host=host, group=group)
+        health = rec.get("health") if rec.get("status") == "ok" else None
+        m.add("sweep_host_up", isinstance(health, dict), host=host)
+        if not isinstance(health, dict):
+            m.add("sweep_host_failure_info", 1, host=host, failure_class=(rec.get("failure") or {}).get("class")
+                  or "unknown")
+            continue
+        _host(m, host, health, classes.get(host))
+    return m.text()
+
+
+def _classes(run_dir) -> dict[str, tuple[str, bool]]:
+    findings = compare(load_fleet([Path(run_dir)]))
+    ref = findings.reference
+    return {h: (c.id, c is ref) for c in findings.classes for h in c.hosts}
+
+
+def _host(m: Metrics, host: str, health: dict, cls) -> None:
+    driver = health.get("driver") or {}
+    cuda = driver.get("cuda_driver_version")
+    if driver.get("version"):
+        m.add("sweep_host_driver_info", 1, host=host, driver_version=driver["version"],
+              cuda_driver_version=f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else str(cuda or ""))
+    for c in health.get("contracts") or ():
+        for state in CONTRACT_STATES:
+            m.add("sweep_host_contract_status", c.get("status") == state, host=host, contract=str(c.get("name")),
+                  status=state)
+    if cls is not None:
+        m.add("sweep_host_comparability_class_info", 1, host=host, **{"class": cls[0]})
+        m.add("sweep_host_in_reference_class", cls[1], host=host)
+    load = {s.get("gpu"): s for s in ((health.get("load") or {}).get("summary") or ()) if isinstance(s, dict)}
+    for g in health.get("gpus") or ():
+        _gpu(m, host, g, load.get(g.get("index")) or {})
+
+
+def _gpu(m: Metrics, host: str, g: dict, load: dict) -> None:
+    at = {"host": host, "gpu": str(g.get("index"))}
+    power, ecc, clocks, mig = (g.get(k) or {} for k in ("power", "ecc", "clocks", "mig"))
+    m.add("sweep_gpu_info", 1, model=g.get("name") or "unknown", **at)
+    m.add("sweep_gpu_ecc_enabled", ecc.get("current"), **at)
+    m.add("sweep_gpu_ecc_pending_enabled", ecc.get("pending"), **at)
+    m.add("sweep_gpu_power_limit_enforced_watts", power.get("enforced_limit_w"), **at)
+    m.add("sweep_gpu_power_limit_default_watts", power.get("default_limit_w"), **at)
+    m.add("sweep_gpu_power_draw_watts", power.get("draw_w"), **at)
+    m.add("sweep_gpu_mig_enabled", mig.get("current"), **at)
+    m.add("sweep_gpu_mig_pending_enabled", mig.get("pending"), **at)
+    m.add("sweep_gpu_persistence_mode_enabled", g.get("persistence_mode"), **at)
+    m.add("sweep_gpu_sm_clock_hertz", _mul(clocks.get("sm_mhz"), MHZ), **at)
+    m.add("sweep_gpu_sm_clock_max_hertz", _mul(clocks.get("sm_max_mhz"), MHZ), **at)
+    m.add("sweep_gpu_application_sm_clock_hertz", _mul(clocks.get("app_sm_mhz"), MHZ), **at)
+    m.add("sweep_gpu_temperature_celsius", g.get("temperature_c"), **at)
+    reasons = g.get("clock_event_reasons") or {}
+    if isinstance(reasons.get("active"), list):
+        active = set(reasons["active"])
+        for reason in dict.fromkeys([*REASONS, *(reasons.get("supported") or ()), *active]):
+            m.add("sweep_gpu_clock_event_reason_active", reason in active, reason=str(reason), **at)
+    m.add("sweep_gpu_load_sm_clock_median_hertz", _mul(load.get("sm_mhz_median"), MHZ), **at)
+    m.add("sweep_gpu_load_power_median_watts", load.get("power_w_median"), **at)
+    m.add("sweep_gpu_load_sw_power_cap_ratio", load.get("sw_power_cap_fraction"), **at)
+    m.add("sweep_gpu_load_hw_slowdown_ratio", load.get("hw_slowdown_fraction"), **at)
+
+
+__all__ = ["FAMILIES", "metrics_text", "write_output"]

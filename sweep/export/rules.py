@@ -1,0 +1,142 @@
+"""Alerting rules for the metrics of `sweep.export.prometheus` (`sweep export prometheus --rules`).
+
+The policy: alert on
+  - an enforced power limit other than the intended one (the expectations file's `power_limit_w`;
+    without one, the GPU's default limit),
+  - any HW slowdown, HW thermal slowdown or HW power brake reason,
+  - any change of ECC mode (seen over the last day, or pending after the next reset),
+  - a driver not in the approved list (the expectations file's `driver`; no alert without one),
+  - an SM clock under load below a fixed floor (`sm_clock_floor_mhz`, else `--floor`),
+and never on the SW power cap alone: a loaded GPU at its power limit shows it all the time.
+
+The expectations file is layered (defaults -> models -> groups -> hosts, later wins, null unsets;
+docs/expectations.md); the rules keep that meaning in PromQL: each layer that sets a value judges
+the GPUs (or hosts) it selects, `unless` a later layer selects them too.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from sweep.expect import POWER_TOLERANCE_W, Expectations, load_expectations
+
+ECC_WINDOW = "1d"
+HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+_SPECIAL = set("\\.^$|?*+()[]{}")
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def glob_regex(pattern: str) -> str:
+    """An fnmatch glob ('580.*', 'gpu4?') as an RE2 regex, anchored the way PromQL anchors =~."""
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "*":
+            out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        elif ch == "[" and "]" in pattern[i + 1:]:
+            end = pattern.index("]", i + 1)
+            body = pattern[i + 1:end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
+            i = end
+        else:
+            out.append("\\" + ch if ch in _SPECIAL else ch)
+        i += 1
+    return "".join(out)
+
+
+def _layers(exp: Expectations | None, rule: str, gpu_rule: bool) -> list[tuple[str | None, object]]:
+    """[(selector expression of the layer's set, or None for every target; value or None), ...] in order."""
+    if exp is None:
+        return []
+    out = []
+    if rule in exp.defaults:
+        out.append((None, exp.defaults[rule].value))
+    if gpu_rule:
+        for model, rules in exp.models.items():
+            if rule in rules:
+                out.append((f"sweep_gpu_info{{model={_quote(model)}}}", rules[rule].value))
+    for group, rules in exp.groups.items():
+        if rule in rules:
+            out.append((f"sweep_host_group_info{{group={_quote(group)}}}", rules[rule].value))
+    for pattern, rules in exp.hosts.items():
+        if rule in rules:
+            out.append((f"sweep_host_up{{host=~{_quote(glob_regex(pattern))}}}", rules[rule].value))
+    return out
+
+
+def _on(selector: str, gpu_rule: bool) -> str:
+    return "on(host, gpu)" if gpu_rule and selector.startswith("sweep_gpu_") else "on(host)"
+
+
+def layered(exp: Expectations | None, rule: str, violation, gpu_rule: bool) -> str | None:
+    """The PromQL of `violation(value)` under the layered expectations of `rule` (None: nothing set)."""
+    layers = _layers(exp, rule, gpu_rule)
+    parts = []
+    for i, (selector, value) in enumerate(layers):
+        if value is None:
+            continue
+        expr = f"({violation(value)})"
+        if selector is not None:
+            expr = f"({expr} and {_on(selector, gpu_rule)} {selector})"
+        for later, _ in layers[i + 1:]:
+            expr = f"({expr} unless {_on(later, gpu_rule) if later else 'on(host)'} {later or 'sweep_host_up'})"
+        parts.append(expr)
+    return " or ".join(parts) if parts else None
+
+
+def _alert(name, expr, severity, summary, description) -> dict:
+    return {"alert": name, "expr": expr, "labels": {"severity": severity},
+            "annotations": {"summary": summary, "description": description}}
+
+
+def rules(expectations: Expectations | None = None, floor_mhz: float = 1200.0) -> dict:
+    """The rules file as a dict (one group, `sweep`)."""
+    exp = expectations
+    gpu = "{{ $labels.host }} GPU {{ $labels.gpu }}"
+    power = layered(exp, "power_limit_w", lambda v: f"abs(sweep_gpu_power_limit_enforced_watts - {v:g}) > "
+                    f"{POWER_TOLERANCE_W:g}", True)
+    if power is None:
+        power = (f"abs(sweep_gpu_power_limit_enforced_watts - on(host, gpu) sweep_gpu_power_limit_default_watts)"
+                 f" > {POWER_TOLERANCE_W:g}")
+    floor = layered(exp, "sm_clock_floor_mhz", lambda v: f"sweep_gpu_load_sm_clock_median_hertz < {v * 1e6:.0f}",
+                    True) or f"sweep_gpu_load_sm_clock_median_hertz < {floor_mhz * 1e6:.0f}"
+    alerts = [
+        _alert("SweepGpuPowerLimitNotIntended", power, "warning",
+               f"{gpu}: enforced power limit {{{{ $value }}}} W off the intended one",
+               "The enforced power limit differs from the intended limit (expectations file, else the default "
+               "limit); benchmarks on this GPU run capped. Fix: sudo nvidia-smi -i GPU -pl WATTS."),
+        _alert("SweepGpuHwSlowdown", "sweep_gpu_clock_event_reason_active{reason=~"
+               + _quote("|".join(HW_REASONS)) + "} == 1", "critical",
+               f"{gpu}: {{{{ $labels.reason }}}} active",
+               "A facility fault (power delivery, cooling) is slowing the GPU down; SW power cap is not this."),
+        _alert("SweepGpuEccModeChanged", f"changes(sweep_gpu_ecc_enabled[{ECC_WINDOW}]) > 0 or "
+               "(sweep_gpu_ecc_pending_enabled != on(host, gpu) sweep_gpu_ecc_enabled)", "warning",
+               f"{gpu}: ECC mode changed, or will change at the next reset",
+               "ECC on or off changes the memory size and speed: the GPU no longer compares with its peers."),
+        _alert("SweepGpuSmClockUnderLoadBelowFloor", floor, "warning",
+               f"{gpu}: median SM clock under load {{{{ $value | humanize }}}}Hz below the floor",
+               "The SM clock under the probe's load fell below the fixed floor. SW power cap alone is normal; "
+               "check cooling, power delivery and clock settings."),
+    ]
+    driver = layered(exp, "driver", lambda v: "sweep_host_driver_info{driver_version!~"
+                     + _quote("|".join(glob_regex(p) for p in v)) + "}", False)
+    if driver is not None:
+        alerts.append(_alert("SweepHostDriverNotApproved", driver, "warning",
+                             "{{ $labels.host }}: driver {{ $labels.driver_version }} is not approved",
+                             "Install an approved driver, or approve this one in the expectations file."))
+    return {"groups": [{"name": "sweep", "rules": alerts}]}
+
+
+def rules_text(expect: str | Path | None = None, floor_mhz: float = 1200.0) -> str:
+    exp = load_expectations(expect) if expect is not None else None
+    head = ("# Alerting rules for sweep's node_exporter metrics (sweep export prometheus --rules"
+            + (f" --expect {expect}" if expect else "") + ").\n"
+            + ("" if exp else "# No expectations file: intended power limit = the default limit; no driver alert.\n")
+            + "# Never alerts on the SW power cap alone.\n")
+    return head + yaml.safe_dump(rules(exp, floor_mhz), sort_keys=False, width=1000)

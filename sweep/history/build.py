@@ -1,0 +1,154 @@
+"""`sweep history`: run folders -> the history index -> timelines, change points, drift -> files.
+
+`build_history(paths, out_dir, ...)` brings the index level with the run folders, reads the runs
+since `since`, and writes into `out_dir`::
+
+    history.html    one self-contained page (inline SVG, no script, no URL): drifted hosts first
+    changes.csv     one row per change point: host, date, key, before, after, run
+    timeline.csv    one row per stretch of equal values: host, gpu (-1: the host), key, value,
+                    first_seen, last_seen, runs
+    drift.csv       one row per host with load runs: its worst GPU's figures, most drifted first
+    load.csv        per run, host and GPU: the medians under load (what the drift is computed from)
+    history.json    all of the above, and the runs read
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from sweep.errors import ConfigError
+from sweep.history.drift import THRESHOLD_PCT, HostDrift, host_drift
+from sweep.history.index import HistoryIndex, UpdateResult, default_index_path, run_folders
+from sweep.history.timeline import HOST, Change, Selection, changes, day, select, spans
+from sweep.store import write_json_atomic
+
+HISTORY_SCHEMA = "sweep.history/1"
+_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([hdw])\s*$")
+_UNIT_S = {"h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_since(text: str | None, now: float | None = None) -> float | None:
+    """'6w', '30d', '12h' -> the epoch that long before `now`; None -> None."""
+    if text is None:
+        return None
+    m = _SINCE.match(text)
+    if not m:
+        raise ConfigError(f"--since {text!r} is not a duration", fix="write e.g. --since 6w, 30d or 12h")
+    return (time.time() if now is None else now) - float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+@dataclass(frozen=True)
+class History:
+    """What `sweep history` found: the runs read, each host's change points, drift, the timelines."""
+
+    selection: Selection
+    spans: pd.DataFrame
+    changes: list[Change]
+    drift: list[HostDrift]
+    update: UpdateResult
+    threshold_pct: float
+    floor_mhz: float | None
+
+    @property
+    def changed_hosts(self) -> dict[str, list[Change]]:
+        out: dict[str, list[Change]] = {}
+        for c in self.changes:
+            out.setdefault(c.host, []).append(c)
+        return out
+
+    @property
+    def drifted(self) -> list[HostDrift]:
+        return [d for d in self.drift if d.drifted]
+
+    def lines(self) -> list[str]:
+        """What the terminal shows: drifted hosts (ranked), then each changed host and its changes."""
+        out = []
+        for rank, d in enumerate(self.drifted, 1):
+            floor = "" if d.passes_floor is None else (", every run above the floor" if d.passes_floor
+                                                       else ", below the floor")
+            out.append(f"drift #{rank} {d.host} GPU {d.gpu}: SM clock under load {d.baseline_mhz:g} -> "
+                       f"{d.recent_mhz:g} MHz (-{d.same_config_pct:.1f}%, {d.per_week_pct:.2f}%/week){floor}")
+        for host, items in self.changed_hosts.items():
+            out.append(f"{host}: " + "; ".join(c.text for c in items))
+        return out
+
+
+def build(paths, *, index_path: str | Path | None = None, since: str | None = None, host: str | None = None,
+          threshold_pct: float = THRESHOLD_PCT, floor_mhz: float | None = None, now: float | None = None) -> History:
+    """Update the index from the run folders `paths` (run folders or folders of them) and read it."""
+    paths = [Path(p) for p in paths]
+    folders = run_folders(paths)
+    if index_path is None:
+        root = paths[0] if len(paths) == 1 and not (paths[0] / "manifest.json").is_file() else paths[0].parent
+        index_path = default_index_path(root)
+    with HistoryIndex(index_path) as index:
+        update = index.update(folders)
+        since_epoch = parse_since(since, now)
+        accept = None if host is None else (lambda name: fnmatch.fnmatchcase(name, host))
+        sel = select(index, since_epoch, accept)
+    span_frame = spans(sel)
+    found = changes(span_frame, sel)
+    scope = dict(zip(sel.keys["name"], sel.keys["scope"]))
+    last_change: dict[str, float] = {}
+    for c in found:  # a configuration change restarts the baseline; a health fact does not
+        if scope.get(c.key) != "health":
+            last_change[c.host] = max(last_change.get(c.host, c.epoch), c.epoch)
+    drift = host_drift(sel.load, sel.hosts, last_change, threshold_pct, floor_mhz)
+    return History(sel, span_frame, found, drift, update, threshold_pct, floor_mhz)
+
+
+def build_history(paths, out_dir: str | Path, **options) -> History:
+    """`build` and write the history folder (see the module docstring)."""
+    from sweep.history.page import render_page
+
+    history = build(paths, **options)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _csv(pd.DataFrame([c.as_dict() for c in history.changes],
+                      columns=["host", "date", "key", "label", "before", "after", "run", "text", "gpu"]),
+         out / "changes.csv")
+    timeline = _timeline(history)
+    _csv(timeline, out / "timeline.csv")
+    _csv(pd.DataFrame([d.as_dict() for d in history.drift]), out / "drift.csv")
+    _csv(_load_rows(history.selection), out / "load.csv")
+    write_json_atomic(out / "history.json", {
+        "schema": HISTORY_SCHEMA, "runs": history.selection.runs[["name", "started_at", "path"]].to_dict("records"),
+        "threshold_pct": history.threshold_pct, "floor_mhz": history.floor_mhz,
+        "changes": [c.as_dict() for c in history.changes], "drift": [d.as_dict() for d in history.drift],
+        "timeline": timeline.to_dict("records")})
+    (out / "history.html").write_text(render_page(history), encoding="utf-8")
+    return history
+
+
+def _timeline(history: History) -> pd.DataFrame:
+    s = history.spans
+    if not len(s):
+        return pd.DataFrame(columns=["host", "gpu", "key", "value", "first_seen", "last_seen", "runs"])
+    frame = s[["host", "gpu", "key", "value", "runs"]].copy()
+    frame["first_seen"] = s["first_seen"].map(day)
+    frame["last_seen"] = s["last_seen"].map(day)
+    return frame[["host", "gpu", "key", "value", "first_seen", "last_seen", "runs"]]
+
+
+def _load_rows(sel: Selection) -> pd.DataFrame:
+    frame = sel.load.copy()
+    frame["host"] = frame["host"].map(sel.hosts)
+    frame["date"] = frame["epoch"].map(day)
+    run_name = dict(zip(sel.runs["id"], sel.runs["name"]))
+    frame["run"] = frame["run"].map(run_name)
+    return frame[["date", "run", "host", "gpu", "sm_mhz", "power_w", "limit_w", "sw_power_cap", "hw_slowdown"]]
+
+
+def _csv(frame: pd.DataFrame, path: Path) -> None:
+    tmp = path.with_name(f".tmp-{path.name}")
+    frame.to_csv(tmp, index=False)
+    tmp.replace(path)
+
+
+__all__ = ["History", "build", "build_history", "parse_since", "HOST"]

@@ -1,0 +1,23 @@
+"""What `sweep run` calls when it finishes: bring the history index of the run's root up to date."""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from sweep.errors import SweepError
+from sweep.history.index import HistoryIndex, default_index_path, run_folders
+
+
+def keep_index_current(run_dir: str | Path) -> str | None:
+    """Update ``<root>/.sweep-history.sqlite`` for the folder that holds `run_dir`; a warning or None.
+
+    The run folder is the source of truth and is already complete: a failure here costs only
+    the index, which the next `sweep history` rebuilds, so it is returned, never raised.
+    """
+    root = Path(run_dir).resolve().parent
+    try:
+        with HistoryIndex(default_index_path(root)) as index:
+            index.update(run_folders([root]))
+    except (SweepError, OSError, ValueError, sqlite3.Error) as err:
+        return f"the history index of {root} was not updated ({err}); `sweep history --root {root}` rebuilds it"
+    return None

@@ -1,0 +1,312 @@
+"""The history index: every run folder under a root, reduced to a few small tables in SQLite.
+
+The run folders stay the source of truth; the index is a cache of them that `HistoryIndex.update`
+keeps current: a run is read again only when its manifest changed (mtime, size, then a SHA-256 of
+its bytes) or its hosts/ folder gained a record, and forgotten when its folder is gone. Delete the
+file and the next `update` rebuilds it.
+
+What a run becomes (one row per fact, text interned in `vals`):
+
+    facts(run, host, gpu, key, val)   gpu -1: the host's value. Keys are the comparability keys of
+                                      `sweep.keys.KEYS` (whatever that table holds), each contract's
+                                      status, reachability and the HW clock-event reasons. A GPU
+                                      key's per-GPU values are kept only where the host's GPUs
+                                      disagree (the host's value says the rest).
+    load(run, host, gpu, sm_mhz, power_w, limit_w, sw_power_cap, hw_slowdown)
+                                      the medians of `--load` runs (health.json `load.summary`)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sweep.errors import RunFolderError
+from sweep.fleet import load_fleet
+from sweep.keys import GPU_KEY_TEXT, KEYS, host_keys
+from sweep.store import MANIFEST, RUN_FORMAT
+
+INDEX_VERSION = 1
+INDEX_NAME = ".sweep-history.sqlite"
+HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+REACHABILITY = "reachability"
+HW_KEY = "hw_clock_reasons"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS runs(id INTEGER PRIMARY KEY, path TEXT UNIQUE, name TEXT, started_at TEXT,
+    epoch REAL, state TEXT, stamp TEXT, digest TEXT, hosts INTEGER);
+CREATE TABLE IF NOT EXISTS hosts(id INTEGER PRIMARY KEY, name TEXT UNIQUE);
+CREATE TABLE IF NOT EXISTS keys(id INTEGER PRIMARY KEY, name TEXT UNIQUE, label TEXT, scope TEXT);
+CREATE TABLE IF NOT EXISTS vals(id INTEGER PRIMARY KEY, text TEXT UNIQUE);
+CREATE TABLE IF NOT EXISTS facts(run INTEGER, host INTEGER, gpu INTEGER, key INTEGER, val INTEGER,
+    PRIMARY KEY(run, host, gpu, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS load(run INTEGER, host INTEGER, gpu INTEGER, sm_mhz REAL, power_w REAL,
+    limit_w REAL, sw_power_cap REAL, hw_slowdown REAL, PRIMARY KEY(run, host, gpu)) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What `HistoryIndex.update` did: runs read (added or changed), kept as they were, forgotten."""
+
+    read: tuple[str, ...]
+    kept: int
+    removed: tuple[str, ...]
+
+
+def run_folders(paths) -> list[Path]:
+    """The run folders among `paths`: each path that is one, else its direct subfolders that are."""
+    found = []
+    for path in (Path(p) for p in paths):
+        if (path / MANIFEST).is_file():
+            found.append(path)
+        elif path.is_dir():
+            found.extend(sorted(p for p in path.iterdir() if (p / MANIFEST).is_file()))
+        else:
+            raise RunFolderError("no such run folder or folder of runs", where=str(path),
+                                 fix="pass run folders, or --root the folder that holds them (reports/)")
+    return found
+
+
+def _stamp(run: Path) -> str:
+    """Cheap change detector: the manifest's mtime and size, and the hosts/ folder's mtime."""
+    m = (run / MANIFEST).stat()
+    hosts = run / "hosts"
+    h = hosts.stat().st_mtime_ns if hosts.is_dir() else 0
+    return f"{m.st_mtime_ns}:{m.st_size}:{h}"
+
+
+def epoch_of(text: str | None) -> float | None:
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class HistoryIndex:
+    """The SQLite file of one history; `update(run_folders)` brings it level with them."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path)
+        except (OSError, sqlite3.Error) as err:
+            raise RunFolderError(f"cannot open the history index ({err})", where=str(self.path),
+                                 fix="make the folder writable, or choose another with --index") from None
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        version = self._version()
+        if version not in (None, INDEX_VERSION):  # an index is a cache: rebuild it rather than refuse
+            self.db.close()
+            self.path.unlink()
+            self.db = sqlite3.connect(self.path)
+        self.db.executescript(_SCHEMA)
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('index_version', ?)", (str(INDEX_VERSION),))
+        self._ids = {t: dict(self.db.execute(f"SELECT {c}, id FROM {t}")) for t, c in
+                     (("hosts", "name"), ("keys", "name"), ("vals", "text"))}
+
+    def _version(self):
+        try:
+            row = self.db.execute("SELECT value FROM meta WHERE name='index_version'").fetchone()
+        except sqlite3.Error:
+            return None
+        return int(row[0]) if row else None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _id(self, table: str, name: str, extra: tuple = ()) -> int:
+        ids = self._ids[table]
+        got = ids.get(name)
+        if got is None:
+            columns = {"hosts": "(name)", "keys": "(name, label, scope)", "vals": "(text)"}[table]
+            marks = ",".join("?" * (1 + len(extra)))
+            got = self.db.execute(f"INSERT INTO {table}{columns} VALUES ({marks})", (name, *extra)).lastrowid
+            ids[name] = got
+        return got
+
+    # ------------------------------------------------------------ update
+
+    def update(self, folders, forget_missing: bool = True) -> UpdateResult:
+        """Read the run folders that are new or changed; forget indexed runs no longer among them."""
+        folders = [Path(f).resolve() for f in folders]
+        known = {path: (rid, stamp, digest) for rid, path, stamp, digest in
+                 self.db.execute("SELECT id, path, stamp, digest FROM runs")}
+        read, kept = [], 0
+        for folder in folders:
+            stamp = _stamp(folder)
+            old = known.pop(str(folder), None)
+            if old and old[1] == stamp:
+                kept += 1
+                continue
+            digest = hashlib.sha256((folder / MANIFEST).read_bytes()).hexdigest()
+            hosts_same = old and old[1].rsplit(":", 1)[1] == stamp.rsplit(":", 1)[1]
+            if old and old[2] == digest and hosts_same:  # touched, not changed
+                self.db.execute("UPDATE runs SET stamp=? WHERE id=?", (stamp, old[0]))
+                kept += 1
+                continue
+            with self.db:
+                if old:
+                    self._forget(old[0])
+                self._ingest(folder, stamp, digest)
+            read.append(str(folder))
+        removed = []
+        if forget_missing:
+            with self.db:
+                for path, (rid, _, _) in known.items():
+                    self._forget(rid)
+                    removed.append(path)
+        self.db.commit()
+        return UpdateResult(tuple(read), kept, tuple(removed))
+
+    def _forget(self, run_id: int) -> None:
+        for table in ("facts", "load"):
+            self.db.execute(f"DELETE FROM {table} WHERE run=?", (run_id,))
+        self.db.execute("DELETE FROM runs WHERE id=?", (run_id,))
+
+    def _ingest(self, folder: Path, stamp: str, digest: str) -> None:
+        manifest = json.loads((folder / MANIFEST).read_bytes())
+        if not isinstance(manifest, dict) or manifest.get("format") != RUN_FORMAT:
+            raise RunFolderError("is not a sweep run folder", where=str(folder), fix="pass the folder a sweep run wrote")
+        started = manifest.get("started_at")
+        epoch = epoch_of(started)
+        if epoch is None:
+            epoch = (folder / MANIFEST).stat().st_mtime
+        facts, load, count = _run_rows(folder, self._id)
+        run_id = self.db.execute(
+            "INSERT INTO runs(path, name, started_at, epoch, state, stamp, digest, hosts) VALUES (?,?,?,?,?,?,?,?)",
+            (str(folder), folder.name, started, epoch, manifest.get("state"), stamp, digest, count)).lastrowid
+        self.db.executemany("INSERT OR REPLACE INTO facts VALUES (?,?,?,?,?)", ((run_id, *f) for f in facts))
+        self.db.executemany("INSERT OR REPLACE INTO load VALUES (?,?,?,?,?,?,?,?)", ((run_id, *r) for r in load))
+
+    # ------------------------------------------------------------ reading
+
+    def runs(self) -> pd.DataFrame:
+        """One row per indexed run: id, path, name, started_at, epoch, state, hosts; oldest first."""
+        return pd.read_sql_query("SELECT id, path, name, started_at, epoch, state, hosts FROM runs ORDER BY epoch, id",
+                                 self.db)
+
+    def names(self, table: str) -> dict[int, str]:
+        column = "text" if table == "vals" else "name"
+        return dict(self.db.execute(f"SELECT id, {column} FROM {table}"))
+
+    def key_table(self) -> pd.DataFrame:
+        return pd.read_sql_query("SELECT id, name, label, scope FROM keys", self.db).set_index("id")
+
+    def facts(self, run_ids) -> pd.DataFrame:
+        """run, host, gpu, key, val (ids) of the runs `run_ids`, as int arrays."""
+        return self._ints("SELECT run, host, gpu, key, val FROM facts", run_ids, ("run", "host", "gpu", "key", "val"))
+
+    def load(self, run_ids) -> pd.DataFrame:
+        cur = self.db.execute("SELECT run, host, gpu, sm_mhz, power_w, limit_w, sw_power_cap, hw_slowdown FROM load")
+        frame = pd.DataFrame(cur.fetchall(), columns=["run", "host", "gpu", "sm_mhz", "power_w", "limit_w",
+                                                      "sw_power_cap", "hw_slowdown"])
+        return frame[frame["run"].isin(list(run_ids))].reset_index(drop=True)
+
+    def _ints(self, sql, run_ids, columns) -> pd.DataFrame:
+        wanted = set(int(r) for r in run_ids)
+        parts = []
+        for rid in sorted(wanted):
+            rows = self.db.execute(sql + " WHERE run=?", (rid,)).fetchall()
+            if rows:
+                parts.append(np.array(rows, dtype=np.int64))
+        array = np.concatenate(parts) if parts else np.zeros((0, len(columns)), dtype=np.int64)
+        return pd.DataFrame(array, columns=list(columns))
+
+
+def _run_rows(folder: Path, ids):
+    """(facts, load rows, host count) of one run folder; `ids(table, name, extra)` interns names."""
+    fleet = load_fleet([folder], workers=1)
+    keys, mixed, gpu_keys = host_keys(fleet)
+    hosts = fleet.hosts
+    host_ids = [ids("hosts", str(h)) for h in hosts["host"]]
+    val = lambda text: ids("vals", str(text))  # noqa: E731
+    facts = []
+    for key, label in KEYS.items():
+        kid = ids("keys", key, (label, "gpu" if key in GPU_KEY_TEXT else "host"))
+        for hid, text in zip(host_ids, keys[key].astype(object).tolist()):
+            if text is not None and text == text:
+                facts.append((hid, -1, kid, val(text)))
+    for key in GPU_KEY_TEXT:  # per-GPU values where a host's GPUs disagree
+        mixed_hosts = np.flatnonzero(mixed[key].to_numpy(dtype=bool))
+        if not len(mixed_hosts):
+            continue
+        kid = ids("keys", key, (KEYS[key], "gpu"))
+        rows = np.flatnonzero(np.isin(gpu_keys.host_codes, mixed_hosts))
+        labels = gpu_keys.texts[key]
+        for r in rows.tolist():
+            facts.append((host_ids[gpu_keys.host_codes[r]], int(gpu_keys.gpu_index[r]), kid,
+                          val(labels[gpu_keys.combos[key][r]])))
+    reach = ids("keys", REACHABILITY, ("Reachability", "health"))
+    status = hosts["status"].astype(object).tolist()
+    failure = hosts["failure_class"].astype(object).tolist()
+    for hid, s, f in zip(host_ids, status, failure):
+        facts.append((hid, -1, reach, val("ok" if s == "ok" else f"unreachable ({f})")))
+    _contract_facts(fleet, host_ids, ids, val, facts)
+    _hw_facts(fleet, host_ids, ids, val, facts)
+    load = _load_rows(hosts, host_ids)
+    return facts, load, len(host_ids)
+
+
+def _contract_facts(fleet, host_ids, ids, val, facts) -> None:
+    c = fleet.contracts
+    if not len(c):
+        return
+    codes = c["host"].cat.codes.to_numpy()
+    for (contract, title), part in c.groupby(["contract", "title"], observed=True, sort=False).groups.items():
+        kid = ids("keys", f"contract:{contract}", (f"Contract: {title}", "health"))
+        rows = c.loc[part]
+        for code, status in zip(codes[part], rows["status"].astype(object).tolist()):
+            facts.append((host_ids[code], -1, kid, val(status or "unknown")))
+
+
+def _hw_facts(fleet, host_ids, ids, val, facts) -> None:
+    """Per host, the HW clock-event reasons active on any GPU ('none' when none is)."""
+    g = fleet.gpus
+    kid = ids("keys", HW_KEY, ("HW clock-event reasons", "health"))
+    active = {}
+    codes = g["host"].cat.codes.to_numpy()
+    for reason in HW_REASONS:
+        on = g[reason].fillna(False).to_numpy(dtype=bool)
+        for code in np.unique(codes[on]).tolist():
+            active.setdefault(code, []).append(reason)
+    probed = set(np.unique(codes).tolist())
+    for code in sorted(probed):
+        facts.append((host_ids[code], -1, kid, val(",".join(active.get(code, ())) or "none")))
+
+
+def _load_rows(hosts: pd.DataFrame, host_ids) -> list[tuple]:
+    """Per GPU, the medians under load of each probed host that ran `--load` (read from its record)."""
+    out = []
+    for hid, source, status in zip(host_ids, hosts["source"].tolist(), hosts["status"].astype(object).tolist()):
+        if status != "ok" or not source:
+            continue
+        try:
+            doc = json.loads(Path(source).read_bytes())
+        except (OSError, ValueError):
+            continue
+        health = doc.get("health") if isinstance(doc, dict) and "record_version" in doc else doc
+        summary = ((health or {}).get("load") or {}).get("summary") or []
+        for s in summary:
+            if isinstance(s, dict) and isinstance(s.get("gpu"), int) and s.get("sm_mhz_median") is not None:
+                out.append((hid, s["gpu"], s.get("sm_mhz_median"), s.get("power_w_median"), s.get("enforced_limit_w"),
+                            s.get("sw_power_cap_fraction"), s.get("hw_slowdown_fraction")))
+    return out
+
+
+def default_index_path(root: str | Path) -> Path:
+    return Path(root) / INDEX_NAME

@@ -1,0 +1,131 @@
+"""Timelines of the history index: each host's (and GPU's) value of every key, run by run, as
+spans of equal values, and the change points between them ("2026-10-14: power limit 700 W -> 500 W").
+
+A host that was unreachable on a day has no comparability-key values that day: its keys keep
+their span across the gap (reachability has its own timeline), so a host that was down for a
+day does not "change" its driver twice.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import numpy as np
+import pandas as pd
+
+from sweep.history.index import HistoryIndex
+
+HOST = -1  # the gpu of a host-level fact
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The runs and hosts a history covers, and the index's names for their ids."""
+
+    runs: pd.DataFrame          # id, path, name, started_at, epoch, ... oldest first
+    facts: pd.DataFrame         # run, host, gpu, key, val (ids) + epoch
+    load: pd.DataFrame          # run, host, gpu, sm_mhz, power_w, ... + epoch
+    hosts: dict                 # id -> name
+    keys: pd.DataFrame          # id -> name, label, scope
+    vals: dict                  # id -> text
+
+
+def select(index: HistoryIndex, since_epoch: float | None = None, host_filter=None) -> Selection:
+    """The indexed runs from `since_epoch` on, limited to the hosts `host_filter(name)` accepts."""
+    runs = index.runs()
+    if since_epoch is not None:
+        runs = runs[runs["epoch"] >= since_epoch].reset_index(drop=True)
+    hosts = index.names("hosts")
+    epoch = dict(zip(runs["id"], runs["epoch"]))
+    facts, load = index.facts(runs["id"]), index.load(runs["id"])
+    if host_filter is not None:
+        keep = [h for h, name in hosts.items() if host_filter(name)]
+        facts = facts[facts["host"].isin(keep)]
+        load = load[load["host"].isin(keep)]
+    facts = facts.assign(epoch=facts["run"].map(epoch))
+    load = load.assign(epoch=load["run"].map(epoch))
+    return Selection(runs, facts.reset_index(drop=True), load.reset_index(drop=True), hosts,
+                     index.key_table(), index.names("vals"))
+
+
+def day(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d")
+
+
+def spans(sel: Selection) -> pd.DataFrame:
+    """host, gpu, key, value, first_seen, last_seen, runs: one row per stretch of equal values.
+
+    A GPU's row exists only for the runs in which its host's GPUs disagreed on that key; on the
+    other runs the host's row is the GPU's value too.
+    """
+    f = sel.facts.sort_values(["host", "gpu", "key", "epoch"], kind="stable")
+    if not len(f):
+        return pd.DataFrame(columns=["host", "gpu", "key", "value", "first_seen", "last_seen", "runs"])
+    h, g, k, v = (f[c].to_numpy() for c in ("host", "gpu", "key", "val"))
+    new = np.ones(len(f), dtype=bool)
+    new[1:] = (h[1:] != h[:-1]) | (g[1:] != g[:-1]) | (k[1:] != k[:-1]) | (v[1:] != v[:-1])
+    group = np.cumsum(new) - 1
+    epoch = f["epoch"].to_numpy()
+    first = epoch[new]
+    last = pd.Series(epoch).groupby(group).max().to_numpy()
+    count = np.bincount(group)
+    out = pd.DataFrame({"host": h[new], "gpu": g[new], "key": k[new], "val": v[new],
+                        "first_seen": first, "last_seen": last, "runs": count})
+    return _named(out, sel)
+
+
+def _named(frame: pd.DataFrame, sel: Selection) -> pd.DataFrame:
+    frame = frame.copy()
+    frame["host"] = frame["host"].map(sel.hosts)
+    frame["key_label"] = frame["key"].map(sel.keys["label"])
+    frame["scope"] = frame["key"].map(sel.keys["scope"])
+    frame["key"] = frame["key"].map(sel.keys["name"])
+    if "val" in frame:
+        frame["value"] = frame.pop("val").map(sel.vals)
+    return frame
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change point: on `date` (the first run that showed it) `key` went from `before` to `after`."""
+
+    host: str
+    gpu: int | None
+    key: str
+    label: str
+    before: str
+    after: str
+    epoch: float
+    run: str
+
+    @property
+    def date(self) -> str:
+        return day(self.epoch)
+
+    @property
+    def text(self) -> str:
+        where = f" (GPU {self.gpu})" if self.gpu is not None else ""
+        return f"{self.date}: {self.label}{where} {self.before} -> {self.after}"
+
+    def as_dict(self) -> dict:
+        return {"host": self.host, "gpu": self.gpu, "key": self.key, "label": self.label, "before": self.before,
+                "after": self.after, "date": self.date, "run": self.run, "text": self.text}
+
+
+def changes(span_frame: pd.DataFrame, sel: Selection) -> list[Change]:
+    """Every change point of the host-level timelines, per host in time order.
+
+    GPU rows refine a host change ("700/500 W" names which GPU has which), so only host rows
+    make change points; the per-GPU spans are in the timeline files.
+    """
+    s = span_frame[span_frame["gpu"] == HOST].sort_values(["host", "key", "first_seen"], kind="stable")
+    run_name = dict(zip(sel.runs["epoch"], sel.runs["name"]))
+    out = []
+    prev = None
+    for row in s.itertuples(index=False):
+        if prev is not None and prev.host == row.host and prev.key == row.key:
+            out.append(Change(row.host, None, row.key, row.key_label, prev.value, row.value, row.first_seen,
+                              run_name.get(row.first_seen, "")))
+        prev = row
+    out.sort(key=lambda c: (c.host, c.epoch, c.key))
+    return out
