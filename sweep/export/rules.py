@@ -108,7 +108,7 @@ def rules(expectations: Expectations | None = None, floor_mhz: float = 1200.0) -
                     True) or f"sweep_gpu_load_sm_clock_median_hertz < {floor_mhz * 1e6:.0f}"
     alerts = [
         _alert("SweepGpuPowerLimitNotIntended", power, "warning",
-               f"{gpu}: enforced power limit {{{{ $value }}}} W off the intended one",
+               f"{gpu}: enforced power limit is not the intended one",
                "The enforced power limit differs from the intended limit (expectations file, else the default "
                "limit); benchmarks on this GPU run capped. Fix: sudo nvidia-smi -i GPU -pl WATTS."),
         _alert("SweepGpuHwSlowdown", "sweep_gpu_clock_event_reason_active{reason=~"
@@ -120,7 +120,7 @@ def rules(expectations: Expectations | None = None, floor_mhz: float = 1200.0) -
                f"{gpu}: ECC mode changed, or will change at the next reset",
                "ECC on or off changes the memory size and speed: the GPU no longer compares with its peers."),
         _alert("SweepGpuSmClockUnderLoadBelowFloor", floor, "warning",
-               f"{gpu}: median SM clock under load {{{{ $value | humanize }}}}Hz below the floor",
+               f"{gpu}: median SM clock under load below the floor",
                "The SM clock under the probe's load fell below the fixed floor. SW power cap alone is normal; "
                "check cooling, power delivery and clock settings."),
     ]

@@ -3,7 +3,9 @@
 The run folders stay the source of truth; the index is a cache of them that `HistoryIndex.update`
 keeps current: a run is read again only when its manifest changed (mtime, size, then a SHA-256 of
 its bytes) or its hosts/ folder gained a record, and forgotten when its folder is gone. Delete the
-file and the next `update` rebuilds it.
+file and the next `update` rebuilds it; a sweep with another index version or another key table
+(a key added to `sweep.keys`) rebuilds it by itself. Run paths inside the index's folder are kept
+relative to it, so `reports/` can move with its index.
 
 What a run becomes (one row per fact, text interned in `vals`):
 
@@ -29,7 +31,7 @@ import pandas as pd
 
 from sweep.errors import RunFolderError
 from sweep.fleet import load_fleet
-from sweep.keys import GPU_KEY_TEXT, KEYS, host_keys
+from sweep.keys import GPU_KEY_TEXT, HOST_KEY_TEXT, KEYS, host_keys
 from sweep.store import MANIFEST, RUN_FORMAT
 
 INDEX_VERSION = 1
@@ -75,6 +77,12 @@ def run_folders(paths) -> list[Path]:
     return found
 
 
+def _signature() -> str:
+    """The index version and the comparability keys and health facts it was built with: when sweep
+    gains a key (a new version, another engineer's PCIe key), every run is read again."""
+    return f"{INDEX_VERSION}:" + ",".join([*KEYS, *GPU_KEY_TEXT, *HOST_KEY_TEXT, REACHABILITY, HW_KEY])
+
+
 def _stamp(run: Path) -> str:
     """Cheap change detector: the manifest's mtime and size, and the hosts/ folder's mtime."""
     m = (run / MANIFEST).stat()
@@ -103,22 +111,26 @@ class HistoryIndex:
                                  fix="make the folder writable, or choose another with --index") from None
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
-        version = self._version()
-        if version not in (None, INDEX_VERSION):  # an index is a cache: rebuild it rather than refuse
+        signature = _signature()
+        found = self._signature()
+        if found not in (None, signature):  # another index version or key table: a cache, so rebuild it
             self.db.close()
-            self.path.unlink()
+            for leftover in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
+                leftover.unlink(missing_ok=True)
             self.db = sqlite3.connect(self.path)
+            self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(_SCHEMA)
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('index_version', ?)", (str(INDEX_VERSION),))
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('signature', ?)", (signature,))
+        self.db.commit()
         self._ids = {t: dict(self.db.execute(f"SELECT {c}, id FROM {t}")) for t, c in
                      (("hosts", "name"), ("keys", "name"), ("vals", "text"))}
 
-    def _version(self):
+    def _signature(self) -> str | None:
         try:
-            row = self.db.execute("SELECT value FROM meta WHERE name='index_version'").fetchone()
+            row = self.db.execute("SELECT value FROM meta WHERE name='signature'").fetchone()
         except sqlite3.Error:
             return None
-        return int(row[0]) if row else None
+        return row[0] if row else ""
 
     def close(self) -> None:
         self.db.close()
@@ -149,7 +161,7 @@ class HistoryIndex:
         read, kept = [], 0
         for folder in folders:
             stamp = _stamp(folder)
-            old = known.pop(str(folder), None)
+            old = known.pop(self._key(folder), None)
             if old and old[1] == stamp:
                 kept += 1
                 continue
@@ -173,6 +185,12 @@ class HistoryIndex:
         self.db.commit()
         return UpdateResult(tuple(read), kept, tuple(removed))
 
+    def _key(self, folder: Path) -> str:
+        """A run's path as the index keeps it: relative to the index's folder when inside it, so that
+        the folder of runs and its index can move together."""
+        base = self.path.parent.resolve()
+        return str(folder.relative_to(base)) if folder.is_relative_to(base) else str(folder)
+
     def _forget(self, run_id: int) -> None:
         for table in ("facts", "load"):
             self.db.execute(f"DELETE FROM {table} WHERE run=?", (run_id,))
@@ -189,7 +207,7 @@ class HistoryIndex:
         facts, load, count = _run_rows(folder, self._id)
         run_id = self.db.execute(
             "INSERT INTO runs(path, name, started_at, epoch, state, stamp, digest, hosts) VALUES (?,?,?,?,?,?,?,?)",
-            (str(folder), folder.name, started, epoch, manifest.get("state"), stamp, digest, count)).lastrowid
+            (self._key(folder), folder.name, started, epoch, manifest.get("state"), stamp, digest, count)).lastrowid
         self.db.executemany("INSERT OR REPLACE INTO facts VALUES (?,?,?,?,?)", ((run_id, *f) for f in facts))
         self.db.executemany("INSERT OR REPLACE INTO load VALUES (?,?,?,?,?,?,?,?)", ((run_id, *r) for r in load))
 
