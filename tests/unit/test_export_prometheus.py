@@ -1,0 +1,203 @@
+"""sweep export prometheus against promtool, the owner of the format and of the rules' meaning:
+the export passes `promtool check metrics`; `promtool test rules`, fed the exports of two days of
+the generated history, fires each alert on exactly its faults and nothing on SW power cap alone."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from history_parts import PROMTOOL, require, six_week_history
+from sweep.cli import main
+from sweep.export.prometheus import metrics_text
+from sweep.export.rules import HW_REASONS, rules, rules_text
+from sweep.export.textfile import write_output
+from sweep.expect import load_expectations
+from sweep.store import RECORD_VERSION, RUN_FORMAT, RunFolder
+
+EXPECT = """\
+version: 1
+defaults: {driver: ["580.159.*"], ecc: true}
+models:
+  "NVIDIA H200": {power_limit_w: 700, sm_clock_floor_mhz: 1300}
+hosts:
+  gpu30: {sm_clock_floor_mhz: 1420}
+"""
+_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)$')
+_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse(text: str) -> dict[tuple, float]:
+    """(name, ((label, value), ...)) -> value of every sample line."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line:
+            continue
+        m = _LINE.match(line)
+        assert m, line
+        labels = tuple(sorted(_PAIR.findall(m.group(2) or "")))
+        out[(m.group(1), labels)] = float(m.group(3))
+    return out
+
+
+def promtool(*args, cwd=None, stdin=None) -> subprocess.CompletedProcess:
+    return subprocess.run([require(PROMTOOL), *args], cwd=cwd, input=stdin, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture()
+def history(tmp_path):
+    return six_week_history(tmp_path)
+
+
+def _day(reports: Path, n: int) -> Path:
+    return sorted(p for p in reports.iterdir() if (p / "manifest.json").is_file())[n]
+
+
+def test_promtool_check_metrics_accepts_the_export(history, tmp_path):
+    reports, _ = history
+    out = tmp_path / "textfile" / "sweep.prom"
+    out.parent.mkdir()
+    assert main(["export", "prometheus", str(_day(reports, 29)), "-o", str(out)]) == 0
+    checked = promtool("check", "metrics", stdin=out.read_text())
+    assert checked.returncode == 0 and checked.stdout + checked.stderr == "", checked.stdout + checked.stderr
+    samples = parse(out.read_text())
+    limit = {(dict(k[1])["host"], dict(k[1])["gpu"]): v for k, v in samples.items()
+             if k[0] == "sweep_gpu_power_limit_enforced_watts"}
+    assert limit[("gpu09", "0")] == 500 and limit[("gpu01", "0")] == 700 and limit[("gpu13", "3")] == 250
+    assert samples[("sweep_host_driver_info", (("cuda_driver_version", "13.1"), ("driver_version", "590.44.01"),
+                                               ("host", "gpu15")))] == 1
+    assert samples[("sweep_gpu_ecc_enabled", (("gpu", "5"), ("host", "gpu22")))] == 0
+    assert samples[("sweep_host_contract_status", (("contract", "power"), ("host", "gpu09"), ("status", "broken")))] == 1
+    assert samples[("sweep_gpu_clock_event_reason_active", (("gpu", "0"), ("host", "gpu01"),
+                                                            ("reason", "sw_power_cap")))] == 1
+    assert samples[("sweep_host_comparability_class_info", (("class", "A"), ("host", "gpu01")))] == 1
+    assert 1.40e9 < samples[("sweep_gpu_load_sm_clock_median_hertz", (("gpu", "0"), ("host", "gpu30")))] < 1.42e9
+    names = {k[0] for k in samples}
+    assert all(re.fullmatch(r"sweep_[a-z0-9_]+", n) for n in names)
+    assert not any(label in ("uuid", "serial", "pci_bus_id") for _, labels in samples for label, _ in labels)
+    assert sorted(p.name for p in out.parent.iterdir()) == ["sweep.prom"]  # no temporary file left
+
+
+def test_hostile_host_names_are_escaped(tmp_path):
+    folder = RunFolder.create(tmp_path / "run")
+    names = ['gpu"quote', "gpu\\back", "gpu\nnewline", "gpu{brace}=1"]
+    for name in names:
+        folder.write_record({"record_version": RECORD_VERSION, "host": name, "address": None, "status": "failed",
+                             "failure": {"class": "refused", "message": "x"}, "attempts": 1, "started_at": None,
+                             "ended_at": None, "duration_s": 0.0, "health": None})
+    folder.write_manifest({"format": RUN_FORMAT, "record_version": RECORD_VERSION, "state": "complete",
+                           "started_at": "2026-11-30T00:00:00Z", "hosts": names, "sessions": []})
+    text = metrics_text(folder.path)
+    checked = promtool("check", "metrics", stdin=text)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    up = {dict(k[1])["host"] for k in parse(text) if k[0] == "sweep_host_up"}
+    assert up == {'gpu\\"quote', "gpu\\\\back", "gpu\\nnewline", "gpu{brace}=1"}
+
+
+def test_the_textfile_is_replaced_whole(tmp_path):
+    target = tmp_path / "sweep.prom"
+    target.write_text("old\n")
+    inode = target.stat().st_ino
+    write_output("# HELP a b\n# TYPE a gauge\na 1\n", target)
+    assert target.read_text().endswith("a 1\n") and target.stat().st_ino != inode  # renamed over, not rewritten
+    assert oct(target.stat().st_mode & 0o777) == "0o644" and sorted(os.listdir(tmp_path)) == ["sweep.prom"]
+
+
+# ------------------------------------------------------------------------------ rules
+
+
+def _render(template: str, labels: dict) -> str:
+    return re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], template)
+
+
+def _oracle(alert: str, a: dict, b: dict) -> list[dict]:
+    """What each alert must say at the end of the test: written from the samples, not from PromQL."""
+    def gpus(name, samples, pick):
+        return [dict(labels) for (n, labels), v in samples.items() if n == name and pick(dict(labels), v)]
+    if alert == "SweepGpuPowerLimitNotIntended":
+        return gpus("sweep_gpu_power_limit_enforced_watts", b, lambda l, v: abs(v - 700) > 0.5)
+    if alert == "SweepGpuHwSlowdown":
+        return gpus("sweep_gpu_clock_event_reason_active", b, lambda l, v: v == 1 and l["reason"] in HW_REASONS)
+    if alert == "SweepGpuEccModeChanged":
+        return [l for l in gpus("sweep_gpu_ecc_enabled", b, lambda l, v: True)
+                if a.get(("sweep_gpu_ecc_enabled", tuple(sorted(l.items())))) != b[("sweep_gpu_ecc_enabled",
+                                                                                     tuple(sorted(l.items())))]]
+    if alert == "SweepHostDriverNotApproved":
+        return gpus("sweep_host_driver_info", b, lambda l, v: not l["driver_version"].startswith("580.159."))
+    if alert == "SweepGpuSmClockUnderLoadBelowFloor":
+        return gpus("sweep_gpu_load_sm_clock_median_hertz", b,
+                    lambda l, v: v < (1420e6 if l["host"] == "gpu30" else 1300e6))
+    raise AssertionError(alert)
+
+
+def _input_series(a: dict, b: dict, keep=lambda host: True) -> list[dict]:
+    """Export A at 0h, 1h, 2h and export B at 3h, 4h, 5h; a series missing from one is '_' there."""
+    series = []
+    for key in sorted(set(a) | set(b)):
+        name, labels = key
+        if not keep(dict(labels).get("host", "")):
+            continue
+        selector = name + "{" + ",".join(f'{k}="{v}"' for k, v in labels) + "}"
+        values = " ".join(["_" if key not in a else f"{a[key]:g}"] * 3 + ["_" if key not in b else f"{b[key]:g}"] * 3)
+        series.append({"series": selector, "values": values})
+    return series
+
+
+def _rules_test(tmp_path, rules_path: Path, series, expected: dict) -> subprocess.CompletedProcess:
+    spec = {"rule_files": [str(rules_path)], "evaluation_interval": "1m", "tests": [{
+        "interval": "1h", "input_series": series,
+        "alert_rule_test": [{"eval_time": "5h", "alertname": name, "exp_alerts": alerts}
+                            for name, alerts in expected.items()]}]}
+    test_file = tmp_path / "rules.test.yml"
+    test_file.write_text(yaml.safe_dump(spec, sort_keys=False, width=1000))
+    return promtool("test", "rules", str(test_file))
+
+
+def test_promtool_test_rules_each_alert_fires_on_its_fault(history, tmp_path):
+    reports, story = history
+    expect = tmp_path / "fleet.yml"
+    expect.write_text(EXPECT)
+    rules_path = tmp_path / "sweep.rules.yml"
+    assert main(["export", "prometheus", "--rules", "--expect", str(expect), "-o", str(rules_path)]) == 0
+    checked = promtool("check", "rules", str(rules_path))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    a, b = (parse(metrics_text(_day(reports, n))) for n in (19, 29))  # 2026-10-24 and 2026-11-03
+    spec = rules(load_expectations(expect))["groups"][0]["rules"]
+    expected, hosts = {}, {}
+    for rule in spec:
+        found = _oracle(rule["alert"], a, b)
+        hosts[rule["alert"]] = {l["host"] for l in found}
+        expected[rule["alert"]] = [{"exp_labels": dict(l, **rule["labels"]),
+                                    "exp_annotations": {k: _render(v, l) for k, v in rule["annotations"].items()}}
+                                   for l in found]
+    # the faults the story and the demo fleet put there, and no other host
+    assert hosts == {
+        "SweepGpuPowerLimitNotIntended": {"gpu09", "gpu11", "gpu12", "gpu13"},
+        "SweepGpuHwSlowdown": {"gpu25"},
+        "SweepGpuEccModeChanged": {"gpu22"},
+        "SweepHostDriverNotApproved": {"gpu15", "gpu37", "gpu38", "gpu39", "gpu40"},
+        "SweepGpuSmClockUnderLoadBelowFloor": {"gpu30"},
+    }
+    done = _rules_test(tmp_path, rules_path, _input_series(a, b), expected)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+
+
+def test_sw_power_cap_alone_fires_nothing(history, tmp_path):
+    reports, _ = history
+    rules_path = tmp_path / "sweep.rules.yml"
+    rules_path.write_text(rules_text(None, floor_mhz=1300))
+    a, b = (parse(metrics_text(_day(reports, n))) for n in (19, 29))
+    healthy = {"gpu01", "gpu02", "gpu03", "gpu04"}
+    capped = [k for k, v in b.items() if k[0] == "sweep_gpu_clock_event_reason_active" and v == 1
+              and dict(k[1])["host"] in healthy]
+    assert {dict(k[1])["reason"] for k in capped} == {"sw_power_cap"} and len(capped) == 32  # every GPU capped
+    names = [r["alert"] for r in rules()["groups"][0]["rules"]]
+    done = _rules_test(tmp_path, rules_path, _input_series(a, b, keep=lambda h: h in healthy or h == ""),
+                       {name: [] for name in names})
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    assert "SweepHostDriverNotApproved" not in rules_path.read_text()  # no approved list without --expect
