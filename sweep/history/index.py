@@ -21,7 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import sqlite3
+import sys
+import threading
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from sweep.errors import RunFolderError
-from sweep.fleet import load_fleet
+from sweep.fleet import load_fleet, usable_cpus
 from sweep.keys import GPU_KEY_TEXT, HOST_KEY_TEXT, KEYS, host_keys
 from sweep.store import MANIFEST, RUN_FORMAT
 
@@ -153,12 +157,16 @@ class HistoryIndex:
 
     # ------------------------------------------------------------ update
 
-    def update(self, folders, forget_missing: bool = True) -> UpdateResult:
-        """Read the run folders that are new or changed; forget indexed runs no longer among them."""
+    def update(self, folders, forget_missing: bool = True, workers: int | None = None) -> UpdateResult:
+        """Read the run folders that are new or changed; forget indexed runs no longer among them.
+
+        Many runs (a rebuild) are read by `workers` processes (default: one per usable CPU); this
+        process alone writes the index.
+        """
         folders = [Path(f).resolve() for f in folders]
         known = {path: (rid, stamp, digest) for rid, path, stamp, digest in
                  self.db.execute("SELECT id, path, stamp, digest FROM runs")}
-        read, kept = [], 0
+        todo, kept = [], 0
         for folder in folders:
             stamp = _stamp(folder)
             old = known.pop(self._key(folder), None)
@@ -171,11 +179,12 @@ class HistoryIndex:
                 self.db.execute("UPDATE runs SET stamp=? WHERE id=?", (stamp, old[0]))
                 kept += 1
                 continue
+            todo.append((folder, stamp, digest, old[0] if old else None))
+        for (folder, stamp, digest, old_id), rows in zip(todo, _read_all([t[0] for t in todo], workers)):
             with self.db:
-                if old:
-                    self._forget(old[0])
-                self._ingest(folder, stamp, digest)
-            read.append(str(folder))
+                if old_id is not None:
+                    self._forget(old_id)
+                self._write(rows, folder, stamp, digest)
         removed = []
         if forget_missing:
             with self.db:
@@ -183,7 +192,27 @@ class HistoryIndex:
                     self._forget(rid)
                     removed.append(path)
         self.db.commit()
-        return UpdateResult(tuple(read), kept, tuple(removed))
+        return UpdateResult(tuple(str(t[0]) for t in todo), kept, tuple(removed))
+
+    def _write(self, rows: RunRows, folder: Path, stamp: str, digest: str) -> None:
+        manifest = rows.manifest
+        started = manifest.get("started_at")
+        epoch = epoch_of(started)
+        if epoch is None:
+            epoch = (folder / MANIFEST).stat().st_mtime
+        run_id = self.db.execute(
+            "INSERT INTO runs(path, name, started_at, epoch, state, stamp, digest, hosts) VALUES (?,?,?,?,?,?,?,?)",
+            (self._key(folder), folder.name, started, epoch, manifest.get("state"), stamp, digest,
+             len(rows.hosts))).lastrowid
+        hosts = np.array([self._id("hosts", h) for h in rows.hosts] or [0], dtype=np.int64)
+        keys = np.array([self._id("keys", k[0], k[1:]) for k in rows.keys] or [0], dtype=np.int64)
+        vals = np.array([self._id("vals", v) for v in rows.vals] or [0], dtype=np.int64)
+        f = rows.facts
+        if len(f):
+            table = np.column_stack([np.full(len(f), run_id), hosts[f[:, 0]], f[:, 1], keys[f[:, 2]], vals[f[:, 3]]])
+            self.db.executemany("INSERT OR REPLACE INTO facts VALUES (?,?,?,?,?)", table.tolist())
+        self.db.executemany("INSERT OR REPLACE INTO load VALUES (?,?,?,?,?,?,?,?)",
+                            ((run_id, int(hosts[h]), *rest) for h, *rest in rows.load))
 
     def _key(self, folder: Path) -> str:
         """A run's path as the index keeps it: relative to the index's folder when inside it, so that
@@ -195,21 +224,6 @@ class HistoryIndex:
         for table in ("facts", "load"):
             self.db.execute(f"DELETE FROM {table} WHERE run=?", (run_id,))
         self.db.execute("DELETE FROM runs WHERE id=?", (run_id,))
-
-    def _ingest(self, folder: Path, stamp: str, digest: str) -> None:
-        manifest = json.loads((folder / MANIFEST).read_bytes())
-        if not isinstance(manifest, dict) or manifest.get("format") != RUN_FORMAT:
-            raise RunFolderError("is not a sweep run folder", where=str(folder), fix="pass the folder a sweep run wrote")
-        started = manifest.get("started_at")
-        epoch = epoch_of(started)
-        if epoch is None:
-            epoch = (folder / MANIFEST).stat().st_mtime
-        facts, load, count = _run_rows(folder, self._id)
-        run_id = self.db.execute(
-            "INSERT INTO runs(path, name, started_at, epoch, state, stamp, digest, hosts) VALUES (?,?,?,?,?,?,?,?)",
-            (self._key(folder), folder.name, started, epoch, manifest.get("state"), stamp, digest, count)).lastrowid
-        self.db.executemany("INSERT OR REPLACE INTO facts VALUES (?,?,?,?,?)", ((run_id, *f) for f in facts))
-        self.db.executemany("INSERT OR REPLACE INTO load VALUES (?,?,?,?,?,?,?,?)", ((run_id, *r) for r in load))
 
     # ------------------------------------------------------------ reading
 
@@ -246,65 +260,115 @@ class HistoryIndex:
         return pd.DataFrame(array, columns=list(columns))
 
 
-def _run_rows(folder: Path, ids):
-    """(facts, load rows, host count) of one run folder; `ids(table, name, extra)` interns names."""
+class _Interner:
+    """Local ids of the names of one run (host, key, value), sent back with the rows as small lists."""
+
+    def __init__(self):
+        self.hosts, self.keys, self.vals = {}, {}, {}
+
+    def host(self, name: str) -> int:
+        return self.hosts.setdefault(name, len(self.hosts))
+
+    def key(self, name: str, label: str, scope: str) -> int:
+        return self.keys.setdefault((name, label, scope), len(self.keys))
+
+    def val(self, text) -> int:
+        return self.vals.setdefault(str(text), len(self.vals))
+
+
+@dataclass
+class RunRows:
+    """One run folder read: its manifest and its facts and load rows under local ids."""
+
+    folder: str
+    manifest: dict
+    hosts: list
+    keys: list
+    vals: list
+    facts: np.ndarray   # (n, 4): host, gpu, key, val (local ids)
+    load: list          # (host, gpu, sm_mhz, power_w, limit_w, sw_power_cap, hw_slowdown), host a local id
+
+
+def read_run(folder: str | Path) -> RunRows:
+    """Read one run folder into rows (runs in a worker process when many runs are read)."""
+    folder = Path(folder)
+    manifest = json.loads((folder / MANIFEST).read_bytes())
+    if not isinstance(manifest, dict) or manifest.get("format") != RUN_FORMAT:
+        raise RunFolderError("is not a sweep run folder", where=str(folder), fix="pass the folder a sweep run wrote")
     fleet = load_fleet([folder], workers=1)
     keys, mixed, gpu_keys = host_keys(fleet)
     hosts = fleet.hosts
-    host_ids = [ids("hosts", str(h)) for h in hosts["host"]]
-    val = lambda text: ids("vals", str(text))  # noqa: E731
-    facts = []
+    names = _Interner()
+    host_ids = [names.host(str(h)) for h in hosts["host"]]
+    facts: list[tuple] = []
     for key, label in KEYS.items():
-        kid = ids("keys", key, (label, "gpu" if key in GPU_KEY_TEXT else "host"))
+        kid = names.key(key, label, "gpu" if key in GPU_KEY_TEXT else "host")
         for hid, text in zip(host_ids, keys[key].astype(object).tolist()):
             if text is not None and text == text:
-                facts.append((hid, -1, kid, val(text)))
+                facts.append((hid, -1, kid, names.val(text)))
     for key in GPU_KEY_TEXT:  # per-GPU values where a host's GPUs disagree
         mixed_hosts = np.flatnonzero(mixed[key].to_numpy(dtype=bool))
-        if not len(mixed_hosts):
+        if not len(mixed_hosts) or key not in KEYS:
             continue
-        kid = ids("keys", key, (KEYS[key], "gpu"))
-        rows = np.flatnonzero(np.isin(gpu_keys.host_codes, mixed_hosts))
-        labels = gpu_keys.texts[key]
-        for r in rows.tolist():
-            facts.append((host_ids[gpu_keys.host_codes[r]], int(gpu_keys.gpu_index[r]), kid,
-                          val(labels[gpu_keys.combos[key][r]])))
-    reach = ids("keys", REACHABILITY, ("Reachability", "health"))
-    status = hosts["status"].astype(object).tolist()
-    failure = hosts["failure_class"].astype(object).tolist()
-    for hid, s, f in zip(host_ids, status, failure):
-        facts.append((hid, -1, reach, val("ok" if s == "ok" else f"unreachable ({f})")))
-    _contract_facts(fleet, host_ids, ids, val, facts)
-    _hw_facts(fleet, host_ids, ids, val, facts)
+        kid = names.key(key, KEYS[key], "gpu")
+        labels, combos = gpu_keys.texts[key], gpu_keys.combos[key]
+        for r in np.flatnonzero(np.isin(gpu_keys.host_codes, mixed_hosts)).tolist():
+            facts.append((host_ids[gpu_keys.host_codes[r]], int(gpu_keys.gpu_index[r]), kid, names.val(labels[combos[r]])))
+    reach = names.key(REACHABILITY, "Reachability", "health")
+    for hid, s, f in zip(host_ids, hosts["status"].astype(object).tolist(), hosts["failure_class"].astype(object).tolist()):
+        facts.append((hid, -1, reach, names.val("ok" if s == "ok" else f"unreachable ({f})")))
+    _contract_facts(fleet, host_ids, names, facts)
+    _hw_facts(fleet, host_ids, names, facts)
     load = _load_rows(hosts, host_ids)
-    return facts, load, len(host_ids)
+    array = np.array(facts, dtype=np.int64).reshape(-1, 4)
+    return RunRows(str(folder), manifest, list(names.hosts), list(names.keys), list(names.vals), array, load)
 
 
-def _contract_facts(fleet, host_ids, ids, val, facts) -> None:
+def _contract_facts(fleet, host_ids, names: _Interner, facts) -> None:
     c = fleet.contracts
     if not len(c):
         return
     codes = c["host"].cat.codes.to_numpy()
     for (contract, title), part in c.groupby(["contract", "title"], observed=True, sort=False).groups.items():
-        kid = ids("keys", f"contract:{contract}", (f"Contract: {title}", "health"))
+        kid = names.key(f"contract:{contract}", f"Contract: {title}", "health")
         rows = c.loc[part]
         for code, status in zip(codes[part], rows["status"].astype(object).tolist()):
-            facts.append((host_ids[code], -1, kid, val(status or "unknown")))
+            facts.append((host_ids[code], -1, kid, names.val(status or "unknown")))
 
 
-def _hw_facts(fleet, host_ids, ids, val, facts) -> None:
+def _hw_facts(fleet, host_ids, names: _Interner, facts) -> None:
     """Per host, the HW clock-event reasons active on any GPU ('none' when none is)."""
     g = fleet.gpus
-    kid = ids("keys", HW_KEY, ("HW clock-event reasons", "health"))
-    active = {}
+    kid = names.key(HW_KEY, "HW clock-event reasons", "health")
+    active: dict[int, list] = {}
     codes = g["host"].cat.codes.to_numpy()
     for reason in HW_REASONS:
         on = g[reason].fillna(False).to_numpy(dtype=bool)
         for code in np.unique(codes[on]).tolist():
             active.setdefault(code, []).append(reason)
-    probed = set(np.unique(codes).tolist())
-    for code in sorted(probed):
-        facts.append((host_ids[code], -1, kid, val(",".join(active.get(code, ())) or "none")))
+    for code in np.unique(codes).tolist():
+        facts.append((host_ids[code], -1, kid, names.val(",".join(active.get(code, ())) or "none")))
+
+
+_SUMMARY = '"summary": ['
+_DECODER = json.JSONDecoder()
+
+
+def _load_summary(text: str) -> list:
+    """health.json `load.summary` of a record: the array decoded where it stands (the last list-valued
+    "summary" key, after "load"), else from the whole document. Only this array is decoded: a
+    second full parse of every record would cost as much as the rest of the index."""
+    at, load_at = text.rfind(_SUMMARY), text.rfind('"load": {')
+    if at > load_at >= 0:
+        try:
+            found, _ = _DECODER.raw_decode(text, at + len(_SUMMARY) - 1)
+            if isinstance(found, list) and all(isinstance(s, dict) and "gpu" in s for s in found):
+                return found
+        except ValueError:
+            pass
+    doc = json.loads(text)
+    health = doc.get("health") if isinstance(doc, dict) and "record_version" in doc else doc
+    return ((health if isinstance(health, dict) else {}).get("load") or {}).get("summary") or []
 
 
 def _load_rows(hosts: pd.DataFrame, host_ids) -> list[tuple]:
@@ -314,16 +378,29 @@ def _load_rows(hosts: pd.DataFrame, host_ids) -> list[tuple]:
         if status != "ok" or not source:
             continue
         try:
-            doc = json.loads(Path(source).read_bytes())
+            text = Path(source).read_text(encoding="utf-8")
+            summary = _load_summary(text) if '"load": {' in text else []
         except (OSError, ValueError):
             continue
-        health = doc.get("health") if isinstance(doc, dict) and "record_version" in doc else doc
-        summary = ((health or {}).get("load") or {}).get("summary") or []
         for s in summary:
             if isinstance(s, dict) and isinstance(s.get("gpu"), int) and s.get("sm_mhz_median") is not None:
                 out.append((hid, s["gpu"], s.get("sm_mhz_median"), s.get("power_w_median"), s.get("enforced_limit_w"),
                             s.get("sw_power_cap_fraction"), s.get("hw_slowdown_fraction")))
     return out
+
+
+def _read_all(folders: list[Path], workers: int | None):
+    """RunRows of each folder, in order; several processes when there are several runs to read."""
+    if workers is None:
+        workers = usable_cpus()
+    workers = max(1, min(workers, len(folders)))
+    if workers == 1:
+        yield from (read_run(f) for f in folders)
+        return
+    fork = sys.platform.startswith("linux") and threading.active_count() == 1
+    context = multiprocessing.get_context("fork" if fork else "spawn")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        yield from pool.map(read_run, folders)
 
 
 def default_index_path(root: str | Path) -> Path:
