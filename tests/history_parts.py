@@ -9,10 +9,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import pytest
-
+from helpers import require
 from sweep.history import build
-from sweep.history.synthetic import six_weeks
+from sweep.demo.history import six_weeks
 
 PROMTOOL = "/usr/bin/promtool"
 PROMETHEUS = "/usr/bin/prometheus"
@@ -20,14 +19,10 @@ NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
 INSTALL = "apt-get install -y --no-install-recommends prometheus prometheus-node-exporter"
 
 
-def require(binary: str) -> str:
+def require_part(binary: str) -> str:
     """The path of a real Prometheus part; missing: a failure under CI (CI=true), else a skip."""
-    if os.access(binary, os.X_OK):
-        return binary
-    message = f"{binary} is missing: {INSTALL}"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message + " (CI=true: the real part is required)")
-    pytest.skip(message)
+    require(os.access(binary, os.X_OK), f"{binary} ({INSTALL})")
+    return binary
 
 
 @functools.lru_cache(maxsize=1)

@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from sweep import __version__, exitcodes
 from sweep.cli import paths
-from sweep.cli_history import register as register_history
+from sweep.cli.history import register as register_history
 from sweep.errors import SweepError
 from sweep.text import plural, visible
 
@@ -295,6 +295,8 @@ def run(
     host_deadline: Optional[float] = typer.Option(None, "--host-deadline", metavar="SECONDS",
                                                   help="seconds a host may take in all (default 120)"),
     deep: bool = typer.Option(False, "--deep", help="the agent imports torch and asks CUDA"),
+    load: float = typer.Option(0.0, "--load", metavar="SECONDS", help="each host runs a GPU load for SECONDS and "
+                               "samples clocks and power (refused on GPUs in use); what sweep history measures drift on"),
     reference: Optional[str] = typer.Option(None, "--reference", metavar="HOST|GROUP",
                                             help="host or group the others are compared with"),
     expect: Optional[Path] = typer.Option(None, "--expect", metavar="FILE",
@@ -352,7 +354,7 @@ def run(
     runner = engine_from_options(engine, partition=partition, nodelist=nodelist)
     if inventory is None and resume is None and engine != "slurm":
         raise SweepError("no inventory given", fix="sweep run INVENTORY.yml, or sweep run --resume RUN_DIR")
-    agent_args = ["--deep"] if deep else []
+    agent_args = (["--deep"] if deep else []) + (["--load", f"{load:g}"] if load > 0 else [])
     result = run_with_progress(dict(
         inventory_path=inventory, limit=limit, out=out, resume=resume, forks=forks,
         accept_new_host_keys=accept_new_host_keys, known_hosts=known_hosts,

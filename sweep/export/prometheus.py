@@ -13,10 +13,10 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from sweep.compare import compare
+from sweep.analysis.compare import compare
 from sweep.export.textfile import Metrics, write_output
-from sweep.fleet import load_fleet
-from sweep.rundiff import load_run
+from sweep.analysis.fleet import load_fleet
+from sweep.audit.rundiff import load_run
 
 MHZ = 1e6
 CONTRACT_STATES = ("ok", "warning", "broken", "not_applicable", "unknown")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from sweep.expect import POWER_TOLERANCE_W, Expectations, load_expectations
+from sweep.audit.expect import POWER_TOLERANCE_W, Expectations, load_expectations
 
 ECC_WINDOW = "1d"
 HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")

@@ -34,8 +34,8 @@ import numpy as np
 import pandas as pd
 
 from sweep.errors import RunFolderError
-from sweep.fleet import load_fleet, usable_cpus
-from sweep.keys import GPU_KEY_TEXT, HOST_KEY_TEXT, KEYS, host_keys
+from sweep.analysis.fleet import load_fleet, usable_cpus
+from sweep.analysis.keys import GPU_KEY_TEXT, HOST_KEY_TEXT, KEYS, host_keys
 from sweep.store import MANIFEST, RUN_FORMAT
 
 INDEX_VERSION = 1
@@ -43,6 +43,7 @@ INDEX_NAME = ".sweep-history.sqlite"
 HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 REACHABILITY = "reachability"
 HW_KEY = "hw_clock_reasons"
+MAX_WORKERS = 4  # each holds one run's frames (~150 MiB for 1,000 8-GPU hosts): a bound on memory
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT);
@@ -160,8 +161,8 @@ class HistoryIndex:
     def update(self, folders, forget_missing: bool = True, workers: int | None = None) -> UpdateResult:
         """Read the run folders that are new or changed; forget indexed runs no longer among them.
 
-        Many runs (a rebuild) are read by `workers` processes (default: one per usable CPU); this
-        process alone writes the index.
+        Many runs (a rebuild) are read by `workers` processes (default: one per usable CPU, at most
+        MAX_WORKERS); this process alone writes the index.
         """
         folders = [Path(f).resolve() for f in folders]
         known = {path: (rid, stamp, digest) for rid, path, stamp, digest in
@@ -392,7 +393,7 @@ def _load_rows(hosts: pd.DataFrame, host_ids) -> list[tuple]:
 def _read_all(folders: list[Path], workers: int | None):
     """RunRows of each folder, in order; several processes when there are several runs to read."""
     if workers is None:
-        workers = usable_cpus()
+        workers = min(usable_cpus(), MAX_WORKERS)
     workers = max(1, min(workers, len(folders)))
     if workers == 1:
         yield from (read_run(f) for f in folders)

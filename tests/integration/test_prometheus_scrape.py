@@ -12,10 +12,10 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from history_parts import NODE_EXPORTER, PROMETHEUS, require
-from sweep import synth
+from history_parts import NODE_EXPORTER, PROMETHEUS, require_part
+from sweep.demo import synth
 from sweep.cli import main
-from sweep.history.synthetic import Degradation, six_weeks
+from sweep.demo.history import Degradation, six_weeks
 
 WAIT_S = 90
 
@@ -63,7 +63,7 @@ def _until(what, check, proc, log: Path):
 
 
 def test_node_exporter_serves_and_prometheus_scrapes_the_export(tmp_path):
-    exporter, prometheus = require(NODE_EXPORTER), require(PROMETHEUS)
+    exporter, prometheus = require_part(NODE_EXPORTER), require_part(PROMETHEUS)
     reports = tmp_path / "reports"
     six_weeks(reports, days=1, story=[Degradation("gpu09", 0, "power", (synth.power_cap(500),))])
     run = next(p for p in reports.iterdir() if (p / "manifest.json").is_file())

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from history_parts import PROMTOOL, require, six_week_history
+from history_parts import PROMTOOL, require_part, six_week_history
 from sweep.cli import main
 from sweep.export.prometheus import metrics_text
 from sweep.export.rules import HW_REASONS, rules, rules_text
 from sweep.export.textfile import write_output
-from sweep.expect import load_expectations
+from sweep.audit.expect import load_expectations
 from sweep.store import RECORD_VERSION, RUN_FORMAT, RunFolder
 
 EXPECT = """\
@@ -45,7 +45,7 @@ def parse(text: str) -> dict[tuple, float]:
 
 
 def promtool(*args, cwd=None, stdin=None) -> subprocess.CompletedProcess:
-    return subprocess.run([require(PROMTOOL), *args], cwd=cwd, input=stdin, capture_output=True, text=True,
+    return subprocess.run([require_part(PROMTOOL), *args], cwd=cwd, input=stdin, capture_output=True, text=True,
                           timeout=300)
 
 

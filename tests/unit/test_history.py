@@ -13,10 +13,10 @@ from datetime import datetime, timezone
 import pytest
 
 from history_parts import six_week_history
-from sweep import keys as keys_module
+from sweep.analysis import keys as keys_module
 from sweep.cli import main
 from sweep.history import build, build_history
-from sweep.history.synthetic import FLOOR_MHZ, START
+from sweep.demo.history import FLOOR_MHZ, START
 
 EXPECTED_CHANGE = {  # what: (key, before, after) as the comparability-key table words them
     "power": ("power_limit", "700 W", "500 W (default 700 W)"),

@@ -7,6 +7,8 @@ from typing import List, Optional
 
 import typer
 
+from sweep import exitcodes
+
 export_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                          help="Hand a run to the systems operators already watch (Prometheus).")
 
@@ -46,7 +48,7 @@ def register(app: typer.Typer, console, safe) -> None:
                            f"{len(result.changed_hosts)} host(s) changed; index: {len(result.update.read)} run(s) "
                            f"read, {result.update.kept} unchanged"))
         console.print(f"history: {safe(out_dir / 'history.html')}")
-        raise typer.Exit(5 if result.drifted or result.changes else 0)
+        raise typer.Exit(exitcodes.OFF if result.drifted or result.changes else exitcodes.OK)
 
     @export_app.command("prometheus")
     def prometheus(

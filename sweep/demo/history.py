@@ -23,8 +23,8 @@ from pathlib import Path
 
 from probe_agent.load import summarize
 from probe_agent.main import main as agent_main
-from sweep import synth
-from sweep.demofleet import demo_fleet
+from sweep.demo import synth
+from sweep.demo.fleet import demo_fleet
 from sweep.store import RECORD_VERSION, RUN_FORMAT, RunFolder
 
 START = date(2026, 10, 5)
