@@ -7,6 +7,8 @@
     fleet = sweep.load_fleet([run.run_dir])                     # Fleet: pandas frames of hosts, GPUs, contracts
     findings = sweep.compare(fleet)                             # Findings: classes, unreachable hosts, findings
     report = sweep.build_report([run.run_dir], "out/")          # ReportResult: files written, exit code
+    history = sweep.build_history(["reports/"], "reports/history")  # History: .changes, .drift (sweep history)
+    text = sweep.metrics_text(run.run_dir)                       # node_exporter textfile (sweep export prometheus)
 
 Every failure a user can act on is a `SweepError` (`sweep.errors`); a host that fails is data in
 its record, never an exception. The names are imported on first use, so ``import sweep`` stays cheap.
@@ -31,6 +33,10 @@ _API = {
     "Findings": "sweep.analysis.compare",
     "build_report": "sweep.report.build",
     "ReportResult": "sweep.report.build",
+    "build_history": "sweep.history.build",
+    "History": "sweep.history.build",
+    "metrics_text": "sweep.export.prometheus",
+    "rules_text": "sweep.export.rules",
     "SweepError": "sweep.errors",
 }
 __all__ = ["__version__", *_API]
@@ -40,6 +46,9 @@ if TYPE_CHECKING:
     from sweep.analysis.fleet import Fleet, load_fleet
     from sweep.collect.run import RunResult, run_sweep
     from sweep.errors import SweepError
+    from sweep.export.prometheus import metrics_text
+    from sweep.export.rules import rules_text
+    from sweep.history.build import History, build_history
     from sweep.inventory.model import Host, Inventory, load_inventory
     from sweep.report.build import ReportResult, build_report
 

@@ -96,7 +96,7 @@ def _alert(name, expr, severity, summary, description) -> dict:
 
 
 def rules(expectations: Expectations | None = None, floor_mhz: float = 1200.0) -> dict:
-    """The rules file as a dict (one group, `sweep`)."""
+    """The rules file as a dict (one group, `sweep`): the policy of the module docstring."""
     exp = expectations
     gpu = "{{ $labels.host }} GPU {{ $labels.gpu }}"
     power = layered(exp, "power_limit_w", lambda v: f"abs(sweep_gpu_power_limit_enforced_watts - {v:g}) > "
@@ -134,6 +134,7 @@ def rules(expectations: Expectations | None = None, floor_mhz: float = 1200.0) -
 
 
 def rules_text(expect: str | Path | None = None, floor_mhz: float = 1200.0) -> str:
+    """The Prometheus rules file (YAML) of the policy, with the expectations file `expect` if given."""
     exp = load_expectations(expect) if expect is not None else None
     head = ("# Alerting rules for sweep's node_exporter metrics (sweep export prometheus --rules"
             + (f" --expect {expect}" if expect else "") + ").\n"

@@ -131,15 +131,16 @@ def _timeline(history: History) -> pd.DataFrame:
     if not len(s):
         return pd.DataFrame(columns=["host", "gpu", "key", "value", "first_seen", "last_seen", "runs"])
     frame = s[["host", "gpu", "key", "value", "runs"]].copy()
-    frame["first_seen"] = s["first_seen"].map(day)
-    frame["last_seen"] = s["last_seen"].map(day)
+    days = {e: day(e) for e in history.selection.runs["epoch"]}  # a run's date, not one per row
+    frame["first_seen"] = s["first_seen"].map(days)
+    frame["last_seen"] = s["last_seen"].map(days)
     return frame[["host", "gpu", "key", "value", "first_seen", "last_seen", "runs"]]
 
 
 def _load_rows(sel: Selection) -> pd.DataFrame:
     frame = sel.load.copy()
     frame["host"] = frame["host"].map(sel.hosts)
-    frame["date"] = frame["epoch"].map(day)
+    frame["date"] = frame["epoch"].map({e: day(e) for e in sel.runs["epoch"]})
     run_name = dict(zip(sel.runs["id"], sel.runs["name"]))
     frame["run"] = frame["run"].map(run_name)
     return frame[["date", "run", "host", "gpu", "sm_mhz", "power_w", "limit_w", "sw_power_cap", "hw_slowdown"]]

@@ -41,29 +41,67 @@ class HostDrift:
         return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
 
 
-def _median(values) -> float:
-    return float(np.median(values)) if len(values) else float("nan")
+def _pct(base, now):
+    """Fall from `base` to `now` in percent of `base` (positive: slower); 0 where unknown."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = (base - now) / base * 100.0
+    return np.where(np.isfinite(out), out, 0.0)
 
 
-def _pct(base: float, now: float) -> float:
-    return 0.0 if not base or base != base or now != now else (base - now) / base * 100.0
+def _edge_median(values: pd.Series, group: np.ndarray, position: np.ndarray, count: np.ndarray, last: bool):
+    """Per group, the median of its first (or last) BASELINE_RUNS values; `position` counts from 0."""
+    pick = position >= count - BASELINE_RUNS if last else position < BASELINE_RUNS
+    return values[pick].groupby(group[pick]).median()
 
 
-def gpu_drift(series: pd.DataFrame, config_since: float | None) -> dict:
-    """Drift figures of one GPU's runs (epoch, sm_mhz, power_w), oldest first."""
-    sm, power, epoch = (series[c].to_numpy(dtype=float) for c in ("sm_mhz", "power_w", "epoch"))
-    n = BASELINE_RUNS
-    base, recent = _median(sm[:n]), _median(sm[-n:])
-    same = series["epoch"].to_numpy() >= config_since if config_since is not None else np.ones(len(sm), bool)
-    seg_sm, seg_t = sm[same], epoch[same]
-    seg_base = _median(seg_sm[:n])
-    slope = 0.0
-    if len(seg_sm) >= 3 and seg_t[-1] > seg_t[0] and seg_base == seg_base and seg_base:
-        slope = -np.polyfit((seg_t - seg_t[0]) / WEEK_S, seg_sm, 1)[0] / seg_base * 100.0
-    return {"baseline_mhz": base, "recent_mhz": recent, "since_entry_pct": _pct(base, recent),
-            "same_config_pct": _pct(seg_base, _median(seg_sm[-n:])), "per_week_pct": float(slope),
-            "min_run_mhz": float(np.nanmin(sm)) if len(sm) else float("nan"), "runs": int(len(sm)),
-            "power_baseline_w": _median(power[:n]), "power_recent_w": _median(power[-n:])}
+def _slope(t, y, group, n_groups, base):
+    """Least-squares slope of y over t (weeks) per group, in % of `base` per week (positive: falling)."""
+    def total(w):
+        return np.bincount(group, weights=w, minlength=n_groups)
+    n, sx, sy, sxx, sxy = total(np.ones_like(t)), total(t), total(y), total(t * t), total(t * y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = (n * sxy - sx * sy) / (n * sxx - sx * sx)
+        out = -slope / base * 100.0
+    return np.where(np.isfinite(out) & (n >= 3), out, 0.0)
+
+
+def gpu_drift(load: pd.DataFrame, last_change: np.ndarray) -> pd.DataFrame:
+    """Per (host, gpu) of `load` (host, gpu, epoch, sm_mhz, power_w), its drift figures, in one pass.
+
+    `last_change[host id]`: epoch of the host's last configuration change (-inf: none).
+    """
+    f = load.sort_values(["host", "gpu", "epoch"], kind="stable").reset_index(drop=True)
+    group, keys = pd.factorize(pd.MultiIndex.from_arrays([f["host"], f["gpu"]]))
+    n_groups = len(keys)
+    count = np.bincount(group, minlength=n_groups)
+    start = np.concatenate([[0], np.cumsum(count)[:-1]])
+    position = np.arange(len(f)) - start[group]
+    sm, power = f["sm_mhz"].astype(float), f["power_w"].astype(float)
+    base = _edge_median(sm, group, position, count[group], last=False).to_numpy()
+    recent = _edge_median(sm, group, position, count[group], last=True).to_numpy()
+    same = (f["epoch"].to_numpy() >= last_change[f["host"].to_numpy()])
+    seg = f[same]
+    seg_group = group[same]
+    seg_count = np.bincount(seg_group, minlength=n_groups)
+    seg_position = seg.groupby(seg_group).cumcount().to_numpy()
+    seg_sm = sm[same].reset_index(drop=True)
+    seg_base = np.full(n_groups, np.nan)
+    seg_recent = np.full(n_groups, np.nan)
+    first = _edge_median(seg_sm, seg_group, seg_position, seg_count[seg_group], last=False)
+    last = _edge_median(seg_sm, seg_group, seg_position, seg_count[seg_group], last=True)
+    seg_base[first.index.to_numpy()], seg_recent[last.index.to_numpy()] = first.to_numpy(), last.to_numpy()
+    t0 = pd.Series(seg["epoch"].to_numpy()).groupby(seg_group).min()
+    seg_t0 = np.zeros(n_groups)
+    seg_t0[t0.index.to_numpy()] = t0.to_numpy()
+    weeks = (seg["epoch"].to_numpy() - seg_t0[seg_group]) / WEEK_S
+    return pd.DataFrame({
+        "host": keys.get_level_values(0), "gpu": keys.get_level_values(1).astype(int),
+        "baseline_mhz": base, "recent_mhz": recent, "since_entry_pct": _pct(base, recent),
+        "same_config_pct": _pct(seg_base, seg_recent),
+        "per_week_pct": _slope(weeks, seg_sm.to_numpy(), seg_group, n_groups, seg_base),
+        "min_run_mhz": sm.groupby(group).min().to_numpy(), "runs": count,
+        "power_baseline_w": _edge_median(power, group, position, count[group], last=False).to_numpy(),
+        "power_recent_w": _edge_median(power, group, position, count[group], last=True).to_numpy()})
 
 
 def host_drift(load: pd.DataFrame, hosts: dict, last_change: dict, threshold_pct: float = THRESHOLD_PCT,
@@ -73,21 +111,21 @@ def host_drift(load: pd.DataFrame, hosts: dict, last_change: dict, threshold_pct
     `load`: run, host, gpu, sm_mhz, power_w, epoch (host ids); `hosts`: id -> name; `last_change`:
     host name -> epoch of its last comparability-key change (absent: none).
     """
-    out = []
-    frame = load.dropna(subset=["sm_mhz"]).sort_values(["host", "gpu", "epoch"], kind="stable")
-    for (host_id, gpu), series in frame.groupby(["host", "gpu"], sort=False):
-        name = hosts[host_id]
-        figures = gpu_drift(series, last_change.get(name))
-        out.append((name, int(gpu), figures))
-    worst: dict[str, tuple] = {}
-    for name, gpu, figures in out:
-        key = (figures["same_config_pct"], figures["since_entry_pct"])
-        if name not in worst or key > worst[name][2]:
-            worst[name] = (gpu, figures, key)
+    frame = load.dropna(subset=["sm_mhz"])
+    if not len(frame):
+        return []
+    since = np.full(max(hosts) + 1 if hosts else 1, -np.inf)
+    for host_id, name in hosts.items():
+        if name in last_change:
+            since[host_id] = last_change[name]
+    per_gpu = gpu_drift(frame, since)
+    worst = per_gpu.sort_values(["same_config_pct", "since_entry_pct"], ascending=False, kind="stable")
+    worst = worst.drop_duplicates("host")
     result = []
-    for name, (gpu, figures, _) in worst.items():
-        passes = None if floor_mhz is None else bool(figures["min_run_mhz"] >= floor_mhz)
-        result.append(HostDrift(host=name, gpu=gpu, drifted=figures["same_config_pct"] > threshold_pct,
-                                passes_floor=passes, **figures))
+    for row in worst.to_dict("records"):
+        passes = None if floor_mhz is None else bool(row["min_run_mhz"] >= floor_mhz)
+        row = {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in row.items()}
+        result.append(HostDrift(**dict(row, host=hosts[row["host"]], gpu=int(row["gpu"]), runs=int(row["runs"]),
+                                       drifted=row["same_config_pct"] > threshold_pct, passes_floor=passes)))
     result.sort(key=lambda d: (-d.same_config_pct, -d.since_entry_pct, d.host))
     return result

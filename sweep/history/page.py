@@ -62,15 +62,17 @@ def render_page(history) -> str:
     runs = sel.runs
     t0, t1 = (float(runs["epoch"].min()), float(runs["epoch"].max())) if len(runs) else (0.0, 1.0)
     step = W / max(len(runs) - 1, 1)
-    host_spans = history.spans[history.spans["gpu"] == HOST]
-    by_host = dict(tuple(host_spans.groupby("host", sort=False)))
-    load = sel.load.dropna(subset=["sm_mhz"]).sort_values("epoch")
-    load = load.assign(name=load["host"].map(sel.hosts))
-    series = dict(tuple(load.groupby(["name", "gpu"], sort=False)))
     drift = {d.host: d for d in history.drift}
     changed = history.changed_hosts
     order = [d.host for d in history.drifted] + [h for h in sorted(changed) if h not in
                                                  {d.host for d in history.drifted}]
+    drawn = set(order[:CHART_HOSTS_MAX])
+    host_spans = history.spans[(history.spans["gpu"] == HOST) & history.spans["host"].isin(drawn)]
+    by_host = dict(tuple(host_spans.groupby("host", sort=False)))
+    ids = [h for h, name in sel.hosts.items() if name in drawn]
+    load = sel.load[sel.load["host"].isin(ids)].dropna(subset=["sm_mhz"]).sort_values("epoch")
+    load = load.assign(name=load["host"].map(sel.hosts))
+    series = dict(tuple(load.groupby(["name", "gpu"], sort=False)))
     cards = []
     for rank, name in enumerate(order[:CHART_HOSTS_MAX], 1):
         d = drift.get(name)
