@@ -5,8 +5,9 @@ folder (removed after unless --keep):
   2. adding one run to a current index,
   3. the history (index check, timelines, drift, page, CSV/JSON) with the index current,
 
-each in a fresh interpreter; wall time and peak memory, the latter as the largest summed RSS of
-the measured process and its workers (sampled every 50 ms from /proc).
+each in a fresh interpreter; wall time, CPU time (the process and its workers: what a quiet machine
+would take, divided by the workers) and peak memory, the largest summed RSS of the process and its
+workers (sampled every 50 ms from /proc).
 
 The records are real agent output: the recorded H200 under --load, made into G GPUs
 (`sweep.demo.synth`), read by the agent (`--replay --load`), in four configurations (as is, 500 W
@@ -25,6 +26,7 @@ import io
 import json
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -111,8 +113,9 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def measure(code: str) -> tuple[float, int, str]:
-    """(wall s, peak summed RSS bytes, stdout) of `code` run by a fresh python3."""
+def measure(code: str) -> tuple[float, int, str, float]:
+    """(wall s, peak summed RSS bytes, stdout, CPU s of it and its workers) of `code` run by a fresh python3."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
@@ -130,7 +133,9 @@ def measure(code: str) -> tuple[float, int, str]:
     sampler.join()
     if proc.returncode != 0:
         raise SystemExit(f"step failed ({proc.returncode}): {code}")
-    return wall, peak[0], out.strip()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, peak[0], out.strip(), cpu
 
 
 def main(argv=None) -> int:
@@ -163,28 +168,28 @@ def main(argv=None) -> int:
                   f"r = i.update(run_folders([{str(reports)!r}]){workers})\n"
                   "print(len(r.read), r.kept)")
         rows = []
-        wall, rss, out = measure(update)
-        rows.append(("full rebuild of the index", wall, rss, f"{out.split()[0]} runs read"))
+        wall, rss, out, cpu = measure(update)
+        rows.append(("full rebuild of the index", wall, rss, cpu, f"{out.split()[0]} runs read"))
         print(rows[-1], flush=True)
         shutil.move(parked, extra)
-        wall, rss, out = measure(update)
-        rows.append(("adding one run", wall, rss, f"{out.split()[0]} run read, {out.split()[1]} unchanged"))
+        wall, rss, out, cpu = measure(update)
+        rows.append(("adding one run", wall, rss, cpu, f"{out.split()[0]} run read, {out.split()[1]} unchanged"))
         print(rows[-1], flush=True)
         page = ("from sweep.history import build_history\n"
                 f"h = build_history([{str(reports)!r}], {str(work / 'out')!r}, floor_mhz=1300)\n"
                 "print(len(h.selection.runs), len(h.changed_hosts), len(h.drifted))")
-        wall, rss, out = measure(page)
+        wall, rss, out, cpu = measure(page)
         runs, changed, drifted = out.split()
-        rows.append(("the history (check, timelines, drift, page, CSV/JSON)", wall, rss,
+        rows.append(("the history (check, timelines, drift, page, CSV/JSON)", wall, rss, cpu,
                      f"{runs} runs, {changed} changed hosts (of {len(story)} degraded), {drifted} drifted"))
         print(rows[-1], flush=True)
         index = reports / ".sweep-history.sqlite"
         html = work / "out" / "history.html"
-        print(f"\n| step | wall s | peak RSS MiB (process + workers) | note |\n|---|---|---|---|")
-        for name, wall, rss, note in rows:
-            print(f"| {name} | {wall:.1f} | {rss / 2**20:.0f} | {note} |")
+        print(f"\n| step | wall s | CPU s (all processes) | peak RSS MiB (process + workers) | note |\n|---|---|---|---|---|")
+        for name, wall, rss, cpu, note in rows:
+            print(f"| {name} | {wall:.1f} | {cpu:.1f} | {rss / 2**20:.0f} | {note} |")
         print(f"\nindex {index.stat().st_size / 2**20:.0f} MiB; history.html {html.stat().st_size / 2**20:.1f} MiB; "
-              f"cpus {os.cpu_count()}, usable {len(os.sched_getaffinity(0))}")
+              f"cpus {os.cpu_count()}, usable {len(os.sched_getaffinity(0))}, load average {os.getloadavg()[0]:.1f}")
     finally:
         if not opts.keep:
             shutil.rmtree(work, ignore_errors=True)

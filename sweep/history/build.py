@@ -91,7 +91,7 @@ def build(paths, *, index_path: str | Path | None = None, since: str | None = No
         update = index.update(folders)
         since_epoch = parse_since(since, now)
         accept = None if host is None else (lambda name: fnmatch.fnmatchcase(name, host))
-        sel = select(index, since_epoch, accept)
+        sel = select(index, since_epoch, accept, [index.key_of(f) for f in folders])
     span_frame = spans(sel)
     found = changes(span_frame, sel)
     scope = dict(zip(sel.keys["name"], sel.keys["scope"]))

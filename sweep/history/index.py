@@ -159,8 +159,11 @@ class HistoryIndex:
 
     # ------------------------------------------------------------ update
 
-    def update(self, folders, forget_missing: bool = True, workers: int | None = None) -> UpdateResult:
-        """Read the run folders that are new or changed; forget indexed runs no longer among them.
+    def update(self, folders, workers: int | None = None) -> UpdateResult:
+        """Read the run folders that are new or changed; forget indexed runs whose folder is gone.
+
+        Runs indexed but not among `folders` stay while their folder exists: `sweep history RUN_A
+        RUN_B` reads two runs without dropping the rest of the root's history.
 
         Many runs (a rebuild) are read by `workers` processes (default: one per usable CPU, at most
         MAX_WORKERS); this process alone writes the index.
@@ -188,9 +191,9 @@ class HistoryIndex:
                     self._forget(old_id)
                 self._write(rows, folder, stamp, digest)
         removed = []
-        if forget_missing:
-            with self.db:
-                for path, (rid, _, _) in known.items():
+        with self.db:
+            for path, (rid, _, _) in known.items():
+                if not (self.path.parent / path / MANIFEST).is_file():  # absolute paths stay absolute
                     self._forget(rid)
                     removed.append(path)
         self.db.commit()
@@ -227,6 +230,10 @@ class HistoryIndex:
         self.db.execute("DELETE FROM runs WHERE id=?", (run_id,))
 
     # ------------------------------------------------------------ reading
+
+    def key_of(self, folder: str | Path) -> str:
+        """How the index names a run folder (the `path` column of `runs`)."""
+        return self._key(Path(folder).resolve())
 
     def runs(self) -> pd.DataFrame:
         """One row per indexed run: id, path, name, started_at, epoch, state, hosts; oldest first."""

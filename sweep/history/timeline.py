@@ -30,20 +30,24 @@ class Selection:
     vals: dict                  # id -> text
 
 
-def select(index: HistoryIndex, since_epoch: float | None = None, host_filter=None) -> Selection:
-    """The indexed runs from `since_epoch` on, limited to the hosts `host_filter(name)` accepts."""
+def select(index: HistoryIndex, since_epoch: float | None = None, host_filter=None, paths=None) -> Selection:
+    """The indexed runs (those named in `paths`, the index's `runs.path`, if given) from `since_epoch`
+    on, limited to the hosts `host_filter(name)` accepts."""
     runs = index.runs()
+    if paths is not None:
+        runs = runs[runs["path"].isin(set(paths))].reset_index(drop=True)
     if since_epoch is not None:
         runs = runs[runs["epoch"] >= since_epoch].reset_index(drop=True)
     hosts = index.names("hosts")
-    epoch = dict(zip(runs["id"], runs["epoch"]))
     facts, load = index.facts(runs["id"]), index.load(runs["id"])
     if host_filter is not None:
         keep = [h for h, name in hosts.items() if host_filter(name)]
         facts = facts[facts["host"].isin(keep)]
         load = load[load["host"].isin(keep)]
-    facts = facts.assign(epoch=facts["run"].map(epoch))
-    load = load.assign(epoch=load["run"].map(epoch))
+    by_run = np.full(int(runs["id"].max()) + 1 if len(runs) else 1, np.nan)
+    by_run[runs["id"].to_numpy()] = runs["epoch"].to_numpy()
+    facts = facts.assign(epoch=by_run[facts["run"].to_numpy()])
+    load = load.assign(epoch=by_run[load["run"].to_numpy()])
     return Selection(runs, facts.reset_index(drop=True), load.reset_index(drop=True), hosts,
                      index.key_table(), index.names("vals"))
 
@@ -58,16 +62,16 @@ def spans(sel: Selection) -> pd.DataFrame:
     A GPU's row exists only for the runs in which its host's GPUs disagreed on that key; on the
     other runs the host's row is the GPU's value too.
     """
-    f = sel.facts.sort_values(["host", "gpu", "key", "epoch"], kind="stable")
-    if not len(f):
+    if not len(sel.facts):
         return pd.DataFrame(columns=["host", "gpu", "key", "value", "first_seen", "last_seen", "runs"])
-    h, g, k, v = (f[c].to_numpy() for c in ("host", "gpu", "key", "val"))
-    new = np.ones(len(f), dtype=bool)
+    columns = [sel.facts[c].to_numpy() for c in ("host", "gpu", "key", "val", "epoch")]
+    order = np.lexsort((columns[4], columns[2], columns[1], columns[0]))  # host, gpu, key, then time
+    h, g, k, v, epoch = (c[order] for c in columns)
+    new = np.ones(len(h), dtype=bool)
     new[1:] = (h[1:] != h[:-1]) | (g[1:] != g[:-1]) | (k[1:] != k[:-1]) | (v[1:] != v[:-1])
     group = np.cumsum(new) - 1
-    epoch = f["epoch"].to_numpy()
     first = epoch[new]
-    last = pd.Series(epoch).groupby(group).max().to_numpy()
+    last = np.maximum.reduceat(epoch, np.flatnonzero(new))
     count = np.bincount(group)
     out = pd.DataFrame({"host": h[new], "gpu": g[new], "key": k[new], "val": v[new],
                         "first_seen": first, "last_seen": last, "runs": count})

@@ -103,6 +103,10 @@ def test_index_is_updated_incrementally(history, tmp_path):
     gone = build([reports])
     assert [os.path.basename(p) for p in gone.update.removed] == [runs[1].name]
     assert len(gone.selection.runs) == 41
+    two = build([runs[-3], runs[-2]])  # named run folders: read those, keep the rest of the root's index
+    assert len(two.selection.runs) == 2 and two.update.removed == () and two.update.read == ()
+    everything = build([reports])
+    assert len(everything.selection.runs) == 41 and everything.update.read == ()
 
 
 def test_since_and_host_select(history):
