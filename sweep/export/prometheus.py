@@ -119,7 +119,8 @@ def _gpu(m: Metrics, host: str, g: dict, load: dict) -> None:
     power, ecc, clocks, mig = (g.get(k) or {} for k in ("power", "ecc", "clocks", "mig"))
     m.add("sweep_gpu_info", 1, model=g.get("name") or "unknown", **at)
     m.add("sweep_gpu_ecc_enabled", ecc.get("current"), **at)
-    m.add("sweep_gpu_ecc_pending_enabled", ecc.get("pending"), **at)
+    pending = ecc.get("pending_mode", ecc.get("pending"))  # schema 1.1 name, 1.0's alias
+    m.add("sweep_gpu_ecc_pending_enabled", pending, **at)
     m.add("sweep_gpu_power_limit_enforced_watts", power.get("enforced_limit_w"), **at)
     m.add("sweep_gpu_power_limit_default_watts", power.get("default_limit_w"), **at)
     m.add("sweep_gpu_power_draw_watts", power.get("draw_w"), **at)
