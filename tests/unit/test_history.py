@@ -16,6 +16,7 @@ from history_parts import six_week_history
 from sweep.analysis import keys as keys_module
 from sweep.cli import main
 from sweep.history import build, build_history
+from sweep.history import index as index_module
 from sweep.demo.history import FLOOR_MHZ, START
 
 EXPECTED_CHANGE = {  # what: (key, before, after) as the comparability-key table words them
@@ -124,6 +125,7 @@ def test_since_and_host_select(history):
 def test_keys_come_from_the_comparability_key_table(history, monkeypatch):
     """A key added to sweep.keys (as other work adds PCIe, NVLink, IB) is in the history unchanged."""
     reports, _ = history
+    monkeypatch.setattr(index_module, "MAX_WORKERS", 1)  # runs read here: spawned workers would not see the patch
     monkeypatch.setitem(keys_module.KEYS, "kernel_test", "Kernel (test)")
     monkeypatch.setitem(keys_module.HOST_KEY_TEXT, "kernel_test",
                         (("hostname",), lambda r: "odd" if r["hostname"] == "gpu07" else "even"))
