@@ -47,6 +47,12 @@ KINDS = {
     ("report", "expect"): "in_file", ("report", "baseline"): "in_dir",
     ("audit", "run_dir"): "in_dir", ("audit", "expect"): "in_file", ("audit", "baseline"): "in_dir",
     ("demo", "hosts"): "number", ("demo", "out"): "out_dir",
+    ("run", "load"): "number",
+    ("history", "runs"): "in_dir", ("history", "root"): "in_dir", ("history", "since"): "word",
+    ("history", "host"): "word", ("history", "out"): "out_dir", ("history", "index"): "out_file",
+    ("history", "threshold"): "number", ("history", "floor"): "number",
+    ("export prometheus", "run_dir"): "in_dir", ("export prometheus", "output"): "out_file",
+    ("export prometheus", "expect"): "in_file", ("export prometheus", "floor"): "number",
 }
 # Bad words: a value sweep cannot use, per option.
 WORDS = {
@@ -54,7 +60,7 @@ WORDS = {
     ("run", "shard_by"): ["colour"], ("run", "reference"): ["no-such-host"], ("run", "partition"): ["gpu"],
     ("run", "nodelist"): ["gpu[01-02]"], ("run", "wrap"): ["python3 bench.py"],
     ("report", "reference"): ["no-such-host"], ("baseline set", "host"): ["no-such-host"],
-    ("baseline show", "host"): ["no-such-host"],
+    ("baseline show", "host"): ["no-such-host"], ("history", "since"): ["6x", "weeks"],
 }
 
 
@@ -111,6 +117,8 @@ class Place:
             "report": ["report", str(self.run), "--out", str(self.root / "report-out")],
             "audit": ["audit", str(self.run), "--expect", str(EXPECT)],
             "demo": ["demo", "--out", str(self.root / "demo-out")],
+            "history": ["history", "--root", str(self.root), "--out", str(self.root / "history-out")],
+            "export prometheus": ["export", "prometheus", str(self.run), "-o", str(self.root / "sweep.prom")],
         }[command]
 
     def bad_values(self, key: tuple[str, str]) -> list[str]:
