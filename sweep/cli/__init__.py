@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from sweep import __version__, exitcodes
 from sweep.cli import paths
-from sweep.cli.history import register as register_history
+from sweep.cli.history import keep_history, register as register_history
 from sweep.errors import SweepError
 from sweep.text import plural, visible
 
@@ -362,11 +362,7 @@ def run(
         engine=runner, shard=parse_shard(shard) if shard else None, shard_by=shard_by,
         inventory_limits=InventoryLimits(yaml_values=max_yaml_values, range_hosts=max_range_hosts)), console)
     code = result.exit_code
-    from sweep.history.hook import keep_index_current
-
-    warning = keep_index_current(result.run_dir)
-    if warning:
-        _say("warning", warning)
+    keep_history(result.run_dir)
     if not no_report and result.state != "interrupted":
         code = max(code, _report([result.run_dir], result.run_dir / "report", reference, expect, baseline))
     console.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
@@ -526,7 +522,7 @@ def command():
     return cli
 
 
-register_history(app, console, safe)
+register_history(app)
 
 
 def main(argv: Optional[list] = None) -> int:
