@@ -1,0 +1,245 @@
+"""``--transport openssh``: the same prober (deadline, retries, failure classes, records) driving ssh(1).
+
+Each attempt is one ``ssh`` process in BatchMode, in a session of its own, killed (with its
+ProxyCommand and ``ssh -W`` children) by the watchdog at the host's deadline. OpenSSH reads the
+operator's ssh_config itself, so GSSAPI, smart cards, FIDO keys, ControlMaster and every other
+keyword work unchanged. Host keys are checked as strictly as by sweep's own transport:
+``StrictHostKeyChecking=yes`` (``accept-new`` only with ``--accept-new-host-keys`` or the config's
+own ``accept-new``) against the run's known_hosts files first; no global file, no KnownHostsCommand,
+no key rewriting. curve25519 is put first unless the config or the inventory chooses KexAlgorithms.
+"""
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from typing import Any
+
+from sweep.collect.bundle import remote_command
+from sweep.collect.ssh.certs import CertificateError, read_file
+from sweep.collect.ssh.openssh_config import ConfigReader, SSHConfigError, command_line, local_tokens, expand, tilde
+from sweep.collect.ssh.prober import HostFailure, Prober, SSHOptions, host_agent_args, judge_output
+from sweep.collect.ssh.watchdog import Attempt
+from sweep.text import visible
+
+SSH = os.environ.get("SWEEP_SSH", "ssh")
+PREFER_KEX = "^curve25519-sha256,curve25519-sha256@libssh.org"
+_CHUNK = 65536
+
+
+class ProcessCloser:
+    """An ssh process group, shut by the watchdog like a socket."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _local_user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "root"
+
+
+class OpenSSHProber(Prober):
+    """A Prober whose attempts run the system ``ssh`` binary."""
+
+    transport_name = "openssh"
+
+    def __init__(self, payload: bytes, agent_args=(), options: SSHOptions = SSHOptions(), **kwargs):
+        super().__init__(payload, agent_args, options, **kwargs)
+        self.ssh = shutil.which(SSH) or SSH
+        self.config_path = tilde(options.ssh_config) if options.ssh_config else None
+        if self.config_path and not os.path.isfile(self.config_path):
+            self.config_path = None
+        self.reader = ConfigReader(self.config_path, local_user=_local_user())
+
+    def argv(self, host: Any, opts: SSHOptions) -> list[str]:
+        """The ssh command line for one host (the remote command last)."""
+        args_where = f"{host.name}: ansible_ssh_common_args / ansible_ssh_extra_args"
+        inventory = [*command_line(getattr(host, "ssh_common_args", None), args_where),
+                     *command_line(getattr(host, "ssh_extra_args", None), args_where)]
+        strict = "accept-new" if opts.accept_new_host_keys else "yes"
+        known, kex_chosen, config_strict = list(opts.known_hosts[:-1]), False, "yes"
+        configured: list[str] = []
+        try:
+            resolved = self.reader.resolve(host.address, inventory)
+        except SSHConfigError:
+            resolved = None  # what sweep's reader does not follow is left to ssh itself
+        if resolved is not None:
+            config_strict = (resolved.get("stricthostkeychecking") or "yes").lower()
+            if resolved.get("userknownhostsfile"):
+                tokens = local_tokens(resolved, resolved.user(_local_user()), _local_user())
+                configured = [expand(f, tokens, "UserKnownHostsFile", "")
+                              for f in shlex.split(resolved.get("userknownhostsfile"))]
+            kex_chosen = resolved.get("kexalgorithms") is not None
+        if config_strict == "accept-new":
+            strict = "accept-new"
+        known = [tilde(p) for p in [*known, *(configured or opts.known_hosts[-1:])]]
+        argv = [self.ssh, "-F", self.config_path or "/dev/null", "-T",
+                "-o", "BatchMode=yes", "-o", f"StrictHostKeyChecking={strict}",
+                "-o", "UserKnownHostsFile=" + " ".join(_quote(p) for p in known),
+                "-o", "GlobalKnownHostsFile=none", "-o", "KnownHostsCommand=none",
+                "-o", "UpdateHostKeys=no", "-o", "VerifyHostKeyDNS=no", "-o", "HashKnownHosts=yes",
+                "-o", "ConnectionAttempts=1", "-o", f"ConnectTimeout={max(1, int(opts.connect_timeout + 0.999))}",
+                "-o", "LogLevel=ERROR"]
+        if not opts.allow_agent:
+            argv += ["-o", "IdentityAgent=none"]
+        if host.port:
+            argv += ["-p", str(host.port)]
+        if host.user:
+            argv += ["-l", host.user]
+        if host.key_file:
+            argv += ["-i", host.key_file]
+        argv += shlex.split(getattr(host, "ssh_common_args", None) or "")
+        argv += shlex.split(getattr(host, "ssh_extra_args", None) or "")
+        if not kex_chosen:
+            argv += ["-o", f"KexAlgorithms={PREFER_KEX}"]
+        command = remote_command(host.python, len(self.payload), host_agent_args(host, self.agent_args))
+        return [*argv, "--", host.address, command]
+
+    def _attempt(self, host: Any, opts: SSHOptions, deadline: float) -> tuple[dict, int | None, str]:
+        attempt = Attempt()
+        token = self.watchdog.watch(deadline, attempt)
+        try:
+            proc = subprocess.Popen(self.argv(host, opts), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as exc:
+            self.watchdog.unwatch(token)
+            raise HostFailure("refused", f"{host.name}: cannot run {self.ssh} ({exc.strerror}); install "
+                                         "openssh-client or sweep with --transport paramiko") from None
+        attempt.add(ProcessCloser(proc))
+        try:
+            out, err, err_total = self._exchange(host, proc, opts)
+            exit_status = proc.wait()
+        finally:
+            self.watchdog.unwatch(token)
+            ProcessCloser(proc).kill()  # a ProxyCommand left behind dies with the attempt
+            proc.wait()
+            attempt.close()
+        stderr = err.decode("utf-8", "replace")
+        if err_total > len(err):
+            stderr = f"[first {err_total - len(err)} bytes of stderr cut]\n" + stderr
+        if attempt.aborted:
+            raise self._aborted(host, attempt.aborted, opts, bool(out))
+        if exit_status == 255:
+            raise classify_ssh_error(host, stderr, opts)
+        try:
+            return judge_output(host, bytes(out), exit_status, stderr), exit_status, stderr
+        except HostFailure as failure:
+            failure.exit_status, failure.stderr = exit_status, stderr
+            raise
+
+    def _exchange(self, host: Any, proc: subprocess.Popen, opts: SSHOptions) -> tuple[bytearray, bytearray, int]:
+        def feed() -> None:
+            try:
+                proc.stdin.write(self.payload)
+                proc.stdin.close()
+            except OSError:
+                pass  # the remote command ended without reading stdin: its exit status tells why
+
+        threading.Thread(target=feed, name="sweep-openssh-stdin", daemon=True).start()
+        out, err, err_total = bytearray(), bytearray(), 0
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ, "out")
+            sel.register(proc.stderr, selectors.EVENT_READ, "err")
+            while sel.get_map():
+                for key, _ in sel.select():
+                    data = os.read(key.fileobj.fileno(), _CHUNK)
+                    if not data:
+                        sel.unregister(key.fileobj)
+                    elif key.data == "err":
+                        err_total += len(data)
+                        err += data
+                        del err[:-opts.stderr_limit]
+                    else:
+                        out += data
+                        if len(out) > opts.output_limit:
+                            ProcessCloser(proc).kill()
+                            raise HostFailure("output_too_large", (
+                                f"{host.name}: the agent wrote more than {opts.output_limit // (1024 * 1024)} MiB "
+                                "on stdout; the output was cut off and dropped; check what the host's python3 "
+                                "runs at start (sitecustomize, PYTHONSTARTUP) or raise the output limit"))
+        return out, err, err_total
+
+    @staticmethod
+    def _aborted(host: Any, reason: str, opts: SSHOptions, started_output: bool) -> HostFailure:
+        if reason == "interrupted":
+            return HostFailure("interrupted", f"{host.name}: interrupted")
+        return HostFailure("timeout", (
+            f"{host.name}: no answer within the host deadline of {opts.host_deadline:g} s (ssh was killed "
+            f"{'while the agent ran' if started_output else 'before the agent answered'}); check the host, or "
+            "raise --host-deadline (sweep_host_deadline)"))
+
+
+def _quote(path: str) -> str:
+    return f'"{path}"' if " " in path else path
+
+
+# ssh(1)'s own words (exit 255) -> failure class, transient, what to say
+_SSH_ERRORS = (
+    (r"Could not resolve hostname (\S+?):", "dns", False, "cannot resolve the host name; fix the name or set ansible_host"),
+    (r"REMOTE HOST IDENTIFICATION HAS CHANGED", "host_key_changed", False,
+     "HOST KEY CHANGED: someone may be intercepting the connection (man-in-the-middle), or the host was "
+     "reinstalled; if the change is expected, remove the old key with ssh-keygen -R"),
+    (r"No \S+ host key is known for|Host key verification failed", "host_key_unknown", False,
+     "the host key is not in the run's known_hosts; check it and add it (ssh-keyscan -H ADDRESS >> "
+     "~/.ssh/known_hosts), or sweep with --accept-new-host-keys"),
+    (r"Permission denied \(", "auth", False,
+     "check ansible_user and ansible_ssh_private_key_file, and that the key is in the host's authorized_keys"),
+    (r"Connection refused", "refused", False, "no sshd listens there; check the host is up and the port"),
+    (r"timed out|Connection timed out during banner exchange", "timeout", False,
+     "check the host is up and reachable, or raise --connect-timeout"),
+    (r"No route to host|Network is unreachable", "timeout", False, "check the host is up"),
+    (r"kex_exchange_identification|Connection closed by|Connection reset by peer", "refused", True,
+     "the host closed the connection during the SSH handshake: its sshd may be overloaded (MaxStartups)"),
+)
+
+
+def classify_ssh_error(host: Any, stderr: str, opts: SSHOptions) -> HostFailure:
+    """An ssh exit 255 as a failure class, from what ssh wrote on stderr."""
+    lines = [visible(line.strip(), keep="") for line in stderr.splitlines() if line.strip()]
+    for pattern, failure_class, transient, fix in _SSH_ERRORS:
+        hit = next((line for line in lines if re.search(pattern, line)), None)
+        if hit is not None:
+            why = _certificate_reason(host) if failure_class == "auth" else ""
+            return HostFailure(failure_class, f"{host.name}: ssh: {hit[:300]}{why}; {fix}",
+                               transient=transient, exit_status=255, stderr=stderr)
+    last = lines[-1][:300] if lines else "no message"
+    return HostFailure("refused", f"{host.name}: ssh failed (exit 255: {last}); run the ssh command by hand "
+                                  "with -v to see why", exit_status=255, stderr=stderr)
+
+
+def _certificate_reason(host: Any) -> str:
+    key = getattr(host, "key_file", None)
+    if not key or not os.path.isfile(f"{key}-cert.pub"):
+        return ""
+    try:
+        cert = read_file(f"{key}-cert.pub")
+    except CertificateError:
+        return ""
+    problem = cert.problem(host.user or _local_user())
+    return f" ({cert.describe()} {problem})" if problem else ""
+
+
+def ssh_version() -> str:
+    """``ssh -V`` (for the manifest)."""
+    try:
+        done = subprocess.run([shutil.which(SSH) or SSH, "-V"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return (done.stderr or done.stdout).strip()
