@@ -18,8 +18,10 @@ from sweep import exitcodes
 from sweep.collect.engines import create_engine
 from sweep.collect.engines.base import Engine, EngineError, EngineJob
 from sweep.collect.shard import select_shard
+from sweep.collect.ssh.config import SSHSettingRefused
 from sweep.collect.ssh.prober import (FAILURE_CLASSES, KeyFileEncrypted, KeyFileError, KeyFileMissing,
                                       KeyFileWrongPassphrase, Outcome, SSHOptions, load_private_key)
+from sweep.collect.ssh.transports import TRANSPORTS, make_prober
 from sweep.errors import ConfigError, InventoryError, RunFolderError
 from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory
 from sweep.store import RECORD_VERSION, RunFolder, default_run_dir, iso, new_manifest
@@ -98,6 +100,7 @@ def run_sweep(
     shard: tuple[int, int] | None = None,
     shard_by: str = "hash",
     inventory_limits: InventoryLimits = InventoryLimits(),
+    transport: str | None = None,
 ) -> RunResult:
     """Sweep the hosts of an inventory (or finish the run folder `resume`) and record each one.
 
@@ -110,7 +113,10 @@ def run_sweep(
     `engine` runs the agent through "ssh" (sweep's own transport), "ansible" or "slurm", or an engine
     object (`sweep.collect.engines.base.Engine`); the records are the same. `shard` (i, n) sweeps only
     the i-th of n shares of the selected hosts (`sweep.collect.shard`). `inventory_limits` bound YAML
-    alias expansion and host ranges (``--max-yaml-values``, ``--max-range-hosts``).
+    alias expansion and host ranges (``--max-yaml-values``, ``--max-range-hosts``). `transport` is the ssh
+    engine's: "paramiko" (the default; on --resume, the run's) or "openssh" (the system ssh binary);
+    every host's ssh settings are checked before any host is contacted, and what the transport would not
+    honour is a ConfigError naming the option, where it is set, and the fix.
 
     The run folder is locked for the whole sweep (a second sweep on it is refused); SIGTERM ends the
     sweep as Ctrl-C does (state "interrupted", ``--resume`` finishes it). No host can stop the sweep:
@@ -118,15 +124,25 @@ def run_sweep(
     """
     flags = {"connect_timeout": connect_timeout, "host_deadline": host_deadline, "retries": retries}
     _check_options(forks, resume, limit, flags)
+    if transport not in (None, *TRANSPORTS):
+        raise ConfigError(f"--transport {transport!r} is unknown", fix=f"use one of {', '.join(TRANSPORTS)}")
     options = _ssh_options(known_hosts, accept_new_host_keys, ssh_config, allow_agent, look_for_keys, key_passphrase)
     agent_args = _agent_args(agent_args, host_deadline)
     runner = create_engine(engine) if isinstance(engine, str) else engine
     if resume is not None:  # 1. resolve the hosts, 2. open the run folder (locked); 3. collect, 4. finish below
         folder, manifest, inventory, hosts, done = _reopen(resume, inventory_path, loader, runner, options,
                                                            inventory_limits)
+        options = replace(options, transport=transport or manifest.get("options", {}).get("transport") or "paramiko")
+        try:
+            _check_ssh_settings(runner, hosts, options)
+        except BaseException:
+            folder.close()
+            raise
     else:
+        options = replace(options, transport=transport or "paramiko")
         inventory = _inventory(inventory_path, loader, runner, inventory_limits)
         hosts = _select(inventory, limit, shard, shard_by, options)
+        _check_ssh_settings(runner, hosts, options)
         folder = RunFolder.create(out if out is not None else default_run_dir(inventory.path, reports_dir))
         manifest = new_manifest(inventory.path, inventory.snapshot(), [host.name for host in hosts], _run_options(
             limit, forks, options, flags, agent_args, loader, runner.name, shard, shard_by))
@@ -148,8 +164,21 @@ def _run_options(limit, forks, options: SSHOptions, flags, agent_args, loader, e
     """The options of a new run, as its manifest keeps them."""
     return {"limit": limit, "forks": forks, "accept_new_host_keys": options.accept_new_host_keys,
             "known_hosts": list(options.known_hosts[:-1]), **flags, "agent_args": agent_args,
-            "loader": loader, "engine": engine,
+            "loader": loader, "engine": engine, "transport": options.transport if engine == "ssh" else None,
             "shard": None if shard is None else {"index": shard[0], "count": shard[1], "by": shard_by}}
+
+
+def _check_ssh_settings(runner: Engine, hosts: Sequence[Host], options: SSHOptions) -> None:
+    """Before any host is contacted: every host's ssh settings (inventory args, ssh_config) honoured by
+    the run's transport, or a ConfigError naming the first refused one, where it is set and the fix."""
+    if runner.name != "ssh":
+        return
+    checker = make_prober(options.transport, b"", (), options)
+    for host in hosts:
+        try:
+            checker.check(host)
+        except SSHSettingRefused as refused:
+            raise ConfigError(refused.message, where=refused.where) from None
 
 
 def _ssh_options(known_hosts, accept_new_host_keys: bool, ssh_config: str | None, allow_agent: bool,

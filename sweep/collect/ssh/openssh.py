@@ -17,18 +17,23 @@ import shlex
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
-import time
+import weakref
 from typing import Any
 
 from sweep.collect.bundle import remote_command
 from sweep.collect.ssh.certs import CertificateError, read_file
-from sweep.collect.ssh.openssh_config import ConfigReader, SSHConfigError, command_line, local_tokens, expand, tilde
+from sweep.collect.ssh.config import SSHSettingRefused, inventory_settings
+from sweep.collect.ssh.openssh_config import ConfigReader, SSHConfigError, expand, local_tokens, tilde
 from sweep.collect.ssh.prober import HostFailure, Prober, SSHOptions, host_agent_args, judge_output
 from sweep.collect.ssh.watchdog import Attempt
 from sweep.text import visible
 
 SSH = os.environ.get("SWEEP_SSH", "ssh")
+# keyword -> the values that let the agent run and answer on stdout
+_BREAKS_THE_PROBE = {"remotecommand": ("none",), "sessiontype": ("default",), "stdinnull": ("no",),
+                     "forkafterauthentication": ("no",), "requesttty": ("no", "auto")}
 PREFER_KEX = "^curve25519-sha256,curve25519-sha256@libssh.org"
 _CHUNK = 65536
 
@@ -67,38 +72,69 @@ class OpenSSHProber(Prober):
         if self.config_path and not os.path.isfile(self.config_path):
             self.config_path = None
         self.reader = ConfigReader(self.config_path, local_user=_local_user())
+        self.run_config = self._write_run_config(options)
+
+    def _write_run_config(self, options: SSHOptions) -> str:
+        """The file given to ssh with -F: sweep's strict settings first, so that they hold for every hop
+        (ssh hands -F, not -o, to the ssh it runs for a ProxyJump), then the operator's config, then
+        curve25519 first where nothing chose the key exchange."""
+        folder = tempfile.mkdtemp(prefix="sweep-openssh-")
+        weakref.finalize(self, shutil.rmtree, folder, True)
+        strict = "accept-new" if options.accept_new_host_keys else "yes"
+        known = " ".join(_quote(tilde(p)) for p in options.known_hosts)
+        lines = [f"# written by sweep for one run (--transport openssh)",
+                 "BatchMode yes", f"StrictHostKeyChecking {strict}", f"UserKnownHostsFile {known}",
+                 "GlobalKnownHostsFile none", "KnownHostsCommand none", "UpdateHostKeys no",
+                 "VerifyHostKeyDNS no", "HashKnownHosts yes", "LogLevel ERROR"]
+        if not options.allow_agent:
+            lines.append("IdentityAgent none")
+        if self.config_path:
+            lines.append(f"Include {_quote(os.path.abspath(self.config_path))}")
+        lines += ["Host *", f"  KexAlgorithms {PREFER_KEX}"]
+        path = os.path.join(folder, "ssh_config")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as fh:
+            fh.write("\n".join(lines) + "\n")
+        return path
+
+    def check(self, host: Any) -> None:
+        """Refuse what would break the sweep even through OpenSSH: ssh arguments that are not settings
+        (``-W``, ``-F``, a host name), and host key checking turned off."""
+        inventory = inventory_settings(host)
+        try:
+            resolved = self.reader.resolve(host.address, inventory)
+        except SSHConfigError:
+            return  # what sweep's reader does not follow, ssh itself reads
+        setting = resolved.first("stricthostkeychecking")
+        if setting is not None and setting.value.lower() not in ("yes", "ask", "accept-new"):
+            raise SSHSettingRefused(
+                f"{host.name}: {setting.name} {setting.value} would trust any host key; sweep checks host keys "
+                "strictly with either transport: drop it, or sweep with --accept-new-host-keys", setting.where)
+        for setting in resolved.settings:
+            if setting.keyword in _BREAKS_THE_PROBE and setting.value.lower() not in _BREAKS_THE_PROBE[setting.keyword]:
+                raise SSHSettingRefused(
+                    f"{host.name}: {setting.name} {setting.value} would keep the agent from running or its "
+                    "output from coming back; drop it for these hosts", setting.where)
 
     def argv(self, host: Any, opts: SSHOptions) -> list[str]:
         """The ssh command line for one host (the remote command last)."""
-        args_where = f"{host.name}: ansible_ssh_common_args / ansible_ssh_extra_args"
-        inventory = [*command_line(getattr(host, "ssh_common_args", None), args_where),
-                     *command_line(getattr(host, "ssh_extra_args", None), args_where)]
+        inventory = inventory_settings(host)
         strict = "accept-new" if opts.accept_new_host_keys else "yes"
-        known, kex_chosen, config_strict = list(opts.known_hosts[:-1]), False, "yes"
         configured: list[str] = []
         try:
             resolved = self.reader.resolve(host.address, inventory)
         except SSHConfigError:
             resolved = None  # what sweep's reader does not follow is left to ssh itself
         if resolved is not None:
-            config_strict = (resolved.get("stricthostkeychecking") or "yes").lower()
+            if (resolved.get("stricthostkeychecking") or "").lower() == "accept-new":
+                strict = "accept-new"
             if resolved.get("userknownhostsfile"):
                 tokens = local_tokens(resolved, resolved.user(_local_user()), _local_user())
                 configured = [expand(f, tokens, "UserKnownHostsFile", "")
                               for f in shlex.split(resolved.get("userknownhostsfile"))]
-            kex_chosen = resolved.get("kexalgorithms") is not None
-        if config_strict == "accept-new":
-            strict = "accept-new"
-        known = [tilde(p) for p in [*known, *(configured or opts.known_hosts[-1:])]]
-        argv = [self.ssh, "-F", self.config_path or "/dev/null", "-T",
-                "-o", "BatchMode=yes", "-o", f"StrictHostKeyChecking={strict}",
+        known = [tilde(p) for p in [*opts.known_hosts[:-1], *(configured or opts.known_hosts[-1:])]]
+        argv = [self.ssh, "-F", self.run_config, "-T", "-o", f"StrictHostKeyChecking={strict}",
                 "-o", "UserKnownHostsFile=" + " ".join(_quote(p) for p in known),
-                "-o", "GlobalKnownHostsFile=none", "-o", "KnownHostsCommand=none",
-                "-o", "UpdateHostKeys=no", "-o", "VerifyHostKeyDNS=no", "-o", "HashKnownHosts=yes",
-                "-o", "ConnectionAttempts=1", "-o", f"ConnectTimeout={max(1, int(opts.connect_timeout + 0.999))}",
-                "-o", "LogLevel=ERROR"]
-        if not opts.allow_agent:
-            argv += ["-o", "IdentityAgent=none"]
+                "-o", "ConnectionAttempts=1", "-o", f"ConnectTimeout={max(1, int(opts.connect_timeout + 0.999))}"]
         if host.port:
             argv += ["-p", str(host.port)]
         if host.user:
@@ -107,8 +143,6 @@ class OpenSSHProber(Prober):
             argv += ["-i", host.key_file]
         argv += shlex.split(getattr(host, "ssh_common_args", None) or "")
         argv += shlex.split(getattr(host, "ssh_extra_args", None) or "")
-        if not kex_chosen:
-            argv += ["-o", f"KexAlgorithms={PREFER_KEX}"]
         command = remote_command(host.python, len(self.payload), host_agent_args(host, self.agent_args))
         return [*argv, "--", host.address, command]
 
