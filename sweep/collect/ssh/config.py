@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shlex
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sweep.collect.ssh.openssh_config import (ConfigReader, Resolved, Setting, SSHArgsError, SSHConfigError,
@@ -78,11 +78,11 @@ def inventory_settings(host: Any) -> list[Setting]:
         out.append(Setting("user", (host.user,), f"{host.name}: ansible_user", "ansible_user"))
     for var, text in (("ansible_ssh_common_args", host.ssh_common_args),
                       ("ansible_ssh_extra_args", getattr(host, "ssh_extra_args", None))):
-        origin = f"{host.name}: {var}" + (f" ({where[var]})" if where.get(var) else "")
+        origin = where.get(var) or "the inventory"
         try:
-            out += command_line(text, origin)
+            out += [replace(s, spelled=f"{var} {s.spelled}") for s in command_line(text, origin)]
         except SSHArgsError as exc:
-            raise SSHSettingRefused(f"{host.name}: {var} {exc}", where.get(var) or "the inventory") from None
+            raise SSHSettingRefused(f"{host.name}: {var} {exc}", origin) from None
     return out
 
 

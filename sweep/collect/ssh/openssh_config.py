@@ -349,7 +349,8 @@ def command_line(text: str | None, where: str) -> list[Setting]:
             if flag not in _FLAG_WITH_ARG and flag not in _FLAG_REFUSED:
                 raise SSHArgsError(f"holds -{flag}, which ssh(1) does not know")
             if flag in _FLAG_REFUSED:
-                raise SSHArgsError(f"holds -{flag} ({_FLAG_REFUSED[flag]}), which sweep's SSH transport does not do")
+                raise SSHArgsError(f"holds -{flag} ({_FLAG_REFUSED[flag]}), which sweep does not pass on: it sets "
+                                   "up the session itself; remove it (an ssh_config file goes in ~/.ssh/config)")
             arg = word[j:]
             if not arg:
                 if i >= len(words):
