@@ -71,7 +71,7 @@ class Host:
     settings: Mapping[str, Any] = field(hash=False, repr=False)
     ssh_extra_args: str | None = None
     # where ansible_ssh_common_args / ansible_ssh_extra_args were set (file:line), for messages
-    ssh_args_where: Mapping[str, str] = field(default_factory=dict, hash=False, repr=False)
+    ssh_args_where: Mapping[str, str] = field(default_factory=dict, hash=False, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
