@@ -39,6 +39,7 @@ def ca_fleet(tmp_path_factory):
              FleetHost("bastion", sshd_options=("LogLevel DEBUG1",)),
              FleetHost("inner", sshd_options=("LogLevel VERBOSE",))]
     with LocalFleet(hosts, work / "fleet") as fleet:
+        time.sleep(0.5)  # the fleet's own readiness probes are logged as connections too: let them land
         yield fleet, work
 
 
@@ -91,6 +92,47 @@ def test_a_certificate_file_named_by_ssh_config(ca_fleet, tmp_path):
     options = {**fleet.sweep_options(), "ssh_config": str(config)}
     result = run_sweep(inventory, out=tmp_path / "run", **options)
     assert result.fully_swept, result.failures
+
+
+@pytest.fixture()
+def agent(tmp_path, monkeypatch):
+    """A private ssh-agent for one test; `agent(key)` loads a key and its -cert.pub."""
+    require(shutil.which("ssh-agent") is not None, "needs OpenSSH's ssh-agent")
+    sock = tmp_path / "agent.sock"
+    proc = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        if sock.exists():
+            break
+        time.sleep(0.05)
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+
+    def load(key: Path) -> None:
+        subprocess.run(["ssh-add", "-q", str(key)], check=True, capture_output=True)
+
+    yield load
+    proc.terminate()
+    proc.wait()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("which", ["valid", "expired"])
+def test_a_certificate_held_by_ssh_agent(ca_fleet, tmp_path, agent, transport, which):
+    fleet, work = ca_fleet
+    key = _cert(work, which, "-5m:+1h" if which == "valid" else "20200101:20200102", "root")
+    agent(key)
+    inventory = _inventory(tmp_path / "inv.yml", {"a1": {"ansible_host": fleet.addresses["cert-host"],
+                                                         "ansible_user": "root"}})
+    result = run_sweep(inventory, out=tmp_path / "run", transport=transport, known_hosts=str(fleet.known_hosts_path),
+                       ssh_config=None, allow_agent=True, look_for_keys=False)
+    record = read_records(result.run_dir)["a1"]
+    if which == "valid":
+        assert record["status"] == "ok", record["failure"]
+        return
+    assert record["failure"]["class"] == "auth", record["failure"]
+    if transport == "paramiko":  # ssh(1) does not say which certificate the agent offered
+        assert re.search(r"certificate in ssh-agent \(.*\) \(key id 'expired key id'\) expired at 2020-01-0",
+                         record["failure"]["message"]), record["failure"]["message"]
 
 
 def _bastion_config(fleet: LocalFleet, tmp_path: Path) -> Path:
@@ -194,3 +236,26 @@ def test_openssh_transport_gives_the_same_records_as_the_default(fleet, tmp_path
             assert mine["exit_status"] == theirs["exit_status"] == 0
         else:
             assert theirs["failure"]["message"].startswith(f"{name}: ")
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_proxy_command_that_fails_is_not_bypassed(ca_fleet, tmp_path, hermetic_home, transport):
+    """The issue's check: `ProxyCommand /bin/false` (in ~/.ssh/config, or -o in ansible_ssh_common_args)
+    used to be ignored, and the host reached directly, record ok."""
+    fleet, _ = ca_fleet
+    inner = fleet.addresses["inner"]
+    (hermetic_home / ".ssh" / "config").write_text(f"Host via-config\n  HostName {inner}\n  ProxyCommand /bin/false\n")
+    common = {"ansible_user": "root", "ansible_ssh_private_key_file": str(fleet.client_key_path)}
+    inventory = _inventory(tmp_path / "inv.yml", {
+        "via-config": common,
+        "via-args": {**common, "ansible_host": inner, "ansible_ssh_common_args": "-o ProxyCommand=/bin/false"}})
+    before = _connections(fleet, "inner")
+    result = run_sweep(inventory, out=tmp_path / "run", transport=transport, ssh_config="~/.ssh/config",
+                       known_hosts=str(fleet.known_hosts_path), allow_agent=False, look_for_keys=False)
+    found = read_records(result.run_dir)
+    for name in ("via-config", "via-args"):
+        assert found[name]["status"] == "failed", found[name]
+        assert found[name]["failure"]["class"] == "refused", found[name]["failure"]
+        assert "ProxyCommand" in found[name]["failure"]["message"] or transport == "openssh"
+    time.sleep(0.3)
+    assert _connections(fleet, "inner") == before

@@ -329,10 +329,12 @@ class Prober:
         except paramiko.AuthenticationException as exc:
             raise _auth_failed(name, hop, exc, pkey, client, opts) from None
         except Exception as exc:
-            if isinstance(sock, ShellProxyCommand) and sock.said():
+            if isinstance(sock, ShellProxyCommand) and (sock.closed or sock.said()):
+                said = sock.said() or f"exit {sock.process.poll()}, nothing on stderr"
                 raise HostFailure("refused", (
-                    f"{name}: the ProxyCommand for {hop.address} ended before an SSH session was up "
-                    f"({sock.said()}); check the ProxyCommand and the host behind it")) from exc
+                    f"{name}: the ProxyCommand for {hop.address} ({visible(hop.proxy_command[:200], keep='')}) "
+                    f"ended before an SSH session was up ({said}); check the ProxyCommand and the host "
+                    "behind it")) from exc
             raise
         if hop.keepalive_s:
             client.get_transport().set_keepalive(hop.keepalive_s)
