@@ -63,8 +63,6 @@ def _local_user() -> str:
 class OpenSSHProber(Prober):
     """A Prober whose attempts run the system ``ssh`` binary."""
 
-    transport_name = "openssh"
-
     def __init__(self, payload: bytes, agent_args=(), options: SSHOptions = SSHOptions(), **kwargs):
         super().__init__(payload, agent_args, options, **kwargs)
         self.ssh = shutil.which(SSH) or SSH
@@ -268,12 +266,3 @@ def _certificate_reason(host: Any) -> str:
         return ""
     problem = cert.problem(host.user or _local_user())
     return f" ({cert.describe()} {problem})" if problem else ""
-
-
-def ssh_version() -> str:
-    """``ssh -V`` (for the manifest)."""
-    try:
-        done = subprocess.run([shutil.which(SSH) or SSH, "-V"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    return (done.stderr or done.stdout).strip()

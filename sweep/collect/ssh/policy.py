@@ -42,7 +42,6 @@ def _refuse(note: str) -> Rule:
     return Rule("refuse", (), note)
 
 
-_NO = ("no",)
 KEYWORDS: dict[str, Rule] = {
     "addkeystoagent": _only("sweep adds no key to an agent", "no"),
     "addressfamily": _use("the address families tried", "any", "inet", "inet6"),
@@ -153,10 +152,6 @@ KEYWORDS: dict[str, Rule] = {
 }
 BOOLEAN_SYNONYMS = {"true": "yes", "false": "no", "off": "no", "on": "yes"}  # readconf's multistate
 
-# Values that need more than a lookup.
-_FIRST_WORD_ONLY = {"ignoreunknown", "host", "match", "include", "identityfile", "certificatefile",
-                    "userknownhostsfile", "proxycommand", "proxyjump", "hostname", "user", "hostkeyalias",
-                    "bindaddress", "connecttimeout", "serveraliveinterval", "port", "localcommand"}
 
 
 class SSHOptionRefused(Exception):
@@ -165,11 +160,6 @@ class SSHOptionRefused(Exception):
     def __init__(self, setting: Setting, why: str):
         super().__init__(why)
         self.setting, self.why = setting, why
-
-
-def honoured_keywords() -> list[str]:
-    """The keywords honoured with any value (use) or with some value (only, use with a list)."""
-    return sorted(KEYWORDS)
 
 
 def check(setting: Setting) -> None:
