@@ -158,6 +158,18 @@ def test_no_keyword_openssh_knows_is_left_out():
     assert {k.lower() for k in TABLE} | STRUCTURE == set(KEYWORDS)
 
 
+def test_the_docs_table_says_what_the_code_does():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "ssh.md").read_text()
+    rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", doc, re.M))
+    assert {k.lower() for k in rows} == set(KEYWORDS)
+    for name, said in rows.items():
+        rule = KEYWORDS[name.lower()]
+        expected = {"refuse": "refused", "inert": "honoured (no effect here)",
+                    "only": f"honoured as {' / '.join(rule.accepted)}; other values refused",
+                    "use": "honoured" + (f" ({', '.join(rule.accepted)})" if rule.accepted else "")}[rule.kind]
+        assert said.strip() == expected, name
+
+
 def test_an_unknown_keyword_is_refused():
     assert _verdict("UseKeychain", "yes") == R
 

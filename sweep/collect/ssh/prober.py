@@ -210,18 +210,19 @@ class Prober:
     def _pkey(self, hop: Hop) -> paramiko.PKey | None:
         """The one key file of a hop with its certificate (``-cert.pub`` beside it, or a CertificateFile),
         read once per sweep (None: let paramiko read and report it)."""
-        if len(hop.key_files) != 1:
+        present = _present(hop.key_files)
+        if len(present) != 1:
             return None
-        index = (hop.key_files, hop.cert_files)
+        index = (present, hop.cert_files)
         with self._lock:
             if index in self._pkeys:
                 return self._pkeys[index]
         try:
-            pkey = load_private_key(hop.key_files[0], self.options.key_passphrase)
+            pkey = load_private_key(present[0], self.options.key_passphrase)
         except KeyFileError:
             pkey = None
         if pkey is not None:
-            for cert in (*hop.cert_files, hop.key_files[0] + "-cert.pub"):
+            for cert in (*hop.cert_files, present[0] + "-cert.pub"):
                 try:
                     pkey.load_certificate(cert)
                     break
@@ -314,7 +315,7 @@ class Prober:
         try:
             client.connect(
                 hostname=hop.key_alias, port=hop.port, username=hop.user, sock=sock,
-                pkey=pkey, key_filename=None if pkey else list(hop.key_files) or None,
+                pkey=pkey, key_filename=None if pkey else list(_present(hop.key_files)) or None,
                 passphrase=None if pkey else opts.key_passphrase,
                 allow_agent=opts.allow_agent and hop.agent, compress=hop.compression,
                 look_for_keys=opts.look_for_keys and hop.agent,
@@ -424,6 +425,11 @@ def _whole_json(out: bytes | bytearray) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _present(key_files: tuple[str, ...]) -> tuple[str, ...]:
+    """The key files that exist: OpenSSH skips an IdentityFile that is not there."""
+    return tuple(k for k in key_files if os.path.isfile(k))
 
 
 _FAMILIES = {"any": socket.AF_UNSPEC, "inet": socket.AF_INET, "inet6": socket.AF_INET6}
@@ -598,7 +604,8 @@ def _certificates(hop: Hop, pkey: paramiko.PKey | None, client: paramiko.SSHClie
     """The certificates this hop offered: its key's, the files beside its keys, the agent's."""
     found: list[Certificate] = []
     if pkey is not None and getattr(pkey, "public_blob", None) is not None:
-        sources = [c for c in (*hop.cert_files, hop.key_files[0] + "-cert.pub") if os.path.isfile(c)]
+        sources = [c for c in (*hop.cert_files, *(k + "-cert.pub" for k in _present(hop.key_files)))
+                   if os.path.isfile(c)]
         try:
             found.append(parse_blob(pkey.public_blob.key_blob, sources[0] if sources else "of the key"))
         except CertificateError:
