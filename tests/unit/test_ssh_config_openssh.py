@@ -124,3 +124,28 @@ def test_match_criteria_sweep_does_not_read_are_refused(tmp_path):
     with pytest.raises(SSHConfigError) as err:
         ConfigReader(str(config)).resolve("gpu01")
     assert err.value.where == f"{config}:3" and "canonical" in err.value.message
+
+
+@pytest.mark.parametrize("line", [
+    "ChallengeResponseAuthentication no", "SkeyAuthentication yes", "PubkeyAcceptedKeyTypes ssh-ed25519",
+    "DSAAuthentication yes", "IdentityFile2 /keys/old", "SmartcardDevice /usr/lib/p11.so",
+    "HostbasedKeyTypes ssh-ed25519",
+])
+def test_old_names_are_the_keywords_openssh_reads_them_as(tmp_path, line):
+    require(SSH is not None, "needs OpenSSH's ssh")
+    config = tmp_path / "config"
+    config.write_text(f"Host *\n  {line}\n")
+    (setting,) = ConfigReader(str(config)).resolve("gpu01").settings
+    theirs = _ssh_g(config, "gpu01", [])
+    assert setting.value in theirs[setting.keyword] or theirs[setting.keyword] == [
+        {"yes": "true", "no": "false"}.get(setting.value, setting.value)]
+
+
+@pytest.mark.parametrize("line", ["Protocol 2", "Cipher aes128-cbc", "UseRoaming no", "RSAAuthentication yes",
+                                  "CompressionLevel 6", "KerberosAuthentication no", "UsePrivilegedPort no"])
+def test_options_openssh_reads_and_ignores_are_ignored_here_too(tmp_path, line):
+    require(SSH is not None, "needs OpenSSH's ssh")
+    config = tmp_path / "config"
+    config.write_text(f"Host *\n  {line}\n  User ops\n")
+    assert [s.keyword for s in ConfigReader(str(config)).resolve("gpu01").settings] == ["user"]
+    assert _ssh_g(config, "gpu01", [])["user"] == ["ops"]  # ssh -G reads the file without complaint

@@ -183,3 +183,21 @@ def test_ssh_flags_are_the_settings_they_stand_for():
     for bad in ("-W host:22", "-F other_config", "gpu01", "-o", "-o Include=x", "-Z"):
         with pytest.raises(SSHArgsError):
             command_line(bad, "inv")
+
+
+def test_ignore_unknown_lets_a_keyword_openssh_does_not_know_pass_as_openssh_does(tmp_path):
+    from sweep.collect.ssh.config import SSHConfigFile, SSHSettingRefused
+    from sweep.inventory.model import Host
+
+    host = Host(name="gpu01", address="gpu01", port=None, user=None, key_file=None, python="python3",
+                ssh_common_args=None, proxy_jump=None, groups=(), vars={}, settings={})
+    config = tmp_path / "config"
+    config.write_text("Host *\n  IgnoreUnknown UseKeychain,AddKeys*\n  UseKeychain yes\n")
+    assert SSHConfigFile(str(config)).check(host)[-1].address == "gpu01"
+    ssh = shutil.which("ssh")
+    if ssh:  # OpenSSH agrees: it reads the file
+        subprocess.run([ssh, "-G", "-F", str(config), "gpu01"], check=True, capture_output=True)
+    config.write_text("Host *\n  UseKeychain yes\n")
+    with pytest.raises(SSHSettingRefused) as refused:
+        SSHConfigFile(str(config)).check(host)
+    assert refused.value.where == f"{config}:2" and "not an ssh_config keyword" in refused.value.message

@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sweep.collect.ssh.openssh_config import (ConfigReader, Resolved, Setting, SSHArgsError, SSHConfigError,
-                                              command_line, expand, local_tokens, tilde)
-from sweep.collect.ssh.policy import SSHOptionRefused, check
+                                              command_line, expand, local_tokens, pattern_list_match, tilde)
+from sweep.collect.ssh.policy import KEYWORDS, SSHOptionRefused, check
 
 MAX_JUMPS = 8
 FIX = ("drop it for these hosts, or sweep with --transport openssh (OpenSSH itself then reads "
@@ -123,7 +123,10 @@ class SSHConfigFile:
             raise SSHSettingRefused(f"{host_name}: ProxyJump goes more than {MAX_JUMPS} hops deep (a loop?)",
                                     self.path or "the inventory")
         resolved = self.reader.resolve(name, given)
+        ignore = (resolved.get("ignoreunknown") or "").lower()
         for setting in resolved.settings:
+            if ignore and setting.keyword not in KEYWORDS and pattern_list_match(setting.keyword, ignore):
+                continue  # OpenSSH skips an unknown keyword that IgnoreUnknown names
             try:
                 check(setting)
             except SSHOptionRefused as exc:

@@ -23,6 +23,16 @@ MAX_INCLUDE_DEPTH = 16
 ACCUMULATE = {"identityfile", "certificatefile", "sendenv", "setenv", "localforward", "remoteforward",
               "dynamicforward"}
 STRUCTURE = {"host", "match", "include"}
+# readconf.c's old names for keywords, and the keywords it reads and ignores (deprecated, unsupported)
+ALIASES = {"challengeresponseauthentication": "kbdinteractiveauthentication",
+           "skeyauthentication": "kbdinteractiveauthentication", "tisauthentication": "kbdinteractiveauthentication",
+           "pubkeyacceptedkeytypes": "pubkeyacceptedalgorithms", "hostbasedkeytypes": "hostbasedacceptedalgorithms",
+           "dsaauthentication": "pubkeyauthentication", "identityfile2": "identityfile",
+           "smartcarddevice": "pkcs11provider"}
+IGNORED_BY_OPENSSH = {"protocol", "cipher", "fallbacktorsh", "globalknownhostsfile2", "rhostsauthentication",
+                      "userknownhostsfile2", "useroaming", "usersh", "useprivilegedport", "afstokenpassing",
+                      "kerberosauthentication", "kerberostgtpassing", "rsaauthentication",
+                      "rhostsrsaauthentication", "compressionlevel", "useblacklistedkeys"}
 
 
 class SSHConfigError(Exception):
@@ -134,7 +144,7 @@ def tilde(path: str) -> str:
     return os.path.expanduser(path)
 
 
-def _pattern_list_match(name: str, patterns: str) -> bool:
+def pattern_list_match(name: str, patterns: str) -> bool:
     """OpenSSH's match_pattern_list: comma-separated, ``!`` negates and vetoes, case-sensitive."""
     result = False
     for pattern in patterns.split(","):
@@ -198,7 +208,9 @@ class ConfigReader:
                 words = _strip_comment(split_line(line))
             except ValueError as exc:
                 raise SSHConfigError(f"cannot be split into words ({exc})", where) from None
-            key, args = words[0].lower(), words[1:]
+            key, args = ALIASES.get(words[0].lower(), words[0].lower()), words[1:]
+            if key in IGNORED_BY_OPENSSH:
+                continue  # OpenSSH reads these and does nothing with them
             if key == "host":
                 active = not never and self._host_matches(resolved.original, args)
             elif key == "match":
@@ -262,13 +274,13 @@ class ConfigReader:
         hostname = resolved.hostname
         user = resolved.user(self.local_user)
         if criterion == "host":  # match_hostname: host names compare without case
-            return _pattern_list_match(hostname.lower(), arg.lower())
+            return pattern_list_match(hostname.lower(), arg.lower())
         if criterion == "originalhost":
-            return _pattern_list_match(resolved.original, arg.lower())
+            return pattern_list_match(resolved.original, arg.lower())
         if criterion == "user":
-            return _pattern_list_match(user, arg)
+            return pattern_list_match(user, arg)
         if criterion == "localuser":
-            return _pattern_list_match(self.local_user, arg)
+            return pattern_list_match(self.local_user, arg)
         tokens = {"h": hostname, "n": resolved.original, "p": str(resolved.port), "r": user,
                   "u": self.local_user, "l": _short_host(), "L": _short_host().split(".")[0],
                   "d": tilde("~")}
@@ -373,7 +385,7 @@ def _option(text: str, where: str) -> Setting:
         raise SSHArgsError(f"holds -o {text!r}, which is not Keyword=value") from None
     if len(words) < 2:
         raise SSHArgsError(f"holds -o {text!r} without a value")
-    key = words[0].lower()
+    key = ALIASES.get(words[0].lower(), words[0].lower())
     if key in STRUCTURE:
         raise SSHArgsError(f"holds -o {words[0]}, which OpenSSH does not take on the command line")
     return Setting(key, tuple(words[1:]), where, f"-o {words[0]}")
