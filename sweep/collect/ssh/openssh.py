@@ -249,7 +249,7 @@ def classify_ssh_error(host: Any, stderr: str, opts: SSHOptions) -> HostFailure:
         hit = next((line for line in lines if re.search(pattern, line)), None)
         if hit is not None:
             why = _certificate_reason(host) if failure_class == "auth" else ""
-            return HostFailure(failure_class, f"{host.name}: ssh: {hit[:300]}{why}; {fix}",
+            return HostFailure(failure_class, f"{host.name}: ssh: {hit[:300].rstrip('.')}{why}; {fix}",
                                transient=transient, exit_status=255, stderr=stderr)
     last = lines[-1][:300] if lines else "no message"
     return HostFailure("refused", f"{host.name}: ssh failed (exit 255: {last}); run the ssh command by hand "

@@ -164,6 +164,7 @@ class ConfigReader:
     def __init__(self, path: str | None, *, local_user: str = "root"):
         self.path = tilde(path) if path else None
         self.local_user = local_user
+        self._lines: dict[str, list[str]] = {}  # each file read once per sweep
 
     def resolve(self, host: str, command_line: list[Setting] = ()) -> Resolved:
         """What applies to `host` (as ``ssh ... host``), command-line settings first."""
@@ -196,10 +197,13 @@ class ConfigReader:
               never: bool = False) -> None:
         if depth > MAX_INCLUDE_DEPTH:
             raise SSHConfigError(f"Include nested deeper than {MAX_INCLUDE_DEPTH}", path)
-        try:
-            lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError as exc:
-            raise SSHConfigError(f"cannot be read ({exc.strerror})", path) from None
+        lines = self._lines.get(path)
+        if lines is None:
+            try:
+                lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError as exc:
+                raise SSHConfigError(f"cannot be read ({exc.strerror})", path) from None
+            self._lines[path] = lines
         for number, line in enumerate(lines, 1):
             where = f"{path}:{number}"
             if not line.strip() or line.strip().startswith("#"):
