@@ -25,7 +25,7 @@ from typing import Any
 from sweep.collect.bundle import remote_command
 from sweep.collect.ssh.certs import CertificateError, read_file
 from sweep.collect.ssh.config import SSHSettingRefused, inventory_settings
-from sweep.collect.ssh.openssh_config import ConfigReader, SSHConfigError, expand, local_tokens, tilde
+from sweep.collect.ssh.openssh_config import ConfigReader, Resolved, SSHConfigError, expand, local_tokens, tilde
 from sweep.collect.ssh.prober import HostFailure, Prober, SSHOptions, host_agent_args, judge_output
 from sweep.collect.ssh.watchdog import Attempt
 from sweep.text import visible
@@ -71,6 +71,18 @@ class OpenSSHProber(Prober):
             self.config_path = None
         self.reader = ConfigReader(self.config_path, local_user=_local_user())
         self.run_config = self._write_run_config(options)
+        self._resolved: dict[str, Resolved | None] = {}
+
+    def _resolve(self, host: Any) -> Resolved | None:
+        """What sweep's reader makes of the host's settings (once per sweep: Match exec runs once);
+        None where it does not follow the config, which ssh then reads alone."""
+        if host.name not in self._resolved:
+            try:
+                found = self.reader.resolve(host.address, inventory_settings(host))
+            except SSHConfigError:
+                found = None
+            self._resolved[host.name] = found
+        return self._resolved[host.name]
 
     def _write_run_config(self, options: SSHOptions) -> str:
         """The file given to ssh with -F: sweep's strict settings first, so that they hold for every hop
@@ -80,7 +92,7 @@ class OpenSSHProber(Prober):
         weakref.finalize(self, shutil.rmtree, folder, True)
         strict = "accept-new" if options.accept_new_host_keys else "yes"
         known = " ".join(_quote(tilde(p)) for p in options.known_hosts)
-        lines = [f"# written by sweep for one run (--transport openssh)",
+        lines = ["# written by sweep for one run (--transport openssh)",
                  "BatchMode yes", f"StrictHostKeyChecking {strict}", f"UserKnownHostsFile {known}",
                  "GlobalKnownHostsFile none", "KnownHostsCommand none", "UpdateHostKeys no",
                  "VerifyHostKeyDNS no", "HashKnownHosts yes", "LogLevel ERROR"]
@@ -97,10 +109,8 @@ class OpenSSHProber(Prober):
     def check(self, host: Any) -> None:
         """Refuse what would break the sweep even through OpenSSH: ssh arguments that are not settings
         (``-W``, ``-F``, a host name), and host key checking turned off."""
-        inventory = inventory_settings(host)
-        try:
-            resolved = self.reader.resolve(host.address, inventory)
-        except SSHConfigError:
+        resolved = self._resolve(host)
+        if resolved is None:
             return  # what sweep's reader does not follow, ssh itself reads
         setting = resolved.first("stricthostkeychecking")
         if setting is not None and setting.value.lower() not in ("yes", "ask", "accept-new"):
@@ -115,13 +125,9 @@ class OpenSSHProber(Prober):
 
     def argv(self, host: Any, opts: SSHOptions) -> list[str]:
         """The ssh command line for one host (the remote command last)."""
-        inventory = inventory_settings(host)
         strict = "accept-new" if opts.accept_new_host_keys else "yes"
         configured: list[str] = []
-        try:
-            resolved = self.reader.resolve(host.address, inventory)
-        except SSHConfigError:
-            resolved = None  # what sweep's reader does not follow is left to ssh itself
+        resolved = self._resolve(host)
         if resolved is not None:
             if (resolved.get("stricthostkeychecking") or "").lower() == "accept-new":
                 strict = "accept-new"
