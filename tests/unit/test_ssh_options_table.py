@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from sweep.collect.ssh.openssh_config import Setting, SSHArgsError, command_line
 from sweep.collect.ssh.policy import KEYWORDS, SSHOptionRefused, check
@@ -201,3 +202,31 @@ def test_ignore_unknown_lets_a_keyword_openssh_does_not_know_pass_as_openssh_doe
     with pytest.raises(SSHSettingRefused) as refused:
         SSHConfigFile(str(config)).check(host)
     assert refused.value.where == f"{config}:2" and "not an ssh_config keyword" in refused.value.message
+
+
+_WORDS = st.sampled_from(["Host", "Match", "Include", "HostName", "Port", "User", "IdentityFile", "ProxyJump",
+                          "ProxyCommand", "ConnectTimeout", "StrictHostKeyChecking", "Bogus", "exec", "host",
+                          "user", "all", "canonical", "*", "!gpu*", "%h", "%x", "%%", "=", '"', "a,b", "0", "99999",
+                          "none", "yes", "exec true", "Match exec true", "\\t", "#", "@", ":", "[", "]", "\\x1b", "é"])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.lists(_WORDS, min_size=1, max_size=5).map(" ".join), max_size=8),
+       inventory_args=st.sampled_from([None, "-o", "-J", "-o Port=x", "-J a:b", "'", "-o ProxyCommand=%Z",
+                                                 "-p 0", "-p 70000 -o User=%u"]))
+def test_any_config_is_read_or_refused_with_its_place_never_a_crash(tmp_path, lines, inventory_args):
+    """Hostile or broken ssh_config text and inventory args end as hops or as one refusal naming
+    where, never as an exception the CLI would show as a traceback."""
+    from sweep.collect.ssh.config import SSHConfigFile, SSHSettingRefused
+    from sweep.inventory.model import Host
+
+    config = tmp_path / "config"
+    config.write_text("\n".join(lines) + "\n")
+    host = Host(name="gpu01", address="gpu01", port=None, user=None, key_file=None, python="python3",
+                ssh_common_args=inventory_args, proxy_jump=None, groups=(), vars={}, settings={})
+    try:
+        hops = SSHConfigFile(str(config)).check(host)
+    except SSHSettingRefused as refused:
+        assert refused.where and refused.message.startswith("gpu01: ")
+    else:
+        assert hops and all(0 < hop.port < 65536 for hop in hops)

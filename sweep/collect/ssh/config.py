@@ -137,7 +137,7 @@ class SSHConfigFile:
         if jump is None or jump.value.lower() == "none":
             return [hop]
         specs = [s.strip() for s in jump.value.split(",") if s.strip()]
-        last_name, port, user = parse_jump(specs[-1], jump.where)
+        last_name, port, user = parse_jump(specs[-1], jump.where, host_name)
         via = [Setting(key, (value,), jump.where, key) for key, value in (("port", port), ("user", user)) if value]
         if len(specs) > 1:
             via.append(Setting("proxyjump", (",".join(specs[:-1]),), jump.where, "ProxyJump"))
@@ -178,7 +178,7 @@ def _yes(value: str | None) -> bool:
     return (value or "").lower() in ("yes", "true", "on")
 
 
-def parse_jump(spec: str, where: str = "") -> tuple[str, str | None, str | None]:
+def parse_jump(spec: str, where: str = "", host_name: str = "") -> tuple[str, str | None, str | None]:
     """``[user@]host[:port]`` (or ``ssh://user@host:port``) of one ProxyJump entry: (host, port, user)."""
     spec = spec.strip()
     if spec.startswith("ssh://"):
@@ -193,5 +193,6 @@ def parse_jump(spec: str, where: str = "") -> tuple[str, str | None, str | None]
     else:
         host = rest
     if port is not None and not port.isdigit():
-        raise SSHSettingRefused(f"ProxyJump {spec!r} has a port that is not a number", where)
+        raise SSHSettingRefused(f"{host_name}: ProxyJump {spec!r} has a port that is not a number; fix the port",
+                                where)
     return host, port, user or None

@@ -88,7 +88,12 @@ class Resolved:
 
     @property
     def port(self) -> int:
-        return int(self.get("port") or 22)
+        setting = self.first("port")
+        if setting is None:
+            return 22
+        if not setting.value.isdigit() or not 0 < int(setting.value) < 65536:
+            raise SSHConfigError(f"{setting.name} {setting.value} is not a port number (1 to 65535)", setting.where)
+        return int(setting.value)
 
     def user(self, local_user: str) -> str:
         return self.get("user") or local_user

@@ -176,6 +176,8 @@ def check(setting: Setting) -> None:
         raise SSHOptionRefused(setting, f"is honoured only as {wanted} ({rule.note})")
     if setting.keyword == "preferredauthentications" and "publickey" not in value.split(","):
         raise SSHOptionRefused(setting, "leaves out publickey, the only method sweep uses")
+    if setting.keyword == "port" and not (value.isdigit() and 0 < int(value) < 65536):
+        raise SSHOptionRefused(setting, "is not a port number (1 to 65535)")
     if setting.keyword in ("connecttimeout", "serveraliveinterval") and not (
             value.isdigit() or value == "none" and setting.keyword == "connecttimeout"):
         raise SSHOptionRefused(setting, "is not a whole number of seconds")
