@@ -160,6 +160,10 @@ def _tunnels_to(fleet: LocalFleet, target: str) -> int:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_host_behind_a_bastion_is_reached_only_through_it(ca_fleet, tmp_path, transport):
+    """Through ProxyCommand (ssh_config and -o), and ProxyJump (ssh_config and -J). On loopback every
+    connection comes from 127.0.0.1, the bastion's too, so the source address cannot tell them apart:
+    the target's sshd (LogLevel VERBOSE) logs each connection, the bastion's (DEBUG1) each tunnel it
+    opens, and the two counts must be equal."""
     fleet, _ = ca_fleet
     config = _bastion_config(fleet, tmp_path)
     strict = f"-o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={fleet.known_hosts_path}"
