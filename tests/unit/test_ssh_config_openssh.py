@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from sweep.collect.ssh.config import SSHConfigFile, SSHSettingRefused
 from sweep.collect.ssh.openssh_config import ConfigReader, SSHConfigError, command_line
+from sweep.inventory.model import Host
 
 from helpers import require
 
@@ -33,19 +35,20 @@ KEYWORDS_VALUES = st.one_of(
 
 
 def _match_line(draw) -> str:
-    kind = draw(st.sampled_from(["host", "originalhost", "user", "all", "exec"]))
+    kind = draw(st.sampled_from(["host", "originalhost", "user", "localuser", "all", "exec"]))
     neg = "!" if draw(st.booleans()) and kind != "all" else ""
     if kind == "all":
         return "Match all"
     if kind == "exec":
         return f"Match {neg}exec \"{draw(st.sampled_from(['true', 'false', 'test %h = gpu01']))}\""
     values = {"host": ["gpu*", "10.*", "*.internal", "real-*,!real-web1"], "originalhost": ["gpu0?", "web*"],
-              "user": ["alice", "b*", "root"]}[kind]
+              "user": ["alice", "b*", "root"], "localuser": ["root", "nobody,r*"]}[kind]
     return f"Match {neg}{kind} {draw(st.sampled_from(values))}"
 
 
 @st.composite
-def configs(draw):
+def configs(draw, include: bool = True):
+    """Blocks of lines; with `include`, an Include of another generated file somewhere (its text second)."""
     blocks = []
     for _ in range(draw(st.integers(1, 4))):
         if draw(st.booleans()):
@@ -55,12 +58,18 @@ def configs(draw):
         body = draw(st.lists(KEYWORDS_VALUES, min_size=1, max_size=4))
         sep = draw(st.sampled_from([" ", "=", " = "]))
         blocks.append([header, *(f"  {k}{sep}{v}" if k != "ProxyCommand" else f"  {k} {v}" for k, v in body)])
-    return blocks
+    if include and draw(st.booleans()):
+        where = draw(st.integers(0, len(blocks) - 1))
+        blocks[where].insert(draw(st.integers(1, len(blocks[where]))), "  Include {tmp}/included.conf")
+        return blocks, draw(configs(include=False))
+    return blocks, None
 
 
-def _ssh_g(config: Path, host: str, args: list[str]) -> dict[str, list[str]]:
+def _ssh_g(config: Path, host: str, args: list[str], refused: bool = False) -> dict[str, list[str]] | str:
     done = subprocess.run([SSH, "-G", "-F", str(config), *args, host], capture_output=True, text=True,
                           timeout=20, stdin=subprocess.DEVNULL)
+    if refused and done.returncode != 0:
+        return done.stderr
     assert done.returncode == 0, done.stderr
     out: dict[str, list[str]] = {}
     for line in done.stdout.splitlines():
@@ -75,7 +84,14 @@ def _compare(tmp_path: Path, text: str, host: str, args_text: str) -> None:
     (tmp_path / "inv").write_text("")  # ssh drops an -i file that does not exist
     args_text = args_text.replace("{tmp}", str(tmp_path))
     ours = ConfigReader(str(config), local_user="root").resolve(host, command_line(args_text, "inventory"))
-    theirs = _ssh_g(config, host, args_text.split())
+    theirs = _ssh_g(config, host, args_text.split(), refused=True)
+    if isinstance(theirs, str):  # OpenSSH refuses the config for this host: so must sweep
+        assert "jumphost loop" in theirs, theirs
+        with pytest.raises(SSHSettingRefused, match="jumphost loop"):
+            SSHConfigFile(str(config)).check(Host(
+                name=host, address=host, port=None, user=None, key_file=None, python="python3",
+                ssh_common_args=args_text or None, proxy_jump=None, groups=(), vars={}, settings={}))
+        return
     assert theirs["hostname"] == [ours.hostname], text
     assert theirs["port"] == [str(ours.port)], text
     assert theirs["user"] == [ours.user("root")], text
@@ -94,7 +110,11 @@ def _compare(tmp_path: Path, text: str, host: str, args_text: str) -> None:
        args=st.sampled_from(["", "-l root", "-p 2200 -o User=ops", "-o ProxyJump=jumper", "-J x -i {tmp}/inv -C"]))
 def test_resolution_agrees_with_ssh_G(tmp_path, blocks, host, args):
     require(SSH is not None, "needs OpenSSH's ssh (apt-get install -y openssh-client)")
-    _compare(tmp_path, "\n".join(line for block in blocks for line in block) + "\n", host, args)
+    main, included = blocks
+    if included is not None:
+        (tmp_path / "included.conf").write_text("\n".join(line for block in included[0] for line in block) + "\n")
+    text = "\n".join(line for block in main for line in block) + "\n"
+    _compare(tmp_path, text.replace("{tmp}", str(tmp_path)), host, args)
 
 
 def test_include_is_read_in_place_and_cannot_change_the_enclosing_block(tmp_path):

@@ -138,6 +138,10 @@ class SSHConfigFile:
             return [hop]
         specs = [s.strip() for s in jump.value.split(",") if s.strip()]
         last_name, port, user = parse_jump(specs[-1], jump.where, host_name)
+        if last_name.lower() == name.lower() and int(port or resolved.port) == resolved.port and \
+                (user or self.local_user) == resolved.user(self.local_user):
+            raise SSHSettingRefused(f"{host_name}: ProxyJump {jump.value} makes {name} jump via itself (OpenSSH: "
+                                    "jumphost loop); fix the ProxyJump for this host", jump.where)
         via = [Setting(key, (value,), jump.where, key) for key, value in (("port", port), ("user", user)) if value]
         if len(specs) > 1:
             via.append(Setting("proxyjump", (",".join(specs[:-1]),), jump.where, "ProxyJump"))
