@@ -130,9 +130,8 @@ def test_a_certificate_held_by_ssh_agent(ca_fleet, tmp_path, agent, transport, w
         assert record["status"] == "ok", record["failure"]
         return
     assert record["failure"]["class"] == "auth", record["failure"]
-    if transport == "paramiko":  # ssh(1) does not say which certificate the agent offered
-        assert re.search(r"certificate in ssh-agent \(.*\) \(key id 'expired key id'\) expired at 2020-01-0",
-                         record["failure"]["message"]), record["failure"]["message"]
+    assert re.search(r"certificate in ssh-agent \(.*\) \(key id 'expired key id'\) expired at 2020-01-0",
+                     record["failure"]["message"]), record["failure"]["message"]
 
 
 def _bastion_config(fleet: LocalFleet, tmp_path: Path) -> Path:

@@ -112,3 +112,20 @@ def read_file(path: str | Path) -> Certificate:
     except ValueError:
         raise CertificateError("is not base64") from None
     return parse_blob(blob, str(path))
+
+
+def agent_certificates() -> list[Certificate]:
+    """The certificates the ssh-agent of SSH_AUTH_SOCK holds (none when there is no agent)."""
+    import paramiko
+
+    found = []
+    try:
+        for key in paramiko.Agent().get_keys():
+            if key.get_name().endswith("-cert-v01@openssh.com"):
+                try:
+                    found.append(parse_blob(key.asbytes(), f"in ssh-agent ({key.comment or 'no comment'})"))
+                except CertificateError:
+                    continue
+    except (paramiko.SSHException, OSError):
+        pass
+    return found

@@ -23,7 +23,7 @@ import weakref
 from typing import Any
 
 from sweep.collect.bundle import remote_command
-from sweep.collect.ssh.certs import CertificateError, read_file
+from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
 from sweep.collect.ssh.config import SSHSettingRefused, inventory_settings
 from sweep.collect.ssh.openssh_config import ConfigReader, Resolved, SSHConfigError, expand, local_tokens, tilde
 from sweep.collect.ssh.prober import HostFailure, Prober, SSHOptions, host_agent_args, judge_output
@@ -175,7 +175,11 @@ class OpenSSHProber(Prober):
         if attempt.aborted:
             raise self._aborted(host, attempt.aborted, opts, bool(out))
         if exit_status == 255:
-            raise classify_ssh_error(host, stderr, opts)
+            resolved = self._resolve(host)
+            user = host.user or (resolved.user(_local_user()) if resolved is not None else _local_user())
+            reasons = certificate_reasons(offered_certificates(resolved, host, opts.allow_agent), user) \
+                if "Permission denied" in stderr else ""
+            raise classify_ssh_error(host, stderr, opts, reasons)
         try:
             return judge_output(host, bytes(out), exit_status, stderr), exit_status, stderr
         except HostFailure as failure:
@@ -248,13 +252,14 @@ _SSH_ERRORS = (
 )
 
 
-def classify_ssh_error(host: Any, stderr: str, opts: SSHOptions) -> HostFailure:
-    """An ssh exit 255 as a failure class, from what ssh wrote on stderr."""
+def classify_ssh_error(host: Any, stderr: str, opts: SSHOptions, certificates: str = "") -> HostFailure:
+    """An ssh exit 255 as a failure class, from what ssh wrote on stderr; `certificates` says why the
+    certificates offered would be refused (for an auth failure)."""
     lines = [visible(line.strip(), keep="") for line in stderr.splitlines() if line.strip()]
     for pattern, failure_class, transient, fix in _SSH_ERRORS:
         hit = next((line for line in lines if re.search(pattern, line)), None)
         if hit is not None:
-            why = _certificate_reason(host) if failure_class == "auth" else ""
+            why = f" ({certificates})" if failure_class == "auth" and certificates else ""
             return HostFailure(failure_class, f"{host.name}: ssh: {hit[:300].rstrip('.')}{why}; {fix}",
                                transient=transient, exit_status=255, stderr=stderr)
     last = lines[-1][:300] if lines else "no message"
@@ -262,13 +267,28 @@ def classify_ssh_error(host: Any, stderr: str, opts: SSHOptions) -> HostFailure:
                                   "with -v to see why", exit_status=255, stderr=stderr)
 
 
-def _certificate_reason(host: Any) -> str:
-    key = getattr(host, "key_file", None)
-    if not key or not os.path.isfile(f"{key}-cert.pub"):
-        return ""
-    try:
-        cert = read_file(f"{key}-cert.pub")
-    except CertificateError:
-        return ""
-    problem = cert.problem(host.user or _local_user())
-    return f" ({cert.describe()} {problem})" if problem else ""
+def offered_certificates(resolved: Resolved | None, host: Any, allow_agent: bool) -> list[Certificate]:
+    """The certificates ssh would offer: beside each identity file, the CertificateFiles, the agent's."""
+    keys = [host.key_file] if host.key_file else []
+    files: list[str] = []
+    if resolved is not None:
+        tokens = local_tokens(resolved, resolved.user(_local_user()), _local_user())
+        try:
+            keys += [tilde(expand(s.value, tokens, s.name, s.where)) for s in resolved.all("identityfile")]
+            files = [tilde(expand(s.value, tokens, s.name, s.where)) for s in resolved.all("certificatefile")]
+        except SSHConfigError:
+            pass
+    found = []
+    for path in dict.fromkeys([*(k + "-cert.pub" for k in keys), *files]):
+        try:
+            found.append(read_file(path))
+        except CertificateError:
+            continue
+    if allow_agent and os.environ.get("SSH_AUTH_SOCK"):
+        found += agent_certificates()
+    return found
+
+
+def certificate_reasons(certs: list[Certificate], user: str) -> str:
+    """Why each certificate would be refused for `user`, read from the certificate itself."""
+    return "; ".join(f"{cert.describe()} {cert.problem(user)}" for cert in certs if cert.problem(user))

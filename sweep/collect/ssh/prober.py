@@ -20,6 +20,7 @@ so a `Watchdog` thread (`sweep.collect.ssh.watchdog`) shuts the socket of any at
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
 import errno
 import json
@@ -37,7 +38,7 @@ import paramiko
 from sweep.collect.bundle import TOO_OLD_MARK, remote_command
 from sweep.collect.ssh.hostkeys import HostKeyStore, KnownHostsPolicy, UnknownHostKey, known_hosts_name
 from sweep.collect.schema import health_problem
-from sweep.collect.ssh.certs import Certificate, CertificateError, parse_blob, read_file
+from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
 from sweep.collect.ssh.config import Hop, SSHConfigFile
 from sweep.collect.ssh.proxy import ShellProxyCommand
 from sweep.strictjson import DepthError, loads as strict_loads
@@ -328,7 +329,7 @@ class Prober:
         except paramiko.BadHostKeyException as exc:
             raise _changed_key(name, hop, key_name, exc, keys) from None
         except paramiko.AuthenticationException as exc:
-            raise _auth_failed(name, hop, exc, pkey, client, opts) from None
+            raise _auth_failed(name, hop, exc, pkey, opts) from None
         except Exception as exc:
             if isinstance(sock, ShellProxyCommand) and (sock.closed or sock.said()):
                 said = sock.said() or f"exit {sock.process.poll()}, nothing on stderr"
@@ -599,39 +600,29 @@ def _classify(name: str, exc: BaseException, phase: str, opts: SSHOptions, hop: 
         f"{name}: the session broke while the agent ran ({type(exc).__name__}: {text}); sweep the host again"))
 
 
-def _certificates(hop: Hop, pkey: paramiko.PKey | None, client: paramiko.SSHClient,
-                  opts: SSHOptions) -> list[Certificate]:
-    """The certificates this hop offered: its key's, the files beside its keys, the agent's."""
+def _certificates(hop: Hop, pkey: paramiko.PKey | None, opts: SSHOptions) -> list[Certificate]:
+    """The certificates this hop offered: its key's (or the files beside its keys and its CertificateFiles),
+    and the agent's."""
     found: list[Certificate] = []
-    if pkey is not None and getattr(pkey, "public_blob", None) is not None:
-        sources = [c for c in (*hop.cert_files, *(k + "-cert.pub" for k in _present(hop.key_files)))
-                   if os.path.isfile(c)]
+    candidates = [c for c in (*hop.cert_files, *(k + "-cert.pub" for k in _present(hop.key_files)))
+                  if os.path.isfile(c)]
+    blob = pkey.public_blob.key_blob if pkey is not None and pkey.public_blob is not None else None
+    for path in candidates:
         try:
-            found.append(parse_blob(pkey.public_blob.key_blob, sources[0] if sources else "of the key"))
-        except CertificateError:
-            pass
-    elif pkey is None:
-        for key_file in hop.key_files:
-            try:
-                found.append(read_file(key_file + "-cert.pub"))
-            except CertificateError:
-                continue
+            if blob is None or base64.b64decode(open(path, "rb").read().split()[1]) == blob:
+                found.append(read_file(path))
+        except (CertificateError, OSError, IndexError, ValueError):
+            continue
     if opts.allow_agent and hop.agent:
-        try:
-            for key in paramiko.Agent().get_keys():
-                if key.get_name().endswith("-cert-v01@openssh.com"):
-                    found.append(parse_blob(key.asbytes(), f"in ssh-agent ({key.comment or 'no comment'})"))
-        except (paramiko.SSHException, CertificateError, OSError):
-            pass
+        found += agent_certificates()
     return found
 
 
-def _auth_failed(name: str, hop: Hop, exc: Exception, pkey: paramiko.PKey | None, client: paramiko.SSHClient,
-                 opts: SSHOptions) -> HostFailure:
+def _auth_failed(name: str, hop: Hop, exc: Exception, pkey: paramiko.PKey | None, opts: SSHOptions) -> HostFailure:
     """`auth`, naming the certificates offered and why each would be refused (the server has the last word)."""
     at = f"{hop.user}@{hop.address}" + (f":{hop.port}" if hop.port != 22 else "")
     text = visible(str(exc), keep="") or type(exc).__name__
-    certs = _certificates(hop, pkey, client, opts)
+    certs = _certificates(hop, pkey, opts)
     reasons = [f"{cert.describe()} {cert.problem(hop.user)}" for cert in certs if cert.problem(hop.user)]
     if reasons:
         return HostFailure("auth", f"{name}: authentication as {at} failed: {'; '.join(reasons)}; "
