@@ -123,26 +123,17 @@ def run_sweep(
     a record that cannot be written as JSON becomes that host's failure record.
     """
     flags = {"connect_timeout": connect_timeout, "host_deadline": host_deadline, "retries": retries}
-    _check_options(forks, resume, limit, flags)
-    if transport not in (None, *TRANSPORTS):
-        raise ConfigError(f"--transport {transport!r} is unknown", fix=f"use one of {', '.join(TRANSPORTS)}")
+    _check_options(forks, resume, limit, flags, transport)
     options = _ssh_options(known_hosts, accept_new_host_keys, ssh_config, allow_agent, look_for_keys, key_passphrase)
     agent_args = _agent_args(agent_args, host_deadline)
     runner = create_engine(engine) if isinstance(engine, str) else engine
     if resume is not None:  # 1. resolve the hosts, 2. open the run folder (locked); 3. collect, 4. finish below
-        folder, manifest, inventory, hosts, done = _reopen(resume, inventory_path, loader, runner, options,
-                                                           inventory_limits)
-        options = replace(options, transport=transport or manifest.get("options", {}).get("transport") or "paramiko")
-        try:
-            _check_ssh_settings(runner, hosts, options)
-        except BaseException:
-            folder.close()
-            raise
+        folder, manifest, inventory, hosts, done, options = _reopen(
+            resume, inventory_path, loader, runner, options, inventory_limits, transport)
     else:
         options = replace(options, transport=transport or "paramiko")
         inventory = _inventory(inventory_path, loader, runner, inventory_limits)
-        hosts = _select(inventory, limit, shard, shard_by, options)
-        _check_ssh_settings(runner, hosts, options)
+        hosts = _select(inventory, limit, shard, shard_by, options, runner)
         folder = RunFolder.create(out if out is not None else default_run_dir(inventory.path, reports_dir))
         manifest = new_manifest(inventory.path, inventory.snapshot(), [host.name for host in hosts], _run_options(
             limit, forks, options, flags, agent_args, loader, runner.name, shard, shard_by))
@@ -193,19 +184,22 @@ def _ssh_options(known_hosts, accept_new_host_keys: bool, ssh_config: str | None
 
 
 def _select(inventory: Inventory, limit: str | None, shard: tuple[int, int] | None, shard_by: str,
-            options: SSHOptions) -> list[Host]:
-    """The hosts a new run sweeps (--limit, then --shard), their key files checked."""
+            options: SSHOptions, runner: Engine) -> list[Host]:
+    """The hosts a new run sweeps (--limit, then --shard), their key files and ssh settings checked."""
     hosts = inventory.select(limit)
     if shard is not None:
         hosts = select_shard(hosts, *shard, by=shard_by)
     _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
+    _check_ssh_settings(runner, hosts, options)
     return hosts
 
 
 def _reopen(resume: str | Path, inventory_path: str | Path | None, loader: str, runner: Engine,
-            options: SSHOptions, limits: InventoryLimits) -> tuple[RunFolder, dict, Inventory, list[Host], dict]:
+            options: SSHOptions, limits: InventoryLimits, transport: str | None
+            ) -> tuple[RunFolder, dict, Inventory, list[Host], dict, SSHOptions]:
     """An interrupted run's folder (locked), manifest, inventory, hosts (as the inventory describes them
-    now) and the records already kept; the lock is released again when any of it is refused."""
+    now), the records already kept and the SSH options (the run's transport unless `transport`); the lock
+    is released again when any of it is refused."""
     folder = RunFolder.open(resume)
     try:
         manifest = folder.read_manifest()
@@ -220,6 +214,8 @@ def _reopen(resume: str | Path, inventory_path: str | Path | None, loader: str, 
                 where=str(inventory.path), fix="resume with the inventory the run started from")
         hosts = [by_name[name] for name in names]
         _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
+        options = replace(options, transport=transport or manifest.get("options", {}).get("transport") or "paramiko")
+        _check_ssh_settings(runner, hosts, options)
         done = folder.read_records()
         for host in hosts:  # before any host is contacted: no record goes onto another host's file
             if host.name not in done:
@@ -227,7 +223,7 @@ def _reopen(resume: str | Path, inventory_path: str | Path | None, loader: str, 
     except BaseException:
         folder.close()
         raise
-    return folder, manifest, inventory, hosts, done
+    return folder, manifest, inventory, hosts, done, options
 
 
 class _Tally:
@@ -299,7 +295,9 @@ def _collect(runner: Engine, todo: list[Host], folder: RunFolder, manifest: dict
     return "complete"
 
 
-def _check_options(forks: int, resume: Any, limit: str | None, flags: dict[str, Any]) -> None:
+def _check_options(forks: int, resume: Any, limit: str | None, flags: dict[str, Any], transport: str | None) -> None:
+    if transport not in (None, *TRANSPORTS):
+        raise ConfigError(f"--transport {transport!r} is unknown", fix=f"use one of {', '.join(TRANSPORTS)}")
     if forks < 1:
         raise ConfigError(f"--forks is {forks}; it must be 1 or more", fix="pass --forks 32, say")
     if resume is not None and limit:
