@@ -233,7 +233,7 @@ def test_openssh_transport_gives_the_same_records_as_the_default(fleet, tmp_path
         assert (mine["status"], (mine["failure"] or {}).get("class")) == \
             (theirs["status"], (theirs["failure"] or {}).get("class")), name
         if mine["status"] == "ok":
-            for volatile in ("started_at", "duration_s"):
+            for volatile in ("started_at", "duration_s", "steps_s"):  # timings differ run to run
                 mine["health"]["probe"].pop(volatile, None), theirs["health"]["probe"].pop(volatile, None)
             assert mine["health"] == theirs["health"], name
             assert mine["exit_status"] == theirs["exit_status"] == 0
