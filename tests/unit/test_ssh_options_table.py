@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from sweep.collect.ssh.openssh_config import Setting, SSHArgsError, command_line
 from sweep.collect.ssh.policy import KEYWORDS, SSHOptionRefused, check
@@ -214,6 +214,7 @@ _WORDS = st.sampled_from(["Host", "Match", "Include", "HostName", "Port", "User"
 @given(lines=st.lists(st.lists(_WORDS, min_size=1, max_size=5).map(" ".join), max_size=8),
        inventory_args=st.sampled_from([None, "-o", "-J", "-o Port=x", "-J a:b", "'", "-o ProxyCommand=%Z",
                                                  "-p 0", "-p 70000 -o User=%u"]))
+@example(lines=["HostName %x"], inventory_args=None)  # once found: the refusal lacked its file:line
 def test_any_config_is_read_or_refused_with_its_place_never_a_crash(tmp_path, lines, inventory_args):
     """Hostile or broken ssh_config text and inventory args end as hops or as one refusal naming
     where, never as an exception the CLI would show as a traceback."""

@@ -83,8 +83,10 @@ class Resolved:
 
     @property
     def hostname(self) -> str:
-        name = self.get("hostname")
-        return expand(name, {"h": self.original}, "HostName", "") if name else self.original
+        setting = self.first("hostname")
+        if setting is None:
+            return self.original
+        return expand(setting.value, {"h": self.original}, setting.name, setting.where)
 
     @property
     def port(self) -> int:
