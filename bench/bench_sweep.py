@@ -1,8 +1,9 @@
 """Sweep a loopback fleet with sweep, parallel-ssh, ClusterShell's clush and ansible ad-hoc.
 
-    python bench/bench_sweep.py --hosts 200 [--forks 32] [--tools sweep,pssh,clush,ansible]
+    python bench/bench_sweep.py --hosts 200 [--forks 32] [--tools sweep,sweep-openssh,pssh,clush,ansible]
 
-One LocalFleet (a real sshd per host, each replaying an H200 capture) serves every tool in turn.
+`sweep` is sweep's own transport (paramiko), `sweep-openssh` the same sweep with `--transport openssh`
+(one system ssh per host). One LocalFleet (a real sshd per host, each replaying an H200 capture) serves every tool in turn.
 Each tool runs in its own child process and must bring back the agent's health.json from every
 host (same payload on stdin, same remote command); the table counts the valid ones. "Controller
 CPU" is the user+system time of that child and every process it waited for (ssh clients, ansible
@@ -36,9 +37,9 @@ KEX = "curve25519-sha256"
 SWEEP = """
 import json, sys
 from sweep.collect.run import run_sweep
-inventory, out, known, forks, limit = sys.argv[1:6]
+inventory, out, known, forks, limit, transport = sys.argv[1:7]
 result = run_sweep(inventory, out=out, forks=int(forks), known_hosts=known, ssh_config=None, limit=limit,
-                   allow_agent=False, look_for_keys=False)
+                   allow_agent=False, look_for_keys=False, transport=transport)
 print(json.dumps({"ok": result.ok, "failed": result.failed}))
 """
 
@@ -108,9 +109,10 @@ def run_tool(tool: str, fleet: LocalFleet, names: list[str], tmp: Path, payload:
     work.mkdir()
     addresses = [fleet.addresses[name] for name in names]
     command = remote_command("python3", len(payload), [])
-    if tool == "sweep":
+    if tool in ("sweep", "sweep-openssh"):
         argv = [sys.executable, "-c", SWEEP, str(fleet.inventory_path), str(work / "run"),
-                str(fleet.known_hosts_path), str(forks), ",".join(names)]
+                str(fleet.known_hosts_path), str(forks), ",".join(names),
+                "openssh" if tool == "sweep-openssh" else "paramiko"]
         wall, cpu, out, err = run_child(argv, env)
         ok = json.loads(out.decode().strip().splitlines()[-1])["ok"] if out.strip() else 0
     elif tool == "pssh":
@@ -154,7 +156,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=200)
     parser.add_argument("--forks", type=int, default=32)
-    parser.add_argument("--tools", default="sweep,pssh,clush,ansible")
+    parser.add_argument("--tools", default="sweep,sweep-openssh,pssh,clush,ansible")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "sweep.md"))
     args = parser.parse_args()
 

@@ -310,6 +310,10 @@ def run(
                                             help="slurm engine, no inventory: this partition's nodes"),
     nodelist: Optional[str] = typer.Option(None, "--nodelist", metavar="NODES",
                                            help="slurm engine, no inventory: these nodes (gpu[01-64])"),
+    transport: Optional[str] = typer.Option(None, "--transport", metavar="paramiko|openssh",
+                                            help="ssh engine: paramiko (sweep's own, default) or openssh (the system "
+                                                 "ssh in BatchMode: every ssh_config option, certificates, GSSAPI, "
+                                                 "smart cards); docs/ssh.md"),
     shard: Optional[str] = typer.Option(None, "--shard", metavar="I/N", help="sweep only the I-th of N shares of the "
                                         "hosts (by a stable hash of the name; report the N run folders together)"),
     shard_by: str = typer.Option("hash", "--shard-by", metavar="hash|index",
@@ -352,6 +356,8 @@ def run(
     from sweep.inventory.formats import InventoryLimits
 
     runner = engine_from_options(engine, partition=partition, nodelist=nodelist)
+    if transport is not None and engine != "ssh":
+        raise SweepError("--transport belongs to the ssh engine", fix="drop --transport, or use --engine ssh")
     if inventory is None and resume is None and engine != "slurm":
         raise SweepError("no inventory given", fix="sweep run INVENTORY.yml, or sweep run --resume RUN_DIR")
     agent_args = (["--deep"] if deep else []) + (["--load", f"{load:g}"] if load > 0 else [])
@@ -359,7 +365,7 @@ def run(
         inventory_path=inventory, limit=limit, out=out, resume=resume, forks=forks,
         accept_new_host_keys=accept_new_host_keys, known_hosts=known_hosts,
         connect_timeout=connect_timeout, host_deadline=host_deadline, agent_args=agent_args,
-        engine=runner, shard=parse_shard(shard) if shard else None, shard_by=shard_by,
+        engine=runner, shard=parse_shard(shard) if shard else None, shard_by=shard_by, transport=transport,
         inventory_limits=InventoryLimits(yaml_values=max_yaml_values, range_hosts=max_range_hosts)), console)
     code = result.exit_code
     keep_history(result.run_dir)

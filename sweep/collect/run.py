@@ -18,8 +18,10 @@ from sweep import exitcodes
 from sweep.collect.engines import create_engine
 from sweep.collect.engines.base import Engine, EngineError, EngineJob
 from sweep.collect.shard import select_shard
+from sweep.collect.ssh.config import SSHSettingRefused
 from sweep.collect.ssh.prober import (FAILURE_CLASSES, KeyFileEncrypted, KeyFileError, KeyFileMissing,
                                       KeyFileWrongPassphrase, Outcome, SSHOptions, load_private_key)
+from sweep.collect.ssh.transports import TRANSPORTS, make_prober
 from sweep.errors import ConfigError, InventoryError, RunFolderError
 from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory
 from sweep.store import RECORD_VERSION, RunFolder, default_run_dir, iso, new_manifest
@@ -98,6 +100,7 @@ def run_sweep(
     shard: tuple[int, int] | None = None,
     shard_by: str = "hash",
     inventory_limits: InventoryLimits = InventoryLimits(),
+    transport: str | None = None,
 ) -> RunResult:
     """Sweep the hosts of an inventory (or finish the run folder `resume`) and record each one.
 
@@ -110,23 +113,27 @@ def run_sweep(
     `engine` runs the agent through "ssh" (sweep's own transport), "ansible" or "slurm", or an engine
     object (`sweep.collect.engines.base.Engine`); the records are the same. `shard` (i, n) sweeps only
     the i-th of n shares of the selected hosts (`sweep.collect.shard`). `inventory_limits` bound YAML
-    alias expansion and host ranges (``--max-yaml-values``, ``--max-range-hosts``).
+    alias expansion and host ranges (``--max-yaml-values``, ``--max-range-hosts``). `transport` is the ssh
+    engine's: "paramiko" (the default; on --resume, the run's) or "openssh" (the system ssh binary);
+    every host's ssh settings are checked before any host is contacted, and what the transport would not
+    honour is a ConfigError naming the option, where it is set, and the fix.
 
     The run folder is locked for the whole sweep (a second sweep on it is refused); SIGTERM ends the
     sweep as Ctrl-C does (state "interrupted", ``--resume`` finishes it). No host can stop the sweep:
     a record that cannot be written as JSON becomes that host's failure record.
     """
     flags = {"connect_timeout": connect_timeout, "host_deadline": host_deadline, "retries": retries}
-    _check_options(forks, resume, limit, flags)
+    _check_options(forks, resume, limit, flags, transport)
     options = _ssh_options(known_hosts, accept_new_host_keys, ssh_config, allow_agent, look_for_keys, key_passphrase)
     agent_args = _agent_args(agent_args, host_deadline)
     runner = create_engine(engine) if isinstance(engine, str) else engine
     if resume is not None:  # 1. resolve the hosts, 2. open the run folder (locked); 3. collect, 4. finish below
-        folder, manifest, inventory, hosts, done = _reopen(resume, inventory_path, loader, runner, options,
-                                                           inventory_limits)
+        folder, manifest, inventory, hosts, done, options = _reopen(
+            resume, inventory_path, loader, runner, options, inventory_limits, transport)
     else:
+        options = replace(options, transport=transport or "paramiko")
         inventory = _inventory(inventory_path, loader, runner, inventory_limits)
-        hosts = _select(inventory, limit, shard, shard_by, options)
+        hosts = _select(inventory, limit, shard, shard_by, options, runner)
         folder = RunFolder.create(out if out is not None else default_run_dir(inventory.path, reports_dir))
         manifest = new_manifest(inventory.path, inventory.snapshot(), [host.name for host in hosts], _run_options(
             limit, forks, options, flags, agent_args, loader, runner.name, shard, shard_by))
@@ -148,8 +155,21 @@ def _run_options(limit, forks, options: SSHOptions, flags, agent_args, loader, e
     """The options of a new run, as its manifest keeps them."""
     return {"limit": limit, "forks": forks, "accept_new_host_keys": options.accept_new_host_keys,
             "known_hosts": list(options.known_hosts[:-1]), **flags, "agent_args": agent_args,
-            "loader": loader, "engine": engine,
+            "loader": loader, "engine": engine, "transport": options.transport if engine == "ssh" else None,
             "shard": None if shard is None else {"index": shard[0], "count": shard[1], "by": shard_by}}
+
+
+def _check_ssh_settings(runner: Engine, hosts: Sequence[Host], options: SSHOptions) -> None:
+    """Before any host is contacted: every host's ssh settings (inventory args, ssh_config) honoured by
+    the run's transport, or a ConfigError naming the first refused one, where it is set and the fix."""
+    if runner.name != "ssh":
+        return
+    checker = make_prober(options.transport, b"", (), options)
+    for host in hosts:
+        try:
+            checker.check(host)
+        except SSHSettingRefused as refused:
+            raise ConfigError(refused.message, where=refused.where) from None
 
 
 def _ssh_options(known_hosts, accept_new_host_keys: bool, ssh_config: str | None, allow_agent: bool,
@@ -164,19 +184,22 @@ def _ssh_options(known_hosts, accept_new_host_keys: bool, ssh_config: str | None
 
 
 def _select(inventory: Inventory, limit: str | None, shard: tuple[int, int] | None, shard_by: str,
-            options: SSHOptions) -> list[Host]:
-    """The hosts a new run sweeps (--limit, then --shard), their key files checked."""
+            options: SSHOptions, runner: Engine) -> list[Host]:
+    """The hosts a new run sweeps (--limit, then --shard), their key files and ssh settings checked."""
     hosts = inventory.select(limit)
     if shard is not None:
         hosts = select_shard(hosts, *shard, by=shard_by)
     _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
+    _check_ssh_settings(runner, hosts, options)
     return hosts
 
 
 def _reopen(resume: str | Path, inventory_path: str | Path | None, loader: str, runner: Engine,
-            options: SSHOptions, limits: InventoryLimits) -> tuple[RunFolder, dict, Inventory, list[Host], dict]:
+            options: SSHOptions, limits: InventoryLimits, transport: str | None
+            ) -> tuple[RunFolder, dict, Inventory, list[Host], dict, SSHOptions]:
     """An interrupted run's folder (locked), manifest, inventory, hosts (as the inventory describes them
-    now) and the records already kept; the lock is released again when any of it is refused."""
+    now), the records already kept and the SSH options (the run's transport unless `transport`); the lock
+    is released again when any of it is refused."""
     folder = RunFolder.open(resume)
     try:
         manifest = folder.read_manifest()
@@ -191,6 +214,8 @@ def _reopen(resume: str | Path, inventory_path: str | Path | None, loader: str, 
                 where=str(inventory.path), fix="resume with the inventory the run started from")
         hosts = [by_name[name] for name in names]
         _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
+        options = replace(options, transport=transport or manifest.get("options", {}).get("transport") or "paramiko")
+        _check_ssh_settings(runner, hosts, options)
         done = folder.read_records()
         for host in hosts:  # before any host is contacted: no record goes onto another host's file
             if host.name not in done:
@@ -198,7 +223,7 @@ def _reopen(resume: str | Path, inventory_path: str | Path | None, loader: str, 
     except BaseException:
         folder.close()
         raise
-    return folder, manifest, inventory, hosts, done
+    return folder, manifest, inventory, hosts, done, options
 
 
 class _Tally:
@@ -270,7 +295,9 @@ def _collect(runner: Engine, todo: list[Host], folder: RunFolder, manifest: dict
     return "complete"
 
 
-def _check_options(forks: int, resume: Any, limit: str | None, flags: dict[str, Any]) -> None:
+def _check_options(forks: int, resume: Any, limit: str | None, flags: dict[str, Any], transport: str | None) -> None:
+    if transport not in (None, *TRANSPORTS):
+        raise ConfigError(f"--transport {transport!r} is unknown", fix=f"use one of {', '.join(TRANSPORTS)}")
     if forks < 1:
         raise ConfigError(f"--forks is {forks}; it must be 1 or more", fix="pass --forks 32, say")
     if resume is not None and limit:

@@ -83,7 +83,7 @@ class FleetHost:
     delay_s: float = 0.0  # kinds "slow" and "slow_banner"
     drops: int = 1  # kind "flaky"
     script: str | None = None  # a shell script body run as the host's python (any kind that runs python)
-    sshd_options: tuple[str, ...] = ()  # extra sshd_config lines, e.g. ("MaxStartups 2:100:2",)
+    sshd_options: tuple[str, ...] = ()  # sshd_config lines that win over the template, e.g. ("MaxStartups 2:100:2",)
     aliases: tuple[str, ...] = ()  # more inventory names for this same sshd (same address and key)
 
 
@@ -382,10 +382,12 @@ class LocalFleet:
                 del env["SWEEP_REPLAY_HOSTNAME"]  # sshd_config cannot carry it: the capture's hostname stays
             keys = wd / "keys" / ("no_keys" if host.kind == "bad_auth" else "authorized_keys")
             config = wd / "sshd" / f"{_slug(host.name)}.conf"
-            config.write_text(_SSHD_CONFIG.format(
+            # the host's own lines before and after the template: sshd keeps the first value of most
+            # keywords (LogLevel, TrustedUserCAKeys) and the last of a few (MaxStartups)
+            own = "".join(f"{line}\n" for line in host.sshd_options)
+            config.write_text(own + _SSHD_CONFIG.format(
                 listen=f"{listen[0]}:{listen[1]}", keys=keys,
-                setenv=" ".join(f'"{k}={v}"' for k, v in env.items()))
-                + "".join(f"{line}\n" for line in host.sshd_options))
+                setenv=" ".join(f'"{k}={v}"' for k, v in env.items())) + own)
             log = open(wd / "logs" / f"{_slug(host.name)}.log", "wb")
             try:
                 # -r: no re-exec per connection: measured here, sshd's CPU per connection (a session

@@ -69,6 +69,9 @@ class Host:
     groups: tuple[str, ...]
     vars: Mapping[str, Any] = field(hash=False, repr=False)
     settings: Mapping[str, Any] = field(hash=False, repr=False)
+    ssh_extra_args: str | None = None
+    # where ansible_ssh_common_args / ansible_ssh_extra_args were set (file:line), for messages
+    ssh_args_where: Mapping[str, str] = field(default_factory=dict, hash=False, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -267,6 +270,7 @@ def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str
                                  where=port_where, fix="set it to a whole number from 1 to 65535")
         port = int(port_text)
     _, common_args, common_where = connection("ansible_ssh_common_args")
+    _, extra_args, extra_where = connection("ansible_ssh_extra_args")
     key_file = connection("ansible_private_key_file", "ansible_ssh_private_key_file")[1]
     python = connection("ansible_python_interpreter")[1] or DEFAULT_PYTHON
     memo = {} if frozen_pairs is None else frozen_pairs
@@ -286,6 +290,9 @@ def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str
         python=DEFAULT_PYTHON if python.startswith("auto") else python,
         ssh_common_args=common_args,
         proxy_jump=_proxy_jump(common_args, name, common_where),
+        ssh_extra_args=extra_args,
+        ssh_args_where=MappingProxyType({"ansible_ssh_common_args": common_where,
+                                         "ansible_ssh_extra_args": extra_where}),
         groups=groups if isinstance(groups, tuple) else tuple(sorted(set(groups) - set(IMPLICIT_GROUPS))),
         vars=frozen,
         settings=MappingProxyType({key[len(SETTINGS_PREFIX):]: value for key, value in frozen.items()

@@ -18,7 +18,7 @@ from sweep.demo.loopback import FleetHost, LocalFleet
 from sweep.errors import RunFolderError
 from sweep.inventory.model import Host, load_inventory
 from sweep.collect.run import run_sweep
-from sweep.collect.ssh.config import SSHConfigFile, route
+from sweep.collect.ssh.config import SSHConfigFile
 from sweep.collect.ssh.prober import Prober, SSHOptions
 
 from helpers import read_records as records  # noqa: E402
@@ -244,6 +244,8 @@ def test_a_fleet_on_another_port(tmp_path, monkeypatch):
 
 
 def test_route_takes_the_inventory_over_ssh_config(tmp_path, hermetic_home):
+    """Inventory values stand where Ansible puts them on ssh's command line, before the config: they win.
+    A key file given (-i) is offered first and the config's IdentityFile after it, as OpenSSH does."""
     config = tmp_path / "ssh_config"
     config.write_text("Host gpu*\n  HostName %h.dc1\n  User ops\n  Port 2200\n  IdentityFile ~/.ssh/ops\n"
                       "  ProxyJump jump@bastion:2222,relay\nHost relay\n  User relayer\n")
@@ -254,12 +256,14 @@ def test_route_takes_the_inventory_over_ssh_config(tmp_path, hermetic_home):
                   "vars": {}, "settings": {}}
         return Host(**{**fields, **given})
 
-    hops, target = route(host(), SSHConfigFile(str(config)))
+    *hops, target = SSHConfigFile(str(config)).route(host())
     assert (target.address, target.port, target.user) == ("gpu07.dc1", 2200, "ops")
     assert target.key_files == (str(hermetic_home / ".ssh" / "ops"),)
     assert [(h.address, h.port, h.user) for h in hops] == [("bastion", 2222, "jump"), ("relay", 22, "relayer")]
-    hops, target = route(host(port=22, user="root", key_file="/k", proxy_jump="none"), SSHConfigFile(str(config)))
-    assert (target.port, target.user, target.key_files, hops) == (22, "root", ("/k",), [])
+    *hops, target = SSHConfigFile(str(config)).route(
+        host(port=22, user="root", key_file="/k", ssh_common_args="-o ProxyJump=none"))
+    assert (target.port, target.user, target.key_files, hops) == \
+        (22, "root", ("/k", str(hermetic_home / ".ssh" / "ops")), [])
 
 
 def _bundle() -> bytes:

@@ -1,4 +1,5 @@
-"""The ssh engine: sweep's own transport, one paramiko connection per host, `forks` hosts at a time."""
+"""The ssh engine: one connection per host, `forks` hosts at a time, through the run's transport:
+paramiko (sweep's own, `sweep.collect.ssh.prober`) or the system ssh (`sweep.collect.ssh.openssh`)."""
 from __future__ import annotations
 
 import time
@@ -9,6 +10,7 @@ from typing import Any, Iterator, Sequence
 from sweep.collect.engines.base import Engine, EngineJob
 from sweep.collect.fanout import FanOut
 from sweep.collect.ssh.prober import Outcome, Prober
+from sweep.collect.ssh.transports import make_prober
 from sweep.text import visible
 
 
@@ -25,7 +27,7 @@ class SSHEngine(Engine):
     def bind(self, job: EngineJob) -> "SSHEngine":
         """Give the engine the agent and the run's options; command-line flags win over host settings."""
         self.job = job
-        self._prober = Prober(job.payload, list(job.agent_args), job.options)
+        self._prober = make_prober(job.options.transport, job.payload, job.agent_args, job.options)
         self._fan = FanOut(self._probe, forks=job.forks, on_stop=self._prober.stop)
         return self
 

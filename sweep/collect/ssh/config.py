@@ -1,15 +1,37 @@
-"""``~/.ssh/config``: which address, port, user, keys and ProxyJump hops reach an inventory host.
+"""Which hops reach an inventory host, from the inventory and ssh_config as OpenSSH would read them.
 
-Inventory values win over the config's Host blocks, which win over OpenSSH's defaults.
+The inventory's ``ansible_port``, ``ansible_user`` and ``ansible_ssh_private_key_file`` stand where
+Ansible puts them on ssh's command line (``-o Port=``, ``-o User=``, ``-o IdentityFile=``), then
+``ansible_ssh_common_args`` and ``ansible_ssh_extra_args``; all of them come before the config
+file, so they win (OpenSSH keeps a keyword's first value). ProxyJump is followed as OpenSSH follows
+it: ``-J a,b`` reaches ``b`` through ``a``, and the first hop's own ProxyJump or ProxyCommand applies.
+
+`SSHConfigFile.check(host)` reads everything that applies to a host and each of its hops and
+refuses (`SSHSettingRefused`) what sweep's transport would not carry out, before any host is contacted.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from pathlib import Path
+import shlex
+import threading
+from dataclasses import dataclass, replace
 from typing import Any
 
-import paramiko
+from sweep.collect.ssh.openssh_config import (ConfigReader, Resolved, Setting, SSHArgsError, SSHConfigError,
+                                              command_line, expand, local_tokens, pattern_list_match, tilde)
+from sweep.collect.ssh.policy import KEYWORDS, SSHOptionRefused, check
+
+MAX_JUMPS = 8
+FIX = ("drop it for these hosts, or sweep with --transport openssh (OpenSSH itself then reads "
+       "every option); docs/ssh.md lists what sweep's own transport honours")
+
+
+class SSHSettingRefused(Exception):
+    """An ssh option, config line or argument a host's connection cannot honour; `where` says where it is."""
+
+    def __init__(self, message: str, where: str):
+        super().__init__(message)
+        self.message, self.where = message, where
 
 
 @dataclass(frozen=True)
@@ -21,20 +43,17 @@ class Hop:
     user: str
     key_files: tuple[str, ...]
     key_alias: str
-
-
-class SSHConfigFile:
-    """``~/.ssh/config`` read once (paramiko.SSHConfig); an absent file answers nothing."""
-
-    def __init__(self, path: str | None):
-        self.config = None
-        if path:
-            full = Path(os.path.expanduser(path))
-            if full.is_file():
-                self.config = paramiko.SSHConfig.from_path(str(full))
-
-    def lookup(self, name: str) -> dict:
-        return dict(self.config.lookup(name)) if self.config is not None else {}
+    cert_files: tuple[str, ...] = ()
+    proxy_command: str | None = None  # tokens expanded; run by the shell as the connection (first hop only)
+    agent: bool = True  # IdentityAgent none / IdentitiesOnly yes: no agent keys
+    known_hosts: tuple[str, ...] = ()  # UserKnownHostsFile, expanded; () = the run's default
+    accept_new: bool = False  # StrictHostKeyChecking accept-new
+    connect_timeout: float | None = None
+    compression: bool = False
+    keepalive_s: int = 0
+    bind_address: str | None = None
+    family: str = "any"
+    tcp_keepalive: bool = True
 
 
 def _local_user() -> str:
@@ -46,23 +65,125 @@ def _local_user() -> str:
         return "root"
 
 
-def _hop(name: str, config: SSHConfigFile, *, port: int | None = None, user: str | None = None,
-         key_file: str | None = None) -> tuple[Hop, str | None]:
-    """A Hop for `name`, inventory values over ssh config over defaults; and its config ProxyJump."""
-    found = config.lookup(name)
-    address = found.get("hostname") or name
-    port = port or int(found.get("port") or 22)
-    keys = [key_file] if key_file else []
-    keys += [os.path.expanduser(k) for k in found.get("identityfile") or [] if not key_file]
-    alias = found.get("hostkeyalias") or address
-    hop = Hop(address, port, user or found.get("user") or _local_user(),
-              tuple(os.path.expanduser(k) for k in keys), alias)
-    jump = found.get("proxyjump")
-    return hop, None if not jump or jump.lower() == "none" else jump
+def inventory_settings(host: Any) -> list[Setting]:
+    """The host's connection variables and ssh arguments, as the command-line settings they are."""
+    where = getattr(host, "ssh_args_where", None) or {}
+    out = []
+    if host.port:
+        out.append(Setting("port", (str(host.port),), f"{host.name}: ansible_port", "ansible_port"))
+    if host.key_file:
+        out.append(Setting("identityfile", (host.key_file,), f"{host.name}: ansible_ssh_private_key_file",
+                           "ansible_ssh_private_key_file"))
+    if host.user:
+        out.append(Setting("user", (host.user,), f"{host.name}: ansible_user", "ansible_user"))
+    for var, text in (("ansible_ssh_common_args", host.ssh_common_args),
+                      ("ansible_ssh_extra_args", getattr(host, "ssh_extra_args", None))):
+        origin = where.get(var) or "the inventory"
+        try:
+            out += [replace(s, spelled=f"{var} {s.spelled}") for s in command_line(text, origin)]
+        except SSHArgsError as exc:
+            raise SSHSettingRefused(f"{host.name}: {var} {exc}", origin) from None
+    return out
 
 
-def _parse_jump(spec: str) -> tuple[str, int | None, str | None]:
-    """``[user@]host[:port]`` (or ``ssh://user@host:port``) of one ProxyJump entry."""
+class SSHConfigFile:
+    """An ssh_config file (``~/.ssh/config`` by default) read as OpenSSH reads it; absent: nothing applies.
+
+    Routes are worked out once per host (Match exec runs once) and kept for the sweep.
+    """
+
+    def __init__(self, path: str | None, *, local_user: str | None = None):
+        full = tilde(path) if path else None
+        self.path = full if full and os.path.isfile(full) else None
+        self.local_user = local_user or _local_user()
+        self.reader = ConfigReader(self.path, local_user=self.local_user)
+        self._routes: dict[str, list[Hop]] = {}
+        self._lock = threading.Lock()
+
+    def route(self, host: Any) -> list[Hop]:
+        """The hops that reach `host`, first to last (the last is the host itself)."""
+        with self._lock:
+            found = self._routes.get(host.name)
+        if found is None:
+            found = self.check(host)
+        return found
+
+    def check(self, host: Any) -> list[Hop]:
+        """Read and check everything that applies to `host`; SSHSettingRefused names the first refusal."""
+        try:
+            hops = self._chain(host.address, inventory_settings(host), 0, host.name)
+        except SSHConfigError as exc:
+            raise SSHSettingRefused(f"{host.name}: ssh_config {exc.message}", exc.where) from None
+        with self._lock:
+            self._routes[host.name] = hops
+        return hops
+
+    def _chain(self, name: str, given: list[Setting], depth: int, host_name: str) -> list[Hop]:
+        if depth > MAX_JUMPS:
+            raise SSHSettingRefused(f"{host_name}: ProxyJump goes more than {MAX_JUMPS} hops deep (a loop?)",
+                                    self.path or "the inventory")
+        resolved = self.reader.resolve(name, given)
+        ignore = (resolved.get("ignoreunknown") or "").lower()
+        for setting in resolved.settings:
+            if ignore and setting.keyword not in KEYWORDS and pattern_list_match(setting.keyword, ignore):
+                continue  # OpenSSH skips an unknown keyword that IgnoreUnknown names
+            try:
+                check(setting)
+            except SSHOptionRefused as exc:
+                raise SSHSettingRefused(
+                    f"{host_name}: {setting.name} {setting.value} {exc.why}; {FIX}", setting.where) from None
+        hop = self._hop(resolved)
+        jump = resolved.first("proxyjump")
+        if jump is None or jump.value.lower() == "none":
+            return [hop]
+        specs = [s.strip() for s in jump.value.split(",") if s.strip()]
+        last_name, port, user = parse_jump(specs[-1], jump.where, host_name)
+        if last_name.lower() == name.lower() and int(port or resolved.port) == resolved.port and \
+                (user or self.local_user) == resolved.user(self.local_user):
+            raise SSHSettingRefused(f"{host_name}: ProxyJump {jump.value} makes {name} jump via itself (OpenSSH: "
+                                    "jumphost loop); fix the ProxyJump for this host", jump.where)
+        via = [Setting(key, (value,), jump.where, key) for key, value in (("port", port), ("user", user)) if value]
+        if len(specs) > 1:
+            via.append(Setting("proxyjump", (",".join(specs[:-1]),), jump.where, "ProxyJump"))
+        return [*self._chain(last_name, via, depth + 1, host_name), hop]
+
+    def _hop(self, resolved: Resolved) -> Hop:
+        user = resolved.user(self.local_user)
+        tokens = local_tokens(resolved, user, self.local_user)
+
+        def files(keyword: str) -> tuple[str, ...]:
+            return tuple(tilde(expand(s.value, tokens, s.name, s.where)) for s in resolved.all(keyword)
+                         if s.value.lower() != "none")
+
+        proxy = resolved.first("proxycommand")
+        command = None
+        if proxy is not None and proxy.value.lower() != "none":
+            command = expand(proxy.value, {"h": resolved.hostname, "p": str(resolved.port), "r": user,
+                                           "n": resolved.original}, "ProxyCommand", proxy.where)
+        known = resolved.first("userknownhostsfile")
+        known_files = tuple(tilde(expand(f, tokens, known.name, known.where)) for f in shlex.split(known.value)
+                            ) if known is not None else ()
+        agent = (resolved.get("identityagent") or "").lower() != "none" and \
+            (resolved.get("identitiesonly") or "no").lower() not in ("yes", "true")
+        timeout = resolved.get("connecttimeout")
+        return Hop(
+            address=resolved.hostname, port=resolved.port, user=user, key_files=files("identityfile"),
+            key_alias=resolved.get("hostkeyalias") or resolved.hostname, cert_files=files("certificatefile"),
+            proxy_command=command, agent=agent, known_hosts=known_files,
+            accept_new=(resolved.get("stricthostkeychecking") or "").lower() == "accept-new",
+            connect_timeout=float(timeout) if timeout and timeout.isdigit() else None,
+            compression=_yes(resolved.get("compression")), keepalive_s=int(resolved.get("serveraliveinterval") or 0),
+            bind_address=resolved.get("bindaddress"), family=(resolved.get("addressfamily") or "any").lower(),
+            tcp_keepalive=_yes(resolved.get("tcpkeepalive") or "yes"),
+        )
+
+
+def _yes(value: str | None) -> bool:
+    return (value or "").lower() in ("yes", "true", "on")
+
+
+def parse_jump(spec: str, where: str = "", host_name: str = "") -> tuple[str, str | None, str | None]:
+    """``[user@]host[:port]`` (or ``ssh://user@host:port``) of one ProxyJump entry: (host, port, user)."""
     spec = spec.strip()
     if spec.startswith("ssh://"):
         spec = spec[len("ssh://"):]
@@ -70,22 +191,12 @@ def _parse_jump(spec: str) -> tuple[str, int | None, str | None]:
     port = None
     if rest.startswith("["):
         host, _, tail = rest[1:].partition("]")
-        port = int(tail[1:]) if tail.startswith(":") else None
+        port = tail[1:] if tail.startswith(":") else None
     elif rest.count(":") == 1:
-        host, _, port_text = rest.partition(":")
-        port = int(port_text)
+        host, _, port = rest.partition(":")
     else:
         host = rest
+    if port is not None and not port.isdigit():
+        raise SSHSettingRefused(f"{host_name}: ProxyJump {spec!r} has a port that is not a number; fix the port",
+                                where)
     return host, port, user or None
-
-
-def route(host: Any, config: SSHConfigFile) -> tuple[list[Hop], Hop]:
-    """The jump hops (in order) and the final hop that reach an inventory host."""
-    target, config_jump = _hop(host.address, config, port=host.port, user=host.user, key_file=host.key_file)
-    jump = host.proxy_jump or config_jump
-    hops = []
-    if jump and jump.lower() != "none":
-        for spec in jump.split(","):
-            name, port, user = _parse_jump(spec)
-            hops.append(_hop(name, config, port=port, user=user)[0])
-    return hops, target

@@ -20,6 +20,7 @@ so a `Watchdog` thread (`sweep.collect.ssh.watchdog`) shuts the socket of any at
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
 import errno
 import json
@@ -37,7 +38,9 @@ import paramiko
 from sweep.collect.bundle import TOO_OLD_MARK, remote_command
 from sweep.collect.ssh.hostkeys import HostKeyStore, KnownHostsPolicy, UnknownHostKey, known_hosts_name
 from sweep.collect.schema import health_problem
-from sweep.collect.ssh.config import Hop, SSHConfigFile, route
+from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
+from sweep.collect.ssh.config import Hop, SSHConfigFile
+from sweep.collect.ssh.proxy import ShellProxyCommand
 from sweep.strictjson import DepthError, loads as strict_loads
 from sweep.text import visible
 from sweep.collect.ssh.watchdog import Attempt, Watchdog
@@ -70,6 +73,7 @@ class SSHOptions:
     output_limit: int = 16 * 1024 * 1024
     stderr_limit: int = 64 * 1024
     fast_kex: bool = True
+    transport: str = "paramiko"  # or "openssh": the system ssh binary (sweep.collect.ssh.openssh)
     backoff_s: float = 0.5
     # for encrypted key files (SWEEP_KEY_PASSPHRASE); never written anywhere, kept out of repr
     key_passphrase: str | None = field(default=None, repr=False)
@@ -182,21 +186,52 @@ class Prober:
         self.agent_args = list(agent_args)
         self.options = options
         self.keys = HostKeyStore(options.known_hosts, accept_new=options.accept_new_host_keys)
+        self._stores: dict[tuple[tuple[str, ...], bool], HostKeyStore] = {}
         self.config = SSHConfigFile(options.ssh_config)
         self.watchdog = watchdog or Watchdog()
         self.stopping = threading.Event()
-        self._pkeys: dict[tuple[str, ...], paramiko.PKey | None] = {}
+        self._pkeys: dict[tuple[tuple[str, ...], tuple[str, ...]], paramiko.PKey | None] = {}
+        self._lock = threading.Lock()
 
-    def _pkey(self, key_files: tuple[str, ...]) -> paramiko.PKey | None:
-        """The one key file of a hop, read once per sweep (None: let paramiko read and report it)."""
-        if len(key_files) != 1:
+    def check(self, host: Any) -> None:
+        """Refuse (SSHSettingRefused) what this host's ssh settings ask and this transport would not do."""
+        self.config.check(host)
+
+    def _store(self, hop: Hop) -> HostKeyStore:
+        """The host keys a hop is checked against: the run's files, then the config's UserKnownHostsFile."""
+        if not hop.known_hosts and not hop.accept_new:
+            return self.keys
+        key = (hop.known_hosts, hop.accept_new)
+        with self._lock:
+            if key not in self._stores:
+                files = (*self.options.known_hosts[:-1], *(hop.known_hosts or self.options.known_hosts[-1:]))
+                self._stores[key] = HostKeyStore(files, accept_new=self.options.accept_new_host_keys or hop.accept_new)
+            return self._stores[key]
+
+    def _pkey(self, hop: Hop) -> paramiko.PKey | None:
+        """The one key file of a hop with its certificate (``-cert.pub`` beside it, or a CertificateFile),
+        read once per sweep (None: let paramiko read and report it)."""
+        present = _present(hop.key_files)
+        if len(present) != 1:
             return None
-        if key_files not in self._pkeys:
-            try:
-                self._pkeys[key_files] = load_private_key(key_files[0], self.options.key_passphrase)
-            except KeyFileError:
-                self._pkeys[key_files] = None
-        return self._pkeys[key_files]
+        index = (present, hop.cert_files)
+        with self._lock:
+            if index in self._pkeys:
+                return self._pkeys[index]
+        try:
+            pkey = load_private_key(present[0], self.options.key_passphrase)
+        except KeyFileError:
+            pkey = None
+        if pkey is not None:
+            for cert in (*hop.cert_files, present[0] + "-cert.pub"):
+                try:
+                    pkey.load_certificate(cert)
+                    break
+                except (OSError, ValueError, paramiko.SSHException):
+                    continue  # not this key's certificate: OpenSSH skips it too
+        with self._lock:
+            self._pkeys[index] = pkey
+        return pkey
 
     def stop(self) -> None:
         """Ctrl-C: no new attempt starts, and every attempt in flight is shut now."""
@@ -241,11 +276,13 @@ class Prober:
         token = self.watchdog.watch(deadline, attempt)
         phase, hop = "connect", None
         try:
-            hops, target = route(host, self.config)
             client = None
             sock = None
-            for hop in [*hops, target]:
-                if client is None:
+            for hop in self.config.route(host):
+                if client is None and hop.proxy_command:
+                    sock = ShellProxyCommand(hop.proxy_command)
+                    attempt.add(sock)
+                elif client is None:
                     sock = _tcp_connect(host.name, hop, opts, deadline, attempt)
                 else:
                     sock = _open_tunnel(host.name, client, hop, deadline)
@@ -268,27 +305,41 @@ class Prober:
              attempt: Attempt) -> paramiko.SSHClient:
         client = paramiko.SSHClient()
         attempt.add(client)
+        keys = self._store(hop)
         key_name = known_hosts_name(hop.key_alias, hop.port)
-        known, _ = self.keys.known(key_name)
+        known, _ = keys.known(key_name)
         for keytype, key in known.items():
             client.get_host_keys().add(key_name, keytype, key)
-        client.set_missing_host_key_policy(KnownHostsPolicy(self.keys))
-        step = max(0.1, min(opts.connect_timeout, deadline - time.monotonic()))
-        pkey = self._pkey(hop.key_files)
+        client.set_missing_host_key_policy(KnownHostsPolicy(keys))
+        step = max(0.1, min(hop.connect_timeout or opts.connect_timeout, deadline - time.monotonic()))
+        pkey = self._pkey(hop)
         try:
             client.connect(
                 hostname=hop.key_alias, port=hop.port, username=hop.user, sock=sock,
-                pkey=pkey, key_filename=None if pkey else list(hop.key_files) or None,
+                pkey=pkey, key_filename=None if pkey else list(_present(hop.key_files)) or None,
                 passphrase=None if pkey else opts.key_passphrase,
-                allow_agent=opts.allow_agent,
-                look_for_keys=opts.look_for_keys, timeout=min(2 * step, max(0.1, deadline - time.monotonic())),
+                allow_agent=opts.allow_agent and hop.agent, compress=hop.compression,
+                look_for_keys=opts.look_for_keys and hop.agent,
+                timeout=min(2 * step, max(0.1, deadline - time.monotonic())),
                 banner_timeout=step, auth_timeout=step,
                 channel_timeout=step, transport_factory=_FastTransport if opts.fast_kex else None,
             )
         except UnknownHostKey:
-            raise _unknown_key(name, hop, client, self.keys) from None
+            raise _unknown_key(name, hop, client, keys) from None
         except paramiko.BadHostKeyException as exc:
-            raise _changed_key(name, hop, key_name, exc, self.keys) from None
+            raise _changed_key(name, hop, key_name, exc, keys) from None
+        except paramiko.AuthenticationException as exc:
+            raise _auth_failed(name, hop, exc, pkey, opts) from None
+        except Exception as exc:
+            if isinstance(sock, ShellProxyCommand) and (sock.closed or sock.said()):
+                said = sock.said() or f"exit {sock.process.poll()}, nothing on stderr"
+                raise HostFailure("refused", (
+                    f"{name}: the ProxyCommand for {hop.address} ({visible(hop.proxy_command[:200], keep='')}) "
+                    f"ended before an SSH session was up ({said}); check the ProxyCommand and the host "
+                    "behind it")) from exc
+            raise
+        if hop.keepalive_s:
+            client.get_transport().set_keepalive(hop.keepalive_s)
         return client
 
     def _run_agent(self, host: Any, client: paramiko.SSHClient, opts: SSHOptions,
@@ -377,9 +428,17 @@ def _whole_json(out: bytes | bytearray) -> bool:
     return True
 
 
+def _present(key_files: tuple[str, ...]) -> tuple[str, ...]:
+    """The key files that exist: OpenSSH skips an IdentityFile that is not there."""
+    return tuple(k for k in key_files if os.path.isfile(k))
+
+
+_FAMILIES = {"any": socket.AF_UNSPEC, "inet": socket.AF_INET, "inet6": socket.AF_INET6}
+
+
 def _tcp_connect(name: str, hop: Hop, opts: SSHOptions, deadline: float, attempt: Attempt) -> socket.socket:
     try:
-        infos = socket.getaddrinfo(hop.address, hop.port, type=socket.SOCK_STREAM)
+        infos = socket.getaddrinfo(hop.address, hop.port, _FAMILIES.get(hop.family, 0), socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise HostFailure("dns", (
             f"{name}: cannot resolve '{hop.address}' ({exc.strerror}); fix the name or set "
@@ -388,13 +447,16 @@ def _tcp_connect(name: str, hop: Hop, opts: SSHOptions, deadline: float, attempt
     for family, kind, proto, _, addr in infos:
         sock = socket.socket(family, kind, proto)
         attempt.add(sock)
-        sock.settimeout(max(0.05, min(opts.connect_timeout, deadline - time.monotonic())))
+        sock.settimeout(max(0.05, min(hop.connect_timeout or opts.connect_timeout, deadline - time.monotonic())))
         try:
+            if hop.bind_address:
+                sock.bind((hop.bind_address, 0))
             sock.connect(addr)
         except OSError as exc:
             last = exc
             continue
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1 if hop.tcp_keepalive else 0)
         sock.settimeout(None)
         return sock
     assert last is not None
@@ -536,6 +598,43 @@ def _classify(name: str, exc: BaseException, phase: str, opts: SSHOptions, hop: 
             f"{name}: no SSH session could be set up ({type(exc).__name__}: {text}); check the host's sshd"))
     return HostFailure("agent_error", (
         f"{name}: the session broke while the agent ran ({type(exc).__name__}: {text}); sweep the host again"))
+
+
+def _certificates(hop: Hop, pkey: paramiko.PKey | None, opts: SSHOptions) -> list[Certificate]:
+    """The certificates this hop offered: its key's (or the files beside its keys and its CertificateFiles),
+    and the agent's."""
+    found: list[Certificate] = []
+    candidates = [c for c in (*hop.cert_files, *(k + "-cert.pub" for k in _present(hop.key_files)))
+                  if os.path.isfile(c)]
+    blob = pkey.public_blob.key_blob if pkey is not None and pkey.public_blob is not None else None
+    for path in candidates:
+        try:
+            if blob is None or base64.b64decode(open(path, "rb").read().split()[1]) == blob:
+                found.append(read_file(path))
+        except (CertificateError, OSError, IndexError, ValueError):
+            continue
+    if opts.allow_agent and hop.agent:
+        found += agent_certificates()
+    return found
+
+
+def _auth_failed(name: str, hop: Hop, exc: Exception, pkey: paramiko.PKey | None, opts: SSHOptions) -> HostFailure:
+    """`auth`, naming the certificates offered and why each would be refused (the server has the last word)."""
+    at = f"{hop.user}@{hop.address}" + (f":{hop.port}" if hop.port != 22 else "")
+    text = visible(str(exc), keep="") or type(exc).__name__
+    certs = _certificates(hop, pkey, opts)
+    reasons = [f"{cert.describe()} {cert.problem(hop.user)}" for cert in certs if cert.problem(hop.user)]
+    if reasons:
+        return HostFailure("auth", f"{name}: authentication as {at} failed: {'; '.join(reasons)}; "
+                                   "get a certificate valid for this user now from your CA")
+    if certs:
+        listed = ", ".join(cert.describe() for cert in certs)
+        return HostFailure("auth", f"{name}: authentication as {at} failed ({text}): the host refused "
+                                   f"{listed}, valid for {hop.user!r} now; check that the host's "
+                                   "TrustedUserCAKeys holds the CA that signed it")
+    return HostFailure("auth", (
+        f"{name}: authentication as {at} failed ({text}); check ansible_user and "
+        "ansible_ssh_private_key_file, and that the key is in the host's authorized_keys (ssh-copy-id)"))
 
 
 def _unknown_key(name: str, hop: Hop, client: paramiko.SSHClient, keys: HostKeyStore) -> HostFailure:

@@ -72,10 +72,17 @@ class Attempt:
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         self._clients: list[paramiko.SSHClient] = []
+        self._processes: list = []
 
     def add(self, thing) -> None:
+        """A socket, an SSHClient, or a process (anything with ``kill()``: a ProxyCommand, an ssh)."""
         with self._lock:
-            (self._clients if isinstance(thing, paramiko.SSHClient) else self._sockets).append(thing)
+            if isinstance(thing, paramiko.SSHClient):
+                self._clients.append(thing)
+            elif hasattr(thing, "kill"):
+                self._processes.append(thing)
+            else:
+                self._sockets.append(thing)
             aborted = self.aborted
         if aborted:
             self._shut()
@@ -87,6 +94,8 @@ class Attempt:
         self._shut()
 
     def _shut(self) -> None:
+        for process in list(self._processes):
+            process.kill()
         for sock in list(self._sockets):
             try:
                 sock.shutdown(socket.SHUT_RDWR)
@@ -94,6 +103,8 @@ class Attempt:
                 pass
 
     def close(self) -> None:
+        for process in self._processes:
+            getattr(process, "close", process.kill)()  # a ProxyCommand is also reaped
         for client in reversed(self._clients):
             try:
                 client.close()

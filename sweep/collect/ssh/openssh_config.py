@@ -1,0 +1,402 @@
+"""ssh_config read as OpenSSH 9 reads it, for one host at a time, every value with where it came from.
+
+`resolve()` follows readconf.c: command-line options (``-o``, ``-l``, ``-p``, ``-i``, ``-J``, from the
+inventory) first, then the config file; the first value of a keyword wins, except the keywords that
+accumulate (IdentityFile, CertificateFile, SendEnv, SetEnv, the forwardings). ``Host`` patterns
+match the host as given (lower-cased), ``Match host`` the HostName set so far; ``Include`` is read
+in place (relative paths under ``~/.ssh``, globs sorted) and cannot change the enclosing block.
+What OpenSSH does that this reader does not (``Match canonical/final/localnetwork``, a token
+it does not know) is a `SSHConfigError`, never a guess. The tests hold it to ``ssh -G``.
+"""
+from __future__ import annotations
+
+import fnmatch
+import glob
+import os
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_INCLUDE_DEPTH = 16
+ACCUMULATE = {"identityfile", "certificatefile", "sendenv", "setenv", "localforward", "remoteforward",
+              "dynamicforward"}
+STRUCTURE = {"host", "match", "include"}
+# readconf.c's old names for keywords, and the keywords it reads and ignores (deprecated, unsupported)
+ALIASES = {"challengeresponseauthentication": "kbdinteractiveauthentication",
+           "skeyauthentication": "kbdinteractiveauthentication", "tisauthentication": "kbdinteractiveauthentication",
+           "pubkeyacceptedkeytypes": "pubkeyacceptedalgorithms", "hostbasedkeytypes": "hostbasedacceptedalgorithms",
+           "dsaauthentication": "pubkeyauthentication", "identityfile2": "identityfile",
+           "smartcarddevice": "pkcs11provider"}
+IGNORED_BY_OPENSSH = {"protocol", "cipher", "fallbacktorsh", "globalknownhostsfile2", "rhostsauthentication",
+                      "userknownhostsfile2", "useroaming", "usersh", "useprivilegedport", "afstokenpassing",
+                      "kerberosauthentication", "kerberostgtpassing", "rsaauthentication",
+                      "rhostsrsaauthentication", "compressionlevel", "useblacklistedkeys"}
+
+
+class SSHConfigError(Exception):
+    """An ssh_config line sweep cannot read as OpenSSH would; `where` is file:line."""
+
+    def __init__(self, message: str, where: str):
+        super().__init__(message)
+        self.message, self.where = message, where
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One keyword's value for a host: the words after the keyword, and the file:line (or inventory var)."""
+
+    keyword: str  # lower case
+    args: tuple[str, ...]
+    where: str
+    spelled: str = ""  # as written
+
+    @property
+    def value(self) -> str:
+        return " ".join(self.args)
+
+    @property
+    def name(self) -> str:
+        return self.spelled or self.keyword
+
+
+@dataclass
+class Resolved:
+    """Everything that applies to one host, in the order OpenSSH met it."""
+
+    original: str
+    settings: list[Setting] = field(default_factory=list)
+
+    def first(self, keyword: str) -> Setting | None:
+        for setting in self.settings:
+            if setting.keyword == keyword:
+                return setting
+        return None
+
+    def get(self, keyword: str, default: str | None = None) -> str | None:
+        found = self.first(keyword)
+        return found.value if found is not None else default
+
+    def all(self, keyword: str) -> list[Setting]:
+        return [s for s in self.settings if s.keyword == keyword]
+
+    @property
+    def hostname(self) -> str:
+        setting = self.first("hostname")
+        if setting is None:
+            return self.original
+        return expand(setting.value, {"h": self.original}, setting.name, setting.where)
+
+    @property
+    def port(self) -> int:
+        setting = self.first("port")
+        if setting is None:
+            return 22
+        if not setting.value.isdigit() or not 0 < int(setting.value) < 65536:
+            raise SSHConfigError(f"{setting.name} {setting.value} is not a port number (1 to 65535)", setting.where)
+        return int(setting.value)
+
+    def user(self, local_user: str) -> str:
+        return self.get("user") or local_user
+
+
+def split_line(line: str) -> list[str]:
+    """A config line's words as OpenSSH's argv_split sees them (double quotes group; ``key=value``)."""
+    line = line.strip()
+    match = re.match(r"([A-Za-z0-9]+)\s*(?:=\s*|\s+|$)(.*)$", line)
+    if not match:
+        raise ValueError("no keyword")
+    words = [match.group(1)]
+    rest = match.group(2)
+    lexer = shlex.shlex(rest, posix=True)
+    lexer.whitespace_split = True
+    lexer.quotes = '"'
+    lexer.escape = ""
+    lexer.commenters = ""
+    words += list(lexer)
+    return words
+
+
+def _strip_comment(words: list[str]) -> list[str]:
+    for index, word in enumerate(words):
+        if index and word.startswith("#"):
+            return words[:index]
+    return words
+
+
+def expand(text: str, tokens: dict[str, str], keyword: str, where: str) -> str:
+    """OpenSSH's percent_expand: every %x must be one of `tokens` (or %%), else SSHConfigError."""
+    out, i = [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "%":
+            out.append(ch)
+            i += 1
+            continue
+        key = text[i + 1:i + 2]
+        if key == "%":
+            out.append("%")
+        elif key in tokens:
+            out.append(tokens[key])
+        else:
+            allowed = ", ".join(f"%{k}" for k in ("%", *tokens))
+            raise SSHConfigError(f"{keyword} uses the token %{key}, which OpenSSH does not accept there "
+                                 f"(or sweep cannot expand); it accepts {allowed}", where)
+        i += 2
+    return "".join(out)
+
+
+def tilde(path: str) -> str:
+    return os.path.expanduser(path)
+
+
+def pattern_list_match(name: str, patterns: str) -> bool:
+    """OpenSSH's match_pattern_list: comma-separated, ``!`` negates and vetoes, case-sensitive."""
+    result = False
+    for pattern in patterns.split(","):
+        negated = pattern.startswith("!")
+        if negated:
+            pattern = pattern[1:]
+        if fnmatch.fnmatchcase(name, pattern):
+            if negated:
+                return False
+            result = True
+    return result
+
+
+class ConfigReader:
+    """One ssh_config file (user config rules: relative Includes under ~/.ssh), read per host."""
+
+    def __init__(self, path: str | None, *, local_user: str = "root"):
+        self.path = tilde(path) if path else None
+        self.local_user = local_user
+        self._lines: dict[str, list[str]] = {}  # each file read once per sweep
+
+    def resolve(self, host: str, command_line: list[Setting] = ()) -> Resolved:
+        """What applies to `host` (as ``ssh ... host``), command-line settings first."""
+        resolved = Resolved(original=host.lower())
+        seen: set[str] = set()
+        for setting in command_line:
+            self._take(resolved, setting, seen)
+        if self.path and os.path.isfile(self.path):
+            self._read(self.path, resolved, seen, active=True, depth=0)
+        return resolved
+
+    @staticmethod
+    def _take(resolved: Resolved, setting: Setting, seen: set[str]) -> None:
+        key = setting.keyword
+        if key in ACCUMULATE:
+            if key in ("identityfile", "certificatefile") and any(  # add_identity_file skips repeats
+                    s.keyword == key and s.args == setting.args for s in resolved.settings):
+                return
+            resolved.settings.append(setting)
+            return
+        if key in ("proxycommand", "proxyjump"):  # whichever comes first disables the other
+            if "proxycommand" in seen or "proxyjump" in seen:
+                return
+        if key in seen:
+            return
+        seen.add(key)
+        resolved.settings.append(setting)
+
+    def _read(self, path: str, resolved: Resolved, seen: set[str], *, active: bool, depth: int,
+              never: bool = False) -> None:
+        if depth > MAX_INCLUDE_DEPTH:
+            raise SSHConfigError(f"Include nested deeper than {MAX_INCLUDE_DEPTH}", path)
+        lines = self._lines.get(path)
+        if lines is None:
+            try:
+                lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError as exc:
+                raise SSHConfigError(f"cannot be read ({exc.strerror})", path) from None
+            self._lines[path] = lines
+        for number, line in enumerate(lines, 1):
+            where = f"{path}:{number}"
+            if not line.strip() or line.strip().startswith("#"):
+                continue
+            try:
+                words = _strip_comment(split_line(line))
+            except ValueError as exc:
+                raise SSHConfigError(f"cannot be split into words ({exc})", where) from None
+            key, args = ALIASES.get(words[0].lower(), words[0].lower()), words[1:]
+            if key in IGNORED_BY_OPENSSH:
+                continue  # OpenSSH reads these and does nothing with them
+            if key == "host":
+                active = not never and self._host_matches(resolved.original, args)
+            elif key == "match":
+                active = not never and self._match(resolved, args, where)
+            elif key == "include":
+                if not args:
+                    raise SSHConfigError("Include names no file", where)
+                for pattern in args:
+                    for found in self._include_paths(pattern):
+                        self._read(found, resolved, seen, active=active, depth=depth + 1,
+                                   never=never or not active)
+            elif active:
+                if not args:
+                    raise SSHConfigError(f"{words[0]} has no value", where)
+                self._take(resolved, Setting(key, tuple(args), where, words[0]), seen)
+
+    @staticmethod
+    def _include_paths(pattern: str) -> list[str]:
+        path = tilde(pattern)
+        if not os.path.isabs(path):
+            path = os.path.join(tilde("~/.ssh"), path)
+        return sorted(p for p in glob.glob(path) if os.path.isfile(p))
+
+    @staticmethod
+    def _host_matches(host: str, patterns: list[str]) -> bool:
+        result = False
+        for pattern in patterns:
+            negated = pattern.startswith("!")
+            if fnmatch.fnmatchcase(host, pattern[1:] if negated else pattern):
+                if negated:
+                    return False
+                result = True
+        return result
+
+    def _match(self, resolved: Resolved, args: list[str], where: str) -> bool:
+        if not args:
+            raise SSHConfigError("Match has no criteria", where)
+        result, i = True, 0
+        while i < len(args):
+            word = args[i]
+            negated = word.startswith("!")
+            criterion = word[1:].lower() if negated else word.lower()
+            if criterion == "all":
+                this = True
+                i += 1
+            elif criterion in ("host", "originalhost", "user", "localuser", "exec"):
+                if i + 1 >= len(args):
+                    raise SSHConfigError(f"Match {criterion} needs an argument", where)
+                this = self._criterion(resolved, criterion, args[i + 1], where)
+                i += 2
+            else:
+                raise SSHConfigError(
+                    f"Match {criterion} is not supported by sweep's SSH transport (it reads all, host, "
+                    "originalhost, user, localuser and exec)", where)
+            if negated:
+                this = not this
+            result = result and this
+        return result
+
+    def _criterion(self, resolved: Resolved, criterion: str, arg: str, where: str) -> bool:
+        hostname = resolved.hostname
+        user = resolved.user(self.local_user)
+        if criterion == "host":  # match_hostname: host names compare without case
+            return pattern_list_match(hostname.lower(), arg.lower())
+        if criterion == "originalhost":
+            return pattern_list_match(resolved.original, arg.lower())
+        if criterion == "user":
+            return pattern_list_match(user, arg)
+        if criterion == "localuser":
+            return pattern_list_match(self.local_user, arg)
+        tokens = {"h": hostname, "n": resolved.original, "p": str(resolved.port), "r": user,
+                  "u": self.local_user, "l": _short_host(), "L": _short_host().split(".")[0],
+                  "d": tilde("~")}
+        command = expand(arg, tokens, "Match exec", where)
+        try:
+            done = subprocess.run([os.environ.get("SHELL") or "/bin/sh", "-c", command],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SSHConfigError(f"Match exec {command!r} could not run ({exc})", where) from None
+        return done.returncode == 0
+
+
+def _short_host() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def local_tokens(resolved: Resolved, user: str, local_user: str) -> dict[str, str]:
+    """The tokens of IdentityFile, CertificateFile and UserKnownHostsFile (all but %C, %i, %k, %T)."""
+    return {"h": resolved.hostname, "n": resolved.original, "p": str(resolved.port), "r": user,
+            "u": local_user, "l": _short_host(), "L": _short_host().split(".")[0], "d": tilde("~")}
+
+
+# ssh(1)'s flags as the ssh_config settings they stand for (readconf and ssh.c); None: no setting
+_FLAG_SETTING = {
+    "4": ("addressfamily", "inet"), "6": ("addressfamily", "inet6"), "A": ("forwardagent", "yes"),
+    "a": ("forwardagent", "no"), "C": ("compression", "yes"), "f": ("forkafterauthentication", "yes"),
+    "g": ("gatewayports", "yes"), "K": ("gssapiauthentication", "yes"), "k": ("gssapidelegatecredentials", "no"),
+    "M": ("controlmaster", "yes"), "N": ("sessiontype", "none"), "n": ("stdinnull", "yes"),
+    "q": ("loglevel", "quiet"), "s": ("sessiontype", "subsystem"), "T": ("requesttty", "no"),
+    "t": ("requesttty", "yes"), "v": ("loglevel", "verbose"), "X": ("forwardx11", "yes"),
+    "x": ("forwardx11", "no"), "Y": ("forwardx11", "yes"), "y": ("syslogfacility", "user"),
+}
+_FLAG_WITH_ARG = {
+    "b": "bindaddress", "B": "bindinterface", "c": "ciphers", "D": "dynamicforward", "e": "escapechar",
+    "I": "pkcs11provider", "i": "identityfile", "J": "proxyjump", "L": "localforward", "l": "user",
+    "m": "macs", "p": "port", "R": "remoteforward", "S": "controlpath", "w": "tunnel",
+    "E": None, "F": None, "O": None, "P": None, "Q": None, "W": None, "o": "",
+}
+_FLAG_REFUSED = {"E": "a log file", "F": "another config file per host", "O": "a control command",
+                 "P": "a tag", "Q": "a query", "W": "stdio forwarding", "G": "printing the config",
+                 "V": "printing the version"}
+
+
+class SSHArgsError(Exception):
+    """An ssh(1) argument list sweep cannot turn into settings; the text says which word."""
+
+
+def command_line(text: str | None, where: str) -> list[Setting]:
+    """The settings an ``ansible_ssh_common_args`` / ``_extra_args`` string stands for, in order.
+
+    ``-o Key=Value`` and the flags (``-J``, ``-i``, ``-C``, ...) become Settings; a flag that is
+    no setting at all (``-F``, ``-W``, ``-E``) is an SSHArgsError.
+    """
+    if not text:
+        return []
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise SSHArgsError(f"cannot be split into words ({exc}); close the quote") from None
+    out: list[Setting] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not word.startswith("-") or len(word) < 2:
+            raise SSHArgsError(f"holds {word!r}, which is not an ssh option; sweep adds the host and command itself")
+        j = 1
+        while j < len(word):
+            flag = word[j]
+            j += 1
+            if flag in _FLAG_SETTING:
+                key, value = _FLAG_SETTING[flag]
+                out.append(Setting(key, (value,), where, f"-{flag}"))
+                continue
+            if flag not in _FLAG_WITH_ARG and flag not in _FLAG_REFUSED:
+                raise SSHArgsError(f"holds -{flag}, which ssh(1) does not know")
+            if flag in _FLAG_REFUSED:
+                raise SSHArgsError(f"holds -{flag} ({_FLAG_REFUSED[flag]}), which sweep does not pass on: it sets "
+                                   "up the session itself; remove it (an ssh_config file goes in ~/.ssh/config)")
+            arg = word[j:]
+            if not arg:
+                if i >= len(words):
+                    raise SSHArgsError(f"ends with -{flag}, which needs a value")
+                arg = words[i]
+                i += 1
+            j = len(word)
+            key = _FLAG_WITH_ARG[flag]
+            if key == "":  # -o
+                out.append(_option(arg, where))
+            else:
+                out.append(Setting(key, (arg,), where, f"-{flag}"))
+    return out
+
+
+def _option(text: str, where: str) -> Setting:
+    try:
+        words = _strip_comment(split_line(text))
+    except ValueError:
+        raise SSHArgsError(f"holds -o {text!r}, which is not Keyword=value") from None
+    if len(words) < 2:
+        raise SSHArgsError(f"holds -o {text!r} without a value")
+    key = ALIASES.get(words[0].lower(), words[0].lower())
+    if key in STRUCTURE:
+        raise SSHArgsError(f"holds -o {words[0]}, which OpenSSH does not take on the command line")
+    return Setting(key, tuple(words[1:]), where, f"-o {words[0]}")

@@ -1,0 +1,264 @@
+"""The operator's SSH as it is, on real loopback sshds: user certificates signed by a CA, a bastion
+reached through ProxyCommand and ProxyJump (the target's own log shows it was never contacted
+directly), and ``--transport openssh`` giving the same records as sweep's own transport."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sweep.collect.run import run_sweep
+from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
+
+from helpers import read_records, require
+
+pytestmark = pytest.mark.integration
+TRANSPORTS = ("paramiko", "openssh")
+
+
+def _keygen(*args: str) -> None:
+    subprocess.run(["ssh-keygen", "-q", *args], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def ca_fleet(tmp_path_factory):
+    """Hosts that trust only certificates of a test CA (no authorized_keys), a bastion, and a target
+    whose sshd logs every connection (LogLevel VERBOSE); the bastion logs every tunnel it opens."""
+    if os.geteuid() != 0 or not os.path.exists(SSHD) or shutil.which("ssh-keygen") is None:
+        require(False, "needs root, OpenSSH's sshd and ssh-keygen (apt-get install -y openssh-server)")
+    work = tmp_path_factory.mktemp("ca-fleet")
+    _keygen("-t", "ed25519", "-N", "", "-C", "sweep test CA", "-f", str(work / "ca"))
+    trusted = (f"TrustedUserCAKeys {work / 'ca.pub'}",)
+    hosts = [FleetHost("cert-host", "bad_auth", sshd_options=trusted),
+             FleetHost("bastion", sshd_options=("LogLevel DEBUG1",)),
+             FleetHost("inner", sshd_options=("LogLevel VERBOSE",))]
+    with LocalFleet(hosts, work / "fleet") as fleet:
+        time.sleep(0.5)  # the fleet's own readiness probes are logged as connections too: let them land
+        yield fleet, work
+
+
+def _cert(work: Path, name: str, validity: str, principal: str) -> Path:
+    key = work / name
+    if not key.exists():
+        _keygen("-t", "ed25519", "-N", "", "-f", str(key))
+        _keygen("-s", str(work / "ca"), "-I", f"{name} key id", "-V", validity, "-n", principal, f"{key}.pub")
+    return key
+
+
+def _inventory(path: Path, hosts: dict[str, dict]) -> Path:
+    path.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    return path
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_certificates_signed_by_the_ca_log_in_and_bad_ones_are_auth_with_their_reason(ca_fleet, tmp_path, transport):
+    fleet, work = ca_fleet
+    address = fleet.addresses["cert-host"]
+    keys = {"valid": _cert(work, "valid", "-5m:+1h", "root"),
+            "expired": _cert(work, "expired", "20200101:20200102", "root"),
+            "other": _cert(work, "other", "-5m:+1h", "alice")}
+    inventory = _inventory(tmp_path / "inv.yml", {
+        name: {"ansible_host": address, "ansible_user": "root", "ansible_ssh_private_key_file": str(key)}
+        for name, key in keys.items()})
+    result = run_sweep(inventory, out=tmp_path / "run", transport=transport, **fleet.sweep_options())
+    found = read_records(result.run_dir)
+    assert found["valid"]["status"] == "ok", found["valid"]["failure"]
+    for name, reason in (("expired", r"expired at 2020-01-0[12]T"),
+                         ("other", r"is for the principal\(s\) alice, not the user 'root'")):
+        failure = found[name]["failure"]
+        assert failure["class"] == "auth", failure
+        assert f"certificate {keys[name]}-cert.pub (key id '{name} key id')" in failure["message"]
+        assert re.search(reason, failure["message"]), failure["message"]
+
+
+def test_a_certificate_file_named_by_ssh_config(ca_fleet, tmp_path):
+    fleet, work = ca_fleet
+    key = _cert(work, "valid", "-5m:+1h", "root")
+    moved = tmp_path / "elsewhere-cert.pub"
+    shutil.copy(f"{key}-cert.pub", moved)
+    plain = tmp_path / "plain"
+    shutil.copy(key, plain)
+    plain.chmod(0o600)
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host {fleet.addresses['cert-host']}\n  IdentityFile {plain}\n  CertificateFile {moved}\n"
+                      "  User root\n")
+    inventory = _inventory(tmp_path / "inv.yml", {"c1": {"ansible_host": fleet.addresses["cert-host"]}})
+    options = {**fleet.sweep_options(), "ssh_config": str(config)}
+    result = run_sweep(inventory, out=tmp_path / "run", **options)
+    assert result.fully_swept, result.failures
+
+
+@pytest.fixture()
+def agent(tmp_path, monkeypatch):
+    """A private ssh-agent for one test; `agent(key)` loads a key and its -cert.pub."""
+    require(shutil.which("ssh-agent") is not None, "needs OpenSSH's ssh-agent")
+    sock = tmp_path / "agent.sock"
+    proc = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        if sock.exists():
+            break
+        time.sleep(0.05)
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+
+    def load(key: Path) -> None:
+        subprocess.run(["ssh-add", "-q", str(key)], check=True, capture_output=True)
+
+    yield load
+    proc.terminate()
+    proc.wait()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("which", ["valid", "expired"])
+def test_a_certificate_held_by_ssh_agent(ca_fleet, tmp_path, agent, transport, which):
+    fleet, work = ca_fleet
+    key = _cert(work, which, "-5m:+1h" if which == "valid" else "20200101:20200102", "root")
+    agent(key)
+    inventory = _inventory(tmp_path / "inv.yml", {"a1": {"ansible_host": fleet.addresses["cert-host"],
+                                                         "ansible_user": "root"}})
+    result = run_sweep(inventory, out=tmp_path / "run", transport=transport, known_hosts=str(fleet.known_hosts_path),
+                       ssh_config=None, allow_agent=True, look_for_keys=False)
+    record = read_records(result.run_dir)["a1"]
+    if which == "valid":
+        assert record["status"] == "ok", record["failure"]
+        return
+    assert record["failure"]["class"] == "auth", record["failure"]
+    assert re.search(r"certificate in ssh-agent \(.*\) \(key id 'expired key id'\) expired at 2020-01-0",
+                     record["failure"]["message"]), record["failure"]["message"]
+
+
+def _bastion_config(fleet: LocalFleet, tmp_path: Path) -> Path:
+    config = tmp_path / "ssh_config"
+    strict = f"-o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={fleet.known_hosts_path}"
+    config.write_text(
+        f"Host inner-cmd\n  HostName {fleet.addresses['inner']}\n"
+        f"  ProxyCommand ssh -F {config} {strict} -W %h:%p bastion\n"
+        f"Host inner-jump\n  HostName {fleet.addresses['inner']}\n  ProxyJump bastion\n"
+        f"Host bastion\n  HostName {fleet.addresses['bastion']}\n"
+        f"Host *\n  User root\n  IdentityFile {fleet.client_key_path}\n")
+    return config
+
+
+def _connections(fleet: LocalFleet, name: str) -> int:
+    log = (fleet.workdir / "logs" / f"{name}.log").read_text(errors="replace")
+    return len(re.findall(rf"Connection from \S+ port \d+ on {re.escape(fleet.addresses[name])} port", log))
+
+
+def _tunnels_to(fleet: LocalFleet, target: str) -> int:
+    log = (fleet.workdir / "logs" / "bastion.log").read_text(errors="replace")
+    return len(re.findall(rf"direct-tcpip.*target {re.escape(fleet.addresses[target])} port {fleet.port}\b|"
+                          rf"originator .* target {re.escape(fleet.addresses[target])} port {fleet.port}\b", log))
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_host_behind_a_bastion_is_reached_only_through_it(ca_fleet, tmp_path, transport):
+    """Through ProxyCommand (ssh_config and -o), and ProxyJump (ssh_config and -J). On loopback every
+    connection comes from 127.0.0.1, the bastion's too, so the source address cannot tell them apart:
+    the target's sshd (LogLevel VERBOSE) logs each connection, the bastion's (DEBUG1) each tunnel it
+    opens, and the two counts must be equal."""
+    fleet, _ = ca_fleet
+    config = _bastion_config(fleet, tmp_path)
+    strict = f"-o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={fleet.known_hosts_path}"
+    inventory = _inventory(tmp_path / "inv.yml", {
+        "inner-cmd": None, "inner-jump": None,
+        "inner-args": {"ansible_host": fleet.addresses["inner"], "ansible_ssh_common_args":
+                       f"-o ProxyCommand='ssh -F {config} {strict} -W %h:%p bastion'"},
+        "inner-argjump": {"ansible_host": fleet.addresses["inner"],
+                          "ansible_ssh_common_args": f"-J root@{fleet.addresses['bastion']}"}})
+    before, tunnels_before = _connections(fleet, "inner"), _tunnels_to(fleet, "inner")
+    options = {**fleet.sweep_options(), "ssh_config": str(config)}
+    result = run_sweep(inventory, out=tmp_path / "run", transport=transport, **options)
+    assert result.fully_swept, result.failures
+    time.sleep(0.5)  # the target's log line may trail the session
+    seen, tunnelled = _connections(fleet, "inner") - before, _tunnels_to(fleet, "inner") - tunnels_before
+    assert seen == 4 and tunnelled == 4, (seen, tunnelled)
+
+
+def test_the_check_would_see_a_direct_connection(ca_fleet, tmp_path):
+    """The log check above is not vacuous: a direct sweep of the target shows as a connection
+    the bastion did not tunnel."""
+    fleet, _ = ca_fleet
+    inventory = _inventory(tmp_path / "inv.yml", {"inner": {"ansible_host": fleet.addresses["inner"],
+                                                            "ansible_user": "root",
+                                                            "ansible_ssh_private_key_file": str(fleet.client_key_path)}})
+    before, tunnels_before = _connections(fleet, "inner"), _tunnels_to(fleet, "inner")
+    assert run_sweep(inventory, out=tmp_path / "run", **fleet.sweep_options()).fully_swept
+    time.sleep(0.5)
+    assert (_connections(fleet, "inner") - before, _tunnels_to(fleet, "inner") - tunnels_before) == (1, 0)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_hung_proxy_command_ends_at_the_host_deadline_and_is_killed(ca_fleet, tmp_path, transport):
+    fleet, _ = ca_fleet
+    marker = "317.25"
+    inventory = _inventory(tmp_path / "inv.yml", {"hung": {
+        "ansible_host": fleet.addresses["inner"], "ansible_user": "root",
+        "ansible_ssh_private_key_file": str(fleet.client_key_path),
+        "ansible_ssh_common_args": f"-o 'ProxyCommand=sleep {marker}'"}})
+    started = time.monotonic()
+    result = run_sweep(inventory, out=tmp_path / "run", transport=transport, host_deadline=2, retries=1,
+                       **fleet.sweep_options())
+    assert time.monotonic() - started < 8
+    record = read_records(result.run_dir)["hung"]
+    assert record["failure"]["class"] == "timeout", record["failure"]
+    time.sleep(0.3)
+    left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _cmdline(pid).endswith(f"sleep {marker}")]
+    assert not left
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def test_openssh_transport_gives_the_same_records_as_the_default(fleet, tmp_path):
+    """The must-show fleet of `sweep run` (50 healthy hosts and five faulty ones) through both transports."""
+    records = {}
+    for transport in TRANSPORTS:
+        result = run_sweep(fleet.inventory_path, limit="h200:faulty", out=tmp_path / transport, connect_timeout=3,
+                           transport=transport, **fleet.sweep_options())
+        records[transport] = read_records(result.run_dir)
+    assert records["paramiko"].keys() == records["openssh"].keys()
+    for name, mine in records["paramiko"].items():
+        theirs = records["openssh"][name]
+        assert (mine["status"], (mine["failure"] or {}).get("class")) == \
+            (theirs["status"], (theirs["failure"] or {}).get("class")), name
+        if mine["status"] == "ok":
+            for volatile in ("started_at", "duration_s", "steps_s"):  # timings differ run to run
+                mine["health"]["probe"].pop(volatile, None), theirs["health"]["probe"].pop(volatile, None)
+            assert mine["health"] == theirs["health"], name
+            assert mine["exit_status"] == theirs["exit_status"] == 0
+        else:
+            assert theirs["failure"]["message"].startswith(f"{name}: ")
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_proxy_command_that_fails_is_not_bypassed(ca_fleet, tmp_path, hermetic_home, transport):
+    """The issue's check: `ProxyCommand /bin/false` (in ~/.ssh/config, or -o in ansible_ssh_common_args)
+    used to be ignored, and the host reached directly, record ok."""
+    fleet, _ = ca_fleet
+    inner = fleet.addresses["inner"]
+    (hermetic_home / ".ssh" / "config").write_text(f"Host via-config\n  HostName {inner}\n  ProxyCommand /bin/false\n")
+    common = {"ansible_user": "root", "ansible_ssh_private_key_file": str(fleet.client_key_path)}
+    inventory = _inventory(tmp_path / "inv.yml", {
+        "via-config": common,
+        "via-args": {**common, "ansible_host": inner, "ansible_ssh_common_args": "-o ProxyCommand=/bin/false"}})
+    before = _connections(fleet, "inner")
+    result = run_sweep(inventory, out=tmp_path / "run", transport=transport, ssh_config="~/.ssh/config",
+                       known_hosts=str(fleet.known_hosts_path), allow_agent=False, look_for_keys=False)
+    found = read_records(result.run_dir)
+    for name in ("via-config", "via-args"):
+        assert found[name]["status"] == "failed", found[name]
+        assert found[name]["failure"]["class"] == "refused", found[name]["failure"]
+        assert "ProxyCommand" in found[name]["failure"]["message"] or transport == "openssh"
+    time.sleep(0.3)
+    assert _connections(fleet, "inner") == before

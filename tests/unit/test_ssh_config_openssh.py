@@ -1,0 +1,171 @@
+"""sweep reads ssh_config as OpenSSH does: `ssh -G` (OpenSSH's own answer) is the oracle.
+
+Configs are generated (hypothesis) from the grammar sweep honours: Host and Match blocks
+(host, originalhost, user, all, exec, negation), Include, HostName with %h, User, Port,
+IdentityFile, CertificateFile, ProxyCommand and ProxyJump (first one wins), and ssh(1)
+options on the command line, as an inventory's ansible_ssh_common_args gives them.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from sweep.collect.ssh.config import SSHConfigFile, SSHSettingRefused
+from sweep.collect.ssh.openssh_config import ConfigReader, SSHConfigError, command_line
+from sweep.inventory.model import Host
+
+from helpers import require
+
+SSH = shutil.which("ssh")
+NAMES = ["gpu01", "gpu02", "web1", "bastion", "db.example.org"]
+PATTERNS = ["gpu*", "gpu0?", "*", "web1", "!gpu02", "*.example.org", "bast*", "db*"]
+KEYWORDS_VALUES = st.one_of(
+    st.tuples(st.just("HostName"), st.sampled_from(["10.1.2.3", "%h.internal", "real-%h", "%%h"])),
+    st.tuples(st.just("User"), st.sampled_from(["alice", "bob", "ops"])),
+    st.tuples(st.just("Port"), st.sampled_from(["22", "2222", "8022"])),
+    st.tuples(st.just("IdentityFile"), st.sampled_from(["/keys/a", "/keys/%h_%r", "/keys/b"])),
+    st.tuples(st.just("CertificateFile"), st.sampled_from(["/keys/a-cert.pub", "/certs/%n"])),
+    st.tuples(st.just("ProxyCommand"), st.sampled_from(["ssh -W %h:%p bastion", "nc %h %p"])),
+    st.tuples(st.just("ProxyJump"), st.sampled_from(["bastion", "ops@jump:2200", "a,b"])),
+)
+
+
+def _match_line(draw) -> str:
+    kind = draw(st.sampled_from(["host", "originalhost", "user", "localuser", "all", "exec"]))
+    neg = "!" if draw(st.booleans()) and kind != "all" else ""
+    if kind == "all":
+        return "Match all"
+    if kind == "exec":
+        return f"Match {neg}exec \"{draw(st.sampled_from(['true', 'false', 'test %h = gpu01']))}\""
+    values = {"host": ["gpu*", "10.*", "*.internal", "real-*,!real-web1"], "originalhost": ["gpu0?", "web*"],
+              "user": ["alice", "b*", "root"], "localuser": ["root", "nobody,r*"]}[kind]
+    return f"Match {neg}{kind} {draw(st.sampled_from(values))}"
+
+
+@st.composite
+def configs(draw, include: bool = True):
+    """Blocks of lines; with `include`, an Include of another generated file somewhere (its text second)."""
+    blocks = []
+    for _ in range(draw(st.integers(1, 4))):
+        if draw(st.booleans()):
+            header = "Host " + " ".join(draw(st.lists(st.sampled_from(PATTERNS), min_size=1, max_size=2)))
+        else:
+            header = _match_line(draw)
+        body = draw(st.lists(KEYWORDS_VALUES, min_size=1, max_size=4))
+        sep = draw(st.sampled_from([" ", "=", " = "]))
+        blocks.append([header, *(f"  {k}{sep}{v}" if k != "ProxyCommand" else f"  {k} {v}" for k, v in body)])
+    if include and draw(st.booleans()):
+        where = draw(st.integers(0, len(blocks) - 1))
+        blocks[where].insert(draw(st.integers(1, len(blocks[where]))), "  Include {tmp}/included.conf")
+        return blocks, draw(configs(include=False))
+    return blocks, None
+
+
+def _ssh_g(config: Path, host: str, args: list[str], refused: bool = False) -> dict[str, list[str]] | str:
+    done = subprocess.run([SSH, "-G", "-F", str(config), *args, host], capture_output=True, text=True,
+                          timeout=20, stdin=subprocess.DEVNULL)
+    if refused and done.returncode != 0:
+        return done.stderr
+    assert done.returncode == 0, done.stderr
+    out: dict[str, list[str]] = {}
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        out.setdefault(key, []).append(value)
+    return out
+
+
+def _compare(tmp_path: Path, text: str, host: str, args_text: str) -> None:
+    config = tmp_path / "config"
+    config.write_text(text)
+    (tmp_path / "inv").write_text("")  # ssh drops an -i file that does not exist
+    args_text = args_text.replace("{tmp}", str(tmp_path))
+    ours = ConfigReader(str(config), local_user="root").resolve(host, command_line(args_text, "inventory"))
+    theirs = _ssh_g(config, host, args_text.split(), refused=True)
+    if isinstance(theirs, str):  # OpenSSH refuses the config for this host: so must sweep
+        assert "jumphost loop" in theirs, theirs
+        with pytest.raises(SSHSettingRefused, match="jumphost loop"):
+            SSHConfigFile(str(config)).check(Host(
+                name=host, address=host, port=None, user=None, key_file=None, python="python3",
+                ssh_common_args=args_text or None, proxy_jump=None, groups=(), vars={}, settings={}))
+        return
+    assert theirs["hostname"] == [ours.hostname], text
+    assert theirs["port"] == [str(ours.port)], text
+    assert theirs["user"] == [ours.user("root")], text
+    for key in ("identityfile", "certificatefile"):
+        mine = [s.value for s in ours.all(key)]
+        if mine:  # ssh -G lists its default identities when none is set
+            assert theirs.get(key) == mine, text
+        elif key == "certificatefile":
+            assert key not in theirs, text
+    for key in ("proxycommand", "proxyjump"):
+        assert theirs.get(key) == ([ours.get(key)] if ours.get(key) else None), text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(blocks=configs(), host=st.sampled_from(NAMES),
+       args=st.sampled_from(["", "-l root", "-p 2200 -o User=ops", "-o ProxyJump=jumper", "-J x -i {tmp}/inv -C"]))
+def test_resolution_agrees_with_ssh_G(tmp_path, blocks, host, args):
+    require(SSH is not None, "needs OpenSSH's ssh (apt-get install -y openssh-client)")
+    main, included = blocks
+    if included is not None:
+        (tmp_path / "included.conf").write_text("\n".join(line for block in included[0] for line in block) + "\n")
+    text = "\n".join(line for block in main for line in block) + "\n"
+    _compare(tmp_path, text.replace("{tmp}", str(tmp_path)), host, args)
+
+
+def test_include_is_read_in_place_and_cannot_change_the_enclosing_block(tmp_path):
+    require(SSH is not None, "needs OpenSSH's ssh")
+    extra = tmp_path / "conf.d"
+    extra.mkdir()
+    (extra / "10-a.conf").write_text("Host gpu*\n  User from-include\nHost web1\n  Port 2201\n")
+    (extra / "20-b.conf").write_text("Port 2299\nHostName via-include-%h\n")
+    text = (f"Host gpu01\n  Include {extra}/*.conf\n  IdentityFile /keys/after-include\n"
+            "Host *\n  User everyone\n")
+    for host in ("gpu01", "gpu02", "web1"):
+        _compare(tmp_path, text, host, "")
+
+
+def test_a_token_openssh_does_not_accept_is_refused_with_its_line(tmp_path):
+    config = tmp_path / "config"
+    config.write_text("Host *\n  HostName %x.example\n")
+    resolved = ConfigReader(str(config)).resolve("gpu01")
+    with pytest.raises(SSHConfigError) as err:
+        resolved.hostname
+    assert "%x" in err.value.message and "%h" in err.value.message
+
+
+def test_match_criteria_sweep_does_not_read_are_refused(tmp_path):
+    config = tmp_path / "config"
+    config.write_text("Host gpu*\n  User a\nMatch canonical\n  User b\n")
+    with pytest.raises(SSHConfigError) as err:
+        ConfigReader(str(config)).resolve("gpu01")
+    assert err.value.where == f"{config}:3" and "canonical" in err.value.message
+
+
+@pytest.mark.parametrize("line", [
+    "ChallengeResponseAuthentication no", "SkeyAuthentication yes", "PubkeyAcceptedKeyTypes ssh-ed25519",
+    "DSAAuthentication yes", "IdentityFile2 /keys/old", "SmartcardDevice /usr/lib/p11.so",
+    "HostbasedKeyTypes ssh-ed25519",
+])
+def test_old_names_are_the_keywords_openssh_reads_them_as(tmp_path, line):
+    require(SSH is not None, "needs OpenSSH's ssh")
+    config = tmp_path / "config"
+    config.write_text(f"Host *\n  {line}\n")
+    (setting,) = ConfigReader(str(config)).resolve("gpu01").settings
+    theirs = _ssh_g(config, "gpu01", [])
+    assert setting.value in theirs[setting.keyword] or theirs[setting.keyword] == [
+        {"yes": "true", "no": "false"}.get(setting.value, setting.value)]
+
+
+@pytest.mark.parametrize("line", ["Protocol 2", "Cipher aes128-cbc", "UseRoaming no", "RSAAuthentication yes",
+                                  "CompressionLevel 6", "KerberosAuthentication no", "UsePrivilegedPort no"])
+def test_options_openssh_reads_and_ignores_are_ignored_here_too(tmp_path, line):
+    require(SSH is not None, "needs OpenSSH's ssh")
+    config = tmp_path / "config"
+    config.write_text(f"Host *\n  {line}\n  User ops\n")
+    assert [s.keyword for s in ConfigReader(str(config)).resolve("gpu01").settings] == ["user"]
+    assert _ssh_g(config, "gpu01", [])["user"] == ["ops"]  # ssh -G reads the file without complaint
