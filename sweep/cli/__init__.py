@@ -317,6 +317,8 @@ def run(
                                         "(gpu[0001:9999]) may name"),
     wrap: Optional[str] = typer.Option(None, "--wrap", hidden=True,  # shown once issue 17 implements it
                                        help="a benchmark command to wrap on every host"),
+    list_hosts: bool = typer.Option(False, "--list-hosts", help="print the hosts this run would contact (after "
+                                    "--limit, --shard, --resume), as ansible --list-hosts does; contact none"),
 ):
     """Sweep every host of an inventory over SSH (or through ansible or Slurm: --engine), keep each
     record, then compare and report. The run folder goes to reports/<UTC time>-<inventory name>
@@ -351,6 +353,17 @@ def run(
     runner = engine_from_options(engine, partition=partition, nodelist=nodelist)
     if inventory is None and resume is None and engine != "slurm":
         raise SweepError("no inventory given", fix="sweep run INVENTORY.yml, or sweep run --resume RUN_DIR")
+    if list_hosts:
+        from sweep.collect.run import planned_hosts
+
+        hosts = planned_hosts(inventory, limit=limit, resume=resume, engine=runner,
+                              shard=parse_shard(shard) if shard else None, shard_by=shard_by,
+                              inventory_limits=InventoryLimits(yaml_values=max_yaml_values,
+                                                               range_hosts=max_range_hosts))
+        print(f"  hosts ({len(hosts)}):")
+        for host in hosts:
+            print(f"    {safe(host.name)}")
+        raise typer.Exit(0)
     agent_args = ["--deep"] if deep else []
     result = run_with_progress(dict(
         inventory_path=inventory, limit=limit, out=out, resume=resume, forks=forks,

@@ -409,3 +409,34 @@ def test_a_flow_mapping_that_libyaml_refuses_is_refused_by_sweep_too(ansible_pre
     with pytest.raises(InventoryError) as caught:
         load_inventory(path)
     assert str(caught.value).startswith(f"{path}:2: not valid YAML: ")
+
+
+# --- sweep run --list-hosts, against ansible --list-hosts ----------------------------------------
+
+FLEET = Path(__file__).resolve().parents[1] / "fixtures" / "inventories" / "fleet.ini"
+
+
+@pytest.mark.parametrize("pattern", ["all", "gpu:!h200_rack2", "h200*[1:2],login", "~spare[13]"])
+def test_run_list_hosts_prints_what_ansible_lists_and_contacts_nothing(ansible_present, tmp_path, monkeypatch,
+                                                                      capsys, pattern):
+    from sweep.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(FLEET), "--limit", pattern, "--list-hosts"]) == 0
+    ours = capsys.readouterr().out.splitlines()
+    theirs = _cli("ansible", "-i", str(FLEET), pattern, "--list-hosts", cwd=tmp_path).stdout.splitlines()
+    assert ours[0] == theirs[0]  # "  hosts (N):"
+    assert sorted(ours[1:]) == sorted(theirs[1:])
+    assert not (tmp_path / "reports").exists()  # no run folder: nothing was swept
+
+
+def test_run_list_hosts_of_two_shards_splits_the_hosts(tmp_path, monkeypatch, capsys):
+    from sweep.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    shards = []
+    for index in (1, 2):
+        assert main(["run", str(FLEET), "--limit", "gpu", "--shard", f"{index}/2", "--list-hosts"]) == 0
+        shards.append(capsys.readouterr().out.splitlines()[1:])
+    assert sorted(shards[0] + shards[1]) == sorted(f"    gpu0{i}.dc1" for i in range(1, 9))
+    assert not set(shards[0]) & set(shards[1])
