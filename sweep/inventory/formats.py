@@ -349,7 +349,8 @@ def yaml_load(text: str, path: Path, max_values: int | None = InventoryLimits.ya
         return _load(text, _PureLineLoader, path, max_values)
     except yaml.MarkedYAMLError as err:
         # an unclosed quote or bracket is reported at the end of the file; its start is more useful
-        at_end = any(end in (err.problem or "") for end in ("end of stream", "<stream end>")) and err.context_mark
+        at_end = err.context_mark and (any(end in (err.problem or "") for end in ("end of stream", "<stream end>"))
+                                       or (err.problem_mark and not text[err.problem_mark.index:].strip()))
         mark = err.context_mark if at_end else err.problem_mark or err.context_mark
         context = f"{err.context}: " if err.context else ""
         fix = ("sweep reads plain YAML and ansible's !unsafe and !vault tags" if "tag" in (err.problem or "")

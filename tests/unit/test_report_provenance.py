@@ -22,7 +22,9 @@ def test_two_runs_on_one_machine_are_one_class_and_the_foreign_process_a_finding
     assert [(f["host"], f["kind"], f["severity"]) for f in summary["findings"]] == [
         ("matmul-foreign", "foreign_process", "warning")]
     assert "python3 (pid 694" in summary["findings"][0]["detail"]
-    assert result.exit_code == 0  # a foreign process is a warning
+    # a foreign process is a warning, but it keeps the host out of the pool: one class, not all of it healthy
+    assert summary["pool"]["hosts"] == ["matmul"] and [h["host"] for h in summary["held_out"]] == ["matmul-foreign"]
+    assert result.exit_code == 4
     with open(tmp_path / "hosts.csv", newline="") as fh:
         rows = {r["host"]: r for r in csv.DictReader(fh)}
     assert rows["matmul"]["comparability_class"] == rows["matmul-foreign"]["comparability_class"] == "A"
