@@ -54,3 +54,22 @@ def test_folders_of_provenance_files_are_named_by_their_folder(tmp_path):
 def test_health_files_have_no_provenance():
     fleet = load_fleet([H200 / "idle.health.json"])
     assert fleet.hosts["provenance"].isna().all()
+
+
+def test_a_live_load_probe_is_judged_as_the_agent_judged_it_not_from_the_raw_process_list(tmp_path):
+    # recorded live on the H200 under --load: NVML lists the agent's own load process (its pid is
+    # load.pid), and the agent's processes contract says there is no other compute process
+    loaded = H200 / "load.health.json"
+    health = json.loads(loaded.read_text())
+    assert [p["pid"] for g in health["gpus"] for p in g["processes"]] == [health["load"]["pid"]]
+    judged = next(c for c in health["contracts"] if c["name"] == "processes")
+    assert (judged["status"], judged["message"]) == ("ok", "no other compute process on the GPUs")
+    result = build_report([loaded], tmp_path / "load")
+    assert not [f for f in result.summary["findings"] if f["kind"] == "foreign_process"]
+    assert result.summary["pool"]["size"] == 1 and result.exit_code == 0
+    assert "Foreign processes" not in (tmp_path / "load" / "report.html").read_text()
+    # where the agent named another process, the report names it too
+    foreign = build_report([H200 / "foreign.health.json"], tmp_path / "foreign")
+    assert [f["detail"] for f in foreign.summary["findings"] if f["kind"] == "foreign_process"] == [
+        "1 other process(es) on the GPUs: python3 (pid 694, 11782 MiB) on GPU 0"]
+    assert foreign.summary["pool"]["size"] == 0 and foreign.exit_code == 4
