@@ -14,10 +14,10 @@ import re
 
 # (category, glob patterns over flattened paths, "#" standing for any [index]). First match wins.
 PROBE_CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
-    ("throttle evidence", ("gpus#.clock_event_reasons.active*", "gpus#.clocks.sm_mhz", "gpus#.clocks.mem_mhz",
-                           "gpus#.power.draw_w", "gpus#.temperature_c", "gpus#.utilization_gpu_pct",
-                           "gpus#.thermal.gpu_c", "gpus#.thermal.memory_c",
-                           "gpus#.pstate", "gpus#.reason_counters_us.*", "load.summary*")),
+    ("throttle evidence", ("gpus#.clock_event_reasons.active*", "gpus#.clocks.sm_mhz", "gpus#.power.draw_w",
+                           "gpus#.reason_counters_us.*", "load.summary#.*_fraction", "load.summary#.sm_mhz_median",
+                           "load.summary#.sm_mhz_max_allowed", "load.summary#.power_w_median",
+                           "load.summary#.enforced_limit_w")),
     ("link errors", ("gpus#.nvlink.errors*", "gpus#.pcie.replay_counter", "kernel_log.xid*", "kernel_log.xid_lines")),
     ("links and fabric", ("gpus#.pcie.*", "gpus#.nvlink.*", "gpus#.nvlinks_active", "gpus#.fabric.*", "pci.*",
                           "gpus#.lost")),
@@ -27,6 +27,8 @@ PROBE_CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
                                  "driver.confidential_compute")),
     ("processes", ("gpus#.processes*",)),
     ("verdict", ("contracts#.status", "contracts#.message", "lowest_broken", "verdict")),
+    ("other readings", ("gpus#.temperature_c", "gpus#.thermal.gpu_c", "gpus#.thermal.memory_c", "gpus#.utilization_*",
+                        "gpus#.clocks.mem_mhz", "gpus#.pstate", "gpus#.fan_*", "load.*")),
     ("identity and software", ("driver.*", "gpus#.uuid", "gpus#.serial", "gpus#.vbios", "gpus#.name",
                                "gpus#.pci_bus_id", "frameworks*", "mask.*", "environment.*", "topology.*",
                                "host.*", "host_settings.*", "gpus#.thermal.*")),

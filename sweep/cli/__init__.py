@@ -119,7 +119,8 @@ def diff(
     html: Optional[Path] = typer.Option(None, "--html", metavar="FILE",
                                         help="two run folders: also write the diff as HTML to FILE"),
 ):
-    """What changed between two probes, throttle evidence first; between two wrapped runs
+    """What changed between two probes: the conclusion in a line or two, then the throttle evidence
+    that proves it, then the rest; between two wrapped runs
     (provenance.json), the probes before them first, then what their samples saw. Between two run
     folders: hosts added, removed, newly unreachable, recovered, and each host's changes by kind
     (exit 5 when anything changed; docs/audits.md)."""
@@ -128,23 +129,25 @@ def diff(
     paths.output_file(html, "--html", "the HTML diff")
     if before.is_dir() or after.is_dir():
         raise typer.Exit(_run_diff(before, after, as_json, html))
-    from sweep.audit.diff import diff_files, rising_link_errors
+    from sweep.audit.diff import explain_files, rising_link_errors
 
-    changes = diff_files(before, after)
+    conclusion, changes = explain_files(before, after)
     if as_json:
-        print(json.dumps([c.__dict__ for c in changes], indent=1))
+        print(json.dumps({"conclusion": conclusion, "changes": [c.__dict__ for c in changes]}, indent=1))
         return
     from rich.table import Table
 
+    for line in conclusion:
+        print(safe(line))
+    out = Console(highlight=False)
     table = Table(title=f"{safe(before)} -> {safe(after)}: {plural(len(changes), 'change')}")
     for col in ("kind", "field", "before", "after"):
         table.add_column(col, overflow="fold")
     for c in changes:
         table.add_row(c.category, safe(c.path), safe(json.dumps(c.before)), safe(json.dumps(c.after)))
-    console = Console(highlight=False)
-    console.print(table)
+    out.print(table)
     for finding in rising_link_errors(changes):
-        console.print("finding: " + safe(finding))
+        out.print("finding: " + safe(finding))
 
 
 @app.command()
