@@ -98,8 +98,9 @@ def _between_idle(before: dict, after: dict) -> str:
 
 
 def _read_after_the_load(health: dict) -> str | None:
-    """The per-GPU fields of a --load probe taken when the load had already ended (agents before the
-    fix read them at a fixed time, which torch's start-up could outlast): say so, or they mislead."""
+    """The per-GPU fields of a --load probe read while no load ran (agents before sweep 0.1's fix read
+    them a fixed time after starting the load child, which `import torch` alone could outlast; a load
+    that ended early does the same): say so, or they mislead."""
     summary = (health.get("load") or {}).get("summary") or []
     if not summary or max(_num(g.get("sw_power_cap_fraction")) for g in summary) < 0.5:
         return None
@@ -109,7 +110,7 @@ def _read_after_the_load(health: dict) -> str | None:
     if not idle:
         return None
     g = idle[0]
-    return (f"the per-GPU fields below were read after the load ended (GPU {g.get('index')}: SM "
+    return (f"the per-GPU fields below were not read under the load (GPU {g.get('index')}: SM "
             f"{(g.get('clocks') or {}).get('sm_mhz')} MHz at {(g.get('power') or {}).get('draw_w')} W, no reason "
             "active): the load's samples are the evidence; probe again with this sweep's agent")
 

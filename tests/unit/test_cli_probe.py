@@ -51,21 +51,28 @@ def test_sweep_diff_idle_vs_load_opens_with_the_conclusion_then_its_evidence(cap
                                                         "identity and software")]
 
 
-def test_sweep_diff_says_when_a_load_probes_full_read_came_after_the_load(tmp_path, capsys):
-    # an agent that read the GPUs at a fixed time could read them after torch's load had ended:
-    # the samples say power-capped, the per-GPU fields say idle; the conclusion must not hide it
-    idle = json.loads((H200 / "idle.health.json").read_text())
-    late = json.loads((H200 / "load.health.json").read_text())
-    late["gpus"] = idle["gpus"]
-    (tmp_path / "late.json").write_text(json.dumps(late))
-    assert main(["diff", str(H200 / "idle.health.json"), str(tmp_path / "late.json"), "--json"]) == 0
-    conclusion = json.loads(capsys.readouterr().out)["conclusion"]
-    assert conclusion[0].startswith("under load (torch, 20 s): SW power cap active in 79% of samples")
-    g = idle["gpus"][0]
-    assert conclusion[1] == (
-        f"the per-GPU fields below were read after the load ended (GPU 0: SM {g['clocks']['sm_mhz']} MHz at "
-        f"{g['power']['draw_w']} W, no reason active): the load's samples are the evidence; probe again with "
-        "this sweep's agent")
+def test_a_live_load_10_is_read_mid_load_and_the_old_fixed_time_read_is_called_out(capsys):
+    # recorded live on one H200, --load 10 with torch: the agent before the fix read the GPU 5 s after
+    # starting the load child, before torch had started the load; the fixed agent reads half-way
+    # through the load itself. Both runs' samples saw the same power-capped load.
+    for name, stale in (("load10-fixed-time-read", True), ("load10", False)):
+        health = json.loads((H200 / f"{name}.health.json").read_text())
+        g, s = health["gpus"][0], health["load"]["summary"][0]
+        assert s["sw_power_cap_fraction"] > 0.5 and s["power_w_median"] > 0.95 * s["enforced_limit_w"]
+        under_load = "sw_power_cap" in g["clock_event_reasons"]["active"] and g["power"]["draw_w"] > 0.9 * s[
+            "enforced_limit_w"]
+        assert under_load is not stale, name
+        assert main(["diff", str(H200 / "idle.health.json"), str(H200 / f"{name}.health.json"), "--json"]) == 0
+        conclusion = json.loads(capsys.readouterr().out)["conclusion"]
+        assert conclusion[0].startswith("under load (torch, 10 s): SW power cap active in ")
+        assert conclusion[0].endswith("power-capped, as expected; no HW slowdown")
+        if stale:
+            assert conclusion[1] == (
+                f"the per-GPU fields below were not read under the load (GPU 0: SM {g['clocks']['sm_mhz']} MHz at "
+                f"{g['power']['draw_w']} W, no reason active): the load's samples are the evidence; probe again "
+                "with this sweep's agent")
+        else:
+            assert len(conclusion) == 1
 
 
 def test_sweep_diff_between_idle_probes_names_a_facility_slowdown(tmp_path, capsys):
