@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from sweep.errors import InventoryError, LimitError
 from sweep.inventory.model import load_inventory
-from tests.helpers import require
+from helpers import require
 
 try:
     from ansible.errors import AnsibleError
