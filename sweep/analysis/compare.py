@@ -146,7 +146,7 @@ class Findings:
 
 
 def _held_out_text(held_out: tuple[dict, ...], shown: int = 4) -> str:
-    """'gpu21: 1 other process(es) ...; gpu25: HW slowdown ...' for the first `shown` hosts."""
+    """'gpu21: 1 other process ...; gpu25: HW slowdown ...' for the first `shown` hosts."""
     text = "; ".join(f"{h['host']}: {h['reasons'][0]}" for h in held_out[:shown])
     return text + (f"; and {len(held_out) - shown} more" if len(held_out) > shown else "")
 

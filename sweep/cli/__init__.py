@@ -357,16 +357,9 @@ def run(
     if inventory is None and resume is None and engine != "slurm":
         raise SweepError("no inventory given", fix="sweep run INVENTORY.yml, or sweep run --resume RUN_DIR")
     if list_hosts:
-        from sweep.collect.run import planned_hosts
-
-        hosts = planned_hosts(inventory, limit=limit, resume=resume, engine=runner,
-                              shard=parse_shard(shard) if shard else None, shard_by=shard_by,
-                              inventory_limits=InventoryLimits(yaml_values=max_yaml_values,
-                                                               range_hosts=max_range_hosts))
-        print(f"  hosts ({len(hosts)}):")
-        for host in hosts:
-            print(f"    {safe(host.name)}")
-        raise typer.Exit(0)
+        raise typer.Exit(_list_hosts(inventory, limit=limit, resume=resume, engine=runner, shard_by=shard_by,
+                                     shard=parse_shard(shard) if shard else None, inventory_limits=InventoryLimits(
+                                         yaml_values=max_yaml_values, range_hosts=max_range_hosts)))
     agent_args = ["--deep"] if deep else []
     result = run_with_progress(dict(
         inventory_path=inventory, limit=limit, out=out, resume=resume, forks=forks,
@@ -389,6 +382,17 @@ def _check_reference(reference: str, inventory: Path, limit: Optional[str]) -> N
     if reference not in {h.name for h in inv.hosts} and reference not in inv.groups:
         raise SweepError(f"{reference!r} is neither a host nor a group of {inventory}", where="--reference",
                          fix="name one of its hosts, or one of its groups")
+
+
+def _list_hosts(inventory: Optional[Path], **options) -> int:
+    """`sweep run --list-hosts`: the hosts the run would contact, in ansible --list-hosts' format."""
+    from sweep.collect.run import planned_hosts
+
+    hosts = planned_hosts(inventory, **options)
+    print(f"  hosts ({len(hosts)}):")
+    for host in hosts:
+        print(f"    {safe(host.name)}")
+    return 0
 
 
 def run_with_progress(options: dict, con: Console):

@@ -101,7 +101,7 @@ def test_readme_command_1_exits_0_in_a_fresh_copy(tmp_path):
     held = dict(re.findall(r'<li class="held-out">.*?<span class="hosts">(.*?)</span>:\s*<span class="why">(.*?)</span>',
                            box, re.S))
     assert set(held) == {"gpu21", "gpu25"}
-    assert held["gpu21"] == "1 other process(es) on the GPUs: python3 orphan_eval.py (pid 48213, 11264 MiB) on GPU 2"
+    assert held["gpu21"] == "1 other process on the GPUs: python3 orphan_eval.py (pid 48213, 11264 MiB) on GPU 2"
     assert held["gpu25"].startswith("HW slowdown active on GPU 6") and "HW thermal slowdown active on GPU 6" in held["gpu25"]
     lines = proc.stderr.splitlines()
     assert f"report: {run.resolve() / 'report' / 'report.html'}" in lines, proc.stderr

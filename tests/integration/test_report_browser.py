@@ -68,9 +68,9 @@ def test_the_top_box_names_the_hosts_held_out_for_health(rendered):
     held = re.findall(r'<li class="held-out">.*?<span class="hosts">(.*?)</span>:\s*<span class="why">(.*?)</span>',
                       box, re.S)
     assert held == [
-        ("&lt;script&gt;document.title='pwned'&lt;/script&gt;", "1 other process(es) on the GPUs: "
+        ("&lt;script&gt;document.title='pwned'&lt;/script&gt;", "1 other process on the GPUs: "
          "&lt;script&gt;document.title='pwned'&lt;/script&gt; (pid 4242, 8192 MiB) on GPU 2"),
-        ("gpu14", "1 other process(es) on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2"),
+        ("gpu14", "1 other process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2"),
         ("gpu16", "HW slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C); "
                   "HW thermal slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)")]
     assert re.search(r'id="pool-size"><b>26</b>', box)

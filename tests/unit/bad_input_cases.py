@@ -89,8 +89,8 @@ def build_cases(folder: Path) -> list[Case]:
     run = _run_folder(d / "run", inventory=good)
     cases.append(Case("invalid expectations file",
                       ["audit", str(run), "--expect", str(EXPECTATIONS / "bad-syntax.yml")],
-                      f"sweep: error: {EXPECTATIONS / 'bad-syntax.yml'}:4: not valid YAML: expected ',' or ']', "
-                      "but got '<scalar>' (while parsing a flow sequence that starts on line 3); fix the YAML "
+                      f"sweep: error: {EXPECTATIONS / 'bad-syntax.yml'}:4: not valid YAML: did not find expected ',' or "
+                      "']' (while parsing a flow sequence that starts on line 3); fix the YAML "
                       "there (indentation, a missing ':' or an unclosed quote)"))
     newer = json.loads(HEALTH.read_text())
     newer["schema_version"] = "2.0"

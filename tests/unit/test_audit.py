@@ -450,7 +450,7 @@ def test_error_yaml_syntax_names_file_and_line():
     path = EXPECT / "bad-syntax.yml"
     with pytest.raises(ConfigError) as err:
         load_expectations(path)
-    assert str(err.value) == (f"{path}:4: not valid YAML: expected ',' or ']', but got '<scalar>' (while parsing "
+    assert str(err.value) == (f"{path}:4: not valid YAML: did not find expected ',' or ']' (while parsing "
                               "a flow sequence that starts on line 3); fix the YAML there (indentation, a missing "
                               "':' or an unclosed quote)")
 

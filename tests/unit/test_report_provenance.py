@@ -71,5 +71,5 @@ def test_a_live_load_probe_is_judged_as_the_agent_judged_it_not_from_the_raw_pro
     # where the agent named another process, the report names it too
     foreign = build_report([H200 / "foreign.health.json"], tmp_path / "foreign")
     assert [f["detail"] for f in foreign.summary["findings"] if f["kind"] == "foreign_process"] == [
-        "1 other process(es) on the GPUs: python3 (pid 694, 11782 MiB) on GPU 0"]
+        "1 other process on the GPUs: python3 (pid 694, 11782 MiB) on GPU 0"]
     assert foreign.summary["pool"]["size"] == 0 and foreign.exit_code == 4
