@@ -331,10 +331,9 @@ class _Builder:
                 remap.get("pending"), remap.get("failure"), g.get("retired_pages_pending"),
                 under_load.get(g.get("index")), *_links(g),
             ))
-            for p in procs or ():
-                if (g.get("index"), p.get("pid")) in foreign:
-                    self.processes.append((position, g.get("index"), p.get("pid"), p.get("name"),
-                                           p.get("used_memory_bytes")))
+            for p in (p for p in procs or () if (g.get("index"), p.get("pid")) in foreign):  # the agent's verdict
+                self.processes.append((position, g.get("index"), p.get("pid"), p.get("name"),
+                                       p.get("used_memory_bytes")))
         for i, c in enumerate(contracts):
             self.contracts.append((position, i, c.get("name"), c.get("title"), c.get("status"), c.get("message"),
                                    c.get("fix"), c.get("consequence_of")))

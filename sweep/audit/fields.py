@@ -21,7 +21,7 @@ PROBE_CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("link errors", ("gpus#.nvlink.errors*", "gpus#.pcie.replay_counter", "kernel_log.xid*", "kernel_log.xid_lines")),
     ("links and fabric", ("gpus#.pcie.*", "gpus#.nvlink.*", "gpus#.nvlinks_active", "gpus#.fabric.*", "pci.*",
                           "gpus#.lost")),
-    ("power and clock policy", ("gpus#.power.*", "gpus#.clocks.*")),
+    ("power and clock policy", ("gpus#.power.*", "gpus#.clocks.*max*", "gpus#.clocks.*app*")),
     ("memory health and modes", ("gpus#.ecc.*", "gpus#.remapped_rows.*", "gpus#.retired_pages_pending",
                                  "gpus#.mig*", "gpus#.persistence_mode", "gpus#.compute_mode",
                                  "driver.confidential_compute")),

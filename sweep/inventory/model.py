@@ -266,10 +266,9 @@ def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str
             kept = memo[id(pair)] = (pair, _freeze(pair[0]))
         values[key] = kept[1]
     frozen = MappingProxyType(values)
-    address = connection(*_ADDRESS_VARS)[1]
     return Host(
         name=name,
-        address=name if address is None else address,  # '' stays '': ansible_host= means the empty string
+        address=next((a for a in (connection(*_ADDRESS_VARS)[1],) if a is not None), name),  # '' stays ''
         port=port,
         user=connection("ansible_user", "ansible_ssh_user")[1],
         key_file=os.path.expanduser(key_file) if key_file else None,
