@@ -7,14 +7,20 @@ loaded through the CUDA driver API with ctypes: needs nothing installed).
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 from probe_agent.collect import Reader, decode_reasons, mw_to_w, NVML_CLOCK_MEM, NVML_CLOCK_SM
+
+# Each load prints STARTED once its GPU work begins (after `import torch`, which alone takes
+# seconds): the probe times its full mid-load read from that line, not from the child's start.
+STARTED = "sweep-load-started"
 
 TORCH_LOAD = r"""
 import sys, time, torch
 secs = float(sys.argv[1]); n = torch.cuda.device_count()
 mats = [(torch.randn(8192, 8192, device=i, dtype=torch.bfloat16),) * 2 for i in range(n)]
+print("sweep-load-started", flush=True)
 t0 = time.time(); iters = 0
 while time.time() - t0 < secs:
     for a, b in mats:
@@ -72,6 +78,7 @@ for i in range(n.value):
     sms = ctypes.c_int(); cu.cuDeviceGetAttribute(ctypes.byref(sms), 16, dev)
     ctxs.append((ctx, fn, buf, max(sms.value, 1)))
 iters = ctypes.c_uint32(2000000)
+print("sweep-load-started", flush=True)
 t0 = time.time(); launches = 0
 while time.time() - t0 < secs:
     for ctx, fn, buf, sms in ctxs:
@@ -94,6 +101,13 @@ def start_load(engine, seconds, torch_python):
         argv = [sys.executable, "-I", "-c", PTX_LOAD, str(seconds), PTX]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     return proc, engine
+
+
+def _watch(stream, started):
+    """Read the load child's stdout to its end; set `started` when it says its GPU work began."""
+    for line in iter(stream.readline, b""):
+        if line.strip() == STARTED.encode():
+            started.set()
 
 
 def sample(src, count, t):
@@ -163,8 +177,13 @@ def run_load(src, count, seconds, engine, torch_python, interval, read_facts):
         return section
     proc, used = start_load(engine, seconds, torch_python)
     section["engine"], section["pid"] = used, proc.pid
+    started, err = threading.Event(), []
+    readers = [threading.Thread(target=_watch, args=(proc.stdout, started), daemon=True),
+               threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)]
+    for reader in readers:
+        reader.start()
     t0 = time.monotonic()
-    warm = max(seconds / 2.0, 1.0)  # the full read mid-load, once clocks and power have settled
+    began = None  # when the child's GPU work began: the full read is taken half-way through the load
     read = False
     while proc.poll() is None:
         t = time.monotonic() - t0
@@ -172,15 +191,19 @@ def run_load(src, count, seconds, engine, torch_python, interval, read_facts):
             proc.kill()
             break
         section["samples"].append(sample(src, count, t))
-        if not read and t >= warm:
+        if began is None and started.is_set():
+            began = t
+        if not read and began is not None and t - began >= seconds / 2.0:
             read_facts()
             read = True
         time.sleep(interval)
-    out, err = proc.communicate()
+    proc.wait()
+    for reader in readers:
+        reader.join(5.0)
     section["exit_code"] = proc.returncode
     if proc.returncode != 0:
-        section["error"] = err.decode("utf-8", "replace").strip()[-500:]
-    if not read:
+        section["error"] = b"".join(err).decode("utf-8", "replace").strip()[-500:]
+    if not read:  # the load never started or ended early: read what is there
         read_facts()
     if hasattr(src, "load_meta"):
         src.load_meta = {k: v for k, v in section.items() if k != "samples"}

@@ -10,7 +10,8 @@ OK = 0
 INCOMPLETE = 1  # some hosts unreachable or failed: the sweep (and its verdict) covers only the rest
 BAD_INPUT = 2  # a SweepError: the message names the file, host or option and the fix
 NOT_COMPARABLE = 3  # the hosts fall into more than one comparability class
-BROKEN = 4  # one class, but a host has a broken contract (`sweep probe`: this host has one)
+BROKEN = 4  # one class, but a host has a broken contract or is held out of the pool for its health
+#            (a foreign process, an incomplete probe); `sweep probe`: this host has a broken contract
 OFF = 5  # drift from a baseline, an expectations violation, a change between two runs
 INTERRUPTED = 130  # Ctrl-C: the run folder is marked interrupted; --resume finishes it
 
@@ -19,7 +20,7 @@ MEANING = {
     INCOMPLETE: "some hosts are unreachable: the verdict covers only the hosts that answered",
     BAD_INPUT: "bad input: the message names the file, host or option, and the fix",
     NOT_COMPARABLE: "the hosts fall into more than one comparability class: not one pool",
-    BROKEN: "one comparability class, but some host has a broken contract",
+    BROKEN: "one comparability class, but some host has a broken contract or is held out of the pool for its health",
     OFF: "one healthy comparability class, but some host is off its expectations or drifted from its baseline",
     INTERRUPTED: "interrupted: what was collected is kept; --resume finishes the run",
 }

@@ -7,6 +7,11 @@ keys that differ from it and what each difference does to a benchmark.
 
 Kept apart from the classes: hosts that failed (unreachable), hosts whose lowest broken contract
 stops any benchmark (driver, device_mask, framework), and the health findings (`sweep.analysis.health`).
+
+The pool is what can be benchmarked together: the hosts of the reference class that are also
+healthy. A host of that class is held out of the pool, with its reasons, when it has a broken
+contract (HW slowdown, a row-remap failure...), a foreign process on its GPUs, or a probe that
+stopped before it read everything (`HELD_OUT_BY`).
 """
 from __future__ import annotations
 
@@ -25,6 +30,8 @@ from sweep.text import plural
 
 # Contracts below which a host cannot run the benchmark at all.
 BLOCKING = ("driver", "fabric", "device_mask", "framework")
+# Health findings that keep a comparable, runnable host out of the pool (any of severity "broken" too).
+HELD_OUT_BY = ("foreign_process", "probe_incomplete")
 
 
 @dataclass(frozen=True)
@@ -65,10 +72,19 @@ class Findings:
     excluded: tuple[dict, ...]
     findings: tuple[Finding, ...]
     host_keys: pd.DataFrame = field(repr=False)
+    held_out: tuple[dict, ...] = ()  # hosts of the reference class kept out of the pool: host, reasons
 
     @property
     def reference(self) -> ComparabilityClass | None:
         return self.classes[0] if self.classes else None
+
+    @property
+    def pool(self) -> tuple[str, ...]:
+        """The hosts that can be benchmarked together: comparable (the reference class), runnable, healthy."""
+        if self.reference is None:
+            return ()
+        out = {h["host"] for h in self.held_out}
+        return tuple(h for h in self.reference.hosts if h not in out)
 
     @property
     def comparable(self) -> bool:
@@ -77,8 +93,10 @@ class Findings:
 
     def verdict(self) -> tuple[str, str]:
         """(the answer in a few words, the sentence that backs it)."""
-        ref, total = self.reference, self.hosts_total
+        ref, total, pool = self.reference, self.hosts_total, self.pool
         tail = []
+        if self.held_out:
+            tail.append(f"{len(self.held_out)} held out for health ({_held_out_text(self.held_out)})")
         if self.excluded:
             tail.append(f"{len(self.excluded)} cannot run a benchmark")
         if self.unreachable:
@@ -86,17 +104,20 @@ class Findings:
         tail = ("; " + "; ".join(tail)) if tail else ""
         if ref is None:
             return "No host can run a benchmark", f"none of the {total} hosts reached a runnable state{tail}."
+        if not pool:
+            return ("No healthy pool", f"the {ref.size} comparable host(s) of class {ref.id} are all held out for "
+                    f"health{tail}.")
+        folded = abbreviate(fold_hosts(pool))
         if self.comparable:
-            whole = "all " if ref.size == total else ""
+            whole = "all " if len(pool) == total else ""
             return ("One pool" if not tail else "One pool, hosts kept out",
-                    f"{whole}{ref.size} of {total} hosts ({abbreviate(ref.folded)}) can be benchmarked "
-                    f"together{tail}.")
+                    f"{whole}{len(pool)} of {total} hosts ({folded}) can be benchmarked together{tail}.")
         others = sum(c.size for c in self.classes[1:])
         keys = []
         for c in self.classes[1:]:
             keys.extend(d.label for d in c.differs if d.label not in keys)
         return (f"Not one pool: {len(self.classes)} comparability classes",
-                f"the largest comparable pool is {abbreviate(ref.folded)} ({ref.size} of {total} hosts); "
+                f"the pool is {folded} ({len(pool)} of {total} hosts); "
                 f"{plural(others, 'host')} in {plural(len(self.classes) - 1, 'other class', 'other classes')} differ in {', '.join(keys)}{tail}.")
 
     def headline(self) -> str:
@@ -115,11 +136,40 @@ class Findings:
             "comparable": self.comparable, "headline": self.headline(), "verdict": answer,
             "verdict_detail": detail[:1].upper() + detail[1:], "hosts_total": self.hosts_total,
             "hosts_ok": self.hosts_ok, "hosts_in_reference": ref.size if ref else 0,
+            "pool": {"hosts": list(self.pool), "folded": fold_hosts(self.pool), "size": len(self.pool)},
+            "held_out": list(self.held_out),
             "key_labels": dict(KEYS), "unreachable": list(self.unreachable),
             "reference_class": dict(cls(ref), chosen_by=self.reference_by) if ref else None,
             "classes": [cls(c) for c in self.classes], "excluded": list(self.excluded),
             "findings": [f.to_dict() for f in self.findings],
         }
+
+
+def _held_out_text(held_out: tuple[dict, ...], shown: int = 4) -> str:
+    """'gpu21: 1 other process ...; gpu25: HW slowdown ...' for the first `shown` hosts."""
+    text = "; ".join(f"{h['host']}: {h['reasons'][0]}" for h in held_out[:shown])
+    return text + (f"; and {len(held_out) - shown} more" if len(held_out) > shown else "")
+
+
+def held_out_for_health(classes: tuple[ComparabilityClass, ...], found: tuple[Finding, ...]) -> tuple[dict, ...]:
+    """Hosts of the reference class whose health keeps them out of the pool, each with its reasons
+    (the findings' own words, the most severe first; a lowest-broken-contract line is dropped where a
+    finding says the same thing more precisely)."""
+    if not classes:
+        return ()
+    members = set(classes[0].hosts)
+    reasons: dict[str, list[Finding]] = {}
+    for f in found:  # already sorted: broken before warning
+        if f.host in members and (f.severity == "broken" or f.kind in HELD_OUT_BY):
+            reasons.setdefault(f.host, []).append(f)
+    order = {host: i for i, host in enumerate(classes[0].hosts)}
+    out = []
+    for host in sorted(reasons, key=order.__getitem__):
+        items = reasons[host]
+        precise = [f for f in items if f.kind != "lowest_broken"]
+        chosen = precise if any(f.severity == "broken" for f in precise) else items
+        out.append({"host": host, "kinds": [f.kind for f in chosen], "reasons": [f.detail for f in chosen]})
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- classes
@@ -171,8 +221,9 @@ def compare(fleet: Fleet, reference: str | None = None) -> Findings:
     excluded = tuple({"host": h, "contract": str(r.lowest_broken), "message": as_text(r.lowest_message),
                       "fix": as_text(r.lowest_fix)} for h, r in zip(cannot.index, cannot.itertuples()))
     found = health_findings(fleet, hosts, keys, mixed, gpu_keys)
-    return Findings(len(hosts), int(reachable.sum()), tuple(classes), reference_by, unreachable, excluded,
-                    found, keys)
+    classes = tuple(classes)
+    return Findings(len(hosts), int(reachable.sum()), classes, reference_by, unreachable, excluded,
+                    found, keys, held_out_for_health(classes, found))
 
 
 def _reference_code(reference, hosts, eligible, code, sizes):

@@ -65,6 +65,21 @@ CONTRACT_COLUMNS = {
     "host": "category", "position": "Int64", "contract": "category", "title": "category",
     "status": "category", "message": "category", "fix": "category", "consequence_of": "category",
 }
+def _foreign_processes(health: dict, contracts: list) -> set:
+    """(GPU index, pid) of the processes the agent itself judged foreign: its "processes" contract's
+    evidence, which leaves out the probe's own (its --load child). Without that contract (a record
+    it could not judge), every listed process but the load's own."""
+    judged = next((c for c in contracts if c.get("name") == "processes"), {})
+    if judged.get("status") == "ok":
+        return set()
+    listed = (judged.get("evidence") or {}).get("processes") if judged.get("status") == "warning" else None
+    if isinstance(listed, list):
+        return {(p.get("gpu"), p.get("pid")) for p in listed if isinstance(p, dict)}
+    own = (health.get("load") or {}).get("pid")
+    return {(g.get("index"), p.get("pid")) for g in health.get("gpus") or [] for p in g.get("processes") or []
+            if isinstance(p, dict) and p.get("pid") != own}
+
+
 PROCESS_COLUMNS = {
     "host": "category", "gpu": "Int64", "pid": "Int64", "name": "string", "used_memory_bytes": "Int64",
 }
@@ -72,7 +87,8 @@ PROCESS_COLUMNS = {
 
 @dataclass(frozen=True)
 class Fleet:
-    """The loaded fleet: `hosts` (one row per host), `gpus`, `contracts` (14 per probed host; 9 in schema 1.0), `processes`."""
+    """The loaded fleet: `hosts` (one row per host), `gpus`, `contracts` (14 per probed host; 9 in schema 1.0),
+    `processes` (the foreign ones: those the agent's own "processes" contract names)."""
 
     hosts: pd.DataFrame
     gpus: pd.DataFrame
@@ -279,6 +295,7 @@ class _Builder:
         contracts = health.get("contracts") or []
         low = next((c for c in contracts if c.get("name") == health.get("lowest_broken")), {})
         framework = next((c for c in contracts if c.get("name") == "framework"), {})
+        foreign = _foreign_processes(health, contracts)
         probe = health.get("probe") or {}
         self.hosts.append((
             name, groups, str(path), status, failure_class if status == "failed" else None, failure_message,
@@ -314,7 +331,7 @@ class _Builder:
                 remap.get("pending"), remap.get("failure"), g.get("retired_pages_pending"),
                 under_load.get(g.get("index")), *_links(g),
             ))
-            for p in procs or ():
+            for p in (p for p in procs or () if (g.get("index"), p.get("pid")) in foreign):  # the agent's verdict
                 self.processes.append((position, g.get("index"), p.get("pid"), p.get("name"),
                                        p.get("used_memory_bytes")))
         for i, c in enumerate(contracts):

@@ -1,8 +1,13 @@
-"""What changed between two probes (health.json files): throttle evidence first.
+"""What changed between two probes (health.json files): the conclusion, then its evidence, then the rest.
 
-`diff_health(a, b)` returns the changed fields, each with its category; the categories are shown
-in the order a person debugging "it got slower" reads them: throttle evidence, then link errors
-(NVLink counters and PCIe replays that rose, new Xid events), links and fabric, then power and clock policy, then memory health and modes, then identity and software, then the rest.
+`explain_files(a, b)` opens with one or two lines saying what the clock and power evidence means
+(`sweep.audit.throttle.conclusion`); `diff_health(a, b)` returns the changed fields, each with its
+category (`sweep.audit.fields.PROBE_CATEGORIES`), in the order a person debugging "it got slower"
+reads them: the throttle evidence (the fields that prove or clear the conclusion: clock-event
+reasons, SM clock, power draw, the load's sample summaries), then link errors (NVLink counters and
+PCIe replays that rose, new Xid events), links and fabric, power and clock policy, memory
+health and modes, processes, the verdict, identity and software, then readings that prove nothing
+by themselves (temperature, utilisation, memory clock, pstate), then the rest.
 """
 from __future__ import annotations
 
@@ -183,13 +188,18 @@ def _emptied(c: Change) -> bool:
     return (c.before == [] and c.after is None) or (c.before is None and c.after == [])
 
 
-def diff_files(before: str | Path, after: str | Path) -> list[Change]:
-    """`sweep diff`: two provenance files compare as runs; otherwise as probes (a provenance file
-    standing for its probe before the command)."""
-    def kind(path):
-        data = _read_json(Path(path))
-        return data.get("kind") if isinstance(data, dict) else None
+def explain_files(before: str | Path, after: str | Path) -> tuple[list[str], list[Change]]:
+    """`sweep diff`: (the conclusion in one or two lines, the changes in reading order). Two provenance
+    files compare as runs; otherwise as probes (a provenance file standing for its probe before the command)."""
+    from sweep.audit.throttle import conclusion, conclusion_of_runs
 
-    if kind(before) == kind(after) == PROVENANCE_KIND:
-        return diff_provenance(load_provenance(before), load_provenance(after))
-    return diff_health(load_health(before), load_health(after))
+    if _kind(before) == _kind(after) == PROVENANCE_KIND:
+        a, b = load_provenance(before), load_provenance(after)
+        return conclusion_of_runs(a, b), diff_provenance(a, b)
+    a, b = load_health(before), load_health(after)
+    return conclusion(a, b), diff_health(a, b)
+
+
+def _kind(path: str | Path):
+    data = _read_json(Path(path))
+    return data.get("kind") if isinstance(data, dict) else None

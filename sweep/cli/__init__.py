@@ -120,7 +120,8 @@ def diff(
     html: Optional[Path] = typer.Option(None, "--html", metavar="FILE",
                                         help="two run folders: also write the diff as HTML to FILE"),
 ):
-    """What changed between two probes, throttle evidence first; between two wrapped runs
+    """What changed between two probes: the conclusion in a line or two, then the throttle evidence
+    that proves it, then the rest; between two wrapped runs
     (provenance.json), the probes before them first, then what their samples saw. Between two run
     folders: hosts added, removed, newly unreachable, recovered, and each host's changes by kind
     (exit 5 when anything changed; docs/audits.md)."""
@@ -129,23 +130,25 @@ def diff(
     paths.output_file(html, "--html", "the HTML diff")
     if before.is_dir() or after.is_dir():
         raise typer.Exit(_run_diff(before, after, as_json, html))
-    from sweep.audit.diff import diff_files, rising_link_errors
+    from sweep.audit.diff import explain_files, rising_link_errors
 
-    changes = diff_files(before, after)
+    conclusion, changes = explain_files(before, after)
     if as_json:
-        print(json.dumps([c.__dict__ for c in changes], indent=1))
+        print(json.dumps({"conclusion": conclusion, "changes": [c.__dict__ for c in changes]}, indent=1))
         return
     from rich.table import Table
 
+    for line in conclusion:
+        print(safe(line))
+    out = Console(highlight=False)
     table = Table(title=f"{safe(before)} -> {safe(after)}: {plural(len(changes), 'change')}")
     for col in ("kind", "field", "before", "after"):
         table.add_column(col, overflow="fold")
     for c in changes:
         table.add_row(c.category, safe(c.path), safe(json.dumps(c.before)), safe(json.dumps(c.after)))
-    console = Console(highlight=False)
-    console.print(table)
+    out.print(table)
     for finding in rising_link_errors(changes):
-        console.print("finding: " + safe(finding))
+        out.print("finding: " + safe(finding))
 
 
 @app.command()
@@ -324,6 +327,8 @@ def run(
                                         "(gpu[0001:9999]) may name"),
     wrap: Optional[str] = typer.Option(None, "--wrap", hidden=True,  # shown once issue 17 implements it
                                        help="a benchmark command to wrap on every host"),
+    list_hosts: bool = typer.Option(False, "--list-hosts", help="print the hosts this run would contact (after "
+                                    "--limit, --shard, --resume), as ansible --list-hosts does; contact none"),
 ):
     """Sweep every host of an inventory over SSH (or through ansible or Slurm: --engine), keep each
     record, then compare and report. The run folder goes to reports/<UTC time>-<inventory name>
@@ -360,6 +365,10 @@ def run(
         raise SweepError("--transport belongs to the ssh engine", fix="drop --transport, or use --engine ssh")
     if inventory is None and resume is None and engine != "slurm":
         raise SweepError("no inventory given", fix="sweep run INVENTORY.yml, or sweep run --resume RUN_DIR")
+    if list_hosts:
+        raise typer.Exit(_list_hosts(inventory, limit=limit, resume=resume, engine=runner, shard_by=shard_by,
+                                     shard=parse_shard(shard) if shard else None, inventory_limits=InventoryLimits(
+                                         yaml_values=max_yaml_values, range_hosts=max_range_hosts)))
     agent_args = (["--deep"] if deep else []) + (["--load", f"{load:g}"] if load > 0 else [])
     result = run_with_progress(dict(
         inventory_path=inventory, limit=limit, out=out, resume=resume, forks=forks,
@@ -383,6 +392,17 @@ def _check_reference(reference: str, inventory: Path, limit: Optional[str]) -> N
     if reference not in {h.name for h in inv.hosts} and reference not in inv.groups:
         raise SweepError(f"{reference!r} is neither a host nor a group of {inventory}", where="--reference",
                          fix="name one of its hosts, or one of its groups")
+
+
+def _list_hosts(inventory: Optional[Path], **options) -> int:
+    """`sweep run --list-hosts`: the hosts the run would contact, in ansible --list-hosts' format."""
+    from sweep.collect.run import planned_hosts
+
+    hosts = planned_hosts(inventory, **options)
+    print(f"  hosts ({len(hosts)}):")
+    for host in hosts:
+        print(f"    {safe(host.name)}")
+    return 0
 
 
 def run_with_progress(options: dict, con: Console):

@@ -204,15 +204,7 @@ def _reopen(resume: str | Path, inventory_path: str | Path | None, loader: str, 
     try:
         manifest = folder.read_manifest()
         inventory = _inventory(inventory_path or manifest["inventory"]["path"], loader, runner, limits)
-        by_name = {host.name: host for host in inventory.hosts}
-        names = list(manifest.get("hosts") or [])
-        gone = [name for name in names if name not in by_name]
-        if gone:
-            raise InventoryError(
-                f"{plural(len(gone), 'host')} of the run {'is' if len(gone) == 1 else 'are'} no longer in the "
-                f"inventory: {', '.join(gone[:5])}",
-                where=str(inventory.path), fix="resume with the inventory the run started from")
-        hosts = [by_name[name] for name in names]
+        hosts = _hosts_of_run(inventory, manifest)
         _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
         options = replace(options, transport=transport or manifest.get("options", {}).get("transport") or "paramiko")
         _check_ssh_settings(runner, hosts, options)
@@ -341,6 +333,36 @@ def _check_key_files(hosts: Sequence[Host], inventory: Path, passphrase: str | N
     text = "is encrypted and no passphrase was given" if isinstance(problem, KeyFileEncrypted) else str(problem)
     raise ConfigError(f"{host.name}{others}: private key file {host.key_file} {text}",
                       where=str(inventory), fix=_KEY_FIXES[type(problem)])
+
+
+def planned_hosts(inventory_path: str | Path | None, *, limit: str | None = None, resume: str | Path | None = None,
+                  loader: str = "auto", engine: "str | Engine" = "ssh", shard: tuple[int, int] | None = None,
+                  shard_by: str = "hash", inventory_limits: InventoryLimits = InventoryLimits()) -> list[Host]:
+    """The hosts `run_sweep` with these arguments would contact, in the order it would; contacts none and
+    writes nothing (``sweep run --list-hosts``, Ansible's ``--list-hosts``). With `resume`: the run's
+    hosts without a record."""
+    _check_options(1, resume, limit, {})
+    runner = create_engine(engine) if isinstance(engine, str) else engine
+    if resume is not None:
+        folder, manifest = RunFolder.existing(resume)
+        inventory = _inventory(inventory_path or manifest["inventory"]["path"], loader, runner, inventory_limits)
+        done = folder.read_records()
+        return [host for host in _hosts_of_run(inventory, manifest) if host.name not in done]
+    hosts = _inventory(inventory_path, loader, runner, inventory_limits).select(limit)
+    return select_shard(hosts, *shard, by=shard_by) if shard is not None else hosts
+
+
+def _hosts_of_run(inventory: Inventory, manifest: dict) -> list[Host]:
+    """The hosts a run folder's manifest lists, read from the inventory (all of them must still be there)."""
+    by_name = {host.name: host for host in inventory.hosts}
+    names = list(manifest.get("hosts") or [])
+    gone = [name for name in names if name not in by_name]
+    if gone:
+        raise InventoryError(
+            f"{plural(len(gone), 'host')} of the run {'is' if len(gone) == 1 else 'are'} no longer in the "
+            f"inventory: {', '.join(gone[:5])}",
+            where=str(inventory.path), fix="resume with the inventory the run started from")
+    return [by_name[name] for name in names]
 
 
 def _inventory(path: str | Path | None, loader: str, runner: Engine,

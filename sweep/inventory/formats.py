@@ -26,6 +26,7 @@ import re
 import shlex
 import string
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,7 @@ class GroupGraph:
         self.groups["all"].children.append("ungrouped")
         self.groups["ungrouped"].parents.append("all")
         self.host_vars: dict[str, dict[str, tuple[Any, str]]] = {}
+        self.first_listing: dict[str, tuple[int | None, str]] = {}  # host -> (port, file:line)
         self.warnings: list[str] = []
 
     def add_group(self, name: str) -> _Group:
@@ -172,13 +174,23 @@ class GroupGraph:
         self.groups[child].parents.append(parent)
 
     def add_host(self, name: str, group: str, port: int | None, where: str) -> None:
+        """List `name` in `group`; as in ansible's InventoryData.add_host, only the host's first listing
+        sets its port (``gpu01:2222``): a port on a later listing is ignored, with a warning."""
         if not name.strip():
             raise InventoryError(f"empty host name in group '{group}'", where=where,
                                  fix="give the host a name (its address goes in ansible_host)")
-        self.host_vars.setdefault(name, {})
+        if name not in self.host_vars:
+            self.host_vars[name] = {}
+            self.first_listing[name] = (port, where)
+            if port is not None:
+                self.host_vars[name]["ansible_port"] = (port, where)
+        elif port is not None and port != self.first_listing[name][0]:
+            first_port, first_where = self.first_listing[name]
+            self.warnings.append(
+                f"{where}: host '{name}' is listed again with port {port}; as Ansible does, sweep keeps its "
+                f"first listing's port ({first_port if first_port is not None else 'none'}, at {first_where}); "
+                "set ansible_port on the host to change it")
         self.groups[group].hosts[name] = None
-        if port is not None:
-            self.host_vars[name]["ansible_port"] = (port, where)
 
     def set_host_var(self, host: str, key: str, value: Any, where: str) -> None:
         before = self.host_vars[host].get(key)
@@ -199,6 +211,36 @@ class GroupGraph:
             raise InventoryError(f"ansible_group_priority of group '{group}' is {value!r}, not a number",
                                  where=where, fix="set it to a whole number; higher wins") from None
 
+    def reconcile(self, where: str) -> None:
+        """ansible's InventoryData.reconcile_inventory: parentless groups go under 'all'; 'ungrouped'
+        holds exactly the hosts that are in no other group, appended in host order."""
+        for group in list(self.groups.values()):
+            if group.name != "all" and not group.parents:
+                self.add_child("all", group.name, where)
+        ungrouped = self.groups["ungrouped"].hosts
+        listed_in: dict[str, set[str]] = {name: set() for name in self.host_vars}
+        for group in self.groups.values():
+            for host in group.hosts:
+                listed_in[host].add(group.name)
+        for host, direct in listed_in.items():
+            if direct - {"all", "ungrouped"}:
+                ungrouped.pop(host, None)
+            else:
+                ungrouped[host] = None
+
+    def members(self, group: str) -> tuple[str, ...]:
+        """The hosts of `group` in the order of ansible's Group.get_hosts: the group's own, then each
+        descendant's, the descendants breadth first (ansible's _walk_relationship). Below the first
+        level ansible iterates a set of groups; sweep takes each level in declaration order."""
+        ordered, seen = [group, *self.groups[group].children], {group}
+        frontier = list(dict.fromkeys(ordered))
+        while frontier:
+            seen.update(frontier)
+            following = [child for name in frontier for child in self.groups[name].children if child not in seen]
+            ordered += following
+            frontier = list(dict.fromkeys(following))
+        return tuple(dict.fromkeys(host for name in ordered for host in self.groups[name].hosts))
+
     def ancestors(self, group: str) -> set[str]:
         found: set[str] = set()
         stack = list(self.groups[group].parents)
@@ -208,6 +250,27 @@ class GroupGraph:
                 found.add(parent)
                 stack.extend(self.groups[parent].parents)
         return found
+
+
+class GroupMembers(Mapping):
+    """Every group of a GroupGraph -> its hosts in ansible's Group.get_hosts order (`GroupGraph.members`),
+    each group's computed when first asked for: loading stays linear however deep the groups nest."""
+
+    def __init__(self, graph: GroupGraph) -> None:
+        self._graph, self._found = graph, {}
+
+    def __getitem__(self, group: str) -> tuple[str, ...]:
+        if group not in self._found:
+            if group not in self._graph.groups:
+                raise KeyError(group)
+            self._found[group] = self._graph.members(group)
+        return self._found[group]
+
+    def __iter__(self):
+        return iter(self._graph.groups)
+
+    def __len__(self) -> int:
+        return len(self._graph.groups)
 
 
 # --- YAML ---------------------------------------------------------------------------------------
@@ -223,8 +286,14 @@ class Vaulted(str):
     """A ``!vault`` value: ciphertext sweep keeps but cannot read."""
 
 
-class LineLoader(yaml.SafeLoader):
-    """SafeLoader whose mappings are LineMappings (inventories here, expectations files in sweep.audit.expect).
+# ansible-core parses YAML with libyaml where PyYAML has it (CSafeLoader), and libyaml refuses some
+# documents the pure-Python parser accepts (``{p01:, p02:}``): the same parser, the same answer.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class LineLoader(_SAFE_LOADER):  # type: ignore[valid-type,misc]
+    """A safe loader (libyaml's where PyYAML has it, as ansible's) whose mappings are LineMappings
+    (inventories here, expectations files in sweep.audit.expect).
 
     With `refuse_duplicates`, a key written twice in one mapping calls `duplicate_key` (which raises);
     otherwise the later one wins, as in YAML and Ansible.
@@ -280,7 +349,8 @@ def yaml_load(text: str, path: Path, max_values: int | None = InventoryLimits.ya
         return _load(text, _PureLineLoader, path, max_values)
     except yaml.MarkedYAMLError as err:
         # an unclosed quote or bracket is reported at the end of the file; its start is more useful
-        at_end = any(end in (err.problem or "") for end in ("end of stream", "<stream end>")) and err.context_mark
+        at_end = err.context_mark and (any(end in (err.problem or "") for end in ("end of stream", "<stream end>"))
+                                       or (err.problem_mark and not text[err.problem_mark.index:].strip()))
         mark = err.context_mark if at_end else err.problem_mark or err.context_mark
         context = f"{err.context}: " if err.context else ""
         fix = ("sweep reads plain YAML and ansible's !unsafe and !vault tags" if "tag" in (err.problem or "")

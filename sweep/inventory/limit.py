@@ -14,8 +14,17 @@ Follows ansible-core's ``InventoryManager`` (``split_host_pattern``, ``order_pat
   host range: ``gpu[01:04]`` is hosts 1 to 4 of group ``gpu``, as in Ansible;
 - ``@file``: one pattern per line of a file (Ansible's retry-file syntax).
 
-Unlike Ansible, the hosts come back in inventory order whatever order the patterns had, and a
-subscript indexes the matched hosts in inventory order.
+A subscript indexes the list Ansible's ``_enumerate_matches`` builds: the hosts of every group the
+expression matches, in the order of the inventory's groups, each group's hosts in ``Group.get_hosts``
+order (its own hosts, then its children's, breadth first: `sweep.inventory.formats.GroupGraph.members`),
+then, for a glob, regex or a name no group has, the matching hosts in inventory order; duplicates
+stay in that list, as in Ansible (``*[1]`` can be the host ``*[0]`` is). Where a group has nested
+children on more than one branch, Ansible orders the deeper levels by iterating a ``set`` of Group
+objects, so its own answer changes from run to run; sweep takes them breadth first in declaration order.
+
+Stricter than Ansible: a ``~`` pattern must compile. Ansible splits ``~[unclosed`` at the bracket
+into ``~`` (every host) and ``unclosed``; sweep refuses it with the regex error (exit 2). The hosts
+come back in inventory order, whatever order the patterns had.
 """
 from __future__ import annotations
 
@@ -42,6 +51,7 @@ def split_patterns(limit: str) -> list[str]:
         parts = [limit]
     else:
         parts = _COLON_SEPARATED.findall(limit)
+        _check_nothing_dropped(limit, parts)
     patterns: list[str] = []
     for part in (p.strip() for p in parts):
         if part.startswith("@"):
@@ -49,6 +59,26 @@ def split_patterns(limit: str) -> list[str]:
         elif part:
             patterns.append(part)
     return patterns
+
+
+def _check_nothing_dropped(limit: str, parts: list[str]) -> None:
+    """A ':'-list keeps every character but its separators; an unbalanced '[' or ']' would be dropped."""
+    if re.sub(r"[\s:]", "", limit) == re.sub(r"[\s:]", "", "".join(parts)):
+        return
+    if limit.lstrip().startswith("~"):
+        _compile_regex(limit.strip())
+    raise LimitError(f"--limit '{limit}' has an unbalanced '[' or ']'",
+                     fix="close the bracket (gpu[0], gpu[1:3]) or separate patterns with ','")
+
+
+def _compile_regex(pattern: str):
+    try:
+        return re.compile(pattern[1:])
+    except re.error as err:
+        raise LimitError(
+            f"--limit pattern '{pattern}' is not a valid regular expression ({err})",
+            fix="fix the expression after '~', or use a glob such as 'gpu0*'",
+        ) from None
 
 
 def match_hosts(limit: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]]) -> list[str]:
@@ -95,24 +125,19 @@ def _match_one(pattern: str, position: Mapping[str, int], groups: Mapping[str, S
 
 
 def _enumerate(expression: str, position: Mapping[str, int], groups: Mapping[str, Sequence[str]]) -> list[str]:
-    """Hosts of the groups the expression names, plus hosts it names directly (Ansible's rules)."""
-    if expression.startswith("~"):
-        try:
-            matcher = re.compile(expression[1:]).match
-        except re.error as err:
-            raise LimitError(
-                f"--limit pattern '{expression}' is not a valid regular expression ({err})",
-                fix="fix the expression after '~', or use a glob such as 'gpu0*'",
-            ) from None
-    else:
-        matcher = re.compile(fnmatch.translate(expression)).match
-    found: dict[str, None] = {}
+    """Hosts of the groups the expression names, plus hosts it names directly, in Ansible's order."""
+    if expression == "~":
+        raise LimitError("--limit pattern '~' has no regular expression after the '~'",
+                         fix="write the expression after '~' (~gpu0[1-4]), or use 'all' for every host")
+    matcher = (_compile_regex(expression) if expression.startswith("~")
+               else re.compile(fnmatch.translate(expression))).match
+    found: list[str] = []  # duplicates kept: a subscript indexes this list, as in Ansible
     matched_groups = [group for group in groups if matcher(group)]
     for group in matched_groups:
-        found.update(dict.fromkeys(groups[group]))
+        found.extend(groups[group])
     if not matched_groups or expression[0] == "~" or any(c in expression for c in _GLOB_CHARS):
-        found.update(dict.fromkeys(name for name in position if matcher(name)))
-    return sorted(found, key=position.__getitem__)
+        found.extend(name for name in position if matcher(name))
+    return found
 
 
 def _split_subscript(pattern: str) -> tuple[str, tuple[int, int | None] | None]:

@@ -12,7 +12,8 @@ Variables of a host, lowest precedence first (ansible-core's default ``VARIABLE_
 4. ``group_vars/GROUP`` beside the inventory file, in the same group order;
 5. host vars in the inventory file (a host defined twice keeps the later value, as in Ansible;
    when the two definitions give different ``ansible_host``, ``ansible_port`` or ``ansible_user``,
-   an `InventoryWarning` names both lines);
+   an `InventoryWarning` names both lines; a port written ``gpu01:2222`` counts only on the host's
+   first listing, as in Ansible, and a different one on a later listing is warned about);
 6. ``host_vars/HOST`` beside the inventory file.
 
 ``group_vars/NAME`` is the first of ``NAME``, ``NAME.yml``, ``NAME.yaml``, ``NAME.json`` that exists;
@@ -21,7 +22,8 @@ a directory ``NAME/`` contributes its files in sorted order, later ones winning.
 Connection variables become Host fields: ``ansible_host`` (or ``ansible_ssh_host``), ``ansible_port``
 (or ``ansible_ssh_port``), ``ansible_user`` (or ``ansible_ssh_user``), ``ansible_private_key_file``
 (or ``ansible_ssh_private_key_file``), ``ansible_python_interpreter`` (``auto*`` means ``python3``),
-``ansible_ssh_common_args``. As in Ansible's ssh plugin, the ``ansible_ssh_`` spelling wins when both
+``ansible_ssh_common_args``. An empty ``ansible_host=`` is the empty address, as in Ansible (a sweep
+records that host as failed, class ``dns``, naming the variable). As in Ansible's ssh plugin, the ``ansible_ssh_`` spelling wins when both
 are set. Variables named ``sweep_*`` are sweep's own settings (``sweep_interpreters`` is
 ``settings["interpreters"]``). Values are frozen: mappings are read-only, lists become tuples.
 
@@ -45,7 +47,8 @@ from typing import Any
 
 from sweep.errors import InventoryError, InventoryWarning, LimitError
 from sweep.inventory.formats import (
-    IMPLICIT_GROUPS, GroupGraph, InventoryLimits, value_kind, parse_ini, parse_yaml, sniff_yaml, Vaulted, yaml_load,
+    IMPLICIT_GROUPS, GroupGraph, GroupMembers, InventoryLimits, value_kind, parse_ini, parse_yaml, sniff_yaml, Vaulted,
+    yaml_load,
 )
 from sweep.inventory.limit import match_hosts
 
@@ -163,19 +166,13 @@ def _load_builtin(path: Path, limits: InventoryLimits) -> Inventory:
 
 def _resolve(graph: GroupGraph, path: Path) -> Inventory:
     groups = graph.groups
-    for group in list(groups.values()):  # parentless groups hang under 'all', as in ansible
-        if group.name != "all" and not group.parents:
-            graph.add_child("all", group.name, str(path))
+    graph.reconcile(str(path))
     direct: dict[str, set[str]] = {name: set() for name in graph.host_vars}
     for group in groups.values():
         for host in group.hosts:
             direct[host].add(group.name)
-    for member_of in direct.values():  # 'ungrouped' holds exactly the hosts of no other group
+    for member_of in direct.values():
         member_of.discard("all")
-        if len(member_of) > 1:
-            member_of.discard("ungrouped")
-        elif not member_of:
-            member_of.add("ungrouped")
 
     depth: dict[str, int] = {}
 
@@ -214,21 +211,13 @@ def _resolve(graph: GroupGraph, path: Path) -> Inventory:
             hosts.append(dataclasses.replace(template, name=name, address=template.address if addressed else name))
     for text in graph.warnings:
         warnings.warn(InventoryWarning(text), stacklevel=3)
-    return _inventory(path, hosts, list(groups), tuple(graph.warnings))
+    return _inventory(path, hosts, GroupMembers(graph), tuple(graph.warnings))
 
 
-def _inventory(path: Path, hosts: list[Host], group_names: list[str], notes: tuple[str, ...] = ()) -> Inventory:
-    members: dict[str, list[str]] = {group: [] for group in group_names}
-    everyone, ungrouped = members.setdefault("all", []), members.setdefault("ungrouped", [])
-    for host in hosts:  # one pass: a test per group and host was quadratic in big inventories
-        everyone.append(host.name)
-        if not host.groups:
-            ungrouped.append(host.name)
-        for group in host.groups:
-            if group in members:
-                members[group].append(host.name)
-    return Inventory(path=path, hosts=tuple(hosts), warnings=notes, groups=MappingProxyType(
-        {group: tuple(members[group]) for group in group_names}))
+def _inventory(path: Path, hosts: list[Host], members: Mapping[str, tuple[str, ...]],
+               notes: tuple[str, ...] = ()) -> Inventory:
+    """`members`: every group (in the inventory's group order) -> its hosts, in ansible's Group.get_hosts order."""
+    return Inventory(path=path, hosts=tuple(hosts), groups=members, warnings=notes)
 
 
 def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str] | tuple[str, ...],
@@ -283,7 +272,7 @@ def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str
     frozen = MappingProxyType(values)
     return Host(
         name=name,
-        address=connection(*_ADDRESS_VARS)[1] or name,
+        address=next((a for a in (connection(*_ADDRESS_VARS)[1],) if a is not None), name),  # '' stays ''
         port=port,
         user=connection("ansible_user", "ansible_ssh_user")[1],
         key_file=os.path.expanduser(key_file) if key_file else None,
@@ -449,4 +438,5 @@ def _load_with_ansible(path: Path) -> Inventory:
         merged = {str(key): (value, str(path)) for key, value in host_vars.items() if key not in _ANSIBLE_MAGIC}
         groups = {str(group.name) for group in manager.hosts[name].get_groups()}
         hosts.append(_make_host(str(name), merged, groups))
-    return _inventory(path, hosts, [str(name) for name in manager.groups])
+    return _inventory(path, hosts, MappingProxyType({str(name): tuple(str(h.name) for h in group.get_hosts())
+                                                    for name, group in manager.groups.items()}))

@@ -20,7 +20,8 @@ Exit codes, in order of precedence (the first that applies wins):
        the fleet cannot be benchmarked as one pool
     4  every host answered and they form one class, but some host has a broken contract
        (a health finding of severity "broken": HW slowdown, a power cap below default, a
-       row-remap failure, an empty device mask...); warnings do not change the code
+       row-remap failure, an empty device mask...) or is held out of the pool for its health
+       (a foreign process on its GPUs, an incomplete probe); other warnings do not change the code
     5  one healthy class, but a host is off the expectations file or drifted from its baseline
        (only with `expect` or `baseline`; docs/audits.md)
     0  every host reachable, no broken contract, all in one comparability class (and, when
@@ -61,7 +62,7 @@ def exit_code(findings: Findings, audit: dict | None = None) -> int:
         return exitcodes.INCOMPLETE
     if len(findings.classes) > 1:
         return exitcodes.NOT_COMPARABLE
-    if any(f.severity == "broken" for f in findings.findings):
+    if findings.held_out or any(f.severity == "broken" for f in findings.findings):
         return exitcodes.BROKEN
     if audit and audit["exit_code"] == exitcodes.OFF:
         return exitcodes.OFF

@@ -36,6 +36,7 @@ CHART_HOSTS_MAX = 64      # above this many hosts the chart shows one bar per cl
 DETAIL_HOSTS_MAX = 300    # per-host <details> blocks; the rest are in hosts.csv
 ROWS_MAX = 200            # rows per findings kind / unreachable table
 MATRIX_CLASSES_MAX = 8    # classes side by side in the key matrix
+HELD_OUT_SHOWN = 12       # hosts held out for health named in the top box (the rest: Health findings)
 
 def _visible(value):
     """Every {{ }} of the templates: control characters a host sent (ESC, BEL, C1) shown as \\xNN text."""
@@ -160,6 +161,11 @@ def render_markdown(summary: dict) -> str:
             impacts = "<br>".join(md(d["impact"]) for d in c["differs"])
             lines.append(f"| {c['id']} | {mdcode(c['folded'])} ({c['size']}) | {differs} | {impacts} |")
         lines.append("")
+    if summary["held_out"]:
+        lines += ["## Held out of the pool for health", "", "| Host | Why |", "|---|---|"]
+        lines += [f"| {mdcode(h['host'])} | {'<br>'.join(md(r) for r in h['reasons'])} |"
+                  for h in summary["held_out"][:ROWS_MAX]]
+        lines.append("")
     if summary["excluded"]:
         lines += ["## Cannot run a benchmark", "", "| Host | Contract | Why | Fix |", "|---|---|---|---|"]
         lines += [f"| {mdcode(e['host'])} | {md(e['contract'])} | {md(e['message'])} | {md(e['fix'])} |"
@@ -249,6 +255,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
         "audit_no_baseline": fold_hosts(base.get("no_baseline", ())),
         "audit_absent": fold_hosts(base.get("absent", ())),
         "matrix_classes": classes[:MATRIX_CLASSES_MAX], "matrix_more": max(0, len(classes) - MATRIX_CLASSES_MAX),
+        "held_out": _held_out(summary), "held_out_more": max(0, len(summary["held_out"]) - HELD_OUT_SHOWN),
         "finding_hosts": finding_hosts[:ROWS_MAX], "finding_hosts_more": max(0, len(finding_hosts) - ROWS_MAX),
         "finding_titles": by_title(finding_hosts), "unreachable": summary["unreachable"][:ROWS_MAX],
         "unreachable_more": max(0, len(summary["unreachable"]) - ROWS_MAX),
@@ -259,6 +266,13 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
         "tone": _tone(summary["exit_code"]), "chart": chart(fleet, findings),
         "hosts": host_details(fleet, findings), "sources": summary.get("sources", []),
     }
+
+
+def _held_out(summary: dict) -> list[dict]:
+    """The first HELD_OUT_SHOWN hosts held out of the pool, each with the severity of its worst reason."""
+    broken = {f["host"] for f in summary["findings"] if f["severity"] == "broken"}
+    return [dict(h, severity="broken" if h["host"] in broken else "warning")
+            for h in summary["held_out"][:HELD_OUT_SHOWN]]
 
 
 def _tone(exit_code: int) -> str:

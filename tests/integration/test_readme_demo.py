@@ -8,6 +8,7 @@ and every dependency pyproject.toml names is installed at a version it accepts. 
 command (`sweep demo`) runs exactly as written, with the copy first on PYTHONPATH.
 """
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import require
+from helpers import CHROMIUM, chromium, require
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = re.compile(r"apt-get update && apt-get install -y --no-install-recommends (?P<debs>[a-z0-9.+ -]+?) "
@@ -86,6 +87,25 @@ def test_readme_command_1_exits_0_in_a_fresh_copy(tmp_path):
     assert summary["exit_code"] == 1  # what `sweep run` gives this fleet: it has unreachable hosts on purpose
     assert len(list((run / "hosts").glob("*.json"))) == 43
     assert (run / "report" / "report.html").stat().st_size > 10_000
+    # the pool: comparable AND runnable AND healthy. gpu21 (a process holding 11 GiB), gpu25 (HW thermal
+    # slowdown) and the other hosts of the reference class with a broken contract are held out of it
+    reference = set(summary["reference_class"]["hosts"])
+    held_out = {h["host"]: h for h in summary["held_out"]}
+    broken = {f["host"] for f in summary["findings"] if f["severity"] == "broken"}
+    assert {"gpu21", "gpu25"} <= reference and {"gpu21", "gpu25"} <= set(held_out)
+    assert held_out["gpu21"]["kinds"] == ["foreign_process"]
+    assert held_out["gpu25"]["kinds"] == ["hw_slowdown", "hw_thermal_slowdown"]
+    assert set(held_out) - {"gpu21"} == broken & reference
+    assert set(summary["pool"]["hosts"]) == reference - set(held_out)
+    require(os.access(CHROMIUM, os.X_OK), "/usr/bin/chromium is absent: apt-get install -y chromium")
+    dom = chromium("--dump-dom", (run / "report" / "report.html").resolve().as_uri())
+    box = dom[dom.index('id="verdict"'):dom.index("</section>")]
+    assert f'id="pool-size"><b>{summary["pool"]["size"]}</b>' in box
+    held = dict(re.findall(r'<li class="held-out">.*?<span class="hosts">(.*?)</span>:\s*<span class="why">(.*?)</span>',
+                           box, re.S))
+    assert set(held) == set(held_out)
+    assert held["gpu21"] == "1 other process on the GPUs: python3 orphan_eval.py (pid 48213, 11264 MiB) on GPU 2"
+    assert held["gpu25"].startswith("HW slowdown active on GPU 6") and "HW thermal slowdown active on GPU 6" in held["gpu25"]
     lines = proc.stderr.splitlines()
     assert f"report: {run.resolve() / 'report' / 'report.html'}" in lines, proc.stderr
     assert any(l.startswith("under `sweep run` this fleet would exit 1: ") for l in lines), proc.stderr

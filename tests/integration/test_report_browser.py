@@ -58,8 +58,22 @@ def test_verdict_comes_first(rendered):
     _, dom, _, _, _ = rendered
     verdict = dom.index("Not one pool: 7 comparability classes")
     assert verdict < dom.index('id="classes"') < dom.index('id="health"') < dom.index('id="hosts"')
-    assert "The largest comparable pool is gpu[01-04,06,10-11,13-18,20,23-24,27-30,35-41]" in dom
-    assert "(29 of 46 hosts)" in dom
+    assert "The pool is gpu[01-04,06,10-11,13,15,17-18,20,23-24,27-30,35-41]" in dom
+    assert "(26 of 46 hosts)" in dom
+
+
+def test_the_top_box_names_the_hosts_held_out_for_health(rendered):
+    _, dom, _, _, _ = rendered
+    box = dom[dom.index('id="verdict"'):dom.index("</section>")]
+    held = re.findall(r'<li class="held-out">.*?<span class="hosts">(.*?)</span>:\s*<span class="why">(.*?)</span>',
+                      box, re.S)
+    assert held == [
+        ("&lt;script&gt;document.title='pwned'&lt;/script&gt;", "1 other process on the GPUs: "
+         "&lt;script&gt;document.title='pwned'&lt;/script&gt; (pid 4242, 8192 MiB) on GPU 2"),
+        ("gpu14", "1 other process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2"),
+        ("gpu16", "HW slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C); "
+                  "HW thermal slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)")]
+    assert re.search(r'id="pool-size"><b>26</b>', box)
 
 
 def test_every_class_is_listed_with_its_hosts_and_difference(rendered):

@@ -17,7 +17,7 @@ import sweep.collect.ssh.prober as transport
 from sweep.demo.loopback import FleetHost, LocalFleet
 from sweep.errors import RunFolderError
 from sweep.inventory.model import Host, load_inventory
-from sweep.collect.run import run_sweep
+from sweep.collect.run import planned_hosts, run_sweep
 from sweep.collect.ssh.config import SSHConfigFile
 from sweep.collect.ssh.prober import Prober, SSHOptions
 
@@ -151,6 +151,18 @@ def test_unresolvable_name_is_a_dns_failure(fleet, tmp_path, monkeypatch):
     assert record["failure"]["message"].startswith("gpu99.invalid: cannot resolve 'gpu99.invalid'")
 
 
+def test_an_empty_ansible_host_is_a_failed_host_naming_the_variable(fleet, tmp_path):
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text("[gpu]\ngpu01 ansible_host=\n")
+    result = run_sweep(inventory, out=tmp_path / "run", **fleet.sweep_options())
+    record = records(result.run_dir)["gpu01"]
+    assert record["failure"]["class"] == "dns"
+    assert record["failure"]["message"] == (
+        "gpu01: ansible_host is set but empty in the inventory, so there is no address to connect to; "
+        "set it to the host's address, or remove it to connect to 'gpu01'")
+    assert record["attempts"] == 1  # not retried: nothing changes between attempts
+
+
 def test_ctrl_c_stops_within_seconds_and_resume_finishes(fleet, layout, tmp_path):
     SLOW = layout.slow
     seen = []
@@ -168,6 +180,10 @@ def test_ctrl_c_stops_within_seconds_and_resume_finishes(fleet, layout, tmp_path
     assert 3 <= result.ok + result.failed < SLOW + 1 and result.pending > 0
     assert json.loads((result.run_dir / "manifest.json").read_text())["state"] == "interrupted"
     assert len(records(result.run_dir)) == result.ok + result.failed
+    # what --list-hosts --resume prints: exactly the hosts without a record
+    left = {host.name for host in planned_hosts(None, resume=result.run_dir)}
+    assert left and not left & set(records(result.run_dir))
+    assert len(left) + len(records(result.run_dir)) == SLOW + 1
 
     resumed = run_sweep(None, resume=result.run_dir, connect_timeout=2, **fleet.sweep_options())
     assert resumed.state == "complete" and resumed.pending == 0 and resumed.total == SLOW + 1

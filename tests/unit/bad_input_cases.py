@@ -57,8 +57,8 @@ def build_cases(folder: Path) -> list[Case]:
         f"      ansible_ssh_private_key_file: {d / 'keys' / 'missing_ed25519'}\n")
     cases = [
         Case("malformed YAML inventory", ["run", str(d / "broken.yml")],
-             f"sweep: error: {d / 'broken.yml'}:4: not valid YAML: while parsing a flow sequence: expected ',' or "
-             "']', but got '<stream end>'; fix the YAML there (indentation, a missing ':' or an unclosed quote)"),
+             f"sweep: error: {d / 'broken.yml'}:4: not valid YAML: while parsing a flow sequence: did not find "
+             "expected ',' or ']'; fix the YAML there (indentation, a missing ':' or an unclosed quote)"),
         Case("malformed INI inventory", ["run", str(d / "broken.ini")],
              f"sweep: error: {d / 'broken.ini'}:3: invalid section header '[gpus:children'; write [group], "
              "[group:children] or [group:vars], with no spaces inside"),
@@ -112,8 +112,8 @@ def build_cases(folder: Path) -> list[Case]:
     run = _run_folder(d / "run", inventory=good)
     cases.append(Case("invalid expectations file",
                       ["audit", str(run), "--expect", str(EXPECTATIONS / "bad-syntax.yml")],
-                      f"sweep: error: {EXPECTATIONS / 'bad-syntax.yml'}:4: not valid YAML: expected ',' or ']', "
-                      "but got '<scalar>' (while parsing a flow sequence that starts on line 3); fix the YAML "
+                      f"sweep: error: {EXPECTATIONS / 'bad-syntax.yml'}:4: not valid YAML: did not find expected ',' or "
+                      "']' (while parsing a flow sequence that starts on line 3); fix the YAML "
                       "there (indentation, a missing ':' or an unclosed quote)"))
     newer = json.loads(HEALTH.read_text())
     newer["schema_version"] = "2.0"

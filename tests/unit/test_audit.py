@@ -317,7 +317,7 @@ def test_cli_errors_exit_2(window, tmp_path, capsys):
     assert "is not a sweep run folder (no manifest.json)" in flat(capsys.readouterr().err)
     # two health.json files: the probe diff, as before
     assert main(["diff", str(H200 / "idle.health.json"), str(H200 / "load.health.json"), "--json"]) == 0
-    assert isinstance(json.loads(capsys.readouterr().out), list)
+    assert isinstance(json.loads(capsys.readouterr().out)["changes"], list)
 
 
 def test_baseline_version_is_checked(window, tmp_path):
@@ -450,7 +450,7 @@ def test_error_yaml_syntax_names_file_and_line():
     path = EXPECT / "bad-syntax.yml"
     with pytest.raises(ConfigError) as err:
         load_expectations(path)
-    assert str(err.value) == (f"{path}:4: not valid YAML: expected ',' or ']', but got '<scalar>' (while parsing "
+    assert str(err.value) == (f"{path}:4: not valid YAML: did not find expected ',' or ']' (while parsing "
                               "a flow sequence that starts on line 3); fix the YAML there (indentation, a missing "
                               "':' or an unclosed quote)")
 

@@ -94,8 +94,13 @@ def test_must_show_health_findings(must_show):
         "the selected GPUs differ: Power limit 700/250 W (default 700 W) (700 W on GPU 0-2,4-7, 250 W on GPU 3)")
     assert found[("gpu25", "lowest_broken")]["contract"] == "device_mask"
     assert found[("gpu42", "unreachable")]["detail"] == "refused: connection refused on port 22"
-    # hosts in the reference pool keep their findings: comparable, but not healthy
+    # comparable, but not healthy: in the reference class, held out of the pool, each with its reason
     assert {"gpu14", "gpu16"} <= set(summary["reference_class"]["hosts"])
+    assert not {"gpu14", "gpu16"} & set(summary["pool"]["hosts"])
+    assert [(h["host"], h["reasons"][0]) for h in summary["held_out"]] == [
+        ("gpu14", "1 other process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2"),
+        ("gpu16", "HW slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)")]
+    assert summary["pool"]["hosts"] == [h for h in fv.reference_pool() if h not in ("gpu14", "gpu16")]
     broken = sorted({f["host"] for f in summary["findings"] if f["kind"] == "lowest_broken"})
     assert broken == ["gpu07", "gpu08", "gpu09", "gpu16", "gpu25", "gpu26"]
 
@@ -103,9 +108,11 @@ def test_must_show_health_findings(must_show):
 def test_must_show_headline(must_show):
     result, summary = must_show
     assert result.headline == (
-        "Not one pool: 7 comparability classes: the largest comparable pool is "
-        "gpu[01-04,06,10-11,13-18,20,23-24,27-30,35-41] (27 of 44 hosts); 12 hosts in 6 other classes "
-        "differ in Driver, CUDA (driver), ECC, Power limit, MIG; 2 cannot run a benchmark; 3 unreachable.")
+        "Not one pool: 7 comparability classes: the pool is gpu[01-04,06,10-11,13,15,17-18,20,23-24,27-30,35-41] "
+        "(25 of 44 hosts); 12 hosts in 6 other classes "
+        "differ in Driver, CUDA (driver), ECC, Power limit, MIG; 2 held out for health (gpu14: 1 other "
+        "process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2; gpu16: HW slowdown active on GPU 5 "
+        "(SM 1125 of 1980 MHz, 92 C)); 2 cannot run a benchmark; 3 unreachable.")
     assert summary["headline"] == result.headline
 
 

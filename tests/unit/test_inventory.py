@@ -25,10 +25,10 @@ FLEET_HOSTS = [
     "spare1", "spare3", "spare5",
 ]
 GPUS = tuple(FLEET_HOSTS[1:9])
-FLEET_GROUPS = {
-    "all": tuple(FLEET_HOSTS),
+FLEET_GROUPS = {  # each group's hosts in ansible's Group.get_hosts order (its own, then its children's)
+    "all": ("bastion", "spare1", "spare3", "spare5", "logina", "loginb") + GPUS,
     "ungrouped": ("bastion",),
-    "dc1": GPUS + ("logina", "loginb"),
+    "dc1": ("logina", "loginb") + GPUS,
     "gpu": GPUS,
     "h200_rack1": GPUS[:4],
     "h200_rack2": GPUS[4:],
@@ -422,8 +422,8 @@ def test_unreadable_limit_patterns(fleet, limit, message):
 
 @pytest.mark.parametrize(("name", "text", "message"), [
     ("bad.yml", "all:\n  hosts:\n    gpu01:\n   bad: [\n",
-     "bad.yml:4: not valid YAML: while parsing a block mapping: expected <block end>, but found "
-     "'<block mapping start>'; fix the YAML there (indentation, a missing ':' or an unclosed quote)"),
+     "bad.yml:4: not valid YAML: while parsing a block mapping: did not find expected key; "
+     "fix the YAML there (indentation, a missing ':' or an unclosed quote)"),
     ("quote.yml", "all:\n  hosts:\n    'gpu01:\n",
      "quote.yml:3: not valid YAML: while scanning a quoted scalar: found unexpected end of stream; "
      "fix the YAML there (indentation, a missing ':' or an unclosed quote)"),
@@ -521,7 +521,7 @@ def test_errors_in_vars_files_name_that_file_and_line(tmp_path):
     assert error_of(inventory) == (f"{vars_file}:1: variables file holds a list, not a mapping of names to values; "
                                    "write one 'name: value' per line")
     vars_file.write_text("a: 1\n b: 2\n")
-    assert error_of(inventory) == (f"{vars_file}:2: not valid YAML: mapping values are not allowed here; "
+    assert error_of(inventory) == (f"{vars_file}:2: not valid YAML: mapping values are not allowed in this context; "
                                    "fix the YAML there (indentation, a missing ':' or an unclosed quote)")
     vars_file.write_text("ansible_port: 'twenty-two'\n")
     assert error_of(inventory) == (f"{vars_file}:1: g1: ansible_port is 'twenty-two', not a port number; "

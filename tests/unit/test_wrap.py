@@ -123,7 +123,7 @@ def test_sweep_diff_of_two_runs_is_exactly_the_foreign_process(tmp_path, capsys)
 
     assert sweep_main(["diff", str(tmp_path / "a" / "provenance.json"), str(tmp_path / "b" / "provenance.json"),
                        "--json"]) == 0
-    changes = json.loads(capsys.readouterr().out)
+    changes = json.loads(capsys.readouterr().out)["changes"]
     process = "[%d]" % FOREIGN_PID
     paths = {c["path"] for c in changes}
     assert paths - {"command.wall_s"} == {  # a 1.5 s sleep's wall time varies with python's start (> 2%)
@@ -222,7 +222,12 @@ def test_real_h200_wrapped_runs_differ_by_the_process_holding_memory(capsys):
     assert clean["sw_power_cap_fraction"] > 0.5 and clean["sm_mhz_median"] < clean["sm_mhz_max_allowed"]
     assert clean["hw_slowdown"] is False and clean["other_processes"] == []
     assert sweep_main(["diff", str(a), str(b), "--json"]) == 0
-    changes = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)
+    changes = out["changes"]
+    # both commands ran power-capped, as a bf16 matmul should on an H200: the conclusion says so for each
+    assert [line.split(":")[0] for line in out["conclusion"]] == ["run A, during the command",
+                                                                "run B, during the command"]
+    assert all("power-capped, as expected; no HW slowdown" in line for line in out["conclusion"])
     paths = {c["path"] for c in changes}
     assert {"before.gpus[0].processes[694].pid", "samples.other_processes[694].name",
             "before.contracts[processes].status"} <= paths

@@ -272,6 +272,10 @@ class Prober:
         return outcome
 
     def _attempt(self, host: Any, opts: SSHOptions, deadline: float) -> tuple[tuple[dict, list], int | None, str]:
+        if host.address == "":  # ansible_host= in the inventory: ansible too has no address to use
+            raise HostFailure("dns", (
+                f"{host.name}: ansible_host is set but empty in the inventory, so there is no address to "
+                f"connect to; set it to the host's address, or remove it to connect to '{host.name}'"))
         attempt = Attempt()
         token = self.watchdog.watch(deadline, attempt)
         phase, hop = "connect", None

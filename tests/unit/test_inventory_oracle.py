@@ -1,0 +1,442 @@
+"""Inventories and host patterns against ansible-core, the program that owns their meaning.
+
+Hypothesis generates inventories (groups, nested children, host ranges, ports, group and host
+vars, ungrouped hosts; each written as YAML and as INI) and host patterns (names, globs, regexes,
+subscripts, ``&``/``!``, both separators). For every one, sweep must select the same hosts as
+ansible-core (order-insensitive) and resolve the same connection variables.
+
+The bulk runs ansible-core in-process (InventoryManager, VariableManager: what the CLIs call);
+`test_ansible_clis_agree_with_sweep_and_with_the_in_process_oracle` checks a sample against
+``ansible-inventory --list`` and ``ansible -i INV PATTERN --list-hosts`` themselves.
+
+One case is left out, and counted with ``event()``: a subscript of a group whose descendants
+Ansible orders by iterating a ``set`` of Group objects (identity hashes): there Ansible's own
+answer changes from one process to the next (docs: sweep/limit.py).
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import strategies as st
+
+from sweep.errors import InventoryError, LimitError
+from sweep.inventory.model import load_inventory
+from helpers import require
+
+try:
+    from ansible.errors import AnsibleError
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.vars.manager import VariableManager
+except ImportError:  # pragma: no cover - require() below fails the tests under CI
+    InventoryManager = None
+
+EXAMPLES = int(os.environ.get("SWEEP_HYPOTHESIS_EXAMPLES", "300"))
+CLI_EXAMPLES = int(os.environ.get("SWEEP_HYPOTHESIS_CLI_EXAMPLES", "6"))
+# derandomized: CI sees the same examples every run (SWEEP_HYPOTHESIS_EXAMPLES=5000 explores further);
+# no 'explain' phase: on a failure it re-runs ansible hundreds of times to annotate the example
+ORACLE = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
+                  phases=[Phase.explicit, Phase.generate, Phase.shrink],
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+GROUPS = ("gpu", "rack1", "rack2", "dc1", "login", "canary")
+HOSTS = ("gpu01", "gpu02", "gpu03", "node1", "node2", "login1", "bastion", "spare5")
+RANGES = ("gpu[01:03]", "node[1:3]", "n[a:c]", "gpu[02:04]", "gpu[1:9:4]")
+CONNECTION_VALUES = {
+    "ansible_host": ("10.0.0.5", "gpu.mgmt", ""),
+    "ansible_ssh_host": ("10.0.9.9",),
+    "ansible_port": (22, 2222),
+    "ansible_ssh_port": (2200,),
+    "ansible_user": ("ops", "root"),
+    "ansible_ssh_user": ("admin",),
+    "ansible_python_interpreter": ("/usr/bin/python3", "/opt/py/bin/python3.11", "auto_silent"),
+    "ansible_private_key_file": ("/keys/id_ed25519",),
+    "ansible_ssh_private_key_file": ("/keys/id_rsa",),
+    "sweep_deep": (True, False),
+    "color": ("blue", 3),
+}
+# ansible-core's own variables, not inventory data (the same list the loader='ansible' path drops)
+MAGIC = {"ansible_check_mode", "ansible_config_file", "ansible_diff_mode", "ansible_facts", "ansible_forks",
+         "ansible_inventory_sources", "ansible_playbook_python", "ansible_version", "group_names", "groups",
+         "inventory_dir", "inventory_file", "inventory_hostname", "inventory_hostname_short", "omit",
+         "playbook_dir"}
+
+
+@dataclass
+class Entry:
+    pattern: str
+    port: int | None
+    vars: dict
+
+
+@dataclass
+class Group:
+    name: str
+    entries: list = field(default_factory=list)
+    children: list = field(default_factory=list)
+    vars: dict = field(default_factory=dict)
+    nest: bool = False  # YAML: write its definition inside its first parent
+
+
+@dataclass
+class Model:
+    groups: list
+    ungrouped: list
+    all_vars: dict
+    under_all: bool  # YAML: groups under 'all: children:' rather than at the top level
+
+
+variables = st.dictionaries(st.sampled_from(sorted(CONNECTION_VALUES)), st.none(), max_size=3).flatmap(
+    lambda keys: st.fixed_dictionaries({k: st.sampled_from(CONNECTION_VALUES[k]) for k in keys}))
+entries = st.builds(Entry, st.one_of(st.sampled_from(HOSTS), st.sampled_from(RANGES)),
+                    st.one_of(st.none(), st.none(), st.sampled_from((2201, 2202))), variables)
+
+
+@st.composite
+def models(draw) -> Model:
+    names = draw(st.lists(st.sampled_from(GROUPS), min_size=1, max_size=5, unique=True))
+    groups = []
+    for index, name in enumerate(names):
+        later = names[index + 1:]
+        children = draw(st.lists(st.sampled_from(later), unique=True, max_size=2)) if later else []
+        groups.append(Group(name, draw(st.lists(entries, max_size=3)), children,
+                            draw(variables), draw(st.booleans())))
+    ungrouped = draw(st.lists(entries, max_size=2))
+    if not ungrouped and not any(g.entries for g in groups):
+        ungrouped = [draw(entries)]
+    return Model(groups, ungrouped, draw(variables), draw(st.booleans()))
+
+
+# --- the model written as YAML and as INI ------------------------------------------------------
+
+
+def _yaml_hosts(items: list) -> dict:
+    return {(e.pattern if e.port is None else f"{e.pattern}:{e.port}"): (dict(e.vars) or None) for e in items}
+
+
+def to_yaml(model: Model) -> str:
+    defined: set[str] = set()
+    by_name = {g.name: g for g in model.groups}
+
+    def body(group: Group) -> dict | None:
+        defined.add(group.name)
+        out = {}
+        if group.vars:
+            out["vars"] = dict(group.vars)
+        if group.children:
+            out["children"] = {child: (body(by_name[child]) if by_name[child].nest and child not in defined
+                                       else None) for child in group.children}
+        if group.entries:
+            out["hosts"] = _yaml_hosts(group.entries)
+        return out or None
+
+    top = {}
+    for group in model.groups:
+        if group.name not in defined:
+            top[group.name] = body(group)
+    everything = {}
+    if model.all_vars:
+        everything["vars"] = dict(model.all_vars)
+    if model.ungrouped:
+        everything["hosts"] = _yaml_hosts(model.ungrouped)
+    if model.under_all:
+        if top:
+            everything["children"] = top
+        return yaml.safe_dump({"all": everything}, sort_keys=False)
+    document = {"all": everything} if everything else {}
+    document.update(top)
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+def _ini_value(value) -> str:
+    if value == "":
+        return '""'
+    return str(value)
+
+
+def _ini_host(entry: Entry) -> str:
+    words = [entry.pattern if entry.port is None else f"{entry.pattern}:{entry.port}"]
+    words += [f"{key}={_ini_value(value)}" for key, value in entry.vars.items()]
+    return " ".join(words)
+
+
+def to_ini(model: Model) -> str:
+    lines = [_ini_host(e) for e in model.ungrouped]
+    if model.all_vars:
+        lines += ["[all:vars]", *(f"{k}={_ini_value(v)}" for k, v in model.all_vars.items())]
+    for group in model.groups:
+        lines += [f"[{group.name}]", *(_ini_host(e) for e in group.entries)]
+        if group.vars:
+            lines += [f"[{group.name}:vars]", *(f"{k}={_ini_value(v)}" for k, v in group.vars.items())]
+        if group.children:
+            lines += [f"[{group.name}:children]", *group.children]
+    return "\n".join(lines) + "\n"
+
+
+# --- patterns -----------------------------------------------------------------------------------
+
+atoms = st.one_of(
+    st.sampled_from(GROUPS + ("nope",)), st.sampled_from(HOSTS), st.sampled_from(("all", "*")),
+    st.sampled_from(("gpu*", "g*", "*1", "node?", "rack*", "n[ab]", "*.mgmt")),
+    st.sampled_from(("~gpu0[12]", "~node", "~.*1$", "~rack", "~(login|canary)")),
+)
+subscripts = st.one_of(st.just(""), st.integers(-3, 4).map(lambda i: f"[{i}]"),
+                       st.tuples(st.integers(0, 3), st.integers(0, 5)).map(lambda ab: f"[{ab[0]}:{ab[1]}]"),
+                       st.integers(0, 3).map(lambda a: f"[{a}:]"))
+terms = st.tuples(st.sampled_from(("", "", "&", "!")), atoms, subscripts).map(
+    lambda t: t[0] + t[1] + ("" if t[1].startswith("~") else t[2]))
+patterns = st.tuples(st.lists(terms, min_size=1, max_size=3), st.sampled_from((",", ":"))).map(
+    lambda t: t[1].join(t[0]))
+
+
+# --- the oracle: ansible-core in-process ---------------------------------------------------------
+
+
+def ansible_inventory(path: Path):
+    loader = DataLoader()
+    manager = InventoryManager(loader=loader, sources=[str(path)])
+    return manager, VariableManager(loader=loader, inventory=manager)
+
+
+def ansible_hosts(manager, pattern: str):
+    """Host names ansible selects for `pattern`, or None when ansible refuses it."""
+    try:
+        return {h.name for h in manager.list_hosts(pattern)}
+    except AnsibleError:
+        return None
+
+
+def connection(name: str, found: dict) -> dict:
+    """What ansible's ssh connection would use, from a host's resolved vars: the ansible_ssh_ spelling
+    first (C.MAGIC_VARIABLE_MAPPING), the inventory name as the address when none is set."""
+    def first(*keys):
+        return next((found[k] for k in keys if found.get(k) is not None), None)
+
+    python = first("ansible_python_interpreter") or "python3"
+    port = first("ansible_ssh_port", "ansible_port")
+    key = first("ansible_ssh_private_key_file", "ansible_private_key_file")
+    address = first("ansible_ssh_host", "ansible_host")
+    return {"address": name if address is None else str(address), "port": None if port is None else int(port),
+            "user": first("ansible_ssh_user", "ansible_user"), "key_file": key,
+            "python": "python3" if python.startswith("auto") else python}
+
+
+def sweep_connection(host) -> dict:
+    return {"address": host.address, "port": host.port, "user": host.user, "key_file": host.key_file,
+            "python": host.python}
+
+
+def _thaw(value):
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def ansible_vars(manager, variables) -> dict:
+    out = {}
+    for name, host in manager.hosts.items():
+        found = variables.get_vars(host=host, include_hostvars=False)
+        out[name] = {k: v for k, v in found.items() if k not in MAGIC}
+    return out
+
+
+def _walk_is_ordered(group) -> bool:
+    """Whether Group._walk_relationship('child_groups', preserve_ordering=True) has one answer:
+    at each level at most one group of the (unordered) frontier brings new children."""
+    seen, frontier = set(), {group, *group.child_groups}
+    while frontier:
+        seen |= frontier
+        bringing = [g for g in frontier if any(c not in seen for c in g.child_groups)]
+        if len(bringing) > 1:
+            return False
+        frontier = {c for g in frontier for c in g.child_groups} - seen
+    return True
+
+
+def order_defined(manager, pattern: str) -> bool:
+    """False when a subscript in `pattern` indexes a host list whose order Ansible leaves to set order."""
+    from ansible.inventory.manager import PATTERN_WITH_SUBSCRIPT, split_host_pattern
+
+    for term in split_host_pattern(pattern):
+        term = term.lstrip("&!")
+        match = PATTERN_WITH_SUBSCRIPT.match(term) if not term.startswith("~") else None
+        if not match:
+            continue
+        regex = re.compile(fnmatch.translate(match.group(1)))
+        if any(not _walk_is_ordered(g) for name, g in manager.groups.items() if regex.match(name)):
+            return False
+    return True
+
+
+def check(tmp_path: Path, model: Model, chosen: list[str]) -> None:
+    for name, text in (("hosts.yml", to_yaml(model)), ("hosts.ini", to_ini(model))):
+        path = tmp_path / name
+        path.write_text(text)
+        manager, variables = ansible_inventory(path)
+        inventory = load_inventory(path)
+        where = f"{name}:\n{text}"
+        assert [h.name for h in inventory.hosts] == list(manager.hosts), where
+        expected_vars = ansible_vars(manager, variables)
+        for host in inventory.hosts:
+            assert _thaw(host.vars) == expected_vars[host.name], f"{host.name} in {where}"
+            assert sweep_connection(host) == connection(host.name, expected_vars[host.name]), f"{host.name} in {where}"
+        for pattern in chosen:
+            if not order_defined(manager, pattern):
+                event("subscript of a group Ansible orders by set iteration: not compared")
+                continue
+            expected = ansible_hosts(manager, pattern)
+            if not expected:
+                with pytest.raises(LimitError):
+                    inventory.select(pattern)
+                event("ansible selects nothing or refuses: sweep refuses too")
+                continue
+            assert {h.name for h in inventory.select(pattern)} == expected, f"--limit {pattern!r} on {where}"
+
+
+@pytest.fixture(scope="module")
+def ansible_present():
+    require(InventoryManager is not None, "ansible-core (pip install ansible-core) is the oracle here")
+
+
+@ORACLE
+@given(model=models(), chosen=st.lists(patterns, min_size=1, max_size=6))
+def test_sweep_reads_inventories_and_patterns_as_ansible_does(ansible_present, tmp_path, model, chosen):
+    check(tmp_path, model, chosen)
+
+
+def _cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    config = cwd / "ansible.cfg"  # an empty configuration: ansible's defaults, whatever the machine has
+    config.write_text("")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(config), ANSIBLE_HOME=str(cwd / ".ansible"),
+               ANSIBLE_LOCAL_TEMP=str(cwd / "tmp"), ANSIBLE_NOCOLOR="1")
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+@settings(ORACLE, max_examples=CLI_EXAMPLES)
+@given(model=models(), pattern=patterns)
+def test_ansible_clis_agree_with_sweep_and_with_the_in_process_oracle(ansible_present, tmp_path, model, pattern):
+    path = tmp_path / "hosts.yml"
+    path.write_text(to_yaml(model))
+    manager, variables = ansible_inventory(path)
+    listed = _cli("ansible-inventory", "-i", str(path), "--list", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    document = json.loads(listed.stdout)
+    hostvars = document.pop("_meta")["hostvars"]  # hosts without vars are left out of it
+    in_process = ansible_vars(manager, variables)
+    assert {h for group in document.values() for h in group.get("hosts", ())} == set(in_process)
+    inventory = load_inventory(path)
+    for host in inventory.hosts:
+        found = hostvars.get(host.name, {})
+        assert {k: v for k, v in found.items() if k not in MAGIC} == in_process[host.name]
+        assert sweep_connection(host) == connection(host.name, found)
+    hosts = _cli("ansible", "-i", str(path), pattern, "--list-hosts", cwd=tmp_path)
+    if hosts.returncode != 0:
+        assert ansible_hosts(manager, pattern) is None, hosts.stderr
+        with pytest.raises(LimitError):
+            inventory.select(pattern)
+        return
+    names = {line.strip() for line in hosts.stdout.splitlines()[1:] if line.strip()}
+    assert names == (ansible_hosts(manager, pattern) or set())
+    if order_defined(manager, pattern):
+        if names:
+            assert {h.name for h in inventory.select(pattern)} == names
+        else:
+            with pytest.raises(LimitError):
+                inventory.select(pattern)
+
+
+# --- the disagreements of issue 14, one by one ---------------------------------------------------
+
+
+def test_a_regex_that_does_not_compile_is_refused_not_read_as_every_host(ansible_present, tmp_path):
+    path = tmp_path / "hosts.ini"
+    path.write_text("[gpu]\ngpu01\ngpu02\n")
+    # ansible splits '~[unclosed' at the bracket into '~' (every host) and 'unclosed': sweep refuses it
+    assert {h.name for h in InventoryManager(loader=DataLoader(), sources=[str(path)]).list_hosts("~[unclosed")} \
+        == {"gpu01", "gpu02"}
+    with pytest.raises(LimitError) as caught:
+        load_inventory(path).select("~[unclosed")
+    assert str(caught.value) == ("--limit pattern '~[unclosed' is not a valid regular expression "
+                                 "(unterminated character set at position 0); fix the expression after '~', "
+                                 "or use a glob such as 'gpu0*'")
+
+
+@pytest.mark.parametrize("pattern", ["gpu[0]", "gpu[1:3]", "gpu[-1]", "gpu[2:]", "gpu*[3]", "all[4]", "rack*[1:2]"])
+def test_subscripts_pick_the_hosts_ansible_picks(ansible_present, tmp_path, pattern):
+    # hosts listed before their group's children, children's hosts after the group's own,
+    # and a host that sorts early in the file but comes late in the group
+    path = tmp_path / "hosts.ini"
+    path.write_text("gpu09\n[rack2]\ngpu05\ngpu06\n[gpu]\ngpu09\ngpu01\n[gpu:children]\nrack1\nrack2\n"
+                    "[rack1]\ngpu03\ngpu02\n")
+    manager = InventoryManager(loader=DataLoader(), sources=[str(path)])
+    assert [h.name for h in load_inventory(path).select(pattern)] == \
+        sorted((h.name for h in manager.list_hosts(pattern)), key=[h.name for h in load_inventory(path).hosts].index)
+
+
+def test_a_later_host_port_keeps_the_first_as_ansible_does(ansible_present, tmp_path):
+    path = tmp_path / "hosts.ini"
+    path.write_text("[a]\ngpu01:2201\n[b]\ngpu01:2202\ngpu02\n[c]\ngpu02:2203\n")
+    with pytest.warns(Warning, match="listed again with port 2202"):
+        inventory = load_inventory(path)
+    assert [(h.name, h.port) for h in inventory.hosts] == [("gpu01", 2201), ("gpu02", None)]
+    manager, variables = ansible_inventory(path)
+    assert [ansible_vars(manager, variables)[n].get("ansible_port") for n in ("gpu01", "gpu02")] == [2201, None]
+
+
+def test_an_empty_ansible_host_is_the_empty_string_as_in_ansible(ansible_present, tmp_path):
+    path = tmp_path / "hosts.ini"
+    path.write_text("[gpu]\ngpu01 ansible_host=\ngpu02 ansible_host=''\n")
+    manager, variables = ansible_inventory(path)
+    assert {n: v["ansible_host"] for n, v in ansible_vars(manager, variables).items()} == {"gpu01": "", "gpu02": ""}
+    assert [h.address for h in load_inventory(path).hosts] == ["", ""]
+
+
+def test_a_flow_mapping_that_libyaml_refuses_is_refused_by_sweep_too(ansible_present, tmp_path):
+    path = tmp_path / "hosts.yml"
+    path.write_text("all:\n  hosts: {p01:, p02:}\n")
+    assert not InventoryManager(loader=DataLoader(), sources=[str(path)]).hosts
+    with pytest.raises(InventoryError) as caught:
+        load_inventory(path)
+    assert str(caught.value).startswith(f"{path}:2: not valid YAML: ")
+
+
+# --- sweep run --list-hosts, against ansible --list-hosts ----------------------------------------
+
+FLEET = Path(__file__).resolve().parents[1] / "fixtures" / "inventories" / "fleet.ini"
+
+
+@pytest.mark.parametrize("pattern", ["all", "gpu:!h200_rack2", "h200*[1:2],login", "~spare[13]"])
+def test_run_list_hosts_prints_what_ansible_lists_and_contacts_nothing(ansible_present, tmp_path, monkeypatch,
+                                                                      capsys, pattern):
+    from sweep.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(FLEET), "--limit", pattern, "--list-hosts"]) == 0
+    ours = capsys.readouterr().out.splitlines()
+    theirs = _cli("ansible", "-i", str(FLEET), pattern, "--list-hosts", cwd=tmp_path).stdout.splitlines()
+    assert ours[0] == theirs[0]  # "  hosts (N):"
+    assert sorted(ours[1:]) == sorted(theirs[1:])
+    assert not (tmp_path / "reports").exists()  # no run folder: nothing was swept
+
+
+def test_run_list_hosts_of_two_shards_splits_the_hosts(tmp_path, monkeypatch, capsys):
+    from sweep.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    shards = []
+    for index in (1, 2):
+        assert main(["run", str(FLEET), "--limit", "gpu", "--shard", f"{index}/2", "--list-hosts"]) == 0
+        shards.append(capsys.readouterr().out.splitlines()[1:])
+    assert sorted(shards[0] + shards[1]) == sorted(f"    gpu0{i}.dc1" for i in range(1, 9))
+    assert not set(shards[0]) & set(shards[1])
