@@ -51,6 +51,8 @@ def build_parser():
                         "on its GPUs (unless --force, which is recorded)")
     p.add_argument("--command-timeout", type=float, default=None, metavar="S",
                    help="--wrap: end the command (its process group with --emit) after S seconds")
+    p.add_argument("--tether", action="store_true",
+                   help="--wrap --emit: end the command when the agent's stdin ends (the controller's session closed)")
     p.add_argument("--max-samples", type=int, default=1000, metavar="N",
                    help="--wrap: keep at most N samples, thinned as the run grows (figures use every sample)")
     p.add_argument("--output-tail", type=int, default=65536, metavar="BYTES",

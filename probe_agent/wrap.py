@@ -236,12 +236,14 @@ class OutputTail(threading.Thread):
                 "truncated": self.total > len(self.buf), "tail_limit_bytes": self.limit}
 
 
-def run_command(command, on_start, capture=None, timeout=None):
+def run_command(command, on_start, capture=None, timeout=None, tether=False):
     """Start the command, wait for it; returns its command section.
 
     Without `capture` the command has the agent's stdio. With an OutputTail, it reads /dev/null,
     its output goes to the tail, and it runs in its own session: at `timeout` seconds (and for any
     descendant still holding its output after it exits) the whole process group is ended.
+    With `tether`, the end of the agent's stdin (the controller closed the SSH session: Ctrl-C, its
+    deadline) ends the command too.
     """
     section = {"argv": list(command), "cwd": os.getcwd(), "pid": None, "exit_code": None, "signal": None,
                "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": 0.0, "error": None,
@@ -265,6 +267,8 @@ def run_command(command, on_start, capture=None, timeout=None):
     if capture is not None:
         capture.pipe = proc.stdout
         capture.start()
+    if tether:
+        watch_stdin(proc, section)
     on_start(proc.pid, t0)
     # After the exec (so that the command inherits default dispositions): a terminal's Ctrl-C
     # reaches the command through its process group, the agent outlives it to write the record;
@@ -305,6 +309,25 @@ def run_command(command, on_start, capture=None, timeout=None):
         rc = 128 - rc
     section["exit_code"] = rc
     return section, t0
+
+
+def watch_stdin(proc, section):
+    """A thread that ends the command's process group when the agent's stdin reaches its end."""
+    def watch():
+        try:
+            while sys.stdin.buffer.read(65536):
+                pass
+        except (OSError, ValueError):
+            pass
+        if proc.poll() is None:
+            section["ended_by"] = "the controller closed the session"
+            end(proc, True, signal.SIGTERM)
+            try:
+                proc.wait(5.0)
+            except subprocess.TimeoutExpired:
+                end(proc, True, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="sweep-tether", daemon=True).start()
 
 
 def end(proc, group, signum):
@@ -516,7 +539,7 @@ def main(opts, command):
                    "started_at": None, "wall_s": 0.0, "error": None, "timeout_s": opts.command_timeout,
                    "timed_out": False}
     else:
-        section, _ = run_command(command, on_start, capture, opts.command_timeout)
+        section, _ = run_command(command, on_start, capture, opts.command_timeout, opts.emit and opts.tether)
     if opts.refuse:
         section["refused"] = None if (opts.force or not reasons) else "; ".join(reasons)
         section["forced"] = list(reasons) if (opts.force and reasons) else None

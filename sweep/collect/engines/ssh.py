@@ -1,7 +1,9 @@
 """The ssh engine: sweep's own transport, one paramiko connection per host, `forks` hosts at a time."""
 from __future__ import annotations
 
+import threading
 import time
+from collections import defaultdict
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Iterator, Sequence
@@ -25,7 +27,8 @@ class SSHEngine(Engine):
     def bind(self, job: EngineJob) -> "SSHEngine":
         """Give the engine the agent and the run's options; command-line flags win over host settings."""
         self.job = job
-        self._prober = Prober(job.payload, list(job.agent_args), job.options)
+        self._prober = Prober(job.payload, list(job.agent_args), job.options, wrap=job.wrap)
+        self._busy: dict = defaultdict(threading.Lock)
         self._fan = FanOut(self._probe, forks=job.forks, on_stop=self._prober.stop)
         return self
 
@@ -44,6 +47,12 @@ class SSHEngine(Engine):
         return self._fan.drain(timeout=timeout)
 
     def _probe(self, host: Any) -> Outcome:
+        if self.job.wrap is None:
+            return self._attempt(host)
+        with self._busy[(host.address, host.port)]:  # one benchmark per host at a time, whatever its aliases
+            return self._attempt(host)
+
+    def _attempt(self, host: Any) -> Outcome:
         try:
             return self._prober.probe(with_flags(host, self.job.given_flags()))
         except Exception as exc:  # sweep's own bug, met on one host's data: that host's failure
