@@ -42,10 +42,8 @@ def bench_lines(bench: dict | None) -> list[str]:
     return lines
 
 
-def markdown_bench(bench: dict) -> list[str]:
-    """summary.md's benchmark section."""
-    from sweep.report.render import md, mdcode
-
+def markdown_bench(bench: dict, md, mdcode) -> list[str]:
+    """summary.md's benchmark section (`md`, `mdcode`: render's escaping of text and of code)."""
     unit = bench["unit"]
     lines = ["## Benchmark, by comparability class", "",
              f"Command: {mdcode(' '.join(bench['command'] or []))}; figure: **{md(bench['metric'] or 'none')}**", "",

@@ -181,7 +181,7 @@ def render_markdown(summary: dict) -> str:
                   for h in health[:ROWS_MAX] for f in h["findings"]]
         lines.append("")
     if summary.get("benchmark"):
-        lines += markdown_bench(summary["benchmark"])
+        lines += markdown_bench(summary["benchmark"], md, mdcode)
     audit = summary.get("audit")
     if audit:
         lines += _markdown_audit(audit)
