@@ -102,6 +102,9 @@ def test_figures_are_grouped_by_class_outliers_explained_and_never_pooled(bench,
     assert "step 100 loss" in rec["wrap"]["provenance"]["output"]["tail"]
     md = (tmp_path / "run" / "report" / "summary.md").read_text()
     assert "## Benchmark, by comparability class" in md and "| `gpu04` | A |" in md
+    html = (tmp_path / "run" / "report" / "report.html").read_text()
+    assert "The figure to quote" in html and "not pooled" in html and 'id="bench-B"' in html
+    assert "appeared at" in html and "Hosts without a figure" in html
     err = capsys.readouterr().err
     assert "benchmark: quote tflops = " in err and "benchmark: outlier gpu04 (class A)" in err
 
