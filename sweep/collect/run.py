@@ -118,25 +118,14 @@ def run_sweep(
     sweep as Ctrl-C does (state "interrupted", ``--resume`` finishes it). No host can stop the sweep:
     a record that cannot be written as JSON becomes that host's failure record.
 
-    `wrap` (a `sweep.collect.wrap.WrapSpec`) runs a benchmark on every host inside the agent's
-    envelope instead of a probe (ssh engine only); each record then holds the probe before as its
-    health and the rest (samples, probe after, verdict, exit code, output tail, figures) under
-    "wrap". One benchmark per host address at a time; `host_deadline` covers the command.
+    `wrap` (a `sweep.collect.wrap.WrapSpec`, ssh engine only) runs a benchmark on every host in the
+    agent's envelope; each record's health is then the probe before, the rest is under "wrap".
     """
     flags = {"connect_timeout": connect_timeout, "host_deadline": host_deadline, "retries": retries}
     _check_options(forks, resume, limit, flags)
     options = _ssh_options(known_hosts, accept_new_host_keys, ssh_config, allow_agent, look_for_keys, key_passphrase)
     runner = create_engine(engine) if isinstance(engine, str) else engine
-    if resume is not None and wrap is None:
-        wrap = _wrap_of(resume)
-    if wrap is not None:
-        if runner.name != "ssh":
-            raise ConfigError("--wrap runs over sweep's own SSH transport only", where="--engine",
-                              fix="drop --engine, or run the agent's --wrap through your engine (docs/provenance.md)")
-        wrap.agent_args(host_deadline or DEFAULTS.host_deadline)  # too short for the probes and the command: now
-        agent_args = list(agent_args)  # the probes' deadline comes from the host deadline (WrapSpec.agent_args)
-    else:
-        agent_args = _agent_args(agent_args, host_deadline)
+    wrap, agent_args = _wrapped(wrap, resume, runner, agent_args, host_deadline)
     if resume is not None:  # 1. resolve the hosts, 2. open the run folder (locked); 3. collect, 4. finish below
         folder, manifest, inventory, hosts, done = _reopen(resume, inventory_path, loader, runner, options,
                                                            inventory_limits)
@@ -387,6 +376,20 @@ def _sigterm_as_interrupt():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _wrapped(wrap: "WrapSpec | None", resume, runner: Engine, agent_args: Sequence[str],
+             host_deadline: float | None) -> tuple["WrapSpec | None", list[str]]:
+    """(the benchmark to wrap, if any: given, or the resumed run's; the agent's arguments)."""
+    if resume is not None and wrap is None:
+        wrap = _wrap_of(resume)
+    if wrap is None:
+        return None, _agent_args(agent_args, host_deadline)
+    if runner.name != "ssh":
+        raise ConfigError("--wrap runs over sweep's own SSH transport only", where="--engine",
+                          fix="drop --engine, or run the agent's --wrap through your engine (docs/provenance.md)")
+    wrap.agent_args(host_deadline or DEFAULTS.host_deadline)  # too short for the probes and the command: now
+    return wrap, list(agent_args)  # the probes' deadline comes from the host deadline (WrapSpec.agent_args)
 
 
 def _wrap_of(run_dir: str | Path) -> "WrapSpec | None":

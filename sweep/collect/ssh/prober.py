@@ -292,16 +292,18 @@ class Prober:
             raise _changed_key(name, hop, key_name, exc, self.keys) from None
         return client
 
+    def _args(self, host: Any, opts: SSHOptions) -> list[str]:
+        """The agent's arguments on `host`: the run's, the host's settings, and the wrapped benchmark's."""
+        args = host_agent_args(host, self.agent_args)
+        return args + self.wrap.agent_args(opts.host_deadline) if self.wrap is not None else args
+
     def _run_agent(self, host: Any, client: paramiko.SSHClient, opts: SSHOptions,
                    deadline: float) -> tuple[tuple[dict, list], int | None, str]:
         transport = client.get_transport()
         chan = transport.open_session(timeout=max(0.1, deadline - time.monotonic()))
         # the agent ends itself when this host's deadline has passed: nothing hung is left on the host
         lifetime = max(1.0, deadline - time.monotonic())
-        args = host_agent_args(host, self.agent_args)
-        if self.wrap is not None:
-            args += self.wrap.agent_args(opts.host_deadline)
-        chan.exec_command(remote_command(host.python, len(self.payload), args, lifetime=lifetime))
+        chan.exec_command(remote_command(host.python, len(self.payload), self._args(host, opts), lifetime=lifetime))
         try:
             chan.sendall(self.payload)
             if self.wrap is None:  # a wrapped command ends when our side of stdin closes (--tether)
