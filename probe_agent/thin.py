@@ -134,7 +134,7 @@ class Stream(object):
         c = self._gpus.get(i)
         if c is None:
             c = self._gpus[i] = {"rows": 0, "sm": collections.Counter(), "power": collections.Counter(),
-                                 "limit": None, "reasons": collections.Counter()}
+                                 "limit": None, "reasons": collections.Counter(), "pcie_gen": None}
         c["rows"] += 1
         if g.get("sm_mhz") is not None:
             c["sm"][g["sm_mhz"]] += 1
@@ -142,6 +142,8 @@ class Stream(object):
             c["power"][g["power_w"]] += 1
         if g.get("enforced_limit_w"):
             c["limit"] = g["enforced_limit_w"]
+        if g.get("pcie_gen") is not None:
+            c["pcie_gen"] = g["pcie_gen"] if c["pcie_gen"] is None else max(c["pcie_gen"], g["pcie_gen"])
         for r in set(g.get("active_reasons") or []):
             if isinstance(r, str):
                 c["reasons"][r] += 1
@@ -183,6 +185,7 @@ class Stream(object):
                 "sw_power_cap_fraction": frac("sw_power_cap"),
                 "hw_slowdown_fraction": max(frac(r) for r in HW_REASONS),
                 "sw_thermal_fraction": frac("sw_thermal_slowdown"),
+                "pcie_gen_max": c["pcie_gen"],
             })
         return out
 

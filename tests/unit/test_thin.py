@@ -15,6 +15,7 @@ def gpu_reading(draw_gpu):
         "sm_mhz": st.one_of(st.none(), st.sampled_from([345, 1035, 1470, 1500, 1980])),
         "power_w": st.one_of(st.none(), st.floats(50, 700, allow_nan=False).map(lambda w: round(w, 2))),
         "enforced_limit_w": st.sampled_from([None, 700.0, 500.0]),
+        "pcie_gen": st.sampled_from([None, 1, 5]),
         "active_reasons": st.lists(st.sampled_from(REASONS), max_size=3, unique=True),
         "processes": st.lists(st.sampled_from([
             OWN, {"pid": 48213, "name": "python3 orphan_eval.py", "used_memory_bytes": 11 << 30, "owner": "other"},
