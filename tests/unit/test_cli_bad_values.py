@@ -42,7 +42,8 @@ KINDS = {
     ("run", "connect_timeout"): "number", ("run", "host_deadline"): "number", ("run", "reference"): "word",
     ("run", "expect"): "in_file", ("run", "baseline"): "in_dir", ("run", "engine"): "word",
     ("run", "partition"): "word", ("run", "nodelist"): "word", ("run", "shard"): "word",
-    ("run", "shard_by"): "word", ("run", "wrap"): "word",
+    ("run", "shard_by"): "word", ("run", "command"): "command", ("run", "metric"): "word",
+    ("run", "interval"): "number",
     ("report", "inputs"): "in_any", ("report", "out"): "out_dir", ("report", "reference"): "word",
     ("report", "expect"): "in_file", ("report", "baseline"): "in_dir",
     ("audit", "run_dir"): "in_dir", ("audit", "expect"): "in_file", ("audit", "baseline"): "in_dir",
@@ -58,7 +59,7 @@ KINDS = {
 WORDS = {
     ("run", "limit"): ["rack_z", "~gpu("], ("run", "engine"): ["telnet"], ("run", "shard"): ["3/2", "x"],
     ("run", "shard_by"): ["colour"], ("run", "reference"): ["no-such-host"], ("run", "partition"): ["gpu"],
-    ("run", "nodelist"): ["gpu[01-02]"], ("run", "wrap"): ["python3 bench.py"],
+    ("run", "nodelist"): ["gpu[01-02]"], ("run", "metric"): ["tflops", "t=([0-9]+"],
     ("report", "reference"): ["no-such-host"], ("baseline set", "host"): ["no-such-host"],
     ("baseline show", "host"): ["no-such-host"], ("history", "since"): ["6x", "weeks"],
 }
