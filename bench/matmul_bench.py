@@ -20,6 +20,8 @@ def main():
     p.add_argument("--batch", type=int, default=20, help="matmuls between synchronizations")
     p.add_argument("--device", default="cuda:0")
     p.add_argument("--dtype", default="bfloat16")
+    p.add_argument("--window", type=float, default=0.0,
+                   help="also print the throughput of each WINDOW seconds of the timed phase")
     a = p.parse_args()
 
     import torch
@@ -31,22 +33,32 @@ def main():
     y = torch.randn(a.size, a.size, device=dev, dtype=dtype)
     out = torch.empty(a.size, a.size, device=dev, dtype=dtype)
 
-    def run(seconds):
+    flop = 2.0 * a.size ** 3
+
+    def run(seconds, window=0.0):
         n = 0
         sync()
         t0 = time.perf_counter()
+        w_n, w_t0, k = 0, t0, 0
         while True:
             for _ in range(a.batch):
                 torch.matmul(x, y, out=out)
             sync()
             n += a.batch
-            elapsed = time.perf_counter() - t0
+            now = time.perf_counter()
+            elapsed = now - t0
+            if window:
+                w_n += a.batch
+                if now - w_t0 >= window:
+                    print("window %d (%.0f-%.0f s) TFLOP/s: %.6g" % (k, w_t0 - t0, now - t0, flop * w_n / (now - w_t0) / 1e12),
+                          flush=True)
+                    w_n, w_t0, k = 0, now, k + 1
             if elapsed >= seconds:
                 return n, elapsed
 
     run(a.warmup)
-    n, elapsed = run(a.seconds)
-    tflops = 2.0 * a.size ** 3 * n / elapsed / 1e12
+    n, elapsed = run(a.seconds, a.window)
+    tflops = flop * n / elapsed / 1e12
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
     print("matmul %s %d^3 on %s: %d matmuls in %.2f s" % (a.dtype, a.size, name, n, elapsed))
     print("TFLOP/s: %.6g" % tflops)

@@ -43,6 +43,20 @@ def build_parser():
     p.add_argument("--wrap", action="store_true",
                    help="run the command after -- : probe before, sample every --interval during, probe "
                         "after; write DIR/provenance.json (--out DIR); exit with the command's exit code")
+    p.add_argument("--emit", action="store_true",
+                   help="--wrap: print provenance.json on stdout, with the tail of the command's output (which "
+                        "it captures; the command reads /dev/null and runs in its own process group)")
+    p.add_argument("--refuse", action="store_true",
+                   help="--wrap: do not start the command on a host with a broken contract or another process "
+                        "on its GPUs (unless --force, which is recorded)")
+    p.add_argument("--command-timeout", type=float, default=None, metavar="S",
+                   help="--wrap: end the command (its process group with --emit) after S seconds")
+    p.add_argument("--tether", action="store_true",
+                   help="--wrap --emit: end the command when the agent's stdin ends (the controller's session closed)")
+    p.add_argument("--max-samples", type=int, default=1000, metavar="N",
+                   help="--wrap: keep at most N samples, thinned as the run grows (figures use every sample)")
+    p.add_argument("--output-tail", type=int, default=65536, metavar="BYTES",
+                   help="--wrap --emit: bytes of the command's output kept (the last ones)")
     p.add_argument("--version", action="version", version="sweep-agent " + AGENT_VERSION)
     return p
 

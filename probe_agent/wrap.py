@@ -46,8 +46,9 @@ from probe_agent import AGENT_VERSION
 from probe_agent.collect import Reader, read_processes
 from probe_agent.contracts import plural
 from probe_agent.probe import check_paths, run_probe, write_atomic
+from probe_agent.thin import DEFAULT_MAX_SAMPLES, Stream
 
-PROVENANCE_SCHEMA_VERSION = "1.0"
+PROVENANCE_SCHEMA_VERSION = "1.1"
 # Fields compared between the probe before and the probe after the command, per GPU.
 WATCHED_GPU_FIELDS = (
     ("uuid",), ("lost",), ("ecc", "current"), ("ecc", "pending"), ("ecc", "volatile_uncorrected"),
@@ -58,6 +59,7 @@ WATCHED_GPU_FIELDS = (
 )
 WATCHED_DRIVER_FIELDS = ("version", "cuda_driver_version", "kernel_module", "gpu_count")
 EXIT_WRAPPER_FAILED = 125
+EXIT_REFUSED = 124  # --refuse without --force: the command was not started (provenance.json says why)
 
 
 def split_command(argv):
@@ -126,6 +128,10 @@ def take_sample(src, count, t, attribution):
     s = {"t": round(t, 3), "gpus": [dict(g) for g in (raw or {}).get("gpus") or []]}
     for g in s["gpus"]:
         i = g.get("index")
+        if src.replaying and "processes" in g:  # a capture whose samples carry their own process lists
+            g["processes"] = [dict(p, owner=attribution.of(p.get("pid"))) for p in g["processes"] or []]
+            g.setdefault("processes_unreadable", 0)
+            continue
         r = KeepRaw(src, {})
         procs = read_processes(src, r, "gpu%d." % i, src.handle(i))
         g["processes"] = None if procs is None else [
@@ -151,11 +157,11 @@ class KeepRaw(Reader):
 class Sampler(threading.Thread):
     """Samples every `interval` seconds on a fixed grid, sleeping in between, until stopped."""
 
-    def __init__(self, src, count, interval, t0, attribution):
+    def __init__(self, src, count, interval, t0, attribution, max_samples=DEFAULT_MAX_SAMPLES):
         threading.Thread.__init__(self, name="sweep-sampler", daemon=True)
         self.src, self.count, self.interval, self.t0 = src, count, interval, t0
         self.attribution = attribution
-        self.samples = []
+        self.stream = Stream(max_samples)
         self.read_s = []
         self.cpu_s = None
         self.niced = False
@@ -175,7 +181,7 @@ class Sampler(threading.Thread):
                 s = take_sample(self.src, self.count, start - self.t0, self.attribution)
                 self.read_s.append(time.monotonic() - start)
                 if s["gpus"]:
-                    self.samples.append(s)
+                    self.stream.add(s)
                 now = time.monotonic()
                 tick = max(tick + 1, int(math.ceil((now - self.t0) / self.interval)))
                 self._halt.wait(max(0.0, self.t0 + tick * self.interval - now))
@@ -188,7 +194,7 @@ class Sampler(threading.Thread):
         ms = [x * 1000.0 for x in self.read_s]
         return {
             "interval_s": self.interval,
-            "samples": len(self.samples),
+            "samples": self.stream.seen,
             "read_ms_median": round(statistics.median(ms), 3) if ms else None,
             "read_ms_max": round(max(ms), 3) if ms else None,
             "cpu_s": self.cpu_s,
@@ -209,25 +215,65 @@ def lower_priority():
         return False
 
 
-def run_command(command, on_start):
-    """Start the command with the agent's stdio; wait for it. Returns its command section."""
+class OutputTail(threading.Thread):
+    """Reads the command's stdout+stderr (`--emit`), keeps the last `limit` bytes and counts them all."""
+
+    def __init__(self, limit):
+        threading.Thread.__init__(self, name="sweep-output", daemon=True)
+        self.limit, self.total, self.buf, self.pipe = limit, 0, bytearray(), None
+
+    def run(self):
+        while True:
+            chunk = self.pipe.read1(65536) if hasattr(self.pipe, "read1") else self.pipe.read(65536)
+            if not chunk:
+                return
+            self.total += len(chunk)
+            self.buf += chunk
+            del self.buf[:-self.limit]
+
+    def section(self):
+        return {"tail": bytes(self.buf).decode("utf-8", "replace"), "bytes": self.total,
+                "truncated": self.total > len(self.buf), "tail_limit_bytes": self.limit}
+
+
+def run_command(command, on_start, capture=None, timeout=None, tether=False):
+    """Start the command, wait for it; returns its command section.
+
+    Without `capture` the command has the agent's stdio. With an OutputTail, it reads /dev/null,
+    its output goes to the tail, and it runs in its own session: at `timeout` seconds (and for any
+    descendant still holding its output after it exits) the whole process group is ended.
+    With `tether`, the end of the agent's stdin (the controller closed the SSH session: Ctrl-C, its
+    deadline) ends the command too.
+    """
     section = {"argv": list(command), "cwd": os.getcwd(), "pid": None, "exit_code": None, "signal": None,
-               "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": 0.0, "error": None}
+               "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": 0.0, "error": None,
+               "timeout_s": timeout, "timed_out": False}
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen(command)
+        if capture is None:
+            proc = subprocess.Popen(command)
+        else:
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
         missing = isinstance(exc, FileNotFoundError)
         section["exit_code"] = 127 if missing else 126
         section["error"] = "%s: %s" % (command[0], "command not found" if missing else exc.strerror or exc)
-        sys.stderr.write("sweep-agent: %s\n" % section["error"])
+        if capture is None:
+            sys.stderr.write("sweep-agent: %s\n" % section["error"])
         return section, t0
     section["pid"] = proc.pid
+    group = capture is not None
+    if capture is not None:
+        capture.pipe = proc.stdout
+        capture.start()
+    if tether:
+        watch_stdin(proc, section)
     on_start(proc.pid, t0)
     # After the exec (so that the command inherits default dispositions): a terminal's Ctrl-C
     # reaches the command through its process group, the agent outlives it to write the record;
     # a TERM or HUP sent to the agent alone is passed on.
-    forward = lambda signum, frame: proc.send_signal(signum)
+    forward = lambda signum, frame: end(proc, group, signum)
     old = {}
     for name, handler in (("SIGINT", signal.SIG_IGN), ("SIGQUIT", signal.SIG_IGN),
                           ("SIGTERM", forward), ("SIGHUP", forward)):
@@ -238,16 +284,77 @@ def run_command(command, on_start):
             except (ValueError, OSError):
                 pass
     try:
-        rc = proc.wait()
+        try:
+            rc = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            section["timed_out"] = True
+            end(proc, group, signal.SIGTERM)
+            try:
+                rc = proc.wait(5.0)
+            except subprocess.TimeoutExpired:
+                end(proc, group, signal.SIGKILL)
+                rc = proc.wait()
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
     section["wall_s"] = round(time.monotonic() - t0, 4)
+    if capture is not None:
+        capture.join(2.0)
+        if capture.is_alive():  # a descendant still holds the output: the benchmark is not over
+            end(proc, True, signal.SIGKILL)
+            section["leftover_killed"] = True
+            capture.join(2.0)
     if rc < 0:
         section["signal"] = signal_name(-rc)
         rc = 128 - rc
     section["exit_code"] = rc
     return section, t0
+
+
+def watch_stdin(proc, section):
+    """A thread that ends the command's process group when the agent's stdin reaches its end."""
+    def watch():
+        try:
+            while sys.stdin.buffer.read(65536):
+                pass
+        except (OSError, ValueError):
+            pass
+        if proc.poll() is None:
+            section["ended_by"] = "the controller closed the session"
+            end(proc, True, signal.SIGTERM)
+            try:
+                proc.wait(5.0)
+            except subprocess.TimeoutExpired:
+                end(proc, True, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="sweep-tether", daemon=True).start()
+
+
+def end(proc, group, signum):
+    """Send `signum` to the command (its whole process group when it has its own)."""
+    try:
+        if group:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+    except OSError:
+        pass
+
+
+def refusal(before, replay_own):
+    """Why the command must not start on this host (`--refuse`): a broken contract, another process."""
+    reasons = []
+    if before.get("lowest_broken"):
+        low = next((c for c in before.get("contracts") or [] if c.get("name") == before["lowest_broken"]), {})
+        reasons.append("broken contract %s: %s" % (before["lowest_broken"], low.get("message") or "?"))
+    if not before["probe"]["complete"]:
+        reasons.append("the probe before did not finish: %s" % before["probe"].get("incomplete_reason"))
+    others = [(g.get("index"), p) for g in before.get("gpus") or [] for p in g.get("processes") or []
+              if replay_own is None or p.get("pid") not in replay_own]
+    if others:
+        reasons.append("%d other process(es) on the GPUs: %s" % (len(others), ", ".join(
+            "%s (pid %s, GPU %s)" % (p.get("name"), p.get("pid"), i) for i, p in others[:3])))
+    return reasons
 
 
 def signal_name(n):
@@ -301,51 +408,46 @@ def counter_deltas(before, after):
     return out
 
 
-def seen_processes(before, samples, after, attribution, owner):
-    """Processes of one attribution, from the probes and the samples, keyed by pid."""
+def seen_processes(before, stream, after, attribution, owner):
+    """Processes of one attribution, from the probes and every sample (`stream`), keyed by pid."""
     found = {}
 
-    def note(pid, name, gpu, where, t=None, used=None):
+    def note(pid, name, gpu, where, used=None):
         p = found.setdefault(pid, {"pid": pid, "name": name, "gpus": [], "first_seen_s": None,
                                    "samples_seen": 0, "present_before": False, "present_after": False,
                                    "max_used_memory_bytes": None})
         p["name"] = p["name"] or name
         if gpu not in p["gpus"]:
             p["gpus"].append(gpu)
-        if where == "sample":
-            p["samples_seen"] += 1
-            if p["first_seen_s"] is None:
-                p["first_seen_s"] = t
-        else:
+        if where:
             p["present_" + where] = True
         if isinstance(used, int):
             p["max_used_memory_bytes"] = max(p["max_used_memory_bytes"] or 0, used)
+        return p
 
     for where, health in (("before", before), ("after", after)):
-        for g in health.get("gpus") or []:
+        for g in (health or {}).get("gpus") or []:
             for proc in g.get("processes") or []:
                 # live, a process on the GPU before the command started is not the command's, even
                 # when it has exited since (its pid is no longer visible)
                 live_before = where == "before" and attribution.replay_own is None
                 if ("other" if live_before else attribution.of(proc.get("pid"))) == owner:
                     note(proc.get("pid"), proc.get("name"), g.get("index"), where, used=proc.get("used_memory_bytes"))
-    for s in samples:
-        for g in s.get("gpus") or []:
-            for proc in g.get("processes") or []:
-                if proc.get("owner") == owner:
-                    note(proc.get("pid"), proc.get("name"), g.get("index"), "sample", s.get("t"),
-                         proc.get("used_memory_bytes"))
+    for pid, seen in stream.processes(owner).items():
+        p = None
+        for gpu in seen["gpus"]:
+            p = note(pid, seen["name"], gpu, None, seen["max_used_memory_bytes"])
+        if p is not None:
+            p["first_seen_s"], p["samples_seen"] = seen["first_seen_s"], seen["samples_seen"]
     for p in found.values():
         p["gpus"].sort()
     return sorted(found.values(), key=lambda p: (str(p["pid"])))
 
 
-def verdict(before, samples, after, attribution):
-    """The short answer: was this run's machine the machine the number claims?"""
-    from probe_agent.load import summarize
-
+def verdict(before, stream, after, attribution):
+    """The short answer: was this run's machine the machine the number claims? (`stream`: every sample)"""
     max_sm = {g.get("index"): (g.get("clocks") or {}).get("sm_max_mhz") for g in before.get("gpus") or []}
-    gpus = summarize(samples, max_sm)
+    gpus = stream.summaries(max_sm)
     deltas = counter_deltas(before, after)
     for g in gpus:
         g["reason_counters_delta_us"] = deltas.get(g["gpu"])
@@ -354,7 +456,7 @@ def verdict(before, samples, after, attribution):
     counted_hw = any((d or {}).get(k, 0) > 0 for d in deltas.values()
                      for k in ("hw_thermal_slowdown", "hw_power_braking", "hw_slowdown"))
     v = {
-        "samples": len(samples),
+        "samples": stream.seen,
         "hw_slowdown": bool((pick("hw_slowdown_fraction", max) or 0) > 0 or counted_hw),
         "hw_slowdown_fraction": pick("hw_slowdown_fraction", max),
         "sw_power_cap_fraction": pick("sw_power_cap_fraction", max),
@@ -362,10 +464,9 @@ def verdict(before, samples, after, attribution):
         "sm_mhz_min": pick("sm_mhz_min", min),
         "sm_mhz_median": pick("sm_mhz_median", min),
         "sm_mhz_max_allowed": pick("sm_mhz_max_allowed", max),
-        "other_processes": seen_processes(before, samples, after, attribution, "other"),
-        "unattributed_processes": seen_processes(before, samples, after, attribution, "not_visible"),
-        "unreadable_process_entries": max([g.get("processes_unreadable") or 0 for s in samples
-                                           for g in s.get("gpus") or []] or [0]),
+        "other_processes": seen_processes(before, stream, after, attribution, "other"),
+        "unattributed_processes": seen_processes(before, stream, after, attribution, "not_visible"),
+        "unreadable_process_entries": stream.unreadable_max,
         "changes": probe_changes(before, after),
         "gpus": gpus,
     }
@@ -408,7 +509,8 @@ def fmt(x):
 
 
 def main(opts, command):
-    """`--wrap`: probe, run the command while sampling, probe again, write OUT/provenance.json."""
+    """`--wrap`: probe, run the command while sampling, probe again; write OUT/provenance.json
+    (or, with `--emit`, print it on stdout with the tail of the command's output)."""
     src = open_source(opts, command)
     if isinstance(src, int):
         return src
@@ -418,25 +520,35 @@ def main(opts, command):
 
     before, before_done = run_probe(src, opts)
     count = (before.get("driver") or {}).get("gpu_count") or 0
+    replay_own = None
+    if src.replaying:
+        recorded = src.data.get("load") or {}
+        replay_own = set([recorded.get("pid")] + list(recorded.get("own_pids") or [])) - set([None])
     state = {}
 
     def on_start(pid, t0):
-        replay_own = None
-        if src.replaying:
-            recorded = src.data.get("load") or {}
-            replay_own = set([recorded.get("pid")] + list(recorded.get("own_pids") or [])) - set([None])
         state["attribution"] = Attribution(pid, replay_own)
         if before_done and (count or src.replaying):
-            state["sampler"] = Sampler(src, count, opts.interval, t0, state["attribution"])
+            state["sampler"] = Sampler(src, count, opts.interval, t0, state["attribution"], opts.max_samples)
             state["sampler"].start()
 
-    section, t0 = run_command(command, on_start)
+    reasons = refusal(before, replay_own) if opts.refuse else []
+    capture = OutputTail(opts.output_tail) if opts.emit else None
+    if reasons and not opts.force:
+        section = {"argv": list(command), "cwd": os.getcwd(), "pid": None, "exit_code": None, "signal": None,
+                   "started_at": None, "wall_s": 0.0, "error": None, "timeout_s": opts.command_timeout,
+                   "timed_out": False}
+    else:
+        section, _ = run_command(command, on_start, capture, opts.command_timeout, opts.emit and opts.tether)
+    if opts.refuse:
+        section["refused"] = None if (opts.force or not reasons) else "; ".join(reasons)
+        section["forced"] = list(reasons) if (opts.force and reasons) else None
     sampler = state.get("sampler")
     attribution = state.get("attribution") or Attribution(None, set())
     if sampler is not None:
         sampler.stop()
         sampler.join(5.0)
-    samples = list(sampler.samples) if sampler is not None else []
+    stream = (sampler.stream if sampler is not None else Stream(opts.max_samples)).finish()
     after, after_done = run_probe(src, opts, attribution.own_pids())
     try:
         provenance = {
@@ -446,11 +558,19 @@ def main(opts, command):
             "command": section,
             "sampler": sampler_report(sampler, section, opts.interval, before_done),
             "before": before,
-            "samples": samples,
+            "samples": stream.samples(),
+            "thinning": stream.report(),
+            "intervals": stream.intervals,
             "after": after,
-            "verdict": verdict(before, samples, after, attribution),
+            "verdict": verdict(before, stream, after, attribution),
         }
-        write_atomic(os.path.join(opts.out, "provenance.json"), json.dumps(provenance, indent=1) + "\n")
+        if capture is not None:
+            provenance["output"] = capture.section()
+        if opts.emit:
+            sys.stdout.write(json.dumps(provenance, separators=(",", ":")) + "\n")
+            sys.stdout.flush()
+        else:
+            write_atomic(os.path.join(opts.out, "provenance.json"), json.dumps(provenance, indent=1) + "\n")
         if opts.record:  # replayed later, the wrapped command's processes are its own again
             src.load_meta = {"engine": "wrap", "argv": section["argv"], "seconds": section["wall_s"],
                              "interval_s": opts.interval, "pid": section["pid"], "exit_code": section["exit_code"],
@@ -460,8 +580,11 @@ def main(opts, command):
         sys.stderr.write("sweep-agent: the command ended (exit %s) but provenance.json was not written: %s: %s\n"
                          % (section["exit_code"], type(exc).__name__, exc))
         return EXIT_WRAPPER_FAILED
+    code = 0 if opts.emit else (section["exit_code"] if section["exit_code"] is not None else EXIT_REFUSED)
+    if section.get("refused") and not opts.emit:
+        sys.stderr.write("sweep-agent: not started: %s; --force to run it anyway\n" % section["refused"])
     hung = not (before_done and after_done) or (sampler is not None and sampler.is_alive())
-    return finish(src, hung, section["exit_code"])
+    return finish(src, hung, code)
 
 
 def open_source(opts, command):
@@ -470,10 +593,14 @@ def open_source(opts, command):
 
     if not command:
         return usage_error("--wrap needs a command after --: sweep-agent --wrap --out DIR -- COMMAND ...")
-    if not opts.out:
+    if not opts.out and not opts.emit:
         return usage_error("--wrap needs --out DIR: the command owns stdout, provenance.json goes to DIR")
     if not opts.interval > 0:
         return usage_error("--interval must be > 0 seconds (got %g)" % opts.interval)
+    if opts.command_timeout is not None and not opts.command_timeout > 0:
+        return usage_error("--command-timeout must be > 0 seconds (got %g)" % opts.command_timeout)
+    if opts.max_samples < 2:
+        return usage_error("--max-samples must be 2 or more (got %d)" % opts.max_samples)
     if opts.replay and opts.record:
         return usage_error("--replay and --record exclude each other")
     problem = check_paths(opts)
@@ -491,7 +618,8 @@ def sampler_report(sampler, section, interval, before_done):
         return sampler.report(section["wall_s"])
     return {"interval_s": interval, "samples": 0, "read_ms_median": None, "read_ms_max": None, "cpu_s": None,
             "busy_fraction": None, "niced": False,
-            "error": "not started: " + ("no GPU" if before_done else "the probe before did not finish")}
+            "error": "not started: " + ("the command was refused" if section.get("refused") else
+                                        "no GPU" if before_done else "the probe before did not finish")}
 
 
 def finish(src, hung, exit_code):

@@ -5,6 +5,7 @@ Layout (record version 1)::
     reports/20261129T181223Z-inventory/
         manifest.json          format, versions, inventory path + snapshot, options, state, hosts
         hosts/gpu01.json       {"record_version": 1, "host": "gpu01", "status": "ok", "health": {...}, ...}
+                               (`sweep run --wrap`: also "wrap": {status, why, figures, provenance})
 
 Every file is written whole or not at all (a temporary file in the same folder, fsync, rename):
 a controller killed with ``kill -9`` leaves at most a ``.tmp-*`` file, which `RunFolder.open`

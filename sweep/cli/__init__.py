@@ -2,7 +2,8 @@
 
 Exit codes (all commands): 0 success; 1 hosts unreachable or failed (run); 2 bad input (a message
 names the file, host or option and the fix); 3 hosts not comparable (report); 4 a broken contract
-(probe, report); 130 interrupted. `sweep report --help` lists the report's precedence.
+(probe, report); 5 off expectations or a baseline; 6 a wrapped benchmark failed on a host, 7 it was
+refused on a host (run --wrap; docs/fleet-benchmark.md); 130 interrupted. `sweep report --help` lists the report's precedence.
 """
 from __future__ import annotations
 
@@ -281,6 +282,8 @@ def baseline_check(
 @app.command()
 def run(
     inventory: Optional[Path] = typer.Argument(None, metavar="INVENTORY", help="Ansible inventory (YAML or INI)"),
+    command: Optional[List[str]] = typer.Argument(None, metavar="[-- COMMAND [ARGS...]]",
+                                                  help="with --wrap: the benchmark to run on every host, after --"),
     limit: Optional[str] = typer.Option(None, "--limit", "-l", metavar="PATTERN",
                                         help="Ansible host pattern: group, glob, !exclude, &intersect"),
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
@@ -325,15 +328,24 @@ def run(
                                         "may add to an inventory file once expanded (alias bombs)"),
     max_range_hosts: int = typer.Option(100_000, "--max-range-hosts", metavar="N", help="most hosts one host range "
                                         "(gpu[0001:9999]) may name"),
-    wrap: Optional[str] = typer.Option(None, "--wrap", hidden=True,  # shown once issue 17 implements it
-                                       help="a benchmark command to wrap on every host"),
+    wrap: bool = typer.Option(False, "--wrap", help="run the COMMAND after -- on every host inside the agent's "
+                              "envelope (probe before, samples during, probe after); the report compares its "
+                              "figures within each comparability class (docs/fleet-benchmark.md)"),
+    metric: List[str] = typer.Option([], "--metric", metavar="NAME=REGEX",
+                                     help="--wrap: the figure in the command's output (first group the number, a "
+                                     "second its unit; repeatable); a JSON line {\"metric\": NAME, \"value\": X} "
+                                     "counts too"),
+    force: bool = typer.Option(False, "--force", help="--wrap: run on hosts with a broken contract or another "
+                               "process on the GPUs too (recorded in each record)"),
+    interval: float = typer.Option(0.2, "--interval", metavar="S", help="--wrap: seconds between GPU samples"),
     list_hosts: bool = typer.Option(False, "--list-hosts", help="print the hosts this run would contact (after "
                                     "--limit, --shard, --resume), as ansible --list-hosts does; contact none"),
 ):
     """Sweep every host of an inventory over SSH (or through ansible or Slurm: --engine), keep each
     record, then compare and report. The run folder goes to reports/<UTC time>-<inventory name>
     under the current directory unless --out says otherwise; the last lines name it and its report
-    by absolute path."""
+    by absolute path. With --wrap -- COMMAND, run a benchmark on every host inside the provenance
+    envelope and compare its figures class by class."""
     paths.input_file(inventory, "INVENTORY", "an Ansible inventory (YAML or INI)")
     paths.input_dir(resume, "--resume", "an earlier run folder")  # --out: the run folder's own checks say it
     paths.input_file(known_hosts, "--known-hosts", "a known_hosts file")
@@ -349,13 +361,7 @@ def run(
         from sweep.audit.expect import load_expectations
 
         load_expectations(expect)
-    if wrap is not None:
-        raise SweepError(
-            "sweep run --wrap is not available yet: wrapping a benchmark on every host needs a command "
-            "timeout apart from the host deadline, a remote process group that Ctrl-C and --resume can end "
-            "(closing the SSH channel does not stop it), and each host's output kept beside its record",
-            fix="run `python3 agent.pyz --wrap --out DIR -- COMMAND` on each host (sweep bundle; through "
-                "ansible -m script or srun, docs/provenance.md), then sweep report the provenance files")
+    spec = _wrap_spec(wrap, command, metric, force, interval)
     from sweep.collect.engines import engine_from_options
     from sweep.collect.shard import parse_shard
     from sweep.inventory.formats import InventoryLimits
@@ -374,7 +380,7 @@ def run(
         inventory_path=inventory, limit=limit, out=out, resume=resume, forks=forks,
         accept_new_host_keys=accept_new_host_keys, known_hosts=known_hosts,
         connect_timeout=connect_timeout, host_deadline=host_deadline, agent_args=agent_args,
-        engine=runner, shard=parse_shard(shard) if shard else None, shard_by=shard_by, transport=transport,
+        engine=runner, shard=parse_shard(shard) if shard else None, shard_by=shard_by, transport=transport, wrap=spec,
         inventory_limits=InventoryLimits(yaml_values=max_yaml_values, range_hosts=max_range_hosts)), console)
     code = result.exit_code
     keep_history(result.run_dir)
@@ -382,6 +388,24 @@ def run(
         code = max(code, _report([result.run_dir], result.run_dir / "report", reference, expect, baseline))
     console.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _wrap_spec(wrap: bool, command, metric, force: bool, interval: float):
+    """The benchmark of `sweep run --wrap -- COMMAND`, or None for a plain sweep."""
+    from sweep.errors import ConfigError
+
+    if not wrap:
+        if command:
+            raise ConfigError(f"unexpected argument(s) after the inventory: {' '.join(command)}",
+                              fix="to run a benchmark on every host: sweep run INVENTORY --wrap -- COMMAND")
+        if metric or force:
+            raise ConfigError("--metric and --force belong to --wrap", fix="add --wrap -- COMMAND")
+        return None
+    if not command:
+        raise ConfigError("--wrap needs a command after --", fix="sweep run INVENTORY --wrap -- python3 bench.py")
+    from sweep.collect.wrap import Metric, WrapSpec
+
+    return WrapSpec(tuple(command), tuple(Metric.parse(m) for m in metric), force, interval)
 
 
 def _check_reference(reference: str, inventory: Path, limit: Optional[str]) -> None:

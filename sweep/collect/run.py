@@ -24,6 +24,7 @@ from sweep.collect.ssh.prober import (FAILURE_CLASSES, KeyFileEncrypted, KeyFile
 from sweep.collect.ssh.transports import TRANSPORTS, make_prober
 from sweep.errors import ConfigError, InventoryError, RunFolderError
 from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory
+from sweep.collect.wrap import WrapSpec, split_record
 from sweep.store import RECORD_VERSION, RunFolder, default_run_dir, iso, new_manifest
 from sweep.text import plural, visible
 
@@ -101,6 +102,7 @@ def run_sweep(
     shard_by: str = "hash",
     inventory_limits: InventoryLimits = InventoryLimits(),
     transport: str | None = None,
+    wrap: "WrapSpec | None" = None,
 ) -> RunResult:
     """Sweep the hosts of an inventory (or finish the run folder `resume`) and record each one.
 
@@ -121,12 +123,15 @@ def run_sweep(
     The run folder is locked for the whole sweep (a second sweep on it is refused); SIGTERM ends the
     sweep as Ctrl-C does (state "interrupted", ``--resume`` finishes it). No host can stop the sweep:
     a record that cannot be written as JSON becomes that host's failure record.
+
+    `wrap` (a `sweep.collect.wrap.WrapSpec`, ssh engine only) runs a benchmark on every host in the
+    agent's envelope; each record's health is then the probe before, the rest is under "wrap".
     """
     flags = {"connect_timeout": connect_timeout, "host_deadline": host_deadline, "retries": retries}
     _check_options(forks, resume, limit, flags, transport)
     options = _ssh_options(known_hosts, accept_new_host_keys, ssh_config, allow_agent, look_for_keys, key_passphrase)
-    agent_args = _agent_args(agent_args, host_deadline)
     runner = create_engine(engine) if isinstance(engine, str) else engine
+    wrap, agent_args = _wrapped(wrap, resume, runner, agent_args, host_deadline)
     if resume is not None:  # 1. resolve the hosts, 2. open the run folder (locked); 3. collect, 4. finish below
         folder, manifest, inventory, hosts, done, options = _reopen(
             resume, inventory_path, loader, runner, options, inventory_limits, transport)
@@ -137,14 +142,15 @@ def run_sweep(
         folder = RunFolder.create(out if out is not None else default_run_dir(inventory.path, reports_dir))
         manifest = new_manifest(inventory.path, inventory.snapshot(), [host.name for host in hosts], _run_options(
             limit, forks, options, flags, agent_args, loader, runner.name, shard, shard_by))
+        manifest["options"]["wrap"] = None if wrap is None else wrap.to_dict()
         done = {}
     try:
         with _sigterm_as_interrupt():
             tally = _Tally(hosts, done, set(manifest["hosts"]), progress, folder.begin_session(manifest))
             job = EngineJob(payload=payload if payload is not None else _bundle(), agent_args=tuple(agent_args),
-                            forks=forks, options=options, inventory_path=inventory.path, flags=flags)
+                            forks=forks, options=options, inventory_path=inventory.path, flags=flags, wrap=wrap)
             todo = [host for host in hosts if host.name not in done]
-            state = _collect(runner.bind(job), todo, folder, manifest, tally)
+            state = _collect(runner.bind(job), todo, folder, manifest, tally, wrap)
             folder.end_session(manifest, tally.session, state, tally.counts(len(manifest["hosts"])))
             return tally.result(folder.path, state)
     finally:
@@ -262,12 +268,13 @@ class _Tally:
             by_class={cls: n for cls, n in by_class.items() if n}, failures=tuple(self.failures))
 
 
-def _collect(runner: Engine, todo: list[Host], folder: RunFolder, manifest: dict, tally: _Tally) -> str:
+def _collect(runner: Engine, todo: list[Host], folder: RunFolder, manifest: dict, tally: _Tally,
+             wrap: "WrapSpec | None" = None) -> str:
     """Run the engine over `todo`, writing each host's record as it arrives; the run's state at the end."""
 
     def record(outcome: Outcome) -> None:
         if outcome.status != "interrupted":
-            tally.add(keep_record(folder, outcome))
+            tally.add(keep_record(folder, outcome, wrap))
 
     tally.report(None)
     try:
@@ -382,7 +389,7 @@ def _bundle() -> bytes:
     return bundle_bytes()
 
 
-def keep_record(folder: RunFolder, outcome: Outcome) -> Outcome:
+def keep_record(folder: RunFolder, outcome: Outcome, wrap: "WrapSpec | None" = None) -> Outcome:
     """Write one host's record; the Outcome that was recorded comes back.
 
     A record that cannot be written as strict JSON (a value no encoder takes, nesting the encoder
@@ -390,7 +397,7 @@ def keep_record(folder: RunFolder, outcome: Outcome) -> Outcome:
     the sweep. A full disk or a refused folder (RunFolderError) does stop it: nothing could be kept.
     """
     try:
-        folder.write_record(_record(outcome))
+        folder.write_record(_record(outcome, wrap))
         return outcome
     except (ValueError, TypeError, RecursionError, OverflowError) as exc:
         problem = f"{type(exc).__name__}: {visible(exc, keep='')[:200]}"
@@ -398,7 +405,7 @@ def keep_record(folder: RunFolder, outcome: Outcome) -> Outcome:
                      message=(f"{outcome.host.name}: the agent's output passed the checks but its record cannot be "
                               f"written as JSON ({problem}); the host runs another or a modified agent: sweep it "
                               "with this sweep's agent"))
-    folder.write_record(_record(failed))
+    folder.write_record(_record(failed, wrap))
     return failed
 
 
@@ -420,12 +427,40 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-def _record(outcome: Outcome) -> dict:
+def _wrapped(wrap: "WrapSpec | None", resume, runner: Engine, agent_args: Sequence[str],
+             host_deadline: float | None) -> tuple["WrapSpec | None", list[str]]:
+    """(the benchmark to wrap, if any: given, or the resumed run's; the agent's arguments)."""
+    if resume is not None and wrap is None:
+        wrap = _wrap_of(resume)
+    if wrap is None:
+        return None, _agent_args(agent_args, host_deadline)
+    if runner.name != "ssh":
+        raise ConfigError("--wrap runs over sweep's own SSH transport only", where="--engine",
+                          fix="drop --engine, or run the agent's --wrap through your engine (docs/provenance.md)")
+    wrap.agent_args(host_deadline or DEFAULTS.host_deadline)  # too short for the probes and the command: now
+    return wrap, list(agent_args)  # the probes' deadline comes from the host deadline (WrapSpec.agent_args)
+
+
+def _wrap_of(run_dir: str | Path) -> "WrapSpec | None":
+    """The benchmark a run folder's manifest says it wraps (--resume finishes it with the same command)."""
+    import json
+
+    try:
+        spec = (json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8")).get("options") or {}).get("wrap")
+    except (OSError, ValueError, AttributeError):
+        return None  # opening the folder below says what is wrong with it
+    return WrapSpec.from_dict(spec) if isinstance(spec, dict) else None
+
+
+def _record(outcome: Outcome, wrap: "WrapSpec | None" = None) -> dict:
     host = outcome.host
     failure = None
     if outcome.status != "ok":
         failure = {"class": outcome.failure_class, "message": outcome.message}
-    return {
+    health, wrapped = outcome.health, None
+    if wrap is not None and outcome.status == "ok":
+        health, wrapped = split_record(outcome.health, wrap)
+    record = {
         "record_version": RECORD_VERSION,
         "host": host.name,
         "address": host.address,
@@ -438,6 +473,9 @@ def _record(outcome: Outcome) -> dict:
         "duration_s": round(outcome.ended_at - outcome.started_at, 3),
         "exit_status": outcome.exit_status,
         "stderr": outcome.stderr[-_RECORD_STDERR:] if outcome.stderr else "",
-        "health": outcome.health,
+        "health": health,
         "unknown_numbers": outcome.unknown_numbers,
     }
+    if wrap is not None:
+        record["wrap"] = wrapped
+    return record

@@ -211,6 +211,47 @@ def multi_gpu(n: int, links: Callable[[int, int], str] | None = None) -> Edit:
     return edit
 
 
+def load_samples(n: int) -> Edit:
+    """A load capture's samples on n GPUs, from the first sample the load computed (the recording's
+    first seconds are its process starting on an idle GPU); the recording's own process is dropped
+    from the process lists, so that a wrapped command replayed on it is alone on the GPUs."""
+    def edit(cap):
+        own = (cap.get("load") or {}).get("pid")
+        for key, answer in cap["nvml"].items():
+            if key.endswith(".procs") and isinstance(answer.get("value"), list):
+                answer["value"] = [p for p in answer["value"] if not (isinstance(p, dict) and p.get("pid") == own)]
+        samples = cap.get("samples") or []
+        first = next((k for k, s in enumerate(samples) if "idle" not in s["gpus"][0]["active_reasons"]), 0)
+        cap["samples"] = [{"t": s["t"], "gpus": [dict(s["gpus"][0], index=i) for i in range(n)]}
+                          for s in samples[first:]]
+    edit.__doc__ = f"the load's samples on {n} GPUs"
+    return edit
+
+
+def slowdown_in_run(gpus=(0,), sm_mhz: int = 1035, reason: str = "hw_thermal_slowdown", start: int = 3) -> Edit:
+    """From sample `start` on, a HW slowdown under load (the probe before the run sees none)."""
+    def edit(cap):
+        for s in cap["samples"][start:]:
+            for g in s["gpus"]:
+                if g["index"] in gpus:
+                    g["sm_mhz"] = sm_mhz
+                    g["active_reasons"] = sorted(set(g["active_reasons"]) | {reason})
+    edit.__doc__ = f"{reason} at {sm_mhz} MHz on GPUs {list(gpus)} from sample {start} of the run"
+    return edit
+
+
+def process_in_run(pid: int = 51234, name: str = "python3 eval_sweep.py", mib: int = 9216, gpus=(0,),
+                   start: int = 5) -> Edit:
+    """From sample `start` on, another process on the GPUs (the probe before the run saw none)."""
+    def edit(cap):
+        for s in cap["samples"][start:]:
+            for g in s["gpus"]:
+                if g["index"] in gpus:
+                    g["processes"] = [{"pid": pid, "name": name, "used_memory_bytes": mib * 1048576}]
+    edit.__doc__ = f"process {name} (pid {pid}) appears on GPUs {list(gpus)} at sample {start} of the run"
+    return edit
+
+
 def derive(base: Capture, edits: list[Edit], hostname: str | None = None) -> Capture:
     """A copy of `base` with `edits` applied, its note saying what changed."""
     cap = copy.deepcopy(base)

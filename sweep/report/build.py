@@ -16,6 +16,10 @@ Exit codes, in order of precedence (the first that applies wins):
        the CLI turns it into the message and the code)
     1  some hosts are unreachable (or listed in the run's manifest but never probed): the
        sweep is incomplete, so the classes and findings describe only the hosts that answered
+    6  (a `sweep run --wrap` run) the benchmark itself failed on a host: a non-zero exit code,
+       ended at its timeout, or no figure in its output
+    7  (a `sweep run --wrap` run) the agent refused to start the benchmark on a host: a broken
+       contract or another process on its GPUs (`--force` runs it anyway, recorded)
     3  the hosts that can run a benchmark fall into more than one comparability class:
        the fleet cannot be benchmarked as one pool
     4  every host answered and they form one class, but some host has a broken contract
@@ -36,10 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweep.audit.baseline import audit_section
+from sweep.analysis.bench import bench_section
 from sweep.analysis.compare import Findings, compare
 from sweep import exitcodes
 from sweep.errors import RunFolderError
 from sweep.analysis.fleet import Fleet, load_fleet, records_of, usable_cpus
+from sweep.report.bench import bench_lines
 from sweep.store import refuse_links
 from sweep.report.render import (render_html, render_markdown, summary_dict, write_fleet_csv, write_hosts_csv,
                           write_summary_json, write_text)
@@ -56,10 +62,12 @@ class ReportResult:
     fleet: Fleet
 
 
-def exit_code(findings: Findings, audit: dict | None = None) -> int:
-    """The report's exit code (precedence 1 > 3 > 4 > 5 > 0; see the module docstring)."""
+def exit_code(findings: Findings, audit: dict | None = None, bench: dict | None = None) -> int:
+    """The report's exit code (precedence 1 > 6 > 7 > 3 > 4 > 5 > 0; see the module docstring)."""
     if findings.unreachable:
         return exitcodes.INCOMPLETE
+    if bench and bench["exit_code"] in (exitcodes.BENCH_FAILED, exitcodes.REFUSED):
+        return bench["exit_code"]
     if len(findings.classes) > 1:
         return exitcodes.NOT_COMPARABLE
     if findings.held_out or any(f.severity == "broken" for f in findings.findings):
@@ -84,8 +92,9 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     audit = None
     if audited:
         audit = audit_section(records_of(fleet), expect, baseline)
-    code = exit_code(findings, audit)
-    summary = summary_dict(findings, code, exitcodes.MEANING[code], fleet.sources, audit)
+    bench = bench_section(fleet, findings)
+    code = exit_code(findings, audit, bench)
+    summary = summary_dict(findings, code, exitcodes.MEANING[code], fleet.sources, audit, bench)
     out = Path(out_dir)
     files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
              "hosts_csv": out / "hosts.csv", "fleet_csv": out / "fleet.csv"}
@@ -104,7 +113,7 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     except OSError as err:
         raise RunFolderError(f"cannot write the report ({err.strerror or err})", where=str(out),
                              fix="choose a writable folder for the report") from None
-    headline = "\n".join([findings.headline(), *(audit["headline"] if audit else ())])
+    headline = "\n".join([findings.headline(), *(audit["headline"] if audit else ()), *bench_lines(bench)])
     return ReportResult(out, files, code, headline, summary, findings, fleet)
 
 

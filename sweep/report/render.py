@@ -26,6 +26,7 @@ from sweep.analysis.compare import Findings
 from sweep.analysis.keys import KEYS
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
 from sweep.analysis.fleet import Fleet, rows_at
+from sweep.report.bench import markdown_bench
 from sweep.report.findings import by_host, by_title
 from sweep.store import write_bytes_atomic
 from sweep.strictjson import dumps, finite
@@ -51,12 +52,15 @@ _env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
 _env.filters["abbreviate"] = abbreviate
 
 
-def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=(), audit: dict | None = None) -> dict:
-    """The machine-readable verdict written to summary.json (`audit`: sweep.audit.baseline.audit_section, or None)."""
+def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=(), audit: dict | None = None,
+                 bench: dict | None = None) -> dict:
+    """The machine-readable verdict written to summary.json (`audit`: sweep.audit.baseline.audit_section, or None;
+    `bench`: sweep.analysis.bench.bench_section of a `sweep run --wrap` run, or None)."""
     out = {"schema": SUMMARY_SCHEMA, "generated_at": _now(), "sweep_version": __version__,
            "sources": list(sources)}
     out.update(findings.to_dict())
     out["audit"] = audit
+    out["benchmark"] = bench
     out["exit_code"] = exit_code
     out["exit_meaning"] = exit_meaning
     return out
@@ -182,6 +186,8 @@ def render_markdown(summary: dict) -> str:
         lines += [f"| {f['severity']} | {mdcode(h['host'])} | {md(f['title'])} | {md(f['detail'])} | {md(f['fix'])} |"
                   for h in health[:ROWS_MAX] for f in h["findings"]]
         lines.append("")
+    if summary.get("benchmark"):
+        lines += markdown_bench(summary["benchmark"], md, mdcode)
     audit = summary.get("audit")
     if audit:
         lines += _markdown_audit(audit)
@@ -251,7 +257,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
     base = (audit or {}).get("baseline") or {}
     return {
         "s": summary, "classes": classes, "ref": ref, "matrix": matrix,
-        "audit": audit, "audit_hosts": audited[:ROWS_MAX], "audit_more": max(0, len(audited) - ROWS_MAX),
+        "bench": summary.get("benchmark"), "audit": audit, "audit_hosts": audited[:ROWS_MAX], "audit_more": max(0, len(audited) - ROWS_MAX),
         "audit_no_baseline": fold_hosts(base.get("no_baseline", ())),
         "audit_absent": fold_hosts(base.get("absent", ())),
         "matrix_classes": classes[:MATRIX_CLASSES_MAX], "matrix_more": max(0, len(classes) - MATRIX_CLASSES_MAX),

@@ -42,7 +42,8 @@ KINDS = {
     ("run", "connect_timeout"): "number", ("run", "host_deadline"): "number", ("run", "reference"): "word",
     ("run", "expect"): "in_file", ("run", "baseline"): "in_dir", ("run", "engine"): "word",
     ("run", "partition"): "word", ("run", "nodelist"): "word", ("run", "shard"): "word",
-    ("run", "shard_by"): "word", ("run", "wrap"): "word", ("run", "transport"): "word",
+    ("run", "shard_by"): "word", ("run", "command"): "command", ("run", "metric"): "word",
+    ("run", "interval"): "number", ("run", "transport"): "word",
     ("run", "max_yaml_values"): "number", ("run", "max_range_hosts"): "number",
     ("report", "inputs"): "in_any", ("report", "out"): "out_dir", ("report", "reference"): "word",
     ("report", "expect"): "in_file", ("report", "baseline"): "in_dir",
@@ -59,7 +60,7 @@ KINDS = {
 WORDS = {
     ("run", "limit"): ["rack_z", "~gpu("], ("run", "engine"): ["telnet"], ("run", "shard"): ["3/2", "x"],
     ("run", "shard_by"): ["colour"], ("run", "reference"): ["no-such-host"], ("run", "partition"): ["gpu"],
-    ("run", "nodelist"): ["gpu[01-02]"], ("run", "wrap"): ["python3 bench.py"], ("run", "transport"): ["telnet"],
+    ("run", "nodelist"): ["gpu[01-02]"], ("run", "metric"): ["tflops", "t=([0-9]+"], ("run", "transport"): ["telnet"],
     ("report", "reference"): ["no-such-host"], ("baseline set", "host"): ["no-such-host"],
     ("baseline show", "host"): ["no-such-host"], ("history", "since"): ["6x", "weeks"],
 }

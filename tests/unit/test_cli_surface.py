@@ -40,9 +40,10 @@ def test_version(capsys):
     assert capsys.readouterr().err.strip() == f"sweep {sweep.__version__}"
 
 
-def test_run_wrap_is_hidden_until_it_works(capsys):
+def test_run_wrap_is_shown_now_that_it_works(capsys):
     assert main(["run", "--help"]) == 0
-    assert "--wrap" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "--wrap" in out and "--metric NAME=REGEX" in out and "[-- COMMAND [ARGS...]]" in out
 
 
 def test_bundle_prints_its_command_on_one_line_in_a_narrow_terminal(tmp_path):

@@ -55,7 +55,7 @@ def wrapped(tmp_path, command, capture=CAPTURES / "h200-load.json", interval=0.1
 def test_wrapped_run_passes_output_and_exit_code_through_and_keeps_the_evidence(tmp_path):
     proc, p = wrapped(tmp_path, SLEEPER, capture=steady_load(tmp_path))
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "hi\n", "")
-    assert p["kind"] == "sweep.provenance" and p["schema_version"] == "1.0"
+    assert p["kind"] == "sweep.provenance" and p["schema_version"] == "1.1"
     assert p["command"]["argv"] == SLEEPER and p["command"]["exit_code"] == 0 and p["command"]["signal"] is None
     assert 1.5 <= p["command"]["wall_s"] < 10
     assert p["before"]["kind"] == p["after"]["kind"] == "sweep.health"

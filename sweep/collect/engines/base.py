@@ -44,6 +44,7 @@ class EngineJob:
     inventory_path: Path | None = None
     # command-line connect_timeout / host_deadline / retries (None: unset); they win over host settings
     flags: Mapping[str, Any] = field(default_factory=dict)
+    wrap: Any = None  # a sweep.collect.wrap.WrapSpec: run the benchmark in the envelope (ssh engine only)
 
     def given_flags(self, *, retries: bool = True) -> dict[str, Any]:
         """The flags that were set (`retries=False`: without the number of tries)."""

@@ -2,7 +2,9 @@
 paramiko (sweep's own, `sweep.collect.ssh.prober`) or the system ssh (`sweep.collect.ssh.openssh`)."""
 from __future__ import annotations
 
+import threading
 import time
+from collections import defaultdict
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Iterator, Sequence
@@ -27,7 +29,8 @@ class SSHEngine(Engine):
     def bind(self, job: EngineJob) -> "SSHEngine":
         """Give the engine the agent and the run's options; command-line flags win over host settings."""
         self.job = job
-        self._prober = make_prober(job.options.transport, job.payload, job.agent_args, job.options)
+        self._prober = make_prober(job.options.transport, job.payload, job.agent_args, job.options, wrap=job.wrap)
+        self._busy: dict = defaultdict(threading.Lock)
         self._fan = FanOut(self._probe, forks=job.forks, on_stop=self._prober.stop)
         return self
 
@@ -46,6 +49,12 @@ class SSHEngine(Engine):
         return self._fan.drain(timeout=timeout)
 
     def _probe(self, host: Any) -> Outcome:
+        if self.job.wrap is None:
+            return self._attempt(host)
+        with self._busy[(host.address, host.port)]:  # one benchmark per host at a time, whatever its aliases
+            return self._attempt(host)
+
+    def _attempt(self, host: Any) -> Outcome:
         try:
             return self._prober.probe(with_flags(host, self.job.given_flags()))
         except Exception as exc:  # sweep's own bug, met on one host's data: that host's failure

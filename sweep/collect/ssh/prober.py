@@ -181,9 +181,10 @@ class Prober:
     """Runs the agent on hosts; one per sweep, shared by the fan-out's threads."""
 
     def __init__(self, payload: bytes, agent_args: tuple[str, ...] | list[str] = (),
-                 options: SSHOptions = SSHOptions(), *, watchdog: Watchdog | None = None):
+                 options: SSHOptions = SSHOptions(), *, watchdog: Watchdog | None = None, wrap=None):
         self.payload = payload
         self.agent_args = list(agent_args)
+        self.wrap = wrap  # a sweep.collect.wrap.WrapSpec: run the benchmark in the envelope, not a probe
         self.options = options
         self.keys = HostKeyStore(options.known_hosts, accept_new=options.accept_new_host_keys)
         self._stores: dict[tuple[tuple[str, ...], bool], HostKeyStore] = {}
@@ -346,17 +347,22 @@ class Prober:
             client.get_transport().set_keepalive(hop.keepalive_s)
         return client
 
+    def _args(self, host: Any, opts: SSHOptions) -> list[str]:
+        """The agent's arguments on `host`: the run's, the host's settings, and the wrapped benchmark's."""
+        args = host_agent_args(host, self.agent_args)
+        return args + self.wrap.agent_args(opts.host_deadline) if self.wrap is not None else args
+
     def _run_agent(self, host: Any, client: paramiko.SSHClient, opts: SSHOptions,
                    deadline: float) -> tuple[tuple[dict, list], int | None, str]:
         transport = client.get_transport()
         chan = transport.open_session(timeout=max(0.1, deadline - time.monotonic()))
         # the agent ends itself when this host's deadline has passed: nothing hung is left on the host
         lifetime = max(1.0, deadline - time.monotonic())
-        chan.exec_command(remote_command(host.python, len(self.payload), host_agent_args(host, self.agent_args),
-                                         lifetime=lifetime))
+        chan.exec_command(remote_command(host.python, len(self.payload), self._args(host, opts), lifetime=lifetime))
         try:
             chan.sendall(self.payload)
-            chan.shutdown_write()
+            if self.wrap is None:  # a wrapped command ends when our side of stdin closes (--tether)
+                chan.shutdown_write()
         except (OSError, EOFError):
             pass  # the remote command ended without reading stdin: its exit status tells why
         out, err, err_total = bytearray(), bytearray(), 0
@@ -415,7 +421,7 @@ class Prober:
         if err_total > len(err):
             stderr = f"[first {err_total - len(err)} bytes of stderr cut]\n" + stderr
         try:
-            return judge_output(host, bytes(out), exit_status, stderr), exit_status, stderr
+            return judge_output(host, bytes(out), exit_status, stderr, wrapped=self.wrap is not None), exit_status, stderr
         except HostFailure as failure:
             failure.exit_status, failure.stderr = exit_status, stderr
             raise
@@ -482,9 +488,10 @@ def _open_tunnel(name: str, client: paramiko.SSHClient, hop: Hop, deadline: floa
 # --- judging and naming failures ----------------------------------------------------------------
 
 
-def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str) -> tuple[dict, list[dict]]:
-    """health.json from stdout and the numbers in it a double cannot hold (now null; `sweep.strictjson`),
-    or the HostFailure that says why there is none."""
+def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
+                 wrapped: bool = False) -> tuple[dict, list[dict]]:
+    """health.json (`wrapped`: provenance.json) from stdout and the numbers in it a double cannot hold
+    (now null; `sweep.strictjson`), or the HostFailure that says why there is none."""
     problem, unknown = None, []
     try:
         loaded = strict_loads(out)
@@ -500,6 +507,15 @@ def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str) ->
         problem = f"is JSON but not an object ({type(health).__name__})"
     elif health is not None and "schema_version" not in health:
         problem = "is a JSON object without schema_version"
+    elif health is not None and wrapped:
+        from sweep.collect.wrap import provenance_problem
+
+        broken = provenance_problem(health)
+        if broken is not None:
+            raise HostFailure("bad_output", (
+                f"{host.name}: the agent's output is JSON but not a provenance.json of schema 1.x with the "
+                f"command's output ({visible(broken, keep='')[:200]}); the host runs another or a modified agent: "
+                "run it with this sweep's agent"))
     elif health is not None:
         broken = health_problem(health)
         if broken is not None:

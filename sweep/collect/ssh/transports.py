@@ -12,10 +12,12 @@ from sweep.collect.ssh.prober import Prober, SSHOptions
 TRANSPORTS = ("paramiko", "openssh")
 
 
-def make_prober(transport: str, payload: bytes, agent_args: Sequence[str], options: SSHOptions) -> Prober:
-    """A Prober for `transport` ("paramiko" or "openssh")."""
+def make_prober(transport: str, payload: bytes, agent_args: Sequence[str], options: SSHOptions,
+                wrap=None) -> Prober:
+    """A Prober for `transport` ("paramiko" or "openssh"); `wrap` (a sweep.collect.wrap.WrapSpec) runs the
+    benchmark in the agent's envelope instead of a probe."""
     if transport == "openssh":
         from sweep.collect.ssh.openssh import OpenSSHProber
 
-        return OpenSSHProber(payload, list(agent_args), options)
-    return Prober(payload, list(agent_args), options)
+        return OpenSSHProber(payload, list(agent_args), options, wrap=wrap)
+    return Prober(payload, list(agent_args), options, wrap=wrap)
