@@ -348,7 +348,7 @@ def planned_hosts(inventory_path: str | Path | None, *, limit: str | None = None
     """The hosts `run_sweep` with these arguments would contact, in the order it would; contacts none and
     writes nothing (``sweep run --list-hosts``, Ansible's ``--list-hosts``). With `resume`: the run's
     hosts without a record."""
-    _check_options(1, resume, limit, {})
+    _check_options(1, resume, limit, {}, None)
     runner = create_engine(engine) if isinstance(engine, str) else engine
     if resume is not None:
         folder, manifest = RunFolder.existing(resume)
