@@ -307,10 +307,17 @@ class _Builder:
             _get(health, "topology", "worst_link_selected"), health.get("lowest_broken"), health.get("verdict"),
             low.get("message"), low.get("fix"), health.get("summary"), provenance, *_platform(health, contracts),
         ))
+        self._add_gpus(position, health, gpus, picked, foreign)
+        for i, c in enumerate(contracts):
+            self.contracts.append((position, i, c.get("name"), c.get("title"), c.get("status"), c.get("message"),
+                                   c.get("fix"), c.get("consequence_of")))
+
+    def _add_gpus(self, position: int, health: dict, gpus: list, picked: set, foreign: set) -> None:
+        """One row per GPU, and per process the agent counts as foreign; each carries its host's position."""
         summary = _get(health, "load", "summary")
         under_load = {row.get("gpu"): row.get("sm_mhz_median") for row in (summary if isinstance(summary, list) else ())
                       if isinstance(row, dict) and type(row.get("sm_mhz_median")) in (int, float)}
-        for g in gpus:  # GPU, process and contract rows carry their host's position until _assemble
+        for g in gpus:
             power, ecc, clocks = g.get("power") or {}, g.get("ecc") or {}, g.get("clocks") or {}
             active = _get(g, "clock_event_reasons", "active") or []
             procs = g.get("processes")
@@ -334,9 +341,6 @@ class _Builder:
             for p in (p for p in procs or () if (g.get("index"), p.get("pid")) in foreign):  # the agent's verdict
                 self.processes.append((position, g.get("index"), p.get("pid"), p.get("name"),
                                        p.get("used_memory_bytes")))
-        for i, c in enumerate(contracts):
-            self.contracts.append((position, i, c.get("name"), c.get("title"), c.get("status"), c.get("message"),
-                                   c.get("fix"), c.get("consequence_of")))
 
     def typed(self) -> "_Chunk":
         """This chunk's rows as typed frames (their host column still the host's position)."""

@@ -279,109 +279,123 @@ def baseline_check(
     raise typer.Exit(result.exit_code)
 
 
+# `sweep run`'s options: one line each in its signature
+_RUN_INVENTORY = typer.Argument(None, metavar="INVENTORY", help="Ansible inventory (YAML or INI)")
+_RUN_COMMAND = typer.Argument(None, metavar="[-- COMMAND [ARGS...]]",
+    help="with --wrap: the benchmark to run on every host, after --")
+_RUN_LIMIT = typer.Option(None, "--limit", "-l", metavar="PATTERN",
+    help="Ansible host pattern: group, glob, !exclude, &intersect")
+_RUN_OUT = typer.Option(None, "--out", metavar="DIR",
+    help="run folder (default: reports/<UTC time>-<inventory name> under the "
+    "current directory; its absolute path is printed at the end)")
+_RUN_RESUME = typer.Option(None, "--resume", metavar="RUN_DIR",
+    help="finish an earlier run folder: sweep hosts without a record")
+_RUN_FORKS = typer.Option(32, "--forks", "-f", metavar="N", help="hosts probed at once")
+_RUN_ACCEPT_NEW_HOST_KEYS = typer.Option(False, "--accept-new-host-keys",
+    help="trust unknown host keys and remember them (changed keys are always refused)")
+_RUN_KNOWN_HOSTS = typer.Option(None, "--known-hosts", metavar="FILE",
+    help="extra known_hosts file, read first")
+_RUN_CONNECT_TIMEOUT = typer.Option(None, "--connect-timeout", metavar="SECONDS",
+    help="seconds (default 10)")
+_RUN_HOST_DEADLINE = typer.Option(None, "--host-deadline", metavar="SECONDS",
+    help="seconds a host may take in all (default 120)")
+_RUN_DEEP = typer.Option(False, "--deep", help="the agent imports torch and asks CUDA")
+_RUN_LOAD = typer.Option(0.0, "--load", metavar="SECONDS", help="each host runs a GPU load for SECONDS and "
+    "samples clocks and power (refused on GPUs in use); what sweep history measures drift on")
+_RUN_REFERENCE = typer.Option(None, "--reference", metavar="HOST|GROUP",
+    help="host or group the others are compared with")
+_RUN_EXPECT = typer.Option(None, "--expect", metavar="FILE",
+    help="expectations file: hosts off it set exit 5 (docs/expectations.md)")
+_RUN_BASELINE = typer.Option(None, "--baseline", metavar="DIR", help="baseline folder (sweep "
+    "baseline set): drift from it sets exit 5")
+_RUN_NO_REPORT = typer.Option(False, "--no-report", help="only collect the records")
+_RUN_ENGINE = typer.Option("ssh", "--engine", metavar="ENGINE", help="who runs the agent: ssh (sweep's own), "
+    "ansible (ansible -m script), slurm (srun, one task per node); docs/engines.md")
+_RUN_PARTITION = typer.Option(None, "--partition", metavar="PARTITION",
+    help="slurm engine, no inventory: this partition's nodes")
+_RUN_NODELIST = typer.Option(None, "--nodelist", metavar="NODES",
+    help="slurm engine, no inventory: these nodes (gpu[01-64])")
+_RUN_TRANSPORT = typer.Option(None, "--transport", metavar="paramiko|openssh",
+    help="ssh engine: paramiko (sweep's own, default) or openssh (the system "
+    "ssh in BatchMode: every ssh_config option, certificates, GSSAPI, "
+    "smart cards); docs/ssh.md")
+_RUN_SHARD = typer.Option(None, "--shard", metavar="I/N", help="sweep only the I-th of N shares of the "
+    "hosts (by a stable hash of the name; report the N run folders together)")
+_RUN_SHARD_BY = typer.Option("hash", "--shard-by", metavar="hash|index",
+    help="hash (stable per host) or index (every N-th host)")
+_RUN_MAX_YAML_VALUES = typer.Option(1_000_000, "--max-yaml-values", metavar="N", help="most values YAML aliases "
+    "may add to an inventory file once expanded (alias bombs)")
+_RUN_MAX_RANGE_HOSTS = typer.Option(100_000, "--max-range-hosts", metavar="N", help="most hosts one host range "
+    "(gpu[0001:9999]) may name")
+_RUN_WRAP = typer.Option(False, "--wrap", help="run the COMMAND after -- on every host inside the agent's "
+    "envelope (probe before, samples during, probe after); the report compares its "
+    "figures within each comparability class (docs/fleet-benchmark.md)")
+_RUN_METRIC = typer.Option([], "--metric", metavar="NAME=REGEX",
+    help="--wrap: the figure in the command's output (first group the number, a "
+    "second its unit; repeatable); a JSON line {\"metric\": NAME, \"value\": X} "
+    "counts too")
+_RUN_FORCE = typer.Option(False, "--force", help="--wrap: run on hosts with a broken contract or another "
+    "process on the GPUs too (recorded in each record)")
+_RUN_INTERVAL = typer.Option(0.2, "--interval", metavar="S", help="--wrap: seconds between GPU samples")
+_RUN_LIST_HOSTS = typer.Option(False, "--list-hosts", help="print the hosts this run would contact (after "
+    "--limit, --shard, --resume), as ansible --list-hosts does; contact none")
+
+
 @app.command()
 def run(
-    inventory: Optional[Path] = typer.Argument(None, metavar="INVENTORY", help="Ansible inventory (YAML or INI)"),
-    command: Optional[List[str]] = typer.Argument(None, metavar="[-- COMMAND [ARGS...]]",
-                                                  help="with --wrap: the benchmark to run on every host, after --"),
-    limit: Optional[str] = typer.Option(None, "--limit", "-l", metavar="PATTERN",
-                                        help="Ansible host pattern: group, glob, !exclude, &intersect"),
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
-                                       help="run folder (default: reports/<UTC time>-<inventory name> under the "
-                                            "current directory; its absolute path is printed at the end)"),
-    resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR",
-                                          help="finish an earlier run folder: sweep hosts without a record"),
-    forks: int = typer.Option(32, "--forks", "-f", metavar="N", help="hosts probed at once"),
-    accept_new_host_keys: bool = typer.Option(False, "--accept-new-host-keys",
-                                              help="trust unknown host keys and remember them (changed keys are always refused)"),
-    known_hosts: Optional[Path] = typer.Option(None, "--known-hosts", metavar="FILE",
-                                               help="extra known_hosts file, read first"),
-    connect_timeout: Optional[float] = typer.Option(None, "--connect-timeout", metavar="SECONDS",
-                                                    help="seconds (default 10)"),
-    host_deadline: Optional[float] = typer.Option(None, "--host-deadline", metavar="SECONDS",
-                                                  help="seconds a host may take in all (default 120)"),
-    deep: bool = typer.Option(False, "--deep", help="the agent imports torch and asks CUDA"),
-    load: float = typer.Option(0.0, "--load", metavar="SECONDS", help="each host runs a GPU load for SECONDS and "
-                               "samples clocks and power (refused on GPUs in use); what sweep history measures drift on"),
-    reference: Optional[str] = typer.Option(None, "--reference", metavar="HOST|GROUP",
-                                            help="host or group the others are compared with"),
-    expect: Optional[Path] = typer.Option(None, "--expect", metavar="FILE",
-                                          help="expectations file: hosts off it set exit 5 (docs/expectations.md)"),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", metavar="DIR", help="baseline folder (sweep "
-                                            "baseline set): drift from it sets exit 5"),
-    no_report: bool = typer.Option(False, "--no-report", help="only collect the records"),
-    engine: str = typer.Option("ssh", "--engine", metavar="ENGINE", help="who runs the agent: ssh (sweep's own), "
-                               "ansible (ansible -m script), slurm (srun, one task per node); docs/engines.md"),
-    partition: Optional[str] = typer.Option(None, "--partition", metavar="PARTITION",
-                                            help="slurm engine, no inventory: this partition's nodes"),
-    nodelist: Optional[str] = typer.Option(None, "--nodelist", metavar="NODES",
-                                           help="slurm engine, no inventory: these nodes (gpu[01-64])"),
-    transport: Optional[str] = typer.Option(None, "--transport", metavar="paramiko|openssh",
-                                            help="ssh engine: paramiko (sweep's own, default) or openssh (the system "
-                                                 "ssh in BatchMode: every ssh_config option, certificates, GSSAPI, "
-                                                 "smart cards); docs/ssh.md"),
-    shard: Optional[str] = typer.Option(None, "--shard", metavar="I/N", help="sweep only the I-th of N shares of the "
-                                        "hosts (by a stable hash of the name; report the N run folders together)"),
-    shard_by: str = typer.Option("hash", "--shard-by", metavar="hash|index",
-                                 help="hash (stable per host) or index (every N-th host)"),
-    max_yaml_values: int = typer.Option(1_000_000, "--max-yaml-values", metavar="N", help="most values YAML aliases "
-                                        "may add to an inventory file once expanded (alias bombs)"),
-    max_range_hosts: int = typer.Option(100_000, "--max-range-hosts", metavar="N", help="most hosts one host range "
-                                        "(gpu[0001:9999]) may name"),
-    wrap: bool = typer.Option(False, "--wrap", help="run the COMMAND after -- on every host inside the agent's "
-                              "envelope (probe before, samples during, probe after); the report compares its "
-                              "figures within each comparability class (docs/fleet-benchmark.md)"),
-    metric: List[str] = typer.Option([], "--metric", metavar="NAME=REGEX",
-                                     help="--wrap: the figure in the command's output (first group the number, a "
-                                     "second its unit; repeatable); a JSON line {\"metric\": NAME, \"value\": X} "
-                                     "counts too"),
-    force: bool = typer.Option(False, "--force", help="--wrap: run on hosts with a broken contract or another "
-                               "process on the GPUs too (recorded in each record)"),
-    interval: float = typer.Option(0.2, "--interval", metavar="S", help="--wrap: seconds between GPU samples"),
-    list_hosts: bool = typer.Option(False, "--list-hosts", help="print the hosts this run would contact (after "
-                                    "--limit, --shard, --resume), as ansible --list-hosts does; contact none"),
+    inventory: Optional[Path] = _RUN_INVENTORY,
+    command: Optional[List[str]] = _RUN_COMMAND,
+    limit: Optional[str] = _RUN_LIMIT,
+    out: Optional[Path] = _RUN_OUT,
+    resume: Optional[Path] = _RUN_RESUME,
+    forks: int = _RUN_FORKS,
+    accept_new_host_keys: bool = _RUN_ACCEPT_NEW_HOST_KEYS,
+    known_hosts: Optional[Path] = _RUN_KNOWN_HOSTS,
+    connect_timeout: Optional[float] = _RUN_CONNECT_TIMEOUT,
+    host_deadline: Optional[float] = _RUN_HOST_DEADLINE,
+    deep: bool = _RUN_DEEP,
+    load: float = _RUN_LOAD,
+    reference: Optional[str] = _RUN_REFERENCE,
+    expect: Optional[Path] = _RUN_EXPECT,
+    baseline: Optional[Path] = _RUN_BASELINE,
+    no_report: bool = _RUN_NO_REPORT,
+    engine: str = _RUN_ENGINE,
+    partition: Optional[str] = _RUN_PARTITION,
+    nodelist: Optional[str] = _RUN_NODELIST,
+    transport: Optional[str] = _RUN_TRANSPORT,
+    shard: Optional[str] = _RUN_SHARD,
+    shard_by: str = _RUN_SHARD_BY,
+    max_yaml_values: int = _RUN_MAX_YAML_VALUES,
+    max_range_hosts: int = _RUN_MAX_RANGE_HOSTS,
+    wrap: bool = _RUN_WRAP,
+    metric: List[str] = _RUN_METRIC,
+    force: bool = _RUN_FORCE,
+    interval: float = _RUN_INTERVAL,
+    list_hosts: bool = _RUN_LIST_HOSTS,
 ):
     """Sweep every host of an inventory over SSH (or through ansible or Slurm: --engine), keep each
     record, then compare and report. The run folder goes to reports/<UTC time>-<inventory name>
     under the current directory unless --out says otherwise; the last lines name it and its report
     by absolute path. With --wrap -- COMMAND, run a benchmark on every host inside the provenance
     envelope and compare its figures class by class."""
-    paths.input_file(inventory, "INVENTORY", "an Ansible inventory (YAML or INI)")
-    paths.input_dir(resume, "--resume", "an earlier run folder")  # --out: the run folder's own checks say it
-    paths.input_file(known_hosts, "--known-hosts", "a known_hosts file")
-    paths.input_file(expect, "--expect", "an expectations file (docs/expectations.md)")
-    paths.input_dir(baseline, "--baseline", "a baseline folder (sweep baseline set)")
-    from sweep.collect.shard import SHARD_BY
-
-    if shard_by not in SHARD_BY:
-        raise SweepError(f"--shard-by {shard_by!r} is unknown", fix="use --shard-by hash or --shard-by index")
-    if reference is not None and inventory is not None and resume is None:
-        _check_reference(reference, inventory, limit)
-    if expect is not None:  # a bad expectations file is bad input before the sweep, not after it
-        from sweep.audit.expect import load_expectations
-
-        load_expectations(expect)
+    _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by, reference, limit)
     spec = _wrap_spec(wrap, command, metric, force, interval)
     from sweep.collect.engines import engine_from_options
     from sweep.collect.shard import parse_shard
     from sweep.inventory.formats import InventoryLimits
 
     runner = engine_from_options(engine, partition=partition, nodelist=nodelist)
-    if transport is not None and engine != "ssh":
-        raise SweepError("--transport belongs to the ssh engine", fix="drop --transport, or use --engine ssh")
-    if inventory is None and resume is None and engine != "slurm":
-        raise SweepError("no inventory given", fix="sweep run INVENTORY.yml, or sweep run --resume RUN_DIR")
+    _check_engine_inputs(engine, transport, inventory, resume)
+    hosts = dict(limit=limit, resume=resume, engine=runner, shard=parse_shard(shard) if shard else None,
+                 shard_by=shard_by, inventory_limits=InventoryLimits(yaml_values=max_yaml_values,
+                                                                    range_hosts=max_range_hosts))
     if list_hosts:
-        raise typer.Exit(_list_hosts(inventory, limit=limit, resume=resume, engine=runner, shard_by=shard_by,
-                                     shard=parse_shard(shard) if shard else None, inventory_limits=InventoryLimits(
-                                         yaml_values=max_yaml_values, range_hosts=max_range_hosts)))
+        raise typer.Exit(_list_hosts(inventory, **hosts))
     agent_args = (["--deep"] if deep else []) + (["--load", f"{load:g}"] if load > 0 else [])
     result = run_with_progress(dict(
-        inventory_path=inventory, limit=limit, out=out, resume=resume, forks=forks,
-        accept_new_host_keys=accept_new_host_keys, known_hosts=known_hosts,
-        connect_timeout=connect_timeout, host_deadline=host_deadline, agent_args=agent_args,
-        engine=runner, shard=parse_shard(shard) if shard else None, shard_by=shard_by, transport=transport, wrap=spec,
-        inventory_limits=InventoryLimits(yaml_values=max_yaml_values, range_hosts=max_range_hosts)), console)
+        inventory_path=inventory, out=out, forks=forks, accept_new_host_keys=accept_new_host_keys,
+        known_hosts=known_hosts, connect_timeout=connect_timeout, host_deadline=host_deadline,
+        agent_args=agent_args, transport=transport, wrap=spec, **hosts), console)
     code = result.exit_code
     keep_history(result.run_dir)
     if not no_report and result.state != "interrupted":
@@ -416,6 +430,33 @@ def _check_reference(reference: str, inventory: Path, limit: Optional[str]) -> N
     if reference not in {h.name for h in inv.hosts} and reference not in inv.groups:
         raise SweepError(f"{reference!r} is neither a host nor a group of {inventory}", where="--reference",
                          fix="name one of its hosts, or one of its groups")
+
+
+def _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by, reference, limit) -> None:
+    """`sweep run`'s paths and choices, checked before anything is read from a host: exit 2 with the fix."""
+    paths.input_file(inventory, "INVENTORY", "an Ansible inventory (YAML or INI)")
+    paths.input_dir(resume, "--resume", "an earlier run folder")  # --out: the run folder's own checks say it
+    paths.input_file(known_hosts, "--known-hosts", "a known_hosts file")
+    paths.input_file(expect, "--expect", "an expectations file (docs/expectations.md)")
+    paths.input_dir(baseline, "--baseline", "a baseline folder (sweep baseline set)")
+    from sweep.collect.shard import SHARD_BY
+
+    if shard_by not in SHARD_BY:
+        raise SweepError(f"--shard-by {shard_by!r} is unknown", fix="use --shard-by hash or --shard-by index")
+    if reference is not None and inventory is not None and resume is None:
+        _check_reference(reference, inventory, limit)
+    if expect is not None:  # a bad expectations file is bad input before the sweep, not after it
+        from sweep.audit.expect import load_expectations
+
+        load_expectations(expect)
+
+
+def _check_engine_inputs(engine: str, transport: Optional[str], inventory, resume) -> None:
+    """--transport only with the ssh engine; an inventory unless the slurm engine lists its own nodes."""
+    if transport is not None and engine != "ssh":
+        raise SweepError("--transport belongs to the ssh engine", fix="drop --transport, or use --engine ssh")
+    if inventory is None and resume is None and engine != "slurm":
+        raise SweepError("no inventory given", fix="sweep run INVENTORY.yml, or sweep run --resume RUN_DIR")
 
 
 def _list_hosts(inventory: Optional[Path], **options) -> int:

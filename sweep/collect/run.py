@@ -106,26 +106,13 @@ def run_sweep(
 ) -> RunResult:
     """Sweep the hosts of an inventory (or finish the run folder `resume`) and record each one.
 
-    Timeouts and retries given here win over a host's ``sweep_connect_timeout``, ``sweep_host_deadline``
-    and ``sweep_retries``; those win over the defaults (10 s, 120 s, 3). `known_hosts` files are read
-    before ``~/.ssh/known_hosts``, and accepted new keys go to the first of them. `payload` replaces the
-    agent bundle (tests). `key_passphrase` (default: the environment's SWEEP_KEY_PASSPHRASE) decrypts
-    encrypted key files; it is written nowhere. Every host's key file is read before any host is
-    connected: a missing, unreadable or undecryptable key is a ConfigError naming the host and the file.
-    `engine` runs the agent through "ssh" (sweep's own transport), "ansible" or "slurm", or an engine
-    object (`sweep.collect.engines.base.Engine`); the records are the same. `shard` (i, n) sweeps only
-    the i-th of n shares of the selected hosts (`sweep.collect.shard`). `inventory_limits` bound YAML
-    alias expansion and host ranges (``--max-yaml-values``, ``--max-range-hosts``). `transport` is the ssh
-    engine's: "paramiko" (the default; on --resume, the run's) or "openssh" (the system ssh binary);
-    every host's ssh settings are checked before any host is contacted, and what the transport would not
-    honour is a ConfigError naming the option, where it is set, and the fix.
-
-    The run folder is locked for the whole sweep (a second sweep on it is refused); SIGTERM ends the
-    sweep as Ctrl-C does (state "interrupted", ``--resume`` finishes it). No host can stop the sweep:
-    a record that cannot be written as JSON becomes that host's failure record.
-
-    `wrap` (a `sweep.collect.wrap.WrapSpec`, ssh engine only) runs a benchmark on every host in the
-    agent's envelope; each record's health is then the probe before, the rest is under "wrap".
+    Precedence: these timeouts and retries, then a host's ``sweep_*`` settings, then the defaults (10 s,
+    120 s, 3). `engine` is "ssh" (through `transport`: "paramiko", or "openssh", the system ssh), "ansible",
+    "slurm" or an Engine object; `wrap` runs a benchmark in the agent's envelope (ssh engine). Before any
+    host is contacted: key files (decrypted with `key_passphrase` or SWEEP_KEY_PASSPHRASE, written
+    nowhere), every host's ssh settings, `inventory_limits` (alias bombs, host ranges). The run folder is
+    locked for the sweep; SIGTERM ends it as Ctrl-C does; a record that cannot be written as JSON becomes
+    that host's failure record. docs/engines.md and docs/ssh.md describe every option.
     """
     flags = {"connect_timeout": connect_timeout, "host_deadline": host_deadline, "retries": retries}
     _check_options(forks, resume, limit, flags, transport)
@@ -140,17 +127,26 @@ def run_sweep(
         inventory = _inventory(inventory_path, loader, runner, inventory_limits)
         hosts = _select(inventory, limit, shard, shard_by, options, runner)
         folder = RunFolder.create(out if out is not None else default_run_dir(inventory.path, reports_dir))
-        manifest = new_manifest(inventory.path, inventory.snapshot(), [host.name for host in hosts], _run_options(
-            limit, forks, options, flags, agent_args, loader, runner.name, shard, shard_by))
-        manifest["options"]["wrap"] = None if wrap is None else wrap.to_dict()
+        manifest = new_manifest(inventory.path, inventory.snapshot(), [host.name for host in hosts], dict(_run_options(
+            limit, forks, options, flags, agent_args, loader, runner.name, shard, shard_by),
+            wrap=None if wrap is None else wrap.to_dict()))
         done = {}
+    job = lambda: EngineJob(payload=payload if payload is not None else _bundle(), agent_args=tuple(agent_args),  # noqa: E731
+                            forks=forks, options=options, inventory_path=inventory.path, flags=flags, wrap=wrap)
+    return _sweep_hosts(folder, manifest, hosts, done, lambda: runner.bind(job()), progress, wrap)
+
+
+def _sweep_hosts(folder: RunFolder, manifest: dict, hosts: list[Host], done: dict[str, dict],
+                 bound: Callable[[], Engine], progress: Callable[[RunProgress], None] | None,
+                 wrap: "WrapSpec | None") -> RunResult:
+    """3. collect the hosts without a record with the engine `bound()` gives, 4. finish the session; the
+    folder's lock is released at the end, whatever happens."""
     try:
+        runner = bound()
         with _sigterm_as_interrupt():
             tally = _Tally(hosts, done, set(manifest["hosts"]), progress, folder.begin_session(manifest))
-            job = EngineJob(payload=payload if payload is not None else _bundle(), agent_args=tuple(agent_args),
-                            forks=forks, options=options, inventory_path=inventory.path, flags=flags, wrap=wrap)
             todo = [host for host in hosts if host.name not in done]
-            state = _collect(runner.bind(job), todo, folder, manifest, tally, wrap)
+            state = _collect(runner, todo, folder, manifest, tally, wrap)
             folder.end_session(manifest, tally.session, state, tally.counts(len(manifest["hosts"])))
             return tally.result(folder.path, state)
     finally:

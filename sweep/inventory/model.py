@@ -220,6 +220,30 @@ def _inventory(path: Path, hosts: list[Host], members: Mapping[str, tuple[str, .
     return Inventory(path=path, hosts=tuple(hosts), groups=members, warnings=notes)
 
 
+def _connection(name: str, merged: Mapping[str, tuple[Any, str]], keys: tuple[str, ...]) -> tuple[str, str | None, str]:
+    """`name`'s (variable, its value as text or None, file:line) among `keys`; the later spelling wins, as in ansible."""
+    key = None
+    for candidate in keys:
+        pair = merged.get(candidate)
+        if pair is not None and pair[0] is not None:
+            key = candidate
+    if key is None:
+        return keys[0], None, ""
+    value, where = merged[key]
+    if type(value) is str and "{" not in value:  # the common case, fast (most hosts, 100,000 of them)
+        return key, value, where
+    if isinstance(value, Vaulted):
+        raise InventoryError(f"{name}: {key} is vault-encrypted and sweep cannot decrypt it",
+                             where=where, fix=f"set {key} in plain text for this host")
+    if isinstance(value, str) and ("{{" in value or "{%" in value):
+        raise InventoryError(f"{name}: {key} is a Jinja template ({value!r}); sweep does not render templates",
+                             where=where, fix=f"write the value of {key} out in the inventory")
+    if isinstance(value, (bool, Mapping, list, tuple)):
+        raise InventoryError(f"{name}: {key} is {value_kind(value)}, not a single value", where=where,
+                             fix=f"set {key} to a plain value")
+    return key, _freeze(value) if isinstance(value, str) else str(value), where
+
+
 def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str] | tuple[str, ...],
                frozen_pairs: dict[int, tuple[tuple, Any]] | None = None) -> Host:
     """Build a Host from merged vars, each var carried with the file:line it came from.
@@ -229,27 +253,7 @@ def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str
     """
 
     def connection(*keys: str) -> tuple[str, str | None, str]:
-        """(variable, its value as text or None, file:line); the later spelling wins, as in ansible."""
-        key = None
-        for candidate in keys:
-            pair = merged.get(candidate)
-            if pair is not None and pair[0] is not None:
-                key = candidate
-        if key is None:
-            return keys[0], None, ""
-        value, where = merged[key]
-        if type(value) is str and "{" not in value:  # the common case, fast (most hosts, 100,000 of them)
-            return key, value, where
-        if isinstance(value, Vaulted):
-            raise InventoryError(f"{name}: {key} is vault-encrypted and sweep cannot decrypt it",
-                                 where=where, fix=f"set {key} in plain text for this host")
-        if isinstance(value, str) and ("{{" in value or "{%" in value):
-            raise InventoryError(f"{name}: {key} is a Jinja template ({value!r}); sweep does not render templates",
-                                 where=where, fix=f"write the value of {key} out in the inventory")
-        if isinstance(value, (bool, Mapping, list, tuple)):
-            raise InventoryError(f"{name}: {key} is {value_kind(value)}, not a single value", where=where,
-                                 fix=f"set {key} to a plain value")
-        return key, _freeze(value) if isinstance(value, str) else str(value), where
+        return _connection(name, merged, keys)
 
     port_key, port_text, port_where = connection("ansible_port", "ansible_ssh_port")
     port = None

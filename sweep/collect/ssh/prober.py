@@ -355,16 +355,7 @@ class Prober:
     def _run_agent(self, host: Any, client: paramiko.SSHClient, opts: SSHOptions,
                    deadline: float) -> tuple[tuple[dict, list], int | None, str]:
         transport = client.get_transport()
-        chan = transport.open_session(timeout=max(0.1, deadline - time.monotonic()))
-        # the agent ends itself when this host's deadline has passed: nothing hung is left on the host
-        lifetime = max(1.0, deadline - time.monotonic())
-        chan.exec_command(remote_command(host.python, len(self.payload), self._args(host, opts), lifetime=lifetime))
-        try:
-            chan.sendall(self.payload)
-            if self.wrap is None:  # a wrapped command ends when our side of stdin closes (--tether)
-                chan.shutdown_write()
-        except (OSError, EOFError):
-            pass  # the remote command ended without reading stdin: its exit status tells why
+        chan = self._start_agent(host, transport, opts, deadline)
         out, err, err_total = bytearray(), bytearray(), 0
         out_done = err_done = False
         heard = time.monotonic()  # when data last came
@@ -408,6 +399,26 @@ class Prober:
                     f"{host.name}: the agent wrote more than {_size(opts.output_limit)} on stdout; "
                     "the output was cut off and dropped; check what the host's python3 runs at start "
                     "(sitecustomize, PYTHONSTARTUP) or raise the output limit"))
+        return self._judge(host, chan, transport, out, err, err_total, opts, deadline)
+
+    def _start_agent(self, host: Any, transport: paramiko.Transport, opts: SSHOptions,
+                     deadline: float) -> paramiko.Channel:
+        """A session running the agent's bootstrap, the agent bundle sent on its stdin."""
+        chan = transport.open_session(timeout=max(0.1, deadline - time.monotonic()))
+        # the agent ends itself when this host's deadline has passed: nothing hung is left on the host
+        lifetime = max(1.0, deadline - time.monotonic())
+        chan.exec_command(remote_command(host.python, len(self.payload), self._args(host, opts), lifetime=lifetime))
+        try:
+            chan.sendall(self.payload)
+            if self.wrap is None:  # a wrapped command ends when our side of stdin closes (--tether)
+                chan.shutdown_write()
+        except (OSError, EOFError):
+            pass  # the remote command ended without reading stdin: its exit status tells why
+        return chan
+
+    def _judge(self, host: Any, chan: paramiko.Channel, transport: paramiko.Transport, out: bytearray,
+               err: bytearray, err_total: int, opts: SSHOptions, deadline: float) -> tuple[tuple[dict, list], int | None, str]:
+        """The agent's exit status and what it wrote, judged: (health, unknown numbers), status, stderr."""
         if not chan.status_event.wait(max(0.01, deadline - time.monotonic())):
             raise _aborted(host, "deadline", opts, "exec")
         exit_status = chan.exit_status
