@@ -5,13 +5,7 @@
 #   tools/h200_session.sh OUTDIR
 set -u
 OUTDIR=${1:?usage: tools/h200_session.sh OUTDIR}
-cd "$(dirname "$0")/.." || exit 2
-mkdir -p "$OUTDIR" && OUTDIR=$(cd "$OUTDIR" && pwd) || exit 2
-BUILD=$(mktemp -d); trap 'rm -rf "$BUILD"' EXIT
-export PYTHONUNBUFFERED=1
-# The agent, bundled by this host's python3 (it then carries that python's byte code); needs nvidia-ml-py.
-python3 -c "import sys; sys.path.insert(0, '.'); from sweep.collect.bundle import build_bundle; build_bundle('$BUILD/agent.pyz')" || exit 1
-A="python3 -I -S $BUILD/agent.pyz"
+. "$(dirname "$0")/bundle.sh"  # OUTDIR made absolute; $A runs the agent bundled by this host's python3
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | sed "s/^NVIDIA //"); N=$(nvidia-smi -L | grep -c "^GPU ")  # for the capture notes
 nvidia-smi -L; python3 -c "import pynvml, torch; print(pynvml.__file__, torch.__version__)"
 nvidia-smi -q > $OUTDIR/before-q.txt

@@ -11,13 +11,7 @@
 # Needs: python3 with nvidia-ml-py (to bundle the agent), nvidia-smi; torch for the --deep captures.
 set -u
 OUTDIR=${1:?usage: tools/record_captures.sh OUTDIR}
-cd "$(dirname "$0")/.." || exit 2
-mkdir -p "$OUTDIR" || exit 2
-OUTDIR=$(cd "$OUTDIR" && pwd)
-BUILD=$(mktemp -d)
-trap 'rm -rf "$BUILD"' EXIT
-python3 -c "import sys; sys.path.insert(0, '.'); from sweep.collect.bundle import build_bundle; build_bundle('$BUILD/agent.pyz')" || exit 1
-A="python3 -I -S $BUILD/agent.pyz"
+. "$(dirname "$0")/bundle.sh"  # OUTDIR made absolute; $A runs the agent bundled by this host's python3
 N=$(nvidia-smi -L | grep -c '^GPU ')
 
 # rec NAME MASK|-unset- NOTE [agent options]: the agent and nvidia-smi -q -x, started together
