@@ -14,7 +14,6 @@ since `since`, and writes into `out_dir`::
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 import time
 from dataclasses import dataclass
