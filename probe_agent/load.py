@@ -13,8 +13,10 @@ import time
 from probe_agent.collect import Reader, decode_reasons, mw_to_w, NVML_CLOCK_MEM, NVML_CLOCK_SM
 
 # Each load prints STARTED once its GPU work begins (after `import torch`, which alone takes
-# seconds): the probe times its full mid-load read from that line, not from the child's start.
+# seconds) and ENDED when it stops: the probe times its full mid-load read from STARTED, and the
+# summary covers only the samples between the two (the busy window), not the child's start-up.
 STARTED = "sweep-load-started"
+ENDED = "sweep-load-ended"
 
 TORCH_LOAD = r"""
 import sys, time, torch
@@ -28,6 +30,7 @@ while time.time() - t0 < secs:
             for _ in range(10): c = a @ b
     for i in range(n): torch.cuda.synchronize(i)
     iters += 10
+print("sweep-load-ended", flush=True)
 print(iters)
 """
 
@@ -89,6 +92,7 @@ while time.time() - t0 < secs:
     for ctx, fn, buf, sms in ctxs:
         cu.cuCtxSetCurrent(ctx); ok(cu.cuCtxSynchronize(), "cuCtxSynchronize")
     launches += 1
+print("sweep-load-ended", flush=True)
 print(launches)
 """
 
@@ -103,11 +107,34 @@ def start_load(engine, seconds, torch_python):
     return proc, engine
 
 
-def _watch(stream, started):
-    """Read the load child's stdout to its end; set `started` when it says its GPU work began."""
+def _watch(stream, started, marks):
+    """Read the load child's stdout to its end; note when it says its GPU work began and ended
+    (`marks`: marker -> time.monotonic()) and set `started` at the first."""
     for line in iter(stream.readline, b""):
-        if line.strip() == STARTED.encode():
-            started.set()
+        marker = line.strip().decode("ascii", "replace")
+        if marker in (STARTED, ENDED) and marker not in marks:
+            marks[marker] = time.monotonic()
+            if marker == STARTED:
+                started.set()
+
+
+def mark_phases(samples, started_s, ended_s):
+    """Mark each sample "before" the load's GPU work began, "load" inside it, or "after" it ended.
+    A load that never said it started has no busy window: every sample is "before"."""
+    for s in samples:
+        t = s.get("t")
+        if started_s is None or t is None or t < started_s:
+            s["phase"] = "before"
+        elif ended_s is not None and t > ended_s:
+            s["phase"] = "after"
+        else:
+            s["phase"] = "load"
+
+
+def busy(samples):
+    """The samples of the busy window. Samples without a phase (wrapped commands, records of agents
+    before 1.2) all count, as they did."""
+    return [s for s in samples if isinstance(s, dict) and s.get("phase", "load") == "load"]
 
 
 def sample(src, count, t):
@@ -137,9 +164,9 @@ def sample(src, count, t):
 
 
 def summarize(samples, max_sm):
-    """Per-GPU summary of the samples: the figures that prove or clear throttling."""
+    """Per-GPU summary of the busy window's samples: the figures that prove or clear throttling."""
     per = {}
-    for s in samples:
+    for s in busy(samples):
         for g in (s or {}).get("gpus", []):
             per.setdefault(g["index"], []).append(g)
     out = []
@@ -177,12 +204,12 @@ def run_load(src, count, seconds, engine, torch_python, interval, read_facts):
         return section
     proc, used = start_load(engine, seconds, torch_python)
     section["engine"], section["pid"] = used, proc.pid
-    started, err = threading.Event(), []
-    readers = [threading.Thread(target=_watch, args=(proc.stdout, started), daemon=True),
+    started, err, marks = threading.Event(), [], {}
+    t0 = time.monotonic()
+    readers = [threading.Thread(target=_watch, args=(proc.stdout, started, marks), daemon=True),
                threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)]
     for reader in readers:
         reader.start()
-    t0 = time.monotonic()
     began = None  # when the child's GPU work began: the full read is taken half-way through the load
     read = False
     while proc.poll() is None:
@@ -201,6 +228,9 @@ def run_load(src, count, seconds, engine, torch_python, interval, read_facts):
     for reader in readers:
         reader.join(5.0)
     section["exit_code"] = proc.returncode
+    section["started_s"], section["ended_s"] = (round(marks[m] - t0, 3) if m in marks else None
+                                                for m in (STARTED, ENDED))
+    mark_phases(section["samples"], section["started_s"], section["ended_s"])
     if proc.returncode != 0:
         section["error"] = b"".join(err).decode("utf-8", "replace").strip()[-500:]
     if not read:  # the load never started or ended early: read what is there

@@ -10,8 +10,10 @@ H200 hosts (driver 580) against a corpus of masks (docs/device-mask.md, tests/fi
 - An index is read like strtoul: leading whitespace, an optional sign, decimal digits; whatever
   follows is ignored ("0abc", "0 1", "1.5" are 0, 0, 1), and the value is cut to a 32-bit int
   ("4294967297" is 1, "2147483648" is negative). No digits is invalid.
-- A UUID entry is "GPU-" or "MIG-" then hex digits and dashes, compared case-insensitively as a
-  prefix of the device's UUID (one digit is enough); what follows the UUID is ignored. Leading
+- A UUID entry is "GPU-" or "MIG-" then hex digits and dashes; CUDA skips the dashes wherever they
+  are (none at all, "GPU-9ea52b196c69...", selects the GPU) and compares the first 32 digits
+  case-insensitively as a prefix of the device's UUID digits (one digit, or none after a dash, is
+  enough); what follows is ignored. Leading
   whitespace makes it invalid, as does an index among UUIDs (and a UUID among indices).
 - The first invalid entry stops the list: devices before it stay visible, the rest are dropped.
 - A device named twice (before that stop, in any spelling) makes cuInit fail with
@@ -120,20 +122,35 @@ def match_uuid(text, gpus):
     if not text.startswith(UUID_PREFIXES):
         return None, None, ("an index after a UUID (CUDA reads every entry as the first one's kind)"
                             if _INDEX.match(text) else "not a UUID"), None
-    hexpart = _UUID_HEX.match(text, 4).group(0)[:36].lower()
-    read_as = None if len(text) == 4 + len(hexpart) else text[:4] + hexpart
+    run = _UUID_HEX.match(text, 4).group(0)
+    hexpart = run.replace("-", "")[:32].lower()  # CUDA skips dashes wherever they are: digits count
     if text.startswith("MIG-"):
         found = match_mig(text, hexpart, gpus)
         if found:
-            return found[0], found[1], None, read_as
-    if not hexpart:
+            return found[0], found[1], None, _read_as(text, run, hexpart, found[1] if found[1] else found[0])
+    if not run:
         return None, None, "no UUID digits after %r" % text[:4], None
-    hits = [g for g in gpus if (g.get("uuid") or "")[4:].lower().startswith(hexpart)]
+    hits = [g for g in gpus if _digits(g.get("uuid")).startswith(hexpart)]
     if len(hits) > 1:
         return None, None, "UUID prefix matches %d GPUs" % len(hits), None
     if not hits:
         return None, None, "no GPU of this host has this UUID", None
-    return hits[0], None, None, read_as
+    return hits[0], None, None, _read_as(text, run, hexpart, hits[0])
+
+
+def _digits(uuid):
+    """A "GPU-..." or "MIG-..." UUID's hex digits, lower case, without its dashes."""
+    return (uuid or "")[4:].replace("-", "").lower()
+
+
+def _read_as(text, run, hexpart, device):
+    """How CUDA read a UUID entry it accepted, when that is not what it says (None when it is): text
+    after the UUID ignored, digits past the 32nd ignored, or dashes where the GPU's UUID has none
+    (an entry with no dash at all is a plain spelling of the UUID, not a loose one)."""
+    dashed = (device.get("uuid") or "")[4:].lower()
+    exact = len(text) == 4 + len(run) and len(run.replace("-", "")) <= 32 and (
+        "-" not in run or dashed.startswith(run.lower()))
+    return None if exact else text[:4] + hexpart
 
 
 def match_mig(text, hexpart, gpus):
@@ -141,7 +158,7 @@ def match_mig(text, hexpart, gpus):
     for g in gpus:
         for d in (g.get("mig") or {}).get("devices", []):
             uuid = (d.get("uuid") or "").lower()
-            if hexpart and uuid.startswith("mig-") and uuid[4:].startswith(hexpart):
+            if hexpart and uuid.startswith("mig-") and _digits(uuid).startswith(hexpart):
                 return g, d
     m = _LEGACY_MIG.match(text)
     if m:

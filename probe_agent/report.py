@@ -61,17 +61,7 @@ def render_markdown(health):
                 clean(g.get("mig_layout") or "off")))
         lines.append("")
     lines += links_section(gpus) + xid_section(health.get("kernel_log")) + host_section(health)
-    load = health.get("load")
-    if load and load.get("summary"):
-        lines += ["## Under load (%s s, %s engine)" % (load.get("seconds"), load.get("engine")), "",
-                  "| GPU | samples | SM MHz min / median / max | power W max / limit | SW power cap | HW slowdown |",
-                  "|---|---|---|---|---|---|"]
-        for s in load["summary"]:
-            lines.append("| %s | %s | %s / %s / %s | %s / %s | %.0f%% | %.0f%% |" % (
-                s["gpu"], s["samples"], s["sm_mhz_min"], s["sm_mhz_median"], s["sm_mhz_max_allowed"],
-                s["power_w_max"], s["enforced_limit_w"], 100 * s["sw_power_cap_fraction"],
-                100 * s["hw_slowdown_fraction"]))
-        lines.append("")
+    lines += load_section(health.get("load"))
     return "\n".join(lines) + "\n"
 
 
@@ -149,3 +139,25 @@ def host_section(health):
     if unread:
         out.append("- not readable: %s" % clean(", ".join("%s (%s)" % kv for kv in sorted(unread.items()))))
     return out + [""]
+
+
+def load_section(load):
+    """The --load summary: one row per GPU over the load's busy window."""
+    lines = []
+    if not (load and load.get("summary")):
+        return lines
+    lines += ["## Under load (%s s, %s engine)" % (load.get("seconds"), load.get("engine")), "",
+              "| GPU | samples | SM MHz min / median / max | power W max / limit | SW power cap | HW slowdown |",
+              "|---|---|---|---|---|---|"]
+    for s in load["summary"]:
+        lines.append("| %s | %s | %s / %s / %s | %s / %s | %.0f%% | %.0f%% |" % (
+            s["gpu"], s["samples"], s["sm_mhz_min"], s["sm_mhz_median"], s["sm_mhz_max_allowed"],
+            s["power_w_max"], s["enforced_limit_w"], 100 * s["sw_power_cap_fraction"],
+            100 * s["hw_slowdown_fraction"]))
+    if load.get("started_s") is not None:
+        lines += ["", "Samples from the load's start (%.1f s after the child was spawned) to its end; "
+                     "%d earlier or later samples are kept in health.json, not summarised."
+                     % (load["started_s"], sum(1 for x in load.get("samples") or [] if isinstance(x, dict)
+                                               and x.get("phase") in ("before", "after")))]
+    lines.append("")
+    return lines

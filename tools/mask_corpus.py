@@ -11,7 +11,8 @@ live with the same environment, gives its own answer beside it.
 
 Placeholders: {U0} {U1} the first two GPUs' UUIDs (GPU-...); {u0} {u1} the same without "GPU-";
 {U0:N} the first N characters; {UC} the longest prefix U0 and U1 share (ambiguous); {U0X} U0 with
-its last digit changed (no such GPU); {U0UP} U0 in capitals. On a one-GPU host U1 is made up
+its last digit changed (no such GPU); {U0UP} U0 in capitals; {u0n} {u1n} the hex digits without
+dashes; {u0d4} the hex digits with a dash after every 4 (dashes where NVML puts none). On a one-GPU host U1 is made up
 (no such GPU), so the cases that name it still mean something.
 Standard library only: runs on a bare python3 3.8+.
 """
@@ -26,6 +27,10 @@ import sys
 import time
 
 ORDERS = (None, "PCI_BUS_ID", "FASTEST_FIRST")
+# The corpus grows; a recording says which corpus it answered ("corpus", 1 when absent), so an older
+# recording is checked against the templates it was made from. Groups added after corpus 1:
+CORPUS = 2
+ADDED = {"uuid-dashes": 2}
 FAKE_UUID = "GPU-00000000-1111-2222-3333-444444444444"
 
 # (group, mask template); None is "unset". Grammar CUDA accepts plus the mistakes people make.
@@ -72,6 +77,13 @@ TEMPLATES = [
     ("uuid-prefix", "{U0:8},{U0}"), ("uuid-prefix", "{U0:35}"),
     ("uuid-sep", "{U0};{U1}"), ("uuid-sep", "{U0} {U1}"), ("uuid-sep", "{U0}, {U1}"), ("uuid-sep", "{U0},,{U1}"),
     ("uuid-sep", "{U1},"), ("uuid-sep", ",{U1}"), ("uuid-sep", "{U0},bogus,{U1}"),
+    # dashes: none, moved, doubled (issue 22: "GPU-" + the hex digits without dashes selects the GPU)
+    ("uuid-dashes", "GPU-{u0n}"), ("uuid-dashes", "GPU-{u1n}"), ("uuid-dashes", "GPU-{u0n},GPU-{u1n}"),
+    ("uuid-dashes", "GPU-{u1n},{U0}"), ("uuid-dashes", "{U0},GPU-{u0n}"), ("uuid-dashes", "GPU-{u0n:10}"),
+    ("uuid-dashes", "GPU-{u0n:8}"), ("uuid-dashes", "GPU-{u0n:20}"), ("uuid-dashes", "gpu-{u0n}"),
+    ("uuid-dashes", "GPU-{u0d4}"), ("uuid-dashes", "GPU--{u0}"), ("uuid-dashes", "GPU-{u0n}-"),
+    ("uuid-dashes", "GPU-{u0n}0"), ("uuid-dashes", "{u0n}"), ("uuid-dashes", "MIG-{u0n}"),
+    ("uuid-dashes", "GPU-----"), ("uuid-dashes", "GPU--"), ("uuid-dashes", "GPU-{u0:9}-{u0n:4}"),
     # mixtures
     ("mixed", "0,{U1}"), ("mixed", "{U1},0"), ("mixed", "1,{U0}"), ("mixed", "{U0},1"), ("mixed", "{U0},0"),
     ("mixed", "0,{U0}"), ("mixed", "{U0:8},1"), ("mixed", "1,{U1:8}"), ("mixed", "{U1},7,{U0}"),
@@ -86,7 +98,7 @@ TEMPLATES = [
 EXTRA_ORDERS = ("pci_bus_id", "BOGUS", "", " PCI_BUS_ID")
 EXTRA_ORDER_MASKS = (None, "0", "1,0", "{U1},{U0}")
 
-PLACEHOLDER = re.compile(r"\{(U0|U1|u0|u1|UC|U0X|U0UP)(?::(\d+))?\}")
+PLACEHOLDER = re.compile(r"\{(U0|U1|u0|u1|u0n|u1n|u0d4|UC|U0X|U0UP)(?::(\d+))?\}")
 
 
 def placeholders(uuids):
@@ -96,7 +108,9 @@ def placeholders(uuids):
     common = os.path.commonprefix([u0, u1])
     last = u0[-1]
     return {"U0": u0, "U1": u1, "u0": u0[4:], "u1": u1[4:], "UC": common,
-            "U0X": u0[:-1] + ("0" if last != "0" else "1"), "U0UP": "GPU-" + u0[4:].upper()}
+            "U0X": u0[:-1] + ("0" if last != "0" else "1"), "U0UP": "GPU-" + u0[4:].upper(),
+            "u0n": u0[4:].replace("-", ""), "u1n": u1[4:].replace("-", ""),
+            "u0d4": "-".join(u0[4:].replace("-", "")[i:i + 4] for i in range(0, 32, 4))}
 
 
 def expand(template, values):
@@ -109,12 +123,14 @@ def expand(template, values):
     return PLACEHOLDER.sub(sub, template)
 
 
-def cases(uuids):
-    """Every (id, group, template, mask, order) of the corpus for this host."""
+def cases(uuids, corpus=CORPUS):
+    """Every (id, group, template, mask, order) of the corpus (version `corpus`) for this host."""
     values = placeholders(uuids)
     out = []
     seen = set()
     for group, template in TEMPLATES:
+        if ADDED.get(group, 1) > corpus:
+            continue
         for order in ORDERS:
             out.append((group, template, order))
     for template in EXTRA_ORDER_MASKS:
@@ -232,7 +248,7 @@ def record(path, agent, workers):
                 case["agent"] = answer
         agent_s = time.monotonic() - started
     doc = {
-        "format": "sweep-mask-oracle", "version": 1,
+        "format": "sweep-mask-oracle", "version": 1, "corpus": CORPUS,
         "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "hostname": socket.gethostname(), "driver": smi_value("driver_version"),
         "oracle": "CUDA driver API via ctypes (cuInit, cuDeviceGetCount, cuDeviceGetUuid_v2), one fresh process per case",

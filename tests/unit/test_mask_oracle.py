@@ -43,7 +43,7 @@ def test_the_corpus_was_recorded_from_the_template_on_real_gpus(kind, gpu_count)
     assert doc["format"] == "sweep-mask-oracle" and len(doc["gpus"]) == gpu_count
     recorded = [(c["group"], c["template"], c["mask"], c["order"]) for c in doc["cases"]]
     expected = [(c["group"], c["template"], c["mask"], c["order"])
-                for c in mask_corpus.cases([g["uuid"] for g in doc["gpus"]])]
+                for c in mask_corpus.cases([g["uuid"] for g in doc["gpus"]], doc.get("corpus", 1))]
     assert recorded == expected  # generated, not hand-edited
     assert len({c["mask"] for c in doc["cases"]}) >= 150
     assert {c["order"] for c in doc["cases"]} >= {None, "PCI_BUS_ID", "FASTEST_FIRST"}
@@ -86,6 +86,25 @@ def test_rules_seen_on_the_two_gpu_host(mask, order, physical, status):
     uuids = [g["uuid"] for g in doc["gpus"]]
     text = mask_corpus.expand(mask, mask_corpus.placeholders(uuids))
     case = next(c for c in doc["cases"] if c["mask"] == text and c["order"] == order)
+    assert case["cuda"]["uuids"] == [uuids[i] for i in physical]
+    selected, got_status, _ = agent_answer(case, doc["gpus"])
+    assert selected == case["cuda"]["uuids"] and got_status == status
+
+
+@pytest.mark.parametrize("mask,physical,status", [
+    ("GPU-{u0n}", [0], "ok"),             # issue 22: the UUID's digits without dashes select the GPU
+    ("GPU-{u0n:10}", [0], "ok"),          # a dashless prefix that runs past the first dash
+    ("GPU-{u0d4}", [0], "warning"),       # dashes where NVML puts none: skipped, so read loosely
+    ("GPU--", [0], "warning"),            # a dash and no digit: an empty prefix, the one GPU
+    ("GPU-", [], "broken"),               # nothing after the prefix: invalid
+    ("gpu-{u0n}", [], "broken"),          # the prefix itself is case-sensitive
+    ("{U0},GPU-{u0n}", [], "broken"),     # the same GPU twice in two spellings
+])
+def test_dashes_in_a_uuid_are_skipped_as_cuda_skips_them_on_the_h200(mask, physical, status):
+    doc = oracle("h200")
+    uuids = [g["uuid"] for g in doc["gpus"]]
+    text = mask_corpus.expand(mask, mask_corpus.placeholders(uuids))
+    case = next(c for c in doc["cases"] if c["mask"] == text and c["order"] is None)
     assert case["cuda"]["uuids"] == [uuids[i] for i in physical]
     selected, got_status, _ = agent_answer(case, doc["gpus"])
     assert selected == case["cuda"]["uuids"] and got_status == status
