@@ -376,8 +376,19 @@ class _VarsFolder:
                 kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
                 raise InventoryError(f"variables file holds {kind}, not a mapping of names to values",
                                      where=f"{file}:1", fix="write one 'name: value' per line")
+            _check_names(data, file)
             merged.update({str(key): (value, f"{file}:{data.key_lines[key]}") for key, value in data.items()})
         return merged
+
+
+def _check_names(data: Mapping, file: Path) -> None:
+    """Every key of a vars file is a variable name (as Ansible's isidentifier): a file that is not a vars
+    file (a link to /etc/shadow parses as a mapping of its lines) is refused, its content not echoed."""
+    for key in data:
+        if not (isinstance(key, str) and key.isidentifier() and key.isascii()):
+            raise InventoryError("holds a key that is not a variable name (letters, digits and '_', not "
+                                 "starting with a digit): this is not a variables file", where=f"{file}:"
+                                 f"{data.key_lines[key]}", fix="check what the file (or the link) holds")
 
 
 def _files_below(directory: Path) -> list[Path]:
