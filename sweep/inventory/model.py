@@ -29,7 +29,10 @@ are set. Variables named ``sweep_*`` are sweep's own settings (``sweep_interpret
 
 Stricter than Ansible, because a silently dropped host is a host nobody checks: an unknown key in
 a YAML group, a range such as ``gpu[05:01]``, a Jinja template or a vault value in a connection
-variable are errors, not warnings. Not supported by the builtin loader: inventory directories,
+variable are errors, not warnings; so are an address or user that OpenSSH 9.6 would refuse
+(`sweep.inventory.names`: shell syntax that ssh_config's %h/%r would carry into a command), and a
+vars file whose keys are not variable names. Files are read by `sweep.inventory.files` (regular
+files only, bounded). Not supported by the builtin loader: inventory directories,
 plugin inventories and vault-encrypted files (``loader="ansible"`` reads plugin inventories).
 """
 from __future__ import annotations
@@ -37,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
+import re
 import shlex
 import warnings
 from collections.abc import Mapping
@@ -382,13 +386,14 @@ class _VarsFolder:
 
 
 def _check_names(data: Mapping, file: Path) -> None:
-    """Every key of a vars file is a variable name (as Ansible's isidentifier): a file that is not a vars
-    file (a link to /etc/shadow parses as a mapping of its lines) is refused, its content not echoed."""
+    """Every key of a vars file is a name (letters, digits, '_', '-', '.'; Ansible templates use only the
+    first three): a file that is not a vars file (a link to /etc/shadow parses as a mapping of its
+    lines) is refused, and its content is not echoed."""
     for key in data:
-        if not (isinstance(key, str) and key.isidentifier() and key.isascii()):
-            raise InventoryError("holds a key that is not a variable name (letters, digits and '_', not "
-                                 "starting with a digit): this is not a variables file", where=f"{file}:"
-                                 f"{data.key_lines[key]}", fix="check what the file (or the link) holds")
+        if not _VAR_NAME.match(str(key)):
+            raise InventoryError("holds a key that is not a variable name (letters, digits, '_', '-', '.'): "
+                                 "this is not a variables file", where=f"{file}:{data.key_lines[key]}",
+                                 fix="check what the file (or the link) holds")
 
 
 def _files_below(directory: Path) -> list[Path]:
@@ -405,6 +410,7 @@ def _files_below(directory: Path) -> list[Path]:
 
 
 _ADDRESS_VARS = ("ansible_host", "ansible_ssh_host")
+_VAR_NAME = re.compile(r"[A-Za-z0-9_.-]+\Z")
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
