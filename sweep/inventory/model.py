@@ -396,14 +396,19 @@ def _check_names(data: Mapping, file: Path) -> None:
                                  fix="check what the file (or the link) holds")
 
 
-def _files_below(directory: Path) -> list[Path]:
+def _files_below(directory: Path, above: frozenset[str] = frozenset()) -> list[Path]:
+    """The vars files of a ``NAME/`` folder, sorted, its subfolders' in place; a link back up is refused."""
+    real = os.path.realpath(directory)
+    if real in above:
+        raise InventoryError(f"is a link back to {real}, a folder it is inside (a loop)", where=str(directory),
+                             fix="remove the link")
     found: list[Path] = []
     for entry in sorted(os.listdir(directory)):
         child, suffix = directory / entry, os.path.splitext(entry)[1]
         if entry.startswith(".") or entry.endswith("~"):
             continue
         if child.is_dir() and not suffix:
-            found.extend(_files_below(child))
+            found.extend(_files_below(child, above | {real}))
         elif not suffix or suffix in _YAML_SUFFIXES:  # a FIFO or a device too: read_text names and refuses it
             found.append(child)
     return found

@@ -153,6 +153,17 @@ def test_a_vars_file_that_is_not_a_bounded_regular_file_is_refused_by_name(tmp_p
     assert done.stderr.count("\n") == 1
 
 
+def test_a_vars_folder_with_a_link_back_up_is_refused_by_name(tmp_path):
+    inventory = _fleet(tmp_path)
+    (tmp_path / "group_vars" / "gpus").mkdir()
+    (tmp_path / "group_vars" / "gpus" / "a.yml").write_text("site: x\n")
+    (tmp_path / "group_vars" / "gpus" / "sub").symlink_to("../gpus")
+    done = _list_hosts(inventory, tmp_path)
+    assert (done.returncode, done.stderr.strip()) == (
+        2, f"sweep: error: {tmp_path / 'group_vars' / 'gpus' / 'sub'}: is a link back to {tmp_path / 'group_vars' / 'gpus'}"
+           ", a folder it is inside (a loop); remove the link")
+
+
 def test_an_inventory_that_is_a_fifo_is_refused(tmp_path):
     inventory = tmp_path / "inventory.yml"
     os.mkfifo(inventory)
