@@ -1,6 +1,6 @@
 """Which host names and user names may reach ssh: OpenSSH's own rules, since its fix for CVE-2023-51385.
 
-OpenSSH 9.6 (ssh.c; ``misc.c`` in later releases) refuses a host name or remote user given on the
+OpenSSH 9.6 (ssh.c; ``misc.c`` in later releases, whose rules are the ones below) refuses a host name or remote user given on the
 command line that holds shell syntax, because ``%h``, ``%n`` and ``%r`` are expanded unquoted into a
 ProxyCommand, a LocalCommand or a ``Match exec`` line and run by ``$SHELL -c``:
 
