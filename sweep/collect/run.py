@@ -335,7 +335,14 @@ def _check_key_files(hosts: Sequence[Host], inventory: Path, passphrase: str | N
     others = f" (and {len(bad) - 1} more {'host' if len(bad) == 2 else 'hosts'})" if len(bad) > 1 else ""
     text = "is encrypted and no passphrase was given" if isinstance(problem, KeyFileEncrypted) else str(problem)
     raise ConfigError(f"{host.name}{others}: private key file {host.key_file} {text}",
-                      where=str(inventory), fix=_KEY_FIXES[type(problem)])
+                      where=_key_file_where(host) or str(inventory), fix=_KEY_FIXES[type(problem)])
+
+
+def _key_file_where(host: Host) -> str | None:
+    """The file:line that set the host's key file (its host_vars file, a group_vars file, the inventory)."""
+    where = getattr(host, "ssh_args_where", None) or {}
+    return next((where[var] for var in ("ansible_ssh_private_key_file", "ansible_private_key_file")
+                 if where.get(var)), None)
 
 
 def planned_hosts(inventory_path: str | Path | None, *, limit: str | None = None, resume: str | Path | None = None,

@@ -16,7 +16,9 @@ Every value is kept with the file:line it came from; `sweep.inventory.model` mer
 Bounded, because an inventory can be a bomb (`InventoryLimits`): YAML aliases may add at most
 ``yaml_values`` values to a file once expanded (the billion laughs: 9 levels of 10 aliases are
 10**9 values) and nest at most ``MAX_YAML_DEPTH`` deep; one host range may name at most
-``range_hosts`` hosts (``h[0000000:9999999]``). Both are checked before anything is expanded.
+``range_hosts`` hosts (``h[0000000:9999999]``). Both are checked before anything is expanded. A file
+may hold at most ``file_bytes`` (64 MiB) and must be a regular file (`sweep.inventory.files`); an INI
+line at most ``ini_line`` (64 KiB) characters.
 An empty host name is refused: it cannot be reached, and no record can be named after it.
 """
 from __future__ import annotations
@@ -43,10 +45,13 @@ MAX_YAML_DEPTH = 100
 
 @dataclass(frozen=True)
 class InventoryLimits:
-    """How far an inventory may expand: values added by YAML aliases per file, hosts per range."""
+    """How far an inventory may expand: values added by YAML aliases per file, hosts per range, bytes per
+    file and per INI line."""
 
     yaml_values: int = 1_000_000  # --max-yaml-values
     range_hosts: int = 100_000  # --max-range-hosts
+    file_bytes: int = 64 * 2**20  # the inventory file, each group_vars / host_vars file
+    ini_line: int = 64 * 2**10  # one INI line (shlex.split is quadratic in a word's length)
 
 
 # --- host ranges --------------------------------------------------------------------------------
@@ -520,6 +525,10 @@ def parse_ini(text: str, path: Path, graph: GroupGraph) -> None:
     group, state = "ungrouped", "hosts"
     for number, raw in enumerate(text.splitlines(), start=1):
         line, where = raw.strip(), f"{path}:{number}"
+        if len(raw) > graph.limits.ini_line:
+            raise InventoryError(f"INI line is {len(raw):,} characters long, more than the limit of "
+                                 f"{graph.limits.ini_line:,}", where=where,
+                                 fix="shorten it: move long values to group_vars/ or host_vars/ files (YAML)")
         if not line or line[0] in "#;":
             continue
         section = _INI_SECTION.match(line)

@@ -29,7 +29,10 @@ are set. Variables named ``sweep_*`` are sweep's own settings (``sweep_interpret
 
 Stricter than Ansible, because a silently dropped host is a host nobody checks: an unknown key in
 a YAML group, a range such as ``gpu[05:01]``, a Jinja template or a vault value in a connection
-variable are errors, not warnings. Not supported by the builtin loader: inventory directories,
+variable are errors, not warnings; so are an address or user that OpenSSH 9.6 would refuse
+(`sweep.inventory.names`: shell syntax that ssh_config's %h/%r would carry into a command), and a
+vars file whose keys are not variable names. Files are read by `sweep.inventory.files` (regular
+files only, bounded). Not supported by the builtin loader: inventory directories,
 plugin inventories and vault-encrypted files (``loader="ansible"`` reads plugin inventories).
 """
 from __future__ import annotations
@@ -37,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
+import re
 import shlex
 import warnings
 from collections.abc import Mapping
@@ -50,7 +54,9 @@ from sweep.inventory.formats import (
     IMPLICIT_GROUPS, GroupGraph, GroupMembers, InventoryLimits, value_kind, parse_ini, parse_yaml, sniff_yaml, Vaulted,
     yaml_load,
 )
+from sweep.inventory.files import read_text
 from sweep.inventory.limit import match_hosts
+from sweep.inventory.names import RULE_FIX, RULE_WHY, hostname_problem, ruser_problem
 
 SETTINGS_PREFIX = "sweep_"
 DEFAULT_PYTHON = "python3"
@@ -73,7 +79,7 @@ class Host:
     vars: Mapping[str, Any] = field(hash=False, repr=False)
     settings: Mapping[str, Any] = field(hash=False, repr=False)
     ssh_extra_args: str | None = None
-    # where ansible_ssh_common_args / ansible_ssh_extra_args were set (file:line), for messages
+    # where ansible_ssh_common_args, ansible_ssh_extra_args and the key file variable were set (file:line)
     ssh_args_where: Mapping[str, str] = field(default_factory=dict, hash=False, repr=False, compare=False)
 
 
@@ -146,7 +152,7 @@ def load_inventory(path: str | Path, loader: str = "auto", *, limits: InventoryL
 
 
 def _load_builtin(path: Path, limits: InventoryLimits) -> Inventory:
-    text, suffix, graph = _read_text(path), path.suffix.lower(), GroupGraph(limits)
+    text, suffix, graph = read_text(path, limits.file_bytes), path.suffix.lower(), GroupGraph(limits)
     if suffix in _YAML_SUFFIXES:
         data = yaml_load(text, path, limits.yaml_values)
         if data is not None and not isinstance(data, dict):
@@ -200,15 +206,16 @@ def _resolve(graph: GroupGraph, path: Path) -> Inventory:
         every, merged = by_groups[key]
         own, files = graph.host_vars[name], host_dir.vars(name)
         if own or files:
-            hosts.append(_make_host(name, {**merged, **own, **files}, every, frozen))
+            hosts.append(_make_host(name, {**merged, **own, **files}, every, frozen, graph.first_listing[name][1]))
             continue
         shared = alike.get(key)  # hosts with only their groups' vars differ in their name alone
         if shared is None:
-            hosts.append(_make_host(name, merged, every, frozen))
+            hosts.append(_make_host(name, merged, every, frozen, graph.first_listing[name][1]))
             alike[key] = (hosts[-1], any(merged.get(k, (None,))[0] is not None for k in _ADDRESS_VARS))
         else:
             template, addressed = shared
-            hosts.append(dataclasses.replace(template, name=name, address=template.address if addressed else name))
+            address = template.address if addressed else _checked_address(name, "", None, "", graph.first_listing[name][1])
+            hosts.append(dataclasses.replace(template, name=name, address=address))
     for text in graph.warnings:
         warnings.warn(InventoryWarning(text), stacklevel=3)
     return _inventory(path, hosts, GroupMembers(graph), tuple(graph.warnings))
@@ -245,7 +252,7 @@ def _connection(name: str, merged: Mapping[str, tuple[Any, str]], keys: tuple[st
 
 
 def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str] | tuple[str, ...],
-               frozen_pairs: dict[int, tuple[tuple, Any]] | None = None) -> Host:
+               frozen_pairs: dict[int, tuple[tuple, Any]] | None = None, listed: str = "") -> Host:
     """Build a Host from merged vars, each var carried with the file:line it came from.
 
     `frozen_pairs` keeps the frozen value of each (value, where) pair across hosts: a group's vars
@@ -264,8 +271,11 @@ def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str
         port = int(port_text)
     _, common_args, common_where = connection("ansible_ssh_common_args")
     _, extra_args, extra_where = connection("ansible_ssh_extra_args")
-    key_file = connection("ansible_private_key_file", "ansible_ssh_private_key_file")[1]
+    key_var, key_file, key_where = connection("ansible_private_key_file", "ansible_ssh_private_key_file")
     python = connection("ansible_python_interpreter")[1] or DEFAULT_PYTHON
+    address_var, address, address_where = connection(*_ADDRESS_VARS)
+    user = _checked_user(name, connection("ansible_user", "ansible_ssh_user"))
+    address = _checked_address(name, address_var, address, address_where, listed)
     memo = {} if frozen_pairs is None else frozen_pairs
     values = {}
     for key, pair in merged.items():
@@ -276,21 +286,43 @@ def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str
     frozen = MappingProxyType(values)
     return Host(
         name=name,
-        address=next((a for a in (connection(*_ADDRESS_VARS)[1],) if a is not None), name),  # '' stays ''
+        address=address,
         port=port,
-        user=connection("ansible_user", "ansible_ssh_user")[1],
+        user=user,
         key_file=os.path.expanduser(key_file) if key_file else None,
         python=DEFAULT_PYTHON if python.startswith("auto") else python,
         ssh_common_args=common_args,
         proxy_jump=_proxy_jump(common_args, name, common_where),
         ssh_extra_args=extra_args,
         ssh_args_where=MappingProxyType({"ansible_ssh_common_args": common_where,
-                                         "ansible_ssh_extra_args": extra_where}),
+                                         "ansible_ssh_extra_args": extra_where, key_var: key_where}),
         groups=groups if isinstance(groups, tuple) else tuple(sorted(set(groups) - set(IMPLICIT_GROUPS))),
         vars=frozen,
         settings=MappingProxyType({key[len(SETTINGS_PREFIX):]: value for key, value in frozen.items()
                                    if key.startswith(SETTINGS_PREFIX) and len(key) > len(SETTINGS_PREFIX)}),
     )
+
+
+def _checked_address(name: str, var: str, address: str | None, where: str, listed: str = "") -> str:
+    """The address ssh is given for `name` (its ansible_host, else its name; '' stays ''), if OpenSSH's
+    valid_hostname accepts it: it is expanded as %h and %n into ProxyCommand and Match exec lines."""
+    if address is None:
+        var, address, where = "host name (no ansible_host)", name, listed
+    problem = hostname_problem(address)
+    if problem is not None:
+        raise InventoryError(f"{name}: {var} {address!r} {problem}: OpenSSH refuses it as a host name "
+                             f"(valid_hostname, {RULE_WHY})", where=where or None, fix=RULE_FIX)
+    return address
+
+
+def _checked_user(name: str, found: tuple[str, str | None, str]) -> str | None:
+    """ansible_user (or ansible_ssh_user), if OpenSSH's valid_ruser accepts it (it is %r in ssh_config)."""
+    var, user, where = found
+    problem = None if user is None else ruser_problem(user)
+    if problem is not None:
+        raise InventoryError(f"{name}: {var} {user!r} {problem}: OpenSSH refuses it as a user name "
+                             f"(valid_ruser, {RULE_WHY})", where=where or None, fix=RULE_FIX)
+    return user
 
 
 def _proxy_jump(common_args: str | None, name: str, where: str) -> str | None:
@@ -340,44 +372,50 @@ class _VarsFolder:
                 break
         merged: dict[str, tuple[Any, str]] = {}
         for file in files:
-            data = yaml_load(_read_text(file), file, self.limits.yaml_values)
+            data = yaml_load(read_text(file, self.limits.file_bytes), file, self.limits.yaml_values)
             if data is None:
                 continue
             if not isinstance(data, dict):
-                raise InventoryError(f"variables file holds {value_kind(data)}, not a mapping of names to values",
+                # the kind, never the content: the file may be a link to a secret (/etc/shadow)
+                kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
+                raise InventoryError(f"variables file holds {kind}, not a mapping of names to values",
                                      where=f"{file}:1", fix="write one 'name: value' per line")
+            _check_names(data, file)
             merged.update({str(key): (value, f"{file}:{data.key_lines[key]}") for key, value in data.items()})
         return merged
 
 
-def _files_below(directory: Path) -> list[Path]:
+def _check_names(data: Mapping, file: Path) -> None:
+    """Every key of a vars file is a name (letters, digits, '_', '-', '.'; Ansible templates use only the
+    first three): a file that is not a vars file (a link to /etc/shadow parses as a mapping of its
+    lines) is refused, and its content is not echoed."""
+    for key in data:
+        if not _VAR_NAME.match(str(key)):
+            raise InventoryError("holds a key that is not a variable name (letters, digits, '_', '-', '.'): "
+                                 "this is not a variables file", where=f"{file}:{data.key_lines[key]}",
+                                 fix="check what the file (or the link) holds")
+
+
+def _files_below(directory: Path, above: frozenset[str] = frozenset()) -> list[Path]:
+    """The vars files of a ``NAME/`` folder, sorted, its subfolders' in place; a link back up is refused."""
+    real = os.path.realpath(directory)
+    if real in above:
+        raise InventoryError(f"is a link back to {real}, a folder it is inside (a loop)", where=str(directory),
+                             fix="remove the link")
     found: list[Path] = []
     for entry in sorted(os.listdir(directory)):
         child, suffix = directory / entry, os.path.splitext(entry)[1]
         if entry.startswith(".") or entry.endswith("~"):
             continue
         if child.is_dir() and not suffix:
-            found.extend(_files_below(child))
-        elif child.is_file() and (not suffix or suffix in _YAML_SUFFIXES):
+            found.extend(_files_below(child, above | {real}))
+        elif not suffix or suffix in _YAML_SUFFIXES:  # a FIFO or a device too: read_text names and refuses it
             found.append(child)
     return found
 
 
-def _read_text(path: Path) -> str:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InventoryError("is not UTF-8 text", where=str(path), fix="save the file as UTF-8") from None
-    except OSError as err:
-        raise InventoryError(f"cannot be read ({err.strerror})", where=str(path),
-                             fix="check the path and its permissions") from None
-    if text.startswith("$ANSIBLE_VAULT"):
-        raise InventoryError("is vault-encrypted and sweep cannot decrypt it", where=str(path),
-                             fix="keep connection details in a plain file; encrypt single values with !vault")
-    return text
-
-
 _ADDRESS_VARS = ("ansible_host", "ansible_ssh_host")
+_VAR_NAME = re.compile(r"[A-Za-z0-9_.-]+\Z")
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 

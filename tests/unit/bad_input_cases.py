@@ -69,7 +69,7 @@ def build_cases(folder: Path) -> list[Case]:
              f"sweep: error: {d / 'empty.yml'}: no host is defined in this inventory; add hosts under a group: a "
              "'hosts:' mapping in YAML, a line under [group] in INI"),
         Case("missing key file", ["run", str(d / "nokey.yml")],
-             f"sweep: error: {d / 'nokey.yml'}: gpu01: private key file {d / 'keys' / 'missing_ed25519'} does not "
+             f"sweep: error: {d / 'nokey.yml'}:5: gpu01: private key file {d / 'keys' / 'missing_ed25519'} does not "
              "exist; fix ansible_ssh_private_key_file in the inventory, or create the key (ssh-keygen) and install it"),
     ]
     if shutil.which("ssh-keygen"):
@@ -80,10 +80,10 @@ def build_cases(folder: Path) -> list[Case]:
         (d / "enckey.yml").write_text(
             f"all:\n  hosts:\n    gpu01:\n      ansible_host: 127.0.0.1\n      ansible_ssh_private_key_file: {key}\n")
         cases.append(Case("encrypted key, no passphrase", ["run", str(d / "enckey.yml")],
-                          f"sweep: error: {d / 'enckey.yml'}: gpu01: private key file {key} is encrypted and no "
+                          f"sweep: error: {d / 'enckey.yml'}:5: gpu01: private key file {key} is encrypted and no "
                           "passphrase was given; set SWEEP_KEY_PASSPHRASE, or load the key into ssh-agent"))
         cases.append(Case("wrong key passphrase", ["run", str(d / "enckey.yml")],
-                          f"sweep: error: {d / 'enckey.yml'}: gpu01: private key file {key} cannot be decrypted "
+                          f"sweep: error: {d / 'enckey.yml'}:5: gpu01: private key file {key} cannot be decrypted "
                           "with the passphrase in SWEEP_KEY_PASSPHRASE (wrong passphrase?); set "
                           "SWEEP_KEY_PASSPHRASE to the key's passphrase", env={"SWEEP_KEY_PASSPHRASE": "not it"}))
     home = d / "home"

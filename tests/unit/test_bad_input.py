@@ -68,7 +68,7 @@ def test_a_host_defined_twice_keeps_ansibles_later_value_and_warns(tmp_path, cap
     assert main(["run", str(inventory)]) == 2
     assert capsys.readouterr().err.splitlines() == [
         f"sweep: warning: {warning}",
-        f"sweep: error: {inventory}: gpu02: private key file /nonexistent/k does not exist; fix "
+        f"sweep: error: {inventory}:5: gpu02: private key file /nonexistent/k does not exist; fix "
         "ansible_ssh_private_key_file in the inventory, or create the key (ssh-keygen) and install it"]
     same = tmp_path / "same.ini"  # the same values twice: Ansible merges, nothing to say
     same.write_text("[a]\ngpu01 ansible_host=127.0.0.11\n[b]\ngpu01 ansible_host=127.0.0.11\n")

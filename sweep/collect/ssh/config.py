@@ -20,6 +20,7 @@ from typing import Any
 from sweep.collect.ssh.openssh_config import (ConfigReader, Resolved, Setting, SSHArgsError, SSHConfigError,
                                               command_line, expand, local_tokens, pattern_list_match, tilde)
 from sweep.collect.ssh.policy import KEYWORDS, SSHOptionRefused, check
+from sweep.inventory.names import RULE_FIX, RULE_WHY, hostname_problem, ruser_problem
 
 MAX_JUMPS = 8
 FIX = ("drop it for these hosts, or sweep with --transport openssh (OpenSSH itself then reads "
@@ -138,6 +139,7 @@ class SSHConfigFile:
             return [hop]
         specs = [s.strip() for s in jump.value.split(",") if s.strip()]
         last_name, port, user = parse_jump(specs[-1], jump.where, host_name)
+        _check_jump(jump, last_name, user, host_name)
         if last_name.lower() == name.lower() and int(port or resolved.port) == resolved.port and \
                 (user or self.local_user) == resolved.user(self.local_user):
             raise SSHSettingRefused(f"{host_name}: ProxyJump {jump.value} makes {name} jump via itself (OpenSSH: "
@@ -159,7 +161,7 @@ class SSHConfigFile:
         command = None
         if proxy is not None and proxy.value.lower() != "none":
             command = expand(proxy.value, {"h": resolved.hostname, "p": str(resolved.port), "r": user,
-                                           "n": resolved.original}, "ProxyCommand", proxy.where)
+                                           "n": resolved.original}, "ProxyCommand", proxy.where, shell=True)
         known = resolved.first("userknownhostsfile")
         known_files = tuple(tilde(expand(f, tokens, known.name, known.where)) for f in shlex.split(known.value)
                             ) if known is not None else ()
@@ -176,6 +178,17 @@ class SSHConfigFile:
             bind_address=resolved.get("bindaddress"), family=(resolved.get("addressfamily") or "any").lower(),
             tcp_keepalive=_yes(resolved.get("tcpkeepalive") or "yes"),
         )
+
+
+def _check_jump(jump: Setting, name: str, user: str | None, host_name: str) -> None:
+    """A jump host and user as OpenSSH's valid_hostname and valid_ruser accept them: they become the
+    %h and %r of that hop's ProxyCommand and Match exec lines."""
+    for kind, value, problem in (("host", name, hostname_problem(name)),
+                                 ("user", user, ruser_problem(user) if user else None)):
+        if problem is not None:
+            raise SSHSettingRefused(f"{host_name}: {jump.name} {jump.value!r}: the jump {kind} {value!r} {problem}: "
+                                    f"OpenSSH refuses it (valid_{'hostname' if kind == 'host' else 'ruser'}, "
+                                    f"{RULE_WHY}); {RULE_FIX}", jump.where)
 
 
 def _yes(value: str | None) -> bool:

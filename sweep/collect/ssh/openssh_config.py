@@ -125,8 +125,13 @@ def _strip_comment(words: list[str]) -> list[str]:
     return words
 
 
-def expand(text: str, tokens: dict[str, str], keyword: str, where: str) -> str:
-    """OpenSSH's percent_expand: every %x must be one of `tokens` (or %%), else SSHConfigError."""
+def expand(text: str, tokens: dict[str, str], keyword: str, where: str, *, shell: bool = False) -> str:
+    """OpenSSH's percent_expand: every %x must be one of `tokens` (or %%), else SSHConfigError.
+
+    With `shell` (a ProxyCommand, a Match exec line: text the shell runs) each token's value is
+    quoted with shlex.quote, so that no value carries shell syntax into the command; a value of plain
+    name characters (every valid host name and address) is left as it is, as OpenSSH writes it.
+    """
     out, i = [], 0
     while i < len(text):
         ch = text[i]
@@ -138,7 +143,7 @@ def expand(text: str, tokens: dict[str, str], keyword: str, where: str) -> str:
         if key == "%":
             out.append("%")
         elif key in tokens:
-            out.append(tokens[key])
+            out.append(shlex.quote(tokens[key]) if shell else tokens[key])
         else:
             allowed = ", ".join(f"%{k}" for k in ("%", *tokens))
             raise SSHConfigError(f"{keyword} uses the token %{key}, which OpenSSH does not accept there "
@@ -295,7 +300,7 @@ class ConfigReader:
         tokens = {"h": hostname, "n": resolved.original, "p": str(resolved.port), "r": user,
                   "u": self.local_user, "l": _short_host(), "L": _short_host().split(".")[0],
                   "d": tilde("~")}
-        command = expand(arg, tokens, "Match exec", where)
+        command = expand(arg, tokens, "Match exec", where, shell=True)
         try:
             done = subprocess.run([os.environ.get("SHELL") or "/bin/sh", "-c", command],
                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

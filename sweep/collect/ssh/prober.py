@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import random
+import shlex
 import socket
 import threading
 import time
@@ -676,7 +677,8 @@ def _unknown_key(name: str, hop: Hop, client: paramiko.SSHClient, keys: HostKeyS
     files = ", ".join(str(p) for p in keys.paths) or "no known_hosts file"
     return HostFailure("host_key_unknown", (
         f"{name}: the host key of {hop.key_alias}{seen} is not in {files}; check it and add it: "
-        f"ssh-keyscan -H{port} {hop.address} >> ~/.ssh/known_hosts, or sweep with --accept-new-host-keys"))
+        f"ssh-keyscan -H{port} {shlex.quote(hop.address)} >> ~/.ssh/known_hosts, or sweep with "
+        "--accept-new-host-keys"))
 
 
 def _changed_key(name: str, hop: Hop, key_name: str, exc: paramiko.BadHostKeyException,
@@ -687,7 +689,7 @@ def _changed_key(name: str, hop: Hop, key_name: str, exc: paramiko.BadHostKeyExc
         f"{name}: HOST KEY CHANGED for {key_name}: it offers {exc.key.get_name()} {exc.key.fingerprint}, "
         f"but {where} records {exc.expected_key.fingerprint}; someone may be intercepting the "
         f"connection (man-in-the-middle), or the host was reinstalled; if you know the change is "
-        f"expected, remove the old key with: ssh-keygen -R '{key_name}' -f {where}"))
+        f"expected, remove the old key with: ssh-keygen -R {shlex.quote(key_name)} -f {shlex.quote(where)}"))
 
 
 def host_agent_args(host: Any, agent_args: list[str]) -> list[str]:
