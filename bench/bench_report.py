@@ -9,11 +9,22 @@ compare, render every output) and reports its wall time and peak RSS (resource.g
     python3 bench/bench_report.py [--hosts 10000] [--gpus 8] [--keep DIR]
 
 Exits 1 when the run misses the budget (10 s, 2 GiB).
+
+    python3 bench/bench_report.py --against b378d2c [--repeat 3] [--write bench/results/report.md]
+
+Side by side: the same fleet read by this tree and by the tree of a git revision (`git archive REV`,
+its own bench_report.py --measure, PYTHONPATH pointing at it), in interleaved repetitions (ABBA
+order), each run in a fresh process. On a shared machine only the ratios of neighbouring runs mean
+much: the table gives every run, the medians and the median of the per-repetition ratios, with
+the load average before each run; `--write` keeps it as Markdown.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import platform
+import statistics
 import os
 import random
 import resource
@@ -26,6 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "unit")]
+
+from sweep.store import DIGESTS, HOSTS  # noqa: E402
 
 BUDGET_S = 10.0
 BUDGET_RSS_MIB = 2048
@@ -62,6 +75,7 @@ def write_fleet(folder: Path, n_hosts: int, n_gpus: int, seed: int = 7) -> dict:
     hosts.mkdir(parents=True)
     (folder / "manifest.json").write_text(json.dumps({"format": "sweep-run", "record_version": 1,
                                                       "state": "complete"}))
+    digests = []  # records.sha256, as RunFolder.write_record lists each record it writes
     width = len(str(n_hosts))
     counts = {}
     names = [f"gpu{i:0{width}d}" for i in range(1, n_hosts + 1)]
@@ -77,7 +91,10 @@ def write_fleet(folder: Path, n_hosts: int, n_gpus: int, seed: int = 7) -> dict:
                 variant = v
                 break
         counts[variant] = counts.get(variant, 0) + 1
-        (hosts / f"{name}.json").write_text(blobs[variant].replace(PLACEHOLDER, name))
+        blob = blobs[variant].replace(PLACEHOLDER, name).encode("utf-8")
+        (hosts / f"{name}.json").write_bytes(blob)
+        digests.append(f"{hashlib.sha256(blob).hexdigest()}  {HOSTS}/{name}.json\n")
+    (folder / DIGESTS).write_text("".join(digests))
     return counts
 
 
@@ -100,12 +117,100 @@ def measure(run: Path, out: Path) -> None:
                       "sizes_kib": {k: round(p.stat().st_size / 1024) for k, p in result.files.items()}}))
 
 
+def measure_tree(tree: Path, run: Path, out: Path) -> dict:
+    """One report of `run` by the sweep of `tree` (its own bench_report.py --measure), in a fresh process."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    load = os.getloadavg()[0]
+    child = subprocess.run([sys.executable, str(tree / "bench" / "bench_report.py"), "--measure", str(run), str(out)],
+                           capture_output=True, text=True, check=False, env=env, cwd=tree)
+    if child.returncode:
+        raise SystemExit(f"{tree}: bench_report --measure failed\n{child.stdout}{child.stderr}")
+    figures = json.loads(child.stdout.strip().splitlines()[-1])
+    shutil.rmtree(out, ignore_errors=True)
+    return dict(figures, load_before=round(load, 1),
+                peak_mib=max(figures["peak_rss_mib"], figures["peak_rss_children_mib"]))
+
+
+def side_by_side(run: Path, base: Path, revs: list[str], repeat: int) -> tuple[list[str], list[dict]]:
+    """Interleaved runs (ABBA) of this tree and of each of `revs`' trees on the same run folder."""
+    head = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
+                          text=True, check=False).stdout.strip() or "this tree"
+    trees = {head: ROOT}
+    for rev in revs:
+        trees[rev] = base / f"tree-{rev}"
+        trees[rev].mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(trees[rev])], input=archive, check=True)
+    rows = []
+    for i in range(repeat):
+        for name in (list(trees) if i % 2 == 0 else list(trees)[::-1]):
+            rows.append(dict(measure_tree(trees[name], run, base / f"out-{i}-{name}"), tree=name, repetition=i + 1))
+            print(f"  {i + 1}/{repeat} {name}: {rows[-1]['wall_s']:.2f} s wall, {rows[-1]['cpu_s']:.2f} s CPU, "
+                  f"peak {rows[-1]['peak_mib']:.0f} MiB (load {rows[-1]['load_before']})", flush=True)
+    return list(trees), rows
+
+
+def ratios_table(names: list[str], rows: list[dict]) -> list[str]:
+    """Markdown: every run, the medians per tree, and the median of the per-repetition ratios."""
+    lines = ["| repetition | tree | wall s | CPU s | peak RSS MiB | load average before |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['repetition']} | {r['tree']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {r['peak_mib']:.0f} | "
+              f"{r['load_before']} |" for r in rows]
+    by = {(r["tree"], r["repetition"]): r for r in rows}
+    reps = sorted({r["repetition"] for r in rows})
+    keys = ("wall_s", "cpu_s", "peak_mib")
+    lines += ["", "| | wall s | CPU s | peak RSS MiB |", "|---|---|---|---|"]
+    for t in names:
+        m = {k: statistics.median(by[t, i][k] for i in reps) for k in keys}
+        lines.append(f"| median, {t} | {m['wall_s']:.2f} | {m['cpu_s']:.2f} | {m['peak_mib']:.0f} |")
+    for other in names[1:]:
+        r = {k: statistics.median(by[names[0], i][k] / by[other, i][k] for i in reps) for k in keys}
+        lines.append(f"| median ratio {names[0]} / {other} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | "
+                     f"{r['peak_mib']:.2f} |")
+    return lines
+
+
+def machine() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").is_file() else ""
+    from sweep.analysis.fleet import usable_cpus
+
+    return (f"{platform.node()}: {usable_cpus()} usable CPUs ({model}), Python {platform.python_version()}, "
+            f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+def compare_main(args, run: Path, base: Path, counts: dict) -> int:
+    """`--against REV`: the side-by-side runs, printed (and written with --write)."""
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    before = machine()
+    names, rows = side_by_side(run, base, args.against, args.repeat)
+    table = ratios_table(names, rows)
+    text = "\n".join([
+        f"# sweep report, {args.hosts} hosts x {args.gpus} GPUs: {names[0]} against {', '.join(names[1:])}", "",
+        f"`python3 bench/bench_report.py --hosts {args.hosts} --gpus {args.gpus} "
+        f"{' '.join(f'--against {rev}' for rev in args.against)} --repeat {args.repeat}` ({started}; "
+        f"fleet mix {counts})", "",
+        f"Machine before: {before}", f"Machine after: {machine()}", "",
+        "Each run is a fresh process running `build_report` on the same run folder (wall: build_report alone; "
+        "CPU: the whole process and its children, imports included; peak RSS: the largest of the process and "
+        "its children). The runs alternate (ABBA), so each ratio compares neighbouring runs under the same load.",
+        "", *table, ""])
+    print(text)
+    if args.write:
+        args.write.write_text(text)
+    peak = max(r["peak_mib"] for r in rows)
+    return 0 if peak < BUDGET_RSS_MIB else 1
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", type=int, default=10_000)
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--keep", type=Path, help="write the run folder and report here and keep them")
     ap.add_argument("--measure", nargs=2, type=Path, metavar=("RUN", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--against", metavar="REV", action="append",
+                    help="also run the sweep of this git revision, interleaved (may be given again)")
+    ap.add_argument("--repeat", type=int, default=3, help="repetitions per tree with --against (default 3)")
+    ap.add_argument("--write", type=Path, metavar="MD", help="with --against: write the table to this file")
     args = ap.parse_args(argv)
     if args.measure:
         measure(*args.measure)
@@ -118,6 +223,8 @@ def main(argv=None) -> int:
         size = sum(p.stat().st_size for p in (run / "hosts").iterdir())
         print(f"wrote {args.hosts} host records x {args.gpus} GPUs to {run} ({size / 2**20:.0f} MiB on disk) "
               f"in {time.perf_counter() - started:.1f} s; mix: {counts}")
+        if args.against:
+            return compare_main(args, run, base, counts)
         load_before = os.getloadavg()[0]
         started = time.perf_counter()
         child = subprocess.run([sys.executable, __file__, "--measure", str(run), str(out)],

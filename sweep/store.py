@@ -18,6 +18,12 @@ dies); a second sweep is refused with the holder's pid. Writes never follow a sy
 folder's parts (``hosts/``, ``report/``, every file written) are opened with ``O_NOFOLLOW``, and a
 link planted there is refused (`refuse_links`) instead of written through.
 
+Each record sweep writes is also listed, as it is written, in ``records.sha256`` (the format of
+``sha256sum``, so ``sha256sum -c records.sha256`` checks a folder; the last line for a file wins): a
+record was validated strictly when it arrived, so a reader that finds the file's bytes unchanged
+reads it back with the stdlib parse alone (`sweep.strictjson.loads_known`); any other file (no line,
+another digest, a folder sweep did not write) is read strictly again (docs/security.md).
+
 This module is the one reader of run folders too: `RunFolder.read_records` (resume, run diffs,
 baselines), `list_records` (the files a report reads, and the hosts a manifest lists),
 `manifest_groups` and `read_json`.
@@ -41,12 +47,14 @@ from typing import Any
 from sweep import __version__
 from sweep.errors import HealthFileError, RunFolderError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
-from sweep.strictjson import dumps, loads
+from sweep.strictjson import dumps, loads, loads_known
 
 RECORD_VERSION = 1
 RUN_FORMAT = "sweep-run"
 MANIFEST = "manifest.json"
 HOSTS = "hosts"
+DIGESTS = "records.sha256"  # "<sha256>  hosts/<file>" per record written, appended as each one is
+DIGESTS_MAX_BYTES = 64 * 2**20  # ~100 bytes a line: 600,000 records; a larger list is not read (all strict)
 STATES = ("running", "complete", "interrupted")
 RECORD_KEYS = ("record_version", "host", "address", "status", "failure", "attempts",
                "started_at", "ended_at", "duration_s", "health")
@@ -351,8 +359,29 @@ class RunFolder:
             raise ValueError("record status must be 'ok' or 'failed'")
         path = self.record_path(record["host"])
         self.check_record_file(record["host"], path)
-        write_json_atomic(path, record)
+        blob = (dumps(record) + "\n").encode("utf-8")
+        write_bytes_atomic(path, blob)
+        self._list_digest(path.name, blob)
         return path
+
+    def _list_digest(self, name: str, blob: bytes) -> None:
+        """Append the record's digest line to records.sha256 (after the record is in place: a crash
+        between leaves a record without its line, read strictly, never a line for other bytes)."""
+        line = f"{hashlib.sha256(blob).hexdigest()}  {HOSTS}/{name}\n".encode("utf-8")
+        try:
+            fd = os.open(self.path / DIGESTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                         | os.O_CLOEXEC, 0o644)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError(errno.EEXIST, "it is not a regular file")
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                err = OSError(errno.ELOOP, "it is a symbolic link; sweep never writes through one")
+            raise RunFolderError(f"cannot write {DIGESTS} ({err.strerror or err})", where=str(self.path),
+                                 fix=_fix_for(err)) from None
 
     def check_record_file(self, host: str, path: Path | None = None) -> None:
         """RunFolderError when the file `host`'s record goes to holds the record of another host."""
@@ -372,15 +401,17 @@ class RunFolder:
                 fix="move that file out of the run folder, or start a new run")
 
     def read_records(self) -> dict[str, dict]:
-        """host name -> record, for every readable record file (an unreadable one counts as absent)."""
+        """host name -> record, for every readable record file (an unreadable one counts as absent);
+        read as `read_json` reads them: strictly, unless records.sha256 knows the file's bytes."""
         records: dict[str, dict] = {}
         if not self.hosts_dir.is_dir():
             return records
+        digests = read_digests(self.path)
         for path in sorted(self.hosts_dir.glob("*.json")):
             if path.name.startswith("."):
                 continue
             try:
-                record = json.loads(path.read_text(encoding="utf-8"))
+                record = _read_any(path, digests.get(path.name))
             except (OSError, ValueError):
                 continue
             if not isinstance(record, dict) or not isinstance(record.get("host"), str):
@@ -396,18 +427,27 @@ class RunFolder:
         return records
 
 
-def read_json(path: Path, error: type[SweepError], fix: str) -> Any:
+def read_json(path: Path, error: type[SweepError], fix: str, digest: str | None = None) -> Any:
     """The JSON document in the file `path`, read strictly (`sweep.strictjson`: nesting bounded, NaN,
     Infinity and overflowing numbers read as null); a missing, unreadable or invalid file raises
-    `error` with `fix`."""
+    `error` with `fix`. `digest`: the SHA-256 that records.sha256 lists for the file; when the
+    file's bytes have it, they are the record sweep validated and wrote, read back without the walk."""
     try:
-        return loads(path.read_bytes()).document
+        return _read_any(path, digest)
     except FileNotFoundError:
         raise error("no such file", where=str(path), fix=fix) from None
     except OSError as err:
         raise error(f"cannot be read ({err.strerror or err})", where=str(path), fix=fix) from None
     except ValueError as err:  # UnicodeDecodeError included
         raise error(f"is not valid JSON ({err})", where=str(path), fix=fix) from None
+
+
+def _read_any(path: Path, digest: str | None) -> Any:
+    """The document in `path`: without the walk when its bytes hash to `digest`, else strictly."""
+    blob = path.read_bytes()
+    if digest is not None and hashlib.sha256(blob).hexdigest() == digest:
+        return loads_known(blob).document
+    return loads(blob).document
 
 
 def manifest_groups(manifest: Any) -> dict[str, list[str]]:
@@ -430,6 +470,7 @@ class Listing:
     files: list[Path] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     groups: dict[str, list[str]] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)  # file name in hosts/ -> the SHA-256 sweep wrote it with
 
 
 def list_records(path: Path) -> Listing:
@@ -449,7 +490,33 @@ def list_records(path: Path) -> Listing:
         path = folder.hosts_dir
     files = sorted(e.path for e in os.scandir(path)
                    if e.name.endswith(".json") and not e.name.startswith(".") and e.is_file())
-    return Listing(listing.manifest_path, [Path(f) for f in files], listing.hosts, listing.groups)
+    digests = read_digests(folder.path) if path == folder.hosts_dir else {}
+    return Listing(listing.manifest_path, [Path(f) for f in files], listing.hosts, listing.groups, digests)
+
+
+def read_digests(run: Path) -> dict[str, str]:
+    """file name in hosts/ -> the SHA-256 its record was written with, from the run's records.sha256
+    (the last line for a file wins); {} when there is none, it is a link, unreadable or too large."""
+    try:
+        fd = os.open(Path(run) / DIGESTS, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return {}
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return {}
+            blob = fh.read(DIGESTS_MAX_BYTES + 1)
+    except OSError:
+        return {}
+    if len(blob) > DIGESTS_MAX_BYTES:
+        return {}
+    out = {}
+    prefix = f"  {HOSTS}/".encode()
+    for line in blob.split(b"\n"):
+        digest, sep, name = line.partition(prefix)
+        if sep and len(digest) == 64 and b"/" not in name:
+            out[name.decode("utf-8", "replace")] = digest.decode("ascii", "replace")
+    return out
 
 
 def _listed(path: Path) -> Listing:

@@ -12,6 +12,12 @@ sweep or the report for the others. So a host's health.json is read by `loads`, 
 
 `dumps` writes strict JSON only (``allow_nan=False``): a record on disk never holds ``NaN`` or
 ``Infinity``, which other readers (jq, browsers, Go, Rust) refuse.
+
+`loads_known` reads back a document that `loads` already accepted once and that sweep wrote itself
+(the store knows its own records by their SHA-256: `sweep.store`): the stdlib parse alone, three
+times faster, without the walk. It still refuses what no record sweep writes can hold (``NaN``,
+``Infinity``, a number that overflows a double, the escape of a lone surrogate) by handing such a
+document to `loads`, so a forged digest list buys no crash (docs/security.md, run folders).
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from typing import Any
 MAX_DEPTH = 64  # a health.json nests 6 deep; a record adds 1
 INT_LIMIT = 2 ** 63  # larger integers have no exact column type: they are unknown numbers
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 class DepthError(ValueError):
@@ -82,6 +89,34 @@ def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Loaded:
     loaded = Loaded(document)
     _walk(loaded, max_depth, bool(unknown), bool(_SURROGATE_ESCAPE.search(text)))
     return loaded
+
+
+class _NotWritten(Exception):
+    """A token no document written by `dumps` holds: the document goes to `loads`."""
+
+
+def _not_written(_text: str):
+    raise _NotWritten
+
+
+def _written_float(text: str) -> float:
+    value = float(text)
+    if value - value:  # inf - inf and nan - nan are nan
+        raise _NotWritten
+    return value
+
+
+def loads_known(text: bytes) -> Loaded:
+    """`loads` for a document strict JSON accepted when it arrived and `dumps` wrote (sweep's own record,
+    its bytes unchanged): the stdlib parse only, no walk; a token `dumps` never writes sends it to `loads`."""
+    if b"\\" in text and _SURROGATE_ESCAPE_BYTES.search(text):  # memchr first: most records hold no escape
+        return loads(text)  # the escape of a surrogate: a lone one is made U+FFFD there
+    try:
+        return Loaded(json.loads(text.decode("utf-8"), parse_constant=_not_written, parse_float=_written_float))
+    except _NotWritten:
+        return loads(text)
+    except RecursionError:
+        raise DepthError(None, MAX_DEPTH) from None
 
 
 def _walk(loaded: Loaded, max_depth: int, numbers: bool, surrogates: bool) -> None:

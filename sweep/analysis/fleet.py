@@ -108,7 +108,7 @@ def load_fleet(paths, workers: int | None = None, keep_health: bool = False) -> 
     for path in (Path(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)):
         sources.append(str(path))
         listing = list_records(path)
-        files.extend((file, listing.groups) for file in listing.files)
+        files.extend((file, listing.groups, listing.digests.get(file.name)) for file in listing.files)
         listed.append(listing)
     if not files:
         raise HealthFileError("no host record or health.json found", where=", ".join(sources) or "(no path)",
@@ -166,8 +166,8 @@ def _load_chunk(chunk):
     start, files, keep_health = chunk
     builder = _Builder(start, keep_health)
     try:
-        for file, groups_of in files:
-            builder.add(file, _read_json(file), groups_of)
+        for file, groups_of, digest in files:  # digest: the record's own as sweep wrote it (store.read_digests)
+            builder.add(file, _read_json(file, digest), groups_of)
     except SweepError as err:
         return (type(err), err.message, err.where, err.fix)
     return builder.typed()
@@ -524,6 +524,6 @@ def _array(values: list, dtype: str):
     return pd.array([None if v is None else str(v) for v in values], dtype=dtype)
 
 
-def _read_json(path: Path):
+def _read_json(path: Path, digest: str | None = None):
     return read_json(path, HealthFileError,
-                     "pass health.json as the agent printed it, or a run folder's host record")
+                     "pass health.json as the agent printed it, or a run folder's host record", digest)

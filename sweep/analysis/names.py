@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numbers
 import re
+from functools import lru_cache
 
 from ClusterShell.NodeSet import NodeSet
 
@@ -27,8 +28,13 @@ def fold_hosts(names) -> str:
     ClusterShell's NodeSet does the folding. It parses every name it is given, which takes seconds
     for 10,000 names, so names that differ in one number only are first written as one pattern
     (``gpu[00001-00100]``) and NodeSet folds the few patterns; the result is checked by expanding it.
+    A report folds its pool several times (verdict, headline, summary): the last folds are kept.
     """
-    names = list(dict.fromkeys(names))
+    return _fold(tuple(dict.fromkeys(names)))
+
+
+@lru_cache(maxsize=32)
+def _fold(names: tuple) -> str:
     plain = [n for n in names if _FOLDABLE.match(n)]
     odd = sorted(n for n in names if not _FOLDABLE.match(n))
     parts = []
