@@ -200,6 +200,11 @@ def explain_files(before: str | Path, after: str | Path) -> tuple[list[str], lis
     return conclusion(a, b), diff_health(a, b)
 
 
+def probes_of(before: str | Path, after: str | Path) -> tuple[dict, dict]:
+    """The two health documents `sweep diff A B` compares as machines (a provenance file: its probe before)."""
+    return load_health(before), load_health(after)
+
+
 def _kind(path: str | Path):
     data = _read_json(Path(path))
     return data.get("kind") if isinstance(data, dict) else None

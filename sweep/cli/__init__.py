@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from sweep import __version__, exitcodes
@@ -25,7 +25,25 @@ from sweep.text import plural, visible
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Is this GPU fleet the fleet you think it is? Probe hosts, sweep a fleet, compare it.")
-console = Console(stderr=True, highlight=False, emoji=False)  # ":end:" in host text stays text
+PIPE_WIDTH = 1_000_000  # a pipe or a file has no width: a line is as long as its text
+
+
+class Stream(Console):
+    """A console that wraps and cuts only on a terminal: piped or redirected output keeps every
+    line and value whole (`sweep baseline show | grep 580.` sees the whole driver version)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        return super().size if self.is_terminal else ConsoleDimensions(PIPE_WIDTH, 25)
+
+    @size.setter
+    def size(self, new: tuple) -> None:
+        Console.size.fset(self, new)
+
+
+# Results on stdout (`results`), progress and diagnostics on stderr (`console`): README "Output streams"
+results = Stream(highlight=False, emoji=False)  # ":end:" in host text stays text
+console = Stream(stderr=True, highlight=False, emoji=False)
 
 
 def safe(text) -> str:
@@ -35,7 +53,7 @@ def safe(text) -> str:
 
 def _version(value: bool) -> None:
     if value:
-        console.print(f"sweep {__version__}", soft_wrap=True)
+        results.print(f"sweep {__version__}", soft_wrap=True)
         raise typer.Exit(exitcodes.OK)
 
 
@@ -107,7 +125,7 @@ def bundle(output: Path = typer.Option(Path("agent.pyz"), "--output", "-o", meta
     from sweep.collect.bundle import build_bundle
 
     path = build_bundle(paths.output_file(output, "--output", "the agent bundle"))
-    console.print(f"wrote {path} ({path.stat().st_size // 1024} KiB); run it with: python3 {path} --out DIR",
+    results.print(f"wrote {path} ({path.stat().st_size // 1024} KiB); run it with: python3 {path} --out DIR",
                   soft_wrap=True)  # one line, whatever the terminal's width: it is copied and pasted
 
 
@@ -131,25 +149,39 @@ def diff(
     paths.output_file(html, "--html", "the HTML diff")
     if before.is_dir() or after.is_dir():
         raise typer.Exit(_run_diff(before, after, as_json, html))
-    from sweep.audit.diff import explain_files, rising_link_errors
+    from sweep.audit.diff import explain_files, probes_of, rising_link_errors
+    from sweep.audit.rundiff import fold_probe_changes, probe_exit_code
 
     conclusion, changes = explain_files(before, after)
+    code = probe_exit_code(*probes_of(before, after))
+    folded = fold_probe_changes(changes)
     if as_json:
-        print(json.dumps({"conclusion": conclusion, "changes": [c.__dict__ for c in changes]}, indent=1))
-        return
+        print(json.dumps({"conclusion": conclusion, "changes": [c.__dict__ for c in changes],
+                          "folded": [c.as_dict() for c in folded], "exit_code": code}, indent=1))
+        raise typer.Exit(code)
+    _probe_table(before, after, conclusion, changes, folded)
+    raise typer.Exit(code)
+
+
+def _probe_table(before: Path, after: Path, conclusion: list, changes: list, folded: list) -> None:
+    """`sweep diff A B` of two probes on stdout: the conclusion, one row per change (kinds and GPUs as
+    the run diff names and folds them), then the findings of rising link errors."""
     from rich.table import Table
 
+    from sweep.audit.diff import rising_link_errors
+    from sweep.audit.rundiff import show_gpus
+
     for line in conclusion:
-        print(safe(line))
-    out = Console(highlight=False)
+        results.print(safe(line), soft_wrap=True)
     table = Table(title=f"{safe(before)} -> {safe(after)}: {plural(len(changes), 'change')}")
-    for col in ("kind", "field", "before", "after"):
+    for col in ("kind", "field", "GPUs", "before", "after"):
         table.add_column(col, overflow="fold")
-    for c in changes:
-        table.add_row(c.category, safe(c.path), safe(json.dumps(c.before)), safe(json.dumps(c.after)))
-    out.print(table)
+    for c in folded:
+        table.add_row(c.kind, safe(c.field), safe(show_gpus(c.gpus)), safe(json.dumps(c.before)),
+                      safe(json.dumps(c.after)))
+    results.print(table)
     for finding in rising_link_errors(changes):
-        out.print("finding: " + safe(finding))
+        results.print("finding: " + safe(finding), soft_wrap=True)
 
 
 @app.command()
@@ -200,7 +232,7 @@ def _run_diff(before: Path, after: Path, as_json: bool, html: Optional[Path]) ->
     if as_json:
         print(json.dumps(result.as_dict(), indent=1, ensure_ascii=False))
     else:
-        render_terminal(result, Console(highlight=False))
+        render_terminal(result, results)
     return result.exit_code
 
 
@@ -224,7 +256,7 @@ def baseline_set(
     paths.output_dir(directory, "--dir", "the baseline")
 
     for line in set_baseline(run_dir, directory, update=update, hosts=host).lines():
-        console.print(safe(line))
+        results.print(safe(line), soft_wrap=True)
 
 
 @baseline_app.command("show")
@@ -249,7 +281,7 @@ def baseline_show(
         table.add_column(col)
     for row in rows:
         table.add_row(*(safe(row[c]) for c in cols))
-    Console(highlight=False).print(table)
+    results.print(table)
 
 
 @baseline_app.command("check")
@@ -270,12 +302,13 @@ def baseline_check(
         from sweep.analysis.names import fold_messages
 
         for line in fold_messages((d.host, d.message) for d in result.drift):
-            console.print(safe(line), soft_wrap=True)
+            results.print(safe(line), soft_wrap=True)
         for label, names in (("no baseline", result.no_baseline), ("in the baseline, not in the run", result.absent),
                              ("not compared (failed in the run)", [u["host"] for u in result.unjudged])):
             if names:
-                console.print(safe(f"{label}: {', '.join(names)}"))
-        console.print(safe(f"{plural(len(result.compared), 'host')} compared, {len(result.drifted_hosts)} drifted"))
+                results.print(safe(f"{label}: {', '.join(names)}"), soft_wrap=True)
+        results.print(safe(f"{plural(len(result.compared), 'host')} compared, {len(result.drifted_hosts)} drifted"),
+                  soft_wrap=True)
     raise typer.Exit(result.exit_code)
 
 
@@ -400,7 +433,7 @@ def run(
     keep_history(result.run_dir)
     if not no_report and result.state != "interrupted":
         code = max(code, _report([result.run_dir], result.run_dir / "report", reference, expect, baseline))
-    console.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
+    results.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -486,8 +519,8 @@ def _report(inputs, out_dir: Path, reference: Optional[str], expect: Optional[Pa
     from sweep.report.build import build_report
 
     result = build_report([Path(p) for p in inputs], out_dir, reference=reference, expect=expect, baseline=baseline)
-    console.print(safe(result.headline), soft_wrap=True)
-    console.print(f"report: {(out_dir / 'report.html').resolve()}", soft_wrap=True)
+    results.print(safe(result.headline), soft_wrap=True)
+    results.print(f"report: {(out_dir / 'report.html').resolve()}", soft_wrap=True)
     return result.exit_code
 
 
@@ -549,9 +582,9 @@ def audit(
 
         for items in ((section["expectations"] or {}).get("findings", []), (section["baseline"] or {}).get("drift", [])):
             for line in fold_messages((item["host"], item["message"]) for item in items):
-                console.print(safe(line), soft_wrap=True)
+                results.print(safe(line), soft_wrap=True)
         for line in section["headline"] or ["no host is off its expectations or baseline"]:
-            console.print(safe(line), soft_wrap=True)
+            results.print(safe(line), soft_wrap=True)
     raise typer.Exit(section["exit_code"])
 
 
@@ -582,7 +615,7 @@ def demo(
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
     code = _report([result.run_dir], result.run_dir / "report", None)
-    console.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
+    results.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
     odd = off_design(fleet_hosts, result)
     if odd or result.state != "complete":
         for line in odd:
@@ -590,9 +623,9 @@ def demo(
         _say("error", "the demo fleet did not behave as designed" + (f" ({plural(len(odd), 'host')})" if odd else
                       f" (the sweep was {result.state})"))
         raise typer.Exit(code or exitcodes.INCOMPLETE)
-    console.print(f"under `sweep run` this fleet would exit {code}: {exitcodes.MEANING[code]} "
-                  f"(its unreachable and broken hosts are there on purpose)", soft_wrap=True)
-    console.print("demo done: every host behaved as designed", soft_wrap=True)
+    results.print(f"under `sweep run` this fleet would exit {code}: {exitcodes.MEANING[code]} "
+              f"(its unreachable and broken hosts are there on purpose)", soft_wrap=True)
+    results.print("demo done: every host behaved as designed", soft_wrap=True)
     raise typer.Exit(exitcodes.OK)
 
 

@@ -10,6 +10,7 @@ import typer
 from sweep import exitcodes
 from sweep.cli import paths
 from sweep.errors import ConfigError
+from sweep.text import plural
 
 export_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                          help="Hand a run to the systems operators already watch (Prometheus).")
@@ -53,7 +54,7 @@ def history(
     points, and drift of the SM clock under load against each host's own first runs (drifted hosts
     ranked first). Writes history.html, changes.csv, timeline.csv, drift.csv, load.csv, history.json.
     Exit 5 when a host drifted or changed, like sweep diff."""
-    from sweep.cli import console, safe
+    from sweep.cli import results, safe
     from sweep.history import build_history
     from sweep.history.build import parse_since
 
@@ -68,11 +69,11 @@ def history(
     result = build_history(list(runs) if runs else [root], out_dir, index_path=index, since=since, host=host,
                            threshold_pct=threshold, floor_mhz=floor)
     for line in result.lines():
-        console.print(safe(line), soft_wrap=True)
-    console.print(safe(f"{len(result.selection.runs)} run(s), {len(result.drifted)} host(s) drifted, "
-                       f"{len(result.changed_hosts)} host(s) changed; index: {len(result.update.read)} run(s) "
-                       f"read, {result.update.kept} unchanged"))
-    console.print(f"history: {safe((out_dir / 'history.html').resolve())}", soft_wrap=True)
+        results.print(safe(line), soft_wrap=True)
+    results.print(safe(f"{plural(len(result.selection.runs), 'run')}, {plural(len(result.drifted), 'host')} drifted, "
+                   f"{plural(len(result.changed_hosts), 'host')} changed; index: "
+                   f"{plural(len(result.update.read), 'run')} read, {result.update.kept} unchanged"), soft_wrap=True)
+    results.print(f"history: {safe((out_dir / 'history.html').resolve())}", soft_wrap=True)
     raise typer.Exit(exitcodes.OFF if result.drifted or result.changes else exitcodes.OK)
 
 
