@@ -21,7 +21,7 @@ from sweep import __version__, exitcodes
 from sweep.cli import paths
 from sweep.cli.history import keep_history, register as register_history
 from sweep.errors import SweepError
-from sweep.text import plural, visible
+from sweep.text import noun, plural, visible
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Is this GPU fleet the fleet you think it is? Probe hosts, sweep a fleet, compare it.")
@@ -118,13 +118,20 @@ def probe(
     raise typer.Exit(exitcodes.BROKEN if health["lowest_broken"] else exitcodes.OK)
 
 
+def older(spelling: str):
+    """A hidden option under an older name (`--output`, `--dir`): it still works, help shows the new one."""
+    return typer.Option(None, spelling, hidden=True)
+
+
 @app.command()
-def bundle(output: Path = typer.Option(Path("agent.pyz"), "--output", "-o", metavar="FILE",
-                                       help="where to write the zipapp")):
+def bundle(out: Path = typer.Option(Path("agent.pyz"), "--out", "-o", metavar="FILE",
+                                    help="where to write the zipapp"),
+           output: Optional[Path] = older("--output")):
     """Write the self-contained agent (runs with a bare python3 3.8+: python3 agent.pyz --help)."""
     from sweep.collect.bundle import build_bundle
 
-    path = build_bundle(paths.output_file(output, "--output", "the agent bundle"))
+    name, target = ("--out", out) if output is None else ("--output", output)
+    path = build_bundle(paths.output_file(target, name, "the agent bundle"))
     results.print(f"wrote {path} ({path.stat().st_size // 1024} KiB); run it with: python3 {path} --out DIR",
                   soft_wrap=True)  # one line, whatever the terminal's width: it is copied and pasted
 
@@ -245,15 +252,17 @@ app.add_typer(baseline_app, name="baseline")
 @baseline_app.command("set")
 def baseline_set(
     run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="the run folder whose reachable hosts become the baseline"),
-    directory: Path = typer.Option(Path("baseline"), "--dir", metavar="DIR", help="baseline folder (one file per host)"),
+    out: Path = typer.Option(Path("baseline"), "--out", "-o", metavar="DIR", help="baseline folder (one file per host)"),
     update: bool = typer.Option(False, "--update", help="replace hosts the baseline already holds"),
     host: List[str] = typer.Option([], "--host", metavar="HOST", help="only this host (repeatable)"),
+    directory: Optional[Path] = older("--dir"),
 ):
     """Record each host's state from RUN_DIR: new hosts are added, existing ones kept unless --update."""
     from sweep.audit.baseline import set_baseline
 
     paths.input_dir(run_dir, "RUN_DIR", "a run folder (sweep run)")
     paths.output_dir(directory, "--dir", "the baseline")
+    directory = directory if directory is not None else paths.output_dir(out, "--out", "the baseline")
 
     for line in set_baseline(run_dir, directory, update=update, hosts=host).lines():
         results.print(safe(line), soft_wrap=True)
@@ -261,13 +270,15 @@ def baseline_set(
 
 @baseline_app.command("show")
 def baseline_show(
-    directory: Path = typer.Option(Path("baseline"), "--dir", metavar="DIR", help="baseline folder"),
+    baseline: Path = typer.Option(Path("baseline"), "--baseline", metavar="DIR", help="baseline folder"),
     host: List[str] = typer.Option([], "--host", metavar="HOST", help="only this host (repeatable)"),
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
+    directory: Optional[Path] = older("--dir"),
 ):
     """One line per host of the baseline: driver, GPUs, ECC, power limit, MIG, worst link, when set."""
     from sweep.audit.baseline import show_rows
 
+    directory = directory if directory is not None else baseline
     rows = show_rows(directory, host)
     if as_json:
         print(json.dumps(rows, indent=1, ensure_ascii=False))
@@ -287,15 +298,16 @@ def baseline_show(
 @baseline_app.command("check")
 def baseline_check(
     run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="the run folder to compare with the baseline"),
-    directory: Path = typer.Option(Path("baseline"), "--dir", metavar="DIR", help="baseline folder"),
+    baseline: Path = typer.Option(Path("baseline"), "--baseline", metavar="DIR", help="baseline folder"),
     as_json: bool = typer.Option(False, "--json", help="print the comparison as JSON"),
+    directory: Optional[Path] = older("--dir"),
 ):
     """Drift of each host of RUN_DIR from its baseline (driver, ECC, power, MIG, topology, swapped or
     missing GPUs). Exit 5 when a host drifted."""
     from sweep.audit.baseline import compare_to_baseline
 
     paths.input_dir(run_dir, "RUN_DIR", "a run folder (sweep run)")
-    result = compare_to_baseline(run_dir, directory)
+    result = compare_to_baseline(run_dir, directory if directory is not None else baseline)
     if as_json:
         print(json.dumps(result.as_dict(), indent=1, ensure_ascii=False))
     else:
@@ -318,7 +330,9 @@ _RUN_COMMAND = typer.Argument(None, metavar="[-- COMMAND [ARGS...]]",
     help="with --wrap: the benchmark to run on every host, after --")
 _RUN_LIMIT = typer.Option(None, "--limit", "-l", metavar="PATTERN",
     help="Ansible host pattern: group, glob, !exclude, &intersect")
-_RUN_OUT = typer.Option(None, "--out", metavar="DIR",
+_RUN_INVENTORY_OPTION = typer.Option(None, "--inventory", "-i", metavar="INVENTORY",
+    help="the inventory as ansible takes it (the same as the INVENTORY argument)")
+_RUN_OUT = typer.Option(None, "--out", "-o", metavar="DIR",
     help="run folder (default: reports/<UTC time>-<inventory name> under the "
     "current directory; its absolute path is printed at the end)")
 _RUN_RESUME = typer.Option(None, "--resume", metavar="RUN_DIR",
@@ -405,12 +419,12 @@ def run(
     force: bool = _RUN_FORCE,
     interval: float = _RUN_INTERVAL,
     list_hosts: bool = _RUN_LIST_HOSTS,
+    inventory_option: Optional[Path] = _RUN_INVENTORY_OPTION,
 ):
-    """Sweep every host of an inventory over SSH (or through ansible or Slurm: --engine), keep each
-    record, then compare and report. The run folder goes to reports/<UTC time>-<inventory name>
-    under the current directory unless --out says otherwise; the last lines name it and its report
-    by absolute path. With --wrap -- COMMAND, run a benchmark on every host inside the provenance
-    envelope and compare its figures class by class."""
+    """Sweep every host of an inventory over SSH (or ansible, Slurm: --engine), keep each record, then compare
+    and report; the last lines name the run folder (reports/<UTC time>-<inventory name> unless --out) and its
+    report by absolute path. --wrap -- COMMAND: a benchmark on every host, compared class by class."""
+    inventory, command = _inventory_given(inventory, inventory_option, command)
     _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by, reference, limit)
     spec = _wrap_spec(wrap, command, metric, force, interval)
     from sweep.collect.engines import engine_from_options
@@ -437,13 +451,21 @@ def run(
     raise typer.Exit(code)
 
 
+def _inventory_given(positional: Optional[Path], option: Optional[Path], command):
+    """`sweep run INVENTORY` or `sweep run -i INVENTORY` (as ansible is typed): with -i, what took the
+    INVENTORY place is the first word of the command after --."""
+    if option is None:
+        return positional, command
+    return option, ([str(positional)] if positional is not None else []) + list(command or [])
+
+
 def _wrap_spec(wrap: bool, command, metric, force: bool, interval: float):
     """The benchmark of `sweep run --wrap -- COMMAND`, or None for a plain sweep."""
     from sweep.errors import ConfigError
 
     if not wrap:
         if command:
-            raise ConfigError(f"unexpected argument(s) after the inventory: {' '.join(command)}",
+            raise ConfigError(f"unexpected {noun(len(command), 'argument')} after the inventory: {' '.join(command)}",
                               fix="to run a benchmark on every host: sweep run INVENTORY --wrap -- COMMAND")
         if metric or force:
             raise ConfigError("--metric and --force belong to --wrap", fix="add --wrap -- COMMAND")
@@ -528,7 +550,7 @@ def _report(inputs, out_dir: Path, reference: Optional[str], expect: Optional[Pa
 def report(
     inputs: List[Path] = typer.Argument(..., metavar="PATH...",
                                         help="run folders, host records, health.json or provenance.json files"),
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
+    out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
                                        help="output folder (default: PATH/report for one run folder, else "
                                             "reports/report under the current directory)"),
     reference: Optional[str] = typer.Option(None, "--reference", metavar="HOST|GROUP",
@@ -551,7 +573,27 @@ def report(
     paths.input_dir(baseline, "--baseline", "a baseline folder (sweep baseline set)")
     if out is None:
         out = inputs[0] / "report" if len(inputs) == 1 and inputs[0].is_dir() else Path("reports/report")
+    _warn_doubled([p for p in inputs if (p / "manifest.json").is_file()])
     raise typer.Exit(_report(inputs, out, reference, expect, baseline))
+
+
+def _warn_doubled(run_dirs: List[Path]) -> None:
+    """Run folders of the same hosts reported together: each such host is counted once per run (gpu01,
+    gpu01#2); comparing two runs of one fleet is `sweep diff`'s work. Said once, on stderr."""
+    from sweep.analysis.names import fold_hosts
+    from sweep.audit.rundiff import load_run
+
+    seen: dict = {}
+    for run_dir in run_dirs:
+        for host in load_run(run_dir).records:
+            seen.setdefault(host, []).append(run_dir)
+    doubled = [host for host, where in seen.items() if len(where) > 1]
+    if doubled:
+        first = seen[doubled[0]]
+        _say("warning", f"{plural(len(doubled), 'host')} ({fold_hosts(doubled)}) {'is' if len(doubled) == 1 else 'are'} "
+                        f"in more than one of these run folders: the report counts each once per run "
+                        f"({doubled[0]}, {doubled[0]}#2); to see what changed between two runs of the same hosts, "
+                        f"use sweep diff {first[0]} {first[1]}")
 
 
 @app.command()
@@ -591,13 +633,18 @@ def audit(
 @app.command()
 def demo(
     hosts: int = typer.Option(40, "--hosts", metavar="N", help="hosts replaying captures (3 unreachable hosts are added)"),
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
+    out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
                                        help="run folder (default: reports/<UTC time>-demo under the current directory)"),
-    keep: bool = typer.Option(False, "--keep", help="leave the fleet's temp folder (keys, configs) in place"),
+    keep: bool = typer.Option(False, "--keep", help="leave the fleet's temp folder (keys, configs) in place "
+                              "and print where"),
+    serve: bool = typer.Option(False, "--serve", help="after the report, leave the fleet running until Ctrl-C and "
+                               "print its inventory, known_hosts and the sweep run / --limit / sweep diff "
+                               "commands to try on it"),
 ):
-    """Start a local fleet of real sshd servers replaying GPU captures, sweep it, report, tear down.
-    Exit 0 when every host behaved as the demo fleet was built to (its unreachable and broken hosts
-    are there on purpose); it also prints the exit code `sweep run` would give the same fleet, and why."""
+    """Start a local fleet of real sshd servers replaying GPU captures, sweep it, report, tear down
+    (with --serve: after Ctrl-C). Exit 0 when every host behaved as the demo fleet was built to (its
+    unreachable and broken hosts are there on purpose); it also prints the exit code `sweep run`
+    would give the same fleet, and why."""
     import shutil
     import tempfile
 
@@ -608,14 +655,17 @@ def demo(
         raise SweepError(f"--hosts is {hosts}; it must be 1 or more", fix="pass --hosts 40, say")
     paths.output_dir(out, "--out", "the run folder")
     work = Path(tempfile.mkdtemp(prefix="sweep-demo-"))
+    codes = []
     try:
         result, fleet_hosts = run_demo(hosts, out, lambda options: run_with_progress(options, console), work,
-                                       say=console.print)
+                                       say=console.print, then=lambda res, fleet: codes.append(
+                                           _demo_report(res, fleet, serve)))
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
-    code = _report([result.run_dir], result.run_dir / "report", None)
-    results.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
+        else:
+            console.print(f"kept the demo fleet's keys, configs and inventory in {work}", soft_wrap=True)
+    code = codes[0]
     odd = off_design(fleet_hosts, result)
     if odd or result.state != "complete":
         for line in odd:
@@ -627,6 +677,20 @@ def demo(
               f"(its unreachable and broken hosts are there on purpose)", soft_wrap=True)
     results.print("demo done: every host behaved as designed", soft_wrap=True)
     raise typer.Exit(exitcodes.OK)
+
+
+def _demo_report(result, fleet, serve: bool) -> int:
+    """The demo run's report while its fleet still runs; with --serve, the fleet then serves until Ctrl-C."""
+    code = _report([result.run_dir], result.run_dir / "report", None)
+    if serve:
+        from sweep.demo.serve import by_hand, serve_until_interrupted
+
+        for line in by_hand(fleet, result.run_dir.resolve()):
+            results.print(line, markup=False, soft_wrap=True)
+        results.file.flush()
+        serve_until_interrupted()
+        console.print("stopping the demo fleet", soft_wrap=True)
+    return code
 
 
 def command():

@@ -41,7 +41,7 @@ def history(
     since: Optional[str] = typer.Option(None, "--since", metavar="AGE",
                                         help="only runs of the last AGE: 6w, 30d, 12h"),
     host: Optional[str] = typer.Option(None, "--host", metavar="PATTERN", help="only hosts matching this glob (gpu0*)"),
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="output folder (default ROOT/history)"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR", help="output folder (default ROOT/history)"),
     index: Optional[Path] = typer.Option(None, "--index", metavar="FILE",
                                          help="history index file (default ROOT/.sweep-history.sqlite)"),
     threshold: float = typer.Option(3.0, "--threshold", metavar="PERCENT",
@@ -79,15 +79,16 @@ def history(
 
 def prometheus(
     run_dir: Optional[Path] = typer.Argument(None, metavar="[RUN_DIR]", help="the run folder to export"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="FILE",
-                                          help="file to write, atomically (default: stdout); e.g. "
-                                               "/var/lib/prometheus/node-exporter/sweep.prom"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="FILE",
+                                       help="file to write, atomically (default: stdout); e.g. "
+                                            "/var/lib/prometheus/node-exporter/sweep.prom"),
     rules: bool = typer.Option(False, "--rules", help="write the alerting rules instead of the metrics"),
     expect: Optional[Path] = typer.Option(None, "--expect", metavar="FILE",
                                           help="with --rules: expectations file (intended power limits, approved "
                                                "drivers, SM clock floors; docs/expectations.md)"),
     floor: float = typer.Option(1200.0, "--floor", metavar="MHZ",
                                 help="with --rules, where --expect sets no floor: SM clock floor under load"),
+    output: Optional[Path] = typer.Option(None, "--output", hidden=True),
 ):
     """Write a run as node_exporter textfile-collector metrics, or (--rules) the alerting rules that
     judge them: power limit not the intended one, HW slowdown / thermal / power brake, an ECC mode
@@ -97,6 +98,7 @@ def prometheus(
 
     paths.input_file(expect, "--expect", "an expectations file (docs/expectations.md)")
     paths.output_file(output, "--output", "the metrics or rules file")
+    output = output if output is not None else paths.output_file(out, "--out", "the metrics or rules file")
     if rules:
         from sweep.export.rules import rules_text
 
