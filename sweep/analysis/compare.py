@@ -112,15 +112,16 @@ class Findings:
         folded = abbreviate(fold_hosts(pool))
         if self.comparable:
             whole = "all " if len(pool) == total else ""
-            return ("One pool" if not tail else "One pool, hosts kept out",
-                    f"{whole}{len(pool)} of {plural(total, 'host')} ({folded}) can be benchmarked together{tail}.")
+            ready = (f"the one host ({folded}) can run a benchmark" if total == 1 else
+                     f"{whole}{len(pool)} of {plural(total, 'host')} ({folded}) can be benchmarked together")
+            return "One pool" if not tail else "One pool, hosts kept out", f"{ready}{tail}."
         others = sum(c.size for c in self.classes[1:])
         keys = []
         for c in self.classes[1:]:
             keys.extend(d.label for d in c.differs if d.label not in keys)
         return (f"Not one pool: {len(self.classes)} comparability classes",
                 f"the pool is {folded} ({len(pool)} of {plural(total, 'host')}); "
-                f"{plural(others, 'host')} in {plural(len(self.classes) - 1, 'other class', 'other classes')} differ in {', '.join(keys)}{tail}.")
+                f"{plural(others, 'host')} in {plural(len(self.classes) - 1, 'other class', 'other classes')} {'differs' if others == 1 else 'differ'} in {', '.join(keys)}{tail}.")
 
     def headline(self) -> str:
         """The verdict in one sentence."""
