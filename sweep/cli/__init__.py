@@ -149,14 +149,14 @@ def diff(
     """What changed between two probes: the conclusion in a line or two, then the throttle evidence
     that proves it, then the rest; between two wrapped runs
     (provenance.json), the probes before them first, then what their samples saw. Between two run
-    folders: hosts added, removed, newly unreachable, recovered, and each host's changes by kind
-    (exit 5 when anything changed; docs/audits.md)."""
+    folders: hosts added, removed, newly unreachable, recovered, and each host's changes by kind.
+    Exit 5 when the machine changed (probes) or anything changed (runs), 0 when not; docs/audits.md."""
     paths.input_path(before, "BEFORE", "a health.json, host record, provenance.json or run folder")
     paths.input_path(after, "AFTER", "a health.json, host record, provenance.json or run folder")
     paths.output_file(html, "--html", "the HTML diff")
     if before.is_dir() or after.is_dir():
         raise typer.Exit(_run_diff(before, after, as_json, html))
-    from sweep.audit.diff import explain_files, probes_of, rising_link_errors
+    from sweep.audit.diff import explain_files, probes_of
     from sweep.audit.rundiff import fold_probe_changes, probe_exit_code
 
     conclusion, changes = explain_files(before, after)
@@ -584,9 +584,12 @@ def _warn_doubled(run_dirs: List[Path]) -> None:
     from sweep.audit.rundiff import load_run
 
     seen: dict = {}
-    for run_dir in run_dirs:
-        for host in load_run(run_dir).records:
-            seen.setdefault(host, []).append(run_dir)
+    try:
+        for run_dir in run_dirs if len(run_dirs) > 1 else ():
+            for host in load_run(run_dir).records:
+                seen.setdefault(host, []).append(run_dir)
+    except SweepError:
+        return  # a folder it cannot read: the report says why, with its own message
     doubled = [host for host, where in seen.items() if len(where) > 1]
     if doubled:
         first = seen[doubled[0]]
