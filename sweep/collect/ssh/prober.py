@@ -49,6 +49,9 @@ FAILURE_CLASSES = (
     "dns", "refused", "timeout", "host_key_unknown", "host_key_changed", "auth",
     "no_python", "python_too_old", "agent_error", "output_too_large", "bad_output",
 )
+# what `sweep run --resume RUN --retry-failed` retries when no class is named: failures the network, the host's
+# state or the operator's own files (known_hosts) cause, that a later try may not meet
+TRANSIENT_CLASSES = ("dns", "refused", "timeout", "host_key_unknown")
 FAST_KEX = "curve25519-sha256@libssh.org"
 FAST_CIPHER = "aes128-gcm@openssh.com"
 # paramiko logs each failed handshake with a traceback at ERROR; a failed host is already a record
@@ -504,9 +507,8 @@ def _open_tunnel(name: str, client: paramiko.SSHClient, hop: Hop, deadline: floa
 
 def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
                  wrapped: bool = False, host_deadline: float | None = None) -> tuple[dict, list[dict]]:
-    """health.json (`wrapped`: provenance.json) from stdout and the numbers in it a double cannot hold
-    (now null; `sweep.strictjson`), or the HostFailure that says why there is none: an agent the
-    bootstrap ended at the host deadline (`host_deadline` s) is a timeout."""
+    """health.json (`wrapped`: provenance.json) from stdout and the numbers in it a double cannot hold (now
+    null; `sweep.strictjson`), or the HostFailure why there is none (ended at `host_deadline`: timeout)."""
     problem, unknown = None, []
     try:
         loaded = strict_loads(out)
@@ -540,7 +542,7 @@ def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
                 "this sweep's agent"))
     if problem is None:
         return health, unknown
-    if exit_status == DEADLINE_EXIT and DEADLINE_MARK in stderr:
+    if exit_status == DEADLINE_EXIT and DEADLINE_MARK in stderr:  # the bootstrap ended it at the deadline
         raise timed_out(host, host_deadline)
     last = _last_line(stderr)
     if TOO_OLD_MARK in stderr or (exit_status == 1 and _python_syntax_error(stderr)):
