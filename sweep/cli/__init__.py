@@ -416,8 +416,9 @@ def _report_run(result, report: dict) -> int:
     report = {key: result.options.get(key, value) for key, value in report.items()}
     if report["no_report"] or result.state == "interrupted":
         return result.exit_code
+    expect, baseline = (Path(report[key]) if report[key] is not None else None for key in ("expect", "baseline"))
     return max(result.exit_code, _report([result.run_dir], result.run_dir / "report", report["reference"],
-                                         report["expect"], report["baseline"]))
+                                         expect, baseline))
 
 
 # `sweep run`'s options -> the run_sweep options they set (sweep.collect.resume.OPTIONS): a resumed run

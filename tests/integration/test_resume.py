@@ -203,3 +203,16 @@ def test_sigint_at_random_moments_then_the_printed_resume_ends_with_the_uninterr
         kept = manifest(run)
         assert kept["state"] == "complete" and all(s["state"] in ("complete", "interrupted") for s in kept["sessions"])
         assert kept["options"]["known_hosts"] == [str(twenty.known_hosts_path)]
+
+
+def test_resume_reports_with_the_runs_own_expectations(twenty, tmp_path):
+    expect = tmp_path / "expect.yml"
+    expect.write_text("version: 1\ndefaults:\n  gpu_count: 8\n")  # the replayed hosts have one GPU: off it
+    run = tmp_path / "run"
+    assert main(["run", str(twenty.inventory_path), "--out", str(run), "--known-hosts", str(twenty.known_hosts_path),
+                 "--limit", "r01:r02", "--expect", str(expect)]) == 5
+    forget(run, ["r02"])
+    shutil.rmtree(run / "report")
+    assert main(["run", "--resume", str(run)]) == 5  # the report judged the run against the same file
+    assert (run / "report" / "report.html").is_file()
+    assert manifest(run)["options"]["expect"] == str(expect)
