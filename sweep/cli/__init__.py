@@ -8,6 +8,7 @@ refused on a host (run --wrap; docs/fleet-benchmark.md); 130 interrupted. `sweep
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -336,7 +337,12 @@ _RUN_OUT = typer.Option(None, "--out", "-o", metavar="DIR",
     help="run folder (default: reports/<UTC time>-<inventory name> under the "
     "current directory; its absolute path is printed at the end)")
 _RUN_RESUME = typer.Option(None, "--resume", metavar="RUN_DIR",
-    help="finish an earlier run folder: sweep hosts without a record")
+    help="finish an earlier run folder: sweep hosts without a record, with the run's own options (an option "
+    "given again wins, and the manifest records it)")
+_RUN_RETRY_FAILED = typer.Option(None, "--retry-failed", metavar="[CLASS...]",
+    help="with --resume: sweep again the hosts whose record failed with these classes (none named: the "
+    "transient ones, dns refused timeout host_key_unknown); the old record is kept as "
+    "hosts/HOST~attempt-N.json")
 _RUN_FORKS = typer.Option(32, "--forks", "-f", metavar="N", help="hosts probed at once")
 _RUN_ACCEPT_NEW_HOST_KEYS = typer.Option(False, "--accept-new-host-keys",
     help="trust unknown host keys and remember them (changed keys are always refused)")
@@ -390,6 +396,7 @@ _RUN_LIST_HOSTS = typer.Option(False, "--list-hosts", help="print the hosts this
 
 @app.command()
 def run(
+    ctx: typer.Context,
     inventory: Optional[Path] = _RUN_INVENTORY,
     command: Optional[List[str]] = _RUN_COMMAND,
     limit: Optional[str] = _RUN_LIMIT,
@@ -420,6 +427,7 @@ def run(
     interval: float = _RUN_INTERVAL,
     list_hosts: bool = _RUN_LIST_HOSTS,
     inventory_option: Optional[Path] = _RUN_INVENTORY_OPTION,
+    retry_failed: Optional[List[str]] = _RUN_RETRY_FAILED,
 ):
     """Sweep every host of an inventory over SSH (or ansible, Slurm: --engine), keep each record, then compare
     and report; the last lines name the run folder (reports/<UTC time>-<inventory name> unless --out) and its
@@ -434,21 +442,81 @@ def run(
     runner = engine_from_options(engine, partition=partition, nodelist=nodelist)
     _check_engine_inputs(engine, transport, inventory, resume)
     hosts = dict(limit=limit, resume=resume, engine=runner, shard=parse_shard(shard) if shard else None,
-                 shard_by=shard_by, inventory_limits=InventoryLimits(yaml_values=max_yaml_values,
-                                                                    range_hosts=max_range_hosts))
+                 shard_by=shard_by, inventory_limits=InventoryLimits(max_yaml_values, max_range_hosts))
     if list_hosts:
         raise typer.Exit(_list_hosts(inventory, **hosts))
-    agent_args = (["--deep"] if deep else []) + (["--load", f"{load:g}"] if load > 0 else [])
+    report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)
     result = run_with_progress(dict(
         inventory_path=inventory, out=out, forks=forks, accept_new_host_keys=accept_new_host_keys,
-        known_hosts=known_hosts, connect_timeout=connect_timeout, host_deadline=host_deadline,
-        agent_args=agent_args, transport=transport, wrap=spec, **hosts), console)
-    code = result.exit_code
+        known_hosts=known_hosts, connect_timeout=connect_timeout, host_deadline=host_deadline, transport=transport,
+        agent_args=(["--deep"] if deep else []) + (["--load", f"{load:g}"] if load > 0 else []), wrap=spec,
+        report=report, given=_given_options(ctx), retry_failed=_retry_classes(retry_failed), **hosts), console)
     keep_history(result.run_dir)
-    if not no_report and result.state != "interrupted":
-        code = max(code, _report([result.run_dir], result.run_dir / "report", reference, expect, baseline))
+    code = _report_run(result, report)
     results.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _report_run(result, report: dict) -> int:
+    """The report of a run that was not interrupted, with the run's report options (--resume: its own, but
+    those given again); the exit code of the run and its report."""
+    report = {key: result.options.get(key, value) for key, value in report.items()}
+    if report["no_report"] or result.state == "interrupted":
+        return result.exit_code
+    expect, baseline = (Path(report[key]) if report[key] is not None else None for key in ("expect", "baseline"))
+    return max(result.exit_code, _report([result.run_dir], result.run_dir / "report", report["reference"],
+                                         expect, baseline))
+
+
+# `sweep run`'s options -> the run_sweep options they set (sweep.collect.resume.OPTIONS): a resumed run
+# reuses its own options but those given again on the command line
+_RUN_GIVES = {
+    "limit": "limit", "forks": "forks", "accept_new_host_keys": "accept_new_host_keys",
+    "known_hosts": "known_hosts", "connect_timeout": "connect_timeout", "host_deadline": "host_deadline",
+    "deep": "agent_args", "load": "agent_args", "reference": "reference", "expect": "expect",
+    "baseline": "baseline", "no_report": "no_report", "engine": "engine", "partition": "engine",
+    "nodelist": "engine", "transport": "transport", "shard": "shard", "shard_by": "shard",
+    "max_yaml_values": "inventory_limits", "max_range_hosts": "inventory_limits", "wrap": "wrap",
+    "command": "wrap", "metric": "wrap", "force": "wrap", "interval": "wrap",
+}
+
+
+def _given_options(ctx: typer.Context) -> set:
+    """The run_sweep options this command line sets (typed, not left at their defaults)."""
+    return {option for param, option in _RUN_GIVES.items()
+            if getattr(ctx.get_parameter_source(param), "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")}
+
+
+def _retry_classes(words: Optional[List[str]]) -> Optional[List[str]]:
+    """--retry-failed's classes (`retry_failed_argv` turned a bare --retry-failed into "transient"): None when
+    not given, [] for the transient ones."""
+    if words is None:
+        return None
+    return [cls for word in words for cls in word.split(",") if cls and cls != RETRY_TRANSIENT]
+
+
+RETRY_TRANSIENT = "transient"  # what a bare --retry-failed stands for
+
+
+def retry_failed_argv(argv: List[str]) -> List[str]:
+    """`sweep run ... --retry-failed [CLASS...]` as click reads it: one --retry-failed per class, and a bare
+    one as --retry-failed transient. The words taken as classes look like a class name (lower case and _)
+    and are no file, so an inventory after them stays the inventory; nothing after ``--`` is touched."""
+    out, i = [], 0
+    while i < len(argv) and argv[i] != "--":
+        word, i = argv[i], i + 1
+        if word != "--retry-failed":
+            out.append(word)
+            continue
+        classes = []
+        while i < len(argv) and _CLASS_WORD.fullmatch(argv[i]) and not Path(argv[i]).exists():
+            classes.append(argv[i])
+            i += 1
+        out += [part for cls in classes or [RETRY_TRANSIENT] for part in ("--retry-failed", cls)]
+    return out + argv[i:]
+
+
+_CLASS_WORD = re.compile(r"[a-z][a-z_]*")
 
 
 def _inventory_given(positional: Optional[Path], option: Optional[Path], command):
@@ -733,7 +801,8 @@ def main(argv: Optional[list] = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("always", InventoryWarning)
             warnings.showwarning = show
-            rv = command().main(args=argv, prog_name="sweep", standalone_mode=False)
+            args = retry_failed_argv(list(sys.argv[1:] if argv is None else argv))
+            rv = command().main(args=args, prog_name="sweep", standalone_mode=False)
     except SweepError as exc:
         _say("error", exc)
         return exc.exit_code

@@ -51,7 +51,7 @@ KINDS = {
     ("report", "expect"): "in_file", ("report", "baseline"): "in_dir",
     ("audit", "run_dir"): "in_dir", ("audit", "expect"): "in_file", ("audit", "baseline"): "in_dir",
     ("demo", "hosts"): "number", ("demo", "out"): "out_dir",
-    ("run", "load"): "number",
+    ("run", "load"): "number", ("run", "retry_failed"): "word",
     ("history", "runs"): "in_dir", ("history", "root"): "in_dir", ("history", "since"): "word",
     ("history", "host"): "word", ("history", "out"): "out_dir", ("history", "index"): "out_file",
     ("history", "threshold"): "number", ("history", "floor"): "number",
@@ -64,6 +64,7 @@ WORDS = {
     ("run", "limit"): ["rack_z", "~gpu("], ("run", "engine"): ["telnet"], ("run", "shard"): ["3/2", "x"],
     ("run", "shard_by"): ["colour"], ("run", "reference"): ["no-such-host"], ("run", "partition"): ["gpu"],
     ("run", "nodelist"): ["gpu[01-02]"], ("run", "metric"): ["tflops", "t=([0-9]+"], ("run", "transport"): ["telnet"],
+    ("run", "retry_failed"): ["bogus", "ok"],
     ("report", "reference"): ["no-such-host"], ("baseline set", "host"): ["no-such-host"],
     ("baseline show", "host"): ["no-such-host"], ("history", "since"): ["6x", "weeks"],
 }
