@@ -39,7 +39,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.audit.baseline import audit_section
+from sweep.audit.baseline import audit_off, audit_section
 from sweep.analysis.bench import bench_section
 from sweep.analysis.compare import Findings, compare
 from sweep import exitcodes
@@ -72,7 +72,7 @@ def exit_code(findings: Findings, audit: dict | None = None, bench: dict | None 
         return exitcodes.NOT_COMPARABLE
     if findings.held_out or any(f.severity == "broken" for f in findings.findings):
         return exitcodes.BROKEN
-    if audit and audit["exit_code"] == exitcodes.OFF:
+    if audit and audit_off(audit):
         return exitcodes.OFF
     return exitcodes.OK
 
