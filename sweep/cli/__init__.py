@@ -1,6 +1,6 @@
 """sweep's command line: parses, hands over, prints. The one place where errors become exit codes.
 
-Exit codes (all commands): 0 success; 1 hosts unreachable or failed (run); 2 bad input (a message
+Exit codes (all commands): 0 success; 1 hosts unreachable or failed (run), not judged (audit); 2 bad input (a message
 names the file, host or option and the fix); 3 hosts not comparable (report); 4 a broken contract
 (probe, report); 5 off expectations or a baseline; 6 a wrapped benchmark failed on a host, 7 it was
 refused on a host (run --wrap; docs/fleet-benchmark.md); 130 interrupted. `sweep report --help` lists the report's precedence.
