@@ -29,7 +29,8 @@ inventory hosts it names. So Ansible's meaning comes first: ``gpu[1:3]`` and, wi
 gpu3. Ansible splits ``gpu[01-02,04]`` at its comma into two pieces that match nothing; when a
 reading of the whole string leaves such a piece unmatched, sweep reads it again with brackets kept
 whole. A pattern that matches nothing either way is ignored with Ansible's own warning
-(``Could not match supplied host pattern, ignoring: gpu99``, an `InventoryWarning`); the names of a
+(``Could not match supplied host pattern, ignoring: gpu99``, an `InventoryWarning`, given when the
+limit still selects some host: otherwise "matches no host" is the one error); the names of a
 node set that are not in the inventory are ignored with the same warning. A node set may name at
 most 100,000 hosts (`FOLDED_NAMES_MAX`).
 
@@ -128,15 +129,16 @@ def match_hosts(limit: str, hosts: Sequence[str], groups: Mapping[str, Sequence[
 
     ``groups`` maps every group name (``all`` included) to its hosts, children's hosts included.
     Returns an empty list when nothing matches; raises LimitError for a pattern that cannot be read.
-    A pattern that matches nothing is ignored with Ansible's warning (an `InventoryWarning`).
+    A pattern that matches nothing is ignored with Ansible's warning (an `InventoryWarning`), unless
+    nothing at all is selected: then the caller's one error line says so.
     """
     position = {name: index for index, name in enumerate(hosts)}
     reading = _evaluate(split_patterns(limit), position, groups)
     if reading.unmatched and _FOLDED_COMMA.search(limit):
         # Ansible splits gpu[01-02,04] at its comma into pieces that match nothing: read it whole
         reading = _evaluate(split_patterns(limit, brackets_whole=True), position, groups)
-    for message in dict.fromkeys(reading.warnings):  # each once, as Ansible's display does
-        warnings.warn(message, InventoryWarning, stacklevel=2)
+    for message in dict.fromkeys(reading.warnings if reading.hosts else ()):  # each once, as Ansible's display
+        warnings.warn(message, InventoryWarning, stacklevel=2)  # nothing selected: the caller's error says it all
     return reading.hosts
 
 

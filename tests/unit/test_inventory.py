@@ -623,7 +623,8 @@ def test_limit_reads_a_folded_node_set_where_ansible_matches_nothing(fleet, limi
 
 @pytest.mark.parametrize(("limit", "names", "warned"), [
     ("h200_rack1:gpu99", list(GPUS[:4]), ["gpu99"]),
-    ("h200_rack1:!gpu99:&nope", [], ["nope", "gpu99"]),                  # Ansible's order: '&' before '!'
+    ("h200_rack1:!gpu99:&h200*", list(GPUS[:4]), ["gpu99"]),
+    ("h200_rack1:!gpu99:&nope", [], []),                                  # nothing selected: the error alone
     ("gpu0[1-9].dc1:&h200_rack2", list(GPUS[4:]), []),                   # Ansible's glob matches: no warning
     ("spare[1-9]", ["spare3", "spare5"], []),                            # Ansible's subscript of group spare
     ("h200_rack1:spare0[7-9]", list(GPUS[:4]), ["spare0"]),              # Ansible's words: the subscript's expression
