@@ -391,3 +391,15 @@ def test_identical_failures_are_one_folded_line_in_the_terminal_summary(tmp_path
     assert "gpu[07-20]: host_key_unknown: the host key is not in known_hosts; add it" in lines
     assert "gpu21: refused: connection refused on port 22" in lines
     assert not any(line.startswith("gpu08") for line in lines)
+
+
+def test_a_host_name_that_would_read_as_a_pattern_is_left_out_of_a_limit_file(tmp_path):
+    from sweep.errors import InventoryWarning
+    from sweep.report.render import write_limit_file
+
+    path = tmp_path / "pool.txt"
+    with pytest.warns(InventoryWarning) as caught:
+        write_limit_file(path, ["gpu01", "!gpu02", "gpu03\nall", "gpu*", "gpu04"])
+    assert path.read_text() == "gpu01\ngpu04\n"  # never a line that --limit @FILE reads as 'all' or a glob
+    assert [str(w.message).split(": host ", 1)[1].split(" left out")[0] for w in caught] == [
+        "'!gpu02'", "'gpu03\\nall'", "'gpu*'"]
