@@ -1,6 +1,6 @@
 """sweep's command line: parses, hands over, prints. The one place where errors become exit codes.
 
-Exit codes (all commands): 0 success; 1 hosts unreachable or failed (run); 2 bad input (a message
+Exit codes (all commands): 0 success; 1 hosts unreachable or failed (run), not judged (audit); 2 bad input (a message
 names the file, host or option and the fix); 3 hosts not comparable (report); 4 a broken contract
 (probe, report); 5 off expectations or a baseline; 6 a wrapped benchmark failed on a host, 7 it was
 refused on a host (run --wrap; docs/fleet-benchmark.md); 130 interrupted. `sweep report --help` lists the report's precedence.
@@ -676,8 +676,9 @@ def audit(
                                             help="baseline folder (sweep baseline set)"),
     as_json: bool = typer.Option(False, "--json", help="print the audit section as JSON"),
 ):
-    """Judge RUN_DIR against an expectations file and/or a baseline: one line per finding,
-    exit 5 when a host is off (docs/audits.md)."""
+    """Judge RUN_DIR against an expectations file and/or a baseline: one line per finding, one per
+    reason a host of the run was not judged; exit 5 when a host is off, 1 when a host of the run
+    was not judged (docs/audits.md)."""
     from sweep.audit.baseline import audit_section
     from sweep.errors import ConfigError
     from sweep.audit.rundiff import load_run
@@ -691,14 +692,27 @@ def audit(
     if as_json:
         print(json.dumps(section, indent=1, ensure_ascii=False))
     else:
-        from sweep.analysis.names import fold_messages
-
-        for items in ((section["expectations"] or {}).get("findings", []), (section["baseline"] or {}).get("drift", [])):
-            for line in fold_messages((item["host"], item["message"]) for item in items):
-                results.print(safe(line), soft_wrap=True)
-        for line in section["headline"] or ["no host is off its expectations or baseline"]:
+        for line in _audit_lines(section):
             results.print(safe(line), soft_wrap=True)
     raise typer.Exit(section["exit_code"])
+
+
+def _audit_lines(section: dict) -> list[str]:
+    """`sweep audit`'s text: findings and drift, then the hosts not judged, folded (clubak -b), then the headline."""
+    from sweep.analysis.names import fold_messages
+    from sweep.audit.baseline import audit_off
+
+    lines = []
+    for items in ((section["expectations"] or {}).get("findings", []), (section["baseline"] or {}).get("drift", [])):
+        lines += fold_messages((item["host"], item["message"]) for item in items)
+    lines += fold_messages((item["host"], f"not judged: {item['reason']}") for item in section["unjudged"])
+    if not audit_off(section):
+        judged = section["hosts_listed"] - len(section["unjudged"])
+        lines.append("no host is off its expectations or baseline" if not section["unjudged"] else
+                     "no host was judged" if judged == 0 else
+                     "the one judged host is not off its expectations or baseline" if judged == 1 else
+                     f"none of the {judged} judged hosts is off its expectations or baseline")
+    return lines + section["headline"]
 
 
 @app.command()
