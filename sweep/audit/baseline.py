@@ -79,7 +79,7 @@ def _write_json(path: Path, data: Any) -> None:
     except (OSError, RunFolderError) as err:
         reason = err.strerror if isinstance(err, OSError) else err.message
         raise ConfigError(f"cannot write {path.name} ({reason})", where=str(path.parent),
-                          fix="make the folder writable, or choose another with --dir") from None
+                          fix="make the folder writable, or choose another with -o") from None
 
 
 def _read_json(path: Path, where: Path) -> dict:
@@ -93,11 +93,11 @@ def _read_json(path: Path, where: Path) -> dict:
 def _check_version(data: dict, fmt: str, name: str, where: Path) -> None:
     if data.get("format") != fmt:
         raise ConfigError(f"{name} is not a sweep baseline file (format {data.get('format')!r})", where=str(where),
-                          fix="pass the folder sweep baseline set wrote, with --dir")
+                          fix="pass the folder sweep baseline set wrote, with --baseline")
     if data.get("baseline_version") != BASELINE_VERSION:
         raise ConfigError(f"{name} has baseline version {data.get('baseline_version')!r}; this sweep reads "
                           f"version {BASELINE_VERSION}", where=str(where),
-                          fix="use the sweep version that wrote it, or set a new baseline in another --dir")
+                          fix="use the sweep version that wrote it, or set a new baseline in another folder (-o)")
 
 
 def read_baseline(baseline_dir: str | Path) -> dict[str, dict]:
@@ -106,7 +106,7 @@ def read_baseline(baseline_dir: str | Path) -> dict[str, dict]:
     index = root / INDEX
     if not index.is_file():
         raise ConfigError("no baseline here (no baseline.json)", where=str(root),
-                          fix=f"record one first: sweep baseline set RUN_DIR --dir {root}")
+                          fix=f"record one first: sweep baseline set RUN_DIR -o {root}")
     _check_version(_read_json(index, root), FORMAT, INDEX, root)
     out = {}
     for path in sorted((root / "hosts").glob("*.json")):
@@ -151,7 +151,7 @@ def set_baseline(run: Run | str | Path, baseline_dir: str | Path, *, update: boo
     run = run if isinstance(run, Run) else load_run(run)
     root = Path(baseline_dir)
     if root.exists() and not root.is_dir():
-        raise ConfigError("is a file, not a folder", where=str(root), fix="choose another folder with --dir")
+        raise ConfigError("is a file, not a folder", where=str(root), fix="choose another folder with -o")
     wanted = list(hosts)
     unknown = [h for h in wanted if h not in run.records]
     if unknown:
@@ -439,7 +439,7 @@ def _unjudged(section: dict, listed: list[str], recs: dict[str, dict], baseline_
         for item in base["unjudged"]:
             reasons.setdefault(item["host"], item["reason"])
         for name in base["no_baseline"]:
-            reasons.setdefault(name, f"no baseline (sweep baseline set RUN --dir {baseline_dir} adds it)")
+            reasons.setdefault(name, f"no baseline (sweep baseline set RUN -o {baseline_dir} adds it)")
         for name in listed:
             if name not in recs:
                 reasons.setdefault(name, "no record (not swept)")

@@ -334,7 +334,7 @@ def test_baseline_version_is_checked(window, tmp_path):
     with pytest.raises(ConfigError) as err:
         read_baseline(base)
     assert str(err.value) == (f"{base}: hosts/gpu01.json has baseline version 2; this sweep reads version 1; "
-                              "use the sweep version that wrote it, or set a new baseline in another --dir")
+                              "use the sweep version that wrote it, or set a new baseline in another folder (-o)")
 
 
 # --- GPUs gone, hostile host names, volatile fields -------------------------------------------
@@ -547,7 +547,7 @@ def test_audit_names_the_hosts_it_did_not_judge_and_exits_1(window, tmp_path, ca
     (run / "manifest.json").write_text(json.dumps(manifest))
     expect = write_yaml(tmp_path, "defaults: {ecc: true, driver: ['580.*']}\n")
     assert main(["audit", str(run), "--expect", str(expect)]) == 1
-    assert capsys.readouterr().err.splitlines() == [
+    assert capsys.readouterr().out.splitlines() == [
         "gpu[06-08]: not judged: no health.json (timeout)",
         "gpu09: not judged: no record (not swept)",
         "none of the 5 judged hosts is off its expectations or baseline",
@@ -559,7 +559,7 @@ def test_audit_names_the_hosts_it_did_not_judge_and_exits_1(window, tmp_path, ca
     # every host judged: the same file passes, exit 0
     whole = write_run(tmp_path / "whole", [recs[f"gpu0{n}"] for n in range(1, 6)])
     assert main(["audit", str(whole), "--expect", str(expect)]) == 0
-    assert capsys.readouterr().err.splitlines() == ["no host is off its expectations or baseline"]
+    assert capsys.readouterr().out.splitlines() == ["no host is off its expectations or baseline"]
 
 
 def test_an_audit_against_a_baseline_names_the_hosts_without_one(window, tmp_path, capsys):
@@ -569,8 +569,8 @@ def test_an_audit_against_a_baseline_names_the_hosts_without_one(window, tmp_pat
     recs = load_run(run_a).records
     run = write_run(tmp_path / "run", [recs["gpu01"], recs["gpu02"], recs["gpu03"]])
     assert main(["audit", str(run), "--baseline", str(base)]) == 1
-    assert capsys.readouterr().err.splitlines() == [
-        f"gpu03: not judged: no baseline (sweep baseline set RUN --dir {base} adds it)",
+    assert capsys.readouterr().out.splitlines() == [
+        f"gpu03: not judged: no baseline (sweep baseline set RUN -o {base} adds it)",
         "none of the 2 judged hosts is off its expectations or baseline",
         "1 host of the run not judged: gpu03; the audit covers 2 of 3 hosts"]
 
