@@ -23,10 +23,9 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 
 from sweep.analysis.compare import Findings
-from sweep.analysis.fleet import Fleet, rows_at
+from sweep.analysis.fleet import Fleet
 from sweep import exitcodes
 
 OUTLIER_MIN = 0.02  # a figure within 2% of its class's median is never an outlier
@@ -39,27 +38,12 @@ NAME = re.compile(r"[A-Za-z0-9_.:/%+-]{1,64}\Z")  # sweep.collect.wrap's --metri
 
 
 def wrap_records(fleet: Fleet) -> dict[str, dict]:
-    """host -> the `wrap` section of its record, for the hosts whose record holds one.
+    """host -> the `wrap` section of its record, for the reachable hosts whose record holds one.
 
-    Only a reachable host's record can hold one (`sweep run` writes it beside the probe before), so
-    only those files are read, each once: a host without a record has the manifest as its source,
-    and 100,000 of them must not read it 100,000 times.
+    The fleet's load kept them as it read the records (`Fleet.wraps`): no file is read again, so a
+    manifest listing 100,000 hosts without a record costs nothing here.
     """
-    out, seen = {}, set()
-    hosts = fleet.hosts
-    ok = np.flatnonzero((hosts["status"] == "ok").to_numpy(dtype=bool, na_value=False))
-    for row in rows_at(hosts[["host", "source"]], ok):
-        path = Path(row["source"])
-        if row["source"] in seen or path.suffix != ".json" or not path.is_file():
-            continue
-        seen.add(row["source"])
-        try:
-            rec = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
-            continue
-        if isinstance(rec, dict) and "record_version" in rec and isinstance(rec.get("wrap"), dict):
-            out[row["host"]] = dict(rec["wrap"], source=str(path))
-    return out
+    return dict(fleet.wraps)
 
 
 def _manifest_wraps(sources):

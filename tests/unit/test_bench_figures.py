@@ -203,3 +203,39 @@ def test_the_controller_holds_the_output_tail_to_output_tail_whatever_the_host_s
     assert len(out["tail"].encode()) <= 1000 and out["tail"].endswith("TFLOP/s: 12\n")
     assert out["truncated"] is True and out["bytes"] >= len(tail.encode()) and out["tail_limit_bytes"] == 1000
     assert wrap["figures"]["tflops"]["value"] == 12.0
+
+
+def test_a_report_of_many_listed_hosts_without_a_record_reads_each_file_once(tmp_path, monkeypatch):
+    """An interrupted wrapped run: 3,000 hosts listed, 2 records. Each record is read once (by the
+    fleet's load, which keeps its `wrap` section), the manifest twice (the hosts it lists, then the
+    operator's --metric), whatever the number of hosts: never once per host."""
+    import builtins
+    import io
+    from collections import Counter
+
+    import importlib.util
+
+    from sweep.report.build import build_report
+
+    spec = importlib.util.spec_from_file_location("bench_report", Path(__file__).parents[2] / "bench" / "bench_report.py")
+    bench_report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_report)
+    write_interrupted = bench_report.write_interrupted
+
+    run = tmp_path / "run"
+    write_interrupted(run, 3000, 2, 2)
+    reads = Counter()  # every file opened for reading (Path.read_bytes and read_text open through io.open)
+    real_open = builtins.open
+
+    def opened(file, mode="r", *a, **k):
+        if isinstance(file, (str, Path)) and "r" in mode:
+            reads[str(Path(file).resolve())] += 1
+        return real_open(file, mode, *a, **k)
+    monkeypatch.setattr(builtins, "open", opened)
+    monkeypatch.setattr(io, "open", opened)
+    result = build_report([run], tmp_path / "report")
+    assert result.summary["benchmark"]["quote"]["n"] == 2 and result.summary["hosts_total"] == 3000
+    inside = {p: n for p, n in reads.items() if p.startswith(str(run.resolve()))}
+    records = {p: n for p, n in inside.items() if "/hosts/" in p}
+    assert len(records) == 2 and set(records.values()) == {1}, inside
+    assert inside[str((run / "manifest.json").resolve())] <= 2, inside
