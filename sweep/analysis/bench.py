@@ -251,8 +251,8 @@ def evidence(wrap: dict, peers: list[dict]) -> list[str]:
     if sm is not None and peer_sm and abs(sm - peer_sm) / peer_sm >= CLOCK_GAP:
         out.append(f"SM clock median {sm:g} MHz against {peer_sm:g} MHz in its class")
     if v.get("hw_slowdown"):
-        spans = [f"GPU {i['gpu']} {i['what']} {i['from_s']:g}-{i['to_s']:g} s" for i in prov.get("intervals") or []
-                 if i.get("what") != "other_process"][:3]
+        spans = [f"GPU {i.get('gpu')} {i.get('what')} {_g(i.get('from_s'))}-{_g(i.get('to_s'))} s"
+                 for i in prov.get("intervals") or [] if isinstance(i, dict) and i.get("what") != "other_process"][:3]
         frac = v.get("hw_slowdown_fraction")
         out.append("HW slowdown" + (f" in {frac:.0%} of samples" if frac else " (its counters grew)") +
                    (f" ({'; '.join(spans)})" if spans else ""))
@@ -270,6 +270,11 @@ def evidence(wrap: dict, peers: list[dict]) -> list[str]:
         out.append("nothing in the envelope explains it (power cap, clocks, processes and both probes match "
                    "its class): look at the benchmark or its inputs")
     return out
+
+
+def _g(x) -> str:
+    """A number of the envelope as text; one the agent could not time (null) as '?'."""
+    return f"{x:g}" if _plain_number(x) else "?"
 
 
 def _median(values) -> float | None:
