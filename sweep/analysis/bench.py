@@ -183,9 +183,10 @@ def _not_run(wraps: dict, values: dict, metric: str | None, unit: str | None) ->
 
 def _command(wraps: dict) -> list | None:
     for w in wraps.values():
-        argv = ((w.get("provenance") or {}).get("command") or {}).get("argv")
-        if argv:
-            return argv
+        prov = w.get("provenance") if isinstance(w.get("provenance"), dict) else {}
+        argv = prov.get("command").get("argv") if isinstance(prov.get("command"), dict) else None
+        if isinstance(argv, list) and argv:
+            return [str(a) for a in argv]
     return None
 
 
@@ -239,8 +240,8 @@ def _pct(x: float | None) -> float | None:
 
 def evidence(wrap: dict, peers: list[dict]) -> list[str]:
     """What the envelope says about one host's run, against the other hosts of its class."""
-    prov = wrap.get("provenance") or {}
-    v = prov.get("verdict") or {}
+    prov = wrap.get("provenance") if isinstance(wrap.get("provenance"), dict) else {}
+    v = _verdict_of(wrap)
     out = []
     cap = v.get("sw_power_cap_fraction")
     peer_cap = _median(p.get("sw_power_cap_fraction") for p in peers)

@@ -265,7 +265,7 @@ EXPECT = Path(__file__).resolve().parents[2] / "inventories" / "expectations.exa
 PROVENANCE = json.loads((FIXTURES / "matmul.provenance.json").read_text())
 PROVENANCE["output"] = {"tail": '{"metric": "tflops", "value": 660, "unit": "TFLOP/s"}\n', "bytes": 54,
                         "truncated": False, "tail_limit_bytes": 65536}
-COMMANDS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+COMMANDS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                              HealthCheck.function_scoped_fixture])
 ANY_JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-2 ** 70, 2 ** 70) | st.floats(allow_nan=False, allow_infinity=False)
