@@ -85,8 +85,8 @@ def bench_section(fleet: Fleet, findings: Findings) -> dict | None:
         return None
     named, command = operator_metrics(fleet.sources)
     metric, chosen_by = _primary_metric(wraps, named)
-    unit = _unit(wraps, metric, bool(named) and metric == named[0])
-    values = {h: _figure(w, metric, unit, metric in named) for h, w in wraps.items()}
+    unit = _unit(wraps, metric, bool(named))
+    values = {h: _figure(w, metric, unit, bool(named)) for h, w in wraps.items()}
     class_of = {h: c.id for c in findings.classes for h in c.hosts}
     classes, outliers = [], []
     for c in findings.classes:
@@ -96,7 +96,7 @@ def bench_section(fleet: Fleet, findings: Findings) -> dict | None:
             classes.append(table)
             outliers += [dict(h, **{"class": c.id}) for h in table["hosts"] if h["outlier"]]
     not_run = [{"host": h, "status": status, "why": why, "class": class_of.get(h)}
-               for h, (status, why) in sorted(_not_run(wraps, values, metric, unit).items())]
+               for h, (status, why) in sorted(_not_run(wraps, values, metric, unit, chosen_by).items())]
     ref = next((t for t in classes if t["reference"]), None)
     with_figures = [t for t in classes if t["n"]]
     reported = Counter(k for w in wraps.values() for k in _figures_of(w))
@@ -168,11 +168,13 @@ def _figure(w: dict, metric: str | None, unit: str | None, operator: bool) -> fl
     return float(fig["value"])
 
 
-def _not_run(wraps: dict, values: dict, metric: str | None, unit: str | None) -> dict:
-    """host -> (status, why) of each host without a figure to compare."""
+def _not_run(wraps: dict, values: dict, metric: str | None, unit: str | None, chosen_by: str) -> dict:
+    """host -> (status, why) of each host without a figure to compare (no figure name agreed: every host)."""
     out = {h: (w.get("status"), w.get("why")) for h, w in wraps.items() if w.get("status") != "ok"}
     for h, w in wraps.items():
-        if w.get("status") == "ok" and values[h] is None and metric is not None:
+        if w.get("status") == "ok" and metric is None:
+            out[h] = ("no_figure", chosen_by)
+        elif w.get("status") == "ok" and values[h] is None:
             printed = sorted(_figures_of(w))
             other = _figures_of(w).get(metric)
             why = (f"its {metric} is in {other.get('unit')!s}, not the fleet's {unit}" if other and unit

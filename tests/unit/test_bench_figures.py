@@ -152,6 +152,8 @@ def test_a_name_only_some_hosts_print_is_never_quoted(tmp_path):
     assert b["metric"] is None and b["quote"]["value"] is None
     assert "no figure name is printed by more than half of the 4 host(s)" in b["quote"]["why"]
     assert "--metric NAME=REGEX" in b["quote"]["why"]
+    assert {n["status"] for n in b["not_run"]} == {"no_figure"} and len(b["not_run"]) == 4
+    assert b["exit_code"] == 6  # the benchmark gave no figure the fleet agrees on
 
 
 def test_the_operators_metric_is_read_first_and_never_from_a_json_line(tmp_path):
