@@ -168,7 +168,7 @@ def sweep_one(folder: RunFolder, name: str, out: bytes, exit_status: int = 0) ->
 def new_run(tmp: Path) -> RunFolder:
     folder = RunFolder.create(tmp)
     folder.write_manifest({"format": "sweep-run", "record_version": 1, "state": "complete",
-                           "hosts": ["hostile", *names], "sessions": []})
+                           "hosts": ["hostile", "healthy"], "sessions": []})
     return folder
 
 
