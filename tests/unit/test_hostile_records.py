@@ -22,7 +22,7 @@ import re
 import time
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from sweep.collect.engines.base import judged
 from sweep.collect.schema import health_problem
@@ -265,6 +265,10 @@ EXPECT = Path(__file__).resolve().parents[2] / "inventories" / "expectations.exa
 PROVENANCE = json.loads((FIXTURES / "matmul.provenance.json").read_text())
 PROVENANCE["output"] = {"tail": '{"metric": "tflops", "value": 660, "unit": "TFLOP/s"}\n', "bytes": 54,
                         "truncated": False, "tail_limit_bytes": 65536}
+# the hostile host's benchmark figure is far below its two healthy peers': an outlier, so the report
+# reads its whole envelope for the evidence
+OUTLIER = copy.deepcopy(PROVENANCE)
+OUTLIER["output"]["tail"] = '{"metric": "tflops", "value": 300, "unit": "TFLOP/s"}\n'
 COMMANDS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                              HealthCheck.function_scoped_fixture])
 ANY_JSON = st.recursive(
@@ -285,7 +289,7 @@ def read_paths(doc, prefixes) -> list[tuple]:
             for k, v in node.items():
                 walk(v, path + (k,))
         elif isinstance(node, list):
-            for i, v in enumerate(node[:3]):
+            for i, v in enumerate(node[:1]):  # the first item stands for the others (fewer paths, more hits)
                 walk(v, path + (i,))
     for prefix in prefixes:
         node = doc
@@ -361,8 +365,16 @@ def two_runs(tmp: Path, hostile_doc: dict, wrap: WrapSpec | None, healthy: dict,
     return runs, record
 
 
+def _edited(base: dict, path: tuple, value) -> dict:
+    doc = copy.deepcopy(base)
+    put(doc, path, value)
+    return doc
+
+
 @COMMANDS
 @given(hostile_sections(BASES["load"], LOAD_PATHS))
+@example(_edited(BASES["load"], ("load", "summary"), [{"gpu": 0, "sm_mhz_median": "abc"}]))  # issue 23's case
+@example(_edited(BASES["load"], ("load", "summary", 0, "gpu"), [0]))
 def test_any_value_in_load_or_evidence_never_crashes_a_fleet_command(tmp_path_factory, doc):
     tmp = tmp_path_factory.mktemp("load")
     runs, record = two_runs(tmp, doc, None, BASES["load"])
@@ -371,12 +383,14 @@ def test_any_value_in_load_or_evidence_never_crashes_a_fleet_command(tmp_path_fa
 
 
 @COMMANDS
-@given(hostile_sections(PROVENANCE, WRAP_PATHS))
+@given(hostile_sections(OUTLIER, WRAP_PATHS))
+@example(dict(_edited(OUTLIER, ("verdict", "hw_slowdown"), True),
+              intervals=[{"gpu": 0, "what": "hw_slowdown", "from_s": None, "to_s": None, "samples": 1}]))
 def test_any_value_in_a_provenance_never_crashes_a_fleet_command(tmp_path_factory, doc):
     tmp = tmp_path_factory.mktemp("wrap")
-    runs, record = two_runs(tmp, doc, WrapSpec(("python3", "bench.py")), PROVENANCE)
+    runs, record = two_runs(tmp, doc, WrapSpec(("python3", "bench.py")), PROVENANCE, peers=2)
     assert record["status"] == "ok" or record["failure"]["class"] == "bad_output"
-    every_command(tmp, runs)
+    every_command(tmp, runs, hosts=3)
 
 
 def test_a_load_summary_the_controller_cannot_read_is_bad_output_at_arrival(tmp_path):
