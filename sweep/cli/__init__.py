@@ -22,7 +22,7 @@ from sweep import __version__, exitcodes
 from sweep.cli import paths
 from sweep.cli.history import keep_history, register as register_history
 from sweep.errors import SweepError
-from sweep.text import noun, plural, visible
+from sweep.text import json_text, noun, plural, visible
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Is this GPU fleet the fleet you think it is? Probe hosts, sweep a fleet, compare it.")
@@ -238,7 +238,7 @@ def _run_diff(before: Path, after: Path, as_json: bool, html: Optional[Path]) ->
                               fix="choose a writable path with --html") from None
         console.print(f"wrote {safe(html)}")
     if as_json:
-        print(json.dumps(result.as_dict(), indent=1, ensure_ascii=False))
+        print(json_text(result.as_dict()))
     else:
         render_terminal(result, results)
     return result.exit_code
@@ -282,7 +282,7 @@ def baseline_show(
     directory = directory if directory is not None else baseline
     rows = show_rows(directory, host)
     if as_json:
-        print(json.dumps(rows, indent=1, ensure_ascii=False))
+        print(json_text(rows))
         return
     from rich.table import Table
 
@@ -310,7 +310,7 @@ def baseline_check(
     paths.input_dir(run_dir, "RUN_DIR", "a run folder (sweep run)")
     result = compare_to_baseline(run_dir, directory if directory is not None else baseline)
     if as_json:
-        print(json.dumps(result.as_dict(), indent=1, ensure_ascii=False))
+        print(json_text(result.as_dict()))
     else:
         from sweep.analysis.names import fold_messages
 
@@ -690,7 +690,7 @@ def audit(
         raise ConfigError("nothing to audit against", fix="give --expect FILE, --baseline DIR, or both")
     section = audit_section(load_run(run_dir), expect, baseline)
     if as_json:
-        print(json.dumps(section, indent=1, ensure_ascii=False))
+        print(json_text(section))
     else:
         for line in _audit_lines(section):
             results.print(safe(line), soft_wrap=True)
