@@ -214,9 +214,10 @@ _SAMPLE_GPU = {"type": "object", "properties": {
 READ_BY_CONTROLLER = {"type": "object", "properties": {
     "load": {"type": ["object", "null"], "properties": {
         "seconds": _NNUM, "interval_s": _NNUM, "engine": _NSTR, "pid": _NINT, "exit_code": _NINT, "refused": _NSTR,
+        "started_s": _NNUM, "ended_s": _NNUM,  # the busy window the summary covers
         "summary": {"type": ["array", "null"], "items": _LOAD_GPU},
         "samples": {"type": ["array", "null"], "items": {"type": "object", "properties": {
-            "t": _NNUM, "gpus": {"type": ["array", "null"], "items": _SAMPLE_GPU}}}}}},
+            "t": _NNUM, "phase": _NSTR, "gpus": {"type": ["array", "null"], "items": _SAMPLE_GPU}}}}}},
     "contracts": {"type": "array", "items": {"type": "object", "properties": {"evidence": {
         "type": "object", "properties": {
             "pci": {"type": ["object", "null"], "properties": {
