@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sweep.analysis.names import fold_messages
+from sweep.analysis.names import fold_failures, fold_hosts
 from sweep.collect.run import RunProgress, RunResult
 from sweep.text import plural, visible
 
@@ -65,8 +65,8 @@ def render_summary(result: RunResult, console: Console | None = None, *, shown: 
         table.add_row("[yellow]no record (interrupted)[/]", str(result.pending))
     table.add_row("[bold]total[/]", str(result.total))
     console.print(table)
-    folded = fold_messages((host, f"{cls}: {message[len(host) + 2:] if message.startswith(f'{host}: ') else message}")
-                           for host, cls, message in result.failures)  # gpu[07-20]: host_key_unknown: ...
+    folded = [f"{fold_hosts(row['hosts'])}: {row['failure_class']}: {row['message']}"  # gpu[07-20]: host_key_unknown:
+              for row in fold_failures(result.failures)]
     for line in folded[:shown]:
         console.print(f"  [red]{_shown(line)}[/]", highlight=False, soft_wrap=True)
     if len(folded) > shown:

@@ -25,6 +25,7 @@ from sweep import __version__
 from sweep.analysis.compare import Findings
 from sweep.analysis.keys import KEYS
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
+from sweep.analysis.names import fold_failures as names_fold_failures
 from sweep.analysis.fleet import Fleet, rows_at
 from sweep.errors import InventoryWarning
 from sweep.report.bench import markdown_bench
@@ -244,20 +245,17 @@ def _markdown_audit(audit: dict) -> list[str]:
 
 
 def fold_failures(unreachable) -> list[dict]:
-    """The unreachable hosts with the same failure class and message as one row, their names folded as
-    ClusterShell's clubak -b folds identical output (``gpu[07-20]``); a message's leading "host: " is not
-    compared. Rows in the order each failure first appears: hosts, size, failure_class, message, attempts."""
-    rows: dict[tuple, dict] = {}
-    for u in unreachable:
-        message = u.get("message") or ""
-        message = message[len(u["host"]) + 2:] if message.startswith(f"{u['host']}: ") else message
-        row = rows.setdefault((u["failure_class"], message), {"names": [], "failure_class": u["failure_class"],
-                                                              "message": message, "attempts": set()})
-        row["names"].append(u["host"])
-        row["attempts"].add(u.get("attempts"))
-    return [{"hosts": fold_hosts(r["names"]), "size": len(r["names"]), "failure_class": r["failure_class"],
-             "message": r["message"], "attempts": next(iter(r["attempts"])) if len(r["attempts"]) == 1 else None}
-            for r in rows.values()]
+    """The unreachable hosts with the same kind of failure as one row (`analysis.names.fold_failures`), their
+    names folded as ClusterShell's clubak -b folds identical output (``gpu[07-20]``). Rows in the order each
+    failure first appears: hosts, size, failure_class, message, attempts."""
+    attempts = {u["host"]: u.get("attempts") for u in unreachable}
+    rows = names_fold_failures((u["host"], u["failure_class"], u.get("message")) for u in unreachable)
+    return [{"hosts": fold_hosts(r["hosts"]), "size": len(r["hosts"]), "failure_class": r["failure_class"],
+             "message": r["message"], "attempts": _same({attempts[h] for h in r["hosts"]})} for r in rows]
+
+
+def _same(values: set):
+    return next(iter(values)) if len(values) == 1 else None
 
 
 def audit_hosts(audit: dict) -> list[dict]:

@@ -393,6 +393,43 @@ def test_identical_failures_are_one_folded_line_in_the_terminal_summary(tmp_path
     assert not any(line.startswith("gpu08") for line in lines)
 
 
+def unknown_key_message(n: int, known_hosts: str = "/root/.ssh/known_hosts") -> str:
+    """The prober's host_key_unknown message, word for word, for host gpuNN at 127.0.10.NN."""
+    fingerprint = "SHA256:" + f"{n:02d}" * 21 + "x"
+    return (f"gpu{n:02d}: the host key of 127.0.10.{n} (its ssh-ed25519 key is {fingerprint}) is not in "
+            f"{known_hosts}; check it and add it: ssh-keyscan -H 127.0.10.{n} >> ~/.ssh/known_hosts, or sweep "
+            "with --accept-new-host-keys")
+
+
+def test_failures_alike_but_for_each_hosts_address_and_key_fold_into_one_line(tmp_path):
+    """Issue 22: the 14 host_key_unknown hosts of an interrupted run are one line, not 14, although each
+    message names the host's own address and key; a message that differs otherwise stays its own line."""
+    import io
+
+    from rich.console import Console
+
+    from sweep.cli.progress import render_summary
+    from sweep.collect.run import RunResult
+
+    failures = tuple((f"gpu{n:02d}", "host_key_unknown", unknown_key_message(n)) for n in range(7, 21)) + (
+        ("gpu21", "host_key_unknown", unknown_key_message(21, "/etc/ssh/ssh_known_hosts")),)
+    result = RunResult(tmp_path, "complete", 18, 3, 15, 0, 0, {"host_key_unknown": 15}, failures)
+    out = io.StringIO()
+    render_summary(result, Console(file=out, width=400, color_system=None))
+    lines = [line.strip() for line in out.getvalue().splitlines() if ": host_key_unknown: " in line]
+    assert lines == [
+        "gpu[07-20]: host_key_unknown: the host key of <address> (its ssh-ed25519 key is <fingerprint>) is not in "
+        "/root/.ssh/known_hosts; check it and add it: ssh-keyscan -H <address> >> ~/.ssh/known_hosts, or sweep "
+        "with --accept-new-host-keys",
+        "gpu21: host_key_unknown: " + unknown_key_message(21, "/etc/ssh/ssh_known_hosts")[len("gpu21: "):]]
+    records = healthy(["gpu01"]) + [fv.record(host, None, (cls, message)) for host, cls, message in failures]
+    fv.write_run(tmp_path / "run", records)
+    build_report([tmp_path / "run"], tmp_path / "report")
+    markdown = (tmp_path / "report" / "summary.md").read_text()
+    table = markdown.split("## Unreachable\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(table) == 4 and table[2].startswith("| `gpu[07-20]` | host\\_key\\_unknown | the host key of \\<address>")
+
+
 def test_a_host_name_that_would_read_as_a_pattern_is_left_out_of_a_limit_file(tmp_path):
     from sweep.errors import InventoryWarning
     from sweep.report.render import write_limit_file
