@@ -1,9 +1,9 @@
 """Benchmark of `sweep report` on a large fleet: 10,000 hosts x 8 GPUs by default.
 
-The fleet is written to disk as a real run folder (manifest.json + hosts/<host>.json, indented as
-store.py writes them), built from the recorded H200 health.json with the variants of the Must-show
-fleet mixed in (other driver, ECC off, power caps, MIG, foreign processes, HW slowdown, empty mask,
-CPU-only torch, unreachable hosts). Then a fresh Python process runs `build_report` on it (load,
+The fleet is written to disk as a real run folder (manifest.json, records.sha256 and
+hosts/<host>.json, indented as the first store.py wrote them), built from the recorded H200
+health.json with the variants of the Must-show fleet mixed in (other driver, ECC off, power caps,
+MIG, foreign processes, HW slowdown, empty mask, CPU-only torch, unreachable hosts). Then a fresh Python process runs `build_report` on it (load,
 compare, render every output) and reports its wall time and peak RSS (resource.getrusage).
 
     python3 bench/bench_report.py [--hosts 10000] [--gpus 8] [--keep DIR]
@@ -21,9 +21,10 @@ the budget is then 10 s per 100,000 hosts listed.
 
 Side by side: the same fleet read by this tree and by the tree of a git revision (`git archive REV`,
 its own bench_report.py --measure, PYTHONPATH pointing at it), in interleaved repetitions (ABBA
-order), each run in a fresh process. On a shared machine only the ratios of neighbouring runs mean
-much: the table gives every run, the medians and the median of the per-repetition ratios, with
-the load average before each run; `--write` keeps it as Markdown.
+order, after one untimed run of each), each run in a fresh process. On a shared machine only the
+ratios of neighbouring runs mean much: the table gives every run, the medians and the median of
+the per-repetition ratios, with the load average before each run; `--write` keeps it as Markdown.
+The run folder lists each record's SHA-256 in records.sha256, as `sweep run` writes it.
 """
 from __future__ import annotations
 
@@ -169,6 +170,8 @@ def side_by_side(run: Path, base: Path, revs: list[str], repeat: int) -> tuple[l
         trees[rev].mkdir()
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(trees[rev])], input=archive, check=True)
+    for name, tree in trees.items():  # untimed: byte-compiles each tree and brings the records into the page cache
+        measure_tree(tree, run, base / f"warm-{name}")
     rows = []
     for i in range(repeat):
         for name in (list(trees) if i % 2 == 0 else list(trees)[::-1]):
@@ -220,7 +223,8 @@ def compare_main(args, run: Path, base: Path, counts: dict) -> int:
         f"Machine before: {before}", f"Machine after: {machine()}", "",
         "Each run is a fresh process running `build_report` on the same run folder (wall: build_report alone; "
         "CPU: the whole process and its children, imports included; peak RSS: the largest of the process and "
-        "its children). The runs alternate (ABBA), so each ratio compares neighbouring runs under the same load.",
+        "its children). One untimed run of each tree comes first (it byte-compiles the tree); then the runs "
+        "alternate (ABBA), so each ratio compares neighbouring runs under the same load.",
         "", *table, ""])
     print(text)
     if args.write:

@@ -529,6 +529,31 @@ def list_records(path: Path) -> Listing:
     return Listing(listing.manifest_path, [Path(f) for f in files], listing.hosts, listing.groups, digests)
 
 
+def read_digests(run: Path) -> dict[str, str]:
+    """file name in hosts/ -> the SHA-256 its record was written with, from the run's records.sha256
+    (the last line for a file wins); {} when there is none, it is a link, unreadable or too large."""
+    try:
+        fd = os.open(Path(run) / DIGESTS, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return {}
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return {}
+            blob = fh.read(DIGESTS_MAX_BYTES + 1)
+    except OSError:
+        return {}
+    if len(blob) > DIGESTS_MAX_BYTES:
+        return {}
+    out = {}
+    prefix = f"  {HOSTS}/".encode()
+    for line in blob.split(b"\n"):
+        digest, sep, name = line.partition(prefix)
+        if sep and len(digest) == 64 and b"/" not in name:
+            out[name.decode("utf-8", "replace")] = digest.decode("ascii", "replace")
+    return out
+
+
 def _listed(path: Path) -> Listing:
     """The hosts a run selected, and each host's groups (from the inventory snapshot); empty if absent."""
     if not path.is_file():
