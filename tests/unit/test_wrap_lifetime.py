@@ -1,0 +1,141 @@
+"""Nothing a wrapped command starts outlives its run: the real agent (`--wrap`, GPU answers replayed)
+runs commands that daemonise in each of the usual ways; afterwards no process of theirs is left
+(read from /proc) and the provenance says exactly what the agent ended, and what it could not."""
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from probe_agent import lifetime
+
+ROOT = Path(__file__).resolve().parents[2]
+CAPTURE = ROOT / "sweep" / "demo" / "captures" / "h200-load.json"
+_serial = itertools.count(1)
+
+DOUBLE_FORK = ("import os\n"
+               "if os.fork(): os._exit(0)\n"
+               "os.setsid()\n"
+               "if os.fork(): os._exit(0)\n"
+               "os.execvp('sleep', ['sleep', '{marker}'])\n")
+FORMS = {  # how a command leaves a process behind; each one outlived its run before the subreaper
+    "setsid &": "setsid sh -c 'exec sleep {marker}' >/dev/null 2>&1 &",
+    "( setsid & )": "( setsid sleep {marker} >/dev/null 2>&1 & )",
+    "nohup & (same group)": "nohup sh -c 'exec sleep {marker}' >/dev/null 2>&1 &",
+    "python double fork with setsid": "%s -c \"%s\"" % (sys.executable, DOUBLE_FORK.replace('"', '\\"')),
+}
+
+
+def marked_processes(marker):
+    """pid -> state of every process whose command line holds `marker` (zombies included)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as fh:
+                cmdline = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        info = lifetime.read_stat(int(entry))
+        if marker in cmdline and info is not None:
+            found[int(entry)] = info[0]
+    return found
+
+
+def running(marker):
+    return {pid for pid, state in marked_processes(marker).items() if state not in lifetime.GONE}
+
+
+@pytest.fixture()
+def marker():
+    """A command-line marker unique to this test (`sleep 3001.<n>`); whatever holds it is killed at the end."""
+    mark = "3001.%d%03d" % (os.getpid(), next(_serial))
+    yield mark
+    for pid in marked_processes(mark):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def wrap(tmp_path, script, *options):
+    """The agent wrapping `sh -c script`: (exit code, provenance's command section)."""
+    out = tmp_path / "out"
+    args = ["--emit"] if "--emit" in options else ["--out", str(out)]
+    args += [o for o in options if o not in ("--emit", "--out")]
+    proc = subprocess.run([sys.executable, "-m", "probe_agent", "--wrap", *args, "--interval", "0.2",
+                           "--replay", str(CAPTURE), "--", "sh", "-c", script], cwd=ROOT, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.stderr == "", proc.stderr
+    text = proc.stdout if "--emit" in options else (out / "provenance.json").read_text()
+    return proc.returncode, json.loads(text)["command"]
+
+
+@pytest.mark.parametrize("mode", ["--emit", "--out"])
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_daemonised_descendant_is_ended_and_named(tmp_path, marker, form, mode):
+    code, cmd = wrap(tmp_path, FORMS[form].format(marker=marker) + "\necho started", mode)
+    assert code == 0 and cmd["exit_code"] == 0
+    assert running(marker) == set()  # nothing of the command's is left on the host
+    left = cmd["leftovers"]
+    assert left["tracking"] == "subreaper" and left["not_ended"] == []
+    assert cmd["leftover_killed"] is True
+    assert len(left["ended"]) == 1, left  # the one process it left, by pid and name
+    ended = left["ended"][0]
+    assert ended["signal"] in ("SIGTERM", "SIGKILL") and ended["name"] in ("sh", "setsid", "sleep", "python3",
+                                                                           Path(sys.executable).name)
+    assert isinstance(ended["pid"], int) and ended["pid"] != cmd["pid"]
+
+
+def test_a_command_that_leaves_nothing_says_so(tmp_path, marker):
+    code, cmd = wrap(tmp_path, "sleep 0.3 & wait; : %s" % marker, "--emit")
+    assert code == 0 and running(marker) == set()
+    assert cmd["leftovers"]["ended"] == [] and cmd["leftovers"]["not_ended"] == []
+    assert "leftover_killed" not in cmd  # nothing was left, so nothing was killed
+
+
+def test_a_descendant_that_ignores_sigterm_gets_sigkill_at_the_timeout(tmp_path, marker):
+    script = ("setsid sh -c 'trap \"\" TERM; sleep %s; :' >/dev/null 2>&1 &\n"
+              "trap '' TERM; sleep %s; :") % (marker, marker)
+    code, cmd = wrap(tmp_path, script, "--emit", "--command-timeout", "3")
+    assert code == 0 and cmd["timed_out"] is True and cmd["signal"] == "SIGKILL"
+    assert running(marker) == set()
+    ended = {e["name"]: e["signal"] for e in cmd["leftovers"]["ended"]}
+    # the daemon's shell ignored SIGTERM: it needed SIGKILL; its sleep went with SIGTERM or SIGKILL
+    assert ended.get("sh") == "SIGKILL" and "sleep" in ended, cmd["leftovers"]
+    assert cmd["leftover_killed"] is True
+
+
+def test_a_process_that_cannot_be_signalled_is_named_and_leftover_killed_is_false(marker, monkeypatch):
+    """EPERM (a descendant that became another user) cannot be made here without a setuid program:
+    the refusal is injected into os.kill for one real child; the scan and the record are real."""
+    child = subprocess.Popen(["sleep", marker])
+    real_kill = os.kill
+
+    def kill(pid, signum):
+        if pid == child.pid:
+            raise PermissionError(1, "Operation not permitted")
+        return real_kill(pid, signum)
+
+    monkeypatch.setattr(lifetime.os, "kill", kill)
+    try:
+        left = lifetime.end_leftovers(os.getpid(), grace=0.2)
+    finally:
+        monkeypatch.undo()
+        child.kill()
+        child.wait()
+    mine = [p for p in left["not_ended"] if p["pid"] == child.pid]
+    assert mine == [{"pid": child.pid, "name": "sleep", "why": "not permitted to signal it (EPERM): it runs as another user"}]
+    assert child.pid not in {e["pid"] for e in left["ended"]}
+
+
+def test_without_the_subreaper_the_record_says_what_may_be_missed():
+    assert lifetime.tracking_of(None) == "subreaper"
+    text = lifetime.tracking_of("not Linux")
+    assert text.startswith("parent chain only (no subreaper: not Linux)") and "not found" in text
+
