@@ -86,25 +86,28 @@ def descendants(root, table):
 
 
 def reap(root, table):
-    """waitpid each dead child of `root` (this process) in `table`; a zombie holds its pid."""
-    for pid, info in table.items():
-        if info[1] == root and info[0] in GONE:
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except (ChildProcessError, OSError):
-                pass
+    """waitpid each dead child of `root` (this process) in `table`; how many there were."""
+    dead = [pid for pid, info in table.items() if info[1] == root and info[0] in GONE]
+    for pid in dead if root == os.getpid() else ():
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except (ChildProcessError, OSError):
+            pass
+    return len(dead)
 
 
 def still_running(root, group):
-    """pid -> name of every running process to end: descendants of `root`, members of `group`."""
+    """(pid -> name of every running process to end: descendants of `root`, members of `group`;
+    whether the scan is settled). A scan that met a dead child of ours is not: the children of a
+    process that exits are reparented before it turns zombie, possibly after /proc was listed, so
+    only the next scan is sure to see them (a double fork's parent exits right after its fork)."""
     table = process_table()
-    if root == os.getpid():
-        reap(root, table)
+    dead = reap(root, table)
     targets = descendants(root, table)
     if group:
         targets.update(pid for pid, info in table.items() if info[2] == group)
     targets.discard(root)
-    return {pid: table[pid][3] for pid in targets if table[pid][0] not in GONE}
+    return {pid: table[pid][3] for pid in targets if table[pid][0] not in GONE}, dead == 0
 
 
 def end_leftovers(root, group=None, grace=LEFTOVER_GRACE_S, tracking=None):
@@ -112,9 +115,9 @@ def end_leftovers(root, group=None, grace=LEFTOVER_GRACE_S, tracking=None):
     sent, refused = {}, {}
     signum, deadline = signal.SIGTERM, None
     while True:
-        live = still_running(root, group)
+        live, settled = still_running(root, group)
         now = time.monotonic()
-        if not live:
+        if not live and settled:
             break
         if deadline is None:
             deadline = now + grace
@@ -133,7 +136,7 @@ def end_leftovers(root, group=None, grace=LEFTOVER_GRACE_S, tracking=None):
             except PermissionError:
                 refused[pid] = (name, "not permitted to signal it (EPERM): it runs as another user")
         time.sleep(POLL_S)
-    live = still_running(root, group) if sent or refused else {}
+    live = still_running(root, group)[0] if sent or refused else {}
     not_ended = [{"pid": pid, "name": name, "why": refused[pid][1] if pid in refused else why_alive(pid)}
                  for pid, name in sorted(live.items())]
     ended = [{"pid": pid, "name": name, "signal": signal.Signals(signum).name}

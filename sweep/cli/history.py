@@ -67,6 +67,10 @@ def history(
     paths.output_file(index, "--index", "the history index")
     result = build_history(list(runs) if runs else [root], out_dir, index_path=index, since=since, host=host,
                            threshold_pct=threshold, floor_mhz=floor)
+    if result.update.rebuilt:
+        console.print(safe(f"sweep: {result.update.rebuilt}"), soft_wrap=True)
+    for skipped in result.skipped:
+        console.print(safe(f"sweep: warning: {skipped.where}: skipped: {skipped.why}"), soft_wrap=True)
     for line in result.lines():
         console.print(safe(line), soft_wrap=True)
     console.print(safe(f"{len(result.selection.runs)} run(s), {len(result.drifted)} host(s) drifted, "
