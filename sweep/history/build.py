@@ -104,12 +104,15 @@ def build(paths, *, index_path: str | Path | None = None, since: str | None = No
     since_epoch = parse_since(since, now)
     accept = None if host is None else (lambda name: fnmatch.fnmatchcase(name, host))
     with HistoryIndex(index_path) as index:
+        why = None
         try:
             update, sel = _indexed(index, folders, since_epoch, accept)
         except Exception as err:
             if not damaged(err):
                 raise
-            index.reset(str(err) if isinstance(err, IndexDamaged) else f"it is damaged ({err})")  # a cache
+            why = str(err) if isinstance(err, IndexDamaged) else f"it is damaged ({err})"
+        if why is not None:  # a cache: rebuilt (once the failed attempt, its workers included, is let go)
+            index.reset(why)
             update, sel = _indexed(index, folders, since_epoch, accept)
     span_frame = spans(sel)
     found = changes(span_frame, sel)

@@ -199,6 +199,17 @@ def test_a_truncated_index_is_rebuilt(reports, capsys):
     assert len(result["runs"]) == DAYS and len(indexed_runs(reports)) == DAYS
 
 
+def test_an_index_whose_rows_do_not_add_up_is_rebuilt_when_read(reports, capsys):
+    """Damage found only while reading (a packed array of the wrong size): rebuilt, not a traceback."""
+    assert history(reports, capsys)[0] == 0
+    with sqlite3.connect(reports / INDEX_NAME) as db:
+        db.execute("UPDATE facts SET rows = rows + 1 WHERE run = (SELECT min(run) FROM facts)")
+    code, err, result = history(reports, capsys)
+    assert code == 0 and "was rebuilt from the run folders: it is damaged (run " in err
+    assert len(result["runs"]) == DAYS
+    assert "was rebuilt" not in history(reports, capsys)[1]  # and whole again
+
+
 def test_another_programs_database_at_the_index_path_is_not_taken_for_the_index(reports, capsys):
     with sqlite3.connect(reports / INDEX_NAME) as db:
         db.execute("CREATE TABLE runs(x)")  # a table of the same name, not sweep's
