@@ -116,27 +116,39 @@ def test_a_descendant_that_ignores_sigterm_gets_sigkill_at_the_timeout(tmp_path,
     assert cmd["leftover_killed"] is True
 
 
-def test_a_process_that_cannot_be_signalled_is_named_and_leftover_killed_is_false(marker, monkeypatch):
+EPERM_RUNNER = r'''
+import json, os, subprocess, sys
+from probe_agent import lifetime
+child = subprocess.Popen(["sleep", sys.argv[1]], stdout=subprocess.DEVNULL)  # holds none of our pipes
+real_kill = os.kill
+def kill(pid, signum):
+    if pid == child.pid:
+        raise PermissionError(1, "Operation not permitted")
+    return real_kill(pid, signum)
+lifetime.os.kill = kill
+try:
+    left = lifetime.end_leftovers(os.getpid(), grace=0.2)
+finally:
+    lifetime.os.kill = real_kill
+    child.kill()
+    child.wait()
+print(json.dumps({"child": child.pid, "left": left}))
+'''
+
+
+def test_a_process_that_cannot_be_signalled_is_named_and_leftover_killed_is_false(marker):
     """EPERM (a descendant that became another user) cannot be made here without a setuid program:
-    the refusal is injected into os.kill for one real child; the scan and the record are real."""
-    child = subprocess.Popen(["sleep", marker])
-    real_kill = os.kill
-
-    def kill(pid, signum):
-        if pid == child.pid:
-            raise PermissionError(1, "Operation not permitted")
-        return real_kill(pid, signum)
-
-    monkeypatch.setattr(lifetime.os, "kill", kill)
-    try:
-        left = lifetime.end_leftovers(os.getpid(), grace=0.2)
-    finally:
-        monkeypatch.undo()
-        child.kill()
-        child.wait()
-    mine = [p for p in left["not_ended"] if p["pid"] == child.pid]
-    assert mine == [{"pid": child.pid, "name": "sleep", "why": "not permitted to signal it (EPERM): it runs as another user"}]
-    assert child.pid not in {e["pid"] for e in left["ended"]}
+    the refusal is injected into os.kill for one real child of a process of its own (never pytest,
+    whose other children are not this test's); the scan and the record are real."""
+    proc = subprocess.run([sys.executable, "-c", EPERM_RUNNER, marker], cwd=ROOT, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0
+    got = json.loads(proc.stdout)
+    child, left = got["child"], got["left"]
+    assert left["not_ended"] == [{"pid": child, "name": "sleep",
+                                  "why": "not permitted to signal it (EPERM): it runs as another user"}]
+    assert left["ended"] == []
 
 
 def test_without_the_subreaper_the_record_says_what_may_be_missed():
