@@ -11,18 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from lifetime_parts import DOUBLE_FORK, marked_processes, running
 from probe_agent import lifetime
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURE = ROOT / "sweep" / "demo" / "captures" / "h200-load.json"
 _serial = itertools.count(1)
 
-DOUBLE_FORK = ("import os\n"
-               "if os.fork(): os._exit(0)\n"
-               "os.setsid()\n"
-               "if os.fork(): os._exit(0)\n"
-               "open('{pidfile}', 'w').write(str(os.getpid()))\n"
-               "os.execvp('sleep', ['sleep', '{marker}'])\n")
 DAEMON = "echo $$ > {pidfile}; exec sleep {marker}"
 FORMS = {  # how a command leaves a process behind; each one outlived its run before the subreaper
     "setsid &": "setsid sh -c '%s' >/dev/null 2>&1 &" % DAEMON,
@@ -32,27 +27,6 @@ FORMS = {  # how a command leaves a process behind; each one outlived its run be
 }
 # the command ends once its daemon runs `sleep` (so that what is left is known), as a launcher would
 UNTIL_STARTED = '\nuntil [ "$(cat /proc/$(cat {pidfile} 2>/dev/null)/comm 2>/dev/null)" = sleep ]; do sleep 0.01; done'
-
-
-def marked_processes(marker):
-    """pid -> state of every process whose command line holds `marker` (zombies included)."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % entry, "rb") as fh:
-                cmdline = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
-        except OSError:
-            continue
-        info = lifetime.read_stat(int(entry))
-        if marker in cmdline and info is not None:
-            found[int(entry)] = info[0]
-    return found
-
-
-def running(marker):
-    return {pid for pid, state in marked_processes(marker).items() if state not in lifetime.GONE}
 
 
 @pytest.fixture()
