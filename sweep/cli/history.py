@@ -54,7 +54,7 @@ def history(
     points, and drift of the SM clock under load against each host's own first runs (drifted hosts
     ranked first). Writes history.html, changes.csv, timeline.csv, drift.csv, load.csv, history.json.
     Exit 5 when a host drifted or changed, like sweep diff."""
-    from sweep.cli import results, safe
+    from sweep.cli import console, results, safe
     from sweep.history import build_history
     from sweep.history.build import parse_since
 
@@ -68,6 +68,10 @@ def history(
     paths.output_file(index, "--index", "the history index")
     result = build_history(list(runs) if runs else [root], out_dir, index_path=index, since=since, host=host,
                            threshold_pct=threshold, floor_mhz=floor)
+    if result.update.rebuilt:
+        console.print(safe(f"sweep: {result.update.rebuilt}"), soft_wrap=True)
+    for skipped in result.skipped:
+        console.print(safe(f"sweep: warning: {skipped.where}: skipped: {skipped.why}"), soft_wrap=True)
     for line in result.lines():
         results.print(safe(line), soft_wrap=True)
     results.print(safe(f"{plural(len(result.selection.runs), 'run')}, {plural(len(result.drifted), 'host')} drifted, "
