@@ -7,7 +7,7 @@ consequence, not a clue: such contracts carry `consequence_of`.
 import re
 
 from probe_agent import hostchecks
-from probe_agent.chain import DEPENDS, READ_WITHOUT_NVML, TITLES, contract, plural  # noqa: F401 (re-exported)
+from probe_agent.chain import BY_NAME, CONTRACTS, contract, plural  # noqa: F401 (plural re-exported)
 from probe_agent.framework import version_tuple
 
 FACILITY_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
@@ -419,30 +419,31 @@ def mig_layout(g):
     return "+".join(sorted(d.get("profile") or "?" for d in mig.get("devices") or [])) or "(no instances)"
 
 
-CHECKS = (("driver", check_driver), ("fabric", hostchecks.check_fabric), ("xid", hostchecks.check_xid),
-          ("device_mask", check_mask), ("framework", check_framework), ("processes", check_processes),
-          ("thermal", hostchecks.check_thermal), ("clocks", check_clocks), ("power", check_power),
-          ("memory", check_memory), ("links", hostchecks.check_links), ("topology", check_topology),
-          ("layout", check_layout), ("host", hostchecks.check_host))
+# The check that judges each contract of `chain.CONTRACTS` (which holds their order and dependencies).
+CHECKS = {"driver": check_driver, "fabric": hostchecks.check_fabric, "xid": hostchecks.check_xid,
+          "device_mask": check_mask, "framework": check_framework, "processes": check_processes,
+          "thermal": hostchecks.check_thermal, "clocks": check_clocks, "power": check_power,
+          "memory": check_memory, "links": hostchecks.check_links, "topology": check_topology,
+          "layout": check_layout, "host": hostchecks.check_host}
 
 
 def evaluate(facts):
     """The contracts in chain order, the lowest broken one marked, those above it as consequences."""
     nvml_ok = not facts.get("driver", {}).get("nvml_error") and facts.get("driver", {}).get("gpu_count")
     out = []
-    for name, check in CHECKS:
-        if name not in READ_WITHOUT_NVML and not nvml_ok:
-            out.append(contract(name, "unknown", "not read: NVML is unusable on this host", {}))
+    for spec in CONTRACTS:
+        if spec.needs_nvml and not nvml_ok:
+            out.append(contract(spec.name, "unknown", "not read: NVML is unusable on this host", {}))
             continue
         try:
-            out.append(check(facts))
+            out.append(CHECKS[spec.name](facts))
         except Exception as exc:  # a contract that cannot be judged is unknown, never a crash
-            out.append(contract(name, "unknown", "could not be judged (%s: %s)" % (type(exc).__name__, exc), {}))
+            out.append(contract(spec.name, "unknown", "could not be judged (%s: %s)" % (type(exc).__name__, exc), {}))
     lowest = next((c["name"] for c in out if c["status"] == "broken"), None)
     if lowest:
         for c in out:
             if c["name"] == lowest or c["status"] not in ("broken", "unknown"):
                 continue
-            if lowest in DEPENDS.get(c["name"], ("driver",)):
+            if lowest in BY_NAME[c["name"]].consequence_of:
                 c["consequence_of"] = lowest
     return out, lowest

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from probe_agent.chain import CONTRACTS
 from sweep.errors import ConfigError
 from sweep.analysis.fleet import Fleet, rows_at
 from sweep.analysis.health import Finding, health_findings
@@ -28,8 +29,8 @@ from sweep.analysis.keys import KEYS, factorize, as_text, host_keys
 from sweep.analysis.names import abbreviate, fold_hosts
 from sweep.text import plural
 
-# Contracts below which a host cannot run the benchmark at all.
-BLOCKING = ("driver", "fabric", "device_mask", "framework")
+# Contracts below which a host cannot run the benchmark at all (the agent's contract table says which).
+BLOCKING = tuple(c.name for c in CONTRACTS if c.blocks_benchmark)
 # Health findings that keep a comparable, runnable host out of the pool (any of severity "broken" too).
 HELD_OUT_BY = ("foreign_process", "probe_incomplete")
 

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from probe_agent.chain import CONTRACTS
 from sweep.analysis.fleet import rows_at
 from sweep.analysis.keys import KEYS, GpuKeys, as_number, as_text
 from sweep.analysis.names import fold_numbers
@@ -120,15 +121,9 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
     return tuple(sorted(out + _platform_findings(fleet, hosts), key=lambda f: (order[f.severity], f.kind, f.host)))
 
 
-# Contracts of schema 1.2 whose broken or warning state is a finding of its own (the lowest broken
-# contract already has one): kind, title.
-PLATFORM_CONTRACTS = {
-    "fabric": ("fabric_not_ready", "GPU fabric not ready"),
-    "xid": ("xid", "Xid events in the kernel log"),
-    "thermal": ("thermal_headroom", "Thermal headroom"),
-    "links": ("links", "PCIe / NVLink link degraded"),
-    "host": ("host_settings", "Host settings"),
-}
+# Contracts whose broken or warning state is a finding of its own (the lowest broken contract
+# already has one): kind, title, from the agent's contract table.
+PLATFORM_CONTRACTS = {c.name: c.finding for c in CONTRACTS if c.finding}
 
 
 def _platform_findings(fleet, hosts) -> list[Finding]:

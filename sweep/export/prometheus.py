@@ -13,13 +13,14 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from probe_agent.chain import STATUS_NAMES
 from sweep.analysis.compare import compare
 from sweep.export.textfile import Metrics, write_output
 from sweep.analysis.fleet import load_fleet
 from sweep.audit.rundiff import load_run
 
 MHZ = 1e6
-CONTRACT_STATES = ("ok", "warning", "broken", "not_applicable", "unknown")
+CONTRACT_STATES = STATUS_NAMES  # the agent's contract table
 REASONS = ("idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
            "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "display_clock_setting")
 FAMILIES = {
