@@ -146,6 +146,37 @@ def check_mask(facts):
     return contract("device_mask", "ok", msg, ev)
 
 
+def torch_problems(fw, drv, caps):
+    """(problems, warnings) of one interpreter's torch against the driver's CUDA and the GPUs' capabilities."""
+    who, tv = fw.get("interpreter"), fw.get("torch_version")
+    problems, warnings = [], []
+    rt = fw.get("cuda_runtime")
+    if not rt:
+        if fw.get("hip_runtime"):
+            problems.append("%s: torch %s is a ROCm build (HIP %s) on an NVIDIA host" % (who, tv, fw["hip_runtime"]))
+        else:
+            problems.append("%s: torch %s is a CPU-only wheel (torch.version.cuda is None)" % (who, tv))
+        return problems, warnings
+    if drv:
+        d, r = version_tuple(drv), version_tuple(rt)
+        if r[:1] > d[:1]:
+            problems.append("%s: torch %s needs CUDA %s but the driver supports CUDA %s: crossing a major "
+                            "version needs the forward-compatibility package or a newer driver" % (who, tv, rt, drv))
+        elif r > d:
+            warnings.append("%s: torch's CUDA %s is newer than the driver's %s (minor-version compatibility: "
+                            "PTX JIT and new APIs may fail)" % (who, rt, drv))
+    arch = fw.get("arch_list")
+    if arch and fw.get("cuda_available") is not False:
+        for cap in caps:
+            sm = "sm_" + cap.replace(".", "")
+            if sm not in arch and ("compute_" + cap.replace(".", "")) not in arch:
+                problems.append("%s: torch was built for %s, not for compute capability %s: "
+                                "'no kernel image is available'" % (who, ",".join(arch), cap))
+    if fw.get("mode") == "deep" and fw.get("cuda_available") is False:
+        problems.append("%s: torch.cuda.is_available() is False" % who)
+    return problems, warnings
+
+
 def check_framework(facts):
     results = facts.get("frameworks") or []
     if not results:
@@ -170,30 +201,9 @@ def check_framework(facts):
             warnings.append("%s: no torch installed" % who)
             continue
         found.append(fw)
-        rt = fw.get("cuda_runtime")
-        if not rt:
-            if fw.get("hip_runtime"):
-                problems.append("%s: torch %s is a ROCm build (HIP %s) on an NVIDIA host" % (who, tv, fw["hip_runtime"]))
-            else:
-                problems.append("%s: torch %s is a CPU-only wheel (torch.version.cuda is None)" % (who, tv))
-            continue
-        if drv:
-            d, r = version_tuple(drv), version_tuple(rt)
-            if r[:1] > d[:1]:
-                problems.append("%s: torch %s needs CUDA %s but the driver supports CUDA %s: crossing a major "
-                                "version needs the forward-compatibility package or a newer driver" % (who, tv, rt, drv))
-            elif r > d:
-                warnings.append("%s: torch's CUDA %s is newer than the driver's %s (minor-version compatibility: "
-                                "PTX JIT and new APIs may fail)" % (who, rt, drv))
-        arch = fw.get("arch_list")
-        if arch and fw.get("cuda_available") is not False:
-            for cap in caps:
-                sm = "sm_" + cap.replace(".", "")
-                if sm not in arch and ("compute_" + cap.replace(".", "")) not in arch:
-                    problems.append("%s: torch was built for %s, not for compute capability %s: "
-                                    "'no kernel image is available'" % (who, ",".join(arch), cap))
-        if fw.get("mode") == "deep" and fw.get("cuda_available") is False:
-            problems.append("%s: torch.cuda.is_available() is False" % who)
+        bad, odd = torch_problems(fw, drv, caps)
+        problems += bad
+        warnings += odd
     ev = {"interpreters": results, "driver_cuda": drv, "compute_capabilities": caps}
     if problems:
         fix = ("install a CUDA build of torch for driver CUDA %s (a cuXXX wheel with XXX <= the driver's)" % drv

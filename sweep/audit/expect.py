@@ -136,10 +136,11 @@ def _pcie(v, key):
     return f"gen{int(m.group(1))}x{int(m.group(2))}"
 
 
-class _TypeProblem(Exception):
+class _TypeProblem(ConfigError):
+    """An expectations value of the wrong type; the caller adds the file and line."""
+
     def __init__(self, message: str, fix: str):
-        super().__init__(message)
-        self.message, self.fix = message, fix
+        super().__init__(message, fix=fix)
 
 
 # rule -> validator. Host rules judge the host; GPU rules judge each GPU (and may sit under models).

@@ -18,7 +18,6 @@ from sweep import exitcodes
 from sweep.collect.engines import create_engine
 from sweep.collect.engines.base import Engine, EngineError, EngineJob
 from sweep.collect.shard import select_shard
-from sweep.collect.ssh.config import SSHSettingRefused
 from sweep.collect.ssh.prober import (FAILURE_CLASSES, KeyFileEncrypted, KeyFileError, KeyFileMissing,
                                       KeyFileWrongPassphrase, Outcome, SSHOptions, load_private_key)
 from sweep.collect.ssh.transports import TRANSPORTS, make_prober
@@ -168,10 +167,7 @@ def _check_ssh_settings(runner: Engine, hosts: Sequence[Host], options: SSHOptio
         return
     checker = make_prober(options.transport, b"", (), options)
     for host in hosts:
-        try:
-            checker.check(host)
-        except SSHSettingRefused as refused:
-            raise ConfigError(refused.message, where=refused.where) from None
+        checker.check(host)  # an SSHConfigError names the host, the setting, where it is and the fix
 
 
 def _ssh_options(known_hosts, accept_new_host_keys: bool, ssh_config: str | None, allow_agent: bool,

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from sweep.errors import SweepError
+
 # the public key fields after the nonce, per key type (PROTOCOL.certkeys)
 _KEY_FIELDS = {"ssh-rsa": 2, "ssh-dss": 4, "ecdsa-sha2-nistp256": 2, "ecdsa-sha2-nistp384": 2,
                "ecdsa-sha2-nistp521": 2, "ssh-ed25519": 1, "sk-ssh-ed25519@openssh.com": 2,
@@ -19,7 +21,7 @@ _KEY_FIELDS = {"ssh-rsa": 2, "ssh-dss": 4, "ecdsa-sha2-nistp256": 2, "ecdsa-sha2
 FOREVER = 0xFFFFFFFFFFFFFFFF
 
 
-class CertificateError(ValueError):
+class CertificateError(SweepError, ValueError):
     """Bytes that are not an OpenSSH certificate."""
 
 

@@ -42,6 +42,7 @@ from sweep.collect.schema import health_problem
 from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
 from sweep.collect.ssh.config import Hop, SSHConfigFile
 from sweep.collect.ssh.proxy import ShellProxyCommand
+from sweep.errors import ConfigError, SweepError
 from sweep.strictjson import DepthError, loads as strict_loads
 from sweep.text import visible
 from sweep.collect.ssh.watchdog import Attempt, Watchdog
@@ -105,7 +106,7 @@ class Outcome:
     unknown_numbers: list = field(default_factory=list)  # numbers the host wrote that a double cannot hold
 
 
-class HostFailure(Exception):
+class HostFailure(SweepError):
     """One attempt's failure, already classified; `transient` ones are retried."""
 
     def __init__(self, failure_class: str, message: str, *, transient: bool = False,
@@ -118,7 +119,7 @@ class HostFailure(Exception):
         self.stderr = stderr
 
 
-class KeyFileError(Exception):
+class KeyFileError(ConfigError):
     """A private key file that cannot be used; the text says why (after the file's name)."""
 
 
