@@ -21,7 +21,7 @@ several modules raise it:
   + HealthFileError ................ a health.json or capture file
   |   + DepthError ................. (strictjson) a document nested deeper than the limit
   + EngineError .................... (collect.engines.base) ansible / srun failed as a whole
-  + HostFailure .................... (collect.ssh.prober) one host's attempt failed, classified; never
+  + HostFailure .................... (failures) one host's attempt failed, classified; never
   |                                  escapes a sweep: it becomes the host's record
   + UnknownHostKey ................. (collect.ssh.hostkeys) a key no known_hosts file records
   + CertificateError ............... (collect.ssh.certs) bytes that are not an OpenSSH certificate

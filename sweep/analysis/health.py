@@ -14,6 +14,7 @@ from probe_agent.chain import CONTRACTS
 from sweep.analysis.fleet import rows_at
 from sweep.analysis.keys import KEYS, GpuKeys, as_number, as_text
 from sweep.analysis.names import fold_numbers
+from sweep.failures import fix_for
 from sweep.text import plural
 
 
@@ -66,7 +67,7 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
     failed = hosts[hosts["status"] != "ok"]
     out += [Finding(h, "unreachable", "unreachable", "Unreachable",
                     f"{r.failure_class}: {as_text(r.failure_message) or 'no health.json'}",
-                    _UNREACHABLE_FIX.get(str(r.failure_class)))
+                    fix_for(r.failure_class))
             for h, r in zip(failed.index, failed.itertuples())]
     broken = hosts[hosts["lowest_broken"].notna()]
     out += [Finding(h, "lowest_broken", "broken", f"Lowest broken contract: {r.lowest_broken}",
@@ -154,17 +155,3 @@ def _which_gpus(gpu_keys: GpuKeys, position: int, key: str) -> str:
 KEY_CONTRACT = {"ecc": "memory", "power_limit": "power", "mig": "layout", "persistence": "layout",
                 "compute_mode": "layout", "clock_policy": "clocks"}
 
-_UNREACHABLE_FIX = {
-    "refused": "start sshd on the host, or check the port and firewall",
-    "timeout": "check that the host is up and routable; raise the timeout for slow links",
-    "dns": "fix the name in DNS or give the address in the inventory",
-    "auth": "check the user and key the inventory names for this host",
-    "host_key_unknown": "add the host key to known_hosts after checking its fingerprint",
-    "host_key_changed": "find out why the host key changed (reinstall? another machine?) before trusting it",
-    "no_python": "install python3 on the host, or name one with python= in the inventory",
-    "python_too_old": "install python3 >= 3.8 on the host, or set ansible_python_interpreter to one",
-    "agent_error": "read the message; run the agent by hand on the host with --no-json",
-    "output_too_large": "probe the host alone and read its output",
-    "bad_output": "probe the host alone and read its output",
-    "not_probed": "finish the run: sweep run --resume RUN_DIR",
-}

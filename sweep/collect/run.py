@@ -18,10 +18,13 @@ from sweep import exitcodes
 from sweep.collect.engines import create_engine
 from sweep.collect.engines.base import Engine, EngineError, EngineJob
 from sweep.collect.shard import select_shard
-from sweep.collect.ssh.prober import (FAILURE_CLASSES, KeyFileEncrypted, KeyFileError, KeyFileMissing,
-                                      KeyFileWrongPassphrase, Outcome, SSHOptions, load_private_key)
+from sweep.collect.options import SSHOptions
+from sweep.collect.outcome import Outcome
+from sweep.collect.ssh.prober import (KeyFileEncrypted, KeyFileError, KeyFileMissing, KeyFileWrongPassphrase,
+                                      load_private_key)
 from sweep.collect.ssh.transports import TRANSPORTS, make_prober
 from sweep.errors import ConfigError, InventoryError, RunFolderError
+from sweep.failures import FAILURE_CLASSES
 from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory
 from sweep.collect.wrap import WrapSpec, split_record
 from sweep.store import RECORD_VERSION, RunFolder, default_run_dir, iso, new_manifest
