@@ -27,7 +27,12 @@ def is_control(ch: str) -> bool:
 
 def plural(n: int, word: str, many: str | None = None) -> str:
     """'1 host', '2 hosts', '3 classes': a count with its noun, never 'host(s)'."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"
+    return f"{n} {noun(n, word, many)}"
+
+
+def noun(n: int, word: str, many: str | None = None) -> str:
+    """The noun alone, as `plural` writes it after `n`: 'host' for 1, 'hosts' otherwise ('<b>3</b> hosts')."""
+    return word if n == 1 else (many or word + "s")
 
 
 def show_value(value: Any) -> str:

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from sweep.collect.run import RunProgress, RunResult
-from sweep.text import visible
+from sweep.text import plural, visible
 
 
 class SweepProgress:
@@ -75,5 +75,5 @@ def render_summary(result: RunResult, console: Console | None = None, *, shown: 
     elif result.fully_swept:
         console.print(f"[green]every host swept[/] ({result.ok} of {result.total})")
     else:
-        console.print(f"[red]not fully swept[/]: {result.failed + result.pending} of {result.total} hosts "
+        console.print(f"[red]not fully swept[/]: {result.failed + result.pending} of {plural(result.total, 'host')} "
                       "have no health.json")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweep.collect.bundle import TOO_OLD_MARK
+from sweep.collect.bundle import DEADLINE_EXIT, DEADLINE_MARK, TOO_OLD_MARK
 from sweep.collect.schema import health_problem
 from sweep.failures import HostFailure
 from sweep.strictjson import DepthError, loads as strict_loads
@@ -33,9 +33,9 @@ class Outcome:
 
 
 def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
-                 wrapped: bool = False) -> tuple[dict, list[dict]]:
-    """health.json (`wrapped`: provenance.json) from stdout and the numbers in it a double cannot hold
-    (now null; `sweep.strictjson`), or the HostFailure that says why there is none."""
+                 wrapped: bool = False, host_deadline: float | None = None) -> tuple[dict, list[dict]]:
+    """health.json (`wrapped`: provenance.json) from stdout and the numbers in it a double cannot hold (now
+    null; `sweep.strictjson`), or the HostFailure why there is none (ended at `host_deadline`: timeout)."""
     problem, unknown = None, []
     try:
         loaded = strict_loads(out)
@@ -69,6 +69,8 @@ def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
                 "this sweep's agent"))
     if problem is None:
         return health, unknown
+    if exit_status == DEADLINE_EXIT and DEADLINE_MARK in stderr:  # the bootstrap ended it at the deadline
+        raise timed_out(host, host_deadline)
     last = _last_line(stderr)
     if TOO_OLD_MARK in stderr or (exit_status == 1 and _python_syntax_error(stderr)):
         found = _old_version(stderr)
@@ -107,3 +109,12 @@ def _old_version(stderr: str) -> str:
 
     found = re.search(r"[Pp]ython (\d+\.\d+(?:\.\d+)?)", stderr)
     return found.group(1) if found else ""
+
+
+def timed_out(host: Any, host_deadline: float | None, where: str = "while the agent ran") -> HostFailure:
+    """The timeout of a host that did not answer within its deadline: the controller cut the session, or
+    the bootstrap ended the agent on the host (`DEADLINE_MARK`); the same record whichever came first."""
+    within = "the host deadline" if host_deadline is None else f"the host deadline of {host_deadline:g} s"
+    return HostFailure("timeout", (
+        f"{host.name}: no answer within {within} ({where}); "
+        "check the host, or raise --host-deadline (sweep_host_deadline)"))

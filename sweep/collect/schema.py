@@ -86,7 +86,8 @@ class _Compiler:
             return lambda v, w: f"{w}: no value is allowed here"
         unknown = set(node) - _ANNOTATIONS - {word for words, _ in _KEYWORDS for word in words}
         if unknown:
-            raise UnsupportedSchema(f"schema keyword(s) {', '.join(sorted(unknown))} not supported")
+            raise UnsupportedSchema(f"schema {'keyword' if len(unknown) == 1 else 'keywords'} {', '.join(sorted(unknown))} "
+                                    "not supported")
         checks = [check for words, make in _KEYWORDS if any(word in node for word in words)
                   for check in [make(self, node)] if check is not None]
         if len(checks) == 1:

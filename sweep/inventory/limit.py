@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from sweep.errors import LimitError
+from sweep.text import plural
 
 _SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$")
 _COLON_SEPARATED = re.compile(r"(?:[^\s:\[\]]|\[[^\]]*\])+")
@@ -119,7 +120,7 @@ def _match_one(pattern: str, position: Mapping[str, int], groups: Mapping[str, S
     except IndexError:
         raise LimitError(
             f"--limit pattern '{pattern}' asks for host {start} of {expression!r}, "
-            f"which matches only {len(matches)} hosts",
+            f"which matches only {plural(len(matches), 'host')}",
             fix=f"use an index from 0 to {len(matches) - 1}, or a slice such as {expression}[0:3]",
         ) from None
 

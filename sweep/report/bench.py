@@ -5,6 +5,8 @@ builds it.
 """
 from __future__ import annotations
 
+from sweep.text import plural
+
 ROWS_MAX = 200
 
 
@@ -21,7 +23,7 @@ def quote_line(bench: dict) -> str:
         return f"benchmark: no figure to quote: {q['why']}"
     spread = f", spread {q['spread_pct']:g}%" if q.get("spread_pct") is not None else ""
     return (f"benchmark: quote {q['metric']} = {_fig(q['value'], bench['unit'])}: the median of class {q['class']} "
-            f"(reference, {q['n']} host(s){spread})")
+            f"(reference, {plural(q['n'], 'host')}{spread})")
 
 
 def bench_lines(bench: dict | None) -> list[str]:
@@ -38,7 +40,7 @@ def bench_lines(bench: dict | None) -> list[str]:
         lines.append(f"benchmark: {n['host']}: {n['status']}: {n['why']}")
     more = len(bench["not_run"]) - 10
     if more > 0:
-        lines.append(f"benchmark: {more} more host(s) without a figure (summary.json)")
+        lines.append(f"benchmark: {plural(more, 'more host', 'more hosts')} without a figure (summary.json)")
     return lines
 
 

@@ -48,7 +48,7 @@ def _visible(value):
 
 _env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
                    undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=_visible)
-_env.filters["abbreviate"] = abbreviate
+_env.filters.update(abbreviate=abbreviate, plural=plural)
 
 
 def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=(), audit: dict | None = None,
@@ -144,14 +144,14 @@ _BACKTICKS = re.compile(r"`+")
 
 def render_markdown(summary: dict) -> str:
     """summary.md: the verdict, classes against the reference, hosts kept out, findings; for a ticket."""
-    lines = [f"# sweep report: {summary['hosts_total']} hosts", "",
+    lines = [f"# sweep report: {plural(summary['hosts_total'], 'host')}", "",
              f"**{md(summary['verdict'])}**: {md(summary['verdict_detail'])}", "",
              f"Exit code {summary['exit_code']}: {md(summary['exit_meaning'])}", ""]
     classes = summary["classes"]
     if classes:
         ref = summary["reference_class"]
         lines += ["## Comparability classes", "",
-                  f"Reference: class {ref['id']} ({md(ref['chosen_by'])}), {ref['size']} hosts: "
+                  f"Reference: class {ref['id']} ({md(ref['chosen_by'])}), {plural(ref['size'], 'host')}: "
                   f"{mdcode(ref['folded'])}",
                   "", "Reference keys: " + "; ".join(f"{md(summary['key_labels'][k])} **{md(v)}**"
                                                      for k, v in ref["keys"].items()), ""]

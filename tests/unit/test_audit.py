@@ -280,16 +280,16 @@ def test_audit_section_shape_and_exit_code(window, tmp_path):
 def test_baseline_cli_set_show_check_and_later_hosts(window, tmp_path, capsys):
     run_a, run_b = window
     base = tmp_path / "bl"
-    assert main(["baseline", "set", str(run_a), "--dir", str(base)]) == 0
-    assert "13 added, 0 updated, 0 kept" in flat(capsys.readouterr().err)
-    assert main(["baseline", "show", "--dir", str(base), "--json"]) == 0
+    assert main(["baseline", "set", str(run_a), "-o", str(base)]) == 0
+    assert "13 added, 0 updated, 0 kept" in flat(capsys.readouterr().out)
+    assert main(["baseline", "show", "--baseline", str(base), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["host"] for r in rows][:3] == ["gpu01", "gpu02", "gpu03"]
     assert rows[0]["driver"] == "580.159.04" and rows[0]["ecc"] == "on" and rows[0]["power_limit_w"] == "700"
-    assert main(["baseline", "show", "--dir", str(base)]) == 0
-    assert main(["baseline", "check", str(run_a), "--dir", str(base)]) == 0
-    assert main(["baseline", "check", str(run_b), "--dir", str(base)]) == 5
-    assert "gpu09: power changed" in flat(capsys.readouterr().err)
+    assert main(["baseline", "show", "--baseline", str(base)]) == 0
+    assert main(["baseline", "check", str(run_a), "--baseline", str(base)]) == 0
+    assert main(["baseline", "check", str(run_b), "--baseline", str(base)]) == 5
+    assert "gpu09: power changed" in flat(capsys.readouterr().out)
 
     # a host that joins later gets its own file; the others stay as they were unless --update
     joined = tmp_path / "run-c"

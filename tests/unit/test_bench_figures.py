@@ -71,7 +71,7 @@ def test_the_host_deadline_must_leave_time_for_the_command():
 
 @pytest.mark.parametrize("argv,message", [
     (["--wrap"], "--wrap needs a command after --"),
-    (["extra"], "unexpected argument(s) after the inventory: extra"),
+    (["extra"], "unexpected argument after the inventory: extra"),
     (["--metric", "x=([0-9]+)"], "--metric and --force belong to --wrap"),
     (["--wrap", "--metric", "x", "--", "true"], "is not NAME=REGEX"),
     (["--wrap", "--engine", "ansible", "--", "true"], "--wrap runs over sweep's own SSH transport only"),

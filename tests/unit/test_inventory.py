@@ -406,7 +406,7 @@ def test_limit_matching_nothing_in_an_inventory_without_groups(tmp_path):
     ("~gpu(", "--limit pattern '~gpu(' is not a valid regular expression "
               "(missing ), unterminated subpattern at position 3); fix the expression after '~', "
               "or use a glob such as 'gpu0*'"),
-    ("canary[3]", "--limit pattern 'canary[3]' asks for host 3 of 'canary', which matches only 1 hosts; "
+    ("canary[3]", "--limit pattern 'canary[3]' asks for host 3 of 'canary', which matches only 1 host; "
                   "use an index from 0 to 0, or a slice such as canary[0:3]"),
     ("@/nonexistent/retry", "--limit '@/nonexistent/retry' names a file that cannot be read "
                             "(No such file or directory); give the path of a file listing one host or group per line"),

@@ -43,7 +43,7 @@ from sweep.errors import ConfigError
 from sweep.text import visible
 from sweep.collect.ssh.watchdog import Attempt, Watchdog
 from sweep.collect.options import FAST_CIPHER, FAST_KEX, SSHOptions
-from sweep.collect.outcome import Outcome, judge_output
+from sweep.collect.outcome import Outcome, judge_output, timed_out
 from sweep.failures import HostFailure
 
 # paramiko logs each failed handshake with a traceback at ERROR; a failed host is already a record
@@ -358,6 +358,8 @@ class Prober:
         if not chan.status_event.wait(max(0.01, deadline - time.monotonic())):
             raise _aborted(host, "deadline", opts, "exec")
         exit_status = chan.exit_status
+        if exit_status == -1 and time.monotonic() >= deadline:
+            raise _aborted(host, "deadline", opts, "exec")  # the host's backstop alarm ended it, past ours
         if exit_status == -1 and not transport.is_active():
             raise HostFailure("agent_error", (
                 f"{host.name}: the SSH connection was lost while the agent ran ({len(out)} bytes of output "
@@ -368,7 +370,8 @@ class Prober:
         if err_total > len(err):
             stderr = f"[first {err_total - len(err)} bytes of stderr cut]\n" + stderr
         try:
-            return judge_output(host, bytes(out), exit_status, stderr, wrapped=self.wrap is not None), exit_status, stderr
+            return judge_output(host, bytes(out), exit_status, stderr, wrapped=self.wrap is not None,
+                                host_deadline=opts.host_deadline), exit_status, stderr
         except HostFailure as failure:
             failure.exit_status, failure.stderr = exit_status, stderr
             raise
@@ -442,10 +445,8 @@ def _size(n: int) -> str:
 def _aborted(host: Any, reason: str, opts: SSHOptions, phase: str) -> HostFailure:
     if reason == "interrupted":
         return HostFailure("interrupted", f"{host.name}: interrupted")
-    where = "before the SSH session was up" if phase == "connect" else "while the agent ran"
-    return HostFailure("timeout", (
-        f"{host.name}: no answer within the host deadline of {opts.host_deadline:g} s ({where}); "
-        "check the host, or raise --host-deadline (sweep_host_deadline)"))
+    return timed_out(host, opts.host_deadline, "before the SSH session was up" if phase == "connect" else
+                     "while the agent ran")
 
 
 def _classify(name: str, exc: BaseException, phase: str, opts: SSHOptions, hop: Hop | None) -> HostFailure:
