@@ -19,12 +19,12 @@ several modules raise it:
   |   + _TypeProblem ............... (audit.expect) an expectations value of the wrong type
   + RunFolderError ................. a run folder
   + HealthFileError ................ a health.json or capture file
-  |   + DepthError ................. (strictjson) a document nested deeper than the limit
+  + DepthError ..................... (strictjson) a document nested deeper than the limit (also a ValueError)
   + EngineError .................... (collect.engines.base) ansible / srun failed as a whole
   + HostFailure .................... (failures) one host's attempt failed, classified; never
   |                                  escapes a sweep: it becomes the host's record
   + UnknownHostKey ................. (collect.ssh.hostkeys) a key no known_hosts file records
-  + CertificateError ............... (collect.ssh.certs) bytes that are not an OpenSSH certificate
+  + CertificateError ............... (collect.ssh.certs) bytes that are not an OpenSSH certificate (a ValueError)
   + UnsupportedSchema .............. (collect.schema) a schema keyword the validator does not implement
   + InventoryWarning ............... also a UserWarning: the inventory reads, but likely holds a mistake
 """

@@ -44,6 +44,19 @@ def test_the_module_docstring_draws_every_exception():
     assert not missing, f"sweep/errors.py's tree does not show {sorted(missing)}"
 
 
+def test_the_tree_draws_each_class_under_its_base():
+    by_name = {name.rsplit(".", 1)[1]: cls for name, cls in EXCEPTIONS.items()}
+    parents = ["SweepError"]
+    for line in errors.__doc__.splitlines():
+        found = re.match(r"^  ((?:\|   )*)\+ (\w+)", line)
+        if not found:
+            continue
+        depth = len(found.group(1)) // 4 + 1
+        parents[depth:] = [found.group(2)]
+        parent = by_name.get(parents[depth - 1], SweepError)
+        assert issubclass(by_name[found.group(2)], parent), f"{found.group(2)} is drawn under {parents[depth - 1]}"
+
+
 def test_one_class_for_an_ssh_setting_sweep_cannot_read_or_honour(tmp_path):
     """A line sweep cannot read as OpenSSH would and a setting the connection cannot honour: one ConfigError
     (exit 2 from the CLI), with its file:line."""

@@ -69,3 +69,17 @@ def test_the_report_advises_each_unreachable_host_with_its_class_fix(tmp_path):
     found = compare.compare(fleet_mod.load_fleet([run]))
     fixes = {f.host: f.fix for f in found.findings if f.kind == "unreachable"}
     assert fixes == {name: cls.fix for name, cls in zip(names, FailureClass)}
+
+
+def test_retry_failed_retries_the_declared_transient_classes():
+    """`sweep run --resume RUN --retry-failed` with no class named: the classes the enum marks transient."""
+    import pytest
+
+    from sweep.collect.resume import retry_classes
+    from sweep.errors import ConfigError
+
+    assert retry_classes([]) == tuple(c.value for c in FailureClass if c.probed and c.transient)
+    assert retry_classes(["auth"]) == ("auth",)
+    with pytest.raises(ConfigError) as refused:
+        retry_classes(["not_probed"])  # not a class a probe ends with: nothing to retry by it
+    assert "name one of dns, refused, timeout, host_key_unknown, host_key_changed" in str(refused.value)
