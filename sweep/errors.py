@@ -79,3 +79,7 @@ class SSHConfigError(ConfigError):
 
 class InventoryWarning(SweepError, UserWarning):
     """The inventory reads, but something in it is likely a mistake (a host defined twice, differently)."""
+
+
+class ExpectationsWarning(InventoryWarning):
+    """An expectations file reads, but names a host or group that none of the audited hosts matches."""

@@ -1,6 +1,6 @@
 """sweep's command line: parses, hands over, prints. The one place where errors become exit codes.
 
-Exit codes (all commands): 0 success; 1 hosts unreachable or failed (run); 2 bad input (a message
+Exit codes (all commands): 0 success; 1 hosts unreachable or failed (run), not judged (audit); 2 bad input (a message
 names the file, host or option and the fix); 3 hosts not comparable (report); 4 a broken contract
 (probe, report); 5 off expectations or a baseline; 6 a wrapped benchmark failed on a host, 7 it was
 refused on a host (run --wrap; docs/fleet-benchmark.md); 130 interrupted. `sweep report --help` lists the report's precedence.
@@ -22,7 +22,7 @@ from sweep import __version__, exitcodes
 from sweep.cli import paths
 from sweep.cli.history import keep_history, register as register_history
 from sweep.errors import SweepError
-from sweep.text import noun, plural, visible
+from sweep.text import json_text, noun, plural, visible
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Is this GPU fleet the fleet you think it is? Probe hosts, sweep a fleet, compare it.")
@@ -238,7 +238,7 @@ def _run_diff(before: Path, after: Path, as_json: bool, html: Optional[Path]) ->
                               fix="choose a writable path with --html") from None
         console.print(f"wrote {safe(html)}")
     if as_json:
-        print(json.dumps(result.as_dict(), indent=1, ensure_ascii=False))
+        print(json_text(result.as_dict()))
     else:
         render_terminal(result, results)
     return result.exit_code
@@ -282,7 +282,7 @@ def baseline_show(
     directory = directory if directory is not None else baseline
     rows = show_rows(directory, host)
     if as_json:
-        print(json.dumps(rows, indent=1, ensure_ascii=False))
+        print(json_text(rows))
         return
     from rich.table import Table
 
@@ -310,7 +310,7 @@ def baseline_check(
     paths.input_dir(run_dir, "RUN_DIR", "a run folder (sweep run)")
     result = compare_to_baseline(run_dir, directory if directory is not None else baseline)
     if as_json:
-        print(json.dumps(result.as_dict(), indent=1, ensure_ascii=False))
+        print(json_text(result.as_dict()))
     else:
         from sweep.analysis.names import fold_messages
 
@@ -686,8 +686,9 @@ def audit(
                                             help="baseline folder (sweep baseline set)"),
     as_json: bool = typer.Option(False, "--json", help="print the audit section as JSON"),
 ):
-    """Judge RUN_DIR against an expectations file and/or a baseline: one line per finding,
-    exit 5 when a host is off (docs/audits.md)."""
+    """Judge RUN_DIR against an expectations file and/or a baseline: one line per finding, one per
+    reason a host of the run was not judged; exit 5 when a host is off, 1 when a host of the run
+    was not judged (docs/audits.md)."""
     from sweep.audit.baseline import audit_section
     from sweep.errors import ConfigError
     from sweep.audit.rundiff import load_run
@@ -699,16 +700,29 @@ def audit(
         raise ConfigError("nothing to audit against", fix="give --expect FILE, --baseline DIR, or both")
     section = audit_section(load_run(run_dir), expect, baseline)
     if as_json:
-        print(json.dumps(section, indent=1, ensure_ascii=False))
+        print(json_text(section))
     else:
-        from sweep.analysis.names import fold_messages
-
-        for items in ((section["expectations"] or {}).get("findings", []), (section["baseline"] or {}).get("drift", [])):
-            for line in fold_messages((item["host"], item["message"]) for item in items):
-                results.print(safe(line), soft_wrap=True)
-        for line in section["headline"] or ["no host is off its expectations or baseline"]:
+        for line in _audit_lines(section):
             results.print(safe(line), soft_wrap=True)
     raise typer.Exit(section["exit_code"])
+
+
+def _audit_lines(section: dict) -> list[str]:
+    """`sweep audit`'s text: findings and drift, then the hosts not judged, folded (clubak -b), then the headline."""
+    from sweep.analysis.names import fold_messages
+    from sweep.audit.baseline import audit_off
+
+    lines = []
+    for items in ((section["expectations"] or {}).get("findings", []), (section["baseline"] or {}).get("drift", [])):
+        lines += fold_messages((item["host"], item["message"]) for item in items)
+    lines += fold_messages((item["host"], f"not judged: {item['reason']}") for item in section["unjudged"])
+    if not audit_off(section):
+        judged = section["hosts_listed"] - len(section["unjudged"])
+        lines.append("no host is off its expectations or baseline" if not section["unjudged"] else
+                     "no host was judged" if judged == 0 else
+                     "the one judged host is not off its expectations or baseline" if judged == 1 else
+                     f"none of the {judged} judged hosts is off its expectations or baseline")
+    return lines + section["headline"]
 
 
 @app.command()

@@ -5,11 +5,15 @@ high-cardinality label (no UUID, serial, PCI id, timestamp or message text). Ver
 model, groups and the comparability class are `_info` metrics (value 1, the text in a label).
 Units are Prometheus' base units: `_watts`, `_celsius`, `_hertz` (the probe's MHz times 10^6),
 `_seconds`, `_ratio`. Booleans are 0/1 gauges. A value the probe could not read is not exported.
+A host whose record gives two GPUs the same index (no NVML does; a modified agent or an edited
+record may) keeps both: those GPUs also carry `gpu_position`, their place in the record's list,
+so neither series overwrites the other.
 
 Metric names are listed in `FAMILIES` (docs/prometheus.md); `sweep.export.rules` alerts on them.
 """
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
@@ -111,12 +115,16 @@ def _host(m: Metrics, host: str, health: dict, cls) -> None:
         m.add("sweep_host_comparability_class_info", 1, host=host, **{"class": cls[0]})
         m.add("sweep_host_in_reference_class", cls[1], host=host)
     load = {s.get("gpu"): s for s in ((health.get("load") or {}).get("summary") or ()) if isinstance(s, dict)}
-    for g in health.get("gpus") or ():
-        _gpu(m, host, g, load.get(g.get("index")) or {})
+    gpus = [g for g in health.get("gpus") or () if isinstance(g, dict)]
+    seen = Counter(str(g.get("index")) for g in gpus)
+    for position, g in enumerate(gpus):
+        at = {"host": host, "gpu": str(g.get("index"))}
+        if seen[at["gpu"]] > 1:
+            at["gpu_position"] = str(position)
+        _gpu(m, at, g, load.get(g.get("index")) or {})
 
 
-def _gpu(m: Metrics, host: str, g: dict, load: dict) -> None:
-    at = {"host": host, "gpu": str(g.get("index"))}
+def _gpu(m: Metrics, at: dict, g: dict, load: dict) -> None:
     power, ecc, clocks, mig = (g.get(k) or {} for k in ("power", "ecc", "clocks", "mig"))
     m.add("sweep_gpu_info", 1, model=g.get("name") or "unknown", **at)
     m.add("sweep_gpu_ecc_enabled", ecc.get("current"), **at)

@@ -17,6 +17,10 @@ def _fig(value, unit=None) -> str:
     return f"{text} {unit}" if unit else text
 
 
+def _dev(o: dict) -> str:
+    return "-" if o.get("deviation_pct") is None else f"{o['deviation_pct']:+g}%"
+
+
 def quote_line(bench: dict) -> str:
     q = bench["quote"]
     if q.get("value") is None:
@@ -35,7 +39,8 @@ def bench_lines(bench: dict | None) -> list[str]:
         lines.append("benchmark: " + bench["not_pooled"])
     for o in bench["outliers"][:10]:
         lines.append(f"benchmark: outlier {o['host']} (class {o['class']}): {_fig(o['value'], bench['unit'])}, "
-                     f"{o['deviation_pct']:+g}% from its class's median: " + "; ".join(o["evidence"]))
+                     + (f"{_dev(o)} from its class's median: " if o.get("deviation_pct") is not None else "")
+                     + "; ".join(o["evidence"]))
     for n in bench["not_run"][:10]:
         lines.append(f"benchmark: {n['host']}: {n['status']}: {n['why']}")
     more = len(bench["not_run"]) - 10
@@ -61,7 +66,7 @@ def markdown_bench(bench: dict, md, mdcode) -> list[str]:
     lines.append("")
     if bench["outliers"]:
         lines += ["| Outlier | Class | Figure | From the class median | Envelope evidence |", "|---|---|---|---|---|"]
-        lines += [f"| {mdcode(o['host'])} | {o['class']} | {_fig(o['value'], unit)} | {o['deviation_pct']:+g}% | "
+        lines += [f"| {mdcode(o['host'])} | {o['class']} | {_fig(o['value'], unit)} | {_dev(o)} | "
                   f"{'<br>'.join(md(e) for e in o['evidence'])} |" for o in bench["outliers"][:ROWS_MAX]]
         lines.append("")
     if bench["not_run"]:
