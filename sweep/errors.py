@@ -27,6 +27,7 @@ several modules raise it:
   + CertificateError ............... (collect.ssh.certs) bytes that are not an OpenSSH certificate (a ValueError)
   + UnsupportedSchema .............. (collect.schema) a schema keyword the validator does not implement
   + InventoryWarning ............... also a UserWarning: the inventory reads, but likely holds a mistake
+      + ExpectationsWarning ........ an expectations file names a host or group no audited host matches
 """
 from __future__ import annotations
 
