@@ -248,7 +248,7 @@ def test_two_sweep_history_at_once_both_succeed(tmp_path):
     for code, (out, err) in outcomes:
         assert code == 0 and "Traceback" not in err and "error" not in err, err
     page = (reports / "history" / "history.html").read_text()
-    assert "30 run(s)" in page
+    assert "30 runs" in page
     assert indexed_runs(reports) == sorted(p.name for p in reports.iterdir() if p.name.startswith("2026"))
 
 
