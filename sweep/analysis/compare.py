@@ -23,7 +23,8 @@ import pandas as pd
 from sweep.errors import ConfigError
 from sweep.analysis.fleet import Fleet, rows_at
 from sweep.analysis.health import Finding, health_findings
-from sweep.analysis.impact import impact
+from sweep.analysis.facts import impact_of
+from sweep.analysis.impact import impact  # noqa: F401  (re-exported: the text rules of one key)
 from sweep.analysis.keys import KEYS, factorize, as_text, host_keys
 from sweep.analysis.names import abbreviate, fold_hosts
 from sweep.text import plural
@@ -199,13 +200,13 @@ def compare(fleet: Fleet, reference: str | None = None) -> Findings:
     grouped = np.split(runnable.index.to_numpy(dtype=object)[np.argsort(code, kind="stable")], np.cumsum(sizes)[:-1])
     ref_code, reference_by = _reference_code(reference, hosts, eligible, code, sizes)
     order = sorted(range(len(first)), key=lambda c: (c != ref_code, -sizes[c], min(grouped[c])))
-    rows = rows_at(runnable, first) if len(first) else []
+    rows = rows_at(runnable[list(KEYS)], first) if len(first) else []
     ref_keys = rows[order[0]] if order else {}
     classes, id_of = [], np.empty(len(first), dtype=object)
     for i, c in enumerate(order):
         names = tuple(sorted(grouped[c]))
         values = rows[c]
-        differs = tuple(Difference(k, KEYS[k], values[k], ref_keys[k], impact(k, values[k], ref_keys[k]))
+        differs = tuple(Difference(k, KEYS[k], values[k], ref_keys[k], impact_of(k, values[k], ref_keys[k]))
                         for k in KEYS if values[k] != ref_keys[k])
         classes.append(ComparabilityClass(class_id(i), names, fold_hosts(names), values, differs))
         id_of[c] = class_id(i)
