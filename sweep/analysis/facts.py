@@ -307,19 +307,33 @@ FACTS: tuple[Fact, ...] = (
          compares=False,
          reads={"fabric_manager_version": ("category", lambda h: _firmware(h, "fabric_manager_version"))}),
 )
-BY_NAME = {f.name: f for f in FACTS}
-KEYS = {f.name: f.label for f in FACTS}  # every fact, in the table's order
-COMPARED = {f.name: f.label for f in FACTS if f.compares}  # the keys that split the fleet into classes
-GPU_FACTS = tuple(f for f in FACTS if f.scope == "gpu")
-HOST_FACTS = tuple(f for f in FACTS if f.scope == "host")
-# columns a fact reads from a health document itself: name -> (dtype, reader), by scope
-GPU_READS = {c: spec for f in GPU_FACTS for c, spec in f.reads.items()}
-HOST_READS = {c: spec for f in HOST_FACTS for c, spec in f.reads.items()}
+
+
+def derived(table: tuple) -> dict:
+    """The views of a fact table that consumers iterate (module attributes of the same names)."""
+    return {"FACTS": tuple(table), "BY_NAME": {f.name: f for f in table},
+            "KEYS": {f.name: f.label for f in table},  # every fact, in the table's order
+            "COMPARED": {f.name: f.label for f in table if f.compares},  # the keys that split the fleet
+            "GPU_FACTS": tuple(f for f in table if f.scope == "gpu"),
+            "HOST_FACTS": tuple(f for f in table if f.scope == "host"),
+            # columns a fact reads from a health document itself: name -> (dtype, reader), by scope
+            "GPU_READS": {c: spec for f in table if f.scope == "gpu" for c, spec in f.reads.items()},
+            "HOST_READS": {c: spec for f in table if f.scope == "host" for c, spec in f.reads.items()}}
+
+
+globals().update(derived(FACTS))
+BY_NAME: dict
+KEYS: dict
+COMPARED: dict
+GPU_FACTS: tuple
+HOST_FACTS: tuple
+GPU_READS: dict
+HOST_READS: dict
 
 
 def impact_of(key: str, value: str, reference: str) -> str:
     """What a host with `value` for `key` suffers or gains against `reference` (the fact's impact rules)."""
-    return texts.impact(key, value, reference, BY_NAME[key].impact)
+    return texts.impact(key, value, reference, globals()["BY_NAME"][key].impact)
 
 
 def mixed_text(fact: Fact, rows: list) -> str:
@@ -338,4 +352,4 @@ def signature(dtypes: dict) -> str:
     """What the table declares, for caches built from it (the history index): each fact's name, scope,
     history treatment, columns and their dtypes (`dtypes`: column -> dtype of the fleet frames)."""
     return ";".join(f"{f.name}/{f.scope}/{f.history}/{int(f.compares)}/" + ",".join(
-        f"{c}:{dtypes.get(c, '')}" for c in f.columns) for f in FACTS)
+        f"{c}:{dtypes.get(c, '')}" for c in f.columns) for f in globals()["FACTS"])

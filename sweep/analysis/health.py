@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from sweep.analysis.fleet import rows_at
-from sweep.analysis.facts import BY_NAME
+from sweep.analysis import facts as table
 from sweep.analysis.keys import GpuKeys, as_number, as_text
 from sweep.analysis.names import fold_numbers
 from sweep.text import plural
@@ -112,11 +112,11 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
     mixed_hosts = mixed[mixed.any(axis=1)]
     for h, row in mixed_hosts.iterrows():  # rare: hosts whose selected GPUs differ among themselves
         differ = [k for k in mixed_hosts.columns if row[k]]
-        parts = [f"{BY_NAME[k].label} {keys.at[h, k]} ({_which_gpus(gpu_keys, positions[h], k)})" for k in differ]
+        parts = [f"{table.BY_NAME[k].label} {keys.at[h, k]} ({_which_gpus(gpu_keys, positions[h], k)})" for k in differ]
         out.append(Finding(h, "mixed_gpus", "warning", "GPUs differ within the host",
                            "the selected GPUs differ: " + "; ".join(parts),
                            "make the cards alike (power limit, ECC, MIG, clocks) or mask out the odd one",
-                           BY_NAME[differ[0]].contract if len(differ) == 1 else None))
+                           table.BY_NAME[differ[0]].contract if len(differ) == 1 else None))
     order = {"unreachable": 0, "broken": 1, "warning": 2}
     return tuple(sorted(out + _platform_findings(fleet, hosts), key=lambda f: (order[f.severity], f.kind, f.host)))
 
@@ -151,7 +151,7 @@ def _which_gpus(gpu_keys: GpuKeys, position: int, key: str) -> str:
     by_value = {}
     for row in mine:
         combo = gpu_keys.combos[key][row]
-        per_gpu = BY_NAME[key].per_gpu
+        per_gpu = table.BY_NAME[key].per_gpu
         text = per_gpu(gpu_keys.rows[key][combo]) if per_gpu else gpu_keys.texts[key][combo]
         by_value.setdefault(text, []).append(gpu_keys.gpu_index[row])
     return ", ".join(f"{v} on GPU {fold_numbers(ix)}" for v, ix in by_value.items())

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sweep.analysis.facts import COMPARED as KEYS, FACTS, GPU_FACTS, HOST_FACTS, as_number, mixed_text
+from sweep.analysis import facts as table
+from sweep.analysis.facts import COMPARED as KEYS, as_number, mixed_text
 from sweep.analysis.fleet import Fleet, rows_at
 
 __all__ = ["KEYS", "GpuKeys", "as_number", "as_text", "factorize", "host_keys"]
@@ -58,18 +59,18 @@ def host_keys(fleet: Fleet) -> tuple[pd.DataFrame, pd.DataFrame, GpuKeys]:
     used_hosts = host_codes[use]
     ok = (hosts["status"] == "ok").to_numpy()
     columns, mixed, combos, texts, raw_rows = {}, {}, {}, {}, {}
-    for fact in GPU_FACTS:
+    for fact in table.GPU_FACTS:
         combo, first = factorize(used, fact.columns)
         records = rows_at(used[list(fact.columns)], first)  # only the key's columns: 10x faster on 8,000 GPUs
         labels = [fact.render(r) for r in records]
         combos[fact.name], texts[fact.name], raw_rows[fact.name] = combo, labels, records
         columns[fact.name], mixed[fact.name] = _per_host(used_hosts, combo, labels, n_hosts, fact, records)
-    for fact in HOST_FACTS:
+    for fact in table.HOST_FACTS:
         combo, first = factorize(hosts, fact.columns)
         labels = [fact.render(r) for r in rows_at(hosts[list(fact.columns)], first)]
         columns[fact.name] = _categorical(np.where(ok, combo, -1), labels)
     index = pd.Index(hosts["host"], name="host")
-    keys = pd.DataFrame({f.name: columns[f.name] for f in FACTS}, index=index)
+    keys = pd.DataFrame({f.name: columns[f.name] for f in table.FACTS}, index=index)
     for key in keys.columns:  # a failed host has no key values; a probed host without the reading has "unknown"
         column = keys[key]
         gap = column.isna().to_numpy() & ok

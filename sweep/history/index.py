@@ -3,20 +3,24 @@
 The run folders stay the source of truth; the index is a cache of them that `HistoryIndex.update`
 keeps current: a run is read again only when its manifest changed (mtime, size, then a SHA-256 of
 its bytes) or its hosts/ folder gained a record, and forgotten when its folder is gone. Delete the
-file and the next `update` rebuilds it; a sweep with another index version or another key table
-(a key added to `sweep.keys`) rebuilds it by itself. Run paths inside the index's folder are kept
+file and the next `update` rebuilds it; a sweep with another index version or another fact table
+(a fact added to `sweep.analysis.facts`, another column or dtype behind one) rebuilds it by itself. Run paths inside the index's folder are kept
 relative to it, so `reports/` can move with its index.
 
 What a run becomes (names interned in `hosts`, `keys`, `vals`; each run's rows one packed array,
 int32 facts and float64 load, because millions of SQL rows take seconds to read back):
 
-    facts(run, host, gpu, key, val)   gpu -1: the host's value. Keys are the comparability keys of
-                                      `sweep.keys.KEYS` (whatever that table holds), each contract's
-                                      status, reachability and the HW clock-event reasons. A GPU
-                                      key's per-GPU values are kept only where the host's GPUs
-                                      disagree (the host's value says the rest).
+    facts(run, host, gpu, key, val)   gpu -1: the host's value. Keys are the facts of
+                                      `sweep.analysis.facts.FACTS` (whatever that table holds), each
+                                      contract's status, reachability and the HW clock-event reasons.
+                                      A fact's value is its typed value (JSON of its columns: a list
+                                      of the distinct per-GPU tuples, `null` where nothing was read),
+                                      rendered only when shown (`render_value`), so rewording a label
+                                      changes no value. A GPU key's per-GPU values are kept only where
+                                      the host's GPUs disagree (the host's value says the rest).
     load(run, host, gpu, sm_mhz, power_w, limit_w, sw_power_cap, hw_slowdown)
-                                      the medians of `--load` runs (health.json `load.summary`)
+                                      the medians of `--load` runs (health.json `load.summary`, as
+                                      the fleet frames' load columns hold them)
 """
 from __future__ import annotations
 
@@ -35,11 +39,13 @@ import numpy as np
 import pandas as pd
 
 from sweep.errors import RunFolderError
-from sweep.analysis.fleet import load_fleet, usable_cpus
-from sweep.analysis.keys import GPU_KEY_TEXT, HOST_KEY_TEXT, KEYS, host_keys
-from sweep.store import MANIFEST, RUN_FORMAT
+from sweep.analysis import facts as table
+from sweep.analysis.facts import mixed_text, signature as fact_signature, typed_value
+from sweep.analysis.fleet import GPU_COLUMNS, HOST_COLUMNS, load_fleet, rows_at, usable_cpus
+from sweep.analysis.keys import host_keys
+from sweep.store import MANIFEST, RunFolder
 
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 FACT_COLUMNS = ("host", "gpu", "key", "val")
 LOAD_COLUMNS = ("host", "gpu", "sm_mhz", "power_w", "limit_w", "sw_power_cap", "hw_slowdown")
 INDEX_NAME = ".sweep-history.sqlite"
@@ -84,9 +90,32 @@ def run_folders(paths) -> list[Path]:
 
 
 def _signature() -> str:
-    """The index version and the comparability keys and health facts it was built with: when sweep
-    gains a key (a new version, another engineer's PCIe key), every run is read again."""
-    return f"{INDEX_VERSION}:" + ",".join([*KEYS, *GPU_KEY_TEXT, *HOST_KEY_TEXT, REACHABILITY, HW_KEY])
+    """The index version and what the fact table declares (names, scopes, history treatment,
+    columns and their dtypes) and the health facts it was built with: when sweep gains a fact or
+    reads one from other columns, every run is read again."""
+    dtypes = {**HOST_COLUMNS, **GPU_COLUMNS}
+    return f"{INDEX_VERSION}:" + fact_signature(dtypes) + f";{REACHABILITY};{HW_KEY}"
+
+
+def _encode(value) -> str:
+    """A typed value as the index keeps it (compact JSON: equal values, equal text)."""
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def render_value(key: str, stored: str) -> str:
+    """The text of a value the index keeps: a fact's typed value rendered by the fact table; the
+    other keys' (contracts, reachability) text as stored."""
+    value = json.loads(stored)
+    fact = table.BY_NAME.get(key)
+    if fact is None:
+        return str(value)
+    rows = [dict(zip(fact.columns, v)) for v in value] if value is not None else [dict.fromkeys(fact.columns)]
+    return fact.render(rows[0]) if len(rows) == 1 else mixed_text(fact, rows)
+
+
+def is_absent(stored: str) -> bool:
+    """Whether a kept value says "not read" (a field older records lack)."""
+    return stored == "null"
 
 
 def _stamp(run: Path) -> str:
@@ -303,36 +332,55 @@ class RunRows:
 def read_run(folder: str | Path) -> RunRows:
     """Read one run folder into rows (runs in a worker process when many runs are read)."""
     folder = Path(folder)
-    manifest = json.loads((folder / MANIFEST).read_bytes())
-    if not isinstance(manifest, dict) or manifest.get("format") != RUN_FORMAT:
-        raise RunFolderError("is not a sweep run folder", where=str(folder), fix="pass the folder a sweep run wrote")
+    _, manifest = RunFolder.existing(folder)
     fleet = load_fleet([folder], workers=1)
     keys, mixed, gpu_keys = host_keys(fleet)
     hosts = fleet.hosts
     names = _Interner()
     host_ids = [names.host(str(h)) for h in hosts["host"]]
     facts: list[tuple] = []
-    for key, label in KEYS.items():
-        kid = names.key(key, label, "gpu" if key in GPU_KEY_TEXT else "host")
-        for hid, text in zip(host_ids, keys[key].astype(object).tolist()):
-            if text is not None and text == text:
-                facts.append((hid, -1, kid, names.val(text)))
-    for key in GPU_KEY_TEXT:  # per-GPU values where a host's GPUs disagree
-        mixed_hosts = np.flatnonzero(mixed[key].to_numpy(dtype=bool))
-        if not len(mixed_hosts) or key not in KEYS:
+    probed = (hosts["status"] == "ok").to_numpy()
+    for fact in table.FACTS:
+        kid = names.key(fact.name, fact.label, fact.scope)
+        for position, value in _host_values(fact, hosts, gpu_keys):
+            if probed[position]:
+                facts.append((host_ids[position], -1, kid, names.val(_encode(value))))
+    for fact in table.GPU_FACTS:  # per-GPU values where a host's GPUs disagree
+        mixed_hosts = np.flatnonzero(mixed[fact.name].to_numpy(dtype=bool))
+        if not len(mixed_hosts):
             continue
-        kid = names.key(key, KEYS[key], "gpu")
-        labels, combos = gpu_keys.texts[key], gpu_keys.combos[key]
+        kid = names.key(fact.name, fact.label, "gpu")
+        rows, combos = gpu_keys.rows[fact.name], gpu_keys.combos[fact.name]
         for r in np.flatnonzero(np.isin(gpu_keys.host_codes, mixed_hosts)).tolist():
-            facts.append((host_ids[gpu_keys.host_codes[r]], int(gpu_keys.gpu_index[r]), kid, names.val(labels[combos[r]])))
+            value = typed_value(fact, rows[combos[r]])
+            facts.append((host_ids[gpu_keys.host_codes[r]], int(gpu_keys.gpu_index[r]), kid,
+                          names.val(_encode(None if value is None else [value]))))
     reach = names.key(REACHABILITY, "Reachability", "health")
     for hid, s, f in zip(host_ids, hosts["status"].astype(object).tolist(), hosts["failure_class"].astype(object).tolist()):
-        facts.append((hid, -1, reach, names.val("ok" if s == "ok" else f"unreachable ({f})")))
+        facts.append((hid, -1, reach, names.val(_encode("ok" if s == "ok" else f"unreachable ({f})"))))
     _contract_facts(fleet, host_ids, names, facts)
     _hw_facts(fleet, host_ids, names, facts)
-    load = _load_rows(hosts, host_ids)
+    load = _load_rows(fleet, host_ids)
     array = np.array(facts, dtype=np.int64).reshape(-1, 4)
     return RunRows(str(folder), manifest, list(names.hosts), list(names.keys), list(names.vals), array, load)
+
+
+def _host_values(fact, hosts: pd.DataFrame, gpu_keys):
+    """(host position, typed value) of every host: a host fact's value as a one-item list; a GPU
+    fact's distinct per-GPU values (the GPUs the mask selects) in a sorted list; None: not read."""
+    if fact.scope == "host":
+        for position, row in enumerate(rows_at(hosts[list(fact.columns)], range(len(hosts)))):
+            value = typed_value(fact, row)
+            yield position, None if value is None else [value]
+        return
+    rows, combos = gpu_keys.rows[fact.name], gpu_keys.combos[fact.name]
+    per_host: dict[int, set] = {}
+    for code, combo in zip(gpu_keys.host_codes.tolist(), combos.tolist()):
+        per_host.setdefault(code, set()).add(combo)
+    for position in range(len(hosts)):
+        values = {typed_value(fact, rows[c]) for c in per_host.get(position, ())}
+        known = sorted((v for v in values if v is not None), key=_encode)
+        yield position, known or None
 
 
 def _contract_facts(fleet, host_ids, names: _Interner, facts) -> None:
@@ -344,7 +392,7 @@ def _contract_facts(fleet, host_ids, names: _Interner, facts) -> None:
         kid = names.key(f"contract:{contract}", f"Contract: {title}", "health")
         rows = c.loc[part]
         for code, status in zip(codes[part], rows["status"].astype(object).tolist()):
-            facts.append((host_ids[code], -1, kid, names.val(status or "unknown")))
+            facts.append((host_ids[code], -1, kid, names.val(_encode(status or "unknown"))))
 
 
 def _hw_facts(fleet, host_ids, names: _Interner, facts) -> None:
@@ -358,46 +406,18 @@ def _hw_facts(fleet, host_ids, names: _Interner, facts) -> None:
         for code in np.unique(codes[on]).tolist():
             active.setdefault(code, []).append(reason)
     for code in np.unique(codes).tolist():
-        facts.append((host_ids[code], -1, kid, names.val(",".join(active.get(code, ())) or "none")))
+        facts.append((host_ids[code], -1, kid, names.val(_encode(",".join(active.get(code, ())) or "none"))))
 
 
-_SUMMARY = '"summary": ['
-_DECODER = json.JSONDecoder()
-
-
-def _load_summary(text: str) -> list:
-    """health.json `load.summary` of a record: the array decoded where it stands (the last list-valued
-    "summary" key, after "load"), else from the whole document. Only this array is decoded: a
-    second full parse of every record would cost as much as the rest of the index."""
-    at, load_at = text.rfind(_SUMMARY), text.rfind('"load": {')
-    if at > load_at >= 0:
-        try:
-            found, _ = _DECODER.raw_decode(text, at + len(_SUMMARY) - 1)
-            if isinstance(found, list) and all(isinstance(s, dict) and "gpu" in s for s in found):
-                return found
-        except ValueError:
-            pass
-    doc = json.loads(text)
-    health = doc.get("health") if isinstance(doc, dict) and "record_version" in doc else doc
-    return ((health if isinstance(health, dict) else {}).get("load") or {}).get("summary") or []
-
-
-def _load_rows(hosts: pd.DataFrame, host_ids) -> list[tuple]:
-    """Per GPU, the medians under load of each probed host that ran `--load` (read from its record)."""
-    out = []
-    for hid, source, status in zip(host_ids, hosts["source"].tolist(), hosts["status"].astype(object).tolist()):
-        if status != "ok" or not source:
-            continue
-        try:
-            text = Path(source).read_text(encoding="utf-8")
-            summary = _load_summary(text) if '"load": {' in text else []
-        except (OSError, ValueError):
-            continue
-        for s in summary:
-            if isinstance(s, dict) and isinstance(s.get("gpu"), int) and s.get("sm_mhz_median") is not None:
-                out.append((hid, s["gpu"], s.get("sm_mhz_median"), s.get("power_w_median"), s.get("enforced_limit_w"),
-                            s.get("sw_power_cap_fraction"), s.get("hw_slowdown_fraction")))
-    return out
+def _load_rows(fleet, host_ids) -> list[tuple]:
+    """Per GPU, the medians under load of each probed host that ran `--load` (the frames' load columns)."""
+    g = fleet.gpus
+    columns = ["host", "index", "sm_load_mhz", "load_power_w", "load_limit_w", "load_sw_power_cap", "load_hw_slowdown"]
+    ran = g[g["sm_load_mhz"].notna().to_numpy(dtype=bool) & g["index"].notna().to_numpy(dtype=bool)]
+    codes = ran["host"].cat.codes.to_numpy()
+    rows = rows_at(ran[columns[1:]], range(len(ran)))
+    return [(host_ids[code], r["index"], r["sm_load_mhz"], r["load_power_w"], r["load_limit_w"],
+             r["load_sw_power_cap"], r["load_hw_slowdown"]) for code, r in zip(codes.tolist(), rows)]
 
 
 def _read_all(folders: list[Path], workers: int | None):
