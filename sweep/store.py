@@ -392,6 +392,7 @@ class RunFolder:
                     fix="start a new run without --resume")
             if path.name != f"{safe_name(record['host'])}.json":
                 continue  # not where this sweep would write it: not ours
+            normalize_health(record.get("health"))
             records[record["host"]] = record
         return records
 

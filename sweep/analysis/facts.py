@@ -254,7 +254,7 @@ FACTS: tuple[Fact, ...] = (
                                                labels=(("link", "worst_link"),)),
          contract="topology", expect="worst_link"),
     Fact("gpus_present", "GPUs present", "host", ("gpu_count", "gpus_on_bus"), _present, texts.RULES["gpus_present"],
-         "gpus", ("driver.gpu_count", "pci.*"),
+         "gpus", ("driver.gpu_count",),
          _m("sweep_host_gpus_on_bus", "NVIDIA GPUs on the PCI bus (compare with the driver's count).", "gpus_on_bus"),
          contract="driver", expect="gpus"),
     Fact("pcie", "PCIe link", "gpu", ("pcie_max_gen", "pcie_width"), lambda r: "unknown" if r["pcie_width"] is None
@@ -267,7 +267,7 @@ FACTS: tuple[Fact, ...] = (
          "links", ("gpus#.nvlink.links", "gpus#.nvlink.active"),
          _m("sweep_gpu_nvlinks_active", "NVLinks up.", "nvlink_active")),
     Fact("ib_rate", "IB/RoCE rate", "host", ("ib_rates",), lambda r: r["ib_rates"] or "not read",
-         texts.RULES["ib_rate"], "host settings", ("host_settings.ib_ports*",),
+         texts.RULES["ib_rate"], "host settings", ("host_settings.ib_ports#.rate*", "host_settings.ib_ports#.state"),
          _m("sweep_host_ib_rate_info", "The rates of the host's active InfiniBand / RoCE ports, value 1.",
             labels=(("rates", "ib_rates"),)), contract="host", expect="ib_rate_gbps"),
     Fact("cpu_governor", "CPU governor", "host", ("cpu_governor",), lambda r: r["cpu_governor"] or "not exposed",
@@ -353,3 +353,14 @@ def signature(dtypes: dict) -> str:
     history treatment, columns and their dtypes (`dtypes`: column -> dtype of the fleet frames)."""
     return ";".join(f"{f.name}/{f.scope}/{f.history}/{int(f.compares)}/" + ",".join(
         f"{c}:{dtypes.get(c, '')}" for c in f.columns) for f in globals()["FACTS"])
+
+
+def own_paths() -> list:
+    """(kind, paths) of the facts the frames read through the table itself (`reads`): the audit
+    field tables put them first, so that their kind is the table's."""
+    return [(f.diff_kind, f.paths) for f in globals()["FACTS"] if f.reads]
+
+
+def path_labels() -> dict:
+    """A GPU-relative or host path of a fact (as audits name a changed field) -> the fact's label."""
+    return {p.removeprefix("gpus#."): f.label for f in globals()["FACTS"] if f.reads for p in f.paths}
