@@ -26,7 +26,7 @@ from sweep.analysis.health import Finding, health_findings
 from sweep.analysis import facts as table
 from sweep.analysis.facts import impact_of
 from sweep.analysis.impact import impact  # noqa: F401  (re-exported: the text rules of one key)
-from sweep.analysis.keys import factorize, as_text, host_keys
+from sweep.analysis.keys import factorize, as_text, host_keys, typed_rows
 from sweep.analysis.names import abbreviate, fold_hosts
 from sweep.text import plural
 
@@ -205,11 +205,13 @@ def compare(fleet: Fleet, reference: str | None = None) -> Findings:
     rows = rows_at(runnable[list(compared)], first) if len(first) else []
     ref_keys = rows[order[0]] if order else {}
     classes, id_of = [], np.empty(len(first), dtype=object)
+    position = {h: i for i, h in enumerate(keys.index)}
+    typed = (lambda k, c: typed_rows(k, position[runnable.index[first[c]]], fleet.hosts, gpu_keys))
     for i, c in enumerate(order):
         names = tuple(sorted(grouped[c]))
         values = rows[c]
-        differs = tuple(Difference(k, compared[k], values[k], ref_keys[k], impact_of(k, values[k], ref_keys[k]))
-                        for k in compared if values[k] != ref_keys[k])
+        differs = tuple(Difference(k, compared[k], values[k], ref_keys[k], impact_of(
+            k, values[k], ref_keys[k], typed(k, c), typed(k, order[0]))) for k in compared if values[k] != ref_keys[k])
         classes.append(ComparabilityClass(class_id(i), names, fold_hosts(names), values, differs))
         id_of[c] = class_id(i)
     class_of = np.full(len(hosts), None, dtype=object)

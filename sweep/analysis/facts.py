@@ -331,9 +331,10 @@ GPU_READS: dict
 HOST_READS: dict
 
 
-def impact_of(key: str, value: str, reference: str) -> str:
-    """What a host with `value` for `key` suffers or gains against `reference` (the fact's impact rules)."""
-    return texts.impact(key, value, reference, globals()["BY_NAME"][key].impact)
+def impact_of(key: str, value: str, reference: str, rows=(), ref_rows=()) -> str:
+    """What a host with `value` for `key` suffers or gains against `reference` (the fact's impact
+    rules, judging the typed `rows` behind each side: one per distinct value of its GPUs)."""
+    return texts.impact(key, value, reference, globals()["BY_NAME"][key].impact, rows, ref_rows)
 
 
 def mixed_text(fact: Fact, rows: list) -> str:

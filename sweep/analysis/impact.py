@@ -11,7 +11,7 @@ from typing import Callable, Optional
 
 from probe_agent.contracts import link_rank
 
-Case = dict  # value, reference, mixed and the link fields below
+Case = dict  # value, reference (texts), rows, ref_rows (typed: the distinct raw rows of each side), mixed, link fields
 Rule = tuple[Optional[Callable[[Case], bool]], str]
 
 UNKNOWN = ("not read on {where}: the probe could not tell, so the hosts cannot be shown alike on this key; "
@@ -26,8 +26,12 @@ def _pending(c: Case) -> bool:
     return "pending" in c["value"]
 
 
+def _typed(c: Case, column: str, side: str = "rows") -> list:
+    return [r[column] for r in c[side] if r.get(column) is not None]
+
+
 def _lower_cap(c: Case) -> bool:
-    mine, ref = _numbers(c["value"]), _numbers(c["reference"])
+    mine, ref = _typed(c, "power_enforced_w"), _typed(c, "power_enforced_w", "ref_rows")
     return bool(mine and ref and min(mine) < min(ref))
 
 
@@ -129,12 +133,15 @@ RULES: dict[str, list[Rule]] = {
 }
 
 
-def impact(key: str, value: str, reference: str, rules: list | None = None) -> str:
+def impact(key: str, value: str, reference: str, rules: list | None = None, rows=(), ref_rows=()) -> str:
     """What a benchmark on a host with `value` for `key` suffers or gains against `reference`, by the
-    first of `rules` (the fact table's, `sweep.analysis.facts`; default `RULES[key]`) that holds."""
+    first of `rules` (the fact table's, `sweep.analysis.facts`; default `RULES[key]`) that holds.
+    `rows` and `ref_rows` are the typed readings behind each side (one per distinct GPU value):
+    the rules judge those, the texts are only filled in."""
     if "unknown" in (value, reference):
         return UNKNOWN.format(where="this host" if value == "unknown" else "the reference hosts")
-    case: Case = {"value": value, "reference": reference, "mixed": "/" in value and "/" not in reference}
+    case: Case = {"value": value, "reference": reference, "rows": list(rows), "ref_rows": list(ref_rows),
+                  "mixed": len(rows) > 1 and len(ref_rows) <= 1}
     if key == "link":
         case["mine"], case["ref"] = value.split()[0], reference.split()[0]
         more = _nvlink_counts(case) and _numbers(case["mine"])[0] > _numbers(case["ref"])[0]
@@ -145,18 +152,14 @@ def impact(key: str, value: str, reference: str, rules: list | None = None) -> s
     raise AssertionError(f"no rule for {key}")  # every list ends with a rule that always holds
 
 
-def _widths(text: str) -> list[int]:
-    return [int(w) for w in re.findall(r"x(\d+)", text)]
-
-
 def _narrower(c: Case) -> bool:
-    mine, ref = _widths(c["value"]), _widths(c["reference"])
+    mine, ref = _typed(c, "pcie_width"), _typed(c, "pcie_width", "ref_rows")
     return bool(mine and ref and min(mine) < max(ref))
 
 
 def _trained_down(c: Case) -> str:
-    mine, ref = _widths(c["value"]), _widths(c["reference"])
-    who = "a card" if "/" in c["value"] else "the cards"
+    mine, ref = _typed(c, "pcie_width"), _typed(c, "pcie_width", "ref_rows")
+    who = "a card" if len(c["rows"]) > 1 else "the cards"
     return (f"PCIe {c['value']} instead of {c['reference']}: {who} trained down to {min(mine)} lanes, so "
             f"host-to-GPU copies, data loading and GPUDirect RDMA run at {min(mine) / max(ref):.0%} of the "
             "reference's bandwidth there (half at x8 of x16), and synchronous multi-GPU steps wait for that "

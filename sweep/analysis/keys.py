@@ -15,7 +15,7 @@ from sweep.analysis import facts as table
 from sweep.analysis.facts import COMPARED as KEYS, as_number, mixed_text
 from sweep.analysis.fleet import Fleet, rows_at
 
-__all__ = ["KEYS", "GpuKeys", "as_number", "as_text", "factorize", "host_keys"]
+__all__ = ["KEYS", "GpuKeys", "as_number", "as_text", "factorize", "host_keys", "typed_rows"]
 
 
 def factorize(frame: pd.DataFrame, columns) -> tuple[np.ndarray, np.ndarray]:
@@ -125,3 +125,16 @@ def _per_host(host_codes, combo, labels, n_hosts, fact, records):
 
 def as_text(value):
     return None if value is None or pd.isna(value) else str(value)
+
+
+def typed_rows(key: str, position: int, hosts: pd.DataFrame, gpu_keys: GpuKeys) -> list[dict]:
+    """The typed readings behind one host's value of `key`: its row of a host fact; for a GPU fact
+    one raw row per distinct value among the GPUs its mask selects (several: the GPUs disagree)."""
+    fact = table.BY_NAME[key]
+    if fact.scope == "host":
+        return rows_at(hosts[list(fact.columns)], [position])
+    combos = np.unique(gpu_keys.combos[key][gpu_keys.host_codes == position])
+    by_text = {}  # raw rows that read alike are one value, as the host's text says
+    for c in combos.tolist():
+        by_text.setdefault(gpu_keys.texts[key][c], gpu_keys.rows[key][c])
+    return list(by_text.values())

@@ -324,3 +324,24 @@ def test_replays_with_and_without_the_new_fields(tmp_path):
     keys = compare(load_fleet([run])).host_keys
     assert keys.at["old", "inforom"] == "not recorded" and keys.at["new", "inforom"] == "G520.0282.02.02"
     assert keys.at["new", "gsp_firmware"] == "580.159.04" and keys.at["old", "bios"] == "not recorded"
+
+
+def test_impact_judges_typed_values_not_the_rendered_label(tmp_path, monkeypatch):
+    """A label reworded ("gen5 x8" -> "PCIe 5.0, 8 lanes") keeps its impact: the rules read the widths."""
+    def narrow(health):
+        for g in health["gpus"]:
+            g["pcie"] = {"gen": 5, "width": 8 if health is narrowed else 16, "max_gen": 5, "max_width": 16}
+    healths = fleet_health(3)
+    narrowed = healths["gpu03"]
+    for h in healths.values():
+        narrow(h)
+    run = write_run(tmp_path / "run", 1, healths)
+    pcie = facts.BY_NAME["pcie"]
+    reworded = [facts.Fact(**{**f.__dict__, "render": lambda r: f"PCIe {r['pcie_max_gen']}.0, {r['pcie_width']} lanes"})
+                if f is pcie else f for f in facts.FACTS]
+    for name, value in facts.derived(tuple(reworded)).items():
+        monkeypatch.setattr(facts, name, value)
+    found = compare(load_fleet([run]))
+    (difference,) = found.classes[1].differs
+    assert difference.value == "PCIe 5.0, 8 lanes" and difference.reference == "PCIe 5.0, 16 lanes"
+    assert "trained down to 8 lanes" in difference.impact and "50% of the reference's bandwidth" in difference.impact
