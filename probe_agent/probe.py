@@ -246,9 +246,34 @@ def check_paths(opts):
     return None
 
 
+def temp_name(path):
+    """A temporary file name beside `path` that no other writer picks: its pid and 48 random bits.
+
+    Agents of several hosts may share one --out folder (an NFS home, a scratch folder): each writes
+    its own temporary file, and the last rename wins with a whole file.
+    """
+    folder, name = os.path.split(path)
+    return os.path.join(folder, ".%s.%d.%s.tmp" % (name, os.getpid(), os.urandom(6).hex()))
+
+
 def write_atomic(path, text):
-    """Write `text` to `path` whole or not at all (a temporary file beside it, then a rename)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    """Write `text` to `path` whole or not at all (a temporary file of its own beside it, then a rename);
+    the temporary file is removed when the write or the rename fails."""
+    tmp = temp_name(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # open()'s mode, umask applied
+    except OSError as err:
+        err.filename = path  # the file the user asked for, not our temporary name
+        raise
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException as err:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(err, OSError):
+            err.filename, err.filename2 = path, None
+        raise

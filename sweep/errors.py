@@ -42,3 +42,7 @@ class HealthFileError(SweepError):
 
 class InventoryWarning(UserWarning):
     """The inventory reads, but something in it is likely a mistake (a host defined twice, differently)."""
+
+
+class ExpectationsWarning(InventoryWarning):
+    """An expectations file reads, but names a host or group that none of the audited hosts matches."""

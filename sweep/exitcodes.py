@@ -8,7 +8,7 @@ like diff(1); `sweep wrap` exits with the wrapped command's own code.
 from __future__ import annotations
 
 OK = 0
-INCOMPLETE = 1  # some hosts unreachable or failed: the sweep (and its verdict) covers only the rest
+INCOMPLETE = 1  # some hosts unreachable or failed (or, `sweep audit`, not judged): the verdict covers only the rest
 BAD_INPUT = 2  # a SweepError: the message names the file, host or option and the fix
 NOT_COMPARABLE = 3  # the hosts fall into more than one comparability class
 BROKEN = 4  # one class, but a host has a broken contract or is held out of the pool for its health

@@ -18,6 +18,10 @@ dies); a second sweep is refused with the holder's pid. Writes never follow a sy
 folder's parts (``hosts/``, ``report/``, every file written) are opened with ``O_NOFOLLOW``, and a
 link planted there is refused (`refuse_links`) instead of written through.
 
+``sweep run --resume RUN --retry-failed`` sets a failed record aside as ``hosts/<name>~attempt-N.json``
+(`RunFolder.set_aside`) before the host is swept again; every reader here skips those files
+(`is_attempt_file`): they are earlier attempts, not hosts.
+
 This module is the one reader of run folders too: `RunFolder.read_records` (resume, run diffs,
 baselines), `list_records` (the files a report reads, and the hosts a manifest lists),
 `manifest_groups` and `read_json`.
@@ -52,9 +56,16 @@ RECORD_KEYS = ("record_version", "host", "address", "status", "failure", "attemp
                "started_at", "ended_at", "duration_s", "health")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _TMP_PREFIX = ".tmp-"
+_ATTEMPT = re.compile(r"~attempt-[0-9]+\.json$")
 LOCK = ".lock"
 _NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _held: dict[str, int] = {}  # run folder (real path) -> fd of its .lock, held by this process
+
+
+def is_attempt_file(name: str) -> bool:
+    """Whether a file name in hosts/ is an earlier attempt set aside by ``--retry-failed``
+    (``<name>~attempt-N.json``): kept, never read as a host. No `safe_name` holds ``~attempt-``."""
+    return _ATTEMPT.search(name) is not None
 
 
 def safe_name(name: str) -> str:
@@ -320,9 +331,10 @@ class RunFolder:
             raise ValueError(f"manifest state must be one of {STATES}")
         write_json_atomic(self.manifest_path, manifest, sync_dir=True, indent=1)
 
-    def begin_session(self, manifest: dict) -> dict:
-        """Mark the run running again with a new session (written now); the session is returned."""
-        session = {"started_at": utc_now(), "ended_at": None, "state": "running", "hosts_swept": 0}
+    def begin_session(self, manifest: dict, **about: Any) -> dict:
+        """Mark the run running again with a new session (written now; `about` goes into it: the options it
+        set, the records it set aside); the session is returned."""
+        session = {"started_at": utc_now(), "ended_at": None, "state": "running", "hosts_swept": 0, **about}
         manifest["sessions"].append(session)
         manifest["state"], manifest["ended_at"] = "running", None
         self.write_manifest(manifest)
@@ -354,6 +366,29 @@ class RunFolder:
         write_json_atomic(path, record)
         return path
 
+    def set_aside(self, host_name: str) -> str:
+        """Rename `host_name`'s record to the next free ``<name>~attempt-N.json`` (``--retry-failed``); its name."""
+        base = safe_name(host_name)
+        dir_fd = os.open(self.hosts_dir, _NOFOLLOW_DIR)
+        try:
+            n = 1
+            while True:
+                name = f"{base}~attempt-{n}.json"
+                try:
+                    os.lstat(name, dir_fd=dir_fd)
+                except FileNotFoundError:
+                    break
+                n += 1
+            os.link(f"{base}.json", name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            os.unlink(f"{base}.json", dir_fd=dir_fd)  # linked first: a crash between leaves both, never neither
+            os.fsync(dir_fd)
+        except OSError as err:
+            raise RunFolderError(f"cannot set aside {base}.json ({err.strerror or err})", where=str(self.hosts_dir),
+                                 fix=_fix_for(err)) from None
+        finally:
+            os.close(dir_fd)
+        return name
+
     def check_record_file(self, host: str, path: Path | None = None) -> None:
         """RunFolderError when the file `host`'s record goes to holds the record of another host."""
         path = path or self.record_path(host)
@@ -377,7 +412,7 @@ class RunFolder:
         if not self.hosts_dir.is_dir():
             return records
         for path in sorted(self.hosts_dir.glob("*.json")):
-            if path.name.startswith("."):
+            if path.name.startswith(".") or is_attempt_file(path.name):
                 continue
             try:
                 record = json.loads(path.read_text(encoding="utf-8"))
@@ -448,8 +483,8 @@ def list_records(path: Path) -> Listing:
             raise RunFolderError("run folder without a hosts/ folder", where=str(path),
                                  fix="pass the folder a sweep run wrote")
         path = folder.hosts_dir
-    files = sorted(e.path for e in os.scandir(path)
-                   if e.name.endswith(".json") and not e.name.startswith(".") and e.is_file())
+    files = sorted(e.path for e in os.scandir(path) if e.name.endswith(".json") and not e.name.startswith(".")
+                   and not is_attempt_file(e.name) and e.is_file())
     return Listing(listing.manifest_path, [Path(f) for f in files], listing.hosts, listing.groups)
 
 

@@ -2,9 +2,12 @@
 
 A hostname, process name or error message can hold ESC sequences, BEL or C1 controls that a
 terminal would obey, or Unicode bidi overrides (U+202A-E, U+2066-9) that reorder what a reader
-sees ("Trojan Source"); shown through `visible` they read as `\\x1b`, `\\u202e` and so on. The
-terminal, the report's templates and the run diff all show host text through this one function;
-`csv_cell` makes a value inert in a spreadsheet (OWASP's advice on CSV injection).
+sees ("Trojan Source"); shown through `visible` they read as `\\x1b`, `\\u202e` and so on, and
+so do the characters that show nothing at all (zero-width spaces and joiners, U+2060-4, the BOM,
+soft hyphen, Unicode tag characters U+E0000-7F, which can hide text in a name). The terminal, the
+report's templates and the run diff all show host text through this one function; `json_text`
+writes the `--json` outputs with the same characters as JSON escapes; `csv_cell` makes a value
+inert in a spreadsheet (OWASP's advice on CSV injection).
 """
 from __future__ import annotations
 
@@ -13,7 +16,12 @@ import re
 from typing import Any
 
 BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# characters that show nothing: soft hyphen, Arabic letter mark, Mongolian vowel separator, zero-width
+# space/joiners and LRM/RLM, word joiner and invisible operators, BOM, the tag characters
+INVISIBLE = "\u00ad\u061c\u180e\u200b-\u200f\u2060-\u2064\ufeff\U000e0000-\U000e007f"
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069" + INVISIBLE + "]")
+# what json.dumps(ensure_ascii=False) leaves raw but a terminal obeys or hides (C0 it escapes itself)
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff" + INVISIBLE + "]")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _STRIPPED = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")
@@ -27,7 +35,12 @@ def is_control(ch: str) -> bool:
 
 def plural(n: int, word: str, many: str | None = None) -> str:
     """'1 host', '2 hosts', '3 classes': a count with its noun, never 'host(s)'."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"
+    return f"{n} {noun(n, word, many)}"
+
+
+def noun(n: int, word: str, many: str | None = None) -> str:
+    """The noun alone, as `plural` writes it after `n`: 'host' for 1, 'hosts' otherwise ('<b>3</b> hosts')."""
+    return word if n == 1 else (many or word + "s")
 
 
 def show_value(value: Any) -> str:
@@ -45,6 +58,20 @@ def visible(text: Any, *, keep: str = "\n") -> str:
     if not _CONTROL.search(s):  # the common case: nothing to escape, no per-character work
         return s
     return _CONTROL.sub(lambda m: m.group() if m.group() in keep else ascii(m.group())[1:-1], s)
+
+
+def json_text(value: Any, indent: int | None = 1) -> str:
+    """`value` as JSON for stdout (`--json`): readable UTF-8, but every control, bidi, invisible or
+    lone-surrogate character written as its \\u escape, so the same data reads back."""
+    return _JSON_UNSAFE.sub(_json_escape, json.dumps(value, indent=indent, ensure_ascii=False))
+
+
+def _json_escape(m: re.Match) -> str:
+    code = ord(m.group())
+    if code > 0xFFFF:  # JSON escapes an astral character as its UTF-16 surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
 
 
 def csv_cell(value: Any) -> Any:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.store import safe_name
+from sweep.store import is_attempt_file, safe_name
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -31,10 +31,13 @@ def require(present: bool, missing: str) -> None:
 
 
 def read_records(run_dir: Path) -> dict[str, dict]:
-    """Every record of a run folder, each read whole; fails on a duplicate, a stray or a torn file."""
+    """Every record of a run folder, each read whole; fails on a duplicate, a stray or a torn file (earlier
+    attempts that --retry-failed set aside are not records of the run)."""
     found = {}
     for path in sorted((run_dir / "hosts").iterdir()):
         assert not path.name.startswith("."), f"leftover temporary file {path.name}"
+        if is_attempt_file(path.name):
+            continue
         record = json.loads(path.read_text())
         assert path.name == f"{safe_name(record['host'])}.json"
         assert record["host"] not in found

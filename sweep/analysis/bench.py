@@ -7,37 +7,75 @@ median against its class, a process that appeared during the run, a HW slowdown,
 that differs from the probe before, a forced run). Figures of two classes are never pooled: the
 section says which keys keep them apart. The one figure an operator may quote is the median of
 the reference class, with its provenance (hosts, keys, command, records).
+
+No host chooses that figure: it is the one the operator named first with `--metric` (the run's
+manifest), or else the name most hosts that ran the benchmark print, and only when more than half
+of them print it; its unit is the one most of those hosts give. A host that ran but has no such
+figure (or gives it in another unit) is `no_figure`. A figure beyond FIGURE_ABS_MAX (or not a
+finite number) is an outlier, never part of a median or a spread.
 """
 from __future__ import annotations
 
 import json
+import math
+import re
 import statistics
+from collections import Counter
 from pathlib import Path
 
+
 from sweep.analysis.compare import Findings
-from sweep.analysis.fleet import Fleet, rows_at
+from sweep.analysis.fleet import Fleet
 from sweep import exitcodes
 
 OUTLIER_MIN = 0.02  # a figure within 2% of its class's median is never an outlier
 OUTLIER_MADS = 3.0  # ... nor one within 3 scaled median absolute deviations
 CAP_FRACTION_GAP = 0.10
 CLOCK_GAP = 0.02
+FIGURE_ABS_MAX = 1e30  # no benchmark measures this much on one host: the figure is not a measurement
+METRICS_LISTED = 50  # the figure names summary.json lists (the most reported first)
+NAME = re.compile(r"[A-Za-z0-9_.:/%+-]{1,64}\Z")  # sweep.collect.wrap's --metric NAME
 
 
 def wrap_records(fleet: Fleet) -> dict[str, dict]:
-    """host -> the `wrap` section of its record, for the hosts whose record holds one."""
-    out = {}
-    for row in rows_at(fleet.hosts[["host", "source"]], range(len(fleet.hosts))):
-        path = Path(row["source"])
-        if path.suffix != ".json" or not path.is_file():
+    """host -> the `wrap` section of its record, for the reachable hosts whose record holds one.
+
+    The fleet's load kept them as it read the records (`Fleet.wraps`): no file is read again, so a
+    manifest listing 100,000 hosts without a record costs nothing here.
+    """
+    return dict(fleet.wraps)
+
+
+def _manifest_wraps(sources):
+    """The `options.wrap` of each run folder's manifest among `sources` (what the operator asked)."""
+    for source in sources:
+        manifest = Path(source) / "manifest.json"
+        if not manifest.is_file():
             continue
         try:
-            rec = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            doc = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
             continue
-        if isinstance(rec, dict) and isinstance(rec.get("wrap"), dict):
-            out[row["host"]] = dict(rec["wrap"], source=str(path))
-    return out
+        options = (doc.get("options") if isinstance(doc, dict) else None) or {}
+        wrap = options.get("wrap") if isinstance(options, dict) else None
+        if isinstance(wrap, dict):
+            yield wrap
+
+
+def operator_metrics(sources) -> tuple[tuple[str, ...], list | None]:
+    """(the figure names the operator gave with --metric, in order; the command), from the run folders' manifests."""
+    names: list[str] = []
+    command = None
+    for wrap in _manifest_wraps(sources):
+        argv = wrap.get("command")
+        if command is None and isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
+            command = argv
+        metrics = wrap.get("metrics")
+        for text in metrics if isinstance(metrics, list) else ():
+            name = text.partition("=")[0] if isinstance(text, str) else ""
+            if NAME.match(name) and name not in names:
+                names.append(name)
+    return tuple(names), command
 
 
 def bench_section(fleet: Fleet, findings: Findings) -> dict | None:
@@ -45,73 +83,134 @@ def bench_section(fleet: Fleet, findings: Findings) -> dict | None:
     wraps = wrap_records(fleet)
     if not wraps:
         return None
-    metric = _primary_metric(wraps)
+    named, command = operator_metrics(fleet.sources)
+    metric, chosen_by = _primary_metric(wraps, named)
+    unit = _unit(wraps, metric, bool(named))
+    values = {h: _figure(w, metric, unit, bool(named)) for h, w in wraps.items()}
     class_of = {h: c.id for c in findings.classes for h in c.hosts}
     classes, outliers = [], []
     for c in findings.classes:
-        table = _class_table(c, wraps, metric)
+        table = _class_table(c, wraps, values)
         if table is not None:
             table["reference"] = c is findings.reference
             classes.append(table)
             outliers += [dict(h, **{"class": c.id}) for h in table["hosts"] if h["outlier"]]
-    not_run = [{"host": h, "status": w["status"], "why": w["why"], "class": class_of.get(h)}
-               for h, w in sorted(wraps.items()) if w["status"] != "ok"]
+    not_run = [{"host": h, "status": status, "why": why, "class": class_of.get(h)}
+               for h, (status, why) in sorted(_not_run(wraps, values, metric, unit, chosen_by).items())]
     ref = next((t for t in classes if t["reference"]), None)
     with_figures = [t for t in classes if t["n"]]
+    reported = Counter(k for w in wraps.values() for k in _figures_of(w))
     section = {
-        "metric": metric, "unit": _unit(wraps, metric),
-        "metrics": sorted({k for w in wraps.values() for k in (w.get("figures") or {})}),
-        "command": _command(wraps), "hosts_wrapped": len(wraps),
+        "metric": metric, "metric_chosen_by": chosen_by, "unit": unit,
+        "metrics": sorted(k for k, _ in reported.most_common(METRICS_LISTED)),
+        "metrics_not_listed": max(0, len(reported) - METRICS_LISTED),
+        "command": command or _command(wraps), "hosts_wrapped": len(wraps),
         "hosts_with_figure": sum(t["n"] for t in classes), "classes": classes, "outliers": outliers,
-        "not_run": not_run, "quote": _quote(ref, findings, metric, wraps),
+        "not_run": not_run, "quote": _quote(ref, findings, metric, wraps, chosen_by),
         "not_pooled": _not_pooled(with_figures, findings),
     }
     section["exit_code"], section["exit_meaning"] = _verdict(not_run, with_figures)
     return section
 
 
-def _primary_metric(wraps: dict) -> str | None:
-    for w in wraps.values():
-        for name in w.get("figures") or {}:
-            return name
-    return None
+def _figures_of(w: dict) -> dict:
+    """A record's figures that are well formed: name -> {value, unit, source}."""
+    figures = w.get("figures")
+    return {k: f for k, f in figures.items() if isinstance(k, str) and isinstance(f, dict)} \
+        if isinstance(figures, dict) else {}
 
 
-def _unit(wraps: dict, metric: str | None) -> str | None:
-    return next(((w.get("figures") or {}).get(metric, {}).get("unit") for w in wraps.values()
-                 if (w.get("figures") or {}).get(metric, {}).get("unit")), None)
+def _primary_metric(wraps: dict, named: tuple[str, ...]) -> tuple[str | None, str]:
+    """(the figure to quote, how it was chosen): the operator's first --metric, else the majority's name."""
+    if named:
+        return named[0], "--metric"
+    ran = [w for w in wraps.values() if w.get("status") == "ok"]
+    count, first = Counter(), Counter()
+    for w in ran:
+        names = [k for k, f in _figures_of(w).items() if _plain_number(f.get("value"))]
+        count.update(set(names))
+        first.update(names[:1])
+    if not count:
+        return None, "no host printed a figure"
+    name = min(count, key=lambda k: (-count[k], -first[k], k))
+    if 2 * count[name] <= len(ran):
+        return None, (f"no figure name is printed by more than half of the {len(ran)} host(s) that ran the "
+                      f"benchmark ({name} by {count[name]}): name the figure with --metric NAME=REGEX")
+    return name, f"printed by {count[name]} of the {len(ran)} host(s) that ran the benchmark"
+
+
+def _plain_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _unit(wraps: dict, metric: str | None, operator: bool) -> str | None:
+    """The unit most of the hosts with the figure give (more than half of them), else none."""
+    if metric is None:
+        return None
+    units = [f.get("unit") if isinstance(f.get("unit"), str) else None
+             for w in wraps.values() if w.get("status") == "ok" for k, f in _figures_of(w).items()
+             if k == metric and (not operator or f.get("source") == "--metric")]
+    if not units:
+        return None
+    unit, n = Counter(units).most_common(1)[0]
+    return unit if 2 * n > len(units) else None
+
+
+def _figure(w: dict, metric: str | None, unit: str | None, operator: bool) -> float | None:
+    """One host's figure of `metric` (in the fleet's unit; an operator's figure from --metric only)."""
+    if w.get("status") != "ok" or metric is None:
+        return None
+    fig = _figures_of(w).get(metric)
+    if fig is None or not _plain_number(fig.get("value")) or (operator and fig.get("source") != "--metric"):
+        return None
+    if (fig.get("unit") if isinstance(fig.get("unit"), str) else None) != unit and unit is not None:
+        return None
+    return float(fig["value"])
+
+
+def _not_run(wraps: dict, values: dict, metric: str | None, unit: str | None, chosen_by: str) -> dict:
+    """host -> (status, why) of each host without a figure to compare (no figure name agreed: every host)."""
+    out = {h: (w.get("status"), w.get("why")) for h, w in wraps.items() if w.get("status") != "ok"}
+    for h, w in wraps.items():
+        if w.get("status") == "ok" and metric is None:
+            out[h] = ("no_figure", chosen_by)
+        elif w.get("status") == "ok" and values[h] is None:
+            printed = sorted(_figures_of(w))
+            other = _figures_of(w).get(metric)
+            why = (f"its {metric} is in {other.get('unit')!s}, not the fleet's {unit}" if other and unit
+                   else f"printed no {metric} figure" + (f" (it printed {', '.join(printed[:5])})" if printed else ""))
+            out[h] = ("no_figure", why)
+    return out
 
 
 def _command(wraps: dict) -> list | None:
     for w in wraps.values():
-        argv = ((w.get("provenance") or {}).get("command") or {}).get("argv")
-        if argv:
-            return argv
+        prov = w.get("provenance") if isinstance(w.get("provenance"), dict) else {}
+        argv = prov.get("command").get("argv") if isinstance(prov.get("command"), dict) else None
+        if isinstance(argv, list) and argv:
+            return [str(a) for a in argv]
     return None
 
 
-def _figure(w: dict, metric: str | None) -> float | None:
-    if w.get("status") != "ok" or metric is None:
-        return None
-    return ((w.get("figures") or {}).get(metric) or {}).get("value")
-
-
-def _class_table(c, wraps: dict, metric: str | None) -> dict | None:
+def _class_table(c, wraps: dict, values: dict) -> dict | None:
     members = [h for h in c.hosts if h in wraps]
     if not members:
         return None
-    values = {h: _figure(wraps[h], metric) for h in members}
-    figures = [v for v in values.values() if v is not None]
+    absurd = {h for h in members if values[h] is not None and not _plausible(values[h])}
+    figures = [values[h] for h in members if values[h] is not None and h not in absurd]
     median = statistics.median(figures) if figures else None
-    verdicts = {h: ((wraps[h].get("provenance") or {}).get("verdict") or {}) for h in members}
+    verdicts = {h: _verdict_of(wraps[h]) for h in members}
     rows = []
     for h in members:
-        v = values[h]
-        dev = None if v is None or not median else (v - median) / abs(median)
-        row = {"host": h, "value": v, "status": wraps[h]["status"], "deviation_pct": _pct(dev),
-               "outlier": bool(dev is not None and _is_outlier(dev, figures, median)),
+        v = None if h in absurd and not math.isfinite(values[h]) else values[h]
+        dev = None if v is None or not median or h in absurd else (v - median) / abs(median)
+        row = {"host": h, "value": v, "status": wraps[h].get("status"), "deviation_pct": _pct(dev),
+               "outlier": h in absurd or bool(dev is not None and _is_outlier(dev, figures, median)),
                "envelope": verdicts[h].get("summary"), "evidence": []}
-        if row["outlier"]:
+        if h in absurd:
+            row["evidence"] = [f"the figure {values[h]:g} is not a measurement (not a finite number within "
+                               f"±{FIGURE_ABS_MAX:g}): it is left out of the class's median and spread"]
+        elif row["outlier"]:
             row["evidence"] = evidence(wraps[h], [verdicts[o] for o in members if o != h and values[o] is not None])
         rows.append(row)
     rows.sort(key=lambda r: (r["value"] is None, r["value"] if r["value"] is not None else 0, r["host"]))
@@ -119,6 +218,15 @@ def _class_table(c, wraps: dict, metric: str | None) -> dict | None:
             "min": min(figures) if figures else None, "max": max(figures) if figures else None,
             "spread_pct": _pct((max(figures) - min(figures)) / abs(median)) if len(figures) > 1 and median else None,
             "hosts": rows, "differs": [d.label for d in c.differs]}
+
+
+def _plausible(value: float) -> bool:
+    return math.isfinite(value) and abs(value) <= FIGURE_ABS_MAX
+
+
+def _verdict_of(w: dict) -> dict:
+    prov = w.get("provenance") if isinstance(w.get("provenance"), dict) else {}
+    return prov.get("verdict") if isinstance(prov.get("verdict"), dict) else {}
 
 
 def _is_outlier(dev: float, figures: list, median: float) -> bool:
@@ -134,8 +242,8 @@ def _pct(x: float | None) -> float | None:
 
 def evidence(wrap: dict, peers: list[dict]) -> list[str]:
     """What the envelope says about one host's run, against the other hosts of its class."""
-    prov = wrap.get("provenance") or {}
-    v = prov.get("verdict") or {}
+    prov = wrap.get("provenance") if isinstance(wrap.get("provenance"), dict) else {}
+    v = _verdict_of(wrap)
     out = []
     cap = v.get("sw_power_cap_fraction")
     peer_cap = _median(p.get("sw_power_cap_fraction") for p in peers)
@@ -146,8 +254,8 @@ def evidence(wrap: dict, peers: list[dict]) -> list[str]:
     if sm is not None and peer_sm and abs(sm - peer_sm) / peer_sm >= CLOCK_GAP:
         out.append(f"SM clock median {sm:g} MHz against {peer_sm:g} MHz in its class")
     if v.get("hw_slowdown"):
-        spans = [f"GPU {i['gpu']} {i['what']} {i['from_s']:g}-{i['to_s']:g} s" for i in prov.get("intervals") or []
-                 if i.get("what") != "other_process"][:3]
+        spans = [f"GPU {i.get('gpu')} {i.get('what')} {_g(i.get('from_s'))}-{_g(i.get('to_s'))} s"
+                 for i in prov.get("intervals") or [] if isinstance(i, dict) and i.get("what") != "other_process"][:3]
         frac = v.get("hw_slowdown_fraction")
         out.append("HW slowdown" + (f" in {frac:.0%} of samples" if frac else " (its counters grew)") +
                    (f" ({'; '.join(spans)})" if spans else ""))
@@ -167,22 +275,29 @@ def evidence(wrap: dict, peers: list[dict]) -> list[str]:
     return out
 
 
+def _g(x) -> str:
+    """A number of the envelope as text; one the agent could not time (null) as '?'."""
+    return f"{x:g}" if _plain_number(x) else "?"
+
+
 def _median(values) -> float | None:
     values = [x for x in values if x is not None]
     return statistics.median(values) if values else None
 
 
-def _quote(ref: dict | None, findings: Findings, metric: str | None, wraps: dict) -> dict:
+def _quote(ref: dict | None, findings: Findings, metric: str | None, wraps: dict, chosen_by: str) -> dict:
     """The one figure an operator may quote: the reference class's median, with its provenance."""
+    if metric is None:
+        return {"value": None, "why": chosen_by}
     if ref is None or not ref["n"]:
         why = ("no host of the reference class ran the benchmark to a figure" if ref is not None
                else "no host can run a benchmark")
         return {"value": None, "why": why}
     c = findings.reference
-    hosts = [r["host"] for r in ref["hosts"] if r["value"] is not None]
+    hosts = [r["host"] for r in ref["hosts"] if r["value"] is not None and _plausible(r["value"])]
     return {"value": ref["median"], "metric": metric, "class": ref["id"], "hosts": hosts, "n": ref["n"],
             "spread_pct": ref["spread_pct"], "folded": ref["folded"], "keys": dict(c.keys),
-            "chosen_by": findings.reference_by, "outliers": [r["host"] for r in ref["hosts"] if r["outlier"]],
+            "chosen_by": findings.reference_by, "metric_chosen_by": chosen_by, "outliers": [r["host"] for r in ref["hosts"] if r["outlier"]],
             "records": [wraps[h]["source"] for h in hosts]}
 
 

@@ -105,22 +105,25 @@ class Findings:
             tail.append(f"{len(self.unreachable)} unreachable")
         tail = ("; " + "; ".join(tail)) if tail else ""
         if ref is None:
-            return "No host can run a benchmark", f"none of the {total} hosts reached a runnable state{tail}."
+            none = "the one host did not reach" if total == 1 else f"none of the {total} hosts reached"
+            return "No host can run a benchmark", f"{none} a runnable state{tail}."
         if not pool:
-            return ("No healthy pool", f"the {ref.size} comparable host(s) of class {ref.id} are all held out for "
-                    f"health{tail}.")
+            held = "the one comparable host of class {} is held out" if ref.size == 1 else \
+                f"the {ref.size} comparable hosts of class {{}} are all held out"
+            return "No healthy pool", f"{held.format(ref.id)} for health{tail}."
         folded = abbreviate(fold_hosts(pool))
         if self.comparable:
             whole = "all " if len(pool) == total else ""
-            return ("One pool" if not tail else "One pool, hosts kept out",
-                    f"{whole}{len(pool)} of {total} hosts ({folded}) can be benchmarked together{tail}.")
+            ready = (f"the one host ({folded}) can run a benchmark" if total == 1 else
+                     f"{whole}{len(pool)} of {plural(total, 'host')} ({folded}) can be benchmarked together")
+            return "One pool" if not tail else "One pool, hosts kept out", f"{ready}{tail}."
         others = sum(c.size for c in self.classes[1:])
         keys = []
         for c in self.classes[1:]:
             keys.extend(d.label for d in c.differs if d.label not in keys)
         return (f"Not one pool: {len(self.classes)} comparability classes",
-                f"the pool is {folded} ({len(pool)} of {total} hosts); "
-                f"{plural(others, 'host')} in {plural(len(self.classes) - 1, 'other class', 'other classes')} differ in {', '.join(keys)}{tail}.")
+                f"the pool is {folded} ({len(pool)} of {plural(total, 'host')}); "
+                f"{plural(others, 'host')} in {plural(len(self.classes) - 1, 'other class', 'other classes')} {'differs' if others == 1 else 'differ'} in {', '.join(keys)}{tail}.")
 
     def headline(self) -> str:
         """The verdict in one sentence."""

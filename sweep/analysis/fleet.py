@@ -101,6 +101,7 @@ class Fleet:
     processes: pd.DataFrame
     sources: tuple[str, ...] = ()
     health: tuple = field(default=(), repr=False)  # per row of `hosts`, with load_fleet(keep_health=True)
+    wraps: dict = field(default_factory=dict, repr=False)  # host -> its record's `wrap` section (sweep run --wrap)
 
 
 def load_fleet(paths, workers: int | None = None, keep_health: bool = False) -> Fleet:
@@ -231,6 +232,7 @@ class _Builder:
         self.hosts, self.gpus, self.contracts, self.processes = [], [], [], []
         self.plain = []  # (row position, reported hostname, file stem) of plain health.json files
         self.health = [] if keep_health else None  # each host's health.json as read, when kept
+        self.wraps = []  # (row position, a reachable host's `wrap` section, its file), as the records are read
 
     def add(self, path: Path, doc, groups_of):
         if isinstance(doc, dict) and "record_version" in doc:
@@ -273,6 +275,8 @@ class _Builder:
             groups = groups_of.get(name)
         if isinstance(groups, str):
             groups = [groups]
+        if status == "ok" and isinstance(rec.get("wrap"), dict):
+            self.wraps.append((self.offset + len(self.hosts), rec["wrap"], str(path)))
         record = (",".join(g for g in groups or () if g not in IMPLICIT_GROUPS) or None, failure.get("class"),
                   failure.get("message"), rec.get("attempts"), rec.get("duration_s"), rec.get("address"))
         self._add_host(path, name, record, health if isinstance(health, dict) else None,
@@ -322,7 +326,7 @@ class _Builder:
         """This chunk's rows as typed frames (their host column still the host's position)."""
         return _Chunk(_frame(self.hosts, HOST_COLUMNS, "host"), _frame(self.gpus, GPU_COLUMNS, "GPU"),
                       _frame(self.contracts, CONTRACT_COLUMNS, "contract"),
-                      _frame(self.processes, PROCESS_COLUMNS, "process"), self.plain, self.health)
+                      _frame(self.processes, PROCESS_COLUMNS, "process"), self.plain, self.health, self.wraps)
 
 
 def _host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
@@ -419,6 +423,7 @@ class _Chunk:
     processes: pd.DataFrame
     plain: list
     health: list | None
+    wraps: list
 
 
 def _assemble(chunks, sources) -> Fleet:
@@ -431,7 +436,8 @@ def _assemble(chunks, sources) -> Fleet:
     for frame in (gpus, contracts, processes):
         frame["host"] = pd.Categorical.from_codes(frame["host"].to_numpy(dtype="int64"), dtype=categories)
     health = () if chunks[0].health is None else tuple(h for c in chunks for h in c.health)
-    return Fleet(hosts, gpus, contracts, processes, sources, health)
+    wraps = {names[position]: dict(wrap, source=path) for c in chunks for position, wrap, path in c.wraps}
+    return Fleet(hosts, gpus, contracts, processes, sources, health, wraps)
 
 
 def _host_names(names, plain) -> list[str]:

@@ -21,6 +21,37 @@ def fold_messages(items) -> list[str]:
     return [f"{fold_hosts(names)}: {text}" for text, names in hosts.items()]
 
 
+# What differs from host to host inside one kind of failure message: its own name, its address and
+# its key's fingerprint. Failures alike but for these fold into one line that shows them as <host>,
+# <address> and <fingerprint> (each host's own message stays in its record and the report's detail).
+_FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/]{43}=?|(?:MD5:)?\b(?:[0-9a-f]{2}:){15}[0-9a-f]{2}\b")
+_ADDRESS = re.compile(r"\[?\b(?:\d{1,3}\.){3}\d{1,3}\b\]?(?::\d+)?|\[[0-9A-Fa-f:]+\](?::\d+)?")
+
+
+def failure_shape(host: str, message: str) -> tuple[str, str]:
+    """(the message without its leading "host: ", the same with the host's own values generalised)."""
+    text = message[len(host) + 2:] if message.startswith(f"{host}: ") else message
+    shape = _FINGERPRINT.sub("<fingerprint>", _ADDRESS.sub("<address>", text))
+    if host:
+        shape = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "<host>", shape)
+    return text, shape
+
+
+def fold_failures(items) -> list[dict]:
+    """(host, failure class, message) triples as one row per kind of failure, its hosts folded as
+    ClusterShell's clubak -b folds identical output: rows in the order each first appears, each with
+    `hosts` (the names), `failure_class` and `message`: the host's own when one host has it, the
+    generalised one (``the host key of <address> ...``) when several share it."""
+    rows: dict[tuple, dict] = {}
+    for host, cls, message in items:
+        text, shape = failure_shape(host, message or "")
+        row = rows.setdefault((cls, shape), {"hosts": [], "failure_class": cls, "texts": set(), "shape": shape})
+        row["hosts"].append(host)
+        row["texts"].add(text)
+    return [{"hosts": r["hosts"], "failure_class": r["failure_class"],
+             "message": next(iter(r["texts"])) if len(r["texts"]) == 1 else r["shape"]} for r in rows.values()]
+
+
 def fold_hosts(names) -> str:
     """Host names folded the way operators write them (``gpu[01-08,10]``), odd names listed as they are.
 

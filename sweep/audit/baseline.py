@@ -80,7 +80,7 @@ def _write_json(path: Path, data: Any) -> None:
     except (OSError, RunFolderError) as err:
         reason = err.strerror if isinstance(err, OSError) else err.message
         raise ConfigError(f"cannot write {path.name} ({reason})", where=str(path.parent),
-                          fix="make the folder writable, or choose another with --dir") from None
+                          fix="make the folder writable, or choose another with -o") from None
 
 
 def _read_json(path: Path, where: Path) -> dict:
@@ -94,11 +94,11 @@ def _read_json(path: Path, where: Path) -> dict:
 def _check_version(data: dict, fmt: str, name: str, where: Path) -> None:
     if data.get("format") != fmt:
         raise ConfigError(f"{name} is not a sweep baseline file (format {data.get('format')!r})", where=str(where),
-                          fix="pass the folder sweep baseline set wrote, with --dir")
+                          fix="pass the folder sweep baseline set wrote, with --baseline")
     if data.get("baseline_version") != BASELINE_VERSION:
         raise ConfigError(f"{name} has baseline version {data.get('baseline_version')!r}; this sweep reads "
                           f"version {BASELINE_VERSION}", where=str(where),
-                          fix="use the sweep version that wrote it, or set a new baseline in another --dir")
+                          fix="use the sweep version that wrote it, or set a new baseline in another folder (-o)")
 
 
 def read_baseline(baseline_dir: str | Path) -> dict[str, dict]:
@@ -107,7 +107,7 @@ def read_baseline(baseline_dir: str | Path) -> dict[str, dict]:
     index = root / INDEX
     if not index.is_file():
         raise ConfigError("no baseline here (no baseline.json)", where=str(root),
-                          fix=f"record one first: sweep baseline set RUN_DIR --dir {root}")
+                          fix=f"record one first: sweep baseline set RUN_DIR -o {root}")
     _check_version(_read_json(index, root), FORMAT, INDEX, root)
     out = {}
     for path in sorted((root / "hosts").glob("*.json")):
@@ -152,7 +152,7 @@ def set_baseline(run: Run | str | Path, baseline_dir: str | Path, *, update: boo
     run = run if isinstance(run, Run) else load_run(run)
     root = Path(baseline_dir)
     if root.exists() and not root.is_dir():
-        raise ConfigError("is a file, not a folder", where=str(root), fix="choose another folder with --dir")
+        raise ConfigError("is a file, not a folder", where=str(root), fix="choose another folder with -o")
     wanted = list(hosts)
     unknown = [h for h in wanted if h not in run.records]
     if unknown:
@@ -354,37 +354,38 @@ def show_rows(baseline_dir: str | Path, hosts: Iterable[str] = ()) -> list[dict]
 
 
 def audit_section(records, expectations=None, baseline_dir: str | Path | None = None) -> dict:
-    """Expectation findings and baseline drift of one run, for summary.json and the HTML report.
+    """Expectation findings and baseline drift of one run, for summary.json, the HTML report and `sweep audit`.
 
     `records`: a run folder path, a `Run`, host -> record, or a list of records (records read
-    with `load_run` carry their inventory groups; others are judged without groups).
+    with `load_run` carry their inventory groups; others are judged without groups). A run's hosts
+    are the ones its manifest lists: one listed without a record is not judged.
     `expectations`: an `Expectations`, a path to an expectations file, or None.
     Shape (docs/audits.md)::
 
         {"schema": "sweep.audit/1",
          "expectations": null | {"file", "hosts_judged", "findings": [{"host","rule","expected","actual","message"}],
-                                 "hosts_off": [...], "unjudged": [{"host","reason"}]},
+                                 "hosts_off": [...], "unjudged": [{"host","reason"}],
+                                 "unmatched": [{"section","name","where","message"}]},
          "baseline": null | {"dir", "compared", "drifted_hosts", "drift": [{"host","kind","message","changes"}],
                              "no_baseline", "absent", "unjudged"},
-         "headline": [str, ...], "exit_code": 0 | 5}
-    """
-    from sweep.audit.expect import Expectations, evaluate_expectations, load_expectations
+         "hosts_listed": N, "unjudged": [{"host","reason"}],
+         "headline": [str, ...], "exit_code": 0 | 1 | 5}
 
-    recs = _records(records)
+    `exit_code` is 1 (exitcodes.INCOMPLETE) when some listed host was not judged by every audit asked
+    for, else 5 (OFF) when a host is off its expectations or drifted, else 0. Each name of the
+    expectations file that matches no audited host is also issued as an `ExpectationsWarning`.
+    """
+    run = records if isinstance(records, Run) else load_run(records) if isinstance(records, (str, os.PathLike)) else None
+    recs = _records(run if run is not None else records)
+    listed = list(dict.fromkeys([*(run.listed if run is not None else ()), *recs]))
     section: dict[str, Any] = {"schema": "sweep.audit/1", "expectations": None, "baseline": None,
-                               "headline": [], "exit_code": 0}
+                               "hosts_listed": len(listed), "unjudged": [], "headline": [], "exit_code": 0}
     if expectations is not None:
-        exp = expectations if isinstance(expectations, Expectations) else load_expectations(expectations)
-        findings = evaluate_expectations(recs, exp)
-        unjudged = [{"host": n, "reason": "no health.json (" + str((r.get("failure") or {}).get("class")) + ")"}
-                    for n, r in recs.items() if r.get("status") != "ok" or not isinstance(r.get("health"), dict)]
-        off = sorted({f.host for f in findings}, key=host_key)
-        section["expectations"] = {"file": str(exp.path), "hosts_judged": len(recs) - len(unjudged),
-                                   "findings": [f.as_dict() for f in findings], "hosts_off": off,
-                                   "unjudged": unjudged}
-        if findings:
-            rules = sorted({f.rule for f in findings})
-            section["headline"].append(f"{plural(len(off), 'host')} off expectations ({', '.join(rules)}): {fold_hosts(off)}")
+        part = section["expectations"] = _expectations_part(recs, listed, expectations)
+        if part["findings"]:
+            rules = sorted({f["rule"] for f in part["findings"]})
+            section["headline"].append(f"{plural(len(part['hosts_off']), 'host')} off expectations "
+                                       f"({', '.join(rules)}): {fold_hosts(part['hosts_off'])}")
     if baseline_dir is not None:
         cmp = compare_to_baseline(recs, baseline_dir)
         section["baseline"] = cmp.as_dict()
@@ -392,6 +393,55 @@ def audit_section(records, expectations=None, baseline_dir: str | Path | None = 
             kinds = sorted({d.kind for d in cmp.drift})
             section["headline"].append(f"{plural(len(cmp.drifted_hosts), 'host')} drifted from the baseline "
                                        f"({', '.join(kinds)}): {fold_hosts(cmp.drifted_hosts)}")
-    failing = bool((section["expectations"] or {}).get("findings")) or bool((section["baseline"] or {}).get("drift"))
-    section["exit_code"] = exitcodes.OFF if failing else exitcodes.OK
+    if section["expectations"] or section["baseline"]:
+        section["unjudged"] = _unjudged(section, listed, recs, baseline_dir)
+    if section["unjudged"]:
+        names = [u["host"] for u in section["unjudged"]]
+        section["headline"].append(f"{plural(len(names), 'host')} of the run not judged: {fold_hosts(names)}; the "
+                                   f"audit covers {len(listed) - len(names)} of {plural(len(listed), 'host')}")
+    section["exit_code"] = (exitcodes.INCOMPLETE if section["unjudged"] else
+                            exitcodes.OFF if audit_off(section) else exitcodes.OK)
     return section
+
+
+def audit_off(section: dict) -> bool:
+    """Whether an audit section holds an expectation finding or drift from the baseline."""
+    return bool((section["expectations"] or {}).get("findings")) or bool((section["baseline"] or {}).get("drift"))
+
+
+def _expectations_part(recs: dict[str, dict], listed: list[str], expectations) -> dict:
+    """The "expectations" part of the section; warns of names of the file that match no audited host."""
+    import warnings
+
+    from sweep.audit.expect import Expectations, evaluate_expectations, load_expectations, unmatched_names
+    from sweep.errors import ExpectationsWarning
+
+    exp = expectations if isinstance(expectations, Expectations) else load_expectations(expectations)
+    findings = evaluate_expectations(recs, exp)
+    unjudged = [{"host": n, "reason": "no health.json (" + str((r.get("failure") or {}).get("class")) + ")"}
+                for n, r in recs.items() if r.get("status") != "ok" or not isinstance(r.get("health"), dict)]
+    unjudged += [{"host": n, "reason": "no record (not swept)"} for n in listed if n not in recs]
+    groups = {g for r in recs.values() for g in ([r["groups"]] if isinstance(r.get("groups"), str)
+                                                else r.get("groups") or ())}
+    unmatched = unmatched_names(exp, listed, groups)
+    for entry in unmatched:
+        warnings.warn(entry["message"], ExpectationsWarning, stacklevel=3)
+    return {"file": str(exp.path), "hosts_judged": len(listed) - len(unjudged), "findings": [f.as_dict() for f in findings],
+            "hosts_off": sorted({f.host for f in findings}, key=host_key), "unjudged": unjudged, "unmatched": unmatched}
+
+
+def _unjudged(section: dict, listed: list[str], recs: dict[str, dict], baseline_dir) -> list[dict]:
+    """The listed hosts some asked-for audit did not judge, each with the first reason, in natural order."""
+    reasons: dict[str, str] = {}
+    for item in (section["expectations"] or {}).get("unjudged", ()):
+        reasons.setdefault(item["host"], item["reason"])
+    base = section["baseline"]
+    if base is not None:
+        for item in base["unjudged"]:
+            reasons.setdefault(item["host"], item["reason"])
+        for name in base["no_baseline"]:
+            reasons.setdefault(name, f"no baseline (sweep baseline set RUN -o {baseline_dir} adds it)")
+        for name in listed:
+            if name not in recs:
+                reasons.setdefault(name, "no record (not swept)")
+    return [{"host": n, "reason": reasons[n]} for n in sorted(reasons, key=host_key)]

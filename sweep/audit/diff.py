@@ -18,6 +18,7 @@ from typing import Any
 from sweep.audit.fields import PROBE_CATEGORIES, first_match, generic, probe_category
 from sweep.errors import HealthFileError
 from sweep.store import normalize_health, read_json
+from sweep.text import plural
 
 @dataclass(frozen=True)
 class Change:
@@ -77,7 +78,7 @@ def rising_link_errors(changes: list[Change]) -> list[str]:
             out.append(f"{c.path} rose by {c.after - c.before} ({c.before} -> {c.after}): a link is taking errors; "
                        "watch it (nvidia-smi nvlink -e, -q -d PCIE) and reseat or replace it if it keeps rising")
         elif c.path == "kernel_log.xid_lines" and c.after > c.before:
-            out.append(f"{c.after - c.before} new Xid line(s) in the kernel log: read kernel_log.xid")
+            out.append(f"{plural(c.after - c.before, 'new Xid line')} in the kernel log: read kernel_log.xid")
     return out
 
 
@@ -197,6 +198,11 @@ def explain_files(before: str | Path, after: str | Path) -> tuple[list[str], lis
         return conclusion_of_runs(a, b), diff_provenance(a, b)
     a, b = load_health(before), load_health(after)
     return conclusion(a, b), diff_health(a, b)
+
+
+def probes_of(before: str | Path, after: str | Path) -> tuple[dict, dict]:
+    """The two health documents `sweep diff A B` compares as machines (a provenance file: its probe before)."""
+    return load_health(before), load_health(after)
 
 
 def _kind(path: str | Path):

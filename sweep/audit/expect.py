@@ -12,7 +12,9 @@ For each host (and GPU) a rule's value is taken from, later winning: defaults, m
 name; GPU rules only), groups the host belongs to (in the file's order), hosts (a name or a glob,
 in the file's order). `null` in a later section stops a rule from being judged there.
 `load_expectations(path)` validates it: every error names the file, line and key
-(`ConfigError`). `evaluate_expectations(records, expectations)` returns `Violation`s,
+(`ConfigError`). `unmatched_names(expectations, hosts, groups)` names the entries of `hosts:` and
+`groups:` that match none of the audited hosts (a typo such as gpu99 or rack_c judges nothing), each
+with its file and line. `evaluate_expectations(records, expectations)` returns `Violation`s,
 ``{"host", "rule", "expected", "actual", "message"}``; a host without health.json (unreachable)
 is not judged, nor is a value the probe could not read. A SW power cap is never a finding: the
 SM clock floor is judged on the median SM clock under load (`load.summary`), and only when the
@@ -25,7 +27,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -58,6 +60,7 @@ class Expectations:
     models: dict
     groups: dict
     hosts: dict
+    lines: dict = field(default_factory=dict, compare=False)  # (section, name) -> "file:line" of the name
 
     @property
     def rule_count(self) -> int:
@@ -257,7 +260,7 @@ def load_expectations(path: str | Path) -> Expectations:
         raise ConfigError(f"version {data['version']!r} is not supported (this sweep reads version 1)",
                           where=f"{path}:{data.key_lines['version']}", fix="write version: 1")
     defaults = _rules(data.get("defaults"), path, data.key_lines.get("defaults", 1), "defaults", RULES)
-    named = {}
+    named, lines = {}, {}
     for section, allowed in (("models", GPU_RULES), ("groups", RULES), ("hosts", RULES)):
         body, line = data.get(section), data.key_lines.get(section, 1)
         if body is None:
@@ -268,10 +271,31 @@ def load_expectations(path: str | Path) -> Expectations:
                               where=f"{path}:{line}", fix=f"write '{section}:' then one 'name:' per line, rules under it")
         named[section] = {str(name): _rules(rules, path, body.key_lines[name], f"{section}.{name}", allowed)
                           for name, rules in body.items()}
-    exp = Expectations(path, defaults, named["models"], named["groups"], named["hosts"])
+        lines.update({(section, str(name)): f"{path}:{body.key_lines[name]}" for name in body})
+    exp = Expectations(path, defaults, named["models"], named["groups"], named["hosts"], lines)
     if exp.rule_count == 0:
         raise ConfigError("holds no rule", where=f"{path}:1", fix="add rules under defaults, models, groups or hosts")
     return exp
+
+
+def unmatched_names(exp: Expectations, hosts, groups) -> list[dict]:
+    """The `hosts:` patterns that match none of `hosts`, and the `groups:` names none of them is in:
+    ``{"section", "name", "where", "message"}`` each, in the file's order (a warning, not an error:
+    the file may describe more of the fleet than one run sweeps)."""
+    hosts, groups = list(hosts), set(groups)
+    out = []
+    for section, names, matches in (("groups", exp.groups, lambda name: name in groups),
+                                    ("hosts", exp.hosts, lambda name: any(
+                                        name == host or fnmatch.fnmatchcase(host, name) for host in hosts))):
+        for name in names:
+            if matches(name):
+                continue
+            what = "is the group of none" if section == "groups" else "matches none"
+            where = exp.lines.get((section, name), str(exp.path))
+            out.append({"section": section, "name": name, "where": where, "message": (
+                f"{where}: {section}.{name} {what} of the {plural(len(hosts), 'audited host')}, so its rules "
+                f"judge nothing; fix the name, or remove it if it is not in this fleet")})
+    return out
 
 
 # --- judging ---------------------------------------------------------------------------------

@@ -154,6 +154,28 @@ def host_changes(a: dict, b: dict) -> list[FieldChange]:
     return out
 
 
+def fold_probe_changes(changes) -> list[FieldChange]:
+    """A probe diff's changes (`diff.Change`) named and folded as the run diff names and folds them:
+    the run diff's kind where the field is one (`power`, `ecc`, ...), else the probe diff's heading
+    (`throttle evidence`, `other readings`); the same change on several GPUs is one row listing them."""
+    folded: dict[tuple, list] = {}
+    for c in changes:
+        m = _GPU_PATH.match(c.path)
+        fld, item = (m.group(2), int(m.group(1)) if m.group(1).lstrip("-").isdigit() else m.group(1)) if m else (c.path, None)
+        kind = run_kind(c.path) or c.category
+        key = (kind, fld, json.dumps(c.before, sort_keys=True, default=str), json.dumps(c.after, sort_keys=True, default=str))
+        entry = folded.setdefault(key, [c.before, c.after, []])
+        if item is not None:
+            entry[2].append(item)
+    return [FieldChange(kind, fld, tuple(items), before, after) for (kind, fld, _, _), (before, after, items) in folded.items()]
+
+
+def probe_exit_code(before: dict, after: dict) -> int:
+    """`sweep diff A B` of two probes: 5 when the machine changed in a field the run diff counts
+    (the same change between two run folders exits 5 too), 0 when only readings moved."""
+    return exitcodes.OFF if host_changes(before, after) else exitcodes.OK
+
+
 # --- two runs --------------------------------------------------------------------------------
 
 

@@ -1,6 +1,6 @@
 """sweep's command line: parses, hands over, prints. The one place where errors become exit codes.
 
-Exit codes (all commands): 0 success; 1 hosts unreachable or failed (run); 2 bad input (a message
+Exit codes (all commands): 0 success; 1 hosts unreachable or failed (run), not judged (audit); 2 bad input (a message
 names the file, host or option and the fix); 3 hosts not comparable (report); 4 a broken contract
 (probe, report); 5 off expectations or a baseline; 6 a wrapped benchmark failed on a host, 7 it was
 refused on a host (run --wrap; docs/fleet-benchmark.md); 130 interrupted. `sweep report --help` lists the report's precedence.
@@ -8,24 +8,43 @@ refused on a host (run --wrap; docs/fleet-benchmark.md); 130 interrupted. `sweep
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from sweep import __version__, exitcodes
 from sweep.cli import paths
 from sweep.cli.history import keep_history, register as register_history
 from sweep.errors import SweepError
-from sweep.text import plural, visible
+from sweep.text import json_text, noun, plural, visible
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Is this GPU fleet the fleet you think it is? Probe hosts, sweep a fleet, compare it.")
-console = Console(stderr=True, highlight=False, emoji=False)  # ":end:" in host text stays text
+PIPE_WIDTH = 1_000_000  # a pipe or a file has no width: a line is as long as its text
+
+
+class Stream(Console):
+    """A console that wraps and cuts only on a terminal: piped or redirected output keeps every
+    line and value whole (`sweep baseline show | grep 580.` sees the whole driver version)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        return super().size if self.is_terminal else ConsoleDimensions(PIPE_WIDTH, 25)
+
+    @size.setter
+    def size(self, new: tuple) -> None:
+        Console.size.fset(self, new)
+
+
+# Results on stdout (`results`), progress and diagnostics on stderr (`console`): README "Output streams"
+results = Stream(highlight=False, emoji=False)  # ":end:" in host text stays text
+console = Stream(stderr=True, highlight=False, emoji=False)
 
 
 def safe(text) -> str:
@@ -35,7 +54,7 @@ def safe(text) -> str:
 
 def _version(value: bool) -> None:
     if value:
-        console.print(f"sweep {__version__}", soft_wrap=True)
+        results.print(f"sweep {__version__}", soft_wrap=True)
         raise typer.Exit(exitcodes.OK)
 
 
@@ -100,14 +119,21 @@ def probe(
     raise typer.Exit(exitcodes.BROKEN if health["lowest_broken"] else exitcodes.OK)
 
 
+def older(spelling: str):
+    """A hidden option under an older name (`--output`, `--dir`): it still works, help shows the new one."""
+    return typer.Option(None, spelling, hidden=True)
+
+
 @app.command()
-def bundle(output: Path = typer.Option(Path("agent.pyz"), "--output", "-o", metavar="FILE",
-                                       help="where to write the zipapp")):
+def bundle(out: Path = typer.Option(Path("agent.pyz"), "--out", "-o", metavar="FILE",
+                                    help="where to write the zipapp"),
+           output: Optional[Path] = older("--output")):
     """Write the self-contained agent (runs with a bare python3 3.8+: python3 agent.pyz --help)."""
     from sweep.collect.bundle import build_bundle
 
-    path = build_bundle(paths.output_file(output, "--output", "the agent bundle"))
-    console.print(f"wrote {path} ({path.stat().st_size // 1024} KiB); run it with: python3 {path} --out DIR",
+    name, target = ("--out", out) if output is None else ("--output", output)
+    path = build_bundle(paths.output_file(target, name, "the agent bundle"))
+    results.print(f"wrote {path} ({path.stat().st_size // 1024} KiB); run it with: python3 {path} --out DIR",
                   soft_wrap=True)  # one line, whatever the terminal's width: it is copied and pasted
 
 
@@ -124,32 +150,46 @@ def diff(
     """What changed between two probes: the conclusion in a line or two, then the throttle evidence
     that proves it, then the rest; between two wrapped runs
     (provenance.json), the probes before them first, then what their samples saw. Between two run
-    folders: hosts added, removed, newly unreachable, recovered, and each host's changes by kind
-    (exit 5 when anything changed; docs/audits.md)."""
+    folders: hosts added, removed, newly unreachable, recovered, and each host's changes by kind.
+    Exit 5 when the machine changed (probes) or anything changed (runs), 0 when not; docs/audits.md."""
     paths.input_path(before, "BEFORE", "a health.json, host record, provenance.json or run folder")
     paths.input_path(after, "AFTER", "a health.json, host record, provenance.json or run folder")
     paths.output_file(html, "--html", "the HTML diff")
     if before.is_dir() or after.is_dir():
         raise typer.Exit(_run_diff(before, after, as_json, html))
-    from sweep.audit.diff import explain_files, rising_link_errors
+    from sweep.audit.diff import explain_files, probes_of
+    from sweep.audit.rundiff import fold_probe_changes, probe_exit_code
 
     conclusion, changes = explain_files(before, after)
+    code = probe_exit_code(*probes_of(before, after))
+    folded = fold_probe_changes(changes)
     if as_json:
-        print(json.dumps({"conclusion": conclusion, "changes": [c.__dict__ for c in changes]}, indent=1))
-        return
+        print(json.dumps({"conclusion": conclusion, "changes": [c.__dict__ for c in changes],
+                          "folded": [c.as_dict() for c in folded], "exit_code": code}, indent=1))
+        raise typer.Exit(code)
+    _probe_table(before, after, conclusion, changes, folded)
+    raise typer.Exit(code)
+
+
+def _probe_table(before: Path, after: Path, conclusion: list, changes: list, folded: list) -> None:
+    """`sweep diff A B` of two probes on stdout: the conclusion, one row per change (kinds and GPUs as
+    the run diff names and folds them), then the findings of rising link errors."""
     from rich.table import Table
 
+    from sweep.audit.diff import rising_link_errors
+    from sweep.audit.rundiff import show_gpus
+
     for line in conclusion:
-        print(safe(line))
-    out = Console(highlight=False)
+        results.print(safe(line), soft_wrap=True)
     table = Table(title=f"{safe(before)} -> {safe(after)}: {plural(len(changes), 'change')}")
-    for col in ("kind", "field", "before", "after"):
+    for col in ("kind", "field", "GPUs", "before", "after"):
         table.add_column(col, overflow="fold")
-    for c in changes:
-        table.add_row(c.category, safe(c.path), safe(json.dumps(c.before)), safe(json.dumps(c.after)))
-    out.print(table)
+    for c in folded:
+        table.add_row(c.kind, safe(c.field), safe(show_gpus(c.gpus)), safe(json.dumps(c.before)),
+                      safe(json.dumps(c.after)))
+    results.print(table)
     for finding in rising_link_errors(changes):
-        out.print("finding: " + safe(finding))
+        results.print("finding: " + safe(finding), soft_wrap=True)
 
 
 @app.command()
@@ -198,9 +238,9 @@ def _run_diff(before: Path, after: Path, as_json: bool, html: Optional[Path]) ->
                               fix="choose a writable path with --html") from None
         console.print(f"wrote {safe(html)}")
     if as_json:
-        print(json.dumps(result.as_dict(), indent=1, ensure_ascii=False))
+        print(json_text(result.as_dict()))
     else:
-        render_terminal(result, Console(highlight=False))
+        render_terminal(result, results)
     return result.exit_code
 
 
@@ -213,32 +253,36 @@ app.add_typer(baseline_app, name="baseline")
 @baseline_app.command("set")
 def baseline_set(
     run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="the run folder whose reachable hosts become the baseline"),
-    directory: Path = typer.Option(Path("baseline"), "--dir", metavar="DIR", help="baseline folder (one file per host)"),
+    out: Path = typer.Option(Path("baseline"), "--out", "-o", metavar="DIR", help="baseline folder (one file per host)"),
     update: bool = typer.Option(False, "--update", help="replace hosts the baseline already holds"),
     host: List[str] = typer.Option([], "--host", metavar="HOST", help="only this host (repeatable)"),
+    directory: Optional[Path] = older("--dir"),
 ):
     """Record each host's state from RUN_DIR: new hosts are added, existing ones kept unless --update."""
     from sweep.audit.baseline import set_baseline
 
     paths.input_dir(run_dir, "RUN_DIR", "a run folder (sweep run)")
     paths.output_dir(directory, "--dir", "the baseline")
+    directory = directory if directory is not None else paths.output_dir(out, "--out", "the baseline")
 
     for line in set_baseline(run_dir, directory, update=update, hosts=host).lines():
-        console.print(safe(line))
+        results.print(safe(line), soft_wrap=True)
 
 
 @baseline_app.command("show")
 def baseline_show(
-    directory: Path = typer.Option(Path("baseline"), "--dir", metavar="DIR", help="baseline folder"),
+    baseline: Path = typer.Option(Path("baseline"), "--baseline", metavar="DIR", help="baseline folder"),
     host: List[str] = typer.Option([], "--host", metavar="HOST", help="only this host (repeatable)"),
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
+    directory: Optional[Path] = older("--dir"),
 ):
     """One line per host of the baseline: driver, GPUs, ECC, power limit, MIG, worst link, when set."""
     from sweep.audit.baseline import show_rows
 
+    directory = directory if directory is not None else baseline
     rows = show_rows(directory, host)
     if as_json:
-        print(json.dumps(rows, indent=1, ensure_ascii=False))
+        print(json_text(rows))
         return
     from rich.table import Table
 
@@ -249,33 +293,35 @@ def baseline_show(
         table.add_column(col)
     for row in rows:
         table.add_row(*(safe(row[c]) for c in cols))
-    Console(highlight=False).print(table)
+    results.print(table)
 
 
 @baseline_app.command("check")
 def baseline_check(
     run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="the run folder to compare with the baseline"),
-    directory: Path = typer.Option(Path("baseline"), "--dir", metavar="DIR", help="baseline folder"),
+    baseline: Path = typer.Option(Path("baseline"), "--baseline", metavar="DIR", help="baseline folder"),
     as_json: bool = typer.Option(False, "--json", help="print the comparison as JSON"),
+    directory: Optional[Path] = older("--dir"),
 ):
     """Drift of each host of RUN_DIR from its baseline (driver, ECC, power, MIG, topology, swapped or
     missing GPUs). Exit 5 when a host drifted."""
     from sweep.audit.baseline import compare_to_baseline
 
     paths.input_dir(run_dir, "RUN_DIR", "a run folder (sweep run)")
-    result = compare_to_baseline(run_dir, directory)
+    result = compare_to_baseline(run_dir, directory if directory is not None else baseline)
     if as_json:
-        print(json.dumps(result.as_dict(), indent=1, ensure_ascii=False))
+        print(json_text(result.as_dict()))
     else:
         from sweep.analysis.names import fold_messages
 
         for line in fold_messages((d.host, d.message) for d in result.drift):
-            console.print(safe(line), soft_wrap=True)
+            results.print(safe(line), soft_wrap=True)
         for label, names in (("no baseline", result.no_baseline), ("in the baseline, not in the run", result.absent),
                              ("not compared (failed in the run)", [u["host"] for u in result.unjudged])):
             if names:
-                console.print(safe(f"{label}: {', '.join(names)}"))
-        console.print(safe(f"{plural(len(result.compared), 'host')} compared, {len(result.drifted_hosts)} drifted"))
+                results.print(safe(f"{label}: {', '.join(names)}"), soft_wrap=True)
+        results.print(safe(f"{plural(len(result.compared), 'host')} compared, {len(result.drifted_hosts)} drifted"),
+                  soft_wrap=True)
     raise typer.Exit(result.exit_code)
 
 
@@ -285,11 +331,18 @@ _RUN_COMMAND = typer.Argument(None, metavar="[-- COMMAND [ARGS...]]",
     help="with --wrap: the benchmark to run on every host, after --")
 _RUN_LIMIT = typer.Option(None, "--limit", "-l", metavar="PATTERN",
     help="Ansible host pattern: group, glob, !exclude, &intersect")
-_RUN_OUT = typer.Option(None, "--out", metavar="DIR",
+_RUN_INVENTORY_OPTION = typer.Option(None, "--inventory", "-i", metavar="INVENTORY",
+    help="the inventory as ansible takes it (the same as the INVENTORY argument)")
+_RUN_OUT = typer.Option(None, "--out", "-o", metavar="DIR",
     help="run folder (default: reports/<UTC time>-<inventory name> under the "
     "current directory; its absolute path is printed at the end)")
 _RUN_RESUME = typer.Option(None, "--resume", metavar="RUN_DIR",
-    help="finish an earlier run folder: sweep hosts without a record")
+    help="finish an earlier run folder: sweep hosts without a record, with the run's own options (an option "
+    "given again wins, and the manifest records it)")
+_RUN_RETRY_FAILED = typer.Option(None, "--retry-failed", metavar="[CLASS...]",
+    help="with --resume: sweep again the hosts whose record failed with these classes (none named: the "
+    "transient ones, dns refused timeout host_key_unknown); the old record is kept as "
+    "hosts/HOST~attempt-N.json")
 _RUN_FORKS = typer.Option(32, "--forks", "-f", metavar="N", help="hosts probed at once")
 _RUN_ACCEPT_NEW_HOST_KEYS = typer.Option(False, "--accept-new-host-keys",
     help="trust unknown host keys and remember them (changed keys are always refused)")
@@ -343,6 +396,7 @@ _RUN_LIST_HOSTS = typer.Option(False, "--list-hosts", help="print the hosts this
 
 @app.command()
 def run(
+    ctx: typer.Context,
     inventory: Optional[Path] = _RUN_INVENTORY,
     command: Optional[List[str]] = _RUN_COMMAND,
     limit: Optional[str] = _RUN_LIMIT,
@@ -372,12 +426,13 @@ def run(
     force: bool = _RUN_FORCE,
     interval: float = _RUN_INTERVAL,
     list_hosts: bool = _RUN_LIST_HOSTS,
+    inventory_option: Optional[Path] = _RUN_INVENTORY_OPTION,
+    retry_failed: Optional[List[str]] = _RUN_RETRY_FAILED,
 ):
-    """Sweep every host of an inventory over SSH (or through ansible or Slurm: --engine), keep each
-    record, then compare and report. The run folder goes to reports/<UTC time>-<inventory name>
-    under the current directory unless --out says otherwise; the last lines name it and its report
-    by absolute path. With --wrap -- COMMAND, run a benchmark on every host inside the provenance
-    envelope and compare its figures class by class."""
+    """Sweep every host of an inventory over SSH (or ansible, Slurm: --engine), keep each record, then compare
+    and report; the last lines name the run folder (reports/<UTC time>-<inventory name> unless --out) and its
+    report by absolute path. --wrap -- COMMAND: a benchmark on every host, compared class by class."""
+    inventory, command = _inventory_given(inventory, inventory_option, command)
     _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by, reference, limit)
     spec = _wrap_spec(wrap, command, metric, force, interval)
     from sweep.collect.engines import engine_from_options
@@ -387,21 +442,89 @@ def run(
     runner = engine_from_options(engine, partition=partition, nodelist=nodelist)
     _check_engine_inputs(engine, transport, inventory, resume)
     hosts = dict(limit=limit, resume=resume, engine=runner, shard=parse_shard(shard) if shard else None,
-                 shard_by=shard_by, inventory_limits=InventoryLimits(yaml_values=max_yaml_values,
-                                                                    range_hosts=max_range_hosts))
+                 shard_by=shard_by, inventory_limits=InventoryLimits(max_yaml_values, max_range_hosts))
     if list_hosts:
         raise typer.Exit(_list_hosts(inventory, **hosts))
-    agent_args = (["--deep"] if deep else []) + (["--load", f"{load:g}"] if load > 0 else [])
+    report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)
     result = run_with_progress(dict(
         inventory_path=inventory, out=out, forks=forks, accept_new_host_keys=accept_new_host_keys,
-        known_hosts=known_hosts, connect_timeout=connect_timeout, host_deadline=host_deadline,
-        agent_args=agent_args, transport=transport, wrap=spec, **hosts), console)
-    code = result.exit_code
+        known_hosts=known_hosts, connect_timeout=connect_timeout, host_deadline=host_deadline, transport=transport,
+        agent_args=(["--deep"] if deep else []) + (["--load", f"{load:g}"] if load > 0 else []), wrap=spec,
+        report=report, given=_given_options(ctx), retry_failed=_retry_classes(retry_failed), **hosts), console)
     keep_history(result.run_dir)
-    if not no_report and result.state != "interrupted":
-        code = max(code, _report([result.run_dir], result.run_dir / "report", reference, expect, baseline))
-    console.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
+    code = _report_run(result, report)
+    results.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _report_run(result, report: dict) -> int:
+    """The report of a run that was not interrupted, with the run's report options (--resume: its own, but
+    those given again); the exit code of the run and its report."""
+    report = {key: result.options.get(key, value) for key, value in report.items()}
+    if report["no_report"] or result.state == "interrupted":
+        return result.exit_code
+    expect, baseline = (Path(report[key]) if report[key] is not None else None for key in ("expect", "baseline"))
+    return max(result.exit_code, _report([result.run_dir], result.run_dir / "report", report["reference"],
+                                         expect, baseline))
+
+
+# `sweep run`'s options -> the run_sweep options they set (sweep.collect.resume.OPTIONS): a resumed run
+# reuses its own options but those given again on the command line
+_RUN_GIVES = {
+    "limit": "limit", "forks": "forks", "accept_new_host_keys": "accept_new_host_keys",
+    "known_hosts": "known_hosts", "connect_timeout": "connect_timeout", "host_deadline": "host_deadline",
+    "deep": "agent_args", "load": "agent_args", "reference": "reference", "expect": "expect",
+    "baseline": "baseline", "no_report": "no_report", "engine": "engine", "partition": "engine",
+    "nodelist": "engine", "transport": "transport", "shard": "shard", "shard_by": "shard",
+    "max_yaml_values": "inventory_limits", "max_range_hosts": "inventory_limits", "wrap": "wrap",
+    "command": "wrap", "metric": "wrap", "force": "wrap", "interval": "wrap",
+}
+
+
+def _given_options(ctx: typer.Context) -> set:
+    """The run_sweep options this command line sets (typed, not left at their defaults)."""
+    return {option for param, option in _RUN_GIVES.items()
+            if getattr(ctx.get_parameter_source(param), "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")}
+
+
+def _retry_classes(words: Optional[List[str]]) -> Optional[List[str]]:
+    """--retry-failed's classes (`retry_failed_argv` turned a bare --retry-failed into "transient"): None when
+    not given, [] for the transient ones."""
+    if words is None:
+        return None
+    return [cls for word in words for cls in word.split(",") if cls and cls != RETRY_TRANSIENT]
+
+
+RETRY_TRANSIENT = "transient"  # what a bare --retry-failed stands for
+
+
+def retry_failed_argv(argv: List[str]) -> List[str]:
+    """`sweep run ... --retry-failed [CLASS...]` as click reads it: one --retry-failed per class, and a bare
+    one as --retry-failed transient. The words taken as classes look like a class name (lower case and _)
+    and are no file, so an inventory after them stays the inventory; nothing after ``--`` is touched."""
+    out, i = [], 0
+    while i < len(argv) and argv[i] != "--":
+        word, i = argv[i], i + 1
+        if word != "--retry-failed":
+            out.append(word)
+            continue
+        classes = []
+        while i < len(argv) and _CLASS_WORD.fullmatch(argv[i]) and not Path(argv[i]).exists():
+            classes.append(argv[i])
+            i += 1
+        out += [part for cls in classes or [RETRY_TRANSIENT] for part in ("--retry-failed", cls)]
+    return out + argv[i:]
+
+
+_CLASS_WORD = re.compile(r"[a-z][a-z_]*")
+
+
+def _inventory_given(positional: Optional[Path], option: Optional[Path], command):
+    """`sweep run INVENTORY` or `sweep run -i INVENTORY` (as ansible is typed): with -i, what took the
+    INVENTORY place is the first word of the command after --."""
+    if option is None:
+        return positional, command
+    return option, ([str(positional)] if positional is not None else []) + list(command or [])
 
 
 def _wrap_spec(wrap: bool, command, metric, force: bool, interval: float):
@@ -410,7 +533,7 @@ def _wrap_spec(wrap: bool, command, metric, force: bool, interval: float):
 
     if not wrap:
         if command:
-            raise ConfigError(f"unexpected argument(s) after the inventory: {' '.join(command)}",
+            raise ConfigError(f"unexpected {noun(len(command), 'argument')} after the inventory: {' '.join(command)}",
                               fix="to run a benchmark on every host: sweep run INVENTORY --wrap -- COMMAND")
         if metric or force:
             raise ConfigError("--metric and --force belong to --wrap", fix="add --wrap -- COMMAND")
@@ -486,8 +609,8 @@ def _report(inputs, out_dir: Path, reference: Optional[str], expect: Optional[Pa
     from sweep.report.build import build_report
 
     result = build_report([Path(p) for p in inputs], out_dir, reference=reference, expect=expect, baseline=baseline)
-    console.print(safe(result.headline), soft_wrap=True)
-    console.print(f"report: {(out_dir / 'report.html').resolve()}", soft_wrap=True)
+    results.print(safe(result.headline), soft_wrap=True)
+    results.print(f"report: {(out_dir / 'report.html').resolve()}", soft_wrap=True)
     return result.exit_code
 
 
@@ -495,7 +618,7 @@ def _report(inputs, out_dir: Path, reference: Optional[str], expect: Optional[Pa
 def report(
     inputs: List[Path] = typer.Argument(..., metavar="PATH...",
                                         help="run folders, host records, health.json or provenance.json files"),
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
+    out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
                                        help="output folder (default: PATH/report for one run folder, else "
                                             "reports/report under the current directory)"),
     reference: Optional[str] = typer.Option(None, "--reference", metavar="HOST|GROUP",
@@ -518,7 +641,30 @@ def report(
     paths.input_dir(baseline, "--baseline", "a baseline folder (sweep baseline set)")
     if out is None:
         out = inputs[0] / "report" if len(inputs) == 1 and inputs[0].is_dir() else Path("reports/report")
+    _warn_doubled([p for p in inputs if (p / "manifest.json").is_file()])
     raise typer.Exit(_report(inputs, out, reference, expect, baseline))
+
+
+def _warn_doubled(run_dirs: List[Path]) -> None:
+    """Run folders of the same hosts reported together: each such host is counted once per run (gpu01,
+    gpu01#2); comparing two runs of one fleet is `sweep diff`'s work. Said once, on stderr."""
+    from sweep.analysis.names import fold_hosts
+    from sweep.audit.rundiff import load_run
+
+    seen: dict = {}
+    try:
+        for run_dir in run_dirs if len(run_dirs) > 1 else ():
+            for host in load_run(run_dir).records:
+                seen.setdefault(host, []).append(run_dir)
+    except SweepError:
+        return  # a folder it cannot read: the report says why, with its own message
+    doubled = [host for host, where in seen.items() if len(where) > 1]
+    if doubled:
+        first = seen[doubled[0]]
+        _say("warning", f"{plural(len(doubled), 'host')} ({fold_hosts(doubled)}) {'is' if len(doubled) == 1 else 'are'} "
+                        f"in more than one of these run folders: the report counts each once per run "
+                        f"({doubled[0]}, {doubled[0]}#2); to see what changed between two runs of the same hosts, "
+                        f"use sweep diff {first[0]} {first[1]}")
 
 
 @app.command()
@@ -530,8 +676,9 @@ def audit(
                                             help="baseline folder (sweep baseline set)"),
     as_json: bool = typer.Option(False, "--json", help="print the audit section as JSON"),
 ):
-    """Judge RUN_DIR against an expectations file and/or a baseline: one line per finding,
-    exit 5 when a host is off (docs/audits.md)."""
+    """Judge RUN_DIR against an expectations file and/or a baseline: one line per finding, one per
+    reason a host of the run was not judged; exit 5 when a host is off, 1 when a host of the run
+    was not judged (docs/audits.md)."""
     from sweep.audit.baseline import audit_section
     from sweep.errors import ConfigError
     from sweep.audit.rundiff import load_run
@@ -543,28 +690,46 @@ def audit(
         raise ConfigError("nothing to audit against", fix="give --expect FILE, --baseline DIR, or both")
     section = audit_section(load_run(run_dir), expect, baseline)
     if as_json:
-        print(json.dumps(section, indent=1, ensure_ascii=False))
+        print(json_text(section))
     else:
-        from sweep.analysis.names import fold_messages
-
-        for items in ((section["expectations"] or {}).get("findings", []), (section["baseline"] or {}).get("drift", [])):
-            for line in fold_messages((item["host"], item["message"]) for item in items):
-                console.print(safe(line), soft_wrap=True)
-        for line in section["headline"] or ["no host is off its expectations or baseline"]:
-            console.print(safe(line), soft_wrap=True)
+        for line in _audit_lines(section):
+            results.print(safe(line), soft_wrap=True)
     raise typer.Exit(section["exit_code"])
+
+
+def _audit_lines(section: dict) -> list[str]:
+    """`sweep audit`'s text: findings and drift, then the hosts not judged, folded (clubak -b), then the headline."""
+    from sweep.analysis.names import fold_messages
+    from sweep.audit.baseline import audit_off
+
+    lines = []
+    for items in ((section["expectations"] or {}).get("findings", []), (section["baseline"] or {}).get("drift", [])):
+        lines += fold_messages((item["host"], item["message"]) for item in items)
+    lines += fold_messages((item["host"], f"not judged: {item['reason']}") for item in section["unjudged"])
+    if not audit_off(section):
+        judged = section["hosts_listed"] - len(section["unjudged"])
+        lines.append("no host is off its expectations or baseline" if not section["unjudged"] else
+                     "no host was judged" if judged == 0 else
+                     "the one judged host is not off its expectations or baseline" if judged == 1 else
+                     f"none of the {judged} judged hosts is off its expectations or baseline")
+    return lines + section["headline"]
 
 
 @app.command()
 def demo(
     hosts: int = typer.Option(40, "--hosts", metavar="N", help="hosts replaying captures (3 unreachable hosts are added)"),
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
+    out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
                                        help="run folder (default: reports/<UTC time>-demo under the current directory)"),
-    keep: bool = typer.Option(False, "--keep", help="leave the fleet's temp folder (keys, configs) in place"),
+    keep: bool = typer.Option(False, "--keep", help="leave the fleet's temp folder (keys, configs) in place "
+                              "and print where"),
+    serve: bool = typer.Option(False, "--serve", help="after the report, leave the fleet running until Ctrl-C and "
+                               "print its inventory, known_hosts and the sweep run / --limit / sweep diff "
+                               "commands to try on it"),
 ):
-    """Start a local fleet of real sshd servers replaying GPU captures, sweep it, report, tear down.
-    Exit 0 when every host behaved as the demo fleet was built to (its unreachable and broken hosts
-    are there on purpose); it also prints the exit code `sweep run` would give the same fleet, and why."""
+    """Start a local fleet of real sshd servers replaying GPU captures, sweep it, report, tear down
+    (with --serve: after Ctrl-C). Exit 0 when every host behaved as the demo fleet was built to (its
+    unreachable and broken hosts are there on purpose); it also prints the exit code `sweep run`
+    would give the same fleet, and why."""
     import shutil
     import tempfile
 
@@ -575,14 +740,17 @@ def demo(
         raise SweepError(f"--hosts is {hosts}; it must be 1 or more", fix="pass --hosts 40, say")
     paths.output_dir(out, "--out", "the run folder")
     work = Path(tempfile.mkdtemp(prefix="sweep-demo-"))
+    codes = []
     try:
         result, fleet_hosts = run_demo(hosts, out, lambda options: run_with_progress(options, console), work,
-                                       say=console.print)
+                                       say=console.print, then=lambda res, fleet: codes.append(
+                                           _demo_report(res, fleet, serve)))
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
-    code = _report([result.run_dir], result.run_dir / "report", None)
-    console.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
+        else:
+            console.print(f"kept the demo fleet's keys, configs and inventory in {work}", soft_wrap=True)
+    code = codes[0]
     odd = off_design(fleet_hosts, result)
     if odd or result.state != "complete":
         for line in odd:
@@ -590,10 +758,24 @@ def demo(
         _say("error", "the demo fleet did not behave as designed" + (f" ({plural(len(odd), 'host')})" if odd else
                       f" (the sweep was {result.state})"))
         raise typer.Exit(code or exitcodes.INCOMPLETE)
-    console.print(f"under `sweep run` this fleet would exit {code}: {exitcodes.MEANING[code]} "
-                  f"(its unreachable and broken hosts are there on purpose)", soft_wrap=True)
-    console.print("demo done: every host behaved as designed", soft_wrap=True)
+    results.print(f"under `sweep run` this fleet would exit {code}: {exitcodes.MEANING[code]} "
+              f"(its unreachable and broken hosts are there on purpose)", soft_wrap=True)
+    results.print("demo done: every host behaved as designed", soft_wrap=True)
     raise typer.Exit(exitcodes.OK)
+
+
+def _demo_report(result, fleet, serve: bool) -> int:
+    """The demo run's report while its fleet still runs; with --serve, the fleet then serves until Ctrl-C."""
+    code = _report([result.run_dir], result.run_dir / "report", None)
+    if serve:
+        from sweep.demo.serve import by_hand, serve_until_interrupted
+
+        for line in by_hand(fleet, result.run_dir.resolve()):
+            results.print(line, markup=False, soft_wrap=True)
+        results.file.flush()
+        serve_until_interrupted()
+        console.print("stopping the demo fleet", soft_wrap=True)
+    return code
 
 
 def command():
@@ -633,7 +815,8 @@ def main(argv: Optional[list] = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("always", InventoryWarning)
             warnings.showwarning = show
-            rv = command().main(args=argv, prog_name="sweep", standalone_mode=False)
+            args = retry_failed_argv(list(sys.argv[1:] if argv is None else argv))
+            rv = command().main(args=args, prog_name="sweep", standalone_mode=False)
     except SweepError as exc:
         _say("error", exc)
         return exc.exit_code

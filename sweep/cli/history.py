@@ -10,6 +10,7 @@ import typer
 from sweep import exitcodes
 from sweep.cli import paths
 from sweep.errors import ConfigError
+from sweep.text import plural
 
 export_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                          help="Hand a run to the systems operators already watch (Prometheus).")
@@ -40,7 +41,7 @@ def history(
     since: Optional[str] = typer.Option(None, "--since", metavar="AGE",
                                         help="only runs of the last AGE: 6w, 30d, 12h"),
     host: Optional[str] = typer.Option(None, "--host", metavar="PATTERN", help="only hosts matching this glob (gpu0*)"),
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="output folder (default ROOT/history)"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR", help="output folder (default ROOT/history)"),
     index: Optional[Path] = typer.Option(None, "--index", metavar="FILE",
                                          help="history index file (default ROOT/.sweep-history.sqlite)"),
     threshold: float = typer.Option(3.0, "--threshold", metavar="PERCENT",
@@ -53,7 +54,7 @@ def history(
     points, and drift of the SM clock under load against each host's own first runs (drifted hosts
     ranked first). Writes history.html, changes.csv, timeline.csv, drift.csv, load.csv, history.json.
     Exit 5 when a host drifted or changed, like sweep diff."""
-    from sweep.cli import console, safe
+    from sweep.cli import results, safe
     from sweep.history import build_history
     from sweep.history.build import parse_since
 
@@ -68,25 +69,26 @@ def history(
     result = build_history(list(runs) if runs else [root], out_dir, index_path=index, since=since, host=host,
                            threshold_pct=threshold, floor_mhz=floor)
     for line in result.lines():
-        console.print(safe(line), soft_wrap=True)
-    console.print(safe(f"{len(result.selection.runs)} run(s), {len(result.drifted)} host(s) drifted, "
-                       f"{len(result.changed_hosts)} host(s) changed; index: {len(result.update.read)} run(s) "
-                       f"read, {result.update.kept} unchanged"))
-    console.print(f"history: {safe((out_dir / 'history.html').resolve())}", soft_wrap=True)
+        results.print(safe(line), soft_wrap=True)
+    results.print(safe(f"{plural(len(result.selection.runs), 'run')}, {plural(len(result.drifted), 'host')} drifted, "
+                   f"{plural(len(result.changed_hosts), 'host')} changed; index: "
+                   f"{plural(len(result.update.read), 'run')} read, {result.update.kept} unchanged"), soft_wrap=True)
+    results.print(f"history: {safe((out_dir / 'history.html').resolve())}", soft_wrap=True)
     raise typer.Exit(exitcodes.OFF if result.drifted or result.changes else exitcodes.OK)
 
 
 def prometheus(
     run_dir: Optional[Path] = typer.Argument(None, metavar="[RUN_DIR]", help="the run folder to export"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="FILE",
-                                          help="file to write, atomically (default: stdout); e.g. "
-                                               "/var/lib/prometheus/node-exporter/sweep.prom"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="FILE",
+                                       help="file to write, atomically (default: stdout); e.g. "
+                                            "/var/lib/prometheus/node-exporter/sweep.prom"),
     rules: bool = typer.Option(False, "--rules", help="write the alerting rules instead of the metrics"),
     expect: Optional[Path] = typer.Option(None, "--expect", metavar="FILE",
                                           help="with --rules: expectations file (intended power limits, approved "
                                                "drivers, SM clock floors; docs/expectations.md)"),
     floor: float = typer.Option(1200.0, "--floor", metavar="MHZ",
                                 help="with --rules, where --expect sets no floor: SM clock floor under load"),
+    output: Optional[Path] = typer.Option(None, "--output", hidden=True),
 ):
     """Write a run as node_exporter textfile-collector metrics, or (--rules) the alerting rules that
     judge them: power limit not the intended one, HW slowdown / thermal / power brake, an ECC mode
@@ -96,6 +98,7 @@ def prometheus(
 
     paths.input_file(expect, "--expect", "an expectations file (docs/expectations.md)")
     paths.output_file(output, "--output", "the metrics or rules file")
+    output = output if output is not None else paths.output_file(out, "--out", "the metrics or rules file")
     if rules:
         from sweep.export.rules import rules_text
 

@@ -10,8 +10,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from sweep.analysis.names import fold_failures, fold_hosts
 from sweep.collect.run import RunProgress, RunResult
-from sweep.text import visible
+from sweep.text import plural, visible
 
 
 class SweepProgress:
@@ -64,10 +65,12 @@ def render_summary(result: RunResult, console: Console | None = None, *, shown: 
         table.add_row("[yellow]no record (interrupted)[/]", str(result.pending))
     table.add_row("[bold]total[/]", str(result.total))
     console.print(table)
-    for host, cls, message in result.failures[:shown]:
-        console.print(f"  [red]{_shown(cls)}[/] {_shown(message)}", highlight=False, soft_wrap=True)
-    if len(result.failures) > shown:
-        console.print(f"  ... and {len(result.failures) - shown} more failures in {escape(str(result.run_dir))}/hosts/",
+    folded = [f"{fold_hosts(row['hosts'])}: {row['failure_class']}: {row['message']}"  # gpu[07-20]: host_key_unknown:
+              for row in fold_failures(result.failures)]
+    for line in folded[:shown]:
+        console.print(f"  [red]{_shown(line)}[/]", highlight=False, soft_wrap=True)
+    if len(folded) > shown:
+        console.print(f"  ... and {len(folded) - shown} more failure lines in {escape(str(result.run_dir))}/hosts/",
                       soft_wrap=True)
     if result.state == "interrupted":
         console.print(f"[yellow]interrupted[/]: finish with: sweep run --resume {escape(str(result.run_dir))}",
@@ -75,5 +78,5 @@ def render_summary(result: RunResult, console: Console | None = None, *, shown: 
     elif result.fully_swept:
         console.print(f"[green]every host swept[/] ({result.ok} of {result.total})")
     else:
-        console.print(f"[red]not fully swept[/]: {result.failed + result.pending} of {result.total} hosts "
+        console.print(f"[red]not fully swept[/]: {result.failed + result.pending} of {plural(result.total, 'host')} "
                       "have no health.json")

@@ -3,7 +3,7 @@
 `build_bundle()` writes a .pyz that a bare `python3 -I -S agent.pyz` runs. Over SSH the same bytes
 go in on stdin to a small bootstrap (`remote_command()`), which imports the agent from memory:
 nothing is written on the host, and (given a lifetime) the bootstrap ends the agent at the host's
-deadline, so nothing keeps running there either.
+deadline, saying so on stderr (`DEADLINE_MARK`), so nothing keeps running there either.
 """
 from __future__ import annotations
 
@@ -21,6 +21,14 @@ MAIN = "import sys\nfrom probe_agent.main import main\nsys.exit(main())\n"
 # What the bootstrap writes on stderr (and exit 3) under a python older than the agent needs.
 TOO_OLD_MARK = "sweep-agent: this python is too old"
 
+# What the bootstrap writes on stderr (and its exit status) when it ends the agent at the host deadline:
+# the controller reads it as a timeout, whichever of the two deadlines (its own, the host's) came first.
+DEADLINE_MARK = "sweep-agent: ended at the host deadline"
+DEADLINE_EXIT = 124
+# the kernel's SIGALRM backstop, for an agent whose every thread is stuck (the mark's thread included):
+# later than the controller's deadline, which has then already recorded the timeout
+BACKSTOP_S = 2.0
+
 # Runs on the host under its python3 (3.8+): read the zip from stdin, import from memory, run main.
 # Its first lines parse and run under Python 2 and old 3.x, so that such a host says so in words.
 BOOTSTRAP = r"""
@@ -31,8 +39,17 @@ if sys.version_info < (3, 8):
 import io, zipfile, importlib.abc, importlib.util, signal
 n, _, life = sys.argv[1].partition('/')
 if life:
+    import os, threading
+    def cut(life=float(life)):
+        try:
+            os.write(2, ('\n""" + DEADLINE_MARK + r""" after %.1f s\n' % life).encode())
+        finally:
+            os._exit(""" + str(DEADLINE_EXIT) + r""")
+    cutter = threading.Timer(float(life), cut)
+    cutter.daemon = True
+    cutter.start()
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    signal.setitimer(signal.ITIMER_REAL, float(life))
+    signal.setitimer(signal.ITIMER_REAL, float(life) + """ + str(BACKSTOP_S) + r""" + float(life) / 10)
 n = int(n); data = b''
 while len(data) < n:
     chunk = sys.stdin.buffer.read(n - len(data))
@@ -119,9 +136,12 @@ def build_bundle(dest: str | Path) -> Path:
 def remote_command(python: str, payload_size: int, agent_args: list[str], lifetime: float | None = None) -> str:
     """The shell command that runs the bootstrap under `python`, reading `payload_size` bytes.
 
-    With `lifetime` (seconds) the bootstrap arms SIGALRM at its default action before it reads the
-    agent: the kernel ends the agent then, whatever it is doing (a hung driver query, a controller
-    that went away), so a host is never left with an agent running after the sweep gave up on it.
+    With `lifetime` (seconds) the bootstrap starts a timer thread before it reads the agent: at
+    `lifetime` it writes `DEADLINE_MARK` on stderr and ends the agent with exit `DEADLINE_EXIT`,
+    whatever the agent is doing (a hung driver query, a controller that went away), so a host is
+    never left with an agent running after the sweep gave up on it, and the controller records a
+    timeout whichever deadline came first. SIGALRM at its default action, `BACKSTOP_S` (plus a
+    tenth) later, ends an agent whose threads are all stuck.
     """
     size = str(payload_size) if lifetime is None else f"{payload_size}/{lifetime:.1f}"
     parts = [python, "-c", BOOTSTRAP, size, *agent_args]

@@ -12,11 +12,12 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from sweep import exitcodes
 from sweep.collect.engines import create_engine
 from sweep.collect.engines.base import Engine, EngineError, EngineJob
+from sweep.collect.resume import Resolved, engine_of, resolve, retry_classes, to_retry
 from sweep.collect.shard import select_shard
 from sweep.collect.ssh.config import SSHSettingRefused
 from sweep.collect.ssh.prober import (FAILURE_CLASSES, KeyFileEncrypted, KeyFileError, KeyFileMissing,
@@ -64,6 +65,7 @@ class RunResult:
     resumed: int  # hosts already recorded before this session
     by_class: dict[str, int] = field(default_factory=dict)
     failures: tuple[tuple[str, str, str], ...] = ()  # (host, class, message) of this session
+    options: dict = field(default_factory=dict)  # the run's options as its manifest keeps them now
 
     @property
     def fully_swept(self) -> bool:
@@ -103,6 +105,9 @@ def run_sweep(
     inventory_limits: InventoryLimits = InventoryLimits(),
     transport: str | None = None,
     wrap: "WrapSpec | None" = None,
+    report: Mapping[str, Any] | None = None,
+    given: Collection[str] | None = None,
+    retry_failed: Collection[str] | None = None,
 ) -> RunResult:
     """Sweep the hosts of an inventory (or finish the run folder `resume`) and record each one.
 
@@ -111,54 +116,114 @@ def run_sweep(
     "slurm" or an Engine object; `wrap` runs a benchmark in the agent's envelope (ssh engine). Before any
     host is contacted: key files (decrypted with `key_passphrase` or SWEEP_KEY_PASSPHRASE, written
     nowhere), every host's ssh settings, `inventory_limits` (alias bombs, host ranges). The run folder is
-    locked for the sweep; SIGTERM ends it as Ctrl-C does; a record that cannot be written as JSON becomes
-    that host's failure record. docs/engines.md and docs/ssh.md describe every option.
+    locked for the sweep; SIGTERM ends it as Ctrl-C does. docs/engines.md and docs/ssh.md describe every option.
+
+    The manifest keeps every option that shapes the run (`sweep.collect.resume.OPTIONS`, `report`'s
+    reference, expect, baseline, no_report); `resume` reuses them but those named in `given` (None: those
+    that differ from the defaults), which win and are recorded in the session. `retry_failed` (with
+    `resume`): sweep again the hosts whose record failed with one of these classes (empty: the transient
+    ones), their old records kept as ``hosts/<name>~attempt-N.json``.
     """
-    flags = {"connect_timeout": connect_timeout, "host_deadline": host_deadline, "retries": retries}
-    _check_options(forks, resume, limit, flags, transport)
-    options = _ssh_options(known_hosts, accept_new_host_keys, ssh_config, allow_agent, look_for_keys, key_passphrase)
-    runner = create_engine(engine) if isinstance(engine, str) else engine
-    wrap, agent_args = _wrapped(wrap, resume, runner, agent_args, host_deadline)
-    if resume is not None:  # 1. resolve the hosts, 2. open the run folder (locked); 3. collect, 4. finish below
-        folder, manifest, inventory, hosts, done, options = _reopen(
-            resume, inventory_path, loader, runner, options, inventory_limits, transport)
-    else:
-        options = replace(options, transport=transport or "paramiko")
-        inventory = _inventory(inventory_path, loader, runner, inventory_limits)
-        hosts = _select(inventory, limit, shard, shard_by, options, runner)
-        folder = RunFolder.create(out if out is not None else default_run_dir(inventory.path, reports_dir))
-        manifest = new_manifest(inventory.path, inventory.snapshot(), [host.name for host in hosts], dict(_run_options(
-            limit, forks, options, flags, agent_args, loader, runner.name, shard, shard_by),
-            wrap=None if wrap is None else wrap.to_dict()))
-        done = {}
-    job = lambda: EngineJob(payload=payload if payload is not None else _bundle(), agent_args=tuple(agent_args),  # noqa: E731
-                            forks=forks, options=options, inventory_path=inventory.path, flags=flags, wrap=wrap)
-    return _sweep_hosts(folder, manifest, hosts, done, lambda: runner.bind(job()), progress, wrap)
+    asked = dict(limit=limit, forks=forks, accept_new_host_keys=accept_new_host_keys, known_hosts=known_hosts,
+                 ssh_config=ssh_config, allow_agent=allow_agent, look_for_keys=look_for_keys,
+                 connect_timeout=connect_timeout, host_deadline=host_deadline, retries=retries,
+                 agent_args=list(agent_args), loader=loader, engine=engine, engine_settings=engine,
+                 transport=transport, shard=None if shard is None else (*shard, shard_by),
+                 inventory_limits=inventory_limits, wrap=wrap, **{**_REPORT_OPTIONS, **(report or {})})
+    _check_options(forks, resume, limit, {key: asked[key] for key in _FLAGS}, transport, retry_failed, shard)
+    session = resolve(asked, given, _stored_options(resume) if resume is not None else None)
+    return _run(session, inventory_path, (out, reports_dir), resume, payload, progress, key_passphrase, retry_failed)
+
+
+def _run(session: Resolved, inventory_path, out: tuple, resume, payload: bytes | None,
+         progress: Callable[[RunProgress], None] | None, key_passphrase: str | None,
+         retry_failed: Collection[str] | None) -> RunResult:
+    """run_sweep with the session's options resolved; `out`: (--out or None, the reports folder)."""
+    run = session.live
+    runner = _runner(run, resume is None or "engine" in session.set_now)
+    options = replace(_ssh_options(run["known_hosts"], run["accept_new_host_keys"], run["ssh_config"],
+                                   run["allow_agent"], run["look_for_keys"], key_passphrase),
+                      transport=run["transport"] or "paramiko")
+    session.kept["transport"] = options.transport if runner.name == "ssh" else None
+    wrap, agent_args = _wrapped(run["wrap"], runner, run["agent_args"], run["host_deadline"])
+    if resume is None:  # 1. resolve the hosts (a new run: before its folder exists)
+        inventory = _inventory(inventory_path, run["loader"], runner, run["inventory_limits"])
+        hosts = _select(inventory, run["limit"], run["shard"], options, runner)
+    job = lambda: EngineJob(  # noqa: E731
+        payload=payload if payload is not None else _bundle(), agent_args=tuple(agent_args), forks=run["forks"],
+        options=options, inventory_path=inventory.path, flags={key: run[key] for key in _FLAGS}, wrap=wrap)
+    with _sigterm_as_interrupt():
+        hold = _Held()  # 2. open the run folder (locked), 3. collect, 4. finish in _sweep_hosts
+        try:
+            if resume is not None:
+                folder, manifest, inventory, hosts, done, retried = _reopen(
+                    resume, inventory_path, runner, options, run, retry_classes(retry_failed))
+                manifest["options"] = session.kept
+            else:
+                folder, manifest = _create(out[0] if out[0] is not None else default_run_dir(inventory.path, out[1]),
+                                           inventory, hosts, session.kept)
+                done, retried = {}, {}
+        except BaseException:
+            hold.release()
+            raise
+        about = {"options_set": session.set_now, **({"retried": retried} if retry_failed is not None else {})}
+        return _sweep_hosts(folder, manifest, hosts, done, lambda: runner.bind(job()), progress, wrap, about, hold)
+
+
+_FLAGS = ("connect_timeout", "host_deadline", "retries")
+_REPORT_OPTIONS = {"reference": None, "expect": None, "baseline": None, "no_report": False}
+
+
+def _runner(run: dict, asked: bool) -> Engine:
+    """The engine object: the one asked for, or (resumed, not given again) the one the manifest names."""
+    engine = run["engine"] if asked else engine_of(run["engine"], run["engine_settings"])
+    return create_engine(engine) if isinstance(engine, str) else engine
+
+
+def _stored_options(resume: str | Path) -> dict:
+    """The options a run folder's manifest keeps ({} when it cannot be read: opening the folder says why)."""
+    try:
+        options = RunFolder(resume).read_manifest().get("options")
+    except RunFolderError:
+        return {}
+    return options if isinstance(options, dict) else {}
+
+
+def _create(path: str | Path, inventory: Inventory, hosts: list[Host], options: dict) -> tuple[RunFolder, dict]:
+    """A new run folder (locked) and its manifest, written at once (under `_Held`: Ctrl-C never leaves a folder
+    without a manifest, which could then be neither resumed nor reused)."""
+    folder = RunFolder.create(path)
+    try:
+        manifest = new_manifest(inventory.path, inventory.snapshot(), [host.name for host in hosts], options)
+        folder.write_manifest(manifest)
+    except BaseException:
+        folder.close()
+        raise
+    return folder, manifest
 
 
 def _sweep_hosts(folder: RunFolder, manifest: dict, hosts: list[Host], done: dict[str, dict],
                  bound: Callable[[], Engine], progress: Callable[[RunProgress], None] | None,
-                 wrap: "WrapSpec | None") -> RunResult:
+                 wrap: "WrapSpec | None", about: dict, hold: "_Held") -> RunResult:
     """3. collect the hosts without a record with the engine `bound()` gives, 4. finish the session; the
-    folder's lock is released at the end, whatever happens."""
+    folder's lock is released at the end, whatever happens. Signals are `hold`-en until the session is
+    written: from then on a Ctrl-C at any moment ends it as interrupted, which --resume finishes."""
     try:
-        runner = bound()
-        with _sigterm_as_interrupt():
-            tally = _Tally(hosts, done, set(manifest["hosts"]), progress, folder.begin_session(manifest))
+        tally = _Tally(hosts, done, set(manifest["hosts"]), progress, folder.begin_session(manifest, **about))
+        state = "interrupted"
+        try:
+            hold.release()  # a Ctrl-C that came meanwhile is raised here
+            runner = bound()
             todo = [host for host in hosts if host.name not in done]
             state = _collect(runner, todo, folder, manifest, tally, wrap)
+        except KeyboardInterrupt:
+            pass  # before the engine ran: nothing to stop
+        with _Held():
             folder.end_session(manifest, tally.session, state, tally.counts(len(manifest["hosts"])))
-            return tally.result(folder.path, state)
+        return tally.result(folder.path, state, manifest["options"])
     finally:
+        hold.release()
         folder.close()
-
-
-def _run_options(limit, forks, options: SSHOptions, flags, agent_args, loader, engine, shard, shard_by) -> dict:
-    """The options of a new run, as its manifest keeps them."""
-    return {"limit": limit, "forks": forks, "accept_new_host_keys": options.accept_new_host_keys,
-            "known_hosts": list(options.known_hosts[:-1]), **flags, "agent_args": agent_args,
-            "loader": loader, "engine": engine, "transport": options.transport if engine == "ssh" else None,
-            "shard": None if shard is None else {"index": shard[0], "count": shard[1], "by": shard_by}}
 
 
 def _check_ssh_settings(runner: Engine, hosts: Sequence[Host], options: SSHOptions) -> None:
@@ -185,39 +250,43 @@ def _ssh_options(known_hosts, accept_new_host_keys: bool, ssh_config: str | None
                       look_for_keys=look_for_keys, key_passphrase=key_passphrase)
 
 
-def _select(inventory: Inventory, limit: str | None, shard: tuple[int, int] | None, shard_by: str,
+def _select(inventory: Inventory, limit: str | None, shard: tuple[int, int, str] | None,
             options: SSHOptions, runner: Engine) -> list[Host]:
-    """The hosts a new run sweeps (--limit, then --shard), their key files and ssh settings checked."""
+    """The hosts a new run sweeps (--limit, then --shard: index, count, by), key files and ssh settings checked."""
     hosts = inventory.select(limit)
     if shard is not None:
-        hosts = select_shard(hosts, *shard, by=shard_by)
+        hosts = select_shard(hosts, shard[0], shard[1], by=shard[2])
     _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
     _check_ssh_settings(runner, hosts, options)
     return hosts
 
 
-def _reopen(resume: str | Path, inventory_path: str | Path | None, loader: str, runner: Engine,
-            options: SSHOptions, limits: InventoryLimits, transport: str | None
-            ) -> tuple[RunFolder, dict, Inventory, list[Host], dict, SSHOptions]:
+def _reopen(resume: str | Path, inventory_path: str | Path | None, runner: Engine, options: SSHOptions,
+            run: dict, retry: tuple[str, ...] | None
+            ) -> tuple[RunFolder, dict, Inventory, list[Host], dict, dict[str, str]]:
     """An interrupted run's folder (locked), manifest, inventory, hosts (as the inventory describes them
-    now), the records already kept and the SSH options (the run's transport unless `transport`); the lock
-    is released again when any of it is refused."""
+    now), the records kept (less those of the `retry` classes, set aside: host -> attempt file, also
+    returned); the lock is released again when any of it is refused."""
     folder = RunFolder.open(resume)
     try:
         manifest = folder.read_manifest()
-        inventory = _inventory(inventory_path or manifest["inventory"]["path"], loader, runner, limits)
+        inventory = _inventory(inventory_path or manifest["inventory"]["path"], run["loader"], runner,
+                               run["inventory_limits"])
         hosts = _hosts_of_run(inventory, manifest)
         _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
-        options = replace(options, transport=transport or manifest.get("options", {}).get("transport") or "paramiko")
         _check_ssh_settings(runner, hosts, options)
         done = folder.read_records()
+        retried = {}
+        for name in to_retry(done, retry or (), manifest["hosts"]):  # kept beside, never lost
+            retried[name] = folder.set_aside(name)  # under run_sweep's _Held
+            del done[name]
         for host in hosts:  # before any host is contacted: no record goes onto another host's file
             if host.name not in done:
                 folder.check_record_file(host.name)
     except BaseException:
         folder.close()
         raise
-    return folder, manifest, inventory, hosts, done, options
+    return folder, manifest, inventory, hosts, done, retried
 
 
 class _Tally:
@@ -252,7 +321,7 @@ class _Tally:
         ok = self.ok
         return {"total": listed, "ok": ok, "failed": len(self.status) - ok, "pending": listed - len(self.status)}
 
-    def result(self, run_dir: Path, state: str) -> RunResult:
+    def result(self, run_dir: Path, state: str, options: dict) -> RunResult:
         by_class = {cls: 0 for cls in FAILURE_CLASSES}
         for s, cls in self.status.values():
             if s == "failed" and cls in by_class:
@@ -261,7 +330,7 @@ class _Tally:
         return RunResult(
             run_dir=run_dir, state=state, total=self.total, ok=ok, failed=len(self.status) - ok,
             pending=self.total - len(self.status), resumed=self.resumed,
-            by_class={cls: n for cls, n in by_class.items() if n}, failures=tuple(self.failures))
+            by_class={cls: n for cls, n in by_class.items() if n}, failures=tuple(self.failures), options=options)
 
 
 def _collect(runner: Engine, todo: list[Host], folder: RunFolder, manifest: dict, tally: _Tally,
@@ -290,14 +359,18 @@ def _collect(runner: Engine, todo: list[Host], folder: RunFolder, manifest: dict
     return "complete"
 
 
-def _check_options(forks: int, resume: Any, limit: str | None, flags: dict[str, Any], transport: str | None) -> None:
+def _check_options(forks: int, resume: Any, limit: str | None, flags: dict[str, Any], transport: str | None,
+                   retry_failed: Collection[str] | None = None, shard: Any = None) -> None:
+    if retry_failed is not None and resume is None:
+        raise ConfigError("--retry-failed belongs to --resume: it sweeps again the failed hosts of a run",
+                          fix="sweep run --resume RUN_DIR --retry-failed [CLASS...]")
     if transport not in (None, *TRANSPORTS):
         raise ConfigError(f"--transport {transport!r} is unknown", fix=f"use one of {', '.join(TRANSPORTS)}")
     if forks < 1:
         raise ConfigError(f"--forks is {forks}; it must be 1 or more", fix="pass --forks 32, say")
-    if resume is not None and limit:
-        raise ConfigError("--limit cannot be used with --resume: the run folder fixes its hosts",
-                          fix="drop --limit, or start a new run")
+    if resume is not None and (limit or shard is not None):
+        raise ConfigError(f"{'--limit' if limit else '--shard'} cannot be used with --resume: the run folder fixes "
+                          "its hosts", fix=f"drop {'--limit' if limit else '--shard'}, or start a new run")
     for key, value in flags.items():
         if value is not None and value <= 0:
             raise ConfigError(f"--{key.replace('_', '-')} is {value}; it must be above 0")
@@ -412,6 +485,39 @@ def keep_record(folder: RunFolder, outcome: Outcome, wrap: "WrapSpec | None" = N
     return failed
 
 
+class _Held:
+    """Ctrl-C and SIGTERM wait while a run folder is between two whole states (the folder and its manifest,
+    a record set aside, a session's end): a signal that comes meanwhile is delivered, by its own handler,
+    at `release` (or at the end of a ``with`` block). Only in the main thread, where Python runs handlers."""
+
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.caught: list[int] = []
+        self.previous: dict | None = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {sig: signal.signal(sig, lambda signum, frame: self.caught.append(signum))
+                             for sig in self._SIGNALS}
+
+    def release(self) -> None:
+        if self.previous is None:
+            return
+        previous, self.previous = self.previous, None
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in self.caught[:1]:
+            if callable(previous[sig]):
+                previous[sig](sig, None)  # KeyboardInterrupt, from Python's or _sigterm_as_interrupt's handler
+            elif previous[sig] == signal.SIG_DFL:
+                signal.raise_signal(sig)
+
+    def __enter__(self) -> "_Held":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
 @contextmanager
 def _sigterm_as_interrupt():
     """SIGTERM (kill, systemd, a scheduler) ends the sweep as Ctrl-C does; only in the main thread."""
@@ -430,11 +536,9 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-def _wrapped(wrap: "WrapSpec | None", resume, runner: Engine, agent_args: Sequence[str],
+def _wrapped(wrap: "WrapSpec | None", runner: Engine, agent_args: Sequence[str],
              host_deadline: float | None) -> tuple["WrapSpec | None", list[str]]:
-    """(the benchmark to wrap, if any: given, or the resumed run's; the agent's arguments)."""
-    if resume is not None and wrap is None:
-        wrap = _wrap_of(resume)
+    """(the benchmark to wrap, if any; the agent's arguments)."""
     if wrap is None:
         return None, _agent_args(agent_args, host_deadline)
     if runner.name != "ssh":
@@ -442,17 +546,6 @@ def _wrapped(wrap: "WrapSpec | None", resume, runner: Engine, agent_args: Sequen
                           fix="drop --engine, or run the agent's --wrap through your engine (docs/provenance.md)")
     wrap.agent_args(host_deadline or DEFAULTS.host_deadline)  # too short for the probes and the command: now
     return wrap, list(agent_args)  # the probes' deadline comes from the host deadline (WrapSpec.agent_args)
-
-
-def _wrap_of(run_dir: str | Path) -> "WrapSpec | None":
-    """The benchmark a run folder's manifest says it wraps (--resume finishes it with the same command)."""
-    import json
-
-    try:
-        spec = (json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8")).get("options") or {}).get("wrap")
-    except (OSError, ValueError, AttributeError):
-        return None  # opening the folder below says what is wrong with it
-    return WrapSpec.from_dict(spec) if isinstance(spec, dict) else None
 
 
 def _record(outcome: Outcome, wrap: "WrapSpec | None" = None) -> dict:

@@ -7,6 +7,13 @@ schema is compiled once into nested closures covering the keywords it uses (type
 required, properties, additionalProperties, items, minItems, maxItems, minimum, pattern, local
 ``$ref``), ~1 ms a host. A keyword outside that set is refused when the schema is compiled, so a
 schema change cannot be skipped silently; tests compare the verdicts with jsonschema's.
+
+The published schema leaves a few parts free-form: `load` (any object), each contract's
+`evidence`. The controller reads some fields inside them (the load's per-GPU summary and samples,
+the driver contract's PCI count, the processes contract's list), so `READ_BY_CONTROLLER` types
+those fields, and a host whose output breaks it is `bad_output` at arrival like any other schema
+violation: no later command (report, export, history, audit, diff) meets a value it cannot read.
+It only narrows what the agent never sends otherwise, so every record the agent writes stays valid.
 """
 from __future__ import annotations
 
@@ -85,7 +92,8 @@ class _Compiler:
             return lambda v, w: f"{w}: no value is allowed here"
         unknown = set(node) - _ANNOTATIONS - {word for words, _ in _KEYWORDS for word in words}
         if unknown:
-            raise UnsupportedSchema(f"schema keyword(s) {', '.join(sorted(unknown))} not supported")
+            raise UnsupportedSchema(f"schema {'keyword' if len(unknown) == 1 else 'keywords'} {', '.join(sorted(unknown))} "
+                                    "not supported")
         checks = [check for words, make in _KEYWORDS if any(word in node for word in words)
                   for check in [make(self, node)] if check is not None]
         if len(checks) == 1:
@@ -192,6 +200,44 @@ def _show(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+_NINT = {"type": ["integer", "null"]}
+_NNUM = {"type": ["number", "null"]}
+_NSTR = {"type": ["string", "null"]}
+_LOAD_GPU = {"type": "object", "properties": {
+    "gpu": _NINT, "samples": _NINT, "pcie_gen_max": _NINT,
+    **{k: _NNUM for k in ("sm_mhz_min", "sm_mhz_median", "sm_mhz_max_allowed", "power_w_max", "power_w_median",
+                          "enforced_limit_w", "sw_power_cap_fraction", "hw_slowdown_fraction", "sw_thermal_fraction")}}}
+_SAMPLE_GPU = {"type": "object", "properties": {
+    "index": _NINT, "active_reasons": {"type": ["array", "null"], "items": {"type": "string"}},
+    **{k: _NNUM for k in ("sm_mhz", "mem_mhz", "power_w", "enforced_limit_w", "temperature_c", "utilization_gpu_pct",
+                          "pcie_gen")}}}
+READ_BY_CONTROLLER = {"type": "object", "properties": {
+    "load": {"type": ["object", "null"], "properties": {
+        "seconds": _NNUM, "interval_s": _NNUM, "engine": _NSTR, "pid": _NINT, "exit_code": _NINT, "refused": _NSTR,
+        "started_s": _NNUM, "ended_s": _NNUM,  # the busy window the summary covers
+        "summary": {"type": ["array", "null"], "items": _LOAD_GPU},
+        "samples": {"type": ["array", "null"], "items": {"type": "object", "properties": {
+            "t": _NNUM, "phase": _NSTR, "gpus": {"type": ["array", "null"], "items": _SAMPLE_GPU}}}}}},
+    "contracts": {"type": "array", "items": {"type": "object", "properties": {"evidence": {
+        "type": "object", "properties": {
+            "pci": {"type": ["object", "null"], "properties": {
+                "on_bus": _NINT, "missing_from_nvml": {"type": ["array", "null"], "items": {"type": "string"}}}},
+            "processes": {"type": ["array", "null"], "items": {"type": "object", "properties": {
+                "gpu": _NINT, "pid": _NINT, "name": _NSTR}}}}}}}},
+}}
+
+
+@lru_cache(maxsize=None)
+def readable_check() -> Check:
+    """The compiled READ_BY_CONTROLLER schema."""
+    return compile_schema(READ_BY_CONTROLLER)
+
+
+def readable_problem(health: Any, where: str = "health.json") -> str | None:
+    """Why the controller could not read a part of a schema-valid `health` (READ_BY_CONTROLLER), or None."""
+    return readable_check()(health, where)
+
+
 @lru_cache(maxsize=None)
 def health_check() -> Check:
     """The compiled health.json schema (read once per process)."""
@@ -200,4 +246,4 @@ def health_check() -> Check:
 
 def health_problem(health: Any) -> str | None:
     """Why `health` is not a valid health.json of schema 1.x, or None when it is."""
-    return health_check()(health, "health.json")
+    return health_check()(health, "health.json") or readable_problem(health)

@@ -8,8 +8,11 @@ open (`--tether`): when the controller closes the session (Ctrl-C, its host dead
 ends the command, and at its own `--command-timeout` it ends it anyway.
 
 Everything the host sends is checked before use: the provenance against its published schema,
-the figures taken from the output tail only as numbers (finite, parsed by Python's float) under
-names of printable characters.
+the output tail held to `--output-tail` bytes here too (a host may send more than it was asked),
+the figures taken from it only as numbers (finite, parsed by Python's float) under names of
+printable characters, at most FIGURES_MAX names a host (the record says how many were dropped).
+The names the operator gave with `--metric` are read from the operator's expressions only: a
+JSON line the command prints under such a name is ignored.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from sweep.text import visible
 PROVENANCE_KIND = "sweep.provenance"
 NAME = re.compile(r"[A-Za-z0-9_.:/%+-]{1,64}\Z")
 JSON_LINE_MAX = 4096  # a longer line is not a figure
+FIGURES_MAX = 32  # figure names kept per host from JSON lines (the --metric ones are always kept)
 # what became of the benchmark on one host; "ok" is the only one with a figure to compare
 BENCH_STATUSES = ("ok", "refused", "failed", "timed_out", "no_figure")
 
@@ -132,34 +136,69 @@ def provenance_problem(doc: Any) -> str | None:
         return f"{where}: {error.message[:160]}"
     if not isinstance(doc.get("output"), dict):
         return "no output section (an agent without --emit)"
+    from sweep.collect.schema import readable_problem
+
+    for part in ("before", "after"):
+        problem = readable_problem(doc.get(part), part) if isinstance(doc.get(part), dict) else None
+        if problem:
+            return problem
     return None
 
 
 def figures_from_output(tail: str, metrics: tuple[Metric, ...]) -> dict:
     """name -> {value, unit, source}: each --metric's last match, then the JSON lines the command printed."""
+    return read_figures(tail, metrics)[0]
+
+
+def read_figures(tail: str, metrics: tuple[Metric, ...]) -> tuple[dict, int]:
+    """(the figures, how many other figure names were dropped past FIGURES_MAX).
+
+    The operator's --metric names come first and are never taken from a JSON line; of the JSON
+    lines, the last value of each of the first FIGURES_MAX names is kept.
+    """
     found: dict[str, dict] = {}
+    for m in metrics:
+        for match in reversed(list(re.finditer(m.pattern, tail))):
+            value = _number(match.group(1))
+            if value is not None:
+                unit = match.group(2) if match.re.groups >= 2 else None
+                found[m.name] = {"value": value, "unit": _unit(unit), "source": "--metric"}
+                break
+    named = {m.name for m in metrics}
+    dropped: set[str] = set()
+    for doc in _json_lines(tail):
+        name, value = doc["metric"], _number(doc.get("value"))
+        if value is None or name in named:
+            continue
+        if name not in found and len(found) - len(named & set(found)) >= FIGURES_MAX:
+            dropped.add(name)
+            continue
+        found[name] = {"value": value, "unit": _unit(doc.get("unit")), "source": "json line"}
+    return found, len(dropped)
+
+
+def _json_lines(tail: str):
+    """The metric lines of the output: JSON objects with a "metric" name of NAME's characters."""
     for line in tail.splitlines():
         line = line.strip()
         if not (line.startswith("{") and len(line) <= JSON_LINE_MAX and '"metric"' in line):
             continue
         try:
             doc = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
-        if not isinstance(doc, dict) or not isinstance(doc.get("metric"), str) or not NAME.match(doc["metric"]):
-            continue
-        value, unit = _number(doc.get("value")), doc.get("unit")
-        if value is not None:
-            found[doc["metric"]] = {"value": value, "unit": _unit(unit), "source": "json line"}
-    for m in metrics:
-        matches = list(re.finditer(m.pattern, tail))
-        for match in reversed(matches):
-            value = _number(match.group(1))
-            if value is not None:
-                unit = match.group(2) if match.re.groups >= 2 else None
-                found[m.name] = {"value": value, "unit": _unit(unit), "source": "--metric"}
-                break
-    return found
+        if isinstance(doc, dict) and isinstance(doc.get("metric"), str) and NAME.match(doc["metric"]):
+            yield doc
+
+
+def held_tail(output: dict, limit: int) -> dict:
+    """The output section with its tail held to the last `limit` bytes (UTF-8), whatever the host sent."""
+    raw = output["tail"].encode("utf-8", "surrogatepass")
+    if len(raw) <= limit:
+        return output
+    kept = raw[-limit:].decode("utf-8", "ignore")
+    return dict(output, tail=kept, truncated=True, tail_limit_bytes=limit,
+                bytes=max(output.get("bytes") or 0, len(raw)))
 
 
 def _number(raw) -> float | None:
@@ -201,7 +240,14 @@ def bench_status(provenance: dict, figures: dict) -> tuple[str, str]:
 
 def split_record(provenance: dict, spec: WrapSpec) -> tuple[dict, dict]:
     """(the health.json of the probe before, the record's `wrap` section) of one host's answer."""
-    figures = figures_from_output(provenance["output"]["tail"], spec.metrics)
+    output = held_tail(provenance["output"], spec.output_tail)
+    figures, dropped = read_figures(output["tail"], spec.metrics)
     status, why = bench_status(provenance, figures)
     rest = {k: v for k, v in provenance.items() if k != "before"}
-    return provenance["before"], {"status": status, "why": why, "figures": figures, "provenance": rest}
+    rest["output"] = output
+    wrapped = {"status": status, "why": why, "figures": figures, "provenance": rest}
+    if dropped:
+        wrapped["figures_dropped"] = {"names": dropped, "kept_max": FIGURES_MAX,
+                                      "why": f"the output named more than {FIGURES_MAX} figures: {dropped} "
+                                             "name(s) past the first ones were dropped"}
+    return provenance["before"], wrapped

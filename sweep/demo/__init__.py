@@ -10,9 +10,11 @@ if TYPE_CHECKING:
 
 
 def run_demo(hosts: int, out: Path | None, sweep: Callable[[dict], "RunResult"], work: Path,
-             say: Callable[[str], None] = print) -> tuple["RunResult", list]:
+             say: Callable[[str], None] = print,
+             then: Callable[["RunResult", object], None] | None = None) -> tuple["RunResult", list]:
     """Start `hosts` replaying hosts (and 3 unreachable ones) with their keys and configs under `work`,
-    sweep them with `sweep(run_sweep options)`, tear the fleet down; the run's result and the fleet's hosts
+    sweep them with `sweep(run_sweep options)`, call `then(result, fleet)` while the fleet still runs
+    (`sweep demo --serve` serves it there), tear the fleet down; the run's result and the fleet's hosts
     (`sweep.demo.fleet.off_design` tells whether each ended as designed)."""
     from sweep.demo.fleet import demo_fleet
     from sweep.demo.loopback import LocalFleet
@@ -27,7 +29,10 @@ def run_demo(hosts: int, out: Path | None, sweep: Callable[[dict], "RunResult"],
         old_home = os.environ.get("HOME")
         os.environ["HOME"] = str(fleet.home)  # the fleet's own ssh state, not the user's
         try:
-            return sweep(options), fleet_hosts
+            result = sweep(options)
         finally:
             if old_home is not None:
                 os.environ["HOME"] = old_home
+        if then is not None:
+            then(result, fleet)
+        return result, fleet_hosts

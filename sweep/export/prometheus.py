@@ -5,6 +5,9 @@ high-cardinality label (no UUID, serial, PCI id, timestamp or message text). Ver
 model, groups and the comparability class are `_info` metrics (value 1, the text in a label).
 Units are Prometheus' base units: `_watts`, `_celsius`, `_hertz` (the probe's MHz times 10^6),
 `_seconds`, `_ratio`. Booleans are 0/1 gauges. A value the probe could not read is not exported.
+A host whose record gives two GPUs the same index (no NVML does; a modified agent or an edited
+record may) keeps both: those GPUs also carry `gpu_position`, their place in the record's list,
+so neither series overwrites the other.
 
 Metric names are listed in `FAMILIES` (docs/prometheus.md); `sweep.export.rules` alerts on them.
 Every fact of the fact table (`sweep.analysis.facts`) is exported by its own declared metric, from
@@ -13,6 +16,7 @@ labels; the rest (draw, clocks, temperatures, load medians, contracts) are readi
 """
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
@@ -91,19 +95,27 @@ def metrics_text(run_dir: str | Path) -> str:
     return m.text()
 
 
+def _gpu_labels(gpus) -> list[dict]:
+    """host and gpu labels of each GPU row; GPUs sharing an index on one host also get `gpu_position`."""
+    hosts, indices = gpus["host"].astype(object).tolist(), [str(i) for i in gpus["index"].astype(object).tolist()]
+    seen = Counter(zip(hosts, indices))
+    position = gpus.groupby("host", observed=True, sort=False).cumcount().tolist()
+    return [{"host": h, "gpu": i} | ({"gpu_position": str(p)} if seen[(h, i)] > 1 else {})
+            for h, i, p in zip(hosts, indices, position)]
+
+
 def _facts(m: Metrics, fleet: Fleet) -> None:
     """Each fact's metric, for every probed host (host facts) or each of its GPUs (GPU facts)."""
     ok = fleet.hosts[(fleet.hosts["status"] == "ok").to_numpy()]
     gpus = fleet.gpus[fleet.gpus["host"].astype(object).isin(set(ok["host"])).to_numpy()]
+    labels = {"host": [{"host": h} for h in ok["host"].tolist()], "gpu": _gpu_labels(gpus)}
     for fact in table.FACTS:
         if fact.metric is None:
             continue
         metric = fact.metric
         columns = [metric.column] if metric.column else [column for _, column in metric.labels]
         frame = ok if fact.scope == "host" else gpus
-        extra = ["host"] + (["index"] if fact.scope == "gpu" else [])
-        for row in rows_at(frame[list(dict.fromkeys(extra + columns))], range(len(frame))):
-            at = {"host": row["host"]} | ({"gpu": str(row["index"])} if fact.scope == "gpu" else {})
+        for at, row in zip(labels[fact.scope], rows_at(frame[list(dict.fromkeys(columns))], range(len(frame)))):
             if metric.column:
                 value = row[metric.column]
                 m.add(metric.name, None if value is None else value * metric.scale if metric.scale != 1 else value, **at)
@@ -127,12 +139,16 @@ def _host(m: Metrics, host: str, health: dict, cls) -> None:
         m.add("sweep_host_comparability_class_info", 1, host=host, **{"class": cls[0]})
         m.add("sweep_host_in_reference_class", cls[1], host=host)
     load = {s.get("gpu"): s for s in ((health.get("load") or {}).get("summary") or ()) if isinstance(s, dict)}
-    for g in health.get("gpus") or ():
-        _gpu(m, host, g, load.get(g.get("index")) or {})
+    gpus = [g for g in health.get("gpus") or () if isinstance(g, dict)]
+    seen = Counter(str(g.get("index")) for g in gpus)
+    for position, g in enumerate(gpus):
+        at = {"host": host, "gpu": str(g.get("index"))}
+        if seen[at["gpu"]] > 1:
+            at["gpu_position"] = str(position)
+        _gpu(m, at, g, load.get(g.get("index")) or {})
 
 
-def _gpu(m: Metrics, host: str, g: dict, load: dict) -> None:
-    at = {"host": host, "gpu": str(g.get("index"))}
+def _gpu(m: Metrics, at: dict, g: dict, load: dict) -> None:
     power, ecc, clocks, mig = (g.get(k) or {} for k in ("power", "ecc", "clocks", "mig"))
     m.add("sweep_gpu_ecc_pending_enabled", ecc.get("pending_mode"), **at)
     m.add("sweep_gpu_power_limit_default_watts", power.get("default_limit_w"), **at)

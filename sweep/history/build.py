@@ -26,6 +26,7 @@ from sweep.history.drift import THRESHOLD_PCT, HostDrift, host_drift
 from sweep.history.index import HistoryIndex, UpdateResult, default_index_path, run_folders
 from sweep.history.timeline import HOST, Change, Selection, changes, day, select, spans
 from sweep.store import write_json_atomic
+from sweep.text import csv_cell
 
 HISTORY_SCHEMA = "sweep.history/1"
 _SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([hdw])\s*$")
@@ -146,6 +147,12 @@ def _load_rows(sel: Selection) -> pd.DataFrame:
 
 
 def _csv(frame: pd.DataFrame, path: Path) -> None:
+    """The frame as CSV, every text cell and name through `csv_cell` (inert in a spreadsheet)."""
+    frame = frame.rename(columns=csv_cell)
+    for name in frame.columns:
+        column = frame[name]
+        if not (pd.api.types.is_numeric_dtype(column.dtype) or pd.api.types.is_bool_dtype(column.dtype)):
+            frame[name] = column.astype(object).map(csv_cell, na_action="ignore")
     tmp = path.with_name(f".tmp-{path.name}")
     frame.to_csv(tmp, index=False)
     tmp.replace(path)

@@ -14,6 +14,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from sweep import __version__
 from sweep.history.timeline import HOST, day
+from sweep.text import noun, plural
 
 W, H = 300, 56
 CHART_HOSTS_MAX = 200   # hosts drawn; the rest are rows of the steady table and the CSVs
@@ -22,6 +23,7 @@ PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#f
 
 _env = Environment(loader=FileSystemLoader(str(Path(__file__).parent)), autoescape=True,
                    undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+_env.filters.update(plural=plural, noun=noun)
 
 
 def _x(epoch, t0, t1) -> float:

@@ -22,6 +22,18 @@ stay in that list, as in Ansible (``*[1]`` can be the host ``*[0]`` is). Where a
 children on more than one branch, Ansible orders the deeper levels by iterating a ``set`` of Group
 objects, so its own answer changes from run to run; sweep takes them breadth first in declaration order.
 
+Where Ansible's reading of a pattern matches no host, sweep reads it as ClusterShell's folded node
+set, the form sweep prints its own host lists in (``gpu[01-02,04]``, ``gpu0[1-3].dc1``), and keeps the
+inventory hosts it names. So Ansible's meaning comes first: ``gpu[1:3]`` and, with a group ``gpu``,
+``gpu[1-3]`` are subscripts of that group as in Ansible; without one, ``gpu[1-3]`` names gpu1, gpu2 and
+gpu3. Ansible splits ``gpu[01-02,04]`` at its comma into two pieces that match nothing; when a
+reading of the whole string leaves such a piece unmatched, sweep reads it again with brackets kept
+whole. A pattern that matches nothing either way is ignored with Ansible's own warning
+(``Could not match supplied host pattern, ignoring: gpu99``, an `InventoryWarning`, given when the
+limit still selects some host: otherwise "matches no host" is the one error); the names of a
+node set that are not in the inventory are ignored with the same warning. A node set may name at
+most 100,000 hosts (`FOLDED_NAMES_MAX`).
+
 Stricter than Ansible: a ``~`` pattern must compile. Ansible splits ``~[unclosed`` at the bracket
 into ``~`` (every host) and ``unclosed``; sweep refuses it with the regex error (exit 2). The hosts
 come back in inventory order, whatever order the patterns had.
@@ -31,21 +43,34 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import re
+import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from sweep.errors import LimitError
+from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
+from ClusterShell.RangeSet import RangeSetException
+
+from sweep.errors import InventoryWarning, LimitError
+from sweep.text import plural
 
 _SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$")
 _COLON_SEPARATED = re.compile(r"(?:[^\s:\[\]]|\[[^\]]*\])+")
 _HOST_WITH_PORT = re.compile(r"^(?:\[[^\]]+\]|(?:[\w.-]|\[[^\]]*\])+):[0-9]+$")
 _GLOB_CHARS = (".", "?", "*", "[")
+_FOLDED_COMMA = re.compile(r"\[[^\]]*,[^\]]*\]")  # gpu[01-02,04]: a comma inside brackets
+_RANGE_ITEM = re.compile(r"^\s*([0-9]+)(?:-([0-9]+))?(?:/([0-9]+))?\s*$")
+FOLDED_NAMES_MAX = 100_000  # names one folded node set may stand for (ClusterShell expands them all)
 
 
-def split_patterns(limit: str) -> list[str]:
-    """Split a ``--limit`` string into single patterns, reading ``@file`` entries."""
-    if "," in limit:
-        parts = limit.split(",")
+def split_patterns(limit: str, brackets_whole: bool = False) -> list[str]:
+    """Split a ``--limit`` string into single patterns, reading ``@file`` entries.
+
+    As Ansible splits it, or with `brackets_whole`, never at a comma inside brackets (a folded node set).
+    """
+    commas = _top_level_commas(limit) if brackets_whole else [i for i, c in enumerate(limit) if c == ","]
+    if commas:
+        parts = [limit[a + 1:b] for a, b in zip([-1, *commas], [*commas, len(limit)])]
     elif _is_one_address(limit.strip()):
         # colons inside an IPv6 address or a host:port are not separators (Ansible's rule)
         parts = [limit]
@@ -81,51 +106,144 @@ def _compile_regex(pattern: str):
         ) from None
 
 
+def _top_level_commas(limit: str) -> list[int]:
+    """Positions of the commas outside brackets."""
+    depth, out = 0, []
+    for index, char in enumerate(limit):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth <= 0:
+            out.append(index)
+    return out
+
+
+@dataclass
+class _Reading:
+    """What one split of a --limit string selects: the hosts, the patterns that matched nothing, the warnings."""
+
+    hosts: list[str]
+    unmatched: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
 def match_hosts(limit: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]]) -> list[str]:
     """Names of the ``hosts`` that ``limit`` selects, in inventory order.
 
     ``groups`` maps every group name (``all`` included) to its hosts, children's hosts included.
     Returns an empty list when nothing matches; raises LimitError for a pattern that cannot be read.
+    A pattern that matches nothing is ignored with Ansible's warning (an `InventoryWarning`), unless
+    nothing at all is selected: then the caller's one error line says so.
     """
     position = {name: index for index, name in enumerate(hosts)}
-    patterns = split_patterns(limit)
+    reading = _evaluate(split_patterns(limit), position, groups)
+    if reading.unmatched and _FOLDED_COMMA.search(limit):
+        # Ansible splits gpu[01-02,04] at its comma into pieces that match nothing: read it whole
+        reading = _evaluate(split_patterns(limit, brackets_whole=True), position, groups)
+    for message in dict.fromkeys(reading.warnings if reading.hosts else ()):  # each once, as Ansible's display
+        warnings.warn(message, InventoryWarning, stacklevel=2)  # nothing selected: the caller's error says it all
+    return reading.hosts
+
+
+def _evaluate(patterns: list[str], position: Mapping[str, int], groups: Mapping[str, Sequence[str]]) -> _Reading:
+    """Ansible's order: plain patterns, then the '&' ones, then the '!' ones (only '&'/'!': 'all' first)."""
     plain = [p for p in patterns if p[0] not in "&!"] or ["all"]
     ordered = plain + [p for p in patterns if p[0] == "&"] + [p for p in patterns if p[0] == "!"]
     selected: dict[str, None] = {}
+    reading = _Reading([])
     for pattern in ordered:
         if pattern in position:
             selected[pattern] = None
             continue
-        matched = set(_match_one(pattern[1:] if pattern[0] in "&!" else pattern, position, groups))
+        found, notes = _match_term(pattern[1:] if pattern[0] in "&!" else pattern, position, groups)
+        reading.unmatched += not found
+        reading.warnings += notes
+        matched = set(found)
         if pattern[0] == "!":
             selected = {name: None for name in selected if name not in matched}
         elif pattern[0] == "&":
             selected = {name: None for name in selected if name in matched}
         else:
             selected.update(dict.fromkeys(sorted(matched, key=position.__getitem__)))
-    return sorted(selected, key=position.__getitem__)
+    reading.hosts = sorted(selected, key=position.__getitem__)
+    return reading
 
 
-def _match_one(pattern: str, position: Mapping[str, int], groups: Mapping[str, Sequence[str]]) -> list[str]:
+def _match_term(term: str, position: Mapping[str, int], groups: Mapping[str, Sequence[str]]):
+    """(hosts, warnings) of one pattern without its '&' / '!': Ansible's reading, else a folded node set."""
+    matches, expression, quiet = _match_one(term, position, groups)
+    if matches:
+        return matches, []
+    folded = _folded(term, position)
+    if folded is not None and folded[0]:
+        found, missing = folded
+        return found, [_ignoring(str(NodeSet.fromlist(missing, resolver=RESOLVER_NOGROUP)))] if missing else []
+    return [], [] if quiet else [_ignoring(expression)]  # Ansible is silent on an empty group or slice
+
+
+def _ignoring(text: str) -> str:
+    return f"Could not match supplied host pattern, ignoring: {text}"
+
+
+def _folded(term: str, position: Mapping[str, int]) -> tuple[list[str], list[str]] | None:
+    """(inventory hosts, other names) of `term` read as a folded node set (gpu[01-02,04]), or None:
+    not one (a regex, a glob, no bracket, or a form ClusterShell refuses)."""
+    if term[:1] in ("~", "@") or "[" not in term or "*" in term or "?" in term:
+        return None
+    size = _folded_size(term)
+    if size is None:
+        return None
+    if size > FOLDED_NAMES_MAX:
+        raise LimitError(f"--limit pattern '{term}' names {size:,} hosts, more than {FOLDED_NAMES_MAX:,}",
+                         fix="narrow the range, or use a group or a glob (gpu0*)")
+    try:
+        names = list(NodeSet(term, resolver=RESOLVER_NOGROUP))
+    except (NodeSetException, RangeSetException, ValueError, TypeError):  # ClusterShell's own, and gpu[-1]
+        return None
+    return [n for n in names if n in position], [n for n in names if n not in position]
+
+
+def _folded_size(term: str) -> int | None:
+    """How many names a node set such as gpu[01-04,08].dc1 stands for, counted before ClusterShell
+    expands them (None: a bracket that holds no range list)."""
+    total = 0
+    for piece in re.split(r"[,!&^](?![^\[]*\])", term):
+        size = 1
+        for body in re.findall(r"\[([^\]]*)\]", piece):
+            count = 0
+            for item in body.split(","):
+                found = _RANGE_ITEM.match(item)
+                if not found:
+                    return None
+                start, end, step = found.groups()
+                count += 1 if end is None else max(0, (int(end) - int(start)) // int(step or 1) + 1)
+            size *= count
+        total += size
+    return total
+
+
+def _match_one(pattern: str, position: Mapping[str, int], groups: Mapping[str, Sequence[str]]):
+    """Ansible's reading of one pattern: (hosts, its expression without the subscript, whether Ansible
+    would stay silent about it: a group or host matched before the subscript, or 'all')."""
     expression, subscript = _split_subscript(pattern)
-    matches = _enumerate(expression, position, groups)
+    matches, named_group = _enumerate(expression, position, groups)
+    quiet = named_group or bool(matches) or expression == "all"
     if not matches or subscript is None:
-        return matches
+        return matches, expression, quiet
     start, end = subscript
     if end:
-        return matches[start:(len(matches) - 1 if end == -1 else end) + 1]
+        return matches[start:(len(matches) - 1 if end == -1 else end) + 1], expression, quiet
     try:
-        return [matches[start]]
+        return [matches[start]], expression, quiet
     except IndexError:
         raise LimitError(
             f"--limit pattern '{pattern}' asks for host {start} of {expression!r}, "
-            f"which matches only {len(matches)} hosts",
+            f"which matches only {plural(len(matches), 'host')}",
             fix=f"use an index from 0 to {len(matches) - 1}, or a slice such as {expression}[0:3]",
         ) from None
 
 
-def _enumerate(expression: str, position: Mapping[str, int], groups: Mapping[str, Sequence[str]]) -> list[str]:
-    """Hosts of the groups the expression names, plus hosts it names directly, in Ansible's order."""
+def _enumerate(expression: str, position: Mapping[str, int], groups: Mapping[str, Sequence[str]]):
+    """Hosts of the groups the expression names, plus hosts it names directly, in Ansible's order;
+    and whether a group matched."""
     if expression == "~":
         raise LimitError("--limit pattern '~' has no regular expression after the '~'",
                          fix="write the expression after '~' (~gpu0[1-4]), or use 'all' for every host")
@@ -137,7 +255,7 @@ def _enumerate(expression: str, position: Mapping[str, int], groups: Mapping[str
         found.extend(groups[group])
     if not matched_groups or expression[0] == "~" or any(c in expression for c in _GLOB_CHARS):
         found.extend(name for name in position if matcher(name))
-    return found
+    return found, bool(matched_groups)
 
 
 def _split_subscript(pattern: str) -> tuple[str, tuple[int, int | None] | None]:

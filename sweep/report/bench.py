@@ -5,6 +5,8 @@ builds it.
 """
 from __future__ import annotations
 
+from sweep.text import plural
+
 ROWS_MAX = 200
 
 
@@ -15,13 +17,17 @@ def _fig(value, unit=None) -> str:
     return f"{text} {unit}" if unit else text
 
 
+def _dev(o: dict) -> str:
+    return "-" if o.get("deviation_pct") is None else f"{o['deviation_pct']:+g}%"
+
+
 def quote_line(bench: dict) -> str:
     q = bench["quote"]
     if q.get("value") is None:
         return f"benchmark: no figure to quote: {q['why']}"
     spread = f", spread {q['spread_pct']:g}%" if q.get("spread_pct") is not None else ""
     return (f"benchmark: quote {q['metric']} = {_fig(q['value'], bench['unit'])}: the median of class {q['class']} "
-            f"(reference, {q['n']} host(s){spread})")
+            f"(reference, {plural(q['n'], 'host')}{spread})")
 
 
 def bench_lines(bench: dict | None) -> list[str]:
@@ -33,12 +39,13 @@ def bench_lines(bench: dict | None) -> list[str]:
         lines.append("benchmark: " + bench["not_pooled"])
     for o in bench["outliers"][:10]:
         lines.append(f"benchmark: outlier {o['host']} (class {o['class']}): {_fig(o['value'], bench['unit'])}, "
-                     f"{o['deviation_pct']:+g}% from its class's median: " + "; ".join(o["evidence"]))
+                     + (f"{_dev(o)} from its class's median: " if o.get("deviation_pct") is not None else "")
+                     + "; ".join(o["evidence"]))
     for n in bench["not_run"][:10]:
         lines.append(f"benchmark: {n['host']}: {n['status']}: {n['why']}")
     more = len(bench["not_run"]) - 10
     if more > 0:
-        lines.append(f"benchmark: {more} more host(s) without a figure (summary.json)")
+        lines.append(f"benchmark: {plural(more, 'more host', 'more hosts')} without a figure (summary.json)")
     return lines
 
 
@@ -59,7 +66,7 @@ def markdown_bench(bench: dict, md, mdcode) -> list[str]:
     lines.append("")
     if bench["outliers"]:
         lines += ["| Outlier | Class | Figure | From the class median | Envelope evidence |", "|---|---|---|---|---|"]
-        lines += [f"| {mdcode(o['host'])} | {o['class']} | {_fig(o['value'], unit)} | {o['deviation_pct']:+g}% | "
+        lines += [f"| {mdcode(o['host'])} | {o['class']} | {_fig(o['value'], unit)} | {_dev(o)} | "
                   f"{'<br>'.join(md(e) for e in o['evidence'])} |" for o in bench["outliers"][:ROWS_MAX]]
         lines.append("")
     if bench["not_run"]:

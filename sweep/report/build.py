@@ -8,6 +8,9 @@
     summary.md     the verdict as Markdown, for a ticket
     hosts.csv      one row per host: facts, comparability key values, class
     fleet.csv      one row per GPU
+    pool.txt       the pool (summary.json "pool"), one host per line: ``--limit @pool.txt``, as an
+                   Ansible retry file is read (sweep run and ansible alike)
+    held_out.txt   the hosts held out of the pool for their health (summary.json "held_out"), the same way
 
 Exit codes, in order of precedence (the first that applies wins):
 
@@ -39,7 +42,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.audit.baseline import audit_section
+from sweep.audit.baseline import audit_off, audit_section
 from sweep.analysis.bench import bench_section
 from sweep.analysis.compare import Findings, compare
 from sweep import exitcodes
@@ -48,7 +51,7 @@ from sweep.analysis.fleet import Fleet, load_fleet, records_of, usable_cpus
 from sweep.report.bench import bench_lines
 from sweep.store import refuse_links
 from sweep.report.render import (render_html, render_markdown, summary_dict, write_fleet_csv, write_hosts_csv,
-                          write_summary_json, write_text)
+                          write_limit_file, write_summary_json, write_text)
 @dataclass(frozen=True)
 class ReportResult:
     """What build_report wrote and decided."""
@@ -72,7 +75,7 @@ def exit_code(findings: Findings, audit: dict | None = None, bench: dict | None 
         return exitcodes.NOT_COMPARABLE
     if findings.held_out or any(f.severity == "broken" for f in findings.findings):
         return exitcodes.BROKEN
-    if audit and audit["exit_code"] == exitcodes.OFF:
+    if audit and audit_off(audit):
         return exitcodes.OFF
     return exitcodes.OK
 
@@ -97,7 +100,8 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     summary = summary_dict(findings, code, exitcodes.MEANING[code], fleet.sources, audit, bench)
     out = Path(out_dir)
     files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
-             "hosts_csv": out / "hosts.csv", "fleet_csv": out / "fleet.csv"}
+             "hosts_csv": out / "hosts.csv", "fleet_csv": out / "fleet.csv", "pool": out / "pool.txt",
+             "held_out": out / "held_out.txt"}
     refuse_links(out.parent, [out.name, *(f"{out.name}/{path.name}" for path in files.values())],
                  fix="remove the link, or write the report elsewhere with --out")
     try:
@@ -108,6 +112,8 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
         write_summary_json(summary, files["summary"])
         write_text(files["markdown"], render_markdown(summary))
         write_hosts_csv(fleet, findings, files["hosts_csv"])
+        write_limit_file(files["pool"], findings.pool)
+        write_limit_file(files["held_out"], [h["host"] for h in summary["held_out"]])
         write_text(files["html"], render_html(fleet, findings, summary))
         _finish(writer, write_fleet_csv, fleet, files["fleet_csv"])
     except OSError as err:

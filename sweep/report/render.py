@@ -10,6 +10,7 @@ import csv
 import io
 import math
 import re
+import warnings
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,7 +25,9 @@ from sweep import __version__
 from sweep.analysis.compare import Findings
 from sweep.analysis import facts as table
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
+from sweep.analysis.names import fold_failures as names_fold_failures
 from sweep.analysis.fleet import Fleet, rows_at
+from sweep.errors import InventoryWarning
 from sweep.report.bench import markdown_bench
 from sweep.report.findings import by_host, by_title
 from sweep.store import write_bytes_atomic
@@ -48,7 +51,7 @@ def _visible(value):
 
 _env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
                    undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=_visible)
-_env.filters["abbreviate"] = abbreviate
+_env.filters.update(abbreviate=abbreviate, plural=plural)
 
 
 def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=(), audit: dict | None = None,
@@ -74,6 +77,25 @@ def write_summary_json(summary: dict, path: Path) -> Path:
 def write_text(path: Path, text: str) -> None:
     """A report file whole, never through a symbolic link (`sweep.store.write_bytes_atomic`)."""
     write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_limit_file(path: Path, hosts) -> Path:
+    """Host names one per line, read back by ``--limit @FILE`` (sweep run, ansible) as those very hosts.
+
+    A name that would read as a pattern (``!``, ``&``, ``~`` or ``@`` first, a glob character, blanks at
+    an end, a control character) cannot be written so: it is left out with an `InventoryWarning`.
+    """
+    names = list(hosts)
+    kept = [n for n in names if _LIMIT_LINE.match(n) and n.isprintable()]
+    for name in names:
+        if name not in kept:
+            warnings.warn(f"{path}: host {visible(name)!r} left out: as a line of a --limit file it would read as "
+                          "a pattern, not as its name; name it in --limit by hand", InventoryWarning, stacklevel=2)
+    write_text(path, "".join(f"{name}\n" for name in kept))
+    return path
+
+
+_LIMIT_LINE = re.compile(r"^[^\s!&~@*?\[](?:[^*?\[]*[^\s*?\[])?$")
 
 
 def write_hosts_csv(fleet: Fleet, findings: Findings, path: Path) -> Path:
@@ -144,14 +166,14 @@ _BACKTICKS = re.compile(r"`+")
 
 def render_markdown(summary: dict) -> str:
     """summary.md: the verdict, classes against the reference, hosts kept out, findings; for a ticket."""
-    lines = [f"# sweep report: {summary['hosts_total']} hosts", "",
+    lines = [f"# sweep report: {plural(summary['hosts_total'], 'host')}", "",
              f"**{md(summary['verdict'])}**: {md(summary['verdict_detail'])}", "",
              f"Exit code {summary['exit_code']}: {md(summary['exit_meaning'])}", ""]
     classes = summary["classes"]
     if classes:
         ref = summary["reference_class"]
         lines += ["## Comparability classes", "",
-                  f"Reference: class {ref['id']} ({md(ref['chosen_by'])}), {ref['size']} hosts: "
+                  f"Reference: class {ref['id']} ({md(ref['chosen_by'])}), {plural(ref['size'], 'host')}: "
                   f"{mdcode(ref['folded'])}",
                   "", "Reference keys: " + "; ".join(f"{md(summary['key_labels'][k])} **{md(v)}**"
                                                      for k, v in ref["keys"].items()), ""]
@@ -175,9 +197,9 @@ def render_markdown(summary: dict) -> str:
                   for e in summary["excluded"][:ROWS_MAX]]
         lines.append("")
     if summary["unreachable"]:
-        lines += ["## Unreachable", "", "| Host | Failure | Message |", "|---|---|---|"]
-        lines += [f"| {mdcode(u['host'])} | {md(u['failure_class'])} | {md(u['message'])} |"
-                  for u in summary["unreachable"][:ROWS_MAX]]
+        lines += ["## Unreachable", "", "| Hosts | Failure | Message |", "|---|---|---|"]
+        lines += [f"| {mdcode(u['hosts'])} | {md(u['failure_class'])} | {md(u['message'])} |"
+                  for u in fold_failures(summary["unreachable"])[:ROWS_MAX]]
         lines.append("")
     health = by_host(summary["findings"])  # one row per host and contract
     if health:
@@ -222,6 +244,20 @@ def _markdown_audit(audit: dict) -> list[str]:
     return lines
 
 
+def fold_failures(unreachable) -> list[dict]:
+    """The unreachable hosts with the same kind of failure as one row (`analysis.names.fold_failures`), their
+    names folded as ClusterShell's clubak -b folds identical output (``gpu[07-20]``). Rows in the order each
+    failure first appears: hosts, size, failure_class, message, attempts."""
+    attempts = {u["host"]: u.get("attempts") for u in unreachable}
+    rows = names_fold_failures((u["host"], u["failure_class"], u.get("message")) for u in unreachable)
+    return [{"hosts": fold_hosts(r["hosts"]), "size": len(r["hosts"]), "failure_class": r["failure_class"],
+             "message": r["message"], "attempts": _same({attempts[h] for h in r["hosts"]})} for r in rows]
+
+
+def _same(values: set):
+    return next(iter(values)) if len(values) == 1 else None
+
+
 def audit_hosts(audit: dict) -> list[dict]:
     """One entry per host with an expectation finding or drift (natural host order): the messages, host name cut."""
     hosts: dict = {}
@@ -254,6 +290,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
     audit = summary.get("audit")
     audited = audit_hosts(audit) if audit else []
     base = (audit or {}).get("baseline") or {}
+    unreachable = fold_failures(summary["unreachable"])
     return {
         "s": summary, "classes": classes, "ref": ref, "matrix": matrix,
         "bench": summary.get("benchmark"), "audit": audit, "audit_hosts": audited[:ROWS_MAX], "audit_more": max(0, len(audited) - ROWS_MAX),
@@ -262,8 +299,8 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
         "matrix_classes": classes[:MATRIX_CLASSES_MAX], "matrix_more": max(0, len(classes) - MATRIX_CLASSES_MAX),
         "held_out": _held_out(summary), "held_out_more": max(0, len(summary["held_out"]) - HELD_OUT_SHOWN),
         "finding_hosts": finding_hosts[:ROWS_MAX], "finding_hosts_more": max(0, len(finding_hosts) - ROWS_MAX),
-        "finding_titles": by_title(finding_hosts), "unreachable": summary["unreachable"][:ROWS_MAX],
-        "unreachable_more": max(0, len(summary["unreachable"]) - ROWS_MAX),
+        "finding_titles": by_title(finding_hosts), "unreachable": unreachable[:ROWS_MAX],
+        "unreachable_more": sum(u["size"] for u in unreachable[ROWS_MAX:]),
         "unreachable_folded": fold_hosts(u["host"] for u in summary["unreachable"]),
         "excluded_folded": fold_hosts(e["host"] for e in summary["excluded"]),
         "excluded_by": Counter(e["contract"] for e in summary["excluded"]).most_common(),

@@ -91,9 +91,10 @@ def test_figures_are_grouped_by_class_outliers_explained_and_never_pooled(bench,
     assert b["not_pooled"].startswith("figures from 2 comparability classes are not pooled")
     assert "Driver (580.95.05 vs 580.159.04)" in b["not_pooled"]
     q = b["quote"]
-    assert (q["value"], q["class"], q["metric"], q["n"]) == (ref["median"], "A", "tflops", 8)
+    # the figure quoted is the one the operator named, not the first one a host printed
+    assert (q["value"], q["class"], q["metric"], q["n"]) == (ref["median"], "A", "samples_s", 8)
     assert all(path.endswith(".json") and os.path.isfile(path) for path in q["records"])
-    assert b["metrics"] == ["samples_s", "tflops"] and b["unit"] == "TFLOP/s"
+    assert b["metrics"] == ["samples_s", "tflops"] and b["unit"] == "samples/s" and b["metric_chosen_by"] == "--metric"
     # the records keep the envelope and the output's tail; the --metric figure has its unit
     rec = json.loads((tmp_path / "run" / "hosts" / "gpu04.json").read_text())
     assert rec["health"]["kind"] == "sweep.health" and rec["wrap"]["status"] == "ok"
@@ -106,7 +107,7 @@ def test_figures_are_grouped_by_class_outliers_explained_and_never_pooled(bench,
     assert "The figure to quote" in html and "not pooled" in html and 'id="bench-B"' in html
     assert "appeared at" in html and "Hosts without a figure" in html
     err = capsys.readouterr().err
-    assert "benchmark: quote tflops = " in err and "benchmark: outlier gpu04 (class A)" in err
+    assert "benchmark: quote samples_s = " in err and "benchmark: outlier gpu04 (class A)" in err
 
 
 def test_without_the_refused_hosts_the_verdict_is_the_comparability_one(bench, tmp_path):

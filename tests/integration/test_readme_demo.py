@@ -1,8 +1,9 @@
 """The README's first command, run as written in a fresh copy of the repository, exits 0.
 
 One substitution, and only for the package-install prefix (`apt-get update && apt-get install -y
---no-install-recommends PKGS && python3 -m pip install -e . && `): tests run without network, and
-a `pip install -e .` from a temporary copy would re-point this machine's sweep at it. The prefix is
+--no-install-recommends PKGS && python3 -m venv .venv && . .venv/bin/activate && python3 -m pip
+install -e . && `): tests run without network, and a `pip install -e .` from a temporary copy would
+re-point this machine's sweep at it. The prefix is
 replaced by a check of what it installs: every Debian package it names is installed (dpkg-query),
 and every dependency pyproject.toml names is installed at a version it accepts. The rest of the
 command (`sweep demo`) runs exactly as written, with the copy first on PYTHONPATH.
@@ -22,7 +23,7 @@ from helpers import CHROMIUM, chromium, require
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = re.compile(r"apt-get update && apt-get install -y --no-install-recommends (?P<debs>[a-z0-9.+ -]+?) "
-                     r"&& python3 -m pip install -e \. && ")
+                     r"&& python3 -m venv \.venv && \. \.venv/bin/activate && python3 -m pip install -e \. && ")
 DEPS_CHECK = ("import importlib.metadata as m, sys, tomllib; from packaging.requirements import Requirement; "
               "reqs = [Requirement(r) for r in tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']]; "
               "bad = [str(r) for r in reqs if not r.specifier.contains(m.version(r.name), prereleases=True)]; "
@@ -58,7 +59,8 @@ def test_the_substitution_touches_only_the_install_prefix_and_still_checks_it(tm
     command = readme_command(1)
     assert command.endswith(" && sweep demo")
     assert without_network(command).endswith(" && sweep demo")
-    assert without_network(command).count("&&") == command.count("&&") - 1  # the 3 install steps became 2 checks
+    assert without_network(command).count("&&") == command.count("&&") - 3  # the 5 install steps became 2 checks
+    assert "python3-venv" in INSTALL.match(command)["debs"].split()  # Debian's python3 has no venv without it
     missing = without_network(command.replace("openssh-server", "openssh-server no-such-package-sweep"))
     proc = subprocess.run(["bash", "-c", missing.replace(" && sweep demo", "")], cwd=ROOT, capture_output=True,
                           text=True)
@@ -106,9 +108,9 @@ def test_readme_command_1_exits_0_in_a_fresh_copy(tmp_path):
     assert set(held) == set(held_out)
     assert held["gpu21"] == "1 other process on the GPUs: python3 orphan_eval.py (pid 48213, 11264 MiB) on GPU 2"
     assert held["gpu25"].startswith("HW slowdown active on GPU 6") and "HW thermal slowdown active on GPU 6" in held["gpu25"]
-    lines = proc.stderr.splitlines()
-    assert f"report: {run.resolve() / 'report' / 'report.html'}" in lines, proc.stderr
-    assert any(l.startswith("under `sweep run` this fleet would exit 1: ") for l in lines), proc.stderr
+    lines = proc.stdout.splitlines()  # the results on stdout; the progress and the summary on stderr
+    assert f"report: {run.resolve() / 'report' / 'report.html'}" in lines, proc.stdout
+    assert any(l.startswith("under `sweep run` this fleet would exit 1: ") for l in lines), proc.stdout
     assert "Traceback" not in proc.stderr
     left = subprocess.run(["pgrep", "-f", "sshd.*sweep-demo-"], capture_output=True, text=True).stdout
     assert left == "", "the demo fleet's sshd servers were not torn down"

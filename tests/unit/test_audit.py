@@ -263,7 +263,10 @@ def test_audit_section_shape_and_exit_code(window, tmp_path):
     set_baseline(run_a, base)
     section = audit_section(run_b, EXPECT / "fleet.yml", base)
     assert section["schema"] == "sweep.audit/1"
-    assert section["exit_code"] == 5
+    assert section["exit_code"] == 1  # two hosts of the run were not judged: that comes first (exitcodes.py)
+    assert section["hosts_listed"] == 13
+    assert section["unjudged"] == [{"host": "gpu12", "reason": "no health.json (timeout)"},
+                                   {"host": "gpu14", "reason": "no health.json (refused)"}]
     assert section["expectations"]["hosts_off"] == ["gpu08", "gpu09", "gpu10", "gpu13"]
     assert section["expectations"]["unjudged"] == [{"host": "gpu12", "reason": "no health.json (timeout)"},
                                                    {"host": "gpu14", "reason": "no health.json (refused)"}]
@@ -271,7 +274,8 @@ def test_audit_section_shape_and_exit_code(window, tmp_path):
     assert section["baseline"]["drifted_hosts"] == [*RACK_A, "gpu08", "gpu09", "gpu10"]
     assert section["headline"] == [
         "4 hosts off expectations (driver, ecc, power_limit_w): gpu[08-10,13]",
-        "10 hosts drifted from the baseline (driver, ecc, gpu swap, power): gpu[01-10]"]
+        "10 hosts drifted from the baseline (driver, ecc, gpu swap, power): gpu[01-10]",
+        "2 hosts of the run not judged: gpu[12,14]; the audit covers 11 of 13 hosts"]
     json.dumps(section)  # summary.json-ready
     assert audit_section(run_a)["exit_code"] == 0
     assert audit_section(run_a, baseline_dir=base)["baseline"]["drift"] == []
@@ -280,16 +284,16 @@ def test_audit_section_shape_and_exit_code(window, tmp_path):
 def test_baseline_cli_set_show_check_and_later_hosts(window, tmp_path, capsys):
     run_a, run_b = window
     base = tmp_path / "bl"
-    assert main(["baseline", "set", str(run_a), "--dir", str(base)]) == 0
-    assert "13 added, 0 updated, 0 kept" in flat(capsys.readouterr().err)
-    assert main(["baseline", "show", "--dir", str(base), "--json"]) == 0
+    assert main(["baseline", "set", str(run_a), "-o", str(base)]) == 0
+    assert "13 added, 0 updated, 0 kept" in flat(capsys.readouterr().out)
+    assert main(["baseline", "show", "--baseline", str(base), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["host"] for r in rows][:3] == ["gpu01", "gpu02", "gpu03"]
     assert rows[0]["driver"] == "580.159.04" and rows[0]["ecc"] == "on" and rows[0]["power_limit_w"] == "700"
-    assert main(["baseline", "show", "--dir", str(base)]) == 0
-    assert main(["baseline", "check", str(run_a), "--dir", str(base)]) == 0
-    assert main(["baseline", "check", str(run_b), "--dir", str(base)]) == 5
-    assert "gpu09: power changed" in flat(capsys.readouterr().err)
+    assert main(["baseline", "show", "--baseline", str(base)]) == 0
+    assert main(["baseline", "check", str(run_a), "--baseline", str(base)]) == 0
+    assert main(["baseline", "check", str(run_b), "--baseline", str(base)]) == 5
+    assert "gpu09: power changed" in flat(capsys.readouterr().out)
 
     # a host that joins later gets its own file; the others stay as they were unless --update
     joined = tmp_path / "run-c"
@@ -330,7 +334,7 @@ def test_baseline_version_is_checked(window, tmp_path):
     with pytest.raises(ConfigError) as err:
         read_baseline(base)
     assert str(err.value) == (f"{base}: hosts/gpu01.json has baseline version 2; this sweep reads version 1; "
-                              "use the sweep version that wrote it, or set a new baseline in another --dir")
+                              "use the sweep version that wrote it, or set a new baseline in another folder (-o)")
 
 
 # --- GPUs gone, hostile host names, volatile fields -------------------------------------------
@@ -529,3 +533,67 @@ def test_added_recovered_and_not_swept_hosts(window, tmp_path):
     assert (diff.added, diff.removed, diff.recovered, diff.not_swept, diff.unchanged) == (
         ["gpu10"], [], ["gpu20"], ["gpu01"], ["gpu13"])
     assert diff.changed == {} and diff.exit_code == 5
+
+
+# --- an audit never passes what it did not judge (issue 22, item 4) ----------------------------
+
+
+def test_audit_names_the_hosts_it_did_not_judge_and_exits_1(window, tmp_path, capsys):
+    run_a, _ = window
+    recs = load_run(run_a).records
+    down = [record(f"gpu{n:02d}", failure=("timeout", "no SSH banner within 10 s")) for n in (6, 7, 8)]
+    run = write_run(tmp_path / "run", [recs[f"gpu0{n}"] for n in range(1, 6)] + down)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["hosts"].append("gpu09")  # listed, never swept: an interrupted run
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    expect = write_yaml(tmp_path, "defaults: {ecc: true, driver: ['580.*']}\n")
+    assert main(["audit", str(run), "--expect", str(expect)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "gpu[06-08]: not judged: no health.json (timeout)",
+        "gpu09: not judged: no record (not swept)",
+        "none of the 5 judged hosts is off its expectations or baseline",
+        "4 hosts of the run not judged: gpu[06-09]; the audit covers 5 of 9 hosts"]
+    assert main(["audit", str(run), "--expect", str(expect), "--json"]) == 1
+    section = json.loads(capsys.readouterr().out)
+    assert section["exit_code"] == 1 and section["expectations"]["hosts_judged"] == 5
+    assert [u["host"] for u in section["unjudged"]] == ["gpu06", "gpu07", "gpu08", "gpu09"]
+    # every host judged: the same file passes, exit 0
+    whole = write_run(tmp_path / "whole", [recs[f"gpu0{n}"] for n in range(1, 6)])
+    assert main(["audit", str(whole), "--expect", str(expect)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["no host is off its expectations or baseline"]
+
+
+def test_an_audit_against_a_baseline_names_the_hosts_without_one(window, tmp_path, capsys):
+    run_a, _ = window
+    base = tmp_path / "bl"
+    set_baseline(run_a, base, hosts=["gpu01", "gpu02"])
+    recs = load_run(run_a).records
+    run = write_run(tmp_path / "run", [recs["gpu01"], recs["gpu02"], recs["gpu03"]])
+    assert main(["audit", str(run), "--baseline", str(base)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"gpu03: not judged: no baseline (sweep baseline set RUN -o {base} adds it)",
+        "none of the 2 judged hosts is off its expectations or baseline",
+        "1 host of the run not judged: gpu03; the audit covers 2 of 3 hosts"]
+
+
+def test_expectations_naming_no_audited_host_or_group_warn_with_file_and_line(window, tmp_path, capsys):
+    _, run_b = window
+    expect = write_yaml(tmp_path, "\n".join([
+        "defaults: {ecc: true}",
+        "groups:",
+        "  rack_a: {persistence: true}",
+        "  rack_c: {power_limit_w: 600}",
+        "hosts:",
+        "  'gpu0*': {ecc: true}",
+        "  gpu99: {ecc: false}", ""]))
+    main(["audit", str(run_b), "--expect", str(expect)])
+    warned = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sweep: warning:")]
+    assert warned == [
+        f"sweep: warning: {expect}:4: groups.rack_c is the group of none of the 13 audited hosts, so its rules "
+        "judge nothing; fix the name, or remove it if it is not in this fleet",
+        f"sweep: warning: {expect}:7: hosts.gpu99 matches none of the 13 audited hosts, so its rules judge "
+        "nothing; fix the name, or remove it if it is not in this fleet"]
+    assert main(["audit", str(run_b), "--expect", str(expect), "--json"]) == 1
+    unmatched = json.loads(capsys.readouterr().out)["expectations"]["unmatched"]
+    assert [(u["section"], u["name"], u["where"]) for u in unmatched] == [
+        ("groups", "rack_c", f"{expect}:4"), ("hosts", "gpu99", f"{expect}:7")]

@@ -1,12 +1,15 @@
 """`sweep run --wrap`'s figures: read from output a host sends (hostile until validated), and bad input."""
+import copy
 import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from sweep.cli import main
-from sweep.collect.wrap import Metric, WrapSpec, budget, figures_from_output, provenance_problem
+from sweep.collect.wrap import (FIGURES_MAX, Metric, WrapSpec, budget, figures_from_output, provenance_problem,
+                                split_record)
 from sweep.errors import ConfigError
 
 TFLOPS = Metric.parse(r"tflops=TFLOP/s: ([0-9.eE+-]+)")
@@ -71,7 +74,7 @@ def test_the_host_deadline_must_leave_time_for_the_command():
 
 @pytest.mark.parametrize("argv,message", [
     (["--wrap"], "--wrap needs a command after --"),
-    (["extra"], "unexpected argument(s) after the inventory: extra"),
+    (["extra"], "unexpected argument after the inventory: extra"),
     (["--metric", "x=([0-9]+)"], "--metric and --force belong to --wrap"),
     (["--wrap", "--metric", "x", "--", "true"], "is not NAME=REGEX"),
     (["--wrap", "--engine", "ansible", "--", "true"], "--wrap runs over sweep's own SSH transport only"),
@@ -94,3 +97,147 @@ def test_a_probe_is_not_a_provenance_and_a_provenance_needs_its_output(tmp_path)
     assert provenance_problem(doc) is None
     doc["command"]["exit_code"] = "0; rm -rf /"
     assert provenance_problem(doc).startswith("command/exit_code:")
+
+
+# --- no host chooses the fleet's figure (issue 23, items 2 and 10) ---------------------------------
+
+PROVENANCE = json.loads((Path(__file__).parents[1] / "fixtures" / "h200" / "matmul.provenance.json").read_text())
+
+
+def wrapped_run(tmp_path, outputs: dict, metrics=(), output_tail=65536) -> dict:
+    """A `sweep run --wrap` folder: each host's record made by the controller's own split_record from
+    the fixture's provenance with `outputs[host]` as its output; returns summary.json's benchmark."""
+    from fleet_variants import record, write_run
+    from sweep.report.build import build_report
+
+    spec = WrapSpec(("python3", "bench.py"), tuple(Metric.parse(m) for m in metrics), output_tail=output_tail)
+    records = []
+    for name, tail in outputs.items():
+        doc = copy.deepcopy(PROVENANCE)
+        doc["output"] = {"tail": tail, "bytes": len(tail.encode()), "truncated": False, "tail_limit_bytes": 65536}
+        health, wrap = split_record(doc, spec)
+        health["host"]["hostname"] = name
+        records.append(dict(record(name, health), wrap=wrap))
+    run = write_run(tmp_path / "run", records, {"format": "sweep-run", "record_version": 1, "state": "complete",
+                                                "hosts": list(outputs), "options": {"wrap": spec.to_dict()}})
+    build_report([run], run / "report")
+    return json.loads((run / "report" / "summary.json").read_text())["benchmark"]
+
+
+def line(name, value, unit="TFLOP/s"):
+    return json.dumps({"metric": name, "value": value, "unit": unit}) + "\n"
+
+
+HONEST = {f"gpu0{i}": line("tflops", 660.0 + i) for i in range(1, 5)}
+
+
+def test_one_host_printing_another_figure_name_does_not_choose_the_quoted_figure(tmp_path):
+    b = wrapped_run(tmp_path, dict(HONEST, gpu05=line("a_fake", 99999)))
+    assert (b["metric"], b["unit"]) == ("tflops", "TFLOP/s")
+    assert b["quote"]["metric"] == "tflops" and b["quote"]["value"] == 662.5 and b["quote"]["n"] == 4
+    assert {n["host"]: n["status"] for n in b["not_run"]} == {"gpu05": "no_figure"}
+    assert "printed no tflops figure (it printed a_fake)" in b["not_run"][0]["why"]
+    assert b["metric_chosen_by"] == "printed by 4 of the 5 host(s) that ran the benchmark"
+
+
+def test_the_first_host_does_not_choose_either(tmp_path):
+    b = wrapped_run(tmp_path, dict({"gpu00": line("a_fake", 99999) + line("tflops", 1.0)}, **HONEST))
+    assert b["metric"] == "tflops" and b["quote"]["value"] == 662.0
+    assert [o["host"] for o in b["outliers"]] == ["gpu00"]  # its own tflops is only an outlier
+
+
+def test_a_name_only_some_hosts_print_is_never_quoted(tmp_path):
+    b = wrapped_run(tmp_path, {"gpu01": line("x", 1), "gpu02": line("x", 1), "gpu03": line("y", 1),
+                               "gpu04": line("y", 1)})
+    assert b["metric"] is None and b["quote"]["value"] is None
+    assert "no figure name is printed by more than half of the 4 host(s)" in b["quote"]["why"]
+    assert "--metric NAME=REGEX" in b["quote"]["why"]
+    assert {n["status"] for n in b["not_run"]} == {"no_figure"} and len(b["not_run"]) == 4
+    assert b["exit_code"] == 6  # the benchmark gave no figure the fleet agrees on
+
+
+def test_the_operators_metric_is_read_first_and_never_from_a_json_line(tmp_path):
+    outputs = {f"gpu0{i}": f"TFLOP/s: {660 + i}\n" for i in range(1, 5)}
+    outputs["gpu01"] += line("tflops", 99999)  # a JSON line under the operator's name: ignored
+    outputs["gpu05"] = line("tflops", 99999) + line("zzz", 1)  # no match of the operator's regex
+    b = wrapped_run(tmp_path, outputs, metrics=[r"tflops=TFLOP/s: ([0-9.]+)"])
+    assert b["metric"] == "tflops" and b["metric_chosen_by"] == "--metric"
+    assert b["quote"]["value"] == 662.5 and b["quote"]["n"] == 4
+    assert {n["host"]: n["status"] for n in b["not_run"]} == {"gpu05": "no_figure"}
+    assert figures_from_output(outputs["gpu01"], (TFLOPS,))["tflops"] == {
+        "value": 661.0, "unit": None, "source": "--metric"}
+
+
+def test_the_unit_is_the_majoritys_and_a_host_in_another_unit_has_no_figure(tmp_path):
+    b = wrapped_run(tmp_path, dict(HONEST, gpu05=line("tflops", 660000.0, "GFLOP/s")))
+    assert b["unit"] == "TFLOP/s" and b["quote"]["value"] == 662.5
+    assert b["not_run"] == [{"host": "gpu05", "status": "no_figure", "class": "A",
+                             "why": "its tflops is in GFLOP/s, not the fleet's TFLOP/s"}]
+
+
+def test_the_largest_doubles_are_outliers_not_an_infinite_spread(tmp_path, capsys):
+    b = wrapped_run(tmp_path, dict(HONEST, gpu05=line("tflops", 1.7e308), gpu06=line("tflops", -1.7e308)))
+    ref = b["classes"][0]
+    assert (ref["n"], ref["min"], ref["max"], ref["median"]) == (4, 661.0, 664.0, 662.5)
+    assert math.isfinite(ref["spread_pct"]) and ref["spread_pct"] < 1
+    assert {o["host"] for o in b["outliers"]} == {"gpu05", "gpu06"}
+    assert "is not a measurement" in b["outliers"][0]["evidence"][0]
+    assert b["quote"]["value"] == 662.5 and sorted(b["quote"]["outliers"]) == ["gpu05", "gpu06"]
+
+
+def test_ten_thousand_metric_lines_are_bounded_and_said_to_be_cut():
+    spec = WrapSpec(("true",), output_tail=1 << 20)
+    doc = copy.deepcopy(PROVENANCE)
+    tail = "".join(line(f"m{i}", i) for i in range(10_000))  # ~480 KB: all of it within the tail
+    doc["output"] = {"tail": tail, "bytes": len(tail), "truncated": False, "tail_limit_bytes": 65536}
+    _, wrap = split_record(doc, spec)
+    assert len(wrap["figures"]) == FIGURES_MAX
+    assert wrap["figures_dropped"]["names"] == 10_000 - FIGURES_MAX
+    assert list(wrap["figures"])[:2] == ["m0", "m1"] and "m9999" not in wrap["figures"]
+
+
+def test_the_controller_holds_the_output_tail_to_output_tail_whatever_the_host_sends():
+    doc = copy.deepcopy(PROVENANCE)
+    tail = "é" * 2_000_000 + "\nTFLOP/s: 12\n"  # 4 MB, as a modified agent may send
+    doc["output"] = {"tail": tail, "bytes": 10, "truncated": False, "tail_limit_bytes": 1000}
+    _, wrap = split_record(doc, WrapSpec(("true",), (TFLOPS,), output_tail=1000))
+    out = wrap["provenance"]["output"]
+    assert len(out["tail"].encode()) <= 1000 and out["tail"].endswith("TFLOP/s: 12\n")
+    assert out["truncated"] is True and out["bytes"] >= len(tail.encode()) and out["tail_limit_bytes"] == 1000
+    assert wrap["figures"]["tflops"]["value"] == 12.0
+
+
+def test_a_report_of_many_listed_hosts_without_a_record_reads_each_file_once(tmp_path, monkeypatch):
+    """An interrupted wrapped run: 3,000 hosts listed, 2 records. Each record is read once (by the
+    fleet's load, which keeps its `wrap` section), the manifest twice (the hosts it lists, then the
+    operator's --metric), whatever the number of hosts: never once per host."""
+    import builtins
+    import io
+    from collections import Counter
+
+    import importlib.util
+
+    from sweep.report.build import build_report
+
+    spec = importlib.util.spec_from_file_location("bench_report", Path(__file__).parents[2] / "bench" / "bench_report.py")
+    bench_report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_report)
+    write_interrupted = bench_report.write_interrupted
+
+    run = tmp_path / "run"
+    write_interrupted(run, 3000, 2, 2)
+    reads = Counter()  # every file opened for reading (Path.read_bytes and read_text open through io.open)
+    real_open = builtins.open
+
+    def opened(file, mode="r", *a, **k):
+        if isinstance(file, (str, Path)) and "r" in mode:
+            reads[str(Path(file).resolve())] += 1
+        return real_open(file, mode, *a, **k)
+    monkeypatch.setattr(builtins, "open", opened)
+    monkeypatch.setattr(io, "open", opened)
+    result = build_report([run], tmp_path / "report")
+    assert result.summary["benchmark"]["quote"]["n"] == 2 and result.summary["hosts_total"] == 3000
+    inside = {p: n for p, n in reads.items() if p.startswith(str(run.resolve()))}
+    records = {p: n for p, n in inside.items() if "/hosts/" in p}
+    assert len(records) == 2 and set(records.values()) == {1}, inside
+    assert inside[str((run / "manifest.json").resolve())] <= 2, inside

@@ -88,3 +88,27 @@ def test_agent_code_stays_python_38_compatible():
     proc = subprocess.run([vermin, "-t=3.8-", "--no-tips", "--violations", "--eval-annotations",
                            str(ROOT / "probe_agent")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_bootstrap_ends_a_hung_agent_at_its_lifetime_and_says_so(tmp_path):
+    # a driver query that never answers, an agent told to wait far longer than the host may take
+    from sweep.collect.bundle import DEADLINE_EXIT, DEADLINE_MARK
+    from sweep.collect.ssh.prober import HostFailure, judge_output
+    from sweep.demo import synth
+
+    hang = synth.write(synth.derive(synth.base_capture("h200-idle"), [synth.hang("gpu0.temp")]), tmp_path / "hang.json")
+    payload = bundle_bytes()
+    cmd = remote_command(sys.executable, len(payload), ["--replay", str(hang), "--deadline", "600"], lifetime=1.0)
+    proc = subprocess.run(["sh", "-c", cmd], input=payload, capture_output=True, timeout=300)
+    stderr = proc.stderr.decode()
+    assert proc.returncode == DEADLINE_EXIT and f"{DEADLINE_MARK} after 1.0 s" in stderr, stderr
+    # the controller reads that as the host's timeout, with the host deadline in words, not as a crash
+    host = type("H", (), {"name": "gpu07", "python": "python3"})()
+    with pytest.raises(HostFailure) as raised:
+        judge_output(host, proc.stdout, proc.returncode, stderr, host_deadline=3)
+    assert (raised.value.failure_class, raised.value.message) == ("timeout", (
+        "gpu07: no answer within the host deadline of 3 s (while the agent ran); check the host, or raise "
+        "--host-deadline (sweep_host_deadline)"))
+    with pytest.raises(HostFailure) as raised:  # an engine that does not say its deadline: still a timeout
+        judge_output(host, b"", DEADLINE_EXIT, stderr)
+    assert raised.value.failure_class == "timeout"

@@ -62,7 +62,8 @@ def test_a_live_load_10_is_read_mid_load_and_the_old_fixed_time_read_is_called_o
         under_load = "sw_power_cap" in g["clock_event_reasons"]["active"] and g["power"]["draw_w"] > 0.9 * s[
             "enforced_limit_w"]
         assert under_load is not stale, name
-        assert main(["diff", str(H200 / "idle.health.json"), str(H200 / f"{name}.health.json"), "--json"]) == 0
+        # recorded on another card of the H200 machine (GPU 0's UUID and serial differ): a gpu swap, exit 5
+        assert main(["diff", str(H200 / "idle.health.json"), str(H200 / f"{name}.health.json"), "--json"]) == 5
         conclusion = json.loads(capsys.readouterr().out)["conclusion"]
         assert conclusion[0].startswith("under load (torch, 10 s): SW power cap active in ")
         assert conclusion[0].endswith("power-capped, as expected; no HW slowdown")

@@ -37,7 +37,8 @@ def test_help_reads_as_users_write_commands(line, argv, capsys):
 
 def test_version(capsys):
     assert main(["--version"]) == 0
-    assert capsys.readouterr().err.strip() == f"sweep {sweep.__version__}"
+    captured = capsys.readouterr()  # the version is the result: stdout, as every tool prints it
+    assert captured.out.strip() == f"sweep {sweep.__version__}" and captured.err == ""
 
 
 def test_run_wrap_is_shown_now_that_it_works(capsys):
@@ -51,8 +52,8 @@ def test_bundle_prints_its_command_on_one_line_in_a_narrow_terminal(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "sweep.cli", "bundle", "-o", str(tmp_path / "agent.pyz")],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].endswith(f"run it with: python3 {tmp_path / 'agent.pyz'} --out DIR")
+    lines = proc.stdout.splitlines()  # the written file is the result: stdout
+    assert proc.stderr == "" and len(lines) == 1 and lines[0].endswith(f"run it with: python3 {tmp_path / 'agent.pyz'} --out DIR")
 
 
 def test_os_errors_that_escape_a_command_are_one_line(tmp_path, capsys, monkeypatch):
@@ -79,7 +80,9 @@ def test_audit_folds_hosts_with_the_same_finding_into_one_line(tmp_path, capsys)
     expect = tmp_path / "expect.yml"
     expect.write_text("version: 1\ndefaults:\n  gpu_count: 8\n")
     assert main(["audit", str(tmp_path / "run"), "--expect", str(expect)]) == 5
-    lines = capsys.readouterr().err.splitlines()
+    captured = capsys.readouterr()  # the findings are the result: stdout, nothing of them on stderr
+    lines = captured.out.splitlines()
+    assert "visible to the driver" not in captured.err
     folded = [line for line in lines if "visible to the driver" in line]
     assert len(folded) == 1 and folded[0].startswith("h[0001-0010]: 1 GPU visible to the driver; expected 8 ("), lines
     assert "10 hosts off expectations (gpu_count): h[0001-0010]" in lines
@@ -97,8 +100,11 @@ def test_run_ends_with_the_absolute_paths_of_its_run_folder_and_report(tmp_path,
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))
     assert main(["run", "fleet.yml", "--connect-timeout", "2"]) == 1
-    lines = capsys.readouterr().err.splitlines()
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()  # the results on stdout: the verdict, the report, the run folder
     run = next((tmp_path / "reports").glob("*-fleet"))
     assert lines[-2:] == [f"report: {run.resolve() / 'report' / 'report.html'}", f"run folder: {run.resolve()}"]
+    assert len(lines) == 3 and "refused" in captured.err  # the summary and its failures are diagnostics: stderr
+    assert f"report: {run.resolve()}" not in captured.err
     assert main(["run", "--help"]) == 0
     assert "reports/<UTC time>-<inventory name> under the current directory" in " ".join(capsys.readouterr().out.split())

@@ -2,6 +2,7 @@
 import csv
 import json
 import re
+from html.parser import HTMLParser
 
 import pytest
 
@@ -119,8 +120,11 @@ def test_must_show_headline(must_show):
 def test_report_folder_holds_every_output(must_show):
     result, summary = must_show
     out = result.out_dir
-    assert sorted(p.name for p in out.iterdir()) == ["fleet.csv", "hosts.csv", "report.html", "summary.json",
-                                                     "summary.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["fleet.csv", "held_out.txt", "hosts.csv", "pool.txt",
+                                                     "report.html", "summary.json", "summary.md"]
+    # the pool and the held-out hosts, one per line, as --limit @FILE reads them
+    assert (out / "pool.txt").read_text().splitlines() == summary["pool"]["hosts"]
+    assert (out / "held_out.txt").read_text() == "gpu14\ngpu16\n"
     assert summary["schema"] == "sweep.summary/1"
     assert {"comparable", "hosts_total", "hosts_ok", "unreachable", "reference_class", "classes", "excluded",
             "findings", "exit_code"} <= set(summary)
@@ -319,3 +323,120 @@ def test_hostile_host_strings_stay_text(tmp_path):
     kinds = {c.type for t in tokens for c in [t, *(t.children or [])]}
     assert not kinds & {"html_inline", "html_block"} and "&lt;" not in markdown
     assert f"`gpu[1-2],{evil}`" in markdown
+
+
+# --- identical failure lines are folded, as clubak -b folds identical output (issue 22) ----------
+
+
+class _Rows(HTMLParser):
+    """The cells of the report's unreachable rows (<tr class="unreachable">)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self._cell, self._in_row = [], None, False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr" and ("class", "unreachable") in attrs:
+            self.rows.append([])
+            self._in_row = True
+        elif tag == "td" and self._in_row and self._cell is None:
+            self._cell = ""
+
+    def handle_endtag(self, tag):
+        if tag == "td" and self._cell is not None:
+            self.rows[-1].append(self._cell)
+            self._cell = None
+        self._in_row = self._in_row and tag != "tr"
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+
+
+def _unknown_key(name):
+    return fv.record(name, None, ("host_key_unknown", f"{name}: the host key is not in known_hosts; add it"))
+
+
+def test_identical_failures_are_one_folded_line_in_the_report_and_summary_md(tmp_path):
+    records = healthy(["gpu01", "gpu02", "gpu03"]) + [_unknown_key(f"gpu{n:02d}") for n in range(7, 21)]
+    records.append(fv.record("gpu21", None, ("refused", "connection refused on port 22")))
+    fv.write_run(tmp_path / "run", records)
+    result = build_report([tmp_path / "run"], tmp_path / "report")
+    markdown = (tmp_path / "report" / "summary.md").read_text()
+    table = markdown.split("## Unreachable\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert table == ["| Hosts | Failure | Message |", "|---|---|---|",
+                     "| `gpu[07-20]` | host\\_key\\_unknown | the host key is not in known\\_hosts; add it |",
+                     "| `gpu21` | refused | connection refused on port 22 |"]
+    rows = _Rows()
+    rows.feed((tmp_path / "report" / "report.html").read_text())
+    assert rows.rows == [["gpu[07-20]", "host_key_unknown", "the host key is not in known_hosts; add it", "3"],
+                         ["gpu21", "refused", "connection refused on port 22", "3"]]
+    assert result.summary["unreachable"][0]["host"] == "gpu07"  # summary.json keeps one entry per host
+
+
+def test_identical_failures_are_one_folded_line_in_the_terminal_summary(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from sweep.cli.progress import render_summary
+    from sweep.collect.run import RunResult
+
+    failures = tuple((f"gpu{n:02d}", "host_key_unknown", f"gpu{n:02d}: the host key is not in known_hosts; add it")
+                     for n in range(7, 21)) + (("gpu21", "refused", "gpu21: connection refused on port 22"),)
+    result = RunResult(tmp_path, "complete", 18, 3, 15, 0, 0, {"host_key_unknown": 14, "refused": 1}, failures)
+    out = io.StringIO()
+    render_summary(result, Console(file=out, width=60, color_system=None))
+    lines = [line.strip() for line in out.getvalue().splitlines()]
+    assert "gpu[07-20]: host_key_unknown: the host key is not in known_hosts; add it" in lines
+    assert "gpu21: refused: connection refused on port 22" in lines
+    assert not any(line.startswith("gpu08") for line in lines)
+
+
+def unknown_key_message(n: int, known_hosts: str = "/root/.ssh/known_hosts") -> str:
+    """The prober's host_key_unknown message, word for word, for host gpuNN at 127.0.10.NN."""
+    fingerprint = "SHA256:" + f"{n:02d}" * 21 + "x"
+    return (f"gpu{n:02d}: the host key of 127.0.10.{n} (its ssh-ed25519 key is {fingerprint}) is not in "
+            f"{known_hosts}; check it and add it: ssh-keyscan -H 127.0.10.{n} >> ~/.ssh/known_hosts, or sweep "
+            "with --accept-new-host-keys")
+
+
+def test_failures_alike_but_for_each_hosts_address_and_key_fold_into_one_line(tmp_path):
+    """Issue 22: the 14 host_key_unknown hosts of an interrupted run are one line, not 14, although each
+    message names the host's own address and key; a message that differs otherwise stays its own line."""
+    import io
+
+    from rich.console import Console
+
+    from sweep.cli.progress import render_summary
+    from sweep.collect.run import RunResult
+
+    failures = tuple((f"gpu{n:02d}", "host_key_unknown", unknown_key_message(n)) for n in range(7, 21)) + (
+        ("gpu21", "host_key_unknown", unknown_key_message(21, "/etc/ssh/ssh_known_hosts")),)
+    result = RunResult(tmp_path, "complete", 18, 3, 15, 0, 0, {"host_key_unknown": 15}, failures)
+    out = io.StringIO()
+    render_summary(result, Console(file=out, width=400, color_system=None))
+    lines = [line.strip() for line in out.getvalue().splitlines() if ": host_key_unknown: " in line]
+    assert lines == [
+        "gpu[07-20]: host_key_unknown: the host key of <address> (its ssh-ed25519 key is <fingerprint>) is not in "
+        "/root/.ssh/known_hosts; check it and add it: ssh-keyscan -H <address> >> ~/.ssh/known_hosts, or sweep "
+        "with --accept-new-host-keys",
+        "gpu21: host_key_unknown: " + unknown_key_message(21, "/etc/ssh/ssh_known_hosts")[len("gpu21: "):]]
+    records = healthy(["gpu01"]) + [fv.record(host, None, (cls, message)) for host, cls, message in failures]
+    fv.write_run(tmp_path / "run", records)
+    build_report([tmp_path / "run"], tmp_path / "report")
+    markdown = (tmp_path / "report" / "summary.md").read_text()
+    table = markdown.split("## Unreachable\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(table) == 4 and table[2].startswith("| `gpu[07-20]` | host\\_key\\_unknown | the host key of \\<address>")
+
+
+def test_a_host_name_that_would_read_as_a_pattern_is_left_out_of_a_limit_file(tmp_path):
+    from sweep.errors import InventoryWarning
+    from sweep.report.render import write_limit_file
+
+    path = tmp_path / "pool.txt"
+    with pytest.warns(InventoryWarning) as caught:
+        write_limit_file(path, ["gpu01", "!gpu02", "gpu03\nall", "gpu*", "gpu04"])
+    assert path.read_text() == "gpu01\ngpu04\n"  # never a line that --limit @FILE reads as 'all' or a glob
+    assert [str(w.message).split(": host ", 1)[1].split(" left out")[0] for w in caught] == [
+        "'!gpu02'", "'gpu03\\nall'", "'gpu*'"]

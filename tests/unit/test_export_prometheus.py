@@ -202,3 +202,22 @@ def test_sw_power_cap_alone_fires_nothing(history, tmp_path):
                        {name: [] for name in names})
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     assert "SweepHostDriverNotApproved" not in rules_path.read_text()  # no approved list without --expect
+
+
+def test_a_duplicate_gpu_index_keeps_both_series_and_promtool_accepts_it(tmp_path):
+    """A record giving two GPUs index 0 (a modified agent): the host's own GPU 0 is not overwritten."""
+    from fleet_variants import h200, record, write_run
+
+    health = h200(2, "gpu01")
+    health["gpus"][1]["index"] = 0
+    health["gpus"][0]["power"]["enforced_limit_w"] = 700.0
+    health["gpus"][1]["power"]["enforced_limit_w"] = 123.0
+    run = write_run(tmp_path / "run", [record("gpu01", health)], {
+        "format": RUN_FORMAT, "record_version": RECORD_VERSION, "state": "complete",
+        "started_at": "2026-11-30T00:00:00Z", "hosts": ["gpu01"], "sessions": []})
+    text = metrics_text(run)
+    checked = promtool("check", "metrics", stdin=text)
+    assert checked.returncode == 0 and checked.stdout + checked.stderr == "", checked.stdout + checked.stderr
+    limits = {k[1]: v for k, v in parse(text).items() if k[0] == "sweep_gpu_power_limit_enforced_watts"}
+    assert limits == {(("gpu", "0"), ("gpu_position", "0"), ("host", "gpu01")): 700,
+                      (("gpu", "0"), ("gpu_position", "1"), ("host", "gpu01")): 123}

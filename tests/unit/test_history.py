@@ -36,7 +36,7 @@ def test_history_names_exactly_the_degraded_hosts_with_the_date_of_each_change(h
     out = tmp_path / "out"
     code = main(["history", "--root", str(reports), "--out", str(out), "--floor", str(FLOOR_MHZ)])
     assert code == 5  # something drifted or changed, like sweep diff
-    stderr = capsys.readouterr().err
+    printed = capsys.readouterr().out  # the history's lines are its result: stdout
     result = json.loads((out / "history.json").read_text())
     stepped = {d.host: d for d in story if d.what != "sink"}
     changed = {c["host"] for c in result["changes"]}
@@ -47,14 +47,14 @@ def test_history_names_exactly_the_degraded_hosts_with_the_date_of_each_change(h
         assert {c["date"] for c in mine} == {d.date.isoformat()}, mine
         assert any(c["key"] == key and c["before"] == before and c["after"] == after for c in mine), mine
         line = f"{d.date.isoformat()}: {facts.KEYS[key]} {before} -> {after}"
-        assert line in stderr
+        assert line in printed
     drifted = [d for d in result["drift"] if d["drifted"]]
     sinker = next(d for d in story if d.what == "sink")
     assert [d["host"] for d in drifted] == [sinker.host]
     top = result["drift"][0]
     assert top["host"] == sinker.host and top["passes_floor"] is True and top["min_run_mhz"] >= FLOOR_MHZ
     assert 0.8 < top["per_week_pct"] < 1.2  # 1% a week
-    assert stderr.index(f"drift #1 {sinker.host}") < stderr.index(f"{stepped['gpu09'].host}:")
+    assert printed.index(f"drift #1 {sinker.host}") < printed.index(f"{stepped['gpu09'].host}:")
     # the capped host fell further since entry, but its fall is explained by its change point
     capped = next(d for d in result["drift"] if d["host"] == "gpu09")
     assert capped["since_entry_pct"] > top["since_entry_pct"] and not capped["drifted"]

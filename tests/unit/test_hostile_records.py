@@ -22,7 +22,7 @@ import re
 import time
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from sweep.collect.engines.base import judged
 from sweep.collect.schema import health_problem
@@ -244,3 +244,172 @@ def _number(cell: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+# --- every JSON type in every field the controller reads (issue 23, item 4) -----------------------
+#
+# The free-form parts (load, contract evidence) and the provenance of a wrapped run get generated
+# values of every JSON type, alone or as whole sections. Each host's output goes through arrival
+# (the schema and the controller's own check), then every fleet-wide command runs on the run
+# folder beside a healthy host: report (with --expect), export prometheus, history, audit, diff.
+# A value the controller cannot read is refused at arrival (bad_output); none may crash a command.
+
+from sweep.collect.engines.base import Outcome  # noqa: E402
+from sweep.collect.ssh.prober import HostFailure, judge_output  # noqa: E402
+from sweep.collect.wrap import WrapSpec  # noqa: E402
+from sweep.cli import main as sweep_main  # noqa: E402
+from sweep.export.prometheus import metrics_text  # noqa: E402
+from sweep.history import build_history  # noqa: E402
+
+EXPECT = Path(__file__).resolve().parents[2] / "inventories" / "expectations.example.yml"
+PROVENANCE = json.loads((FIXTURES / "matmul.provenance.json").read_text())
+PROVENANCE["output"] = {"tail": '{"metric": "tflops", "value": 660, "unit": "TFLOP/s"}\n', "bytes": 54,
+                        "truncated": False, "tail_limit_bytes": 65536}
+# the hostile host's benchmark figure is far below its two healthy peers': an outlier, so the report
+# reads its whole envelope for the evidence
+OUTLIER = copy.deepcopy(PROVENANCE)
+OUTLIER["output"]["tail"] = '{"metric": "tflops", "value": 300, "unit": "TFLOP/s"}\n'
+COMMANDS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                             HealthCheck.function_scoped_fixture])
+ANY_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-2 ** 70, 2 ** 70) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from(["", "abc", "=1", "\u202e", "0", "1e999"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(
+        ["gpu", "index", "pid", "name", "from_s", "sm_mhz_median", "what", "x"]), inner, max_size=3),
+    max_leaves=6)
+
+
+def read_paths(doc, prefixes) -> list[tuple]:
+    """Every path (leaf or container) under the given top-level sections of `doc`."""
+    found = []
+
+    def walk(node, path):
+        found.append(path)
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, path + (k,))
+        elif isinstance(node, list):
+            for i, v in enumerate(node[:1]):  # the first item stands for the others (fewer paths, more hits)
+                walk(v, path + (i,))
+    for prefix in prefixes:
+        node = doc
+        for key in prefix:
+            node = node[key]
+        walk(node, prefix)
+    return found
+
+
+LOAD_PATHS = read_paths(BASES["load"], [("load",), *[("contracts", i, "evidence") for i in range(len(
+    BASES["load"]["contracts"]))]])
+WRAP_PATHS = read_paths(PROVENANCE, [("command",), ("verdict",), ("intervals",), ("samples",), ("sampler",),
+                                     ("output",)]) if "intervals" in PROVENANCE else \
+    read_paths(PROVENANCE, [("command",), ("verdict",), ("samples",), ("sampler",), ("output",)])
+
+
+@st.composite
+def hostile_sections(draw, base, paths):
+    doc = copy.deepcopy(base)
+    for path in draw(st.lists(st.sampled_from(paths), min_size=1, max_size=4)):
+        try:
+            put(doc, path, draw(ANY_JSON))
+        except (KeyError, IndexError, TypeError):  # an earlier change replaced what held this path
+            pass
+    if "intervals" not in base and draw(st.booleans()):
+        doc["intervals"] = [{"gpu": 0, "what": "hw_slowdown", "from_s": draw(ANY_JSON), "to_s": draw(ANY_JSON),
+                             "samples": 1}]
+    return doc
+
+
+def arrive(folder: RunFolder, name: str, doc: dict, wrap: WrapSpec | None) -> dict:
+    """One host's output through arrival and the run's record writer, as `sweep run` does."""
+    out = json.dumps(doc).encode()
+    outcome = Outcome(host=host(name), status="ok", attempts=1, started_at=time.time(), ended_at=time.time(),
+                      exit_status=0, stderr="")
+    try:
+        outcome.health, outcome.unknown_numbers = judge_output(host(name), out, 0, "", wrapped=wrap is not None)
+    except HostFailure as failure:
+        outcome.status, outcome.failure_class, outcome.message = "failed", failure.failure_class, failure.message
+    keep_record(folder, outcome, wrap)
+    return read_records(folder.path)[name]
+
+
+def every_command(tmp: Path, runs: list[Path], hosts: int = 2) -> None:
+    """report --expect, export prometheus, history, audit and diff on the run folders: none may crash."""
+    last = runs[-1]
+    result = build_report([last], last / "report", expect=EXPECT)
+    strict((last / "report" / "summary.json").read_text(encoding="utf-8"))
+    assert result.summary["hosts_total"] == hosts
+    metrics_text(last)
+    build_history(runs, tmp / "history")
+    assert sweep_main(["audit", str(last), "--expect", str(EXPECT)]) in (0, 1, 4, 5)
+    assert sweep_main(["diff", str(runs[0]), str(last)]) in (0, 1, 3, 4, 5)
+    assert sweep_main(["diff", str(runs[0]), str(last), "--json"]) in (0, 1, 3, 4, 5)
+
+
+def two_runs(tmp: Path, hostile_doc: dict, wrap: WrapSpec | None, healthy: dict,
+             peers: int = 1) -> tuple[list[Path], dict]:
+    """Two runs of a hostile host and `peers` healthy ones; the hostile output is in the second run."""
+    runs, record = [], None
+    names = ["healthy"] + [f"healthy{i}" for i in range(2, peers + 1)]
+    for day, doc in enumerate((healthy, hostile_doc)):
+        folder = RunFolder.create(tmp / f"2026112{day}T000000Z-run")
+        manifest = {"format": "sweep-run", "record_version": 1, "state": "complete",
+                    "started_at": f"2026-11-2{day}T00:00:00Z", "hosts": ["hostile", *names], "sessions": []}
+        if wrap is not None:
+            manifest["options"] = {"wrap": wrap.to_dict()}
+        folder.write_manifest(manifest)
+        record = arrive(folder, "hostile", doc, wrap)
+        for name in names:
+            arrive(folder, name, healthy, wrap)
+        runs.append(folder.path)
+    return runs, record
+
+
+def _edited(base: dict, path: tuple, value) -> dict:
+    doc = copy.deepcopy(base)
+    put(doc, path, value)
+    return doc
+
+
+@COMMANDS
+@given(hostile_sections(BASES["load"], LOAD_PATHS))
+@example(_edited(BASES["load"], ("load", "summary"), [{"gpu": 0, "sm_mhz_median": "abc"}]))  # issue 23's case
+@example(_edited(BASES["load"], ("load", "summary", 0, "gpu"), [0]))
+def test_any_value_in_load_or_evidence_never_crashes_a_fleet_command(tmp_path_factory, doc):
+    tmp = tmp_path_factory.mktemp("load")
+    runs, record = two_runs(tmp, doc, None, BASES["load"])
+    assert record["status"] == "ok" or record["failure"]["class"] == "bad_output"
+    every_command(tmp, runs)
+
+
+@COMMANDS
+@given(hostile_sections(OUTLIER, WRAP_PATHS))
+@example(dict(_edited(OUTLIER, ("verdict", "hw_slowdown"), True),
+              intervals=[{"gpu": 0, "what": "hw_slowdown", "from_s": None, "to_s": None, "samples": 1}]))
+def test_any_value_in_a_provenance_never_crashes_a_fleet_command(tmp_path_factory, doc):
+    tmp = tmp_path_factory.mktemp("wrap")
+    runs, record = two_runs(tmp, doc, WrapSpec(("python3", "bench.py")), PROVENANCE, peers=2)
+    assert record["status"] == "ok" or record["failure"]["class"] == "bad_output"
+    every_command(tmp, runs, hosts=3)
+
+
+def test_a_load_summary_the_controller_cannot_read_is_bad_output_at_arrival(tmp_path):
+    doc = copy.deepcopy(BASES["load"])
+    doc["load"]["summary"] = [{"gpu": 0, "sm_mhz_median": "abc"}]
+    runs, record = two_runs(tmp_path, doc, None, BASES["load"])
+    assert record["status"] == "failed" and record["failure"]["class"] == "bad_output"
+    assert "load.summary[0].sm_mhz_median: expected number or null, got string" in record["failure"]["message"]
+    every_command(tmp_path, runs)
+
+
+def test_a_provenance_interval_without_times_does_not_stop_the_report(tmp_path):
+    doc = copy.deepcopy(PROVENANCE)
+    doc["intervals"] = [{"gpu": 0, "what": "hw_slowdown", "from_s": None, "to_s": None, "samples": 1}]
+    doc["verdict"]["hw_slowdown"] = True
+    doc["output"] = dict(doc["output"], tail='{"metric": "tflops", "value": 300, "unit": "TFLOP/s"}\n')
+    runs, record = two_runs(tmp_path, doc, WrapSpec(("python3", "bench.py")), PROVENANCE, peers=3)
+    assert record["status"] == "ok"
+    every_command(tmp_path, runs, hosts=4)
+    bench = json.loads((runs[-1] / "report" / "summary.json").read_text())["benchmark"]
+    assert [o["host"] for o in bench["outliers"]] == ["hostile"]
+    assert "HW slowdown (its counters grew) (GPU 0 hw_slowdown ?-? s)" in bench["outliers"][0]["evidence"]

@@ -4,11 +4,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
-from sweep.errors import InventoryError, LimitError
+from sweep.errors import InventoryError, InventoryWarning, LimitError
 from sweep.inventory.model import Host, load_inventory
 from sweep.inventory.formats import expand_host_range
 from sweep.inventory.limit import split_patterns
@@ -406,7 +407,7 @@ def test_limit_matching_nothing_in_an_inventory_without_groups(tmp_path):
     ("~gpu(", "--limit pattern '~gpu(' is not a valid regular expression "
               "(missing ), unterminated subpattern at position 3); fix the expression after '~', "
               "or use a glob such as 'gpu0*'"),
-    ("canary[3]", "--limit pattern 'canary[3]' asks for host 3 of 'canary', which matches only 1 hosts; "
+    ("canary[3]", "--limit pattern 'canary[3]' asks for host 3 of 'canary', which matches only 1 host; "
                   "use an index from 0 to 0, or a slice such as canary[0:3]"),
     ("@/nonexistent/retry", "--limit '@/nonexistent/retry' names a file that cannot be read "
                             "(No such file or directory); give the path of a file listing one host or group per line"),
@@ -603,3 +604,48 @@ def test_limit_matches_ansible_core(ansible, limit):
     manager.subset(limit)
     expected = {host.name for host in manager.get_hosts("all")}
     assert {host.name for host in load_inventory(path).select(limit)} == expected
+
+
+# --- --limit: folded node sets, and patterns that match nothing (issue 22, item 5) ---------------
+
+
+@pytest.mark.parametrize(("limit", "names"), [
+    ("gpu[01-02,04].dc1", ["gpu01.dc1", "gpu02.dc1", "gpu04.dc1"]),        # the pool as sweep prints it
+    ("h200_rack1:!gpu[01-02,04].dc1", ["gpu03.dc1"]),                      # a comma inside brackets is not a separator
+    ("spare[1,5],bastion", ["bastion", "spare1", "spare5"]),
+    ("login[a:b],spare[3-5]", ["logina", "loginb", "spare3", "spare5"]),  # a glob; an empty subscript of spare: hosts
+    ("gpu[1:3]", ["gpu02.dc1", "gpu03.dc1", "gpu04.dc1"]),                # Ansible defines it: a subscript of group gpu
+    ("spare[0-1]", ["spare1", "spare3"]),                                 # group spare exists: Ansible's subscript first
+])
+def test_limit_reads_a_folded_node_set_where_ansible_matches_nothing(fleet, limit, names):
+    assert [host.name for host in fleet.select(limit)] == names
+
+
+@pytest.mark.parametrize(("limit", "names", "warned"), [
+    ("h200_rack1:gpu99", list(GPUS[:4]), ["gpu99"]),
+    ("h200_rack1:!gpu99:&h200*", list(GPUS[:4]), ["gpu99"]),
+    ("h200_rack1:!gpu99:&nope", [], []),                                  # nothing selected: the error alone
+    ("gpu0[1-9].dc1:&h200_rack2", list(GPUS[4:]), []),                   # Ansible's glob matches: no warning
+    ("spare[1-9]", ["spare3", "spare5"], []),                            # Ansible's subscript of group spare
+    ("h200_rack1:spare0[7-9]", list(GPUS[:4]), ["spare0"]),              # Ansible's words: the subscript's expression
+    ("login[a:b]:spare[1-4]", ["logina", "loginb", "spare3", "spare5"], []),
+    ("spare[3-5]", ["spare3", "spare5"], ["spare4"]),                    # an empty subscript, then the node set
+    ("bastion,spare[5-7]", ["bastion", "spare5"], ["spare[6-7]"]),  # the names of a node set the inventory lacks
+])
+def test_limit_warns_as_ansible_of_what_matches_nothing(fleet, limit, names, warned):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            chosen = [host.name for host in fleet.select(limit)]
+        except LimitError:
+            chosen = []
+    assert chosen == names
+    assert [str(w.message) for w in caught if w.category is InventoryWarning] == [
+        f"Could not match supplied host pattern, ignoring: {text}" for text in warned]
+
+
+def test_a_folded_node_set_is_bounded_before_it_is_expanded(fleet):
+    with pytest.raises(LimitError) as caught:
+        fleet.select("node[1-100000000]")
+    assert str(caught.value) == ("--limit pattern 'node[1-100000000]' names 100,000,000 hosts, more than 100,000; "
+                                 "narrow the range, or use a group or a glob (gpu0*)")

@@ -12,6 +12,12 @@ The bulk runs ansible-core in-process (InventoryManager, VariableManager: what t
 One case is left out, and counted with ``event()``: a subscript of a group whose descendants
 Ansible orders by iterating a ``set`` of Group objects (identity hashes): there Ansible's own
 answer changes from one process to the next (docs: sweep/limit.py).
+
+One extension is modelled, and counted: a term Ansible matches no host with (``node[1]`` without a
+group ``node``) is read by sweep as ClusterShell's folded node set. The oracle asks Ansible the
+same pattern with such a term replaced by a regex naming exactly the inventory hosts ClusterShell
+expands it to (`with_folded_sets`); everything else must be Ansible's answer, and the warnings
+sweep gives (``Could not match supplied host pattern, ignoring: X``) must be the ones Ansible gives.
 """
 from __future__ import annotations
 
@@ -20,15 +26,20 @@ import json
 import os
 import re
 import subprocess
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
-from sweep.errors import InventoryError, LimitError
+from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet
+
+from sweep.errors import InventoryError, InventoryWarning, LimitError
 from sweep.inventory.model import load_inventory
 from helpers import require
 
@@ -207,12 +218,72 @@ def ansible_inventory(path: Path):
     return manager, VariableManager(loader=loader, inventory=manager)
 
 
-def ansible_hosts(manager, pattern: str):
-    """Host names ansible selects for `pattern`, or None when ansible refuses it."""
+def ansible_hosts(manager, pattern):
+    """Host names ansible selects for `pattern` (a string or a list of patterns), or None when ansible refuses it."""
     try:
         return {h.name for h in manager.list_hosts(pattern)}
     except AnsibleError:
         return None
+
+
+MISMATCH = "Could not match supplied host pattern, ignoring: "
+
+
+@contextmanager
+def ansible_warnings(manager):
+    """The "Could not match ..." warnings ansible-core gives while the block runs (its caches emptied first)."""
+    from ansible.inventory import manager as module
+
+    manager.clear_pattern_cache()
+    seen: list[str] = []
+    real = module.display.warning
+    with mock.patch.object(module.display, "warning", lambda msg, *a, **k: (seen.append(msg), real(msg, *a, **k))):
+        yield seen
+
+
+def mismatches(messages) -> set[str]:
+    return {str(m) for m in messages if str(m).startswith(MISMATCH)}
+
+
+def sweep_select(inventory, pattern: str):
+    """(host names, or None when sweep refuses the pattern; the "Could not match" warnings it gave)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", InventoryWarning)
+        try:
+            names = {h.name for h in inventory.select(pattern)}
+        except LimitError:
+            names = None
+    return names, mismatches(w.message for w in caught if issubclass(w.category, InventoryWarning))
+
+
+def folded_set(term: str) -> list[str]:
+    """The names ClusterShell reads in a pattern (gpu[01-03]), or [] for one it does not read as a node set."""
+    if term[:1] in ("~", "@") or "[" not in term or "*" in term or "?" in term:
+        return []
+    try:
+        return list(NodeSet(term, resolver=RESOLVER_NOGROUP))
+    except Exception:  # NodeSetException, and a ValueError for gpu[-1]: not a node set
+        return []
+
+
+def with_folded_sets(manager, pattern: str) -> list[str]:
+    """`pattern` as ansible terms, each term ansible matches no host with and that ClusterShell reads as
+    a node set naming inventory hosts replaced by a regex matching exactly those hosts."""
+    from ansible.inventory.manager import split_host_pattern
+
+    terms = []
+    for term in split_host_pattern(pattern):
+        prefix, body = (term[0], term[1:]) if term[0] in "&!" else ("", term)
+        try:
+            matched = term in manager.hosts or bool(manager._match_one_pattern(body))
+        except AnsibleError:
+            matched = True  # ansible refuses it: so must sweep
+        found = [] if matched else [n for n in folded_set(body) if n in manager.hosts]
+        terms.append(f"{prefix}~({'|'.join(map(re.escape, found))})$" if found else term)
+        if found:
+            event("a term ansible matches nothing with, read as a folded node set")
+    manager.clear_pattern_cache()
+    return terms
 
 
 def connection(name: str, found: dict) -> dict:
@@ -295,13 +366,15 @@ def check(tmp_path: Path, model: Model, chosen: list[str]) -> None:
             if not order_defined(manager, pattern):
                 event("subscript of a group Ansible orders by set iteration: not compared")
                 continue
-            expected = ansible_hosts(manager, pattern)
-            if not expected:
-                with pytest.raises(LimitError):
-                    inventory.select(pattern)
+            with ansible_warnings(manager) as said:
+                expected = ansible_hosts(manager, with_folded_sets(manager, pattern))
+            names, warned = sweep_select(inventory, pattern)
+            if not expected:  # nothing selected: sweep's one error line, not ansible's warnings
+                assert names is None and not warned, f"--limit {pattern!r} on {where}"
                 event("ansible selects nothing or refuses: sweep refuses too")
-                continue
-            assert {h.name for h in inventory.select(pattern)} == expected, f"--limit {pattern!r} on {where}"
+            else:
+                assert names == expected, f"--limit {pattern!r} on {where}"
+                assert warned == mismatches(said), f"--limit {pattern!r} on {where}"
 
 
 @pytest.fixture(scope="module")
@@ -340,20 +413,19 @@ def test_ansible_clis_agree_with_sweep_and_with_the_in_process_oracle(ansible_pr
         found = hostvars.get(host.name, {})
         assert {k: v for k, v in found.items() if k not in MAGIC} == in_process[host.name]
         assert sweep_connection(host) == connection(host.name, found)
-    hosts = _cli("ansible", "-i", str(path), pattern, "--list-hosts", cwd=tmp_path)
+    asked = ",".join(with_folded_sets(manager, pattern))
+    hosts = _cli("ansible", "-i", str(path), asked, "--list-hosts", cwd=tmp_path)
+    ours, warned = sweep_select(inventory, pattern)
     if hosts.returncode != 0:
-        assert ansible_hosts(manager, pattern) is None, hosts.stderr
-        with pytest.raises(LimitError):
-            inventory.select(pattern)
+        assert ansible_hosts(manager, asked) is None, hosts.stderr
+        assert ours is None
         return
     names = {line.strip() for line in hosts.stdout.splitlines()[1:] if line.strip()}
-    assert names == (ansible_hosts(manager, pattern) or set())
+    assert names == (ansible_hosts(manager, asked) or set())
     if order_defined(manager, pattern):
-        if names:
-            assert {h.name for h in inventory.select(pattern)} == names
-        else:
-            with pytest.raises(LimitError):
-                inventory.select(pattern)
+        assert ours == (names or None)
+        assert warned == ({line.split("]: ", 1)[1] for line in hosts.stderr.splitlines()
+                           if line.startswith("[WARNING]: " + MISMATCH)} if names else set())
 
 
 # --- the disagreements of issue 14, one by one ---------------------------------------------------
@@ -440,3 +512,83 @@ def test_run_list_hosts_of_two_shards_splits_the_hosts(tmp_path, monkeypatch, ca
         shards.append(capsys.readouterr().out.splitlines()[1:])
     assert sorted(shards[0] + shards[1]) == sorted(f"    gpu0{i}.dc1" for i in range(1, 9))
     assert not set(shards[0]) & set(shards[1])
+
+
+# --- patterns that match nothing, folded node sets and @FILE, against ansible's CLI (issue 22) ----
+
+
+def _sweep_list_hosts(capsys, inventory: Path, limit: str) -> tuple[int, list[str], set[str]]:
+    """(exit code, `sweep run --list-hosts` stdout lines, its "Could not match" warnings)."""
+    from sweep.cli import main
+
+    code = main(["run", str(inventory), "--limit", limit, "--list-hosts"])
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), {line.split("sweep: warning: ", 1)[1] for line in err.splitlines()
+                                    if line.startswith("sweep: warning: " + MISMATCH)}
+
+
+def _ansible_list_hosts(tmp_path: Path, inventory: Path, *args: str) -> tuple[list[str], set[str]]:
+    done = _cli("ansible", "-i", str(inventory), *args, "--list-hosts", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines(), {line.split("]: ", 1)[1] for line in done.stderr.splitlines()
+                                      if line.startswith("[WARNING]: " + MISMATCH)}
+
+
+def _same_hosts(ours: list[str], theirs: list[str]) -> None:
+    assert ours[0] == theirs[0]  # "  hosts (N):"
+    assert sorted(ours[1:]) == sorted(theirs[1:])
+
+
+@pytest.mark.parametrize("pattern", ["h200_rack1:gpu99", "gpu:!nope:!gpu99", "gpu,&h200*,!rack9", "login:spare0[1-3]",
+                                     "~spare[13]:bastion9"])
+def test_run_list_hosts_warns_of_what_matches_nothing_as_ansible_does(ansible_present, tmp_path, monkeypatch,
+                                                                      capsys, pattern):
+    monkeypatch.chdir(tmp_path)
+    code, ours, warned = _sweep_list_hosts(capsys, FLEET, pattern)
+    theirs, said = _ansible_list_hosts(tmp_path, FLEET, pattern)
+    assert code == 0
+    _same_hosts(ours, theirs)
+    assert warned == said and said  # the same "Could not match supplied host pattern, ignoring: X" lines
+
+
+def test_the_issues_patterns_against_ansible(ansible_present, tmp_path, monkeypatch, capsys):
+    """`rack_a:!gpu0[1-3]`: Ansible reads gpu0[1-3] as a subscript of 'gpu0', which matches nothing, and
+    ignores it; sweep reads it as the node set gpu01-gpu03 and leaves them out, exactly as Ansible does
+    when those hosts are named. `rack_a:gpu99`: both list rack_a with the same warning."""
+    monkeypatch.chdir(tmp_path)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  children:\n    rack_a:\n      hosts: {gpu01: , gpu02: , gpu03: , gpu04: }\n"
+                         "    rack_b:\n      hosts: {gpu05: , gpu06: }\n")
+    theirs, said = _ansible_list_hosts(tmp_path, inventory, "rack_a:!gpu0[1-3]")
+    assert said == {MISMATCH + "gpu0"} and len(theirs) == 5  # Ansible: all four, gpu0[1-3] ignored
+    code, ours, warned = _sweep_list_hosts(capsys, inventory, "rack_a:!gpu0[1-3]")
+    assert code == 0 and not warned
+    _same_hosts(ours, _ansible_list_hosts(tmp_path, inventory, "rack_a:!gpu01:!gpu02:!gpu03")[0])
+    assert ours[1:] == ["    gpu04"]
+    code, ours, warned = _sweep_list_hosts(capsys, inventory, "rack_a:gpu99")
+    theirs, said = _ansible_list_hosts(tmp_path, inventory, "rack_a:gpu99")
+    _same_hosts(ours, theirs)
+    assert warned == said == {MISMATCH + "gpu99"}
+    # the folded pool sweep prints is accepted: Ansible splits it at its comma into two pieces it ignores
+    code, ours, _ = _sweep_list_hosts(capsys, inventory, "gpu[01-02,04]")
+    assert code == 0 and ours[1:] == ["    gpu01", "    gpu02", "    gpu04"]
+    assert _ansible_list_hosts(tmp_path, inventory, "gpu[01-02,04]")[1] == {MISMATCH + "gpu[01-02", MISMATCH + "04]"}
+
+
+def test_limit_at_the_reports_host_files_lists_what_ansible_lists(ansible_present, tmp_path, monkeypatch, capsys):
+    import fleet_variants as fv
+    from sweep.report.build import build_report
+
+    monkeypatch.chdir(tmp_path)
+    fv.write_run(tmp_path / "run", fv.must_show_fleet())
+    summary = build_report([tmp_path / "run"], tmp_path / "run" / "report").summary
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("[gpu]\ngpu[01:44]\n")
+    for name, hosts in (("held_out.txt", [h["host"] for h in summary["held_out"]]),
+                        ("pool.txt", summary["pool"]["hosts"])):
+        limit = f"@run/report/{name}"
+        code, ours, warned = _sweep_list_hosts(capsys, inventory, limit)
+        theirs, said = _ansible_list_hosts(tmp_path, inventory, "--limit", limit, "all")
+        assert code == 0 and not warned and not said
+        _same_hosts(ours, theirs)
+        assert sorted(line.strip() for line in ours[1:]) == sorted(hosts)

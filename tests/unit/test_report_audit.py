@@ -98,7 +98,7 @@ def test_cli_report_takes_expect_and_baseline(fleet, tmp_path, capsys):
     run, baseline, expect = fleet
     out = tmp_path / "report"
     assert main(["report", str(run), "--out", str(out), "--expect", str(expect), "--baseline", str(baseline)]) == 5
-    text = " ".join(capsys.readouterr().err.split())  # the CLI's messages go to stderr
+    text = " ".join(capsys.readouterr().out.split())  # the verdict is the result: stdout
     assert "1 host off expectations (driver): gpu03<b>" in text
     assert "1 host drifted from the baseline (gpu swap): gpu04" in text
     assert json.loads((out / "summary.json").read_text())["audit"]["baseline"]["drifted_hosts"] == [DRIFTED]

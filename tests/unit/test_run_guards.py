@@ -180,7 +180,8 @@ def test_two_sweeps_started_together_one_wins(tmp_path):
 # --- symbolic links in a run folder -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("planted", ["report/report.html", "report/fleet.csv", "report/hosts.csv", "report"])
+@pytest.mark.parametrize("planted", ["report/report.html", "report/fleet.csv", "report/hosts.csv", "report/pool.txt",
+                                     "report/held_out.txt", "report"])
 def test_sweep_report_never_writes_through_a_link(tmp_path, capsys, planted):
     run = finished_run(tmp_path)
     outside = tmp_path / "outside"

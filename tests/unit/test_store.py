@@ -75,6 +75,20 @@ def test_resume_set_is_the_hosts_with_a_record(tmp_path):
     assert not list(folder.hosts_dir.glob(".tmp-*")), "open() removes what a killed sweep left"
 
 
+@pytest.mark.parametrize("name", ["gpu01", "gpu01~attempt-1", "gpu01.attempt-1", "x" * 200])
+def test_a_set_aside_record_is_kept_and_never_read_as_a_host(tmp_path, name):
+    folder = new_folder(tmp_path)
+    folder.write_record(record(name, "failed"))
+    assert folder.set_aside(name) == f"{safe_name(name)}~attempt-1.json"
+    folder.write_record(record(name, "failed"))
+    assert folder.set_aside(name) == f"{safe_name(name)}~attempt-2.json"
+    folder.write_record(record(name))
+    assert not store.is_attempt_file(folder.record_path(name).name)  # no host's own file looks like an attempt
+    assert {n: r["status"] for n, r in folder.read_records().items()} == {name: "ok"}
+    assert [p.name for p in store.list_records(folder.path).files] == [folder.record_path(name).name]
+    assert len(list(folder.hosts_dir.iterdir())) == 3  # the two earlier attempts are still there
+
+
 def test_record_of_another_version_is_refused(tmp_path):
     folder = new_folder(tmp_path)
     folder.write_record(record("gpu01", record_version=2))

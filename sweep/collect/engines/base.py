@@ -51,12 +51,14 @@ class EngineJob:
         return {k: v for k, v in self.flags.items() if v is not None and (retries or k != "retries")}
 
 
-def judged(host: Any, started: float, out: bytes, exit_status: int | None, stderr: str) -> Outcome:
+def judged(host: Any, started: float, out: bytes, exit_status: int | None, stderr: str,
+           host_deadline: float | None = None) -> Outcome:
     """The Outcome of one host from the agent's stdout and exit status, judged as the SSH engine does."""
     outcome = Outcome(host=host, status="ok", attempts=1, started_at=started, ended_at=time.time(),
                       exit_status=exit_status, stderr=stderr)
     try:
-        outcome.health, outcome.unknown_numbers = judge_output(host, out, exit_status, stderr)
+        outcome.health, outcome.unknown_numbers = judge_output(host, out, exit_status, stderr,
+                                                               host_deadline=host_deadline)
     except HostFailure as failure:
         outcome.status, outcome.failure_class, outcome.message = "failed", failure.failure_class, failure.message
     return outcome

@@ -176,7 +176,7 @@ class SlurmEngine(ProcessEngine):
                         rc = int(parts[2]) if len(parts) > 2 and parts[2].lstrip("-").isdigit() else None
                         out = "\n".join(lines.pop(task, [])).encode("utf-8", "surrogateescape")
                         stderr = self._task_stderr(task)
-                        self._emit(host, judged(host, started, out, rc, stderr))
+                        self._emit(host, judged(host, started, out, rc, stderr, self.job.options.host_deadline))
                 elif task in lines:
                     lines[task].append(text)
             code = proc.wait()

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from sweep.text import noun
+
 # the public key fields after the nonce, per key type (PROTOCOL.certkeys)
 _KEY_FIELDS = {"ssh-rsa": 2, "ssh-dss": 4, "ecdsa-sha2-nistp256": 2, "ecdsa-sha2-nistp384": 2,
                "ecdsa-sha2-nistp521": 2, "ssh-ed25519": 1, "sk-ssh-ed25519@openssh.com": 2,
@@ -45,7 +47,7 @@ class Certificate:
         if self.valid_before != FOREVER and now >= self.valid_before:
             return f"expired at {_when(self.valid_before)}"
         if self.principals and user not in self.principals:
-            return (f"is for the principal(s) {', '.join(self.principals)}, not the user {user!r} "
+            return (f"is for the {noun(len(self.principals), 'principal')} {', '.join(self.principals)}, not the user {user!r} "
                     "logged in as")
         return None
 

@@ -181,7 +181,8 @@ class OpenSSHProber(Prober):
                 if "Permission denied" in stderr else ""
             raise classify_ssh_error(host, stderr, opts, reasons)
         try:
-            return judge_output(host, bytes(out), exit_status, stderr), exit_status, stderr
+            judged = judge_output(host, bytes(out), exit_status, stderr, host_deadline=opts.host_deadline)
+            return judged, exit_status, stderr
         except HostFailure as failure:
             failure.exit_status, failure.stderr = exit_status, stderr
             raise

@@ -36,7 +36,7 @@ from typing import Any
 
 import paramiko
 
-from sweep.collect.bundle import TOO_OLD_MARK, remote_command
+from sweep.collect.bundle import DEADLINE_EXIT, DEADLINE_MARK, TOO_OLD_MARK, remote_command
 from sweep.collect.ssh.hostkeys import HostKeyStore, KnownHostsPolicy, UnknownHostKey, known_hosts_name
 from sweep.collect.schema import health_problem
 from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
@@ -50,6 +50,9 @@ FAILURE_CLASSES = (
     "dns", "refused", "timeout", "host_key_unknown", "host_key_changed", "auth",
     "no_python", "python_too_old", "agent_error", "output_too_large", "bad_output",
 )
+# what `sweep run --resume RUN --retry-failed` retries when no class is named: failures the network, the host's
+# state or the operator's own files (known_hosts) cause, that a later try may not meet
+TRANSIENT_CLASSES = ("dns", "refused", "timeout", "host_key_unknown")
 FAST_KEX = "curve25519-sha256@libssh.org"
 FAST_CIPHER = "aes128-gcm@openssh.com"
 # paramiko logs each failed handshake with a traceback at ERROR; a failed host is already a record
@@ -423,6 +426,8 @@ class Prober:
         if not chan.status_event.wait(max(0.01, deadline - time.monotonic())):
             raise _aborted(host, "deadline", opts, "exec")
         exit_status = chan.exit_status
+        if exit_status == -1 and time.monotonic() >= deadline:
+            raise _aborted(host, "deadline", opts, "exec")  # the host's backstop alarm ended it, past ours
         if exit_status == -1 and not transport.is_active():
             raise HostFailure("agent_error", (
                 f"{host.name}: the SSH connection was lost while the agent ran ({len(out)} bytes of output "
@@ -433,7 +438,8 @@ class Prober:
         if err_total > len(err):
             stderr = f"[first {err_total - len(err)} bytes of stderr cut]\n" + stderr
         try:
-            return judge_output(host, bytes(out), exit_status, stderr, wrapped=self.wrap is not None), exit_status, stderr
+            return judge_output(host, bytes(out), exit_status, stderr, wrapped=self.wrap is not None,
+                                host_deadline=opts.host_deadline), exit_status, stderr
         except HostFailure as failure:
             failure.exit_status, failure.stderr = exit_status, stderr
             raise
@@ -501,9 +507,9 @@ def _open_tunnel(name: str, client: paramiko.SSHClient, hop: Hop, deadline: floa
 
 
 def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
-                 wrapped: bool = False) -> tuple[dict, list[dict]]:
-    """health.json (`wrapped`: provenance.json) from stdout and the numbers in it a double cannot hold
-    (now null; `sweep.strictjson`), or the HostFailure that says why there is none."""
+                 wrapped: bool = False, host_deadline: float | None = None) -> tuple[dict, list[dict]]:
+    """health.json (`wrapped`: provenance.json) from stdout and the numbers in it a double cannot hold (now
+    null; `sweep.strictjson`), or the HostFailure why there is none (ended at `host_deadline`: timeout)."""
     problem, unknown = None, []
     try:
         loaded = strict_loads(out)
@@ -537,6 +543,8 @@ def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
                 "this sweep's agent"))
     if problem is None:
         return health, unknown
+    if exit_status == DEADLINE_EXIT and DEADLINE_MARK in stderr:  # the bootstrap ended it at the deadline
+        raise timed_out(host, host_deadline)
     last = _last_line(stderr)
     if TOO_OLD_MARK in stderr or (exit_status == 1 and _python_syntax_error(stderr)):
         found = _old_version(stderr)
@@ -584,9 +592,16 @@ def _size(n: int) -> str:
 def _aborted(host: Any, reason: str, opts: SSHOptions, phase: str) -> HostFailure:
     if reason == "interrupted":
         return HostFailure("interrupted", f"{host.name}: interrupted")
-    where = "before the SSH session was up" if phase == "connect" else "while the agent ran"
+    return timed_out(host, opts.host_deadline, "before the SSH session was up" if phase == "connect" else
+                     "while the agent ran")
+
+
+def timed_out(host: Any, host_deadline: float | None, where: str = "while the agent ran") -> HostFailure:
+    """The timeout of a host that did not answer within its deadline: the controller cut the session, or
+    the bootstrap ended the agent on the host (`DEADLINE_MARK`); the same record whichever came first."""
+    within = "the host deadline" if host_deadline is None else f"the host deadline of {host_deadline:g} s"
     return HostFailure("timeout", (
-        f"{host.name}: no answer within the host deadline of {opts.host_deadline:g} s ({where}); "
+        f"{host.name}: no answer within {within} ({where}); "
         "check the host, or raise --host-deadline (sweep_host_deadline)"))
 
 

@@ -1,0 +1,172 @@
+"""How a run was started, kept in its manifest so that ``sweep run --resume`` finishes it the same way.
+
+Every option that shapes a run is one row of `OPTIONS`: its default, how the manifest keeps it (JSON,
+paths absolute) and how a resumed session reads it back. A new run keeps all of them in the
+manifest's ``options``; ``--resume`` reuses them, and an option given again on the command line
+wins: ``options`` always says what the run uses now, and each session's ``options_set`` says which
+options that session set (the first: those given on its command line; a resumed one: those given
+again). The SSH key's passphrase is never kept.
+
+``--retry-failed [CLASS...]`` sets aside the failed records of the classes named (none named: the
+transient classes, `TRANSIENT_CLASSES`) as ``hosts/<name>~attempt-N.json`` before the hosts are
+swept again: no record is ever lost, and the readers of a run folder skip these files
+(`sweep.store.is_attempt_file`).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Collection, Mapping
+
+from sweep.collect.ssh.prober import FAILURE_CLASSES, TRANSIENT_CLASSES
+from sweep.errors import ConfigError
+from sweep.inventory.formats import InventoryLimits
+
+
+def _path(value: Any) -> str | None:
+    """A path as the manifest keeps it: absolute (a ``~`` path stays home-relative, as it was meant)."""
+    if value is None:
+        return None
+    text = os.fspath(value)
+    return text if text.startswith("~") else os.path.abspath(text)
+
+
+def _paths(value: Any) -> list[str]:
+    if value is None:
+        return []
+    return [_path(value)] if isinstance(value, (str, os.PathLike)) else [_path(p) for p in value]
+
+
+def _engine(value: Any) -> str:
+    return value if isinstance(value, str) else value.name
+
+
+def _engine_settings(value: Any) -> dict:
+    """What an engine object was made with beyond its name (slurm: --partition, --nodelist)."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, str):
+        return {}
+    return {key: getattr(value, key) for key in ("partition", "nodelist") if getattr(value, key, None)}
+
+
+def _shard(value: Any) -> dict | None:
+    if value is None or isinstance(value, Mapping):
+        return value
+    index, count, by = value
+    return {"index": index, "count": count, "by": by}
+
+
+def _limits(value: Any) -> dict:
+    if isinstance(value, Mapping):
+        return dict(value)
+    return {"yaml_values": value.yaml_values, "range_hosts": value.range_hosts}
+
+
+def _wrap(value: Any) -> dict | None:
+    return value if value is None or isinstance(value, Mapping) else value.to_dict()
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _listed(value: Any) -> list:
+    return list(value or ())
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option that shapes a run: its default, how the manifest keeps it (`kept`) and reads it back (`live`)."""
+
+    default: Any
+    kept: Callable[[Any], Any] = _same
+    live: Callable[[Any], Any] = _same
+
+
+def _live_shard(kept: dict | None) -> tuple[int, int, str] | None:
+    return None if kept is None else (int(kept["index"]), int(kept["count"]), kept.get("by", "hash"))
+
+
+def _live_wrap(kept: dict | None):
+    from sweep.collect.wrap import WrapSpec
+
+    return None if kept is None else WrapSpec.from_dict(kept)
+
+
+# run_sweep's argument -> the option; `engine_settings` rides with `engine`
+OPTIONS: dict[str, Option] = {
+    "limit": Option(None),
+    "forks": Option(32),
+    "accept_new_host_keys": Option(False),
+    "known_hosts": Option([], _paths, _listed),
+    "ssh_config": Option("~/.ssh/config", _path),
+    "allow_agent": Option(True),
+    "look_for_keys": Option(True),
+    "connect_timeout": Option(None),
+    "host_deadline": Option(None),
+    "retries": Option(None),
+    "agent_args": Option([], _listed, _listed),
+    "loader": Option("auto"),
+    "engine": Option("ssh", _engine),
+    "engine_settings": Option({}, _engine_settings, dict),
+    "transport": Option(None),
+    "shard": Option(None, _shard, _live_shard),
+    "inventory_limits": Option(InventoryLimits(), _limits, lambda kept: InventoryLimits(**kept)),
+    "wrap": Option(None, _wrap, _live_wrap),
+    # the report's options (the CLI builds the report after the sweep)
+    "reference": Option(None),
+    "expect": Option(None, _path),
+    "baseline": Option(None, _path),
+    "no_report": Option(False),
+}
+_TOGETHER = {"engine": ("engine_settings",)}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A session's options: `live` (what run_sweep uses), `kept` (the manifest's ``options``), `set_now`."""
+
+    live: dict[str, Any]
+    kept: dict[str, Any]
+    set_now: dict[str, Any]
+
+
+def resolve(asked: Mapping[str, Any], given: Collection[str] | None, stored: Mapping[str, Any] | None) -> Resolved:
+    """This session's options from those `asked` (every OPTIONS name), the names `given` on the command line
+    (None: those that differ from the defaults) and the manifest's `stored` options (None: a new run)."""
+    now = {name: option.kept(asked[name]) for name, option in OPTIONS.items()}
+    defaults = {name: option.kept(option.default) for name, option in OPTIONS.items()}
+    names = {name for name in now if now[name] != defaults[name]} if given is None else set(given)
+    names |= {other for name in list(names) for other in _TOGETHER.get(name, ())}
+    set_now = {name: now[name] for name in OPTIONS if name in names}
+    if stored is None:
+        return Resolved(dict(asked), now, set_now)
+    kept = {**defaults, **{k: v for k, v in stored.items() if k in OPTIONS}, **set_now}
+    live = {name: asked[name] if name in set_now else option.live(kept[name]) for name, option in OPTIONS.items()}
+    return Resolved(live, kept, set_now)
+
+
+def retry_classes(named: Collection[str] | None) -> tuple[str, ...] | None:
+    """The failure classes ``--retry-failed`` retries: those named, or (none named) the transient ones."""
+    if named is None:
+        return None
+    unknown = [name for name in named if name not in FAILURE_CLASSES]
+    if unknown:
+        raise ConfigError(f"--retry-failed {unknown[0]!r} is not a failure class", where="--retry-failed",
+                          fix=f"name one of {', '.join(FAILURE_CLASSES)}, or none for the transient ones "
+                              f"({', '.join(TRANSIENT_CLASSES)})")
+    return tuple(named) or TRANSIENT_CLASSES
+
+
+def to_retry(records: Mapping[str, dict], classes: Collection[str], listed: Collection[str]) -> list[str]:
+    """The hosts of the run whose record failed with one of `classes`, in the run's order."""
+    return [name for name in listed if (records.get(name) or {}).get("status") == "failed"
+            and ((records[name].get("failure") or {}).get("class")) in classes]
+
+
+def engine_of(name: str, settings: Mapping[str, Any]):
+    """The engine a manifest names ("ssh", or an Engine made with its settings)."""
+    from sweep.collect.engines import create_engine
+
+    return name if name == "ssh" else create_engine(name, **settings)
