@@ -187,6 +187,12 @@ def _gsp_mode(g) -> Optional[bool]:
     return mode if isinstance(mode, bool) else None
 
 
+# what a fleet that differs in any firmware version suffers (the impact of every firmware fact)
+FIRMWARE = [(None, "firmware differs: a change-window left hosts half-upgraded ({value} vs {reference}); firmware "
+                   "changes clocks, power management, error handling and link training, so the hosts may not behave "
+                   "alike; finish the upgrade (or roll it back) on every host")]
+
+
 def _m(name, help_text, column=None, scale=1.0, labels=()):
     return Metric(name, help_text, column, scale, tuple(labels))
 
@@ -275,32 +281,32 @@ FACTS: tuple[Fact, ...] = (
          _m("sweep_host_cpu_governor_info", "The CPU frequency governors of the host, value 1.",
             labels=(("governor", "cpu_governor"),)), contract="host", expect="cpu_governor"),
     # firmware and platform versions (schema 1.3): a mixed fleet is a half-done change window
-    Fact("vbios", "VBIOS", "gpu", ("vbios",), _version("vbios"), texts.RULES["firmware"], "firmware", ("gpus#.vbios",),
+    Fact("vbios", "VBIOS", "gpu", ("vbios",), _version("vbios"), FIRMWARE, "firmware", ("gpus#.vbios",),
          _m("sweep_gpu_vbios_info", "The GPU's VBIOS version, value 1.", labels=(("version", "vbios"),)),
          expect="vbios", reads={"vbios": ("category", _gpu_text("vbios", ("vbios",)))}),
     Fact("hca_firmware", "HCA firmware", "host", ("hca_firmware",), _version("hca_firmware"),
-         texts.RULES["firmware"], "firmware", ("host_settings.ib_ports#.fw_ver",),
+         FIRMWARE, "firmware", ("host_settings.ib_ports#.fw_ver",),
          _m("sweep_host_hca_firmware_info", "The firmware of the host's InfiniBand / RoCE HCAs, value 1.",
             labels=(("version", "hca_firmware"),)), expect="hca_firmware",
          reads={"hca_firmware": ("category", _hca_firmware)}),
-    Fact("inforom", "InfoROM image", "gpu", ("inforom_image",), _version("inforom_image"), texts.RULES["firmware"],
+    Fact("inforom", "InfoROM image", "gpu", ("inforom_image",), _version("inforom_image"), FIRMWARE,
          "firmware", ("gpus#.inforom_image",),
          _m("sweep_gpu_inforom_info", "The GPU's InfoROM image version, value 1.", labels=(("version", "inforom_image"),)),
          expect="inforom", compares=False,
          reads={"inforom_image": ("category", _gpu_text("inforom", ("inforom_image",)))}),
-    Fact("gsp_firmware", "GSP firmware", "gpu", ("gsp_version", "gsp_mode"), _gsp, texts.RULES["firmware"],
+    Fact("gsp_firmware", "GSP firmware", "gpu", ("gsp_version", "gsp_mode"), _gsp, FIRMWARE,
          "firmware", ("gpus#.gsp_firmware.*",),
          _m("sweep_gpu_gsp_firmware_info", "The GPU's GSP firmware version (empty when GSP is off), value 1.",
             labels=(("version", "gsp_version"),)), expect="gsp_firmware", compares=False,
          reads={"gsp_version": ("category", _gpu_text("gsp", ("gsp_firmware", "version"))),
                 "gsp_mode": ("boolean", _gsp_mode)}),
-    Fact("bios", "System BIOS", "host", ("bios_version",), _version("bios_version"), texts.RULES["firmware"],
+    Fact("bios", "System BIOS", "host", ("bios_version",), _version("bios_version"), FIRMWARE,
          "firmware", ("firmware.bios_version",),
          _m("sweep_host_bios_info", "The system BIOS version (/sys/class/dmi/id/bios_version), value 1.",
             labels=(("version", "bios_version"),)), expect="bios", compares=False,
          reads={"bios_version": ("category", lambda h: _firmware(h, "bios_version"))}),
     Fact("fabric_manager", "Fabric manager", "host", ("fabric_manager_version",),
-         _version("fabric_manager_version", "not running"), texts.RULES["firmware"], "firmware",
+         _version("fabric_manager_version", "not running"), FIRMWARE, "firmware",
          ("firmware.fabric_manager_version",),
          _m("sweep_host_fabric_manager_info", "The NVIDIA fabric manager's version where it runs, value 1.",
             labels=(("version", "fabric_manager_version"),)), contract="fabric", expect="fabric_manager",

@@ -171,7 +171,7 @@ def _slower_port(c: Case) -> bool:
     return len(mine) >= 2 and len(ref) >= 2 and min(mine[1::2]) < max(ref[1::2])
 
 
-# the keys of schema 1.2 (GPUs present, PCIe link, NVLinks, IB rate, CPU governor) and the firmware of 1.3
+# the keys of schema 1.2: GPUs present, PCIe link, NVLinks, IB rate, CPU governor
 RULES.update({
     "gpus_present": [
         (lambda c: "on the bus" in c["value"],
@@ -193,7 +193,4 @@ RULES.update({
     "cpu_governor": [(None, "CPU governor {value} instead of {reference}: the CPUs change frequency under load, so "
                             "data loading, kernel launch latency and host-side steps vary run to run; small-kernel "
                             "and input-bound work slows")],
-    "firmware": [(None, "firmware differs: a change-window left hosts half-upgraded ({value} vs {reference}); "
-                        "firmware changes clocks, power management, error handling and link training, so the hosts "
-                        "may not behave alike; finish the upgrade (or roll it back) on every host")],
 })
