@@ -345,3 +345,19 @@ def test_impact_judges_typed_values_not_the_rendered_label(tmp_path, monkeypatch
     (difference,) = found.classes[1].differs
     assert difference.value == "PCIe 5.0, 8 lanes" and difference.reference == "PCIe 5.0, 16 lanes"
     assert "trained down to 8 lanes" in difference.impact and "50% of the reference's bandwidth" in difference.impact
+
+
+def test_a_schema_1_0_record_is_read_through_one_normaliser(tmp_path):
+    """Schema 1.0 named the ECC mode after reset `ecc.pending`: frames, export and expectations all see it."""
+    def ecc_off_after_reset(health):
+        for g in health["gpus"]:
+            g["ecc"] = {"current": True, "pending": False, "volatile_uncorrected": 0}  # no pending_mode: 1.0
+    healths = fleet_health(1, gpu01=ecc_off_after_reset)
+    healths["gpu01"]["schema_version"] = "1.0"
+    run = write_run(tmp_path / "run", 1, healths)
+    assert load_fleet([run]).gpus["ecc_pending"].tolist() == [False]
+    assert 'sweep_gpu_ecc_pending_enabled{gpu="0",host="gpu01"} 0' in metrics_text(run)
+    exp = tmp_path / "expect.yml"
+    exp.write_text("version: 1\ndefaults: {ecc: true}\n")
+    (violation,) = evaluate_expectations(load_run(run).records, load_expectations(exp))
+    assert violation.rule == "ecc" and "off after reset" in violation.message
