@@ -361,3 +361,15 @@ def test_a_schema_1_0_record_is_read_through_one_normaliser(tmp_path):
     exp.write_text("version: 1\ndefaults: {ecc: true}\n")
     (violation,) = evaluate_expectations(load_run(run).records, load_expectations(exp))
     assert violation.rule == "ecc" and "off after reset" in violation.message
+
+
+def test_the_history_signature_covers_what_the_table_declares(monkeypatch):
+    """Another column or dtype behind a fact rebuilds the index, not only another key name."""
+    before = index_module._signature()
+    pcie = facts.BY_NAME["pcie"]
+    other = [facts.Fact(**{**f.__dict__, "columns": ("pcie_gen", "pcie_width")}) if f is pcie else f
+             for f in facts.FACTS]
+    for name, value in facts.derived(tuple(other)).items():
+        monkeypatch.setattr(facts, name, value)
+    assert index_module._signature() != before
+    assert [f.name for f in facts.FACTS] == [f.name for f in other]  # same names, another declaration
