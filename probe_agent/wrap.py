@@ -45,6 +45,7 @@ import time
 from probe_agent import AGENT_VERSION
 from probe_agent.collect import Reader, read_processes
 from probe_agent.contracts import plural
+from probe_agent.lifetime import become_subreaper, end_leftovers, tracking_of
 from probe_agent.probe import check_paths, run_probe, write_atomic
 from probe_agent.thin import DEFAULT_MAX_SAMPLES, Stream
 
@@ -240,8 +241,9 @@ def run_command(command, on_start, capture=None, timeout=None, tether=False):
     """Start the command, wait for it; returns its command section.
 
     Without `capture` the command has the agent's stdio. With an OutputTail, it reads /dev/null,
-    its output goes to the tail, and it runs in its own session: at `timeout` seconds (and for any
-    descendant still holding its output after it exits) the whole process group is ended.
+    its output goes to the tail, and it runs in its own session: at `timeout` seconds its whole
+    process group is ended. Whatever the command leaves running when it is over (its group, every
+    descendant, daemonised or not) is ended too: `command.leftovers` (probe_agent/lifetime.py).
     With `tether`, the end of the agent's stdin (the controller closed the SSH session: Ctrl-C, its
     deadline) ends the command too.
     """
@@ -249,6 +251,7 @@ def run_command(command, on_start, capture=None, timeout=None, tether=False):
                "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": 0.0, "error": None,
                "timeout_s": timeout, "timed_out": False}
     t0 = time.monotonic()
+    subreaper = become_subreaper()  # before the command starts: what it orphans comes back to the agent
     try:
         if capture is None:
             proc = subprocess.Popen(command)
@@ -298,12 +301,14 @@ def run_command(command, on_start, capture=None, timeout=None, tether=False):
         for sig, handler in old.items():
             signal.signal(sig, handler)
     section["wall_s"] = round(time.monotonic() - t0, 4)
+    # the command is over: its process group and every descendant still running are ended
+    left = end_leftovers(os.getpid(), proc.pid if group else None, tracking=tracking_of(subreaper))
+    section["leftovers"] = left
+    if left["ended"] or left["not_ended"]:
+        section["leftover_killed"] = not left["not_ended"]
     if capture is not None:
         capture.join(2.0)
-        if capture.is_alive():  # a descendant still holds the output: the benchmark is not over
-            end(proc, True, signal.SIGKILL)
-            section["leftover_killed"] = True
-            capture.join(2.0)
+        left["output_open"] = capture.is_alive()  # held by a process the agent could not end
     if rc < 0:
         section["signal"] = signal_name(-rc)
         rc = 128 - rc

@@ -68,6 +68,10 @@ def history(
     paths.output_file(index, "--index", "the history index")
     result = build_history(list(runs) if runs else [root], out_dir, index_path=index, since=since, host=host,
                            threshold_pct=threshold, floor_mhz=floor)
+    if result.update.rebuilt:
+        console.print(safe(f"sweep: {result.update.rebuilt}"), soft_wrap=True)
+    for skipped in result.skipped:
+        console.print(safe(f"sweep: warning: {skipped.where}: skipped: {skipped.why}"), soft_wrap=True)
     for line in result.lines():
         results.print(safe(line), soft_wrap=True)
     results.print(safe(f"{plural(len(result.selection.runs), 'run')}, {plural(len(result.drifted), 'host')} drifted, "

@@ -9,11 +9,16 @@ since `since`, and writes into `out_dir`::
                     first_seen, last_seen, runs
     drift.csv       one row per host with load runs: its worst GPU's figures, most drifted first
     load.csv        per run, host and GPU: the medians under load (what the drift is computed from)
-    history.json    all of the above, and the runs read
+    history.json    all of the above, the runs read, and what could not be read (`skipped`)
+
+A run folder or host record that cannot be read is skipped and named (`History.skipped`: on
+stderr, the page and history.json); a damaged index is rebuilt from the run folders
+(`History.update.rebuilt`). Nothing is written through a link (`sweep.history.files`).
 """
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
 import time
 from dataclasses import dataclass
@@ -23,12 +28,14 @@ import pandas as pd
 
 from sweep.errors import ConfigError
 from sweep.history.drift import THRESHOLD_PCT, HostDrift, host_drift
-from sweep.history.index import HistoryIndex, UpdateResult, default_index_path, run_folders
+from sweep.history.files import refuse_output_links
+from sweep.history.index import HistoryIndex, IndexDamaged, Skipped, UpdateResult, damaged, default_index_path, run_folders
 from sweep.history.timeline import HOST, Change, Selection, changes, day, select, spans
-from sweep.store import write_json_atomic
+from sweep.store import write_bytes_atomic, write_json_atomic
 from sweep.text import csv_cell
 
 HISTORY_SCHEMA = "sweep.history/1"
+OUTPUT_FILES = ("changes.csv", "timeline.csv", "drift.csv", "load.csv", "history.json", "history.html")
 _SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([hdw])\s*$")
 _UNIT_S = {"h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -54,6 +61,14 @@ class History:
     update: UpdateResult
     threshold_pct: float
     floor_mhz: float | None
+
+    @property
+    def skipped(self) -> list[Skipped]:
+        """Run folders not read this time, and host records left out of the runs read."""
+        found = list(self.update.skipped)
+        for text in self.selection.runs["skipped"] if "skipped" in self.selection.runs else ():
+            found.extend(Skipped(**s) for s in json.loads(text or "[]"))
+        return found
 
     @property
     def changed_hosts(self) -> dict[str, list[Change]]:
@@ -87,11 +102,19 @@ def build(paths, *, index_path: str | Path | None = None, since: str | None = No
     if index_path is None:
         root = paths[0] if len(paths) == 1 and not (paths[0] / "manifest.json").is_file() else paths[0].parent
         index_path = default_index_path(root)
+    since_epoch = parse_since(since, now)
+    accept = None if host is None else (lambda name: fnmatch.fnmatchcase(name, host))
     with HistoryIndex(index_path) as index:
-        update = index.update(folders)
-        since_epoch = parse_since(since, now)
-        accept = None if host is None else (lambda name: fnmatch.fnmatchcase(name, host))
-        sel = select(index, since_epoch, accept, [index.key_of(f) for f in folders])
+        why = None
+        try:
+            update, sel = _indexed(index, folders, since_epoch, accept)
+        except Exception as err:
+            if not damaged(err):
+                raise
+            why = str(err) if isinstance(err, IndexDamaged) else f"it is damaged ({err})"
+        if why is not None:  # a cache: rebuilt (once the failed attempt, its workers included, is let go)
+            index.reset(why)
+            update, sel = _indexed(index, folders, since_epoch, accept)
     span_frame = spans(sel)
     found = changes(span_frame, sel)
     scope = dict(zip(sel.keys["name"], sel.keys["scope"]))
@@ -103,12 +126,18 @@ def build(paths, *, index_path: str | Path | None = None, since: str | None = No
     return History(sel, span_frame, found, drift, update, threshold_pct, floor_mhz)
 
 
+def _indexed(index: HistoryIndex, folders, since_epoch, accept) -> tuple[UpdateResult, Selection]:
+    update = index.update(folders)
+    return update, select(index, since_epoch, accept, [index.key_of(f) for f in folders])
+
+
 def build_history(paths, out_dir: str | Path, **options) -> History:
     """`build` and write the history folder (see the module docstring)."""
     from sweep.history.page import render_page
 
-    history = build(paths, **options)
     out = Path(out_dir)
+    refuse_output_links(out, OUTPUT_FILES)  # before anything is read or written
+    history = build(paths, **options)
     out.mkdir(parents=True, exist_ok=True)
     _csv(pd.DataFrame([c.as_dict() for c in history.changes],
                       columns=["host", "date", "key", "label", "before", "after", "run", "text", "gpu"]),
@@ -121,8 +150,8 @@ def build_history(paths, out_dir: str | Path, **options) -> History:
         "schema": HISTORY_SCHEMA, "runs": history.selection.runs[["name", "started_at", "path"]].to_dict("records"),
         "threshold_pct": history.threshold_pct, "floor_mhz": history.floor_mhz,
         "changes": [c.as_dict() for c in history.changes], "drift": [d.as_dict() for d in history.drift],
-        "timeline": timeline.to_dict("records")})
-    (out / "history.html").write_text(render_page(history), encoding="utf-8")
+        "timeline": timeline.to_dict("records"), "skipped": [s.as_dict() for s in history.skipped]})
+    write_bytes_atomic(out / "history.html", render_page(history).encode("utf-8"))
     return history
 
 
@@ -147,15 +176,14 @@ def _load_rows(sel: Selection) -> pd.DataFrame:
 
 
 def _csv(frame: pd.DataFrame, path: Path) -> None:
-    """The frame as CSV, every text cell and name through `csv_cell` (inert in a spreadsheet)."""
+    """The frame as CSV, every text cell and name through `csv_cell` (inert in a spreadsheet), written without
+    following links."""
     frame = frame.rename(columns=csv_cell)
     for name in frame.columns:
         column = frame[name]
         if not (pd.api.types.is_numeric_dtype(column.dtype) or pd.api.types.is_bool_dtype(column.dtype)):
             frame[name] = column.astype(object).map(csv_cell, na_action="ignore")
-    tmp = path.with_name(f".tmp-{path.name}")
-    frame.to_csv(tmp, index=False)
-    tmp.replace(path)
+    write_bytes_atomic(path, frame.to_csv(index=False).encode("utf-8"))
 
 
 __all__ = ["History", "build", "build_history", "parse_since", "HOST"]

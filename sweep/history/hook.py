@@ -17,7 +17,11 @@ def keep_index_current(run_dir: str | Path) -> str | None:
     root = Path(run_dir).resolve().parent
     try:
         with HistoryIndex(default_index_path(root)) as index:
-            index.update(run_folders([root]))
+            result = index.update(run_folders([root]))
     except (SweepError, OSError, ValueError, sqlite3.Error) as err:
         return f"the history index of {root} was not updated ({err}); `sweep history --root {root}` rebuilds it"
+    if result.skipped:
+        return (f"{len(result.skipped)} run(s) or record(s) under {root} cannot be read and are left out of its "
+                f"history, first {result.skipped[0].where}: {result.skipped[0].why}; `sweep history --root {root}` "
+                "names them all")
     return None

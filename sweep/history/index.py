@@ -3,9 +3,16 @@
 The run folders stay the source of truth; the index is a cache of them that `HistoryIndex.update`
 keeps current: a run is read again only when its manifest changed (mtime, size, then a SHA-256 of
 its bytes) or its hosts/ folder gained a record, and forgotten when its folder is gone. Delete the
-file and the next `update` rebuilds it; a sweep with another index version or another fact table
-(a fact added to `sweep.analysis.facts`, another column or dtype behind one) rebuilds it by itself. Run paths inside the index's folder are kept
-relative to it, so `reports/` can move with its index.
+file and the next `update` rebuilds it; so does an index that is damaged (truncated, garbage,
+another program's database) or was built by another index version or fact table (a fact added to
+`sweep.analysis.facts`, another column or dtype behind one): `HistoryIndex.rebuilt` says why. Run paths inside the index's folder are kept
+relative to it, so `reports/` can move with its index. The index is never opened through a link
+and has one writer at a time (`sweep.history.files`).
+
+A run that cannot be read (a manifest cut short, not UTF-8, a `state` that is not a state, ...) is
+skipped and named (`UpdateResult.skipped`), never the end of the history; a host record that
+cannot be read is left out of its run and named (`runs.skipped`). Many runs are read by worker
+processes that die with the process that started them (however it ends).
 
 What a run becomes (names interned in `hosts`, `keys`, `vals`; each run's rows one packed array,
 int32 facts and float64 load, because millions of SQL rows take seconds to read back):
@@ -26,11 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import sqlite3
-import sys
-import threading
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -40,24 +43,22 @@ import pandas as pd
 
 from sweep.errors import RunFolderError
 from sweep.analysis import facts as table
-from sweep.analysis.facts import mixed_text, signature as fact_signature, typed_value
-from sweep.analysis.fleet import GPU_COLUMNS, HOST_COLUMNS, load_fleet, rows_at, usable_cpus
-from sweep.analysis.keys import host_keys
-from sweep.store import MANIFEST, RunFolder
+from sweep.analysis.facts import mixed_text, signature as fact_signature
+from sweep.analysis.fleet import GPU_COLUMNS, HOST_COLUMNS, usable_cpus
+from sweep.history.files import IndexLock, refuse_index_links, remove_index
+from sweep.history.runs import HW_KEY, REACHABILITY, RunRows, Skipped, read_all
+from sweep.store import MANIFEST
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4  # 4: typed values (JSON), not rendered labels
 FACT_COLUMNS = ("host", "gpu", "key", "val")
 LOAD_COLUMNS = ("host", "gpu", "sm_mhz", "power_w", "limit_w", "sw_power_cap", "hw_slowdown")
 INDEX_NAME = ".sweep-history.sqlite"
-HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
-REACHABILITY = "reachability"
-HW_KEY = "hw_clock_reasons"
 MAX_WORKERS = 4  # each holds one run's frames (~150 MiB for 1,000 8-GPU hosts): a bound on memory
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS runs(id INTEGER PRIMARY KEY, path TEXT UNIQUE, name TEXT, started_at TEXT,
-    epoch REAL, state TEXT, stamp TEXT, digest TEXT, hosts INTEGER);
+    epoch REAL, state TEXT, stamp TEXT, digest TEXT, hosts INTEGER, skipped TEXT);
 CREATE TABLE IF NOT EXISTS hosts(id INTEGER PRIMARY KEY, name TEXT UNIQUE);
 CREATE TABLE IF NOT EXISTS keys(id INTEGER PRIMARY KEY, name TEXT UNIQUE, label TEXT, scope TEXT);
 CREATE TABLE IF NOT EXISTS vals(id INTEGER PRIMARY KEY, text TEXT UNIQUE);
@@ -68,11 +69,26 @@ CREATE TABLE IF NOT EXISTS load(run INTEGER PRIMARY KEY, rows INTEGER, data BLOB
 
 @dataclass(frozen=True)
 class UpdateResult:
-    """What `HistoryIndex.update` did: runs read (added or changed), kept as they were, forgotten."""
+    """What `HistoryIndex.update` did: runs read (added or changed), kept as they were, forgotten,
+    skipped (unreadable); `rebuilt`: why the index was rebuilt from the run folders, or None."""
 
     read: tuple[str, ...]
     kept: int
     removed: tuple[str, ...]
+    skipped: tuple[Skipped, ...] = ()
+    rebuilt: str | None = None
+
+
+class IndexDamaged(Exception):
+    """The index file holds something that is not a sweep history index (it is rebuilt)."""
+
+
+def damaged(err: BaseException) -> bool:
+    """Whether `err`, met while using the index, says the file is broken (rather than unwritable, locked)."""
+    if isinstance(err, IndexDamaged):
+        return True
+    return isinstance(err, sqlite3.DatabaseError) and not isinstance(
+        err, (sqlite3.OperationalError, sqlite3.ProgrammingError, sqlite3.InterfaceError))
 
 
 def run_folders(paths) -> list[Path]:
@@ -95,11 +111,6 @@ def _signature() -> str:
     reads one from other columns, every run is read again."""
     dtypes = {**HOST_COLUMNS, **GPU_COLUMNS}
     return f"{INDEX_VERSION}:" + fact_signature(dtypes) + f";{REACHABILITY};{HW_KEY}"
-
-
-def _encode(value) -> str:
-    """A typed value as the index keeps it (compact JSON: equal values, equal text)."""
-    return json.dumps(value, separators=(",", ":"), default=str)
 
 
 def render_value(key: str, stored: str) -> str:
@@ -138,27 +149,63 @@ class HistoryIndex:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self.rebuilt: str | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path)
-        except (OSError, sqlite3.Error) as err:
+        except OSError as err:
             raise RunFolderError(f"cannot open the history index ({err})", where=str(self.path),
                                  fix="make the folder writable, or choose another with --index") from None
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        signature = _signature()
-        found = self._signature()
-        if found not in (None, signature):  # another index version or key table: a cache, so rebuild it
-            self.db.close()
-            for leftover in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
-                leftover.unlink(missing_ok=True)
+        refuse_index_links(self.path)
+        self.lock = IndexLock(self.path)
+        self.lock.acquire()
+        self.db: sqlite3.Connection | None = None
+        try:
+            try:
+                self._connect()
+            except IndexDamaged as err:
+                self.reset(str(err))
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self) -> None:
+        """Open the index, or raise IndexDamaged when the file is not a current sweep history index."""
+        try:
             self.db = sqlite3.connect(self.path)
+        except sqlite3.Error as err:
+            raise RunFolderError(f"cannot open the history index ({err})", where=str(self.path),
+                                 fix="make the folder writable, or choose another with --index") from None
+        try:
             self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript(_SCHEMA)
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('signature', ?)", (signature,))
-        self.db.commit()
-        self._ids = {t: dict(self.db.execute(f"SELECT {c}, id FROM {t}")) for t, c in
-                     (("hosts", "name"), ("keys", "name"), ("vals", "text"))}
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            signature, found = _signature(), self._signature()
+            tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if found is None and tables:
+                raise IndexDamaged("it is not a sweep history index (another program's database?)")
+            if found not in (None, signature):
+                raise IndexDamaged("it was built by another sweep version or key table")
+            self.db.executescript(_SCHEMA)
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('signature', ?)", (signature,))
+            self.db.commit()
+            self._ids = {t: dict(self.db.execute(f"SELECT {c}, id FROM {t}")) for t, c in
+                         (("hosts", "name"), ("keys", "name"), ("vals", "text"))}
+        except sqlite3.Error as err:
+            if damaged(err):
+                raise IndexDamaged(f"it is damaged ({err})") from None
+            raise RunFolderError(f"cannot use the history index ({err})", where=str(self.path),
+                                 fix="make it writable, or choose another file with --index") from None
+
+    def reset(self, why: str) -> None:
+        """Throw the index away and start an empty one (the run folders are the truth): `rebuilt` = why."""
+        if self.db is not None:
+            self.db.close()
+        remove_index(self.path)
+        self.rebuilt = f"the history index {self.path} was rebuilt from the run folders: {why}"
+        try:
+            self._connect()
+        except IndexDamaged as err:
+            raise RunFolderError(f"the history index cannot be rebuilt ({err})", where=str(self.path),
+                                 fix="choose another file with --index") from None
 
     def _signature(self) -> str | None:
         try:
@@ -168,7 +215,10 @@ class HistoryIndex:
         return row[0] if row else ""
 
     def close(self) -> None:
-        self.db.close()
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+        self.lock.release()
 
     def __enter__(self):
         return self
@@ -198,27 +248,32 @@ class HistoryIndex:
         MAX_WORKERS); this process alone writes the index.
         """
         folders = [Path(f).resolve() for f in folders]
+        workers = min(usable_cpus(), MAX_WORKERS) if workers is None else workers
         known = {path: (rid, stamp, digest) for rid, path, stamp, digest in
                  self.db.execute("SELECT id, path, stamp, digest FROM runs")}
-        todo, kept = [], 0
+        todo, kept, skipped = [], 0, []
         for folder in folders:
-            stamp = _stamp(folder)
             old = known.pop(self._key(folder), None)
-            if old and old[1] == stamp:
+            try:
+                job = self._changed(folder, old)
+            except OSError as err:
+                job = Skipped(str(folder), f"{MANIFEST} cannot be read ({err.strerror or err})")
+            if job is None:
                 kept += 1
+            elif isinstance(job, Skipped):
+                skipped.append(self._skip(job, old))
+            else:
+                todo.append(job)
+        read = []
+        for (folder, stamp, digest, old_id), rows in zip(todo, read_all([t[0] for t in todo], workers)):
+            if isinstance(rows, Skipped):
+                skipped.append(self._skip(rows, (old_id,) if old_id is not None else None))
                 continue
-            digest = hashlib.sha256((folder / MANIFEST).read_bytes()).hexdigest()
-            hosts_same = old and old[1].rsplit(":", 1)[1] == stamp.rsplit(":", 1)[1]
-            if old and old[2] == digest and hosts_same:  # touched, not changed
-                self.db.execute("UPDATE runs SET stamp=? WHERE id=?", (stamp, old[0]))
-                kept += 1
-                continue
-            todo.append((folder, stamp, digest, old[0] if old else None))
-        for (folder, stamp, digest, old_id), rows in zip(todo, _read_all([t[0] for t in todo], workers)):
             with self.db:
                 if old_id is not None:
                     self._forget(old_id)
                 self._write(rows, folder, stamp, digest)
+            read.append(str(folder))
         removed = []
         with self.db:
             for path, (rid, _, _) in known.items():
@@ -226,7 +281,26 @@ class HistoryIndex:
                     self._forget(rid)
                     removed.append(path)
         self.db.commit()
-        return UpdateResult(tuple(str(t[0]) for t in todo), kept, tuple(removed))
+        return UpdateResult(tuple(read), kept, tuple(removed), tuple(skipped), self.rebuilt)
+
+    def _changed(self, folder: Path, old: tuple | None):
+        """None when the indexed run `old` is current, else (folder, stamp, digest, old id) to read."""
+        stamp = _stamp(folder)
+        if old and old[1] == stamp:
+            return None
+        digest = hashlib.sha256((folder / MANIFEST).read_bytes()).hexdigest()
+        hosts_same = old and old[1].rsplit(":", 1)[1] == stamp.rsplit(":", 1)[1]
+        if old and old[2] == digest and hosts_same:  # touched, not changed
+            self.db.execute("UPDATE runs SET stamp=? WHERE id=?", (stamp, old[0]))
+            return None
+        return folder, stamp, digest, old[0] if old else None
+
+    def _skip(self, skipped: Skipped, old: tuple | None) -> Skipped:
+        """A run that cannot be read is not in the index (its old rows are forgotten): read again next time."""
+        if old is not None:
+            with self.db:
+                self._forget(old[0])
+        return skipped
 
     def _write(self, rows: RunRows, folder: Path, stamp: str, digest: str) -> None:
         manifest = rows.manifest
@@ -235,9 +309,10 @@ class HistoryIndex:
         if epoch is None:
             epoch = (folder / MANIFEST).stat().st_mtime
         run_id = self.db.execute(
-            "INSERT INTO runs(path, name, started_at, epoch, state, stamp, digest, hosts) VALUES (?,?,?,?,?,?,?,?)",
+            "INSERT INTO runs(path, name, started_at, epoch, state, stamp, digest, hosts, skipped) "
+            "VALUES (?,?,?,?,?,?,?,?,?)",
             (self._key(folder), folder.name, started, epoch, manifest.get("state"), stamp, digest,
-             len(rows.hosts))).lastrowid
+             len(rows.hosts), json.dumps([s.as_dict() for s in rows.skipped]))).lastrowid
         hosts = np.array([self._id("hosts", h) for h in rows.hosts] or [0], dtype=np.int64)
         keys = np.array([self._id("keys", k[0], k[1:]) for k in rows.keys] or [0], dtype=np.int64)
         vals = np.array([self._id("vals", v) for v in rows.vals] or [0], dtype=np.int64)
@@ -265,9 +340,10 @@ class HistoryIndex:
         return self._key(Path(folder).resolve())
 
     def runs(self) -> pd.DataFrame:
-        """One row per indexed run: id, path, name, started_at, epoch, state, hosts; oldest first."""
-        return pd.read_sql_query("SELECT id, path, name, started_at, epoch, state, hosts FROM runs ORDER BY epoch, id",
-                                 self.db)
+        """One row per indexed run: id, path, name, started_at, epoch, state, hosts, skipped (a JSON list
+        of the host records left out); oldest first."""
+        return pd.read_sql_query(
+            "SELECT id, path, name, started_at, epoch, state, hosts, skipped FROM runs ORDER BY epoch, id", self.db)
 
     def names(self, table: str) -> dict[int, str]:
         column = "text" if table == "vals" else "name"
@@ -292,146 +368,14 @@ class HistoryIndex:
         parts, runs = [], []
         for run, n, data in self.db.execute(f"SELECT run, rows, data FROM {table} ORDER BY run"):
             if run in wanted and n:
+                if not isinstance(data, bytes) or len(data) != n * len(columns) * np.dtype(dtype).itemsize:
+                    raise IndexDamaged(f"it is damaged (run {run}: {table} does not hold {n} rows)")
                 parts.append(np.frombuffer(data, dtype=dtype).reshape(n, len(columns)))
                 runs.append(np.full(n, run, dtype=np.int64))
         array = np.concatenate(parts) if parts else np.zeros((0, len(columns)), dtype=dtype)
         frame = pd.DataFrame(array, columns=list(columns))
         frame.insert(0, "run", np.concatenate(runs) if runs else np.zeros(0, dtype=np.int64))
         return frame
-
-
-class _Interner:
-    """Local ids of the names of one run (host, key, value), sent back with the rows as small lists."""
-
-    def __init__(self):
-        self.hosts, self.keys, self.vals = {}, {}, {}
-
-    def host(self, name: str) -> int:
-        return self.hosts.setdefault(name, len(self.hosts))
-
-    def key(self, name: str, label: str, scope: str) -> int:
-        return self.keys.setdefault((name, label, scope), len(self.keys))
-
-    def val(self, text) -> int:
-        return self.vals.setdefault(str(text), len(self.vals))
-
-
-@dataclass
-class RunRows:
-    """One run folder read: its manifest and its facts and load rows under local ids."""
-
-    folder: str
-    manifest: dict
-    hosts: list
-    keys: list
-    vals: list
-    facts: np.ndarray   # (n, 4): host, gpu, key, val (local ids)
-    load: list          # (host, gpu, sm_mhz, power_w, limit_w, sw_power_cap, hw_slowdown), host a local id
-
-
-def read_run(folder: str | Path) -> RunRows:
-    """Read one run folder into rows (runs in a worker process when many runs are read)."""
-    folder = Path(folder)
-    _, manifest = RunFolder.existing(folder)
-    fleet = load_fleet([folder], workers=1)
-    keys, mixed, gpu_keys = host_keys(fleet)
-    hosts = fleet.hosts
-    names = _Interner()
-    host_ids = [names.host(str(h)) for h in hosts["host"]]
-    facts: list[tuple] = []
-    probed = (hosts["status"] == "ok").to_numpy()
-    for fact in table.FACTS:
-        kid = names.key(fact.name, fact.label, fact.scope)
-        for position, value in _host_values(fact, hosts, gpu_keys):
-            if probed[position]:
-                facts.append((host_ids[position], -1, kid, names.val(_encode(value))))
-    for fact in table.GPU_FACTS:  # per-GPU values where a host's GPUs disagree
-        mixed_hosts = np.flatnonzero(mixed[fact.name].to_numpy(dtype=bool))
-        if not len(mixed_hosts):
-            continue
-        kid = names.key(fact.name, fact.label, "gpu")
-        rows, combos = gpu_keys.rows[fact.name], gpu_keys.combos[fact.name]
-        for r in np.flatnonzero(np.isin(gpu_keys.host_codes, mixed_hosts)).tolist():
-            value = typed_value(fact, rows[combos[r]])
-            facts.append((host_ids[gpu_keys.host_codes[r]], int(gpu_keys.gpu_index[r]), kid,
-                          names.val(_encode(None if value is None else [value]))))
-    reach = names.key(REACHABILITY, "Reachability", "health")
-    for hid, s, f in zip(host_ids, hosts["status"].astype(object).tolist(), hosts["failure_class"].astype(object).tolist()):
-        facts.append((hid, -1, reach, names.val(_encode("ok" if s == "ok" else f"unreachable ({f})"))))
-    _contract_facts(fleet, host_ids, names, facts)
-    _hw_facts(fleet, host_ids, names, facts)
-    load = _load_rows(fleet, host_ids)
-    array = np.array(facts, dtype=np.int64).reshape(-1, 4)
-    return RunRows(str(folder), manifest, list(names.hosts), list(names.keys), list(names.vals), array, load)
-
-
-def _host_values(fact, hosts: pd.DataFrame, gpu_keys):
-    """(host position, typed value) of every host: a host fact's value as a one-item list; a GPU
-    fact's distinct per-GPU values (the GPUs the mask selects) in a sorted list; None: not read."""
-    if fact.scope == "host":
-        for position, row in enumerate(rows_at(hosts[list(fact.columns)], range(len(hosts)))):
-            value = typed_value(fact, row)
-            yield position, None if value is None else [value]
-        return
-    rows, combos = gpu_keys.rows[fact.name], gpu_keys.combos[fact.name]
-    per_host: dict[int, set] = {}
-    for code, combo in zip(gpu_keys.host_codes.tolist(), combos.tolist()):
-        per_host.setdefault(code, set()).add(combo)
-    for position in range(len(hosts)):
-        values = {typed_value(fact, rows[c]) for c in per_host.get(position, ())}
-        known = sorted((v for v in values if v is not None), key=_encode)
-        yield position, known or None
-
-
-def _contract_facts(fleet, host_ids, names: _Interner, facts) -> None:
-    c = fleet.contracts
-    if not len(c):
-        return
-    codes = c["host"].cat.codes.to_numpy()
-    for (contract, title), part in c.groupby(["contract", "title"], observed=True, sort=False).groups.items():
-        kid = names.key(f"contract:{contract}", f"Contract: {title}", "health")
-        rows = c.loc[part]
-        for code, status in zip(codes[part], rows["status"].astype(object).tolist()):
-            facts.append((host_ids[code], -1, kid, names.val(_encode(status or "unknown"))))
-
-
-def _hw_facts(fleet, host_ids, names: _Interner, facts) -> None:
-    """Per host, the HW clock-event reasons active on any GPU ('none' when none is)."""
-    g = fleet.gpus
-    kid = names.key(HW_KEY, "HW clock-event reasons", "health")
-    active: dict[int, list] = {}
-    codes = g["host"].cat.codes.to_numpy()
-    for reason in HW_REASONS:
-        on = g[reason].fillna(False).to_numpy(dtype=bool)
-        for code in np.unique(codes[on]).tolist():
-            active.setdefault(code, []).append(reason)
-    for code in np.unique(codes).tolist():
-        facts.append((host_ids[code], -1, kid, names.val(_encode(",".join(active.get(code, ())) or "none"))))
-
-
-def _load_rows(fleet, host_ids) -> list[tuple]:
-    """Per GPU, the medians under load of each probed host that ran `--load` (the frames' load columns)."""
-    g = fleet.gpus
-    columns = ["host", "index", "sm_load_mhz", "load_power_w", "load_limit_w", "load_sw_power_cap", "load_hw_slowdown"]
-    ran = g[g["sm_load_mhz"].notna().to_numpy(dtype=bool) & g["index"].notna().to_numpy(dtype=bool)]
-    codes = ran["host"].cat.codes.to_numpy()
-    rows = rows_at(ran[columns[1:]], range(len(ran)))
-    return [(host_ids[code], r["index"], r["sm_load_mhz"], r["load_power_w"], r["load_limit_w"],
-             r["load_sw_power_cap"], r["load_hw_slowdown"]) for code, r in zip(codes.tolist(), rows)]
-
-
-def _read_all(folders: list[Path], workers: int | None):
-    """RunRows of each folder, in order; several processes when there are several runs to read."""
-    if workers is None:
-        workers = min(usable_cpus(), MAX_WORKERS)
-    workers = max(1, min(workers, len(folders)))
-    if workers == 1:
-        yield from (read_run(f) for f in folders)
-        return
-    fork = sys.platform.startswith("linux") and threading.active_count() == 1
-    context = multiprocessing.get_context("fork" if fork else "spawn")
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        yield from pool.map(read_run, folders)
 
 
 def default_index_path(root: str | Path) -> Path:

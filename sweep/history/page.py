@@ -19,6 +19,7 @@ from sweep.text import noun, plural
 W, H = 300, 56
 CHART_HOSTS_MAX = 200   # hosts drawn; the rest are rows of the steady table and the CSVs
 STEADY_ROWS_MAX = 500
+SKIPPED_ROWS_MAX = 200  # run folders and host records that could not be read; all of them in history.json
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d")
 
 _env = Environment(loader=FileSystemLoader(str(Path(__file__).parent)), autoescape=True,
@@ -92,4 +93,5 @@ def render_page(history) -> str:
         cards=cards, more_cards=max(0, len(order) - CHART_HOSTS_MAX), steady=steady[:STEADY_ROWS_MAX],
         more_steady=max(0, len(steady) - STEADY_ROWS_MAX), threshold=history.threshold_pct,
         floor=history.floor_mhz, drifted=len(history.drifted), changed=len(changed), W=W, H=H,
+        skipped=history.skipped[:SKIPPED_ROWS_MAX], more_skipped=max(0, len(history.skipped) - SKIPPED_ROWS_MAX),
         version=__version__, now=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))

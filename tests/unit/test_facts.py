@@ -29,7 +29,7 @@ from sweep.cli import main
 from sweep.export.prometheus import FAMILIES, metrics_text
 from sweep.history import build
 from sweep.history import index as index_module
-from sweep.history.index import read_run
+from sweep.history.runs import read_run
 from sweep.report.build import build_report
 from sweep.store import MANIFEST, RECORD_VERSION, RUN_FORMAT
 
