@@ -27,6 +27,7 @@ from pathlib import Path
 from sweep.analysis.compare import Findings
 from sweep.analysis.fleet import Fleet
 from sweep import exitcodes
+from sweep.text import plural
 
 OUTLIER_MIN = 0.02  # a figure within 2% of its class's median is never an outlier
 OUTLIER_MADS = 3.0  # ... nor one within 3 scaled median absolute deviations
@@ -134,9 +135,9 @@ def _primary_metric(wraps: dict, named: tuple[str, ...]) -> tuple[str | None, st
         return None, "no host printed a figure"
     name = min(count, key=lambda k: (-count[k], -first[k], k))
     if 2 * count[name] <= len(ran):
-        return None, (f"no figure name is printed by more than half of the {len(ran)} host(s) that ran the "
+        return None, (f"no figure name is printed by more than half of the {plural(len(ran), 'host')} that ran the "
                       f"benchmark ({name} by {count[name]}): name the figure with --metric NAME=REGEX")
-    return name, f"printed by {count[name]} of the {len(ran)} host(s) that ran the benchmark"
+    return name, f"printed by {count[name]} of the {plural(len(ran), 'host')} that ran the benchmark"
 
 
 def _plain_number(value) -> bool:

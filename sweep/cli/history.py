@@ -54,7 +54,7 @@ def history(
     points, and drift of the SM clock under load against each host's own first runs (drifted hosts
     ranked first). Writes history.html, changes.csv, timeline.csv, drift.csv, load.csv, history.json.
     Exit 5 when a host drifted or changed, like sweep diff."""
-    from sweep.cli import results, safe
+    from sweep.cli import console, results, safe
     from sweep.history import build_history
     from sweep.history.build import parse_since
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.errors import ConfigError
-from sweep.text import visible
+from sweep.text import plural, visible
 
 PROVENANCE_KIND = "sweep.provenance"
 NAME = re.compile(r"[A-Za-z0-9_.:/%+-]{1,64}\Z")
@@ -248,6 +248,6 @@ def split_record(provenance: dict, spec: WrapSpec) -> tuple[dict, dict]:
     wrapped = {"status": status, "why": why, "figures": figures, "provenance": rest}
     if dropped:
         wrapped["figures_dropped"] = {"names": dropped, "kept_max": FIGURES_MAX,
-                                      "why": f"the output named more than {FIGURES_MAX} figures: {dropped} "
-                                             "name(s) past the first ones were dropped"}
+                                      "why": f"the output named more than {FIGURES_MAX} figures: "
+                                             f"{plural(dropped, 'name')} past the first ones were dropped"}
     return provenance["before"], wrapped

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from sweep.errors import SweepError
 from sweep.history.index import HistoryIndex, default_index_path, run_folders
+from sweep.text import plural
 
 
 def keep_index_current(run_dir: str | Path) -> str | None:
@@ -21,7 +22,8 @@ def keep_index_current(run_dir: str | Path) -> str | None:
     except (SweepError, OSError, ValueError, sqlite3.Error) as err:
         return f"the history index of {root} was not updated ({err}); `sweep history --root {root}` rebuilds it"
     if result.skipped:
-        return (f"{len(result.skipped)} run(s) or record(s) under {root} cannot be read and are left out of its "
+        return (f"{plural(len(result.skipped), 'run or record', 'runs or records')} under {root} cannot be read and "
+                "are left out of its "
                 f"history, first {result.skipped[0].where}: {result.skipped[0].why}; `sweep history --root {root}` "
                 "names them all")
     return None

@@ -472,7 +472,7 @@ def test_secrets_appear_in_no_record_manifest_log_or_report(faults, tmp_path):
                    str(tmp_path / "none"), env=env, cwd=tmp_path)
     assert missing.returncode == 2 and missing.stdout == b""
     assert missing.stderr.decode() == (
-        f"sweep: error: {inventory}: f-ok01 (and 1 more host): private key file {key} is encrypted and no "
+        f"sweep: error: {inventory}:2: f-ok01 (and 1 more host): private key file {key} is encrypted and no "
         "passphrase was given; set SWEEP_KEY_PASSPHRASE, or load the key into ssh-agent\n")
     wrong = _cli("run", str(inventory), "--known-hosts", str(faults.known_hosts_path), "--out",
                  str(tmp_path / "none"), env={**env, "SWEEP_KEY_PASSPHRASE": "not-it"}, cwd=tmp_path)

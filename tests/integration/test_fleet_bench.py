@@ -106,7 +106,7 @@ def test_figures_are_grouped_by_class_outliers_explained_and_never_pooled(bench,
     html = (tmp_path / "run" / "report" / "report.html").read_text()
     assert "The figure to quote" in html and "not pooled" in html and 'id="bench-B"' in html
     assert "appeared at" in html and "Hosts without a figure" in html
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out  # the verdict lines are results: stdout
     assert "benchmark: quote samples_s = " in err and "benchmark: outlier gpu04 (class A)" in err
 
 

@@ -137,7 +137,7 @@ def test_one_host_printing_another_figure_name_does_not_choose_the_quoted_figure
     assert b["quote"]["metric"] == "tflops" and b["quote"]["value"] == 662.5 and b["quote"]["n"] == 4
     assert {n["host"]: n["status"] for n in b["not_run"]} == {"gpu05": "no_figure"}
     assert "printed no tflops figure (it printed a_fake)" in b["not_run"][0]["why"]
-    assert b["metric_chosen_by"] == "printed by 4 of the 5 host(s) that ran the benchmark"
+    assert b["metric_chosen_by"] == "printed by 4 of the 5 hosts that ran the benchmark"
 
 
 def test_the_first_host_does_not_choose_either(tmp_path):
@@ -150,7 +150,7 @@ def test_a_name_only_some_hosts_print_is_never_quoted(tmp_path):
     b = wrapped_run(tmp_path, {"gpu01": line("x", 1), "gpu02": line("x", 1), "gpu03": line("y", 1),
                                "gpu04": line("y", 1)})
     assert b["metric"] is None and b["quote"]["value"] is None
-    assert "no figure name is printed by more than half of the 4 host(s)" in b["quote"]["why"]
+    assert "no figure name is printed by more than half of the 4 hosts" in b["quote"]["why"]
     assert "--metric NAME=REGEX" in b["quote"]["why"]
     assert {n["status"] for n in b["not_run"]} == {"no_figure"} and len(b["not_run"]) == 4
     assert b["exit_code"] == 6  # the benchmark gave no figure the fleet agrees on

@@ -248,7 +248,7 @@ def test_two_sweep_history_at_once_both_succeed(tmp_path):
     for code, (out, err) in outcomes:
         assert code == 0 and "Traceback" not in err and "error" not in err, err
     page = (reports / "history" / "history.html").read_text()
-    assert "30 run(s)" in page
+    assert "30 runs" in page
     assert indexed_runs(reports) == sorted(p.name for p in reports.iterdir() if p.name.startswith("2026"))
 
 
@@ -326,7 +326,7 @@ def test_the_hook_warns_of_runs_it_cannot_read_and_the_run_still_succeeds(report
     runs = sorted(p for p in reports.iterdir() if p.name.startswith("2026"))
     (runs[0] / "manifest.json").write_bytes(b"{")
     warning = keep_index_current(runs[-1])
-    assert warning.startswith(f"1 run(s) or record(s) under {reports} cannot be read")
+    assert warning.startswith(f"1 run or record under {reports} cannot be read")
     assert f"first {runs[0]}: manifest.json is not valid JSON" in warning
     assert len(indexed_runs(reports)) == DAYS - 1
 
