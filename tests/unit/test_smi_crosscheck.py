@@ -258,6 +258,9 @@ EXCUSED = {
     DEMO / "h200-foreign.json": "recorded 18:48 by tools/h200_final.sh on another host (GPU-22338d26...), no nvidia-smi -q kept",
     FIXTURES / "h200" / "h200-wrap-matmul.json": "recorded 18:49 by tools/h200_final.sh on another host "
                                                  "(GPU-22338d26...), no nvidia-smi -q kept",
+    FIXTURES / "h200" / "load10-busy.json": "recorded by tools/h200_busy_window.sh with nvidia-smi --query-gpu "
+                                            "-lms 200 beside it instead of -q -x (load10-busy.smi.csv): its "
+                                            "clocks, power and reasons are compared in test_load_window",
 }
 # The platform captures (tools/record_platform.sh) have one nvidia-smi -q -x (smi-q.xml) taken on the
 # same machine while idle: the idle capture is compared fact by fact, the --load capture on what a
