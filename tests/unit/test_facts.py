@@ -373,3 +373,13 @@ def test_the_history_signature_covers_what_the_table_declares(monkeypatch):
         monkeypatch.setattr(facts, name, value)
     assert index_module._signature() != before
     assert [f.name for f in facts.FACTS] == [f.name for f in other]  # same names, another declaration
+
+
+@pytest.mark.parametrize("state", ["idle", "load", "fault"])
+def test_the_inforom_image_agrees_with_nvidia_smi_of_its_session(state, tmp_path):
+    """nvidia-smi owns the fact: the converted -smi capture's InfoROM image is the one its session's -q -x shows."""
+    import xml.etree.ElementTree as ET
+    capture = json.loads((ROOT / "sweep" / "demo" / "captures" / f"h200-{state}-smi.json").read_text())
+    ours = _replay(capture, tmp_path)["gpus"][0]["inforom_image"]
+    root = ET.parse(ROOT / "tests" / "fixtures" / "h200" / "smi-session" / state / "smi_qx.xml").getroot()
+    assert ours is not None and ours == root.find("gpu/inforom_version/img_version").text
