@@ -127,6 +127,7 @@ def read_gpu(src, i):
     g["nvlink"] = read_nvlink(r, p, h, fields)
     g["nvlinks_active"] = g["nvlink"]["active"]
     g["fabric"] = read_fabric(r, p, h)
+    g.update(read_firmware(r, p, h))
     return g
 
 
@@ -165,6 +166,20 @@ def read_power(r, p, h):
                                          "nvmlDeviceGetPowerManagementDefaultLimit", h)),
         "min_limit_w": mw_to_w(constraints[0]) if constraints else None,
         "max_limit_w": mw_to_w(constraints[1]) if constraints else None,
+    }
+
+
+def read_firmware(r, p, h):
+    """The GPU's firmware beside its VBIOS: the InfoROM image and the GSP firmware (version, mode)."""
+    mode = r.get(p + "gsp_mode", "gsp_firmware_mode", "nvmlDeviceGetGspFirmwareMode", h)
+    enabled = bool(mode[0]) if isinstance(mode, (list, tuple)) and len(mode) == 2 else None
+    default = bool(mode[1]) if isinstance(mode, (list, tuple)) and len(mode) == 2 else None
+    return {
+        "inforom_image": r.get(p + "inforom_img", "inforom_image", "nvmlDeviceGetInforomImageVersion", h),
+        "gsp_firmware": {
+            "version": r.get(p + "gsp_version", "gsp_firmware_version", "nvmlDeviceGetGspFirmwareVersion", h)
+            if enabled is not False else None,
+            "enabled": enabled, "default_enabled": default},
     }
 
 

@@ -12,7 +12,7 @@ from probe_agent import AGENT_VERSION, HEALTH_SCHEMA_VERSION
 from probe_agent.collect import parse_reason_counters, read_driver, read_gpu, read_topology
 from probe_agent.contracts import evaluate, worst_link, mig_layout
 from probe_agent.framework import inspect
-from probe_agent.hostfacts import gpu_functions, nearest_nics, read_host_settings, read_pci_gpus
+from probe_agent.hostfacts import gpu_functions, nearest_nics, read_firmware, read_host_settings, read_pci_gpus
 from probe_agent.mask import resolve_mask
 from probe_agent.xid import read_kernel_log
 
@@ -72,6 +72,8 @@ def collect(src, opts, facts):
         read_gpus(src, facts, facts, count)
     facts["nearest_nic"] = nearest_nics(facts.get("gpus") or [], facts["pci"]["gpus"],
                                         facts["host_settings"].get("ib_ports"), facts.get("topology"))
+    step(facts, "firmware")
+    facts["firmware"] = read_firmware(src, facts.get("gpus") or [])
     step(facts, "device mask")
     facts["mask"] = resolve_mask(facts["env"], facts.get("gpus") or [])
     step(facts, "framework")
@@ -218,6 +220,7 @@ def build_health(facts, opts, started, complete, replay):
         "pci": facts.get("pci"),
         "kernel_log": facts.get("kernel_log"),
         "host_settings": dict(facts.get("host_settings") or {}, nearest_nic=facts.get("nearest_nic") or {}),
+        "firmware": facts.get("firmware"),
         "load": facts.get("load"),
         "contracts": contracts,
         "lowest_broken": lowest,

@@ -12,7 +12,8 @@ import numpy as np
 
 from probe_agent.chain import CONTRACTS
 from sweep.analysis.fleet import rows_at
-from sweep.analysis.keys import KEYS, GpuKeys, as_number, as_text
+from sweep.analysis import facts as table
+from sweep.analysis.keys import GpuKeys, as_number, as_text
 from sweep.analysis.names import fold_numbers
 from sweep.failures import fix_for
 from sweep.text import plural
@@ -113,11 +114,11 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
     mixed_hosts = mixed[mixed.any(axis=1)]
     for h, row in mixed_hosts.iterrows():  # rare: hosts whose selected GPUs differ among themselves
         differ = [k for k in mixed_hosts.columns if row[k]]
-        parts = [f"{KEYS[k]} {keys.at[h, k]} ({_which_gpus(gpu_keys, positions[h], k)})" for k in differ]
+        parts = [f"{table.BY_NAME[k].label} {keys.at[h, k]} ({_which_gpus(gpu_keys, positions[h], k)})" for k in differ]
         out.append(Finding(h, "mixed_gpus", "warning", "GPUs differ within the host",
                            "the selected GPUs differ: " + "; ".join(parts),
                            "make the cards alike (power limit, ECC, MIG, clocks) or mask out the odd one",
-                           KEY_CONTRACT.get(differ[0]) if len(differ) == 1 else None))
+                           table.BY_NAME[differ[0]].contract if len(differ) == 1 else None))
     order = {"unreachable": 0, "broken": 1, "warning": 2}
     return tuple(sorted(out + _platform_findings(fleet, hosts), key=lambda f: (order[f.severity], f.kind, f.host)))
 
@@ -146,12 +147,9 @@ def _which_gpus(gpu_keys: GpuKeys, position: int, key: str) -> str:
     by_value = {}
     for row in mine:
         combo = gpu_keys.combos[key][row]
-        text = (as_number(gpu_keys.power_enforced[combo][0]) + " W") if key == "power_limit" else gpu_keys.texts[key][combo]
+        per_gpu = table.BY_NAME[key].per_gpu
+        text = per_gpu(gpu_keys.rows[key][combo]) if per_gpu else gpu_keys.texts[key][combo]
         by_value.setdefault(text, []).append(gpu_keys.gpu_index[row])
     return ", ".join(f"{v} on GPU {fold_numbers(ix)}" for v, ix in by_value.items())
 
-
-# The contract a comparability key belongs to, for a host whose GPUs differ in that one key.
-KEY_CONTRACT = {"ecc": "memory", "power_limit": "power", "mig": "layout", "persistence": "layout",
-                "compute_mode": "layout", "clock_policy": "clocks"}
 
