@@ -42,6 +42,7 @@ from bad_input_cases import build_cases  # noqa: E402
 
 from sweep.demo import synth  # noqa: E402
 from sweep.demo.loopback import FleetHost, LocalFleet  # noqa: E402
+from sweep.collect.options import AgentOptions, HostSelection  # noqa: E402
 from sweep.collect.run import run_sweep  # noqa: E402
 from sweep.store import safe_name  # noqa: E402
 
@@ -116,9 +117,10 @@ def outcome_of(record: dict) -> tuple:
 
 KILLED = """
 import sys
+from sweep.collect.options import HostSelection, SSHSettings
 from sweep.collect.run import run_sweep
-run_sweep(sys.argv[1], limit=sys.argv[4], out=sys.argv[2], forks=int(sys.argv[5]), known_hosts=sys.argv[3],
-          ssh_config=None, allow_agent=False, look_for_keys=False)
+run_sweep(sys.argv[1], hosts=HostSelection(limit=sys.argv[4]), out=sys.argv[2], forks=int(sys.argv[5]),
+          ssh=SSHSettings(known_hosts=sys.argv[3], ssh_config=None, allow_agent=False, look_for_keys=False))
 """
 
 
@@ -137,7 +139,7 @@ def kill_and_resume(fleet: LocalFleet, names: list[str], fraction: float, forks:
         proc.kill()
         proc.wait()
     before, _, corrupt_before, _ = read_records(run_dir)
-    result = run_sweep(None, resume=run_dir, forks=forks, **fleet.sweep_options())
+    result = run_sweep(None, resume=run_dir, forks=forks, ssh=fleet.ssh_settings())
     found, dup, corrupt, temp = read_records(run_dir)
     kept = sum(1 for name, rec in before.items() if found.get(name) == rec)
     return {"point": f"{fraction:.0%} ({len(before)} recorded at kill)", "hosts": len(names),
@@ -177,13 +179,16 @@ def main() -> int:
         started = time.monotonic()
         with LocalFleet(fleet_hosts, work / "fleet") as fleet:
             up = time.monotonic() - started
-            opts = dict(forks=args.forks, connect_timeout=CONNECT_TIMEOUT, host_deadline=args.host_deadline,
-                        agent_args=["--deadline", f"{AGENT_DEADLINE:g}"], **fleet.sweep_options())
+            opts = dict(forks=args.forks, ssh=fleet.ssh_settings(connect_timeout=CONNECT_TIMEOUT,
+                                                                  host_deadline=args.host_deadline),
+                        agent=AgentOptions(args=["--deadline", f"{AGENT_DEADLINE:g}"]))
             t0 = time.monotonic()
-            clean_result = run_sweep(fleet.inventory_path, limit="clean", out=work / "clean", **opts)
+            clean_result = run_sweep(fleet.inventory_path, hosts=HostSelection(limit="clean"), out=work / "clean",
+                                     **opts)
             t_clean = time.monotonic() - t0
             t0 = time.monotonic()
-            faulty_result = run_sweep(fleet.inventory_path, limit=",".join(mixed), out=work / "faulty", **opts)
+            faulty_result = run_sweep(fleet.inventory_path, hosts=HostSelection(limit=",".join(mixed)),
+                                      out=work / "faulty", **opts)
             t_faulty = time.monotonic() - t0
             found, dup, corrupt, temp = read_records(faulty_result.run_dir)
             by_class: dict[str, Counter] = {}

@@ -50,10 +50,11 @@ from sweep.demo.loopback import FleetHost, LocalFleet, default_capture  # noqa: 
 SWEEP = """
 import json, sys, time
 t = time.monotonic()
+from sweep.collect.options import HostSelection, SSHSettings
 from sweep.collect.run import run_sweep
 inventory, out, known, forks, limit = sys.argv[1:6]
-result = run_sweep(inventory, out=out, forks=int(forks), known_hosts=known, ssh_config=None, limit=limit,
-                   allow_agent=False, look_for_keys=False)
+result = run_sweep(inventory, out=out, forks=int(forks), hosts=HostSelection(limit=limit),
+                   ssh=SSHSettings(known_hosts=known, ssh_config=None, allow_agent=False, look_for_keys=False))
 print(json.dumps({"ok": result.ok, "failed": result.failed}))
 """
 

@@ -36,10 +36,12 @@ KEX = "curve25519-sha256"
 
 SWEEP = """
 import json, sys
+from sweep.collect.options import HostSelection, SSHSettings
 from sweep.collect.run import run_sweep
 inventory, out, known, forks, limit, transport = sys.argv[1:7]
-result = run_sweep(inventory, out=out, forks=int(forks), known_hosts=known, ssh_config=None, limit=limit,
-                   allow_agent=False, look_for_keys=False, transport=transport)
+result = run_sweep(inventory, out=out, forks=int(forks), hosts=HostSelection(limit=limit),
+                   ssh=SSHSettings(known_hosts=known, ssh_config=None, allow_agent=False, look_for_keys=False,
+                                   transport=transport))
 print(json.dumps({"ok": result.ok, "failed": result.failed}))
 """
 

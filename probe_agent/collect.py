@@ -103,37 +103,8 @@ def read_gpu(src, i):
     cm = r.get(p + "compute_mode", "compute_mode", "nvmlDeviceGetComputeMode", h)
     g["compute_mode"] = COMPUTE_MODES.get(cm, cm)
 
-    ecc = r.get(p + "ecc_mode", "ecc_mode", "nvmlDeviceGetEccMode", h)
-    g["ecc"] = {
-        "current": None if ecc is None else bool(ecc[0]),
-        # The ECC mode the GPU takes at its next reset (not "a change is pending"); `pending` is the
-        # deprecated name of the same value (health schema 1.0), kept until schema 2.
-        "pending_mode": None if ecc is None else bool(ecc[1]),
-        "pending": None if ecc is None else bool(ecc[1]),
-        "volatile_uncorrected": r.get(p + "ecc_vol_total_unc", "ecc_volatile_uncorrected",
-                                      "nvmlDeviceGetTotalEccErrors", h, 1, 0),
-        "aggregate_uncorrected": r.get(p + "ecc_agg_total_unc", "ecc_aggregate_uncorrected",
-                                       "nvmlDeviceGetTotalEccErrors", h, 1, 1),
-    }
-    rows = r.get(p + "remapped_rows", "remapped_rows", "nvmlDeviceGetRemappedRows", h)
-    g["remapped_rows"] = None if rows is None else {
-        "correctable": rows[0], "uncorrectable": rows[1], "pending": bool(rows[2]), "failure": bool(rows[3])}
-    retired = r.get(p + "retired_pending", "retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus", h)
-    g["retired_pages_pending"] = None if retired is None else bool(retired)
-
-    constraints = r.get(p + "power_constraints", "power_constraints",
-                        "nvmlDeviceGetPowerManagementLimitConstraints", h)
-    g["power"] = {
-        "draw_w": mw_to_w(r.get(p + "power_usage", "power_draw", "nvmlDeviceGetPowerUsage", h)),
-        "enforced_limit_w": mw_to_w(r.get(p + "enforced_power_limit", "enforced_power_limit",
-                                          "nvmlDeviceGetEnforcedPowerLimit", h)),
-        "management_limit_w": mw_to_w(r.get(p + "power_limit", "power_limit",
-                                            "nvmlDeviceGetPowerManagementLimit", h)),
-        "default_limit_w": mw_to_w(r.get(p + "default_power_limit", "default_power_limit",
-                                         "nvmlDeviceGetPowerManagementDefaultLimit", h)),
-        "min_limit_w": mw_to_w(constraints[0]) if constraints else None,
-        "max_limit_w": mw_to_w(constraints[1]) if constraints else None,
-    }
+    read_memory_health(r, p, h, g)
+    g["power"] = read_power(r, p, h)
     g["clocks"] = read_clocks(r, p, h)
     fields = read_fields(r, p, h)
     active = r.get(p + "throttle_reasons", "clock_event_reasons", "nvmlDeviceGetCurrentClocksThrottleReasons", h)
@@ -156,7 +127,60 @@ def read_gpu(src, i):
     g["nvlink"] = read_nvlink(r, p, h, fields)
     g["nvlinks_active"] = g["nvlink"]["active"]
     g["fabric"] = read_fabric(r, p, h)
+    g.update(read_firmware(r, p, h))
     return g
+
+
+def read_memory_health(r, p, h, g):
+    """ECC mode and errors, remapped rows, retired pages of one GPU, into `g`."""
+    ecc = r.get(p + "ecc_mode", "ecc_mode", "nvmlDeviceGetEccMode", h)
+    g["ecc"] = {
+        "current": None if ecc is None else bool(ecc[0]),
+        # The ECC mode the GPU takes at its next reset (not "a change is pending"); `pending` is the
+        # deprecated name of the same value (health schema 1.0), kept until schema 2.
+        "pending_mode": None if ecc is None else bool(ecc[1]),
+        "pending": None if ecc is None else bool(ecc[1]),
+        "volatile_uncorrected": r.get(p + "ecc_vol_total_unc", "ecc_volatile_uncorrected",
+                                      "nvmlDeviceGetTotalEccErrors", h, 1, 0),
+        "aggregate_uncorrected": r.get(p + "ecc_agg_total_unc", "ecc_aggregate_uncorrected",
+                                       "nvmlDeviceGetTotalEccErrors", h, 1, 1),
+    }
+    rows = r.get(p + "remapped_rows", "remapped_rows", "nvmlDeviceGetRemappedRows", h)
+    g["remapped_rows"] = None if rows is None else {
+        "correctable": rows[0], "uncorrectable": rows[1], "pending": bool(rows[2]), "failure": bool(rows[3])}
+    retired = r.get(p + "retired_pending", "retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus", h)
+    g["retired_pages_pending"] = None if retired is None else bool(retired)
+
+
+def read_power(r, p, h):
+    """Power draw and limits of one GPU, in watts."""
+    constraints = r.get(p + "power_constraints", "power_constraints",
+                        "nvmlDeviceGetPowerManagementLimitConstraints", h)
+    return {
+        "draw_w": mw_to_w(r.get(p + "power_usage", "power_draw", "nvmlDeviceGetPowerUsage", h)),
+        "enforced_limit_w": mw_to_w(r.get(p + "enforced_power_limit", "enforced_power_limit",
+                                          "nvmlDeviceGetEnforcedPowerLimit", h)),
+        "management_limit_w": mw_to_w(r.get(p + "power_limit", "power_limit",
+                                            "nvmlDeviceGetPowerManagementLimit", h)),
+        "default_limit_w": mw_to_w(r.get(p + "default_power_limit", "default_power_limit",
+                                         "nvmlDeviceGetPowerManagementDefaultLimit", h)),
+        "min_limit_w": mw_to_w(constraints[0]) if constraints else None,
+        "max_limit_w": mw_to_w(constraints[1]) if constraints else None,
+    }
+
+
+def read_firmware(r, p, h):
+    """The GPU's firmware beside its VBIOS: the InfoROM image and the GSP firmware (version, mode)."""
+    mode = r.get(p + "gsp_mode", "gsp_firmware_mode", "nvmlDeviceGetGspFirmwareMode", h)
+    enabled = bool(mode[0]) if isinstance(mode, (list, tuple)) and len(mode) == 2 else None
+    default = bool(mode[1]) if isinstance(mode, (list, tuple)) and len(mode) == 2 else None
+    return {
+        "inforom_image": r.get(p + "inforom_img", "inforom_image", "nvmlDeviceGetInforomImageVersion", h),
+        "gsp_firmware": {
+            "version": r.get(p + "gsp_version", "gsp_firmware_version", "nvmlDeviceGetGspFirmwareVersion", h)
+            if enabled is not False else None,
+            "enabled": enabled, "default_enabled": default},
+    }
 
 
 def read_thermal(r, p, h, g, fields):

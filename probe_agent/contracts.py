@@ -7,7 +7,7 @@ consequence, not a clue: such contracts carry `consequence_of`.
 import re
 
 from probe_agent import hostchecks
-from probe_agent.chain import DEPENDS, READ_WITHOUT_NVML, TITLES, contract, plural  # noqa: F401 (re-exported)
+from probe_agent.chain import BY_NAME, CONTRACTS, contract, plural  # noqa: F401 (plural re-exported)
 from probe_agent.framework import version_tuple
 
 FACILITY_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
@@ -146,6 +146,37 @@ def check_mask(facts):
     return contract("device_mask", "ok", msg, ev)
 
 
+def torch_problems(fw, drv, caps):
+    """(problems, warnings) of one interpreter's torch against the driver's CUDA and the GPUs' capabilities."""
+    who, tv = fw.get("interpreter"), fw.get("torch_version")
+    problems, warnings = [], []
+    rt = fw.get("cuda_runtime")
+    if not rt:
+        if fw.get("hip_runtime"):
+            problems.append("%s: torch %s is a ROCm build (HIP %s) on an NVIDIA host" % (who, tv, fw["hip_runtime"]))
+        else:
+            problems.append("%s: torch %s is a CPU-only wheel (torch.version.cuda is None)" % (who, tv))
+        return problems, warnings
+    if drv:
+        d, r = version_tuple(drv), version_tuple(rt)
+        if r[:1] > d[:1]:
+            problems.append("%s: torch %s needs CUDA %s but the driver supports CUDA %s: crossing a major "
+                            "version needs the forward-compatibility package or a newer driver" % (who, tv, rt, drv))
+        elif r > d:
+            warnings.append("%s: torch's CUDA %s is newer than the driver's %s (minor-version compatibility: "
+                            "PTX JIT and new APIs may fail)" % (who, rt, drv))
+    arch = fw.get("arch_list")
+    if arch and fw.get("cuda_available") is not False:
+        for cap in caps:
+            sm = "sm_" + cap.replace(".", "")
+            if sm not in arch and ("compute_" + cap.replace(".", "")) not in arch:
+                problems.append("%s: torch was built for %s, not for compute capability %s: "
+                                "'no kernel image is available'" % (who, ",".join(arch), cap))
+    if fw.get("mode") == "deep" and fw.get("cuda_available") is False:
+        problems.append("%s: torch.cuda.is_available() is False" % who)
+    return problems, warnings
+
+
 def check_framework(facts):
     results = facts.get("frameworks") or []
     if not results:
@@ -170,30 +201,9 @@ def check_framework(facts):
             warnings.append("%s: no torch installed" % who)
             continue
         found.append(fw)
-        rt = fw.get("cuda_runtime")
-        if not rt:
-            if fw.get("hip_runtime"):
-                problems.append("%s: torch %s is a ROCm build (HIP %s) on an NVIDIA host" % (who, tv, fw["hip_runtime"]))
-            else:
-                problems.append("%s: torch %s is a CPU-only wheel (torch.version.cuda is None)" % (who, tv))
-            continue
-        if drv:
-            d, r = version_tuple(drv), version_tuple(rt)
-            if r[:1] > d[:1]:
-                problems.append("%s: torch %s needs CUDA %s but the driver supports CUDA %s: crossing a major "
-                                "version needs the forward-compatibility package or a newer driver" % (who, tv, rt, drv))
-            elif r > d:
-                warnings.append("%s: torch's CUDA %s is newer than the driver's %s (minor-version compatibility: "
-                                "PTX JIT and new APIs may fail)" % (who, rt, drv))
-        arch = fw.get("arch_list")
-        if arch and fw.get("cuda_available") is not False:
-            for cap in caps:
-                sm = "sm_" + cap.replace(".", "")
-                if sm not in arch and ("compute_" + cap.replace(".", "")) not in arch:
-                    problems.append("%s: torch was built for %s, not for compute capability %s: "
-                                    "'no kernel image is available'" % (who, ",".join(arch), cap))
-        if fw.get("mode") == "deep" and fw.get("cuda_available") is False:
-            problems.append("%s: torch.cuda.is_available() is False" % who)
+        bad, odd = torch_problems(fw, drv, caps)
+        problems += bad
+        warnings += odd
     ev = {"interpreters": results, "driver_cuda": drv, "compute_capabilities": caps}
     if problems:
         fix = ("install a CUDA build of torch for driver CUDA %s (a cuXXX wheel with XXX <= the driver's)" % drv
@@ -419,30 +429,31 @@ def mig_layout(g):
     return "+".join(sorted(d.get("profile") or "?" for d in mig.get("devices") or [])) or "(no instances)"
 
 
-CHECKS = (("driver", check_driver), ("fabric", hostchecks.check_fabric), ("xid", hostchecks.check_xid),
-          ("device_mask", check_mask), ("framework", check_framework), ("processes", check_processes),
-          ("thermal", hostchecks.check_thermal), ("clocks", check_clocks), ("power", check_power),
-          ("memory", check_memory), ("links", hostchecks.check_links), ("topology", check_topology),
-          ("layout", check_layout), ("host", hostchecks.check_host))
+# The check that judges each contract of `chain.CONTRACTS` (which holds their order and dependencies).
+CHECKS = {"driver": check_driver, "fabric": hostchecks.check_fabric, "xid": hostchecks.check_xid,
+          "device_mask": check_mask, "framework": check_framework, "processes": check_processes,
+          "thermal": hostchecks.check_thermal, "clocks": check_clocks, "power": check_power,
+          "memory": check_memory, "links": hostchecks.check_links, "topology": check_topology,
+          "layout": check_layout, "host": hostchecks.check_host}
 
 
 def evaluate(facts):
     """The contracts in chain order, the lowest broken one marked, those above it as consequences."""
     nvml_ok = not facts.get("driver", {}).get("nvml_error") and facts.get("driver", {}).get("gpu_count")
     out = []
-    for name, check in CHECKS:
-        if name not in READ_WITHOUT_NVML and not nvml_ok:
-            out.append(contract(name, "unknown", "not read: NVML is unusable on this host", {}))
+    for spec in CONTRACTS:
+        if spec.needs_nvml and not nvml_ok:
+            out.append(contract(spec.name, "unknown", "not read: NVML is unusable on this host", {}))
             continue
         try:
-            out.append(check(facts))
+            out.append(CHECKS[spec.name](facts))
         except Exception as exc:  # a contract that cannot be judged is unknown, never a crash
-            out.append(contract(name, "unknown", "could not be judged (%s: %s)" % (type(exc).__name__, exc), {}))
+            out.append(contract(spec.name, "unknown", "could not be judged (%s: %s)" % (type(exc).__name__, exc), {}))
     lowest = next((c["name"] for c in out if c["status"] == "broken"), None)
     if lowest:
         for c in out:
             if c["name"] == lowest or c["status"] not in ("broken", "unknown"):
                 continue
-            if lowest in DEPENDS.get(c["name"], ("driver",)):
+            if lowest in BY_NAME[c["name"]].consequence_of:
                 c["consequence_of"] = lowest
     return out, lowest

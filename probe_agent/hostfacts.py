@@ -133,6 +133,7 @@ def read_ib_ports(src):
         pci = upstream(src.fs("link", base + "/device").get("link"))
         numa = to_int(text(src.fs("read", base + "/device/numa_node"))) if pci else None
         plist = src.fs("list", base + "/ports")
+        firmware = text(src.fs("read", base + "/fw_ver"))
         for port in plist.get("list", []):
             pb = "%s/ports/%s" % (base, port)
             rate = text(src.fs("read", pb + "/rate"))
@@ -143,9 +144,36 @@ def read_ib_ports(src):
                 "state": strip_code(text(src.fs("read", pb + "/state"))),
                 "phys_state": strip_code(text(src.fs("read", pb + "/phys_state"))),
                 "rate": rate, "rate_gbps": float(m.group(1)) if m else None,
-                "link_layer": text(src.fs("read", pb + "/link_layer")),
+                "link_layer": text(src.fs("read", pb + "/link_layer")), "fw_ver": firmware,
             })
     return ports, None
+
+
+DMI_BIOS = "/sys/class/dmi/id/bios_version"
+FABRIC_MANAGER_VERSION = re.compile(r"version\D*?([0-9][0-9A-Za-z.-]*)", re.I)
+
+
+def read_firmware(src, gpus):
+    """The platform's firmware versions: the system BIOS (DMI) and, where the GPUs have a fabric
+    (NVSwitch systems), the fabric manager's (`nv-fabricmanager --version`). `unreadable` names
+    each one that could not be read."""
+    unreadable = {}
+    bios = src.fs("read", DMI_BIOS)
+    if "error" in bios:
+        unreadable["bios_version"] = bios["error"]
+    manager = None
+    if any((g.get("fabric") or {}).get("state") not in (None, "not_supported") for g in gpus):
+        answer = src.command(["nv-fabricmanager", "--version"], timeout=5.0)
+        m = FABRIC_MANAGER_VERSION.search(answer.get("stdout") or "") if answer.get("rc") == 0 else None
+        manager = m.group(1) if m else None
+        if manager is None:
+            unreadable["fabric_manager_version"] = "exit %s: %s" % (answer.get("rc"), first_text(answer))
+    return {"bios_version": text(bios) or None, "fabric_manager_version": manager, "unreadable": unreadable}
+
+
+def first_text(answer):
+    lines = ((answer.get("stderr") or "") + (answer.get("stdout") or "")).strip().splitlines()
+    return lines[0][:200] if lines else "no output"
 
 
 def strip_code(value):

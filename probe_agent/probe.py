@@ -12,7 +12,7 @@ from probe_agent import AGENT_VERSION, HEALTH_SCHEMA_VERSION
 from probe_agent.collect import parse_reason_counters, read_driver, read_gpu, read_topology
 from probe_agent.contracts import evaluate, worst_link, mig_layout
 from probe_agent.framework import inspect
-from probe_agent.hostfacts import gpu_functions, nearest_nics, read_host_settings, read_pci_gpus
+from probe_agent.hostfacts import gpu_functions, nearest_nics, read_firmware, read_host_settings, read_pci_gpus
 from probe_agent.mask import resolve_mask
 from probe_agent.xid import read_kernel_log
 
@@ -50,25 +50,8 @@ def step(facts, name):
 
 def collect(src, opts, facts):
     """Fill `facts` step by step; `facts['_step']` names the step in progress."""
-    step(facts, "host")
-    facts["host"] = src.host()
-    facts["env"] = src.env()
-    files = src.files()
-    facts["kernel_module"] = first_line(files.get("/proc/driver/nvidia/version"))
-    osr = files.get("/etc/os-release") or ""
-    facts["host"]["os"] = next((l.split("=", 1)[1].strip('"') for l in osr.splitlines()
-                                if l.startswith("PRETTY_NAME=")), None)
-    interpreters = opts.interpreter or ["python3"]
-    fw_results = []
-
-    def frameworks():
-        for interp in interpreters:
-            result = inspect(src, interp, opts.deep, opts.framework_timeout)
-            result["named"] = bool(opts.interpreter)  # the operator's training interpreter, not our default
-            fw_results.append(result)
-
-    fw = threading.Thread(target=frameworks, daemon=True)
-    fw.start()
+    read_host(src, facts)
+    fw, fw_results = start_frameworks(src, opts)
     step(facts, "PCI bus")  # before the driver: a machine without an NVIDIA GPU is told so
     facts["pci"] = read_pci_gpus(src)
     facts["pci_gpus"] = gpu_functions(facts["pci"])
@@ -83,62 +66,97 @@ def collect(src, opts, facts):
     facts["kernel_log"] = read_kernel_log(src)
     step(facts, "host settings")
     facts["host_settings"] = read_host_settings(src, facts["pci"]["gpus"])
-
-    def read_all(into):
-        perf = {}
-        pt = None
-        if count:
-            def perf_read():
-                perf.update(parse_reason_counters(src.command(
-                    ["nvidia-smi", "-q", "-d", "PERFORMANCE"], timeout=10.0).get("stdout", "")))
-            pt = threading.Thread(target=perf_read, daemon=True)
-            pt.start()
-        gpus = []
-        into["gpus"] = gpus
-        for i in range(count):
-            step(facts, "GPU %d" % i)
-            gpus.append(read_gpu(src, i))
-        step(facts, "topology")
-        read_topology(src, into, count)
-        if pt is not None:
-            pt.join(12.0)
-        for g in gpus:
-            g["reason_counters_us"] = perf.get(g.get("pci_bus_id"))
-
     if opts.load and count:
-        from probe_agent.load import run_load
-        step(facts, "idle read before load")
-        pre = {}
-        read_all(pre)
-        foreign = [p for g in pre["gpus"] for p in (g.get("processes") or [])]
-        if foreign and not opts.force and not src.replaying:
-            facts["load"] = {"refused": "other processes use the GPUs (%s); --force to load anyway"
-                             % ", ".join("pid %s" % p.get("pid") for p in foreign)}
-            facts.update(pre)
-        else:
-            fw.join(opts.framework_timeout + 5)
-            engine = opts.load_engine
-            torch_py = next((f["interpreter"] for f in fw_results if f.get("cuda_runtime")), None)
-            if engine == "auto":
-                engine = "torch" if torch_py else "ptx"
-            step(facts, "load")
-            section = run_load(src, count, opts.load, engine, torch_py or "python3", opts.interval,
-                               lambda: read_all(facts))
-            from probe_agent.load import summarize
-            section["summary"] = summarize(section["samples"], {g["index"]: (g.get("clocks") or {}).get("sm_max_mhz")
-                                                                for g in facts.get("gpus") or []})
-            facts["load"] = section
-            facts["own_pids"] = [section.get("pid")]
+        read_under_load(src, opts, facts, count, fw, fw_results)
     else:
-        read_all(facts)
+        read_gpus(src, facts, facts, count)
     facts["nearest_nic"] = nearest_nics(facts.get("gpus") or [], facts["pci"]["gpus"],
                                         facts["host_settings"].get("ib_ports"), facts.get("topology"))
+    step(facts, "firmware")
+    facts["firmware"] = read_firmware(src, facts.get("gpus") or [])
     step(facts, "device mask")
     facts["mask"] = resolve_mask(facts["env"], facts.get("gpus") or [])
     step(facts, "framework")
     fw.join(opts.framework_timeout + 5)
     facts["frameworks"] = list(fw_results)
     step(facts, None)
+
+
+def read_host(src, facts):
+    """The host's name, kernel, OS, environment and loaded NVIDIA module."""
+    step(facts, "host")
+    facts["host"] = src.host()
+    facts["env"] = src.env()
+    files = src.files()
+    facts["kernel_module"] = first_line(files.get("/proc/driver/nvidia/version"))
+    osr = files.get("/etc/os-release") or ""
+    facts["host"]["os"] = next((l.split("=", 1)[1].strip('"') for l in osr.splitlines()
+                                if l.startswith("PRETTY_NAME=")), None)
+
+
+def start_frameworks(src, opts):
+    """Inspect the training interpreters in a thread of their own: (the thread, the list it fills)."""
+    interpreters = opts.interpreter or ["python3"]
+    fw_results = []
+
+    def frameworks():
+        for interp in interpreters:
+            result = inspect(src, interp, opts.deep, opts.framework_timeout)
+            result["named"] = bool(opts.interpreter)  # the operator's training interpreter, not our default
+            fw_results.append(result)
+
+    fw = threading.Thread(target=frameworks, daemon=True)
+    fw.start()
+    return fw, fw_results
+
+
+def read_gpus(src, facts, into, count):
+    """Every GPU, the topology and the clock-event reason counters (nvidia-smi, in a thread) into `into`."""
+    perf = {}
+    pt = None
+    if count:
+        def perf_read():
+            perf.update(parse_reason_counters(src.command(
+                ["nvidia-smi", "-q", "-d", "PERFORMANCE"], timeout=10.0).get("stdout", "")))
+        pt = threading.Thread(target=perf_read, daemon=True)
+        pt.start()
+    gpus = []
+    into["gpus"] = gpus
+    for i in range(count):
+        step(facts, "GPU %d" % i)
+        gpus.append(read_gpu(src, i))
+    step(facts, "topology")
+    read_topology(src, into, count)
+    if pt is not None:
+        pt.join(12.0)
+    for g in gpus:
+        g["reason_counters_us"] = perf.get(g.get("pci_bus_id"))
+
+
+def read_under_load(src, opts, facts, count, fw, fw_results):
+    """--load: an idle read first (refused when other processes use the GPUs), then the GPUs under load."""
+    from probe_agent.load import run_load, summarize
+    step(facts, "idle read before load")
+    pre = {}
+    read_gpus(src, facts, pre, count)
+    foreign = [p for g in pre["gpus"] for p in (g.get("processes") or [])]
+    if foreign and not opts.force and not src.replaying:
+        facts["load"] = {"refused": "other processes use the GPUs (%s); --force to load anyway"
+                         % ", ".join("pid %s" % p.get("pid") for p in foreign)}
+        facts.update(pre)
+        return
+    fw.join(opts.framework_timeout + 5)
+    engine = opts.load_engine
+    torch_py = next((f["interpreter"] for f in fw_results if f.get("cuda_runtime")), None)
+    if engine == "auto":
+        engine = "torch" if torch_py else "ptx"
+    step(facts, "load")
+    section = run_load(src, count, opts.load, engine, torch_py or "python3", opts.interval,
+                       lambda: read_gpus(src, facts, facts, count))
+    section["summary"] = summarize(section["samples"], {g["index"]: (g.get("clocks") or {}).get("sm_max_mhz")
+                                                        for g in facts.get("gpus") or []})
+    facts["load"] = section
+    facts["own_pids"] = [section.get("pid")]
 
 
 def collect_by_deadline(src, opts, started):
@@ -202,6 +220,7 @@ def build_health(facts, opts, started, complete, replay):
         "pci": facts.get("pci"),
         "kernel_log": facts.get("kernel_log"),
         "host_settings": dict(facts.get("host_settings") or {}, nearest_nic=facts.get("nearest_nic") or {}),
+        "firmware": facts.get("firmware"),
         "load": facts.get("load"),
         "contracts": contracts,
         "lowest_broken": lowest,

@@ -2,9 +2,11 @@
 
 import re
 
+from probe_agent.chain import STATUSES
+
 TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
 ENTITY = re.compile(r"&(?=[A-Za-z#])")
-MARK = {"ok": "ok", "broken": "BROKEN", "warning": "warning", "not_applicable": "n/a", "unknown": "unknown"}
+MARK = dict(STATUSES)
 
 
 def clean(text):

@@ -252,20 +252,9 @@ def run_command(command, on_start, capture=None, timeout=None, tether=False):
                "timeout_s": timeout, "timed_out": False}
     t0 = time.monotonic()
     subreaper = become_subreaper()  # before the command starts: what it orphans comes back to the agent
-    try:
-        if capture is None:
-            proc = subprocess.Popen(command)
-        else:
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-    except OSError as exc:
-        missing = isinstance(exc, FileNotFoundError)
-        section["exit_code"] = 127 if missing else 126
-        section["error"] = "%s: %s" % (command[0], "command not found" if missing else exc.strerror or exc)
-        if capture is None:
-            sys.stderr.write("sweep-agent: %s\n" % section["error"])
+    proc = start_command(command, capture, section)
+    if proc is None:
         return section, t0
-    section["pid"] = proc.pid
     group = capture is not None
     if capture is not None:
         capture.pipe = proc.stdout
@@ -273,33 +262,7 @@ def run_command(command, on_start, capture=None, timeout=None, tether=False):
     if tether:
         watch_stdin(proc, section)
     on_start(proc.pid, t0)
-    # After the exec (so that the command inherits default dispositions): a terminal's Ctrl-C
-    # reaches the command through its process group, the agent outlives it to write the record;
-    # a TERM or HUP sent to the agent alone is passed on.
-    forward = lambda signum, frame: end(proc, group, signum)
-    old = {}
-    for name, handler in (("SIGINT", signal.SIG_IGN), ("SIGQUIT", signal.SIG_IGN),
-                          ("SIGTERM", forward), ("SIGHUP", forward)):
-        sig = getattr(signal, name, None)
-        if sig is not None:
-            try:
-                old[sig] = signal.signal(sig, handler)
-            except (ValueError, OSError):
-                pass
-    try:
-        try:
-            rc = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            section["timed_out"] = True
-            end(proc, group, signal.SIGTERM)
-            try:
-                rc = proc.wait(5.0)
-            except subprocess.TimeoutExpired:
-                end(proc, group, signal.SIGKILL)
-                rc = proc.wait()
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+    rc = wait_forwarding(proc, group, timeout, section)
     section["wall_s"] = round(time.monotonic() - t0, 4)
     # the command is over: its process group and every descendant still running are ended
     left = end_leftovers(os.getpid(), proc.pid if group else None, tracking=tracking_of(subreaper))
@@ -315,6 +278,57 @@ def run_command(command, on_start, capture=None, timeout=None, tether=False):
     section["exit_code"] = rc
     return section, t0
 
+
+
+def start_command(command, capture, section):
+    """The command's process (its output to `capture`, in a session of its own), or None with the error in
+    `section` (127: not found, 126: not runnable)."""
+    try:
+        if capture is None:
+            proc = subprocess.Popen(command)
+        else:
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as exc:
+        missing = isinstance(exc, FileNotFoundError)
+        section["exit_code"] = 127 if missing else 126
+        section["error"] = "%s: %s" % (command[0], "command not found" if missing else exc.strerror or exc)
+        if capture is None:
+            sys.stderr.write("sweep-agent: %s\n" % section["error"])
+        return None
+    section["pid"] = proc.pid
+    return proc
+
+
+def wait_forwarding(proc, group, timeout, section):
+    """Wait for the command (at `timeout`: TERM, then KILL 5 s later) while passing signals on; its status."""
+    # After the exec (so that the command inherits default dispositions): a terminal's Ctrl-C
+    # reaches the command through its process group, the agent outlives it to write the record;
+    # a TERM or HUP sent to the agent alone is passed on.
+    forward = lambda signum, frame: end(proc, group, signum)
+    old = {}
+    for name, handler in (("SIGINT", signal.SIG_IGN), ("SIGQUIT", signal.SIG_IGN),
+                          ("SIGTERM", forward), ("SIGHUP", forward)):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            try:
+                old[sig] = signal.signal(sig, handler)
+            except (ValueError, OSError):
+                pass
+    try:
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            section["timed_out"] = True
+            end(proc, group, signal.SIGTERM)
+            try:
+                return proc.wait(5.0)
+            except subprocess.TimeoutExpired:
+                end(proc, group, signal.SIGKILL)
+                return proc.wait()
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 def watch_stdin(proc, section):
     """A thread that ends the command's process group when the agent's stdin reaches its end."""
@@ -539,15 +553,7 @@ def main(opts, command):
 
     reasons = refusal(before, replay_own) if opts.refuse else []
     capture = OutputTail(opts.output_tail) if opts.emit else None
-    if reasons and not opts.force:
-        section = {"argv": list(command), "cwd": os.getcwd(), "pid": None, "exit_code": None, "signal": None,
-                   "started_at": None, "wall_s": 0.0, "error": None, "timeout_s": opts.command_timeout,
-                   "timed_out": False}
-    else:
-        section, _ = run_command(command, on_start, capture, opts.command_timeout, opts.emit and opts.tether)
-    if opts.refuse:
-        section["refused"] = None if (opts.force or not reasons) else "; ".join(reasons)
-        section["forced"] = list(reasons) if (opts.force and reasons) else None
+    section = run_unless_refused(opts, command, on_start, capture, reasons)
     sampler = state.get("sampler")
     attribution = state.get("attribution") or Attribution(None, set())
     if sampler is not None:
@@ -571,16 +577,7 @@ def main(opts, command):
         }
         if capture is not None:
             provenance["output"] = capture.section()
-        if opts.emit:
-            sys.stdout.write(json.dumps(provenance, separators=(",", ":")) + "\n")
-            sys.stdout.flush()
-        else:
-            write_atomic(os.path.join(opts.out, "provenance.json"), json.dumps(provenance, indent=1) + "\n")
-        if opts.record:  # replayed later, the wrapped command's processes are its own again
-            src.load_meta = {"engine": "wrap", "argv": section["argv"], "seconds": section["wall_s"],
-                             "interval_s": opts.interval, "pid": section["pid"], "exit_code": section["exit_code"],
-                             "own_pids": sorted(attribution.own_pids())}
-            write_atomic(opts.record, json.dumps(src.capture(opts.note), indent=1) + "\n")
+        write_provenance(opts, src, provenance, attribution)
     except Exception as exc:
         sys.stderr.write("sweep-agent: the command ended (exit %s) but provenance.json was not written: %s: %s\n"
                          % (section["exit_code"], type(exc).__name__, exc))
@@ -591,6 +588,35 @@ def main(opts, command):
     hung = not (before_done and after_done) or (sampler is not None and sampler.is_alive())
     return finish(src, hung, code)
 
+
+
+def run_unless_refused(opts, command, on_start, capture, reasons):
+    """The command section: the command run, or (`reasons` under --refuse, no --force) not started."""
+    if reasons and not opts.force:
+        section = {"argv": list(command), "cwd": os.getcwd(), "pid": None, "exit_code": None, "signal": None,
+                   "started_at": None, "wall_s": 0.0, "error": None, "timeout_s": opts.command_timeout,
+                   "timed_out": False}
+    else:
+        section, _ = run_command(command, on_start, capture, opts.command_timeout, opts.emit and opts.tether)
+    if opts.refuse:
+        section["refused"] = None if (opts.force or not reasons) else "; ".join(reasons)
+        section["forced"] = list(reasons) if (opts.force and reasons) else None
+    return section
+
+
+def write_provenance(opts, src, provenance, attribution):
+    """provenance.json into OUT (--emit: on stdout), and with --record the capture a replay reads."""
+    section = provenance["command"]
+    if opts.emit:
+        sys.stdout.write(json.dumps(provenance, separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+    else:
+        write_atomic(os.path.join(opts.out, "provenance.json"), json.dumps(provenance, indent=1) + "\n")
+    if opts.record:  # replayed later, the wrapped command's processes are its own again
+        src.load_meta = {"engine": "wrap", "argv": section["argv"], "seconds": section["wall_s"],
+                         "interval_s": opts.interval, "pid": section["pid"], "exit_code": section["exit_code"],
+                         "own_pids": sorted(attribution.own_pids())}
+        write_atomic(opts.record, json.dumps(src.capture(opts.note), indent=1) + "\n")
 
 def open_source(opts, command):
     """The source of GPU answers for --wrap (live, recording or replay), or the usage error's exit code."""

@@ -3,7 +3,8 @@
     import sweep
 
     inventory = sweep.load_inventory("inventory.yml")          # Inventory: .hosts, .groups, .select(limit)
-    run = sweep.run_sweep("inventory.yml", limit="dc1")         # RunResult: .run_dir, .ok, .failed, .exit_code
+    run = sweep.run_sweep("inventory.yml", hosts=sweep.HostSelection(limit="dc1"),  # RunResult: .run_dir, .ok,
+                          ssh=sweep.SSHSettings(host_deadline=60))                   # .failed, .exit_code
     fleet = sweep.load_fleet([run.run_dir])                     # Fleet: pandas frames of hosts, GPUs, contracts
     findings = sweep.compare(fleet)                             # Findings: classes, unreachable hosts, findings
     report = sweep.build_report([run.run_dir], "out/")          # ReportResult: files written, exit code
@@ -27,6 +28,9 @@ _API = {
     "Host": "sweep.inventory.model",
     "run_sweep": "sweep.collect.run",
     "RunResult": "sweep.collect.run",
+    "HostSelection": "sweep.collect.options",
+    "SSHSettings": "sweep.collect.options",
+    "AgentOptions": "sweep.collect.options",
     "load_fleet": "sweep.analysis.fleet",
     "Fleet": "sweep.analysis.fleet",
     "compare": "sweep.analysis.compare",
@@ -44,6 +48,7 @@ __all__ = ["__version__", *_API]
 if TYPE_CHECKING:
     from sweep.analysis.compare import Findings, compare
     from sweep.analysis.fleet import Fleet, load_fleet
+    from sweep.collect.options import AgentOptions, HostSelection, SSHSettings
     from sweep.collect.run import RunResult, run_sweep
     from sweep.errors import SweepError
     from sweep.export.prometheus import metrics_text

@@ -1,4 +1,35 @@
-"""The one error hierarchy of the controller; sweep.cli.main alone turns it into a message and exit code."""
+"""The one error hierarchy of the controller; sweep.cli.main alone turns it into a message and exit code.
+
+Every exception class defined in `sweep/` descends from `SweepError` (tests/unit/test_errors.py
+walks them all and checks this tree lists each one); a class is defined where it is raised, unless
+several modules raise it:
+
+* SweepError
+  + InventoryError ................. an inventory or group_vars / host_vars file
+  + LimitError ..................... a --limit pattern
+  + ConfigError .................... an option or input file of the user's
+  |   + SSHConfigError ............. ssh_config line, ssh argument or setting a connection cannot honour
+  |   |   + SSHSettingRefused ...... (collect.ssh.config) the same, said for one host (its name first)
+  |   |   + SSHArgsError ........... (collect.ssh.openssh_config) an ssh(1) argument list
+  |   |   + SSHOptionRefused ....... (collect.ssh.policy) a keyword sweep's transport would not carry out
+  |   + KeyFileError ............... (collect.ssh.prober) a private key file that cannot be used
+  |   |   + KeyFileMissing
+  |   |   + KeyFileEncrypted
+  |   |   + KeyFileWrongPassphrase
+  |   + _TypeProblem ............... (audit.expect) an expectations value of the wrong type
+  + RunFolderError ................. a run folder
+  + HealthFileError ................ a health.json or capture file
+  + DepthError ..................... (strictjson) a document nested deeper than the limit (also a ValueError)
+  + EngineError .................... (collect.engines.base) ansible / srun failed as a whole
+  + HostFailure .................... (failures) one host's attempt failed, classified; never
+  |                                  escapes a sweep: it becomes the host's record
+  + UnknownHostKey ................. (collect.ssh.hostkeys) a key no known_hosts file records
+  + CertificateError ............... (collect.ssh.certs) bytes that are not an OpenSSH certificate (a ValueError)
+  + UnsupportedSchema .............. (collect.schema) a schema keyword the validator does not implement
+  + IndexDamaged ................... (history.index) a history index file that is not one (it is rebuilt)
+  + InventoryWarning ............... also a UserWarning: the inventory reads, but likely holds a mistake
+      + ExpectationsWarning ........ an expectations file names a host or group no audited host matches
+"""
 from __future__ import annotations
 
 from sweep import exitcodes
@@ -40,7 +71,15 @@ class HealthFileError(SweepError):
     """A health.json (or capture) file is unreadable, invalid, or of an unknown schema version."""
 
 
-class InventoryWarning(UserWarning):
+class SSHConfigError(ConfigError):
+    """An ssh_config line, ssh argument or ssh setting sweep cannot read as OpenSSH would, or that a
+    host's connection cannot honour; `where` is file:line or the inventory variable."""
+
+    def __init__(self, message: str, where: str | None = None, *, fix: str | None = None):
+        super().__init__(message, where=where, fix=fix)
+
+
+class InventoryWarning(SweepError, UserWarning):
     """The inventory reads, but something in it is likely a mistake (a host defined twice, differently)."""
 
 

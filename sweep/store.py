@@ -458,6 +458,7 @@ class RunFolder:
                     fix="start a new run without --resume")
             if path.name != f"{safe_name(record['host'])}.json":
                 continue  # not where this sweep would write it: not ours
+            normalize_health(record.get("health"))
             records[record["host"]] = record
         return records
 
@@ -566,3 +567,14 @@ def _listed(path: Path) -> Listing:
     manifest = manifest if isinstance(manifest, dict) else {}
     hosts = [h for h in manifest.get("hosts") or () if isinstance(h, str)]
     return Listing(path, [], hosts, manifest_groups(manifest))
+
+
+def normalize_health(health: Any) -> Any:
+    """A health.json of any schema 1.x as the newest minor version names it, in place (and returned):
+    the one place that knows the older names. Schema 1.0 called each GPU's ECC mode after reset
+    `ecc.pending`; 1.1 named it `ecc.pending_mode` (the agent writes both until schema 2)."""
+    for gpu in (health.get("gpus") if isinstance(health, dict) else None) or ():
+        ecc = gpu.get("ecc") if isinstance(gpu, dict) else None
+        if isinstance(ecc, dict) and "pending" in ecc and "pending_mode" not in ecc:
+            ecc["pending_mode"] = ecc["pending"]
+    return health

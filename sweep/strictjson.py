@@ -26,13 +26,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweep.errors import SweepError
+
 MAX_DEPTH = 64  # a health.json nests 6 deep; a record adds 1
 INT_LIMIT = 2 ** 63  # larger integers have no exact column type: they are unknown numbers
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-class DepthError(ValueError):
+class DepthError(SweepError, ValueError):
     """The document nests deeper than the limit."""
 
     def __init__(self, depth: int | None, limit: int):

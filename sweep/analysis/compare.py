@@ -20,16 +20,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from probe_agent.chain import CONTRACTS
 from sweep.errors import ConfigError
 from sweep.analysis.fleet import Fleet, rows_at
 from sweep.analysis.health import Finding, health_findings
-from sweep.analysis.impact import impact
-from sweep.analysis.keys import KEYS, factorize, as_text, host_keys
+from sweep.analysis import facts as table
+from sweep.analysis.facts import impact_of
+from sweep.analysis.impact import impact  # noqa: F401  (re-exported: the text rules of one key)
+from sweep.analysis.keys import factorize, as_text, host_keys, typed_rows
 from sweep.analysis.names import abbreviate, fold_hosts
 from sweep.text import plural
 
-# Contracts below which a host cannot run the benchmark at all.
-BLOCKING = ("driver", "fabric", "device_mask", "framework")
+# Contracts below which a host cannot run the benchmark at all (the agent's contract table says which).
+BLOCKING = tuple(c.name for c in CONTRACTS if c.blocks_benchmark)
 # Health findings that keep a comparable, runnable host out of the pool (any of severity "broken" too).
 HELD_OUT_BY = ("foreign_process", "probe_incomplete")
 
@@ -141,7 +144,7 @@ class Findings:
             "hosts_ok": self.hosts_ok, "hosts_in_reference": ref.size if ref else 0,
             "pool": {"hosts": list(self.pool), "folded": fold_hosts(self.pool), "size": len(self.pool)},
             "held_out": list(self.held_out),
-            "key_labels": dict(KEYS), "unreachable": list(self.unreachable),
+            "key_labels": dict(table.COMPARED), "unreachable": list(self.unreachable),
             "reference_class": dict(cls(ref), chosen_by=self.reference_by) if ref else None,
             "classes": [cls(c) for c in self.classes], "excluded": list(self.excluded),
             "findings": [f.to_dict() for f in self.findings],
@@ -197,19 +200,22 @@ def compare(fleet: Fleet, reference: str | None = None) -> Findings:
     eligible = reachable & ~blocked
 
     runnable = keys[eligible]
-    code, first = factorize(runnable, list(KEYS))
+    compared = table.COMPARED
+    code, first = factorize(runnable, list(compared))
     sizes = np.bincount(code, minlength=len(first))
     grouped = np.split(runnable.index.to_numpy(dtype=object)[np.argsort(code, kind="stable")], np.cumsum(sizes)[:-1])
     ref_code, reference_by = _reference_code(reference, hosts, eligible, code, sizes)
     order = sorted(range(len(first)), key=lambda c: (c != ref_code, -sizes[c], min(grouped[c])))
-    rows = rows_at(runnable, first) if len(first) else []
+    rows = rows_at(runnable[list(compared)], first) if len(first) else []
     ref_keys = rows[order[0]] if order else {}
     classes, id_of = [], np.empty(len(first), dtype=object)
+    position = {h: i for i, h in enumerate(keys.index)}
+    typed = (lambda k, c: typed_rows(k, position[runnable.index[first[c]]], fleet.hosts, gpu_keys))
     for i, c in enumerate(order):
         names = tuple(sorted(grouped[c]))
         values = rows[c]
-        differs = tuple(Difference(k, KEYS[k], values[k], ref_keys[k], impact(k, values[k], ref_keys[k]))
-                        for k in KEYS if values[k] != ref_keys[k])
+        differs = tuple(Difference(k, compared[k], values[k], ref_keys[k], impact_of(
+            k, values[k], ref_keys[k], typed(k, c), typed(k, order[0]))) for k in compared if values[k] != ref_keys[k])
         classes.append(ComparabilityClass(class_id(i), names, fold_hosts(names), values, differs))
         id_of[c] = class_id(i)
     class_of = np.full(len(hosts), None, dtype=object)

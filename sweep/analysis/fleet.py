@@ -27,9 +27,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sweep.analysis.facts import GPU_READS, HOST_READS
 from sweep.errors import HealthFileError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
-from sweep.store import RECORD_VERSION, list_records, read_json
+from sweep.store import RECORD_VERSION, list_records, normalize_health, read_json
 
 PROVENANCE_KIND = "sweep.provenance"
 
@@ -45,6 +46,7 @@ HOST_COLUMNS = {
     "verdict": "category", "lowest_message": "category", "lowest_fix": "category", "summary": "category",
     "provenance": "string", "gpus_on_bus": "Int64", "gpus_missing": "string", "cpu_governor": "category",
     "ib_rates": "category", "ib_ports_down": "Int64",
+    **{column: dtype for column, (dtype, _) in HOST_READS.items()},  # the fact table's own columns
 }
 GPU_COLUMNS = {
     "host": "category", "index": "Int64", "selected": "boolean", "uuid": "string", "name": "category",
@@ -57,10 +59,13 @@ GPU_COLUMNS = {
     "mig_current": "boolean", "mig_pending": "boolean", "mig_layout": "category", "persistence_mode": "boolean",
     "compute_mode": "category", "processes": "Int64", "process_names": "string",
     "remap_pending": "boolean", "remap_failure": "boolean", "retired_pages_pending": "boolean",
-    "sm_load_mhz": "Float64",  # median SM clock while the probe's --load ran; NA for a probe taken idle
+    # medians while the probe's --load ran (health.json load.summary); NA for a probe taken idle
+    "sm_load_mhz": "Float64", "load_power_w": "Float64", "load_limit_w": "Float64",
+    "load_sw_power_cap": "Float64", "load_hw_slowdown": "Float64",
     "pcie_gen": "Int64", "pcie_width": "Int64", "pcie_max_gen": "Int64", "pcie_max_width": "Int64",
     "pcie_replays": "Int64", "nvlink_links": "Int64", "nvlink_active": "Int64", "nvlink_errors": "Int64",
     "fabric_state": "category", "memory_temperature_c": "Float64", "memory_max_c": "Float64",
+    **{column: dtype for column, (dtype, _) in GPU_READS.items()},  # the fact table's own columns
 }
 CONTRACT_COLUMNS = {
     "host": "category", "position": "Int64", "contract": "category", "title": "category",
@@ -291,79 +296,108 @@ class _Builder:
         if self.health is not None:
             self.health.append(health)
         groups, failure_class, failure_message, attempts, duration, address = record or (None,) * 6
+        row = {"host": name, "groups": groups, "source": str(path), "status": status,
+               "failure_class": failure_class if status == "failed" or health is None else None,
+               "failure_message": failure_message, "attempts": attempts, "duration_s": duration, "address": address}
         if health is None:
-            self.hosts.append((name, groups, str(path), status, failure_class or "agent_error", failure_message,
-                               attempts, duration, address) + (None,) * (len(HOST_COLUMNS) - 9))
+            row["failure_class"] = failure_class or "agent_error"
+            self.hosts.append(row)
             return
         position = self.offset + len(self.hosts)
-        driver, mask = health.get("driver") or {}, health.get("mask")
+        contracts = health.get("contracts") or []
         gpus = health.get("gpus") or []
+        mask = health.get("mask")
         if isinstance(mask, dict):
             picked = {s.get("physical_index") for s in mask.get("selected") or ()}
-            gpus_selected = len(mask.get("selected") or ())
         else:  # no mask read: CUDA sees what NVML sees
-            picked, gpus_selected = {g.get("index") for g in gpus}, len(gpus)
-        names = sorted({g.get("name") or "unknown" for g in gpus if g.get("index") in picked}
-                       or {g.get("name") or "unknown" for g in gpus})
-        frameworks = health.get("frameworks") or [{}]
-        contracts = health.get("contracts") or []
-        low = next((c for c in contracts if c.get("name") == health.get("lowest_broken")), {})
-        framework = next((c for c in contracts if c.get("name") == "framework"), {})
-        foreign = _foreign_processes(health, contracts)
-        probe = health.get("probe") or {}
-        self.hosts.append((
-            name, groups, str(path), status, failure_class if status == "failed" else None, failure_message,
-            attempts, duration, address, _get(health, "host", "hostname"), probe.get("complete"),
-            probe.get("mode"), driver.get("version"), driver.get("cuda_driver_version"), driver.get("nvml_error"),
-            driver.get("gpu_count"), driver.get("confidential_compute"), _get(mask, "state"),
-            _get(mask, "cuda_visible_devices"), gpus_selected, "/".join(names) if gpus else None,
-            frameworks[0].get("torch_version"), frameworks[0].get("cuda_runtime"), framework.get("status"),
-            _get(health, "topology", "worst_link_selected"), health.get("lowest_broken"), health.get("verdict"),
-            low.get("message"), low.get("fix"), health.get("summary"), provenance, *_platform(health, contracts),
-        ))
-        self._add_gpus(position, health, gpus, picked, foreign)
+            picked = {g.get("index") for g in gpus}
+        row.update(_host_facts(health, contracts, gpus, picked), provenance=provenance)
+        self.hosts.append(row)
+        self._add_gpus(position, health, gpus, picked, _foreign_processes(health, contracts))
         for i, c in enumerate(contracts):
-            self.contracts.append((position, i, c.get("name"), c.get("title"), c.get("status"), c.get("message"),
-                                   c.get("fix"), c.get("consequence_of")))
+            self.contracts.append({"host": position, "position": i, "contract": c.get("name"), "title": c.get("title"),
+                                   "status": c.get("status"), "message": c.get("message"), "fix": c.get("fix"),
+                                   "consequence_of": c.get("consequence_of")})
 
     def _add_gpus(self, position: int, health: dict, gpus: list, picked: set, foreign: set) -> None:
         """One row per GPU, and per process the agent counts as foreign; each carries its host's position."""
         summary = _get(health, "load", "summary")
-        under_load = {row.get("gpu"): row.get("sm_mhz_median") for row in (summary if isinstance(summary, list) else ())
+        under_load = {row.get("gpu"): row for row in (summary if isinstance(summary, list) else ())
                       if isinstance(row, dict) and type(row.get("sm_mhz_median")) in (int, float)}
         for g in gpus:
-            power, ecc, clocks = g.get("power") or {}, g.get("ecc") or {}, g.get("clocks") or {}
-            active = _get(g, "clock_event_reasons", "active") or []
-            procs = g.get("processes")
-            remap = g.get("remapped_rows") or {}
-            mig = g.get("mig") or {}
-            compute_mode = g.get("compute_mode")
-            self.gpus.append((
-                position, g.get("index"), g.get("index") in picked, g.get("uuid"), g.get("name"), g.get("pci_bus_id"),
-                g.get("memory_total_bytes"), power.get("enforced_limit_w"), power.get("default_limit_w"),
-                power.get("max_limit_w"), power.get("draw_w"), ecc.get("current"), ecc.get("pending_mode", ecc.get("pending")),
-                ecc.get("volatile_uncorrected"), clocks.get("sm_mhz"), clocks.get("sm_max_mhz"),
-                clocks.get("app_sm_mhz"), clocks.get("default_app_sm_mhz"), ",".join(active),
-                "idle" in active, "hw_slowdown" in active, "hw_thermal_slowdown" in active,
-                "hw_power_brake_slowdown" in active, "sw_thermal_slowdown" in active, g.get("temperature_c"),
-                mig.get("current"), mig.get("pending"), g.get("mig_layout"), g.get("persistence_mode"),
-                None if compute_mode is None else str(compute_mode), None if procs is None else len(procs),
-                ",".join(str(p.get("name")) for p in procs) if procs else None,
-                remap.get("pending"), remap.get("failure"), g.get("retired_pages_pending"),
-                under_load.get(g.get("index")), *_links(g),
-            ))
-            for p in (p for p in procs or () if (g.get("index"), p.get("pid")) in foreign):  # the agent's verdict
-                self.processes.append((position, g.get("index"), p.get("pid"), p.get("name"),
-                                       p.get("used_memory_bytes")))
+            row = _gpu_facts(g, under_load.get(g.get("index")) or {})
+            row["host"], row["selected"] = position, g.get("index") in picked
+            self.gpus.append(row)
+            for p in (p for p in g.get("processes") or () if (g.get("index"), p.get("pid")) in foreign):
+                self.processes.append({"host": position, "gpu": g.get("index"), "pid": p.get("pid"),
+                                       "name": p.get("name"), "used_memory_bytes": p.get("used_memory_bytes")})
 
     def typed(self) -> "_Chunk":
         """This chunk's rows as typed frames (their host column still the host's position)."""
-        return _Chunk(_frame(self.hosts, HOST_COLUMNS), _frame(self.gpus, GPU_COLUMNS),
-                      _frame(self.contracts, CONTRACT_COLUMNS), _frame(self.processes, PROCESS_COLUMNS),
-                      self.plain, self.health, self.wraps)
+        return _Chunk(_frame(self.hosts, HOST_COLUMNS, "host"), _frame(self.gpus, GPU_COLUMNS, "GPU"),
+                      _frame(self.contracts, CONTRACT_COLUMNS, "contract"),
+                      _frame(self.processes, PROCESS_COLUMNS, "process"), self.plain, self.health, self.wraps)
 
 
-def _platform(health: dict, contracts: list) -> tuple:
+def _host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
+    """The columns of a probed host, by name."""
+    driver, mask = health.get("driver") or {}, health.get("mask")
+    names = sorted({g.get("name") or "unknown" for g in gpus if g.get("index") in picked}
+                   or {g.get("name") or "unknown" for g in gpus})
+    framework_build = (health.get("frameworks") or [{}])[0]
+    low = next((c for c in contracts if c.get("name") == health.get("lowest_broken")), {})
+    framework = next((c for c in contracts if c.get("name") == "framework"), {})
+    probe = health.get("probe") or {}
+    row = {
+        "hostname": _get(health, "host", "hostname"), "probe_complete": probe.get("complete"),
+        "probe_mode": probe.get("mode"), "driver": driver.get("version"), "cuda_driver": driver.get("cuda_driver_version"),
+        "nvml_error": driver.get("nvml_error"), "gpu_count": driver.get("gpu_count"),
+        "confidential_compute": driver.get("confidential_compute"), "mask_state": _get(mask, "state"),
+        "cuda_visible_devices": _get(mask, "cuda_visible_devices"),
+        "gpus_selected": len(mask.get("selected") or ()) if isinstance(mask, dict) else len(gpus),
+        "gpu_model": "/".join(names) if gpus else None, "torch": framework_build.get("torch_version"),
+        "cuda_runtime": framework_build.get("cuda_runtime"), "framework_status": framework.get("status"),
+        "worst_link": _get(health, "topology", "worst_link_selected"), "lowest_broken": health.get("lowest_broken"),
+        "verdict": health.get("verdict"), "lowest_message": low.get("message"), "lowest_fix": low.get("fix"),
+        "summary": health.get("summary"), **_platform(health, contracts),
+    }
+    row.update((column, read(health)) for column, (_, read) in HOST_READS.items())
+    return row
+
+
+def _gpu_facts(g: dict, load: dict) -> dict:
+    """The columns of one GPU (its host and selection are the caller's), by name."""
+    power, ecc, clocks = g.get("power") or {}, g.get("ecc") or {}, g.get("clocks") or {}
+    active = _get(g, "clock_event_reasons", "active") or []
+    procs, remap, mig = g.get("processes"), g.get("remapped_rows") or {}, g.get("mig") or {}
+    compute_mode = g.get("compute_mode")
+    row = {
+        "index": g.get("index"), "uuid": g.get("uuid"), "name": g.get("name"), "pci_bus_id": g.get("pci_bus_id"),
+        "memory_total_bytes": g.get("memory_total_bytes"), "power_enforced_w": power.get("enforced_limit_w"),
+        "power_default_w": power.get("default_limit_w"), "power_max_w": power.get("max_limit_w"),
+        "power_draw_w": power.get("draw_w"), "ecc_current": ecc.get("current"), "ecc_pending": ecc.get("pending_mode"),
+        "ecc_volatile_uncorrected": ecc.get("volatile_uncorrected"), "sm_mhz": clocks.get("sm_mhz"),
+        "sm_max_mhz": clocks.get("sm_max_mhz"), "app_sm_mhz": clocks.get("app_sm_mhz"),
+        "default_app_sm_mhz": clocks.get("default_app_sm_mhz"), "reasons_active": ",".join(active),
+        "idle": "idle" in active, "hw_slowdown": "hw_slowdown" in active,
+        "hw_thermal_slowdown": "hw_thermal_slowdown" in active,
+        "hw_power_brake_slowdown": "hw_power_brake_slowdown" in active,
+        "sw_thermal_slowdown": "sw_thermal_slowdown" in active, "temperature_c": g.get("temperature_c"),
+        "mig_current": mig.get("current"), "mig_pending": mig.get("pending"), "mig_layout": g.get("mig_layout"),
+        "persistence_mode": g.get("persistence_mode"), "compute_mode": None if compute_mode is None else str(compute_mode),
+        "processes": None if procs is None else len(procs),
+        "process_names": ",".join(str(p.get("name")) for p in procs) if procs else None,
+        "remap_pending": remap.get("pending"), "remap_failure": remap.get("failure"),
+        "retired_pages_pending": g.get("retired_pages_pending"), "sm_load_mhz": load.get("sm_mhz_median"),
+        "load_power_w": load.get("power_w_median"), "load_limit_w": load.get("enforced_limit_w"),
+        "load_sw_power_cap": load.get("sw_power_cap_fraction"), "load_hw_slowdown": load.get("hw_slowdown_fraction"),
+        **_links(g),
+    }
+    row.update((column, read(g)) for column, (_, read) in GPU_READS.items())
+    return row
+
+
+def _platform(health: dict, contracts: list) -> dict:
     """GPUs on the PCI bus (and which NVML misses), CPU governor, IB/RoCE rates and ports down (schema 1.2)."""
     driver = next((c for c in contracts if c.get("name") == "driver"), {})
     pci = (driver.get("evidence") or {}).get("pci") or {}
@@ -372,21 +406,23 @@ def _platform(health: dict, contracts: list) -> tuple:
     ports = settings.get("ib_ports")
     active = [p for p in ports or () if p.get("state") == "ACTIVE"]
     rates = Counter(f"{p['rate_gbps']:g}" for p in active if p.get("rate_gbps") is not None)
-    return (pci.get("on_bus"), ",".join(pci.get("missing_from_nvml") or ()) or None,
-            ",".join(sorted(governor)) if governor else None,
-            None if ports is None else (" + ".join(f"{n}x {r} Gb/s" for r, n in sorted(rates.items(), key=lambda kv: -float(kv[0])))
-                                        or "no active port"),
-            None if ports is None else len(ports) - len(active))
+    return {"gpus_on_bus": pci.get("on_bus"), "gpus_missing": ",".join(pci.get("missing_from_nvml") or ()) or None,
+            "cpu_governor": ",".join(sorted(governor)) if governor else None,
+            "ib_rates": None if ports is None else (" + ".join(
+                f"{n}x {r} Gb/s" for r, n in sorted(rates.items(), key=lambda kv: -float(kv[0]))) or "no active port"),
+            "ib_ports_down": None if ports is None else len(ports) - len(active)}
 
 
-def _links(g: dict) -> tuple:
+def _links(g: dict) -> dict:
     """A GPU's PCIe link, NVLinks (and their error total), fabric state and HBM temperature."""
     pcie, nvlink, thermal = g.get("pcie") or {}, g.get("nvlink") or {}, g.get("thermal") or {}
     errors = nvlink.get("errors")
-    return (pcie.get("gen"), pcie.get("width"), pcie.get("max_gen"), pcie.get("max_width"), pcie.get("replay_counter"),
-            nvlink.get("links"), nvlink.get("active"),
-            None if not errors else sum(v for v in errors.values() if isinstance(v, int)),
-            (g.get("fabric") or {}).get("state"), thermal.get("memory_c"), thermal.get("memory_max_operating_c"))
+    return {"pcie_gen": pcie.get("gen"), "pcie_width": pcie.get("width"), "pcie_max_gen": pcie.get("max_gen"),
+            "pcie_max_width": pcie.get("max_width"), "pcie_replays": pcie.get("replay_counter"),
+            "nvlink_links": nvlink.get("links"), "nvlink_active": nvlink.get("active"),
+            "nvlink_errors": None if not errors else sum(v for v in errors.values() if isinstance(v, int)),
+            "fabric_state": (g.get("fabric") or {}).get("state"), "memory_temperature_c": thermal.get("memory_c"),
+            "memory_max_c": thermal.get("memory_max_operating_c")}
 
 
 @dataclass
@@ -487,12 +523,17 @@ def _check_health(path, health):
         raise HealthFileError(f"health.json of schema version {version or '?'} (kind {health.get('kind')!r}); "
                               "this sweep reads 1.x", where=str(path),
                               fix="upgrade sweep to read it" if newer else "probe the host with this sweep's agent")
+    normalize_health(health)
 
 
-def _frame(rows, columns) -> pd.DataFrame:
-    """Type the row tuples column by column (the dtypes of `columns`)."""
-    values = list(zip(*rows)) if rows else [()] * len(columns)
-    return pd.DataFrame({name: _array(list(col), dtype) for (name, dtype), col in zip(columns.items(), values)})
+def _frame(rows: list[dict], columns: dict, what: str) -> pd.DataFrame:
+    """Type the rows (dicts: column -> value) column by column, each by its name's dtype in `columns`;
+    a column a row leaves out is NA there, a value under a name `columns` does not declare is an error."""
+    if rows:
+        undeclared = set().union(rows[0], max(rows, key=len)) - columns.keys()
+        if undeclared:
+            raise KeyError(f"{what} column(s) {', '.join(sorted(undeclared))} have no dtype in the {what} columns")
+    return pd.DataFrame({name: _array([row.get(name) for row in rows], dtype) for name, dtype in columns.items()})
 
 
 def _objects(values: list) -> np.ndarray:

@@ -10,9 +10,12 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from probe_agent.chain import CONTRACTS
 from sweep.analysis.fleet import rows_at
-from sweep.analysis.keys import KEYS, GpuKeys, as_number, as_text
+from sweep.analysis import facts as table
+from sweep.analysis.keys import GpuKeys, as_number, as_text
 from sweep.analysis.names import fold_numbers
+from sweep.failures import fix_for
 from sweep.text import plural
 
 
@@ -65,7 +68,7 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
     failed = hosts[hosts["status"] != "ok"]
     out += [Finding(h, "unreachable", "unreachable", "Unreachable",
                     f"{r.failure_class}: {as_text(r.failure_message) or 'no health.json'}",
-                    _UNREACHABLE_FIX.get(str(r.failure_class)))
+                    fix_for(r.failure_class))
             for h, r in zip(failed.index, failed.itertuples())]
     broken = hosts[hosts["lowest_broken"].notna()]
     out += [Finding(h, "lowest_broken", "broken", f"Lowest broken contract: {r.lowest_broken}",
@@ -111,24 +114,18 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
     mixed_hosts = mixed[mixed.any(axis=1)]
     for h, row in mixed_hosts.iterrows():  # rare: hosts whose selected GPUs differ among themselves
         differ = [k for k in mixed_hosts.columns if row[k]]
-        parts = [f"{KEYS[k]} {keys.at[h, k]} ({_which_gpus(gpu_keys, positions[h], k)})" for k in differ]
+        parts = [f"{table.BY_NAME[k].label} {keys.at[h, k]} ({_which_gpus(gpu_keys, positions[h], k)})" for k in differ]
         out.append(Finding(h, "mixed_gpus", "warning", "GPUs differ within the host",
                            "the selected GPUs differ: " + "; ".join(parts),
                            "make the cards alike (power limit, ECC, MIG, clocks) or mask out the odd one",
-                           KEY_CONTRACT.get(differ[0]) if len(differ) == 1 else None))
+                           table.BY_NAME[differ[0]].contract if len(differ) == 1 else None))
     order = {"unreachable": 0, "broken": 1, "warning": 2}
     return tuple(sorted(out + _platform_findings(fleet, hosts), key=lambda f: (order[f.severity], f.kind, f.host)))
 
 
-# Contracts of schema 1.2 whose broken or warning state is a finding of its own (the lowest broken
-# contract already has one): kind, title.
-PLATFORM_CONTRACTS = {
-    "fabric": ("fabric_not_ready", "GPU fabric not ready"),
-    "xid": ("xid", "Xid events in the kernel log"),
-    "thermal": ("thermal_headroom", "Thermal headroom"),
-    "links": ("links", "PCIe / NVLink link degraded"),
-    "host": ("host_settings", "Host settings"),
-}
+# Contracts whose broken or warning state is a finding of its own (the lowest broken contract
+# already has one): kind, title, from the agent's contract table.
+PLATFORM_CONTRACTS = {c.name: c.finding for c in CONTRACTS if c.finding}
 
 
 def _platform_findings(fleet, hosts) -> list[Finding]:
@@ -150,26 +147,9 @@ def _which_gpus(gpu_keys: GpuKeys, position: int, key: str) -> str:
     by_value = {}
     for row in mine:
         combo = gpu_keys.combos[key][row]
-        text = (as_number(gpu_keys.power_enforced[combo][0]) + " W") if key == "power_limit" else gpu_keys.texts[key][combo]
+        per_gpu = table.BY_NAME[key].per_gpu
+        text = per_gpu(gpu_keys.rows[key][combo]) if per_gpu else gpu_keys.texts[key][combo]
         by_value.setdefault(text, []).append(gpu_keys.gpu_index[row])
     return ", ".join(f"{v} on GPU {fold_numbers(ix)}" for v, ix in by_value.items())
 
 
-# The contract a comparability key belongs to, for a host whose GPUs differ in that one key.
-KEY_CONTRACT = {"ecc": "memory", "power_limit": "power", "mig": "layout", "persistence": "layout",
-                "compute_mode": "layout", "clock_policy": "clocks"}
-
-_UNREACHABLE_FIX = {
-    "refused": "start sshd on the host, or check the port and firewall",
-    "timeout": "check that the host is up and routable; raise the timeout for slow links",
-    "dns": "fix the name in DNS or give the address in the inventory",
-    "auth": "check the user and key the inventory names for this host",
-    "host_key_unknown": "add the host key to known_hosts after checking its fingerprint",
-    "host_key_changed": "find out why the host key changed (reinstall? another machine?) before trusting it",
-    "no_python": "install python3 on the host, or name one with python= in the inventory",
-    "python_too_old": "install python3 >= 3.8 on the host, or set ansible_python_interpreter to one",
-    "agent_error": "read the message; run the agent by hand on the host with --no-json",
-    "output_too_large": "probe the host alone and read its output",
-    "bad_output": "probe the host alone and read its output",
-    "not_probed": "finish the run: sweep run --resume RUN_DIR",
-}

@@ -11,7 +11,7 @@ from typing import Callable, Optional
 
 from probe_agent.contracts import link_rank
 
-Case = dict  # value, reference, mixed and the link fields below
+Case = dict  # value, reference (texts), rows, ref_rows (typed: the distinct raw rows of each side), mixed, link fields
 Rule = tuple[Optional[Callable[[Case], bool]], str]
 
 UNKNOWN = ("not read on {where}: the probe could not tell, so the hosts cannot be shown alike on this key; "
@@ -26,8 +26,12 @@ def _pending(c: Case) -> bool:
     return "pending" in c["value"]
 
 
+def _typed(c: Case, column: str, side: str = "rows") -> list:
+    return [r[column] for r in c[side] if r.get(column) is not None]
+
+
 def _lower_cap(c: Case) -> bool:
-    mine, ref = _numbers(c["value"]), _numbers(c["reference"])
+    mine, ref = _typed(c, "power_enforced_w"), _typed(c, "power_enforced_w", "ref_rows")
     return bool(mine and ref and min(mine) < min(ref))
 
 
@@ -129,58 +133,64 @@ RULES: dict[str, list[Rule]] = {
 }
 
 
-def impact(key: str, value: str, reference: str) -> str:
-    """What a benchmark on a host with `value` for `key` suffers or gains against `reference`."""
+def impact(key: str, value: str, reference: str, rules: list | None = None, rows=(), ref_rows=()) -> str:
+    """What a benchmark on a host with `value` for `key` suffers or gains against `reference`, by the
+    first of `rules` (the fact table's, `sweep.analysis.facts`; default `RULES[key]`) that holds.
+    `rows` and `ref_rows` are the typed readings behind each side (one per distinct GPU value):
+    the rules judge those, the texts are only filled in."""
     if "unknown" in (value, reference):
         return UNKNOWN.format(where="this host" if value == "unknown" else "the reference hosts")
-    platform = _platform_impact(key, value, reference)
-    if platform:
-        return platform
-    case: Case = {"value": value, "reference": reference, "mixed": "/" in value and "/" not in reference}
+    case: Case = {"value": value, "reference": reference, "rows": list(rows), "ref_rows": list(ref_rows),
+                  "mixed": len(rows) > 1 and len(ref_rows) <= 1}
     if key == "link":
         case["mine"], case["ref"] = value.split()[0], reference.split()[0]
         more = _nvlink_counts(case) and _numbers(case["mine"])[0] > _numbers(case["ref"])[0]
         case["more"], case["speed"] = ("more", "faster") if more else ("fewer", "slower")
-    for when, text in RULES.get(key, [(None, "{value} instead of {reference}")]):
+    for when, text in rules if rules is not None else RULES.get(key, [(None, "{value} instead of {reference}")]):
         if when is None or when(case):
-            return text.format_map(case)
+            return text(case) if callable(text) else text.format_map(case)
     raise AssertionError(f"no rule for {key}")  # every list ends with a rule that always holds
 
 
-def _widths(text: str) -> list[int]:
-    return [int(w) for w in re.findall(r"x(\d+)", text)]
+def _narrower(c: Case) -> bool:
+    mine, ref = _typed(c, "pcie_width"), _typed(c, "pcie_width", "ref_rows")
+    return bool(mine and ref and min(mine) < max(ref))
 
 
-def _platform_impact(key: str, value: str, reference: str) -> str | None:
-    """Impacts of the keys of schema 1.2: GPUs present, PCIe link, NVLinks, IB rate, CPU governor."""
-    if key == "gpus_present":
-        if "on the bus" in value:
-            return (f"{value}: a GPU is on the PCI bus but the driver does not list it (fallen off the bus or "
-                    "failed to initialise); the host runs with fewer GPUs than it has, and a job sized for the "
-                    "full host will not launch the same way")
-        return f"{value} GPUs instead of {reference}: a different host size; per-host throughput differs"
-    if key == "pcie":
-        mine, ref = _widths(value), _widths(reference)
-        if mine and ref and min(mine) < max(ref):
-            who = "a card" if "/" in value else "the cards"
-            return (f"PCIe {value} instead of {reference}: {who} trained down to {min(mine)} lanes, so "
-                    f"host-to-GPU copies, data loading and GPUDirect RDMA run at {min(mine) / max(ref):.0%} of the "
-                    "reference's bandwidth there (half at x8 of x16), and synchronous multi-GPU steps wait for that "
-                    "GPU; reseat the card or riser")
-        return (f"PCIe {value} instead of {reference}: host-to-GPU bandwidth differs (each generation doubles "
-                "it), so copies and data loading run at another speed")
-    if key == "nvlinks":
-        return (f"{value} NVLinks active instead of {reference}: fewer links carry GPU-to-GPU traffic, so "
-                "all-reduce and other collectives run slower on this host, and the step waits for them")
-    if key == "ib_rate":
-        mine, ref = _numbers(value), _numbers(reference)
-        if len(mine) >= 2 and len(ref) >= 2 and min(mine[1::2]) < max(ref[1::2]):
-            return (f"network ports at {value} instead of {reference}: inter-node all-reduce runs at the slowest "
-                    "port's rate, so multi-node scaling measured here is lower; a port trained down (cable, "
-                    "transceiver) or on another fabric")
-        return f"network ports {value} instead of {reference}: inter-node collectives run at another rate"
-    if key == "cpu_governor":
-        return (f"CPU governor {value} instead of {reference}: the CPUs change frequency under load, so data "
-                "loading, kernel launch latency and host-side steps vary run to run; small-kernel and "
-                "input-bound work slows")
-    return None
+def _trained_down(c: Case) -> str:
+    mine, ref = _typed(c, "pcie_width"), _typed(c, "pcie_width", "ref_rows")
+    who = "a card" if len(c["rows"]) > 1 else "the cards"
+    return (f"PCIe {c['value']} instead of {c['reference']}: {who} trained down to {min(mine)} lanes, so "
+            f"host-to-GPU copies, data loading and GPUDirect RDMA run at {min(mine) / max(ref):.0%} of the "
+            "reference's bandwidth there (half at x8 of x16), and synchronous multi-GPU steps wait for that "
+            "GPU; reseat the card or riser")
+
+
+def _slower_port(c: Case) -> bool:
+    mine, ref = _numbers(c["value"]), _numbers(c["reference"])
+    return len(mine) >= 2 and len(ref) >= 2 and min(mine[1::2]) < max(ref[1::2])
+
+
+# the keys of schema 1.2: GPUs present, PCIe link, NVLinks, IB rate, CPU governor
+RULES.update({
+    "gpus_present": [
+        (lambda c: "on the bus" in c["value"],
+         "{value}: a GPU is on the PCI bus but the driver does not list it (fallen off the bus or failed to "
+         "initialise); the host runs with fewer GPUs than it has, and a job sized for the full host will not "
+         "launch the same way"),
+        (None, "{value} GPUs instead of {reference}: a different host size; per-host throughput differs")],
+    "pcie": [
+        (_narrower, _trained_down),
+        (None, "PCIe {value} instead of {reference}: host-to-GPU bandwidth differs (each generation doubles it), so "
+               "copies and data loading run at another speed")],
+    "nvlinks": [(None, "{value} NVLinks active instead of {reference}: fewer links carry GPU-to-GPU traffic, so "
+                       "all-reduce and other collectives run slower on this host, and the step waits for them")],
+    "ib_rate": [
+        (_slower_port, "network ports at {value} instead of {reference}: inter-node all-reduce runs at the slowest "
+                       "port's rate, so multi-node scaling measured here is lower; a port trained down (cable, "
+                       "transceiver) or on another fabric"),
+        (None, "network ports {value} instead of {reference}: inter-node collectives run at another rate")],
+    "cpu_governor": [(None, "CPU governor {value} instead of {reference}: the CPUs change frequency under load, so "
+                            "data loading, kernel launch latency and host-side steps vary run to run; small-kernel "
+                            "and input-bound work slows")],
+})

@@ -30,6 +30,7 @@ from typing import Any, Iterable, Mapping
 
 from sweep import exitcodes
 from sweep.errors import ConfigError, RunFolderError
+from sweep.analysis.facts import path_labels
 from sweep.analysis.names import fold_hosts, fold_numbers, host_key
 from sweep.audit.rundiff import FieldChange, Run, host_changes, load_run
 from sweep.text import show_value, plural
@@ -49,7 +50,7 @@ _LABELS = {"pcie.width": "PCIe width", "pcie.max_gen": "PCIe generation (link)",
            "mig.current": "MIG mode", "mig.pending": "MIG mode after reset", "persistence_mode": "persistence mode",
            "driver.version": "driver", "driver.cuda_driver_version": "CUDA driver API",
            "driver.gpu_count": "GPU count", "topology.worst_link_selected": "worst link",
-           "topology.pairs": "link", "vbios": "VBIOS"}
+           "topology.pairs": "link", "vbios": "VBIOS", **path_labels()}
 
 
 def host_state(health: dict) -> dict:

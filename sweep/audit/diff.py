@@ -17,7 +17,7 @@ from typing import Any
 
 from sweep.audit.fields import PROBE_CATEGORIES, first_match, generic, probe_category
 from sweep.errors import HealthFileError
-from sweep.store import read_json
+from sweep.store import normalize_health, read_json
 from sweep.text import plural
 
 @dataclass(frozen=True)
@@ -47,16 +47,15 @@ def load_health(path: str | Path) -> dict:
     if major != "1":
         raise HealthFileError(f"health.json schema version {data.get('schema_version')} is not supported by this "
                               "sweep (it reads 1.x)", where=str(path), fix="upgrade sweep to read newer probes")
-    return data
+    return normalize_health(data)
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     """Nested dicts/lists as {path: leaf}; GPUs and contracts keyed by index / name."""
     out: dict[str, Any] = {}
     if isinstance(value, dict):
-        if prefix.endswith(".ecc") and "pending" in value:  # schema 1.0 name of pending_mode (1.1)
-            value = {k: v for k, v in value.items() if k != "pending"} | {
-                "pending_mode": value.get("pending_mode", value["pending"])}
+        if prefix.endswith(".ecc") and "pending_mode" in value:  # `pending`: its alias (store.normalize_health)
+            value = {k: v for k, v in value.items() if k != "pending"}
         for k, v in value.items():
             out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
     elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):

@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 import yaml
 
+from sweep.analysis import facts as table
 from sweep.analysis.names import fold_numbers
 from sweep.errors import ConfigError
 from sweep.inventory.formats import LineLoader, LineMapping
@@ -139,10 +140,11 @@ def _pcie(v, key):
     return f"gen{int(m.group(1))}x{int(m.group(2))}"
 
 
-class _TypeProblem(Exception):
+class _TypeProblem(ConfigError):
+    """An expectations value of the wrong type; the caller adds the file and line."""
+
     def __init__(self, message: str, fix: str):
-        super().__init__(message)
-        self.message, self.fix = message, fix
+        super().__init__(message, fix=fix)
 
 
 # rule -> validator. Host rules judge the host; GPU rules judge each GPU (and may sit under models).
@@ -164,6 +166,12 @@ GPU_RULES: dict[str, Callable] = {
     "sm_clock_floor_mhz": _number("MHz", "1400"),
     "pcie": _pcie,
 }
+# the fact table's versions (VBIOS, HCA firmware, ...): a glob or a list of globs each, judged by its reader
+VERSION_FACTS = {f.expect: f for f in table.FACTS if f.reads and f.expect}
+HOST_RULES.update({k: _strings(f"a {f.label} version (glob)", "'96.00.*'") for k, f in VERSION_FACTS.items()
+                   if f.scope == "host"})
+GPU_RULES.update({k: _strings(f"a {f.label} version (glob)", "'96.00.*'") for k, f in VERSION_FACTS.items()
+                  if f.scope == "gpu"})
 RULES = {**HOST_RULES, **GPU_RULES}
 
 
@@ -355,6 +363,7 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
 
     _judge_driver(resolve(exp, host, groups), health, add)
     _judge_platform(health, resolve(exp, host, groups), add)
+    _judge_versions(health, resolve(exp, host, groups), add)
     summary = {e.get("gpu"): e for e in ((health.get("load") or {}).get("summary") or []) if isinstance(e, dict)}
     _judge_gpus(_gpu_checks(host, groups, health, exp, summary), summary, add)
     return out
@@ -402,8 +411,8 @@ def _gpu_checks(host: str, groups, health: dict, exp: Expectations, summary: dic
             want = grules["ecc"].value
             if ecc["current"] != want:
                 checks.append(("ecc", ecc["current"]))
-            elif ecc.get("pending_mode", ecc.get("pending")) not in (None, want):
-                after_reset = ecc.get("pending_mode", ecc.get("pending"))
+            elif ecc.get("pending_mode") not in (None, want):  # schema 1.0's name: store.normalize_health
+                after_reset = ecc["pending_mode"]
                 checks.append(("ecc", f"{_onoff(ecc['current'])}, {_onoff(after_reset)} after reset"))
         if "persistence" in grules and g.get("persistence_mode") is not None \
                 and g["persistence_mode"] != grules["persistence"].value:
@@ -412,6 +421,7 @@ def _gpu_checks(host: str, groups, health: dict, exp: Expectations, summary: dic
             actual = g.get("mig_layout") or "off"
             if actual != grules["mig_layout"].value:
                 checks.append(("mig_layout", actual))
+        checks += _version_checks(g, grules)
         link = _pcie_of(g, summary.get(idx))
         if "pcie" in grules and link is not None and link != grules["pcie"].value:
             checks.append(("pcie", link))
@@ -459,6 +469,37 @@ def _judge_gpus(per_gpu: dict[tuple, list], summary: dict, add) -> None:
         elif rule == "gpu_model":
             add(rule, expected, actual, f"{actual} on {on}", (_one_of(expected), "check the host's hardware "
                                                                                 "or its group"), where)
+        elif rule in VERSION_FACTS:
+            add(rule, expected, actual, f"{VERSION_FACTS[rule].label} {actual} on {on}", (_one_of(expected), _UPGRADE),
+                where)
+
+
+_UPGRADE = "finish the firmware upgrade of the change window on this host (or approve this version)"
+
+
+def _version(fact, doc):
+    """The version a fact's first column reads from a GPU dict or a health.json; None: not read."""
+    _, read = next(iter(fact.reads.values()))
+    return read(doc)
+
+
+def _version_checks(g: dict, grules: dict) -> list:
+    """(rule, version) of every GPU version rule this GPU's version does not match."""
+    out = []
+    for rule, fact in VERSION_FACTS.items():
+        got = _version(fact, g) if fact.scope == "gpu" and rule in grules else None
+        if got is not None and not any(fnmatch.fnmatchcase(got, p) for p in grules[rule].value):
+            out.append((rule, got))
+    return out
+
+
+def _judge_versions(health: dict, rules: dict, add) -> None:
+    """The host version rules of the fact table (system BIOS, HCA firmware, fabric manager)."""
+    for rule, fact in VERSION_FACTS.items():
+        s = rules.get(rule) if fact.scope == "host" else None
+        got = _version(fact, health) if s else None
+        if got is not None and not all(any(fnmatch.fnmatchcase(part, p) for p in s.value) for part in got.split("/")):
+            add(rule, s.value, got, f"{fact.label} {got} is not approved", (_one_of(s.value), _UPGRADE), s.where)
 
 
 def _pcie_of(g: dict, summary: dict | None) -> str | None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import fnmatch
 import re
 
+from sweep.analysis.facts import own_paths
+
 # --- the probe diff ------------------------------------------------------------------------------
 
 # (category, glob patterns over flattened paths, "#" standing for any [index]). First match wins.
@@ -29,7 +31,7 @@ PROBE_CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("verdict", ("contracts#.status", "contracts#.message", "lowest_broken", "verdict")),
     ("other readings", ("gpus#.temperature_c", "gpus#.thermal.gpu_c", "gpus#.thermal.memory_c", "gpus#.utilization_*",
                         "gpus#.clocks.mem_mhz", "gpus#.pstate", "gpus#.fan_*", "load.*")),
-    ("identity and software", ("driver.*", "gpus#.uuid", "gpus#.serial", "gpus#.vbios", "gpus#.name",
+    ("identity and software", (*(p for _, paths in own_paths() for p in paths), "driver.*", "gpus#.uuid", "gpus#.serial", "gpus#.vbios", "gpus#.name",
                                "gpus#.pci_bus_id", "frameworks*", "mask.*", "environment.*", "topology.*",
                                "host.*", "host_settings.*", "gpus#.thermal.*")),
     ("other", ("*",)),
@@ -55,6 +57,7 @@ RUN_VOLATILE = (
 )
 # (kind, patterns); the first match wins. Display order is KIND_ORDER.
 RUN_KINDS: list[tuple[str, tuple[str, ...]]] = [
+    *own_paths(),  # the fact table's firmware and platform versions, under their declared kind
     ("gpus", ("driver.gpu_count",)),
     ("gpu swap", ("gpus#.uuid", "gpus#.serial")),
     ("modes", ("driver.confidential_compute", "gpus#.persistence_mode", "gpus#.compute_mode")),

@@ -12,7 +12,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 from rich.console import Console, ConsoleDimensions
@@ -436,25 +436,35 @@ def run(
     _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by, reference, limit)
     spec = _wrap_spec(wrap, command, metric, force, interval)
     from sweep.collect.engines import engine_from_options
-    from sweep.collect.shard import parse_shard
-    from sweep.inventory.formats import InventoryLimits
+    from sweep.collect.options import AgentOptions, SSHSettings
 
     runner = engine_from_options(engine, partition=partition, nodelist=nodelist)
     _check_engine_inputs(engine, transport, inventory, resume)
-    hosts = dict(limit=limit, resume=resume, engine=runner, shard=parse_shard(shard) if shard else None,
-                 shard_by=shard_by, inventory_limits=InventoryLimits(max_yaml_values, max_range_hosts))
+    hosts = _host_selection(limit, shard, shard_by, max_yaml_values, max_range_hosts)
     if list_hosts:
-        raise typer.Exit(_list_hosts(inventory, **hosts))
+        raise typer.Exit(_list_hosts(inventory, hosts=hosts, resume=resume, engine=runner))
+    ssh = SSHSettings(connect_timeout=connect_timeout, host_deadline=host_deadline, transport=transport,
+                      known_hosts=[known_hosts] if known_hosts else (), accept_new_host_keys=accept_new_host_keys)
+    agent = AgentOptions(args=(["--deep"] if deep else []) + (["--load", f"{load:g}"] if load > 0 else []), wrap=spec)
     report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)
     result = run_with_progress(dict(
-        inventory_path=inventory, out=out, forks=forks, accept_new_host_keys=accept_new_host_keys,
-        known_hosts=known_hosts, connect_timeout=connect_timeout, host_deadline=host_deadline, transport=transport,
-        agent_args=(["--deep"] if deep else []) + (["--load", f"{load:g}"] if load > 0 else []), wrap=spec,
-        report=report, given=_given_options(ctx), retry_failed=_retry_classes(retry_failed), **hosts), console)
+        inventory_path=inventory, hosts=hosts, ssh=ssh, agent=agent, out=out, forks=forks, engine=runner,
+        resume=resume, report=report, given=_given_options(ctx), retry_failed=_retry_classes(retry_failed)), console)
     keep_history(result.run_dir)
     code = _report_run(result, report)
     results.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _host_selection(limit: Optional[str], shard: Optional[str], shard_by: str, max_yaml_values: int,
+                    max_range_hosts: int):
+    """`sweep run`'s host options as the HostSelection run_sweep takes."""
+    from sweep.collect.options import HostSelection
+    from sweep.collect.shard import parse_shard
+    from sweep.inventory.formats import InventoryLimits
+
+    return HostSelection(limit=limit, shard=parse_shard(shard) if shard else None, shard_by=shard_by,
+                         inventory_limits=InventoryLimits(max_yaml_values, max_range_hosts))
 
 
 def _report_run(result, report: dict) -> int:
@@ -582,7 +592,7 @@ def _check_engine_inputs(engine: str, transport: Optional[str], inventory, resum
         raise SweepError("no inventory given", fix="sweep run INVENTORY.yml, or sweep run --resume RUN_DIR")
 
 
-def _list_hosts(inventory: Optional[Path], **options) -> int:
+def _list_hosts(inventory: Optional[Path], **options: Any) -> int:
     """`sweep run --list-hosts`: the hosts the run would contact, in ansible --list-hosts' format."""
     from sweep.collect.run import planned_hosts
 

@@ -8,7 +8,7 @@ options that session set (the first: those given on its command line; a resumed 
 again). The SSH key's passphrase is never kept.
 
 ``--retry-failed [CLASS...]`` sets aside the failed records of the classes named (none named: the
-transient classes, `TRANSIENT_CLASSES`) as ``hosts/<name>~attempt-N.json`` before the hosts are
+transient classes, `sweep.failures.TRANSIENT_CLASSES`) as ``hosts/<name>~attempt-N.json`` before the hosts are
 swept again: no record is ever lost, and the readers of a run folder skip these files
 (`sweep.store.is_attempt_file`).
 """
@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Mapping
 
-from sweep.collect.ssh.prober import FAILURE_CLASSES, TRANSIENT_CLASSES
+from sweep.failures import FAILURE_CLASSES, TRANSIENT_CLASSES
 from sweep.errors import ConfigError
 from sweep.inventory.formats import InventoryLimits
 

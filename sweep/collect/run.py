@@ -19,18 +19,19 @@ from sweep.collect.engines import create_engine
 from sweep.collect.engines.base import Engine, EngineError, EngineJob
 from sweep.collect.resume import Resolved, engine_of, resolve, retry_classes, to_retry
 from sweep.collect.shard import select_shard
-from sweep.collect.ssh.config import SSHSettingRefused
-from sweep.collect.ssh.prober import (FAILURE_CLASSES, KeyFileEncrypted, KeyFileError, KeyFileMissing,
-                                      KeyFileWrongPassphrase, Outcome, SSHOptions, load_private_key)
+from sweep.collect.options import AgentOptions, HostSelection, SSHOptions, SSHSettings
+from sweep.collect.outcome import Outcome
+from sweep.collect.ssh.prober import (KeyFileEncrypted, KeyFileError, KeyFileMissing, KeyFileWrongPassphrase,
+                                      load_private_key)
 from sweep.collect.ssh.transports import TRANSPORTS, make_prober
 from sweep.errors import ConfigError, InventoryError, RunFolderError
+from sweep.failures import FAILURE_CLASSES
 from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory
 from sweep.collect.wrap import WrapSpec, split_record
 from sweep.store import RECORD_VERSION, RunFolder, default_run_dir, iso, new_manifest
 from sweep.text import plural, visible
 
 DEFAULTS = SSHOptions()
-PASSPHRASE_ENV = "SWEEP_KEY_PASSPHRASE"  # the passphrase of encrypted key files; never recorded
 _RECORD_STDERR = 4096  # bytes of stderr kept in a record (the tail)
 # what to do about a key file that cannot be used, by why (KeyFileError's class)
 _KEY_FIXES = {
@@ -81,58 +82,46 @@ class RunResult:
 def run_sweep(
     inventory_path: str | Path | None,
     *,
-    limit: str | None = None,
+    hosts: HostSelection = HostSelection(),
+    ssh: SSHSettings = SSHSettings(),
+    agent: AgentOptions = AgentOptions(),
+    forks: int = 32,
+    engine: "str | Engine" = "ssh",
     out: str | Path | None = None,
     reports_dir: str | Path = "reports",
     resume: str | Path | None = None,
-    forks: int = 32,
-    accept_new_host_keys: bool = False,
-    known_hosts: str | Path | Sequence[str | Path] | None = None,
-    ssh_config: str | None = "~/.ssh/config",
-    connect_timeout: float | None = None,
-    host_deadline: float | None = None,
-    retries: int | None = None,
-    agent_args: Sequence[str] = (),
-    allow_agent: bool = True,
-    look_for_keys: bool = True,
-    loader: str = "auto",
-    payload: bytes | None = None,
+    retry_failed: Collection[str] | None = None,
     progress: Callable[[RunProgress], None] | None = None,
-    key_passphrase: str | None = None,
-    engine: "str | Engine" = "ssh",
-    shard: tuple[int, int] | None = None,
-    shard_by: str = "hash",
-    inventory_limits: InventoryLimits = InventoryLimits(),
-    transport: str | None = None,
-    wrap: "WrapSpec | None" = None,
     report: Mapping[str, Any] | None = None,
     given: Collection[str] | None = None,
-    retry_failed: Collection[str] | None = None,
 ) -> RunResult:
     """Sweep the hosts of an inventory (or finish the run folder `resume`) and record each one.
 
-    Precedence: these timeouts and retries, then a host's ``sweep_*`` settings, then the defaults (10 s,
-    120 s, 3). `engine` is "ssh" (through `transport`: "paramiko", or "openssh", the system ssh), "ansible",
-    "slurm" or an Engine object; `wrap` runs a benchmark in the agent's envelope (ssh engine). Before any
-    host is contacted: key files (decrypted with `key_passphrase` or SWEEP_KEY_PASSPHRASE, written
-    nowhere), every host's ssh settings, `inventory_limits` (alias bombs, host ranges). The run folder is
-    locked for the sweep; SIGTERM ends it as Ctrl-C does. docs/engines.md and docs/ssh.md describe every option.
+    `hosts` selects them (`HostSelection`: --limit, --shard, the inventory's reader and bounds), `ssh` says how
+    they are reached (`SSHSettings`: its timeouts and retries win over a host's ``sweep_*`` settings, then the
+    defaults: 10 s, 120 s, 3), `agent` what the agent does there (`AgentOptions`: its arguments, `wrap`'s
+    benchmark, ssh engine only). `engine` is "ssh" (through ``ssh.transport``: "paramiko", or "openssh", the
+    system ssh), "ansible", "slurm" or an Engine object. Before any host is contacted: key files (decrypted
+    with ``ssh.key_passphrase`` or SWEEP_KEY_PASSPHRASE, written nowhere), every host's ssh settings, the
+    inventory's bounds (alias bombs, host ranges). The run folder is locked for the sweep; SIGTERM ends it
+    as Ctrl-C does. docs/engines.md and docs/ssh.md describe every option.
 
     The manifest keeps every option that shapes the run (`sweep.collect.resume.OPTIONS`, `report`'s
     reference, expect, baseline, no_report); `resume` reuses them but those named in `given` (None: those
     that differ from the defaults), which win and are recorded in the session. `retry_failed` (with
     `resume`): sweep again the hosts whose record failed with one of these classes (empty: the transient
-    ones), their old records kept as ``hosts/<name>~attempt-N.json``.
+    ones, `sweep.failures.TRANSIENT_CLASSES`), their old records kept as ``hosts/<name>~attempt-N.json``.
     """
-    asked = dict(limit=limit, forks=forks, accept_new_host_keys=accept_new_host_keys, known_hosts=known_hosts,
-                 ssh_config=ssh_config, allow_agent=allow_agent, look_for_keys=look_for_keys,
-                 connect_timeout=connect_timeout, host_deadline=host_deadline, retries=retries,
-                 agent_args=list(agent_args), loader=loader, engine=engine, engine_settings=engine,
-                 transport=transport, shard=None if shard is None else (*shard, shard_by),
-                 inventory_limits=inventory_limits, wrap=wrap, **{**_REPORT_OPTIONS, **(report or {})})
-    _check_options(forks, resume, limit, {key: asked[key] for key in _FLAGS}, transport, retry_failed, shard)
+    asked = dict(limit=hosts.limit, forks=forks, accept_new_host_keys=ssh.accept_new_host_keys,
+                 known_hosts=list(ssh.known_hosts), ssh_config=ssh.ssh_config, allow_agent=ssh.allow_agent,
+                 look_for_keys=ssh.look_for_keys, **ssh.flags(), agent_args=list(agent.args), loader=hosts.loader,
+                 engine=engine, engine_settings=engine, transport=ssh.transport,
+                 shard=None if hosts.shard is None else (*hosts.shard, hosts.shard_by),
+                 inventory_limits=hosts.inventory_limits, wrap=agent.wrap, **{**_REPORT_OPTIONS, **(report or {})})
+    _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard)
     session = resolve(asked, given, _stored_options(resume) if resume is not None else None)
-    return _run(session, inventory_path, (out, reports_dir), resume, payload, progress, key_passphrase, retry_failed)
+    return _run(session, inventory_path, (out, reports_dir), resume, agent.payload, progress, ssh.key_passphrase,
+                retry_failed)
 
 
 def _run(session: Resolved, inventory_path, out: tuple, resume, payload: bytes | None,
@@ -141,9 +130,10 @@ def _run(session: Resolved, inventory_path, out: tuple, resume, payload: bytes |
     """run_sweep with the session's options resolved; `out`: (--out or None, the reports folder)."""
     run = session.live
     runner = _runner(run, resume is None or "engine" in session.set_now)
-    options = replace(_ssh_options(run["known_hosts"], run["accept_new_host_keys"], run["ssh_config"],
-                                   run["allow_agent"], run["look_for_keys"], key_passphrase),
-                      transport=run["transport"] or "paramiko")
+    options = SSHSettings(known_hosts=run["known_hosts"], accept_new_host_keys=run["accept_new_host_keys"],
+                          ssh_config=run["ssh_config"], allow_agent=run["allow_agent"],
+                          look_for_keys=run["look_for_keys"], transport=run["transport"],
+                          key_passphrase=key_passphrase).resolved()
     session.kept["transport"] = options.transport if runner.name == "ssh" else None
     wrap, agent_args = _wrapped(run["wrap"], runner, run["agent_args"], run["host_deadline"])
     if resume is None:  # 1. resolve the hosts (a new run: before its folder exists)
@@ -233,21 +223,7 @@ def _check_ssh_settings(runner: Engine, hosts: Sequence[Host], options: SSHOptio
         return
     checker = make_prober(options.transport, b"", (), options)
     for host in hosts:
-        try:
-            checker.check(host)
-        except SSHSettingRefused as refused:
-            raise ConfigError(refused.message, where=refused.where) from None
-
-
-def _ssh_options(known_hosts, accept_new_host_keys: bool, ssh_config: str | None, allow_agent: bool,
-                 look_for_keys: bool, key_passphrase: str | None) -> SSHOptions:
-    """The run's SSH options: extra known_hosts files first; the passphrase from the environment if not given."""
-    extra = [known_hosts] if isinstance(known_hosts, (str, Path)) else list(known_hosts or [])
-    if key_passphrase is None:
-        key_passphrase = os.environ.get(PASSPHRASE_ENV) or None
-    return SSHOptions(known_hosts=(*(str(p) for p in extra), "~/.ssh/known_hosts"),
-                      accept_new_host_keys=accept_new_host_keys, ssh_config=ssh_config, allow_agent=allow_agent,
-                      look_for_keys=look_for_keys, key_passphrase=key_passphrase)
+        checker.check(host)  # an SSHConfigError names the host, the setting, where it is and the fix
 
 
 def _select(inventory: Inventory, limit: str | None, shard: tuple[int, int, str] | None,
@@ -418,21 +394,21 @@ def _key_file_where(host: Host) -> str | None:
                  if where.get(var)), None)
 
 
-def planned_hosts(inventory_path: str | Path | None, *, limit: str | None = None, resume: str | Path | None = None,
-                  loader: str = "auto", engine: "str | Engine" = "ssh", shard: tuple[int, int] | None = None,
-                  shard_by: str = "hash", inventory_limits: InventoryLimits = InventoryLimits()) -> list[Host]:
+def planned_hosts(inventory_path: str | Path | None, *, hosts: HostSelection = HostSelection(),
+                  resume: str | Path | None = None, engine: "str | Engine" = "ssh") -> list[Host]:
     """The hosts `run_sweep` with these arguments would contact, in the order it would; contacts none and
     writes nothing (``sweep run --list-hosts``, Ansible's ``--list-hosts``). With `resume`: the run's
     hosts without a record."""
-    _check_options(1, resume, limit, {}, None)
+    _check_options(1, resume, hosts.limit, {}, None)
     runner = create_engine(engine) if isinstance(engine, str) else engine
     if resume is not None:
         folder, manifest = RunFolder.existing(resume)
-        inventory = _inventory(inventory_path or manifest["inventory"]["path"], loader, runner, inventory_limits)
+        inventory = _inventory(inventory_path or manifest["inventory"]["path"], hosts.loader, runner,
+                               hosts.inventory_limits)
         done = folder.read_records()
         return [host for host in _hosts_of_run(inventory, manifest) if host.name not in done]
-    hosts = _inventory(inventory_path, loader, runner, inventory_limits).select(limit)
-    return select_shard(hosts, *shard, by=shard_by) if shard is not None else hosts
+    selected = _inventory(inventory_path, hosts.loader, runner, hosts.inventory_limits).select(hosts.limit)
+    return select_shard(selected, *hosts.shard, by=hosts.shard_by) if hosts.shard is not None else selected
 
 
 def _hosts_of_run(inventory: Inventory, manifest: dict) -> list[Host]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import probe_agent
+from sweep.errors import SweepError
 
 HEALTH_SCHEMA = Path(probe_agent.__file__).parent / "schema" / "health-1.schema.json"
 _ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description", "default", "examples",
@@ -31,7 +32,7 @@ _ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description", 
 Check = Callable[[Any, str], Optional[str]]  # (value, where) -> the first problem, or None
 
 
-class UnsupportedSchema(ValueError):
+class UnsupportedSchema(SweepError, ValueError):
     """The schema uses a keyword this compiler does not implement."""
 
 

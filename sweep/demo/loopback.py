@@ -25,13 +25,16 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from sweep.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sweep.collect.options import SSHSettings
 
 SSHD = os.environ.get("SWEEP_SSHD", "/usr/sbin/sshd")
 DEMO_DIR = Path(__file__).with_name("captures")
@@ -273,10 +276,13 @@ class LocalFleet:
         env.pop("SSH_AUTH_SOCK", None)
         return env
 
-    def sweep_options(self) -> dict:
-        """run_sweep keyword arguments that trust this fleet's host keys (and no user ssh state)."""
-        return {"known_hosts": str(self.known_hosts_path), "ssh_config": None,
-                "allow_agent": False, "look_for_keys": False}
+    def ssh_settings(self, **changes: Any) -> "SSHSettings":
+        """run_sweep's `ssh`: trust this fleet's host keys and no user ssh state; `changes` on top."""
+        from sweep.collect.options import SSHSettings
+
+        trust = {"known_hosts": str(self.known_hosts_path), "ssh_config": None, "allow_agent": False,
+                 "look_for_keys": False}
+        return SSHSettings(**{**trust, **changes})
 
     # --- internals ----------------------------------------------------------------------------
 

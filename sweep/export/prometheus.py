@@ -10,6 +10,9 @@ record may) keeps both: those GPUs also carry `gpu_position`, their place in the
 so neither series overwrites the other.
 
 Metric names are listed in `FAMILIES` (docs/prometheus.md); `sweep.export.rules` alerts on them.
+Every fact of the fact table (`sweep.analysis.facts`) is exported by its own declared metric, from
+the fleet frames' typed columns: a gauge of one column, or an `_info` metric with the columns as
+labels; the rest (draw, clocks, temperatures, load medians, contracts) are readings of the health.json.
 """
 from __future__ import annotations
 
@@ -17,13 +20,15 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
+from probe_agent.chain import STATUS_NAMES
+from sweep.analysis import facts as table
 from sweep.analysis.compare import compare
 from sweep.export.textfile import Metrics, write_output
-from sweep.analysis.fleet import load_fleet
+from sweep.analysis.fleet import Fleet, load_fleet, rows_at
 from sweep.audit.rundiff import load_run
 
 MHZ = 1e6
-CONTRACT_STATES = ("ok", "warning", "broken", "not_applicable", "unknown")
+CONTRACT_STATES = STATUS_NAMES  # the agent's contract table
 REASONS = ("idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
            "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "display_clock_setting")
 FAMILIES = {
@@ -32,28 +37,22 @@ FAMILIES = {
     "sweep_host_up": "1 when the host answered the sweep with a health record, 0 when it failed.",
     "sweep_host_failure_info": "Why a host failed (failure_class), value 1.",
     "sweep_host_group_info": "Inventory groups of the host, value 1.",
-    "sweep_host_driver_info": "NVIDIA driver and CUDA driver API versions of the host, value 1.",
     "sweep_host_contract_status": "State of each contract of the host: 1 for the current status, 0 for the others.",
     "sweep_host_comparability_class_info": "The host's comparability class (A is the reference), value 1.",
     "sweep_host_in_reference_class": "1 when the host is in the reference comparability class.",
-    "sweep_gpu_info": "The GPU's model, value 1.",
-    "sweep_gpu_ecc_enabled": "ECC mode now (1 on, 0 off).",
     "sweep_gpu_ecc_pending_enabled": "ECC mode after the next reset (1 on, 0 off).",
-    "sweep_gpu_power_limit_enforced_watts": "Enforced power limit.",
     "sweep_gpu_power_limit_default_watts": "Default power limit.",
     "sweep_gpu_power_draw_watts": "Power draw when probed.",
-    "sweep_gpu_mig_enabled": "MIG mode now (1 on, 0 off).",
     "sweep_gpu_mig_pending_enabled": "MIG mode after the next reset (1 on, 0 off).",
-    "sweep_gpu_persistence_mode_enabled": "Persistence mode (1 on, 0 off).",
     "sweep_gpu_sm_clock_hertz": "SM clock when probed.",
     "sweep_gpu_sm_clock_max_hertz": "Maximum SM clock.",
-    "sweep_gpu_application_sm_clock_hertz": "Application SM clock setting.",
     "sweep_gpu_temperature_celsius": "GPU temperature when probed.",
     "sweep_gpu_clock_event_reason_active": "1 when the clock-event (throttle) reason is active, else 0.",
     "sweep_gpu_load_sm_clock_median_hertz": "Median SM clock under the probe's --load.",
     "sweep_gpu_load_power_median_watts": "Median power draw under the probe's --load.",
     "sweep_gpu_load_sw_power_cap_ratio": "Fraction of --load samples with SW power cap active.",
     "sweep_gpu_load_hw_slowdown_ratio": "Fraction of --load samples with a HW slowdown reason active.",
+    **{f.metric.name: f.metric.help for f in table.FACTS if f.metric},  # each fact's own metric
 }
 
 
@@ -80,7 +79,8 @@ def metrics_text(run_dir: str | Path) -> str:
     m.add("sweep_run_hosts", len(ok), outcome="ok")
     m.add("sweep_run_hosts", len(run.records) - len(ok), outcome="failed")
     m.add("sweep_run_hosts", len([h for h in listed if h not in run.records]), outcome="pending")
-    classes = _classes(run_dir) if ok else {}
+    fleet = load_fleet([Path(run_dir)]) if ok else None
+    classes = _classes(fleet) if ok else {}
     for host, rec in run.records.items():
         for group in rec.get("groups") or ():
             m.add("sweep_host_group_info", 1, host=host, group=group)
@@ -91,21 +91,47 @@ def metrics_text(run_dir: str | Path) -> str:
                   or "unknown")
             continue
         _host(m, host, health, classes.get(host))
+    if fleet is not None:
+        _facts(m, fleet)
     return m.text()
 
 
-def _classes(run_dir) -> dict[str, tuple[str, bool]]:
-    findings = compare(load_fleet([Path(run_dir)]))
+def _gpu_labels(gpus) -> list[dict]:
+    """host and gpu labels of each GPU row; GPUs sharing an index on one host also get `gpu_position`."""
+    hosts, indices = gpus["host"].astype(object).tolist(), [str(i) for i in gpus["index"].astype(object).tolist()]
+    seen = Counter(zip(hosts, indices))
+    position = gpus.groupby("host", observed=True, sort=False).cumcount().tolist()
+    return [{"host": h, "gpu": i} | ({"gpu_position": str(p)} if seen[(h, i)] > 1 else {})
+            for h, i, p in zip(hosts, indices, position)]
+
+
+def _facts(m: Metrics, fleet: Fleet) -> None:
+    """Each fact's metric, for every probed host (host facts) or each of its GPUs (GPU facts)."""
+    ok = fleet.hosts[(fleet.hosts["status"] == "ok").to_numpy()]
+    gpus = fleet.gpus[fleet.gpus["host"].astype(object).isin(set(ok["host"])).to_numpy()]
+    labels = {"host": [{"host": h} for h in ok["host"].tolist()], "gpu": _gpu_labels(gpus)}
+    for fact in table.FACTS:
+        if fact.metric is None:
+            continue
+        metric = fact.metric
+        columns = [metric.column] if metric.column else [column for _, column in metric.labels]
+        frame = ok if fact.scope == "host" else gpus
+        for at, row in zip(labels[fact.scope], rows_at(frame[list(dict.fromkeys(columns))], range(len(frame)))):
+            if metric.column:
+                value = row[metric.column]
+                m.add(metric.name, None if value is None else value * metric.scale if metric.scale != 1 else value, **at)
+            elif any(row[column] is not None for _, column in metric.labels):
+                m.add(metric.name, 1, **at, **{label: "" if row[column] is None else str(row[column])
+                                               for label, column in metric.labels})
+
+
+def _classes(fleet) -> dict[str, tuple[str, bool]]:
+    findings = compare(fleet)
     ref = findings.reference
     return {h: (c.id, c is ref) for c in findings.classes for h in c.hosts}
 
 
 def _host(m: Metrics, host: str, health: dict, cls) -> None:
-    driver = health.get("driver") or {}
-    cuda = driver.get("cuda_driver_version")
-    if driver.get("version"):
-        m.add("sweep_host_driver_info", 1, host=host, driver_version=driver["version"],
-              cuda_driver_version=f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else str(cuda or ""))
     for c in health.get("contracts") or ():
         for state in CONTRACT_STATES:
             m.add("sweep_host_contract_status", c.get("status") == state, host=host, contract=str(c.get("name")),
@@ -125,19 +151,12 @@ def _host(m: Metrics, host: str, health: dict, cls) -> None:
 
 def _gpu(m: Metrics, at: dict, g: dict, load: dict) -> None:
     power, ecc, clocks, mig = (g.get(k) or {} for k in ("power", "ecc", "clocks", "mig"))
-    m.add("sweep_gpu_info", 1, model=g.get("name") or "unknown", **at)
-    m.add("sweep_gpu_ecc_enabled", ecc.get("current"), **at)
-    pending = ecc.get("pending_mode", ecc.get("pending"))  # schema 1.1 name, 1.0's alias
-    m.add("sweep_gpu_ecc_pending_enabled", pending, **at)
-    m.add("sweep_gpu_power_limit_enforced_watts", power.get("enforced_limit_w"), **at)
+    m.add("sweep_gpu_ecc_pending_enabled", ecc.get("pending_mode"), **at)
     m.add("sweep_gpu_power_limit_default_watts", power.get("default_limit_w"), **at)
     m.add("sweep_gpu_power_draw_watts", power.get("draw_w"), **at)
-    m.add("sweep_gpu_mig_enabled", mig.get("current"), **at)
     m.add("sweep_gpu_mig_pending_enabled", mig.get("pending"), **at)
-    m.add("sweep_gpu_persistence_mode_enabled", g.get("persistence_mode"), **at)
     m.add("sweep_gpu_sm_clock_hertz", _mul(clocks.get("sm_mhz"), MHZ), **at)
     m.add("sweep_gpu_sm_clock_max_hertz", _mul(clocks.get("sm_max_mhz"), MHZ), **at)
-    m.add("sweep_gpu_application_sm_clock_hertz", _mul(clocks.get("app_sm_mhz"), MHZ), **at)
     m.add("sweep_gpu_temperature_celsius", g.get("temperature_c"), **at)
     reasons = g.get("clock_event_reasons") or {}
     if isinstance(reasons.get("active"), list):

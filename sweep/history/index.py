@@ -4,8 +4,8 @@ The run folders stay the source of truth; the index is a cache of them that `His
 keeps current: a run is read again only when its manifest changed (mtime, size, then a SHA-256 of
 its bytes) or its hosts/ folder gained a record, and forgotten when its folder is gone. Delete the
 file and the next `update` rebuilds it; so does an index that is damaged (truncated, garbage,
-another program's database) or was built by another index version or key table (a key added to
-`sweep.keys`): `HistoryIndex.rebuilt` says why. Run paths inside the index's folder are kept
+another program's database) or was built by another index version or fact table (a fact added to
+`sweep.analysis.facts`, another column or dtype behind one): `HistoryIndex.rebuilt` says why. Run paths inside the index's folder are kept
 relative to it, so `reports/` can move with its index. The index is never opened through a link
 and has one writer at a time (`sweep.history.files`).
 
@@ -17,13 +17,17 @@ processes that die with the process that started them (however it ends).
 What a run becomes (names interned in `hosts`, `keys`, `vals`; each run's rows one packed array,
 int32 facts and float64 load, because millions of SQL rows take seconds to read back):
 
-    facts(run, host, gpu, key, val)   gpu -1: the host's value. Keys are the comparability keys of
-                                      `sweep.keys.KEYS` (whatever that table holds), each contract's
-                                      status, reachability and the HW clock-event reasons. A GPU
-                                      key's per-GPU values are kept only where the host's GPUs
-                                      disagree (the host's value says the rest).
+    facts(run, host, gpu, key, val)   gpu -1: the host's value. Keys are the facts of
+                                      `sweep.analysis.facts.FACTS` (whatever that table holds), each
+                                      contract's status, reachability and the HW clock-event reasons.
+                                      A fact's value is its typed value (JSON of its columns: a list
+                                      of the distinct per-GPU tuples, `null` where nothing was read),
+                                      rendered only when shown (`render_value`), so rewording a label
+                                      changes no value. A GPU key's per-GPU values are kept only where
+                                      the host's GPUs disagree (the host's value says the rest).
     load(run, host, gpu, sm_mhz, power_w, limit_w, sw_power_cap, hw_slowdown)
-                                      the medians of `--load` runs (health.json `load.summary`)
+                                      the medians of `--load` runs (health.json `load.summary`, as
+                                      the fleet frames' load columns hold them)
 """
 from __future__ import annotations
 
@@ -37,14 +41,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sweep.errors import RunFolderError
-from sweep.analysis.fleet import usable_cpus
-from sweep.analysis.keys import GPU_KEY_TEXT, HOST_KEY_TEXT, KEYS
+from sweep.errors import RunFolderError, SweepError
+from sweep.analysis import facts as table
+from sweep.analysis.facts import mixed_text, signature as fact_signature
+from sweep.analysis.fleet import GPU_COLUMNS, HOST_COLUMNS, usable_cpus
 from sweep.history.files import IndexLock, refuse_index_links, remove_index
 from sweep.history.runs import HW_KEY, REACHABILITY, RunRows, Skipped, read_all
 from sweep.store import MANIFEST
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4  # 4: typed values (JSON), not rendered labels
 FACT_COLUMNS = ("host", "gpu", "key", "val")
 LOAD_COLUMNS = ("host", "gpu", "sm_mhz", "power_w", "limit_w", "sw_power_cap", "hw_slowdown")
 INDEX_NAME = ".sweep-history.sqlite"
@@ -74,7 +79,7 @@ class UpdateResult:
     rebuilt: str | None = None
 
 
-class IndexDamaged(Exception):
+class IndexDamaged(SweepError):
     """The index file holds something that is not a sweep history index (it is rebuilt)."""
 
 
@@ -101,9 +106,27 @@ def run_folders(paths) -> list[Path]:
 
 
 def _signature() -> str:
-    """The index version and the comparability keys and health facts it was built with: when sweep
-    gains a key (a new version, another engineer's PCIe key), every run is read again."""
-    return f"{INDEX_VERSION}:" + ",".join([*KEYS, *GPU_KEY_TEXT, *HOST_KEY_TEXT, REACHABILITY, HW_KEY])
+    """The index version and what the fact table declares (names, scopes, history treatment,
+    columns and their dtypes) and the health facts it was built with: when sweep gains a fact or
+    reads one from other columns, every run is read again."""
+    dtypes = {**HOST_COLUMNS, **GPU_COLUMNS}
+    return f"{INDEX_VERSION}:" + fact_signature(dtypes) + f";{REACHABILITY};{HW_KEY}"
+
+
+def render_value(key: str, stored: str) -> str:
+    """The text of a value the index keeps: a fact's typed value rendered by the fact table; the
+    other keys' (contracts, reachability) text as stored."""
+    value = json.loads(stored)
+    fact = table.BY_NAME.get(key)
+    if fact is None:
+        return str(value)
+    rows = [dict(zip(fact.columns, v)) for v in value] if value is not None else [dict.fromkeys(fact.columns)]
+    return fact.render(rows[0]) if len(rows) == 1 else mixed_text(fact, rows)
+
+
+def is_absent(stored: str) -> bool:
+    """Whether a kept value says "not read" (a field older records lack)."""
+    return stored == "null"
 
 
 def _stamp(run: Path) -> str:

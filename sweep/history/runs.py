@@ -2,6 +2,10 @@
 ids (`read_run`), or why it cannot be read (`Skipped`: `read_or_skip`); many runs read by worker
 processes that die with the process that started them, however it ends (`read_all`).
 
+A fact of the fact table (`sweep.analysis.facts`) is kept as its typed value (`encode`: compact JSON
+of its columns, a list of the distinct per-GPU tuples, `null` where nothing was read), never as
+its rendered label; the load medians come from the fleet frames' load columns.
+
 What a run's manifest must hold for the index (`read_manifest`: UTF-8 JSON, a sweep run's format,
 a `state` among the states, a `started_at` that is text) is checked here; a host record that the
 fleet reader refuses (torn, invalid) is left out of its run and named (`RunRows.skipped`), so
@@ -26,8 +30,10 @@ import numpy as np
 import pandas as pd
 
 from sweep.errors import HealthFileError, RunFolderError, SweepError
-from sweep.analysis.fleet import load_fleet
-from sweep.analysis.keys import GPU_KEY_TEXT, KEYS, host_keys
+from sweep.analysis import facts as table
+from sweep.analysis.facts import typed_value
+from sweep.analysis.fleet import load_fleet, rows_at
+from sweep.analysis.keys import host_keys
 from sweep.store import MANIFEST, RUN_FORMAT, STATES, list_records, read_json
 
 HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
@@ -77,37 +83,63 @@ class RunRows:
     skipped: list       # Skipped host records (torn, invalid): left out of the run
 
 
+def encode(value) -> str:
+    """A typed value as the index keeps it (compact JSON: equal values, equal text)."""
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
 def read_run(folder: str | Path) -> RunRows:
     """Read one run folder into rows (runs in a worker process when many runs are read)."""
     folder = Path(folder)
     manifest = read_manifest(folder)
     fleet, skipped = _fleet_of(folder)
-    keys, mixed, gpu_keys = host_keys(fleet)
+    _, mixed, gpu_keys = host_keys(fleet)
     hosts = fleet.hosts
     names = _Interner()
     host_ids = [names.host(str(h)) for h in hosts["host"]]
     facts: list[tuple] = []
-    for key, label in KEYS.items():
-        kid = names.key(key, label, "gpu" if key in GPU_KEY_TEXT else "host")
-        for hid, text in zip(host_ids, keys[key].astype(object).tolist()):
-            if text is not None and text == text:
-                facts.append((hid, -1, kid, names.val(text)))
-    for key in GPU_KEY_TEXT:  # per-GPU values where a host's GPUs disagree
-        mixed_hosts = np.flatnonzero(mixed[key].to_numpy(dtype=bool))
-        if not len(mixed_hosts) or key not in KEYS:
+    probed = (hosts["status"] == "ok").to_numpy()
+    for fact in table.FACTS:
+        kid = names.key(fact.name, fact.label, fact.scope)
+        for position, value in _host_values(fact, hosts, gpu_keys):
+            if probed[position]:
+                facts.append((host_ids[position], -1, kid, names.val(encode(value))))
+    for fact in table.GPU_FACTS:  # per-GPU values where a host's GPUs disagree
+        mixed_hosts = np.flatnonzero(mixed[fact.name].to_numpy(dtype=bool))
+        if not len(mixed_hosts):
             continue
-        kid = names.key(key, KEYS[key], "gpu")
-        labels, combos = gpu_keys.texts[key], gpu_keys.combos[key]
+        kid = names.key(fact.name, fact.label, "gpu")
+        rows, combos = gpu_keys.rows[fact.name], gpu_keys.combos[fact.name]
         for r in np.flatnonzero(np.isin(gpu_keys.host_codes, mixed_hosts)).tolist():
-            facts.append((host_ids[gpu_keys.host_codes[r]], int(gpu_keys.gpu_index[r]), kid, names.val(labels[combos[r]])))
+            value = typed_value(fact, rows[combos[r]])
+            facts.append((host_ids[gpu_keys.host_codes[r]], int(gpu_keys.gpu_index[r]), kid,
+                          names.val(encode(None if value is None else [value]))))
     reach = names.key(REACHABILITY, "Reachability", "health")
     for hid, s, f in zip(host_ids, hosts["status"].astype(object).tolist(), hosts["failure_class"].astype(object).tolist()):
-        facts.append((hid, -1, reach, names.val("ok" if s == "ok" else f"unreachable ({f})")))
+        facts.append((hid, -1, reach, names.val(encode("ok" if s == "ok" else f"unreachable ({f})"))))
     _contract_facts(fleet, host_ids, names, facts)
     _hw_facts(fleet, host_ids, names, facts)
-    load = _load_rows(hosts, host_ids)
+    load = _load_rows(fleet, host_ids)
     array = np.array(facts, dtype=np.int64).reshape(-1, 4)
     return RunRows(str(folder), manifest, list(names.hosts), list(names.keys), list(names.vals), array, load, skipped)
+
+
+def _host_values(fact, hosts: pd.DataFrame, gpu_keys):
+    """(host position, typed value) of every host: a host fact's value as a one-item list; a GPU
+    fact's distinct per-GPU values (the GPUs the mask selects) in a sorted list; None: not read."""
+    if fact.scope == "host":
+        for position, row in enumerate(rows_at(hosts[list(fact.columns)], range(len(hosts)))):
+            value = typed_value(fact, row)
+            yield position, None if value is None else [value]
+        return
+    rows, combos = gpu_keys.rows[fact.name], gpu_keys.combos[fact.name]
+    per_host: dict[int, set] = {}
+    for code, combo in zip(gpu_keys.host_codes.tolist(), combos.tolist()):
+        per_host.setdefault(code, set()).add(combo)
+    for position in range(len(hosts)):
+        values = {typed_value(fact, rows[c]) for c in per_host.get(position, ())}
+        known = sorted((v for v in values if v is not None), key=encode)
+        yield position, known or None
 
 
 def read_manifest(folder: Path) -> dict:
@@ -182,7 +214,7 @@ def _contract_facts(fleet, host_ids, names: _Interner, facts) -> None:
         kid = names.key(f"contract:{contract}", f"Contract: {title}", "health")
         rows = c.loc[part]
         for code, status in zip(codes[part], rows["status"].astype(object).tolist()):
-            facts.append((host_ids[code], -1, kid, names.val(status or "unknown")))
+            facts.append((host_ids[code], -1, kid, names.val(encode(status or "unknown"))))
 
 
 def _hw_facts(fleet, host_ids, names: _Interner, facts) -> None:
@@ -196,48 +228,21 @@ def _hw_facts(fleet, host_ids, names: _Interner, facts) -> None:
         for code in np.unique(codes[on]).tolist():
             active.setdefault(code, []).append(reason)
     for code in np.unique(codes).tolist():
-        facts.append((host_ids[code], -1, kid, names.val(",".join(active.get(code, ())) or "none")))
+        facts.append((host_ids[code], -1, kid, names.val(encode(",".join(active.get(code, ())) or "none"))))
 
 
-_SUMMARY = '"summary": ['
-_DECODER = json.JSONDecoder()
-
-
-def _load_summary(text: str) -> list:
-    """health.json `load.summary` of a record: the array decoded where it stands (the last list-valued
-    "summary" key, after "load"), else from the whole document. Only this array is decoded: a
-    second full parse of every record would cost as much as the rest of the index."""
-    at, load_at = text.rfind(_SUMMARY), text.rfind('"load": {')
-    if at > load_at >= 0:
-        try:
-            found, _ = _DECODER.raw_decode(text, at + len(_SUMMARY) - 1)
-            if isinstance(found, list) and all(isinstance(s, dict) and "gpu" in s for s in found):
-                return found
-        except ValueError:
-            pass
-    doc = json.loads(text)
-    health = doc.get("health") if isinstance(doc, dict) and "record_version" in doc else doc
-    return ((health if isinstance(health, dict) else {}).get("load") or {}).get("summary") or []
-
-
-def _load_rows(hosts: pd.DataFrame, host_ids) -> list[tuple]:
-    """Per GPU, the medians under load of each probed host that ran `--load` (read from its record)."""
+def _load_rows(fleet, host_ids) -> list[tuple]:
+    """Per GPU, the medians under load of each probed host that ran `--load` (the frames' load columns;
+    a figure that is not a finite number is not a reading)."""
+    g = fleet.gpus
+    columns = ["index", "sm_load_mhz", "load_power_w", "load_limit_w", "load_sw_power_cap", "load_hw_slowdown"]
+    ran = g[g["sm_load_mhz"].notna().to_numpy(dtype=bool) & g["index"].notna().to_numpy(dtype=bool)]
+    codes = ran["host"].cat.codes.to_numpy()
     out = []
-    for hid, source, status in zip(host_ids, hosts["source"].tolist(), hosts["status"].astype(object).tolist()):
-        if status != "ok" or not source:
-            continue
-        try:
-            text = Path(source).read_text(encoding="utf-8")
-            summary = _load_summary(text) if '"load": {' in text else []
-        except (OSError, ValueError):
-            continue
-        for s in summary:
-            if not isinstance(s, dict) or type(s.get("gpu")) is not int or abs(s["gpu"]) > 2**31:
-                continue
-            figures = [_finite(s.get(k)) for k in ("sm_mhz_median", "power_w_median", "enforced_limit_w",
-                                                    "sw_power_cap_fraction", "hw_slowdown_fraction")]
-            if figures[0] is not None:  # a figure that is not a finite number is not a reading
-                out.append((hid, s["gpu"], *figures))
+    for code, r in zip(codes.tolist(), rows_at(ran[columns], range(len(ran)))):
+        figures = [_finite(r[c]) for c in columns[1:]]
+        if figures[0] is not None and abs(r["index"]) <= 2**31:
+            out.append((host_ids[code], r["index"], *figures))
     return out
 
 

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pandas as pd
 
-from sweep.history.index import HistoryIndex
+from sweep.history.index import HistoryIndex, is_absent, render_value
 
 HOST = -1  # the gpu of a host-level fact
 
@@ -27,7 +27,7 @@ class Selection:
     load: pd.DataFrame          # run, host, gpu, sm_mhz, power_w, ... + epoch
     hosts: dict                 # id -> name
     keys: pd.DataFrame          # id -> name, label, scope
-    vals: dict                  # id -> text
+    vals: dict                  # id -> the value as the index keeps it (typed, `render_value` makes its text)
 
 
 def select(index: HistoryIndex, since_epoch: float | None = None, host_filter=None, paths=None) -> Selection:
@@ -85,7 +85,9 @@ def _named(frame: pd.DataFrame, sel: Selection) -> pd.DataFrame:
     frame["scope"] = frame["key"].map(sel.keys["scope"])
     frame["key"] = frame["key"].map(sel.keys["name"])
     if "val" in frame:
-        frame["value"] = frame.pop("val").map(sel.vals)
+        stored = frame.pop("val").map(sel.vals)
+        frame["absent"] = [is_absent(v) for v in stored]
+        frame["value"] = [render_value(k, v) for k, v in zip(frame["key"], stored)]
     return frame
 
 
@@ -120,14 +122,15 @@ def changes(span_frame: pd.DataFrame, sel: Selection) -> list[Change]:
     """Every change point of the host-level timelines, per host in time order.
 
     GPU rows refine a host change ("700/500 W" names which GPU has which), so only host rows
-    make change points; the per-GPU spans are in the timeline files.
+    make change points; the per-GPU spans are in the timeline files. A fact that earlier runs did
+    not read (an older agent without that field) is first seen, not changed: no change point.
     """
     s = span_frame[span_frame["gpu"] == HOST].sort_values(["host", "key", "first_seen"], kind="stable")
     run_name = dict(zip(sel.runs["epoch"], sel.runs["name"]))
     out = []
     prev = None
     for row in s.itertuples(index=False):
-        if prev is not None and prev.host == row.host and prev.key == row.key:
+        if prev is not None and prev.host == row.host and prev.key == row.key and not prev.absent:
             out.append(Change(row.host, None, row.key, row.key_label, prev.value, row.value, row.first_seen,
                               run_name.get(row.first_seen, "")))
         prev = row

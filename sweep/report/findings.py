@@ -8,16 +8,12 @@ and a host's findings are listed together, hosts with a broken finding first.
 """
 from __future__ import annotations
 
+from probe_agent.chain import CONTRACTS
 from sweep.analysis.names import fold_hosts, host_key
 
 SEVERITY_ORDER = {"unreachable": 0, "broken": 1, "warning": 2}
-# The contract a finding of the analysis is about, where the finding does not name it.
-KIND_CONTRACT = {
-    "hw_slowdown": "clocks", "hw_thermal_slowdown": "clocks", "hw_power_brake": "clocks",
-    "sw_thermal_slowdown": "clocks", "row_remap_failure": "memory", "uncorrected_ecc": "memory",
-    "row_remap_pending": "memory", "ecc_pending": "memory", "persistence_off": "layout",
-    "foreign_process": "processes",
-}
+# The contract a finding of the analysis is about, where the finding does not name it (the agent's table).
+KIND_CONTRACT = {kind: c.name for c in CONTRACTS for kind in c.findings}
 
 
 def contract_of(finding: dict) -> str:

@@ -23,7 +23,7 @@ from markupsafe import Markup
 from sweep import exitcodes
 from sweep import __version__
 from sweep.analysis.compare import Findings
-from sweep.analysis.keys import KEYS
+from sweep.analysis import facts as table
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
 from sweep.analysis.names import fold_failures as names_fold_failures
 from sweep.analysis.fleet import Fleet, rows_at
@@ -286,7 +286,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
     matrix = [{"key": k, "label": label,
                "cells": [{"value": c["keys"][k], "differs": c["keys"][k] != ref["keys"][k]}
                          for c in classes[:MATRIX_CLASSES_MAX]]}
-              for k, label in KEYS.items()] if classes else []
+              for k, label in table.COMPARED.items()] if classes else []
     finding_hosts = by_host(summary["findings"])
     audit = summary.get("audit")
     audited = audit_hosts(audit) if audit else []

@@ -22,6 +22,7 @@ from sweep.errors import ConfigError
 from sweep.inventory.model import load_inventory
 from sweep.report.build import build_report
 from sweep.collect.run import run_sweep
+from sweep.collect.options import HostSelection, SSHSettings
 
 from helpers import require
 
@@ -74,7 +75,7 @@ def verdicts(found: dict[str, dict]) -> dict[str, tuple]:
 def test_must_show_ansible_engine_gives_the_same_records_as_ssh(engine_fleet, tmp_path):
     require(_ansible_missing() is None, f"ansible-core is not installed: {_ansible_missing()}")
     fleet = engine_fleet
-    options = dict(connect_timeout=3, host_deadline=30, **fleet.sweep_options())
+    options = dict(ssh=fleet.ssh_settings(connect_timeout=3, host_deadline=30))
     started = time.monotonic()
     by_ssh = run_sweep(fleet.inventory_path, out=tmp_path / "ssh", **options)
     ssh_s = time.monotonic() - started
@@ -115,14 +116,15 @@ def test_ansible_engine_checks_host_keys_with_the_runs_known_hosts(engine_fleet,
     require(_ansible_missing() is None, f"ansible-core is not installed: {_ansible_missing()}")
     fleet = engine_fleet
     # without the fleet's known_hosts every key is unknown, and ansible must refuse each host
-    result = run_sweep(fleet.inventory_path, limit="node01:node02:node03", out=tmp_path / "strict", engine="ansible",
-                       ssh_config=None, allow_agent=False, look_for_keys=False, connect_timeout=3)
+    result = run_sweep(fleet.inventory_path, out=tmp_path / "strict", engine="ansible",
+                       hosts=HostSelection(limit="node01:node02:node03"),
+                       ssh=SSHSettings(ssh_config=None, allow_agent=False, look_for_keys=False, connect_timeout=3))
     assert result.by_class == {"host_key_unknown": 3}
     # --accept-new-host-keys: trusted and written to the first known_hosts file, as OpenSSH does
     known = tmp_path / "known_hosts"
-    result = run_sweep(fleet.inventory_path, limit="node01:node02:node03", out=tmp_path / "accept", engine="ansible",
-                       known_hosts=known, accept_new_host_keys=True, ssh_config=None, allow_agent=False,
-                       look_for_keys=False, connect_timeout=3)
+    result = run_sweep(fleet.inventory_path, out=tmp_path / "accept", engine="ansible",
+                       hosts=HostSelection(limit="node01:node02:node03"),
+                       ssh=SSHSettings(known_hosts=known, accept_new_host_keys=True, ssh_config=None, allow_agent=False, look_for_keys=False, connect_timeout=3))
     assert result.ok == 3 and len(known.read_text().splitlines()) == 3
 
 

@@ -24,6 +24,7 @@ from sweep.demo import synth
 from sweep.cli import main
 from sweep.demo.loopback import FleetHost, LocalFleet
 from sweep.collect.run import run_sweep
+from sweep.collect.options import AgentOptions, HostSelection
 from sweep.store import safe_name
 
 from helpers import CHROMIUM, Tags, chromium, read_records as records, require
@@ -86,10 +87,10 @@ def faults(tmp_path_factory):
         yield running
 
 
-def sweep(fleet, tmp_path, limit, **options):
+def sweep(fleet, tmp_path, limit, **ssh):
     started = time.monotonic()
-    result = run_sweep(fleet.inventory_path, limit=limit, out=tmp_path / f"run-{limit}", **{
-        **fleet.sweep_options(), **options})
+    result = run_sweep(fleet.inventory_path, out=tmp_path / f"run-{limit}", hosts=HostSelection(limit=limit),
+                       ssh=fleet.ssh_settings(**ssh))
     return result, records(result.run_dir), time.monotonic() - started
 
 
@@ -137,8 +138,8 @@ def test_an_agent_hung_in_a_driver_query_emits_at_its_deadline_or_is_cut_at_the_
     assert probe["incomplete_reason"] == "deadline of 2.4 s reached while reading GPU 0"
     # an agent told to wait longer than the host may take is cut at the host deadline: timeout
     started = time.monotonic()
-    cut = run_sweep(faults.inventory_path, limit="hang", out=tmp_path / "cut", host_deadline=3,
-                    agent_args=["--deadline", "30"], **faults.sweep_options())
+    cut = run_sweep(faults.inventory_path, out=tmp_path / "cut", hosts=HostSelection(limit="hang"),
+                    ssh=faults.ssh_settings(host_deadline=3), agent=AgentOptions(args=["--deadline", "30"]))
     assert time.monotonic() - started < 4.5
     record = records(cut.run_dir)["f-hang"]
     assert record["failure"] == {"class": "timeout", "message": (
@@ -210,8 +211,9 @@ def test_more_connections_than_max_startups_all_succeed_after_backoff(faults, tm
 KILLED_SWEEP = """
 import sys
 from sweep.collect.run import run_sweep
-run_sweep(sys.argv[1], limit="slow", out=sys.argv[2], forks=4, known_hosts=sys.argv[3],
-          ssh_config=None, allow_agent=False, look_for_keys=False)
+from sweep.collect.options import HostSelection, SSHSettings
+run_sweep(sys.argv[1], out=sys.argv[2], forks=4, hosts=HostSelection(limit="slow"),
+          ssh=SSHSettings(known_hosts=sys.argv[3], ssh_config=None, allow_agent=False, look_for_keys=False))
 """
 
 
@@ -233,7 +235,7 @@ def test_kill_9_early_or_late_then_resume_loses_nothing(fleet, layout, tmp_path,
     before = {p.name: json.loads(p.read_text()) for p in (run_dir / "hosts").glob("*.json")
               if not p.name.startswith(".")}  # whole, or absent
     assert at <= len(before) < layout.slow
-    result = run_sweep(None, resume=run_dir, forks=8, **fleet.sweep_options())
+    result = run_sweep(None, resume=run_dir, forks=8, ssh=fleet.ssh_settings())
     assert result.fully_swept and result.resumed == len(before)
     found = records(run_dir)  # 0 duplicated, 0 corrupt
     assert sorted(found) == [f"slow{i:02d}" for i in range(1, layout.slow + 1)]  # 0 lost
@@ -275,7 +277,7 @@ def test_a_full_disk_stops_the_sweep_with_the_path_and_fix_and_keeps_every_recor
     kept = records(run_dir)  # every record written is whole; no temporary file is left
     assert 3 <= len(kept) < 50
     subprocess.run(["mount", "-o", "remount,size=4m", str(disk)], check=True)
-    resumed = run_sweep(None, resume=run_dir, **fleet.sweep_options())
+    resumed = run_sweep(None, resume=run_dir, ssh=fleet.ssh_settings())
     assert resumed.fully_swept and resumed.resumed == len(kept) and len(records(run_dir)) == 50
 
 
@@ -430,7 +432,7 @@ def test_the_agent_is_read_only_and_needs_no_root(probe_user, tmp_path):
             roots = ["/tmp", "/var/tmp", "/dev/shm", "/run/lock", str(home)]
             roots = [r for r in roots if os.path.isdir(r) and not r.startswith(str(tmp_path))]
             before = _writable_state(probe_user, roots)
-            result = run_sweep(fleet.inventory_path, out=tmp_path / "run", **fleet.sweep_options())
+            result = run_sweep(fleet.inventory_path, out=tmp_path / "run", ssh=fleet.ssh_settings())
             assert result.fully_swept, result.failures
             after = _writable_state(probe_user, roots)
             found = records(result.run_dir)

@@ -52,9 +52,7 @@ def sweep_wrap(fleet, out, *extra, command):
     old = os.environ.get("HOME")
     os.environ["HOME"] = str(fleet.home)
     try:
-        opts = fleet.sweep_options()
-        known = opts["known_hosts"]
-        known = known[0] if isinstance(known, (list, tuple)) else known
+        known = fleet.ssh_settings().known_hosts[0]
         code = main(["run", str(fleet.inventory_path), "--out", str(out), "--known-hosts", str(known),
                      "--interval", "0.1", *extra, "--wrap", "--", *command])
     finally:

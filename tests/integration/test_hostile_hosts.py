@@ -91,8 +91,8 @@ def hostile(tmp_path_factory):
         home, os.environ["HOME"] = os.environ.get("HOME"), str(fleet.home)  # hermetic: no ~/.ssh of the tester
         try:
             started = time.monotonic()
-            result = run_sweep(fleet.inventory_path, out=work / "run", forks=8, connect_timeout=3.0,
-                               host_deadline=HOST_DEADLINE, **fleet.sweep_options())
+            result = run_sweep(fleet.inventory_path, out=work / "run", forks=8,
+                               ssh=fleet.ssh_settings(connect_timeout=3.0, host_deadline=HOST_DEADLINE))
             swept_s = time.monotonic() - started
         finally:
             os.environ["HOME"] = home or "/root"

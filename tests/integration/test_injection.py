@@ -15,6 +15,7 @@ import yaml
 
 from sweep.collect.run import run_sweep
 from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
+from sweep.collect.options import SSHSettings
 
 from helpers import read_records, require
 
@@ -79,8 +80,8 @@ def test_the_proxy_command_and_match_exec_of_the_config_work_for_valid_hosts(rel
     fleet, work = relay_fleet
     paths = _setup(fleet, work, hermetic_home, tmp_path)
     inventory = _inventory(tmp_path / "inv.yml", fleet, {"honest": {"ansible_host": fleet.addresses["honest"]}})
-    result = run_sweep(inventory, out=tmp_path / "run", transport=transport, ssh_config="~/.ssh/config",
-                       known_hosts=str(fleet.known_hosts_path), allow_agent=False, look_for_keys=False)
+    result = run_sweep(inventory, out=tmp_path / "run",
+                       ssh=SSHSettings(transport=transport, ssh_config="~/.ssh/config", known_hosts=str(fleet.known_hosts_path), allow_agent=False, look_for_keys=False))
     record = read_records(result.run_dir)["honest"]
     assert record["status"] == "ok", record["failure"]
     assert f"{fleet.addresses['honest']} {fleet.port}" in paths["log"].read_text()

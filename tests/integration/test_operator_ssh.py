@@ -15,6 +15,7 @@ import yaml
 
 from sweep.collect.run import run_sweep
 from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
+from sweep.collect.options import HostSelection, SSHSettings
 
 from helpers import read_records, require
 
@@ -66,7 +67,7 @@ def test_certificates_signed_by_the_ca_log_in_and_bad_ones_are_auth_with_their_r
     inventory = _inventory(tmp_path / "inv.yml", {
         name: {"ansible_host": address, "ansible_user": "root", "ansible_ssh_private_key_file": str(key)}
         for name, key in keys.items()})
-    result = run_sweep(inventory, out=tmp_path / "run", transport=transport, **fleet.sweep_options())
+    result = run_sweep(inventory, out=tmp_path / "run", ssh=fleet.ssh_settings(transport=transport))
     found = read_records(result.run_dir)
     assert found["valid"]["status"] == "ok", found["valid"]["failure"]
     for name, reason in (("expired", r"expired at 2020-01-0[12]T"),
@@ -89,8 +90,7 @@ def test_a_certificate_file_named_by_ssh_config(ca_fleet, tmp_path):
     config.write_text(f"Host {fleet.addresses['cert-host']}\n  IdentityFile {plain}\n  CertificateFile {moved}\n"
                       "  User root\n")
     inventory = _inventory(tmp_path / "inv.yml", {"c1": {"ansible_host": fleet.addresses["cert-host"]}})
-    options = {**fleet.sweep_options(), "ssh_config": str(config)}
-    result = run_sweep(inventory, out=tmp_path / "run", **options)
+    result = run_sweep(inventory, out=tmp_path / "run", ssh=fleet.ssh_settings(ssh_config=str(config)))
     assert result.fully_swept, result.failures
 
 
@@ -123,8 +123,8 @@ def test_a_certificate_held_by_ssh_agent(ca_fleet, tmp_path, agent, transport, w
     agent(key)
     inventory = _inventory(tmp_path / "inv.yml", {"a1": {"ansible_host": fleet.addresses["cert-host"],
                                                          "ansible_user": "root"}})
-    result = run_sweep(inventory, out=tmp_path / "run", transport=transport, known_hosts=str(fleet.known_hosts_path),
-                       ssh_config=None, allow_agent=True, look_for_keys=False)
+    result = run_sweep(inventory, out=tmp_path / "run",
+                       ssh=SSHSettings(transport=transport, known_hosts=str(fleet.known_hosts_path), ssh_config=None, allow_agent=True, look_for_keys=False))
     record = read_records(result.run_dir)["a1"]
     if which == "valid":
         assert record["status"] == "ok", record["failure"]
@@ -173,8 +173,8 @@ def test_a_host_behind_a_bastion_is_reached_only_through_it(ca_fleet, tmp_path, 
         "inner-argjump": {"ansible_host": fleet.addresses["inner"],
                           "ansible_ssh_common_args": f"-J root@{fleet.addresses['bastion']}"}})
     before, tunnels_before = _connections(fleet, "inner"), _tunnels_to(fleet, "inner")
-    options = {**fleet.sweep_options(), "ssh_config": str(config)}
-    result = run_sweep(inventory, out=tmp_path / "run", transport=transport, **options)
+    result = run_sweep(inventory, out=tmp_path / "run", ssh=fleet.ssh_settings(ssh_config=str(config),
+                                                                             transport=transport))
     assert result.fully_swept, result.failures
     time.sleep(0.5)  # the target's log line may trail the session
     seen, tunnelled = _connections(fleet, "inner") - before, _tunnels_to(fleet, "inner") - tunnels_before
@@ -189,7 +189,7 @@ def test_the_check_would_see_a_direct_connection(ca_fleet, tmp_path):
                                                             "ansible_user": "root",
                                                             "ansible_ssh_private_key_file": str(fleet.client_key_path)}})
     before, tunnels_before = _connections(fleet, "inner"), _tunnels_to(fleet, "inner")
-    assert run_sweep(inventory, out=tmp_path / "run", **fleet.sweep_options()).fully_swept
+    assert run_sweep(inventory, out=tmp_path / "run", ssh=fleet.ssh_settings()).fully_swept
     time.sleep(0.5)
     assert (_connections(fleet, "inner") - before, _tunnels_to(fleet, "inner") - tunnels_before) == (1, 0)
 
@@ -203,8 +203,8 @@ def test_a_hung_proxy_command_ends_at_the_host_deadline_and_is_killed(ca_fleet, 
         "ansible_ssh_private_key_file": str(fleet.client_key_path),
         "ansible_ssh_common_args": f"-o 'ProxyCommand=sleep {marker}'"}})
     started = time.monotonic()
-    result = run_sweep(inventory, out=tmp_path / "run", transport=transport, host_deadline=2, retries=1,
-                       **fleet.sweep_options())
+    result = run_sweep(inventory, out=tmp_path / "run",
+                       ssh=fleet.ssh_settings(transport=transport, host_deadline=2, retries=1))
     assert time.monotonic() - started < 8
     record = read_records(result.run_dir)["hung"]
     assert record["failure"]["class"] == "timeout", record["failure"]
@@ -224,8 +224,8 @@ def test_openssh_transport_gives_the_same_records_as_the_default(fleet, tmp_path
     """The must-show fleet of `sweep run` (50 healthy hosts and five faulty ones) through both transports."""
     records = {}
     for transport in TRANSPORTS:
-        result = run_sweep(fleet.inventory_path, limit="h200:faulty", out=tmp_path / transport, connect_timeout=3,
-                           transport=transport, **fleet.sweep_options())
+        result = run_sweep(fleet.inventory_path, out=tmp_path / transport, hosts=HostSelection(limit="h200:faulty"),
+                           ssh=fleet.ssh_settings(connect_timeout=3, transport=transport))
         records[transport] = read_records(result.run_dir)
     assert records["paramiko"].keys() == records["openssh"].keys()
     for name, mine in records["paramiko"].items():
@@ -253,8 +253,8 @@ def test_a_proxy_command_that_fails_is_not_bypassed(ca_fleet, tmp_path, hermetic
         "via-config": common,
         "via-args": {**common, "ansible_host": inner, "ansible_ssh_common_args": "-o ProxyCommand=/bin/false"}})
     before = _connections(fleet, "inner")
-    result = run_sweep(inventory, out=tmp_path / "run", transport=transport, ssh_config="~/.ssh/config",
-                       known_hosts=str(fleet.known_hosts_path), allow_agent=False, look_for_keys=False)
+    result = run_sweep(inventory, out=tmp_path / "run",
+                       ssh=SSHSettings(transport=transport, ssh_config="~/.ssh/config", known_hosts=str(fleet.known_hosts_path), allow_agent=False, look_for_keys=False))
     found = read_records(result.run_dir)
     for name in ("via-config", "via-args"):
         assert found[name]["status"] == "failed", found[name]

@@ -18,6 +18,7 @@ from sweep.demo.loopback import FleetHost, LocalFleet
 from sweep.errors import RunFolderError
 from sweep.inventory.model import Host, load_inventory
 from sweep.collect.run import planned_hosts, run_sweep
+from sweep.collect.options import HostSelection, SSHSettings
 from sweep.collect.ssh.config import SSHConfigFile
 from sweep.collect.ssh.prober import Prober, SSHOptions
 
@@ -37,8 +38,8 @@ def test_must_show_fifty_hosts_and_five_faulty(fleet, layout, tmp_path):
     assert "[01:25]" in fleet.inventory_path.read_text()  # written as an Ansible host range
 
     started = time.monotonic()
-    result = run_sweep(fleet.inventory_path, limit="h200:faulty", out=tmp_path / "run",
-                       connect_timeout=3, **fleet.sweep_options())
+    result = run_sweep(fleet.inventory_path, out=tmp_path / "run", hosts=HostSelection(limit="h200:faulty"),
+                       ssh=fleet.ssh_settings(connect_timeout=3))
     elapsed = time.monotonic() - started
 
     assert (result.total, result.ok, result.failed, result.pending) == (HEALTHY + 5, HEALTHY, 5, 0)
@@ -70,7 +71,8 @@ def test_must_show_fifty_hosts_and_five_faulty(fleet, layout, tmp_path):
 
 def test_no_python_agent_error_bad_output_and_a_retried_drop(fleet, layout, tmp_path):
     ODD = layout.odd
-    result = run_sweep(fleet.inventory_path, limit="odd:flaky", out=tmp_path / "run", **fleet.sweep_options())
+    result = run_sweep(fleet.inventory_path, out=tmp_path / "run", hosts=HostSelection(limit="odd:flaky"),
+                       ssh=fleet.ssh_settings())
     found = records(result.run_dir)
     for name, kind in ODD.items():
         assert found[name]["failure"]["class"] == kind, found[name]["failure"]
@@ -92,8 +94,8 @@ def test_output_larger_than_the_cap_is_refused(fleet):
 
 def test_host_deadline_bounds_a_hung_agent(fleet, tmp_path):
     started = time.monotonic()
-    result = run_sweep(fleet.inventory_path, limit="odd-stuck", out=tmp_path / "run", host_deadline=2,
-                       **fleet.sweep_options())
+    result = run_sweep(fleet.inventory_path, out=tmp_path / "run", hosts=HostSelection(limit="odd-stuck"),
+                       ssh=fleet.ssh_settings(host_deadline=2))
     assert time.monotonic() - started < 6
     record = records(result.run_dir)["odd-stuck"]
     assert record["failure"]["class"] == "timeout"
@@ -103,15 +105,15 @@ def test_host_deadline_bounds_a_hung_agent(fleet, tmp_path):
 def test_accept_new_adds_unknown_keys_but_never_changed_ones(fleet, tmp_path):
     known = tmp_path / "known_hosts"
     known.write_text(fleet.known_hosts_path.read_text())
-    options = {**fleet.sweep_options(), "known_hosts": str(known)}
-    first = run_sweep(fleet.inventory_path, limit="gpu-new,gpu-rebuilt", out=tmp_path / "a",
-                      accept_new_host_keys=True, **options)
+    ssh = fleet.ssh_settings(known_hosts=str(known), accept_new_host_keys=True)
+    first = run_sweep(fleet.inventory_path, out=tmp_path / "a", hosts=HostSelection(limit="gpu-new,gpu-rebuilt"),
+                      ssh=ssh)
     found = records(first.run_dir)
     assert found["gpu-new"]["status"] == "ok"
     assert found["gpu-rebuilt"]["failure"]["class"] == "host_key_changed"
     added = known.read_text().splitlines()[-1]
     assert added.startswith("|1|") and " ssh-ed25519 " in added  # hashed, as ssh-keyscan -H writes
-    again = run_sweep(fleet.inventory_path, limit="gpu-new", out=tmp_path / "b", **options)
+    again = run_sweep(fleet.inventory_path, out=tmp_path / "b", hosts=HostSelection(limit="gpu-new"), ssh=ssh)
     assert again.fully_swept and again.exit_code == 0
 
 
@@ -132,7 +134,7 @@ def test_ssh_config_of_home_and_proxy_jump(fleet, tmp_path, hermetic_home, monke
         return real(name, client, hop, deadline)
 
     monkeypatch.setattr(transport, "_open_tunnel", spy)
-    result = run_sweep(inventory, out=tmp_path / "run", allow_agent=False, look_for_keys=False)
+    result = run_sweep(inventory, out=tmp_path / "run", ssh=SSHSettings(allow_agent=False, look_for_keys=False))
     assert result.fully_swept, result.failures
     assert tunnels == [("viajump", target)]
     assert records(result.run_dir)["viajump"]["address"] == "viajump"
@@ -145,7 +147,7 @@ def test_unresolvable_name_is_a_dns_failure(fleet, tmp_path, monkeypatch):
     monkeypatch.setattr(transport.socket, "getaddrinfo", no_dns)  # never ask a real resolver
     inventory = tmp_path / "inventory.yml"
     inventory.write_text("all:\n  hosts:\n    gpu99.invalid:\n")
-    result = run_sweep(inventory, out=tmp_path / "run", **fleet.sweep_options())
+    result = run_sweep(inventory, out=tmp_path / "run", ssh=fleet.ssh_settings())
     record = records(result.run_dir)["gpu99.invalid"]
     assert record["failure"]["class"] == "dns"
     assert record["failure"]["message"].startswith("gpu99.invalid: cannot resolve 'gpu99.invalid'")
@@ -154,7 +156,7 @@ def test_unresolvable_name_is_a_dns_failure(fleet, tmp_path, monkeypatch):
 def test_an_empty_ansible_host_is_a_failed_host_naming_the_variable(fleet, tmp_path):
     inventory = tmp_path / "inventory.ini"
     inventory.write_text("[gpu]\ngpu01 ansible_host=\n")
-    result = run_sweep(inventory, out=tmp_path / "run", **fleet.sweep_options())
+    result = run_sweep(inventory, out=tmp_path / "run", ssh=fleet.ssh_settings())
     record = records(result.run_dir)["gpu01"]
     assert record["failure"]["class"] == "dns"
     assert record["failure"]["message"] == (
@@ -173,8 +175,8 @@ def test_ctrl_c_stops_within_seconds_and_resume_finishes(fleet, layout, tmp_path
             os.kill(os.getpid(), signal.SIGINT)  # the real Ctrl-C: KeyboardInterrupt in this thread
 
     started = time.monotonic()
-    result = run_sweep(fleet.inventory_path, limit="slow:gpu-hung", out=tmp_path / "run", forks=4,
-                       connect_timeout=30, progress=progress, **fleet.sweep_options())
+    result = run_sweep(fleet.inventory_path, out=tmp_path / "run", forks=4, progress=progress,
+                       hosts=HostSelection(limit="slow:gpu-hung"), ssh=fleet.ssh_settings(connect_timeout=30))
     assert time.monotonic() - started < 10
     assert result.state == "interrupted" and result.exit_code == 130
     assert 3 <= result.ok + result.failed < SLOW + 1 and result.pending > 0
@@ -185,7 +187,7 @@ def test_ctrl_c_stops_within_seconds_and_resume_finishes(fleet, layout, tmp_path
     assert left and not left & set(records(result.run_dir))
     assert len(left) + len(records(result.run_dir)) == SLOW + 1
 
-    resumed = run_sweep(None, resume=result.run_dir, connect_timeout=2, **fleet.sweep_options())
+    resumed = run_sweep(None, resume=result.run_dir, ssh=fleet.ssh_settings(connect_timeout=2))
     assert resumed.state == "complete" and resumed.pending == 0 and resumed.total == SLOW + 1
     assert resumed.resumed == result.ok + result.failed
     found = records(result.run_dir)
@@ -195,8 +197,9 @@ def test_ctrl_c_stops_within_seconds_and_resume_finishes(fleet, layout, tmp_path
 KILLED_SWEEP = """
 import sys
 from sweep.collect.run import run_sweep
-run_sweep(sys.argv[1], limit="slow", out=sys.argv[2], forks=3, known_hosts=sys.argv[3],
-          ssh_config=None, allow_agent=False, look_for_keys=False)
+from sweep.collect.options import HostSelection, SSHSettings
+run_sweep(sys.argv[1], out=sys.argv[2], forks=3, hosts=HostSelection(limit="slow"),
+          ssh=SSHSettings(known_hosts=sys.argv[3], ssh_config=None, allow_agent=False, look_for_keys=False))
 """
 
 
@@ -226,7 +229,7 @@ def test_kill_9_mid_sweep_then_resume_accounts_for_every_host_once(fleet, layout
     assert 4 <= len(before) < SLOW
     assert json.loads((run_dir / "manifest.json").read_text())["state"] == "running"
 
-    result = run_sweep(None, resume=run_dir, forks=8, **fleet.sweep_options())
+    result = run_sweep(None, resume=run_dir, forks=8, ssh=fleet.ssh_settings())
     assert result.state == "complete" and result.fully_swept and result.exit_code == 0
     assert result.resumed == len(before) and result.total == SLOW
     found = records(run_dir)
@@ -240,7 +243,7 @@ def test_kill_9_mid_sweep_then_resume_accounts_for_every_host_once(fleet, layout
 def test_resume_refuses_a_folder_that_is_not_a_run(fleet, tmp_path):
     (tmp_path / "notes").mkdir()
     with pytest.raises(RunFolderError) as caught:
-        run_sweep(fleet.inventory_path, resume=tmp_path / "notes", **fleet.sweep_options())
+        run_sweep(fleet.inventory_path, resume=tmp_path / "notes", ssh=fleet.ssh_settings())
     assert str(caught.value) == (f"{tmp_path / 'notes'}: is not a sweep run folder (no manifest.json); "
                                  "pass the folder a sweep run wrote")
 
@@ -253,7 +256,7 @@ def test_a_fleet_on_another_port(tmp_path, monkeypatch):
     with LocalFleet([FleetHost("p01"), FleetHost("p02", "unknown_key")], tmp_path / "fleet", port=port) as fleet:
         assert f"ansible_port: {port}" in fleet.inventory_path.read_text()
         assert fleet.known_hosts_path.read_text().startswith(f"[{fleet.addresses['p01']}]:{port} ")
-        result = run_sweep(fleet.inventory_path, out=tmp_path / "run", **fleet.sweep_options())
+        result = run_sweep(fleet.inventory_path, out=tmp_path / "run", ssh=fleet.ssh_settings())
         found = records(result.run_dir)
         assert found["p01"]["status"] == "ok" and found["p01"]["port"] == port
         assert f"ssh-keyscan -H -p {port} {fleet.addresses['p02']}" in found["p02"]["failure"]["message"]

@@ -44,8 +44,7 @@ def marker():
 
 def test_a_benchmark_that_daemonises_leaves_nothing_on_the_hosts(fleet, tmp_path, marker, monkeypatch):
     monkeypatch.setenv("HOME", str(fleet.home))
-    known = fleet.sweep_options()["known_hosts"]
-    known = known[0] if isinstance(known, (list, tuple)) else known
+    known = fleet.ssh_settings().known_hosts[0]
     pidfile = tmp_path / "pids"
     pidfile.mkdir()
     os.chmod(tmp_path, 0o755)

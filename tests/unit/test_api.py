@@ -36,3 +36,64 @@ def test_unknown_name_is_an_attribute_error():
         assert "no_such_thing" in str(err)
     else:
         raise AssertionError("no AttributeError")
+
+
+def test_run_sweep_takes_its_options_as_a_few_frozen_objects():
+    """httpx's Timeout / Limits shape: hosts, ssh and agent objects, not two dozen keywords."""
+    import dataclasses
+    import inspect
+
+    params = inspect.signature(sweep.run_sweep).parameters
+    assert len(params) <= 14, list(params)
+    assert {"hosts", "ssh", "agent"} <= set(params) and not {"limit", "known_hosts", "agent_args"} & set(params)
+    for cls in (sweep.HostSelection, sweep.SSHSettings, sweep.AgentOptions):
+        assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen
+    ssh = sweep.SSHSettings(known_hosts="fleet_known_hosts", key_passphrase="secret")
+    assert ssh.known_hosts == ("fleet_known_hosts",) and "secret" not in repr(ssh)
+    resolved = ssh.resolved()
+    assert resolved.known_hosts == ("fleet_known_hosts", "~/.ssh/known_hosts") and resolved.transport == "paramiko"
+    try:
+        ssh.host_deadline = 5
+    except dataclasses.FrozenInstanceError:
+        pass
+    else:
+        raise AssertionError("SSHSettings is not frozen")
+
+
+def test_a_run_keeps_what_the_objects_said_in_its_manifest(tmp_path):
+    """The options objects reach the run: its manifest keeps the limit, the known_hosts and the agent's args."""
+    import json
+
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text("all:\n  hosts:\n    gpu01:\n    gpu02:\n")
+    result = sweep.run_sweep(inventory, out=tmp_path / "run", engine=_NoHosts(),
+                             hosts=sweep.HostSelection(limit="gpu02"),
+                             ssh=sweep.SSHSettings(known_hosts=str(tmp_path / "kh"), ssh_config=None, retries=2),
+                             agent=sweep.AgentOptions(args=["--deep"]))
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    assert manifest["hosts"] == ["gpu02"]
+    options = manifest["options"]
+    assert (options["limit"], options["known_hosts"], options["retries"], options["agent_args"]) == (
+        "gpu02", [str(tmp_path / "kh")], 2, ["--deep"])
+
+
+class _NoHosts:
+    """An engine that fails every host at once, without a connection: the run's options are what is checked."""
+
+    name = "noop"
+
+    def bind(self, job):
+        self.job = job
+        return self
+
+    def run(self, hosts):
+        from sweep.collect.outcome import Outcome
+
+        for host in hosts:
+            yield host, Outcome(host=host, status="failed", failure_class="refused", message=f"{host.name}: no")
+
+    def stop(self):
+        pass
+
+    def drain(self, timeout):
+        return iter(())

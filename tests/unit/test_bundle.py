@@ -93,7 +93,8 @@ def test_agent_code_stays_python_38_compatible():
 def test_the_bootstrap_ends_a_hung_agent_at_its_lifetime_and_says_so(tmp_path):
     # a driver query that never answers, an agent told to wait far longer than the host may take
     from sweep.collect.bundle import DEADLINE_EXIT, DEADLINE_MARK
-    from sweep.collect.ssh.prober import HostFailure, judge_output
+    from sweep.collect.outcome import judge_output
+    from sweep.failures import HostFailure
     from sweep.demo import synth
 
     hang = synth.write(synth.derive(synth.base_capture("h200-idle"), [synth.hang("gpu0.temp")]), tmp_path / "hang.json")

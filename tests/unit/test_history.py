@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import pytest
 
 from history_parts import six_week_history
-from sweep.analysis import keys as keys_module
+from sweep.analysis import facts
 from sweep.cli import main
 from sweep.history import build, build_history
 from sweep.history import index as index_module
@@ -46,7 +46,7 @@ def test_history_names_exactly_the_degraded_hosts_with_the_date_of_each_change(h
         mine = [c for c in result["changes"] if c["host"] == host]
         assert {c["date"] for c in mine} == {d.date.isoformat()}, mine
         assert any(c["key"] == key and c["before"] == before and c["after"] == after for c in mine), mine
-        line = f"{d.date.isoformat()}: {keys_module.KEYS[key]} {before} -> {after}"
+        line = f"{d.date.isoformat()}: {facts.KEYS[key]} {before} -> {after}"
         assert line in printed
     drifted = [d for d in result["drift"] if d["drifted"]]
     sinker = next(d for d in story if d.what == "sink")
@@ -122,13 +122,19 @@ def test_since_and_host_select(history):
         f"gpu{n}" for n in range(20, 30)}
 
 
+def add_fact(monkeypatch, fact) -> None:
+    """Declare one more fact in the fact table (every view of it) for this test."""
+    for name, value in facts.derived(facts.FACTS + (fact,)).items():
+        monkeypatch.setattr(facts, name, value)
+
+
 def test_keys_come_from_the_comparability_key_table(history, monkeypatch):
-    """A key added to sweep.keys (as other work adds PCIe, NVLink, IB) is in the history unchanged."""
+    """A fact added to the fact table (as other work adds PCIe, NVLink, IB) is in the history unchanged."""
     reports, _ = history
     monkeypatch.setattr(index_module, "MAX_WORKERS", 1)  # runs read here: spawned workers would not see the patch
-    monkeypatch.setitem(keys_module.KEYS, "kernel_test", "Kernel (test)")
-    monkeypatch.setitem(keys_module.HOST_KEY_TEXT, "kernel_test",
-                        (("hostname",), lambda r: "odd" if r["hostname"] == "gpu07" else "even"))
+    add_fact(monkeypatch, facts.Fact("kernel_test", "Kernel (test)", "host", ("hostname",),
+                                     lambda r: "odd" if r["hostname"] == "gpu07" else "even",
+                                     [(None, "{value}")], "host", no_metric="a test"))
     result = build([reports])
     spans = result.spans[result.spans["key"] == "kernel_test"]
     assert set(spans["value"]) == {"odd", "even"} and set(spans[spans["value"] == "odd"]["host"]) == {"gpu07"}

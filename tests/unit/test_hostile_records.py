@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 from sweep.collect.engines.base import judged
 from sweep.collect.schema import health_problem
 from sweep.collect.run import keep_record
-from sweep.collect.ssh.prober import FAILURE_CLASSES
+from sweep.failures import FAILURE_CLASSES
 from sweep.inventory.model import Host
 from sweep.report.build import build_report
 from sweep.store import RunFolder

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from sweep.cli import main
-from sweep.collect.ssh.config import SSHConfigFile, SSHSettingRefused
+from sweep.collect.ssh.config import SSHConfigFile
+from sweep.errors import SSHConfigError
 from sweep.collect.ssh.openssh_config import expand
 from sweep.errors import InventoryError
 from sweep.inventory.formats import InventoryLimits
@@ -100,7 +101,7 @@ def test_a_jump_host_with_shell_syntax_is_refused(tmp_path):
     path.write_text("all:\n  hosts:\n    a:\n      ansible_host: 127.0.0.1\n"
                     "      ansible_ssh_common_args: \"-J 'ops@j$(touch x)'\"\n")
     host = load_inventory(path).hosts[0]
-    with pytest.raises(SSHSettingRefused, match=r"the jump host 'j\$\(touch x\)' holds '\$'") as caught:
+    with pytest.raises(SSHConfigError, match=r"the jump host 'j\$\(touch x\)' holds '\$'") as caught:
         SSHConfigFile(None, local_user="root").check(host)
     assert caught.value.where == f"{path}:5"
 

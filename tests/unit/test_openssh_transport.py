@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from sweep.collect.ssh.config import SSHSettingRefused
+from sweep.errors import SSHConfigError
 from sweep.collect.ssh.openssh import OpenSSHProber
 from sweep.collect.ssh.prober import SSHOptions
 from sweep.inventory.model import Host
@@ -83,7 +83,7 @@ def test_accept_new_only_when_asked(options, hermetic_home):
     assert _resolved(OpenSSHProber(b"", [], replace(options, accept_new_host_keys=True)),
                      _host())["stricthostkeychecking"] == "accept-new"
     (hermetic_home / ".ssh" / "config").write_text("Host gpu07\n  StrictHostKeyChecking no\n")
-    with pytest.raises(SSHSettingRefused) as refused:
+    with pytest.raises(SSHConfigError) as refused:
         OpenSSHProber(b"", [], options).check(_host())
     assert refused.value.where.endswith(".ssh/config:2") and "--accept-new-host-keys" in refused.value.message
 

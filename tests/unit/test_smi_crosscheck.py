@@ -35,6 +35,9 @@ DOCUMENTED = {
     "clocks.p0_mem_min_mhz": "the P0 clock range (nvmlDeviceGetMinMaxClockOfPState) is not in nvidia-smi -q -x",
     "clocks.p0_mem_max_mhz": "the P0 clock range (nvmlDeviceGetMinMaxClockOfPState) is not in nvidia-smi -q -x",
     "ecc.pending": "deprecated alias of ecc.pending_mode, compared as that",
+    "inforom_image": "schema 1.3: the captures recorded beside an nvidia-smi -q -x predate the InfoROM read (it "
+                     "replays as null); the converted -smi captures hold it, compared with their session's "
+                     "nvidia-smi -q -x in test_facts",
 }
 
 # Allowed difference, where nvidia-smi rounds: it shows reserved and used memory in whole MiB each.

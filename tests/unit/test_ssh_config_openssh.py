@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from sweep.collect.ssh.config import SSHConfigFile, SSHSettingRefused
-from sweep.collect.ssh.openssh_config import ConfigReader, SSHConfigError, command_line
+from sweep.collect.ssh.config import SSHConfigFile
+from sweep.errors import SSHConfigError
+from sweep.collect.ssh.openssh_config import ConfigReader, command_line
 from sweep.inventory.model import Host
 
 from helpers import require
@@ -87,7 +88,7 @@ def _compare(tmp_path: Path, text: str, host: str, args_text: str) -> None:
     theirs = _ssh_g(config, host, args_text.split(), refused=True)
     if isinstance(theirs, str):  # OpenSSH refuses the config for this host: so must sweep
         assert "jumphost loop" in theirs, theirs
-        with pytest.raises(SSHSettingRefused, match="jumphost loop"):
+        with pytest.raises(SSHConfigError, match="jumphost loop"):
             SSHConfigFile(str(config)).check(Host(
                 name=host, address=host, port=None, user=None, key_file=None, python="python3",
                 ssh_common_args=args_text or None, proxy_jump=None, groups=(), vars={}, settings={}))

@@ -187,7 +187,8 @@ def test_ssh_flags_are_the_settings_they_stand_for():
 
 
 def test_ignore_unknown_lets_a_keyword_openssh_does_not_know_pass_as_openssh_does(tmp_path):
-    from sweep.collect.ssh.config import SSHConfigFile, SSHSettingRefused
+    from sweep.collect.ssh.config import SSHConfigFile
+    from sweep.errors import SSHConfigError
     from sweep.inventory.model import Host
 
     host = Host(name="gpu01", address="gpu01", port=None, user=None, key_file=None, python="python3",
@@ -199,7 +200,7 @@ def test_ignore_unknown_lets_a_keyword_openssh_does_not_know_pass_as_openssh_doe
     if ssh:  # OpenSSH agrees: it reads the file
         subprocess.run([ssh, "-G", "-F", str(config), "gpu01"], check=True, capture_output=True)
     config.write_text("Host *\n  UseKeychain yes\n")
-    with pytest.raises(SSHSettingRefused) as refused:
+    with pytest.raises(SSHConfigError) as refused:
         SSHConfigFile(str(config)).check(host)
     assert refused.value.where == f"{config}:2" and "not an ssh_config keyword" in refused.value.message
 
@@ -218,7 +219,8 @@ _WORDS = st.sampled_from(["Host", "Match", "Include", "HostName", "Port", "User"
 def test_any_config_is_read_or_refused_with_its_place_never_a_crash(tmp_path, lines, inventory_args):
     """Hostile or broken ssh_config text and inventory args end as hops or as one refusal naming
     where, never as an exception the CLI would show as a traceback."""
-    from sweep.collect.ssh.config import SSHConfigFile, SSHSettingRefused
+    from sweep.collect.ssh.config import SSHConfigFile
+    from sweep.errors import SSHConfigError
     from sweep.inventory.model import Host
 
     config = tmp_path / "config"
@@ -227,7 +229,7 @@ def test_any_config_is_read_or_refused_with_its_place_never_a_crash(tmp_path, li
                 ssh_common_args=inventory_args, proxy_jump=None, groups=(), vars={}, settings={})
     try:
         hops = SSHConfigFile(str(config)).check(host)
-    except SSHSettingRefused as refused:
+    except SSHConfigError as refused:
         assert refused.where and refused.message.startswith("gpu01: ")
     else:
         assert hops and all(0 < hop.port < 65536 for hop in hops)

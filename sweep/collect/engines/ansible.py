@@ -5,7 +5,7 @@ the script module copies agent.pyz to each host and runs it under the host's
 ``ansible_python_interpreter`` (``python3`` when unset or ``auto*``). sweep's own stdout callback
 (``ansible_callbacks/sweep_lines.py``) prints one JSON line per host as it finishes; each becomes
 an `Outcome` judged as the SSH engine judges one: health.json, or a failure class of
-`sweep.collect.ssh.prober.FAILURE_CLASSES` (an unreachable host's class is read from OpenSSH's message).
+`sweep.failures.FailureClass` (an unreachable host's class is read from OpenSSH's message).
 
 Host keys are verified as the SSH engine verifies them: ``ANSIBLE_HOST_KEY_CHECKING=True``,
 ``StrictHostKeyChecking=yes`` (``accept-new`` with --accept-new-host-keys) and the run's
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.collect.engines.base import ProcessEngine, EngineError, failed, judged, tail
-from sweep.collect.ssh.prober import FAST_KEX, SSHOptions
+from sweep.collect.options import FAST_KEX, SSHOptions
 from sweep.text import plural
 
 CALLBACKS = Path(__file__).with_name("ansible_callbacks")

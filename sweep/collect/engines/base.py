@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from sweep.errors import SweepError
-from sweep.collect.ssh.prober import HostFailure, Outcome, SSHOptions, judge_output
+from sweep.collect.options import SSHOptions
+from sweep.collect.outcome import Outcome, judge_output
+from sweep.failures import HostFailure
 
 _POLL_S = 0.2
 

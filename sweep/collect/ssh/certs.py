@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from sweep.errors import SweepError
 from sweep.text import noun
 
 # the public key fields after the nonce, per key type (PROTOCOL.certkeys)
@@ -21,7 +22,7 @@ _KEY_FIELDS = {"ssh-rsa": 2, "ssh-dss": 4, "ecdsa-sha2-nistp256": 2, "ecdsa-sha2
 FOREVER = 0xFFFFFFFFFFFFFFFF
 
 
-class CertificateError(ValueError):
+class CertificateError(SweepError, ValueError):
     """Bytes that are not an OpenSSH certificate."""
 
 

@@ -17,9 +17,10 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sweep.collect.ssh.openssh_config import (ConfigReader, Resolved, Setting, SSHArgsError, SSHConfigError,
+from sweep.collect.ssh.openssh_config import (ConfigReader, Resolved, Setting, SSHArgsError,
                                               command_line, expand, local_tokens, pattern_list_match, tilde)
 from sweep.collect.ssh.policy import KEYWORDS, SSHOptionRefused, check
+from sweep.errors import SSHConfigError
 from sweep.inventory.names import RULE_FIX, RULE_WHY, hostname_problem, ruser_problem
 
 MAX_JUMPS = 8
@@ -27,12 +28,9 @@ FIX = ("drop it for these hosts, or sweep with --transport openssh (OpenSSH itse
        "every option); docs/ssh.md lists what sweep's own transport honours")
 
 
-class SSHSettingRefused(Exception):
-    """An ssh option, config line or argument a host's connection cannot honour; `where` says where it is."""
 
-    def __init__(self, message: str, where: str):
-        super().__init__(message)
-        self.message, self.where = message, where
+class SSHSettingRefused(SSHConfigError):
+    """An ssh setting, config line or argument a host's connection cannot honour; the message names the host."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +111,9 @@ class SSHConfigFile:
         """Read and check everything that applies to `host`; SSHSettingRefused names the first refusal."""
         try:
             hops = self._chain(host.address, inventory_settings(host), 0, host.name)
-        except SSHConfigError as exc:
+        except SSHSettingRefused:
+            raise
+        except SSHConfigError as exc:  # a line the reader cannot read as OpenSSH would: said for this host
             raise SSHSettingRefused(f"{host.name}: ssh_config {exc.message}", exc.where) from None
         with self._lock:
             self._routes[host.name] = hops

@@ -15,8 +15,10 @@ from pathlib import Path
 import paramiko
 from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
+from sweep.errors import SweepError
 
-class UnknownHostKey(Exception):
+
+class UnknownHostKey(SweepError):
     """A host offered a key no known_hosts file records, and new keys are not accepted."""
 
 

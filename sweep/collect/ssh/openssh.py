@@ -25,7 +25,8 @@ from typing import Any
 from sweep.collect.bundle import remote_command
 from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
 from sweep.collect.ssh.config import SSHSettingRefused, inventory_settings
-from sweep.collect.ssh.openssh_config import ConfigReader, Resolved, SSHConfigError, expand, local_tokens, tilde
+from sweep.errors import SSHConfigError
+from sweep.collect.ssh.openssh_config import ConfigReader, Resolved, expand, local_tokens, tilde
 from sweep.collect.ssh.prober import HostFailure, Prober, SSHOptions, host_agent_args, judge_output
 from sweep.collect.ssh.watchdog import Attempt
 from sweep.text import visible
@@ -77,8 +78,9 @@ class OpenSSHProber(Prober):
         """What sweep's reader makes of the host's settings (once per sweep: Match exec runs once);
         None where it does not follow the config, which ssh then reads alone."""
         if host.name not in self._resolved:
+            settings = inventory_settings(host)  # SSHSettingRefused: the inventory's own args are refused
             try:
-                found = self.reader.resolve(host.address, inventory_settings(host))
+                found = self.reader.resolve(host.address, settings)
             except SSHConfigError:
                 found = None
             self._resolved[host.name] = found

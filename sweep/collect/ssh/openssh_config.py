@@ -19,6 +19,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sweep.errors import SSHConfigError
+
 MAX_INCLUDE_DEPTH = 16
 ACCUMULATE = {"identityfile", "certificatefile", "sendenv", "setenv", "localforward", "remoteforward",
               "dynamicforward"}
@@ -33,14 +35,6 @@ IGNORED_BY_OPENSSH = {"protocol", "cipher", "fallbacktorsh", "globalknownhostsfi
                       "userknownhostsfile2", "useroaming", "usersh", "useprivilegedport", "afstokenpassing",
                       "kerberosauthentication", "kerberostgtpassing", "rsaauthentication",
                       "rhostsrsaauthentication", "compressionlevel", "useblacklistedkeys"}
-
-
-class SSHConfigError(Exception):
-    """An ssh_config line sweep cannot read as OpenSSH would; `where` is file:line."""
-
-    def __init__(self, message: str, where: str):
-        super().__init__(message)
-        self.message, self.where = message, where
 
 
 @dataclass(frozen=True)
@@ -343,7 +337,7 @@ _FLAG_REFUSED = {"E": "a log file", "F": "another config file per host", "O": "a
                  "V": "printing the version"}
 
 
-class SSHArgsError(Exception):
+class SSHArgsError(SSHConfigError):
     """An ssh(1) argument list sweep cannot turn into settings; the text says which word."""
 
 

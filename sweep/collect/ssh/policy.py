@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sweep.collect.ssh.openssh_config import Setting
+from sweep.errors import SSHConfigError
 
 
 @dataclass(frozen=True)
@@ -154,11 +155,11 @@ BOOLEAN_SYNONYMS = {"true": "yes", "false": "no", "off": "no", "on": "yes"}  # r
 
 
 
-class SSHOptionRefused(Exception):
+class SSHOptionRefused(SSHConfigError):
     """A keyword or -o option that sweep's SSH transport would not carry out; the text says why and the fix."""
 
     def __init__(self, setting: Setting, why: str):
-        super().__init__(why)
+        super().__init__(why, setting.where)
         self.setting, self.why = setting, why
 
 

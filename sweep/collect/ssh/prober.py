@@ -1,7 +1,7 @@
 """One host, one SSH connection, one exec: push the agent on stdin, read health.json from stdout.
 
 `Prober.probe()` never raises for a host's trouble: every host ends as one `Outcome`, its health or
-a failure class from `FAILURE_CLASSES` with a message that names the host and the fix.
+a failure class (`sweep.failures.FailureClass`) with a message that names the host and the fix.
 
 Where the connection settings of a host come from, highest first:
 1. the inventory (``ansible_host``, ``ansible_port``, ``ansible_user``, ``ansible_ssh_private_key_file``,
@@ -21,7 +21,6 @@ so a `Watchdog` thread (`sweep.collect.ssh.watchdog`) shuts the socket of any at
 from __future__ import annotations
 
 import base64
-import dataclasses
 import errno
 import json
 import logging
@@ -31,30 +30,22 @@ import shlex
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import paramiko
 
-from sweep.collect.bundle import DEADLINE_EXIT, DEADLINE_MARK, TOO_OLD_MARK, remote_command
+from sweep.collect.bundle import remote_command
 from sweep.collect.ssh.hostkeys import HostKeyStore, KnownHostsPolicy, UnknownHostKey, known_hosts_name
-from sweep.collect.schema import health_problem
 from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
 from sweep.collect.ssh.config import Hop, SSHConfigFile
 from sweep.collect.ssh.proxy import ShellProxyCommand
-from sweep.strictjson import DepthError, loads as strict_loads
+from sweep.errors import ConfigError
 from sweep.text import visible
 from sweep.collect.ssh.watchdog import Attempt, Watchdog
+from sweep.collect.options import FAST_CIPHER, FAST_KEX, SSHOptions
+from sweep.collect.outcome import Outcome, judge_output, timed_out
+from sweep.failures import HostFailure
 
-FAILURE_CLASSES = (
-    "dns", "refused", "timeout", "host_key_unknown", "host_key_changed", "auth",
-    "no_python", "python_too_old", "agent_error", "output_too_large", "bad_output",
-)
-# what `sweep run --resume RUN --retry-failed` retries when no class is named: failures the network, the host's
-# state or the operator's own files (known_hosts) cause, that a later try may not meet
-TRANSIENT_CLASSES = ("dns", "refused", "timeout", "host_key_unknown")
-FAST_KEX = "curve25519-sha256@libssh.org"
-FAST_CIPHER = "aes128-gcm@openssh.com"
 # paramiko logs each failed handshake with a traceback at ERROR; a failed host is already a record
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 _READ_CHUNK = 65536
@@ -62,66 +53,7 @@ _SETTLE_S = 0.2  # after the exit status: data still in flight comes within this
 _LINGER_S = 2.0  # after the exit status: no data for this long and the output is taken as it is
 
 
-@dataclass(frozen=True)
-class SSHOptions:
-    """How hosts are reached; one object serves the whole sweep (`with_settings` per host)."""
-
-    connect_timeout: float = 10.0
-    host_deadline: float = 120.0
-    retries: int = 3  # tries in all, for transient failures only
-    known_hosts: tuple[str, ...] = ("~/.ssh/known_hosts",)
-    accept_new_host_keys: bool = False
-    ssh_config: str | None = "~/.ssh/config"
-    allow_agent: bool = True
-    look_for_keys: bool = True
-    output_limit: int = 16 * 1024 * 1024
-    stderr_limit: int = 64 * 1024
-    fast_kex: bool = True
-    transport: str = "paramiko"  # or "openssh": the system ssh binary (sweep.collect.ssh.openssh)
-    backoff_s: float = 0.5
-    # for encrypted key files (SWEEP_KEY_PASSPHRASE); never written anywhere, kept out of repr
-    key_passphrase: str | None = field(default=None, repr=False)
-
-    def with_settings(self, settings: Any) -> "SSHOptions":
-        """These options with a host's ``sweep_connect_timeout`` / ``sweep_host_deadline`` / ``sweep_retries``."""
-        changes = {}
-        for key, kind in (("connect_timeout", float), ("host_deadline", float), ("retries", int)):
-            if settings and settings.get(key) is not None:
-                changes[key] = kind(settings[key])
-        return self if not changes else dataclasses.replace(self, **changes)
-
-
-@dataclass
-class Outcome:
-    """What became of one host: status "ok" (health set), "failed" (failure set) or "interrupted"."""
-
-    host: Any  # sweep.inventory.model.Host
-    status: str
-    health: dict | None = None
-    failure_class: str | None = None
-    message: str | None = None
-    attempts: int = 0
-    started_at: float = 0.0
-    ended_at: float = 0.0
-    exit_status: int | None = None
-    stderr: str = ""
-    unknown_numbers: list = field(default_factory=list)  # numbers the host wrote that a double cannot hold
-
-
-class HostFailure(Exception):
-    """One attempt's failure, already classified; `transient` ones are retried."""
-
-    def __init__(self, failure_class: str, message: str, *, transient: bool = False,
-                 exit_status: int | None = None, stderr: str = ""):
-        super().__init__(message)
-        self.failure_class = failure_class
-        self.message = message
-        self.transient = transient
-        self.exit_status = exit_status
-        self.stderr = stderr
-
-
-class KeyFileError(Exception):
+class KeyFileError(ConfigError):
     """A private key file that cannot be used; the text says why (after the file's name)."""
 
 
@@ -506,85 +438,6 @@ def _open_tunnel(name: str, client: paramiko.SSHClient, hop: Hop, deadline: floa
 # --- judging and naming failures ----------------------------------------------------------------
 
 
-def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
-                 wrapped: bool = False, host_deadline: float | None = None) -> tuple[dict, list[dict]]:
-    """health.json (`wrapped`: provenance.json) from stdout and the numbers in it a double cannot hold (now
-    null; `sweep.strictjson`), or the HostFailure why there is none (ended at `host_deadline`: timeout)."""
-    problem, unknown = None, []
-    try:
-        loaded = strict_loads(out)
-        health, unknown = loaded.document, loaded.unknown_numbers
-    except DepthError as exc:
-        status = "no exit status" if exit_status in (None, -1) else f"exit {exit_status}"
-        raise HostFailure("agent_error", (
-            f"{host.name}: the agent's output ({status}) {exc}; the host runs another or a modified agent, "
-            "or its python prints something else: sweep it with this sweep's agent")) from None
-    except ValueError as exc:
-        health, problem = None, f"is not JSON ({visible(exc, keep='')[:200]})"
-    if health is not None and not isinstance(health, dict):
-        problem = f"is JSON but not an object ({type(health).__name__})"
-    elif health is not None and "schema_version" not in health:
-        problem = "is a JSON object without schema_version"
-    elif health is not None and wrapped:
-        from sweep.collect.wrap import provenance_problem
-
-        broken = provenance_problem(health)
-        if broken is not None:
-            raise HostFailure("bad_output", (
-                f"{host.name}: the agent's output is JSON but not a provenance.json of schema 1.x with the "
-                f"command's output ({visible(broken, keep='')[:200]}); the host runs another or a modified agent: "
-                "run it with this sweep's agent"))
-    elif health is not None:
-        broken = health_problem(health)
-        if broken is not None:
-            raise HostFailure("bad_output", (
-                f"{host.name}: the agent's output is JSON but not a health.json of schema 1.x "
-                f"({visible(broken, keep='')[:200]}); the host runs another or a modified agent: sweep it with "
-                "this sweep's agent"))
-    if problem is None:
-        return health, unknown
-    if exit_status == DEADLINE_EXIT and DEADLINE_MARK in stderr:  # the bootstrap ended it at the deadline
-        raise timed_out(host, host_deadline)
-    last = _last_line(stderr)
-    if TOO_OLD_MARK in stderr or (exit_status == 1 and _python_syntax_error(stderr)):
-        found = _old_version(stderr)
-        raise HostFailure("python_too_old", (
-            f"{host.name}: '{host.python}' is {'Python ' + found if found else 'a python'} older than the 3.8 "
-            f"the agent needs{' (' + last + ')' if last else ''}; install python3 >= 3.8 or set "
-            "ansible_python_interpreter to one"))
-    if exit_status in (126, 127):
-        raise HostFailure("no_python", (
-            f"{host.name}: cannot run '{host.python}' on the host (exit {exit_status}"
-            f"{': ' + last if last else ''}); install python3 (3.8+) there or set "
-            "ansible_python_interpreter to its path"))
-    if exit_status != 0:
-        status = "no exit status (killed?)" if exit_status in (None, -1) else f"exit {exit_status}"
-        raise HostFailure("agent_error", (
-            f"{host.name}: the agent failed ({status}){': ' + last if last else ''}; "
-            "the record's stderr holds the rest"))
-    shown = out[:80].decode("utf-8", "replace").strip()
-    raise HostFailure("bad_output", (
-        f"{host.name}: the agent's output {problem}{': ' + repr(shown) if shown else ' (empty)'}; "
-        "check what the host's shell or python prints at start (motd in .bashrc, sitecustomize)"))
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return visible(lines[-1][:300], keep="") if lines else ""
-
-
-def _python_syntax_error(stderr: str) -> bool:
-    """Python 2 (or 3 before 3.8) failing to compile the bootstrap given with -c."""
-    return 'File "<string>"' in stderr and "SyntaxError" in stderr
-
-
-def _old_version(stderr: str) -> str:
-    import re
-
-    found = re.search(r"[Pp]ython (\d+\.\d+(?:\.\d+)?)", stderr)
-    return found.group(1) if found else ""
-
-
 def _size(n: int) -> str:
     return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n} bytes"
 
@@ -594,15 +447,6 @@ def _aborted(host: Any, reason: str, opts: SSHOptions, phase: str) -> HostFailur
         return HostFailure("interrupted", f"{host.name}: interrupted")
     return timed_out(host, opts.host_deadline, "before the SSH session was up" if phase == "connect" else
                      "while the agent ran")
-
-
-def timed_out(host: Any, host_deadline: float | None, where: str = "while the agent ran") -> HostFailure:
-    """The timeout of a host that did not answer within its deadline: the controller cut the session, or
-    the bootstrap ended the agent on the host (`DEADLINE_MARK`); the same record whichever came first."""
-    within = "the host deadline" if host_deadline is None else f"the host deadline of {host_deadline:g} s"
-    return HostFailure("timeout", (
-        f"{host.name}: no answer within {within} ({where}); "
-        "check the host, or raise --host-deadline (sweep_host_deadline)"))
 
 
 def _classify(name: str, exc: BaseException, phase: str, opts: SSHOptions, hop: Hop | None) -> HostFailure:

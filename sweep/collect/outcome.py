@@ -1,0 +1,120 @@
+"""What became of one host (`Outcome`), and the agent's output judged: its health.json, or the failure why not.
+
+Every engine (ssh, ansible, slurm) judges the agent's stdout, exit status and stderr here, so a
+host's record does not depend on the engine that reached it; the module imports no transport.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweep.collect.bundle import DEADLINE_EXIT, DEADLINE_MARK, TOO_OLD_MARK
+from sweep.collect.schema import health_problem
+from sweep.failures import HostFailure
+from sweep.strictjson import DepthError, loads as strict_loads
+from sweep.text import visible
+
+
+@dataclass
+class Outcome:
+    """What became of one host: status "ok" (health set), "failed" (failure set) or "interrupted"."""
+
+    host: Any  # sweep.inventory.model.Host
+    status: str
+    health: dict | None = None
+    failure_class: str | None = None
+    message: str | None = None
+    attempts: int = 0
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    exit_status: int | None = None
+    stderr: str = ""
+    unknown_numbers: list = field(default_factory=list)  # numbers the host wrote that a double cannot hold
+
+
+def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
+                 wrapped: bool = False, host_deadline: float | None = None) -> tuple[dict, list[dict]]:
+    """health.json (`wrapped`: provenance.json) from stdout and the numbers in it a double cannot hold (now
+    null; `sweep.strictjson`), or the HostFailure why there is none (ended at `host_deadline`: timeout)."""
+    problem, unknown = None, []
+    try:
+        loaded = strict_loads(out)
+        health, unknown = loaded.document, loaded.unknown_numbers
+    except DepthError as exc:
+        status = "no exit status" if exit_status in (None, -1) else f"exit {exit_status}"
+        raise HostFailure("agent_error", (
+            f"{host.name}: the agent's output ({status}) {exc}; the host runs another or a modified agent, "
+            "or its python prints something else: sweep it with this sweep's agent")) from None
+    except ValueError as exc:
+        health, problem = None, f"is not JSON ({visible(exc, keep='')[:200]})"
+    if health is not None and not isinstance(health, dict):
+        problem = f"is JSON but not an object ({type(health).__name__})"
+    elif health is not None and "schema_version" not in health:
+        problem = "is a JSON object without schema_version"
+    elif health is not None and wrapped:
+        from sweep.collect.wrap import provenance_problem
+
+        broken = provenance_problem(health)
+        if broken is not None:
+            raise HostFailure("bad_output", (
+                f"{host.name}: the agent's output is JSON but not a provenance.json of schema 1.x with the "
+                f"command's output ({visible(broken, keep='')[:200]}); the host runs another or a modified agent: "
+                "run it with this sweep's agent"))
+    elif health is not None:
+        broken = health_problem(health)
+        if broken is not None:
+            raise HostFailure("bad_output", (
+                f"{host.name}: the agent's output is JSON but not a health.json of schema 1.x "
+                f"({visible(broken, keep='')[:200]}); the host runs another or a modified agent: sweep it with "
+                "this sweep's agent"))
+    if problem is None:
+        return health, unknown
+    if exit_status == DEADLINE_EXIT and DEADLINE_MARK in stderr:  # the bootstrap ended it at the deadline
+        raise timed_out(host, host_deadline)
+    last = _last_line(stderr)
+    if TOO_OLD_MARK in stderr or (exit_status == 1 and _python_syntax_error(stderr)):
+        found = _old_version(stderr)
+        raise HostFailure("python_too_old", (
+            f"{host.name}: '{host.python}' is {'Python ' + found if found else 'a python'} older than the 3.8 "
+            f"the agent needs{' (' + last + ')' if last else ''}; install python3 >= 3.8 or set "
+            "ansible_python_interpreter to one"))
+    if exit_status in (126, 127):
+        raise HostFailure("no_python", (
+            f"{host.name}: cannot run '{host.python}' on the host (exit {exit_status}"
+            f"{': ' + last if last else ''}); install python3 (3.8+) there or set "
+            "ansible_python_interpreter to its path"))
+    if exit_status != 0:
+        status = "no exit status (killed?)" if exit_status in (None, -1) else f"exit {exit_status}"
+        raise HostFailure("agent_error", (
+            f"{host.name}: the agent failed ({status}){': ' + last if last else ''}; "
+            "the record's stderr holds the rest"))
+    shown = out[:80].decode("utf-8", "replace").strip()
+    raise HostFailure("bad_output", (
+        f"{host.name}: the agent's output {problem}{': ' + repr(shown) if shown else ' (empty)'}; "
+        "check what the host's shell or python prints at start (motd in .bashrc, sitecustomize)"))
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return visible(lines[-1][:300], keep="") if lines else ""
+
+
+def _python_syntax_error(stderr: str) -> bool:
+    """Python 2 (or 3 before 3.8) failing to compile the bootstrap given with -c."""
+    return 'File "<string>"' in stderr and "SyntaxError" in stderr
+
+
+def _old_version(stderr: str) -> str:
+    import re
+
+    found = re.search(r"[Pp]ython (\d+\.\d+(?:\.\d+)?)", stderr)
+    return found.group(1) if found else ""
+
+
+def timed_out(host: Any, host_deadline: float | None, where: str = "while the agent ran") -> HostFailure:
+    """The timeout of a host that did not answer within its deadline: the controller cut the session, or
+    the bootstrap ended the agent on the host (`DEADLINE_MARK`); the same record whichever came first."""
+    within = "the host deadline" if host_deadline is None else f"the host deadline of {host_deadline:g} s"
+    return HostFailure("timeout", (
+        f"{host.name}: no answer within {within} ({where}); "
+        "check the host, or raise --host-deadline (sweep_host_deadline)"))
