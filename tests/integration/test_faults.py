@@ -111,8 +111,8 @@ def test_slow_banner_within_the_connect_timeout_is_ok_beyond_it_a_timeout(faults
     assert late["failure"] == {"class": "timeout", "message": (
         "f-banner-4s: no SSH banner within 2 s: something accepts TCP connections there but does not answer "
         "as an SSH server; check the host and its sshd")}
-    assert late["attempts"] == 1 and 2.0 <= late["duration_s"] < 3.0
-    assert elapsed < 4
+    # cut at the 2 s connect timeout, not when the banner came at 4 s (room for a loaded machine)
+    assert late["attempts"] == 1 and 2.0 <= late["duration_s"] < 3.9
 
 
 def test_a_python_older_than_3_8_is_named_with_its_fix(faults, tmp_path):
@@ -130,9 +130,12 @@ def test_a_python_older_than_3_8_is_named_with_its_fix(faults, tmp_path):
 
 def test_an_agent_hung_in_a_driver_query_emits_at_its_deadline_or_is_cut_at_the_hosts(faults, tmp_path):
     # the agent's own deadline (0.6 x the host deadline) comes first: an incomplete health.json, recorded ok
+    # (what proves which deadline fired is the record itself, not a stopwatch: an ok record cut by the
+    # agent's own deadline, or the host deadline's timeout; the time bounds below only tell the host
+    # deadline of a few seconds apart from the agent's 30, with room for a loaded machine)
     result, found, elapsed = sweep(faults, tmp_path, "hang", host_deadline=4)
     record = found["f-hang"]
-    assert record["status"] == "ok" and record["duration_s"] < 4 and elapsed < 5
+    assert record["status"] == "ok" and record["duration_s"] < 15
     probe = record["health"]["probe"]
     assert probe["complete"] is False
     assert probe["incomplete_reason"] == "deadline of 2.4 s reached while reading GPU 0"
@@ -140,12 +143,12 @@ def test_an_agent_hung_in_a_driver_query_emits_at_its_deadline_or_is_cut_at_the_
     started = time.monotonic()
     cut = run_sweep(faults.inventory_path, out=tmp_path / "cut", hosts=HostSelection(limit="hang"),
                     ssh=faults.ssh_settings(host_deadline=3), agent=AgentOptions(args=["--deadline", "30"]))
-    assert time.monotonic() - started < 4.5
+    assert time.monotonic() - started < 15  # not the agent's 30 s
     record = records(cut.run_dir)["f-hang"]
     assert record["failure"] == {"class": "timeout", "message": (
         "f-hang: no answer within the host deadline of 3 s (while the agent ran); check the host, "
         "or raise --host-deadline (sweep_host_deadline)")}
-    assert record["duration_s"] < 3.5
+    assert record["duration_s"] < 15
 
 
 MEASURE_HUGE = """
@@ -195,7 +198,7 @@ def test_a_connection_dropped_mid_output_is_retried_then_recorded(faults, tmp_pa
         r"f-drop: the SSH connection was lost while the agent ran \(\d+ bytes of output read, no exit status\): "
         r"the host or the network dropped it; check the host's sshd log and the network, then sweep the host again",
         record["failure"]["message"])
-    assert elapsed < 10
+    assert elapsed < 19  # three attempts, none waited for the 20 s host deadline
 
 
 def test_more_connections_than_max_startups_all_succeed_after_backoff(faults, tmp_path):

@@ -205,7 +205,7 @@ def test_a_hung_proxy_command_ends_at_the_host_deadline_and_is_killed(ca_fleet, 
     started = time.monotonic()
     result = run_sweep(inventory, out=tmp_path / "run",
                        ssh=fleet.ssh_settings(transport=transport, host_deadline=2, retries=1))
-    assert time.monotonic() - started < 8
+    assert time.monotonic() - started < 20  # the ProxyCommand sleeps 317 s: the 2 s deadline ended it
     record = read_records(result.run_dir)["hung"]
     assert record["failure"]["class"] == "timeout", record["failure"]
     time.sleep(0.3)
