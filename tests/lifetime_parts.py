@@ -12,6 +12,17 @@ DOUBLE_FORK = ("import os\n"
                "os.execvp('sleep', ['sleep', '{marker}'])\n")
 
 
+def kill_marked(marker):
+    """SIGKILL whatever still holds `marker` (a test's clean-up: only the test's own processes hold it)."""
+    import signal
+
+    for pid in marked_processes(marker):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def marked_processes(marker):
     """pid -> state of every process whose command line holds `marker` (zombies included)."""
     found = {}

@@ -32,6 +32,22 @@ class Outcome:
     unknown_numbers: list = field(default_factory=list)  # numbers the host wrote that a double cannot hold
 
 
+def _check_document(host: Any, health: dict, wrapped: bool) -> None:
+    """Refuse (`bad_output`) a JSON object that is not the document the agent writes: a provenance.json
+    of schema 1.x with the command's output for a wrapped run, else a health.json of schema 1.x."""
+    if wrapped:
+        from sweep.collect.wrap import provenance_problem
+
+        broken, what, action = provenance_problem(health), "a provenance.json of schema 1.x with the " \
+            "command's output", "run it"
+    else:
+        broken, what, action = health_problem(health), "a health.json of schema 1.x", "sweep it"
+    if broken is not None:
+        raise HostFailure("bad_output", (
+            f"{host.name}: the agent's output is JSON but not {what} ({visible(broken, keep='')[:200]}); the "
+            f"host runs another or a modified agent: {action} with this sweep's agent"))
+
+
 def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
                  wrapped: bool = False, host_deadline: float | None = None) -> tuple[dict, list[dict]]:
     """health.json (`wrapped`: provenance.json) from stdout and the numbers in it a double cannot hold (now
@@ -51,22 +67,8 @@ def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
         problem = f"is JSON but not an object ({type(health).__name__})"
     elif health is not None and "schema_version" not in health:
         problem = "is a JSON object without schema_version"
-    elif health is not None and wrapped:
-        from sweep.collect.wrap import provenance_problem
-
-        broken = provenance_problem(health)
-        if broken is not None:
-            raise HostFailure("bad_output", (
-                f"{host.name}: the agent's output is JSON but not a provenance.json of schema 1.x with the "
-                f"command's output ({visible(broken, keep='')[:200]}); the host runs another or a modified agent: "
-                "run it with this sweep's agent"))
     elif health is not None:
-        broken = health_problem(health)
-        if broken is not None:
-            raise HostFailure("bad_output", (
-                f"{host.name}: the agent's output is JSON but not a health.json of schema 1.x "
-                f"({visible(broken, keep='')[:200]}); the host runs another or a modified agent: sweep it with "
-                "this sweep's agent"))
+        _check_document(host, health, wrapped)
     if problem is None:
         return health, unknown
     if exit_status == DEADLINE_EXIT and DEADLINE_MARK in stderr:  # the bootstrap ended it at the deadline

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import sys
 
 import pytest
@@ -16,7 +15,7 @@ from sweep.demo.loopback import SSHD, LocalFleet
 
 from helpers import require
 
-from lifetime_parts import DOUBLE_FORK, marked_processes, running
+from lifetime_parts import DOUBLE_FORK, kill_marked, running
 
 HOSTS = ("gpu01", "gpu02")
 
@@ -35,11 +34,7 @@ def fleet(tmp_path_factory):
 def marker():
     mark = "3001.%d777" % os.getpid()
     yield mark
-    for pid in marked_processes(mark):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    kill_marked(mark)
 
 
 def test_a_benchmark_that_daemonises_leaves_nothing_on_the_hosts(fleet, tmp_path, marker, monkeypatch):

@@ -4,14 +4,13 @@ runs commands that daemonise in each of the usual ways; afterwards no process of
 import itertools
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from lifetime_parts import DOUBLE_FORK, marked_processes, running
+from lifetime_parts import DOUBLE_FORK, kill_marked, running
 from probe_agent import lifetime
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,11 +33,7 @@ def marker():
     """A command-line marker unique to this test (`sleep 3001.<n>`); whatever holds it is killed at the end."""
     mark = "3001.%d%03d" % (os.getpid(), next(_serial))
     yield mark
-    for pid in marked_processes(mark):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    kill_marked(mark)
 
 
 def wrap(tmp_path, script, *options):
