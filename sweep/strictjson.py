@@ -93,18 +93,21 @@ def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Loaded:
     return loaded
 
 
-class _NotWritten(Exception):
-    """A token no document written by `dumps` holds: the document goes to `loads`."""
+class _NotWritten(SweepError):
+    """A token no document written by `dumps` holds: the document goes to `loads` (never escapes it)."""
+
+    def __init__(self):
+        super().__init__("a token sweep never writes")
 
 
 def _not_written(_text: str):
-    raise _NotWritten
+    raise _NotWritten()
 
 
 def _written_float(text: str) -> float:
     value = float(text)
     if value - value:  # inf - inf and nan - nan are nan
-        raise _NotWritten
+        raise _NotWritten()
     return value
 
 
