@@ -1,8 +1,16 @@
 import os
+import signal
 import sys
 from pathlib import Path
 
 import pytest
+
+# A suite started in the background by a non-interactive shell (`cmd &` in a script, as a CI runner may
+# do) inherits SIGINT ignored (POSIX), and so does every sweep it starts: the Ctrl-C tests would press a
+# key nobody hears. Python's own handler is restored, so the suite and its children take Ctrl-C as a
+# terminal does.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
