@@ -11,6 +11,11 @@
     pool.txt       the pool (summary.json "pool"), one host per line: ``--limit @pool.txt``, as an
                    Ansible retry file is read (sweep run and ansible alike)
     held_out.txt   the hosts held out of the pool for their health (summary.json "held_out"), the same way
+    pool.nodeset, held_out.nodeset, drain.sh, resume.sh, kubectl.sh
+                   the same sets as folded node sets, and the commands that would drain the hosts held out
+                   or broken (`sweep.report.lists`; never run by sweep); summary.json "host_sets" (pool,
+                   held_out, broken, drain: hosts, folded, not_folded, size) and "drain" (one entry per
+                   reason: hosts, folded, not_folded, reason, taint) carry them for pipelines
 
 Exit codes, in order of precedence (the first that applies wins):
 
