@@ -8,19 +8,30 @@ why, from the host's lowest broken contract and its fix (or, for a host held out
 finding that holds it out); hosts with the same reason are drained together (`drain_groups`).
 
 Each set is kept as a list and as one folded node set (`sweep.analysis.names.fold_nodeset`) that
-Slurm and ClusterShell read back as exactly that list; names no node set can hold are listed
-apart. Nothing here runs a command: `sweep.report.lists` writes them as files for the operator.
+Slurm and ClusterShell read back as exactly that list (a host met again in another run folder,
+``gpu01#2``, is its node ``gpu01``: `node_name`); names no node set can hold are listed apart. Nothing here runs a command: `sweep.report.lists` writes them as files for the operator.
 """
 from __future__ import annotations
 
 import re
 
 from sweep.analysis.compare import Findings
-from sweep.analysis.names import fold_nodeset, host_key
+from sweep.analysis.names import NODE_NAME, fold_nodeset, host_key
 from sweep.text import visible
 
+_AGAIN = re.compile(r"#\d+$")  # the loader's mark of a host met again in another run folder: gpu01#2
 REASON_MAX = 200  # characters of a drain reason (Slurm shows it in sinfo -R; a sentence, not a log)
 TAINT_KEY = "sweep/broken"
+
+
+def node_name(host: str) -> str:
+    """The name a scheduler knows `host` by: ``gpu01`` for ``gpu01#2`` (the same host in a second run folder)."""
+    base = _AGAIN.sub("", host)
+    return base if base != host and NODE_NAME.match(base) else host
+
+
+def _fold(hosts) -> tuple[str, tuple[str, ...]]:
+    return fold_nodeset(node_name(h) for h in hosts)
 
 
 def host_records(findings: Findings) -> dict[str, dict]:
@@ -77,7 +88,7 @@ def drain_groups(findings: Findings) -> list[dict]:
         entry["hosts"].append(host)
     out = []
     for reason, entry in groups.items():
-        folded, odd = fold_nodeset(entry["hosts"])
+        folded, odd = _fold(entry["hosts"])
         out.append({"hosts": entry["hosts"], "folded": folded, "not_folded": list(odd), "reason": reason,
                     "taint": entry["taint"]})
     return out
@@ -86,7 +97,7 @@ def drain_groups(findings: Findings) -> list[dict]:
 def host_set(hosts) -> dict:
     """A set of hosts as summary.json carries it: the list, its node set, the names the node set leaves out."""
     hosts = list(hosts)
-    folded, odd = fold_nodeset(hosts)
+    folded, odd = _fold(hosts)
     return {"hosts": hosts, "folded": folded, "not_folded": list(odd), "size": len(hosts)}
 
 

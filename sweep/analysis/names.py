@@ -101,18 +101,19 @@ def fold_nodeset(names) -> tuple[str, tuple[str, ...]]:
     """
     unique = list(dict.fromkeys(names))
     odd = tuple(n for n in unique if not NODE_NAME.match(n))
-    groups: dict = {}  # (prefix, width or 0) -> numbers; a name without a last number -> listed
-    listed = []
-    padded = {(m.group(1), len(m.group(2))) for m in map(_LAST_NUMBER.match, unique)
-              if m and NODE_NAME.match(m.string) and len(m.group(2)) > 1 and m.group(2)[0] == "0"}
+    listed, numbered = [], []  # names listed as they are; (prefix, digits) of the names to fold
+    skip = set(odd)
     for name in unique:
-        m = _LAST_NUMBER.match(name) if NODE_NAME.match(name) else None
-        if name in odd:
+        if name in skip:
             continue
+        m = _LAST_NUMBER.match(name)
         if m is None or not m.group(1):
             listed.append(name)
-            continue
-        prefix, digits = m.groups()
+        else:
+            numbered.append(m.groups())
+    padded = {(prefix, len(digits)) for prefix, digits in numbered if len(digits) > 1 and digits[0] == "0"}
+    groups: dict = {}  # (prefix, width when zero-padded, else 0) -> numbers
+    for prefix, digits in numbered:
         width = len(digits) if (prefix, len(digits)) in padded else 0
         groups.setdefault((prefix, width), set()).add(int(digits))
     parts = [(host_key(n), n) for n in listed]

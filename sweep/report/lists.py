@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 from shlex import quote
 
-from sweep.analysis.actions import TAINT_KEY
+from sweep.analysis.actions import TAINT_KEY, node_name
 from sweep.errors import InventoryWarning
 from sweep.report.render import write_text
 from sweep.text import plural, visible
@@ -109,7 +109,7 @@ def kubectl_script(groups: list[dict], stamp: str) -> str:
     undo = []
     for g in groups:
         lines.append(f"# {g['reason']}")
-        for host in g["hosts"]:
+        for host in dict.fromkeys(map(node_name, g["hosts"])):
             if not _K8S_NODE.match(host) or len(host) > 253:
                 lines.append(f"# left out (not a Kubernetes node name): {_comment(host)}")
                 continue

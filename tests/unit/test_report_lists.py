@@ -32,7 +32,8 @@ HOSTILE = "`touch PWNED2`$(touch PWNED) 'q' \"dq\"\n; touch PWNED3 \\ !x"
 
 # names as fleets write them (gpu01, rack2-n07, gpu01.dc1, 1), and names of any characters at all
 _shaped = st.builds(lambda prefix, n, width, suffix: f"{prefix}{n:0{width}d}{suffix}",
-                    st.sampled_from(["gpu", "rack2-n", "h", "n.", "", "a_b"]), st.integers(0, 130),
+                    st.sampled_from(["gpu", "rack2-n", "h", "n.", "", "a_b"]),
+                    st.one_of(st.integers(0, 130), st.integers(0, 130), st.integers(10**8, 10**11)),
                     st.integers(1, 4), st.sampled_from(["", "", ".dc1", "-ib", "x"]))
 _any = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=10)
 host_names = st.lists(st.one_of(_shaped, _shaped, _any), min_size=1, max_size=40, unique=True)
@@ -236,7 +237,7 @@ def _ansible(tmp_path: Path, inventory: Path, limit: str) -> list[str]:
 _inventory_name = st.from_regex(r"[a-z][a-z0-9_.-]{0,6}[0-9]{0,3}", fullmatch=True)
 
 
-@settings(SLOW, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])  # capsys: read out each time
+@settings(SLOW, max_examples=6, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])  # capsys: read out
 @given(names=st.lists(_inventory_name, min_size=2, max_size=25, unique=True), data=st.data())
 def test_the_reports_host_files_select_the_same_hosts_in_sweep_and_in_ansible(tmp_path_factory, capsys, names, data):
     require(shutil.which("ansible") is not None, "ansible-core (pip install ansible-core) is the oracle here")
@@ -257,3 +258,14 @@ def test_the_reports_host_files_select_the_same_hosts_in_sweep_and_in_ansible(tm
         code = main(["run", str(inventory), "--limit", limit, "--list-hosts"])
         ours = sorted(line.strip() for line in capsys.readouterr().out.splitlines()[1:])
         assert code == 0 and ours == _ansible(tmp_path, inventory, limit) == sorted(hosts)
+
+
+def test_a_host_met_in_two_run_folders_is_one_node_in_the_node_sets_and_scripts(tmp_path):
+    for run, gpu02 in (("a", fv.h200(2, "gpu02")), ("b", fv.hw_thermal(fv.h200(2, "gpu02"), gpu=1))):
+        fv.write_run(tmp_path / run, [fv.record("gpu01", fv.h200(2, "gpu01")), fv.record("gpu02", gpu02)])
+    result = build_report([tmp_path / "a", tmp_path / "b"], tmp_path / "out")  # the CLI warns of the doubling
+    sets = result.summary["host_sets"]
+    assert sets["held_out"]["hosts"] == ["gpu02#2"] and sets["held_out"]["folded"] == "gpu02"
+    assert sets["pool"]["folded"] == "gpu[01-02]" and not sets["pool"]["not_folded"]
+    assert "scontrol update NodeName=gpu02 State=DRAIN" in result.files["drain"].read_text()
+    assert "kubectl cordon gpu02\n" in result.files["kubectl"].read_text()
