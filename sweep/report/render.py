@@ -226,27 +226,28 @@ def render_markdown(summary: dict) -> str:
 
 def list_files(summary: dict) -> list[dict]:
     """The report's lists and commands (sweep.report.lists), one entry each: files, what they hold, the
-    command that uses them. summary.md and report.html show them; sweep runs none."""
+    commands that use them (each on its own). summary.md and report.html show them; sweep runs none."""
     sets, drains = summary["host_sets"], summary["drain"]
     pool, held, drain = (sets[k]["size"] for k in ("pool", "held_out", "drain"))
     counts = f"{plural(pool, 'host')} in the pool, {plural(held, 'host')} held out"
     return [
         {"files": ["pool.txt", "held_out.txt"], "what": f"one host per line ({counts})",
-         "command": "sweep run INVENTORY --limit @pool.txt; ansible -i INVENTORY --limit @held_out.txt all"},
+         "commands": ["sweep run INVENTORY --limit @pool.txt", "ansible -i INVENTORY --limit @held_out.txt all"]},
         {"files": ["pool.nodeset", "held_out.nodeset"], "what": "the same sets as folded node sets",
-         "command": 'srun --nodelist="$(cat pool.nodeset)"; sbatch --exclude="$(cat held_out.nodeset)"; '
-                    'clush -w "$(cat pool.nodeset)"'},
+         "commands": ['srun --nodelist="$(cat pool.nodeset)"', 'sbatch --exclude="$(cat held_out.nodeset)"',
+                      'clush -w "$(cat pool.nodeset)"']},
         {"files": ["drain.sh", "resume.sh"],
-         "what": f"Slurm: drain the {plural(drain, 'host')} held out or broken ({plural(len(drains), 'reason')}), "
-                 "and resume them", "command": "sh drain.sh; sh resume.sh"},
+         "what": f"Slurm: drain the {plural(drain, 'host')} held out or broken ({plural(len(drains), 'reason')}); "
+                 "resume them", "commands": ["sh drain.sh", "sh resume.sh"]},
         {"files": ["kubectl.sh"], "what": "Kubernetes: cordon and taint the same hosts (untested against a cluster)",
-         "command": "sh kubectl.sh"},
+         "commands": ["sh kubectl.sh"]},
     ]
 
 
 def _markdown_lists(summary: dict) -> list[str]:
     lines = ["## Lists and commands", "", "Beside this file; read a script before you run it: sweep runs none.", ""]
-    lines += [f"- {', '.join(mdcode(f) for f in item['files'])}: {md(item['what'])}: {mdcode(item['command'])}"
+    lines += [f"- {', '.join(mdcode(f) for f in item['files'])}: {md(item['what'])}: "
+              f"{', '.join(mdcode(c) for c in item['commands'])}"
               for item in list_files(summary)]
     return lines + [""]
 
