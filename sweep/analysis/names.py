@@ -82,6 +82,50 @@ def _fold(names: tuple) -> str:
     return ",".join(parts + odd)
 
 
+# A name a node set can hold as itself: letters, digits, '.', '_' and '-' (what NodeSet and Slurm's
+# hostlist read as syntax, brackets, commas, '@', '!', '&', '^', blanks, is not in it).
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_LAST_NUMBER = re.compile(r"^(.*?)(\d{1,9})$")
+SLURM_RANGE_MAX = 65536  # Slurm's hostlist refuses a single range of more hosts ("Too many hosts in range")
+
+
+def fold_nodeset(names) -> tuple[str, tuple[str, ...]]:
+    """(the names as one node set, the names no node set can hold): a string that Slurm
+    (``--nodelist``, ``--exclude``, ``scontrol``) and ClusterShell (``NodeSet``, ``clush -w``,
+    ``nodeset -e``) both read back as exactly the names given.
+
+    Only a name's last number is folded, and only when nothing follows it (``gpu[01-04,07]``,
+    ``rack1-n[1-8]``): Slurm 22.05 refuses text after a range (``gpu[01-02].dc1``), so ``gpu01.dc1`` is
+    listed as it is. Numbers fold with numbers of their own width when one of them is zero-padded
+    (``gpu[08-10]``; ``gpu1`` and ``gpu01`` stay apart). A name outside `NODE_NAME` is returned apart.
+    """
+    unique = list(dict.fromkeys(names))
+    odd = tuple(n for n in unique if not NODE_NAME.match(n))
+    listed, numbered = [], []  # names listed as they are; (prefix, digits) of the names to fold
+    skip = set(odd)
+    for name in unique:
+        if name in skip:
+            continue
+        m = _LAST_NUMBER.match(name)
+        if m is None or not m.group(1):
+            listed.append(name)
+        else:
+            numbered.append(m.groups())
+    padded = {(prefix, len(digits)) for prefix, digits in numbered if len(digits) > 1 and digits[0] == "0"}
+    groups: dict = {}  # (prefix, width when zero-padded, else 0) -> numbers
+    for prefix, digits in numbered:
+        width = len(digits) if (prefix, len(digits)) in padded else 0
+        groups.setdefault((prefix, width), set()).add(int(digits))
+    parts = [(host_key(n), n) for n in listed]
+    for (prefix, width), numbers in groups.items():
+        ranges = [f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}"
+                  for start, end in _runs(sorted(numbers))
+                  for a, b in ((s, min(s + SLURM_RANGE_MAX - 1, end)) for s in range(start, end + 1, SLURM_RANGE_MAX))]
+        text = f"{prefix}{ranges[0]}" if len(numbers) == 1 else f"{prefix}[{','.join(ranges)}]"
+        parts.append((host_key(f"{prefix}{min(numbers):0{width}d}"), text))
+    return ",".join(text for _, text in sorted(parts)), odd
+
+
 def abbreviate(folded: str, limit: int = 120) -> str:
     """A folded host list cut to about `limit` characters at a comma: ``gpu[0001-0008,0010,…]``."""
     if len(folded) <= limit:

@@ -11,6 +11,11 @@
     pool.txt       the pool (summary.json "pool"), one host per line: ``--limit @pool.txt``, as an
                    Ansible retry file is read (sweep run and ansible alike)
     held_out.txt   the hosts held out of the pool for their health (summary.json "held_out"), the same way
+    pool.nodeset, held_out.nodeset, drain.sh, resume.sh, kubectl.sh
+                   the same sets as folded node sets, and the commands that would drain the hosts held out
+                   or broken (`sweep.report.lists`; never run by sweep); summary.json "host_sets" (pool,
+                   held_out, broken, drain: hosts, folded, not_folded, size) and "drain" (one entry per
+                   reason: hosts, folded, not_folded, reason, taint) carry them for pipelines
 
 Exit codes, in order of precedence (the first that applies wins):
 
@@ -49,6 +54,7 @@ from sweep import exitcodes
 from sweep.errors import RunFolderError
 from sweep.analysis.fleet import Fleet, load_fleet, records_of, usable_cpus
 from sweep.report.bench import bench_lines
+from sweep.report.lists import FILES as LIST_FILES, write_lists
 from sweep.store import refuse_links
 from sweep.report.render import (render_html, render_markdown, summary_dict, write_fleet_csv, write_hosts_csv,
                           write_limit_file, write_summary_json, write_text)
@@ -101,7 +107,7 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     out = Path(out_dir)
     files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
              "hosts_csv": out / "hosts.csv", "fleet_csv": out / "fleet.csv", "pool": out / "pool.txt",
-             "held_out": out / "held_out.txt"}
+             "held_out": out / "held_out.txt", **{key: out / name for key, name in LIST_FILES.items()}}
     refuse_links(out.parent, [out.name, *(f"{out.name}/{path.name}" for path in files.values())],
                  fix="remove the link, or write the report elsewhere with --out")
     try:
@@ -114,6 +120,7 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
         write_hosts_csv(fleet, findings, files["hosts_csv"])
         write_limit_file(files["pool"], findings.pool)
         write_limit_file(files["held_out"], [h["host"] for h in summary["held_out"]])
+        write_lists(out, summary)
         write_text(files["html"], render_html(fleet, findings, summary))
         _finish(writer, write_fleet_csv, fleet, files["fleet_csv"])
     except OSError as err:

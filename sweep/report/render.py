@@ -22,6 +22,7 @@ from markupsafe import Markup
 
 from sweep import exitcodes
 from sweep import __version__
+from sweep.analysis.actions import drain_groups, host_sets
 from sweep.analysis.compare import Findings
 from sweep.analysis import facts as table
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
@@ -61,6 +62,8 @@ def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=
     out = {"schema": SUMMARY_SCHEMA, "generated_at": _now(), "sweep_version": __version__,
            "sources": list(sources)}
     out.update(findings.to_dict())
+    out["host_sets"] = host_sets(findings)
+    out["drain"] = drain_groups(findings)
     out["audit"] = audit
     out["benchmark"] = bench
     out["exit_code"] = exit_code
@@ -213,11 +216,40 @@ def render_markdown(summary: dict) -> str:
     audit = summary.get("audit")
     if audit:
         lines += _markdown_audit(audit)
+    lines += _markdown_lists(summary)
     cut = [name for name, items in (("cannot-run hosts", summary["excluded"]), ("unreachable hosts",
            summary["unreachable"]), ("hosts with findings", health)) if len(items) > ROWS_MAX]
     if cut:
         lines += [f"Lists cut at {ROWS_MAX} rows ({', '.join(cut)}): summary.json has them all.", ""]
     return "\n".join(lines)
+
+
+def list_files(summary: dict) -> list[dict]:
+    """The report's lists and commands (sweep.report.lists), one entry each: files, what they hold, the
+    commands that use them (each on its own). summary.md and report.html show them; sweep runs none."""
+    sets, drains = summary["host_sets"], summary["drain"]
+    pool, held, drain = (sets[k]["size"] for k in ("pool", "held_out", "drain"))
+    counts = f"{plural(pool, 'host')} in the pool, {plural(held, 'host')} held out"
+    return [
+        {"files": ["pool.txt", "held_out.txt"], "what": f"one host per line ({counts})",
+         "commands": ["sweep run INVENTORY --limit @pool.txt", "ansible -i INVENTORY --limit @held_out.txt all"]},
+        {"files": ["pool.nodeset", "held_out.nodeset"], "what": "the same sets as folded node sets",
+         "commands": ['srun --nodelist="$(cat pool.nodeset)"', 'sbatch --exclude="$(cat held_out.nodeset)"',
+                      'clush -w "$(cat pool.nodeset)"']},
+        {"files": ["drain.sh", "resume.sh"],
+         "what": f"Slurm: drain the {plural(drain, 'host')} held out or broken ({plural(len(drains), 'reason')}); "
+                 "resume them", "commands": ["sh drain.sh", "sh resume.sh"]},
+        {"files": ["kubectl.sh"], "what": "Kubernetes: cordon and taint the same hosts (untested against a cluster)",
+         "commands": ["sh kubectl.sh"]},
+    ]
+
+
+def _markdown_lists(summary: dict) -> list[str]:
+    lines = ["## Lists and commands", "", "Beside this file; read a script before you run it: sweep runs none.", ""]
+    lines += [f"- {', '.join(mdcode(f) for f in item['files'])}: {md(item['what'])}: "
+              f"{', '.join(mdcode(c) for c in item['commands'])}"
+              for item in list_files(summary)]
+    return lines + [""]
 
 
 def _markdown_audit(audit: dict) -> list[str]:
@@ -308,6 +340,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
         "unreachable_by": Counter(u["failure_class"] for u in summary["unreachable"]).most_common(),
         "tone": _tone(summary["exit_code"]), "chart": chart(fleet, findings),
         "hosts": host_details(fleet, findings), "sources": summary.get("sources", []),
+        "list_files": list_files(summary),
     }
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from sweep.collect.run import run_sweep
 from sweep.collect.options import HostSelection, SSHSettings
 
 from helpers import require
+from slurm_parts import one_node_slurm
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -230,81 +230,11 @@ def test_shards_cover_the_fleet_once_and_report_together(engine_fleet, tmp_path)
 # --- Slurm ---------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-SLURM_CONF = """\
-ClusterName=sweeptest
-SlurmctldHost={node}(127.0.0.1)
-SlurmctldPort={ctld_port}
-SlurmdPort={d_port}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/none
-CredType=cred/none
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-MpiDefault=none
-SwitchType=switch/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-StateSaveLocation={dir}/state
-SlurmdSpoolDir={dir}/spool
-SlurmctldPidFile={dir}/slurmctld.pid
-SlurmdPidFile={dir}/slurmd.pid
-SlurmctldLogFile={dir}/slurmctld.log
-SlurmdLogFile={dir}/slurmd.log
-ReturnToService=2
-NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
-"""
-
-
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
     """A real one-node Slurm cluster on loopback (slurmctld + slurmd as root, no munge)."""
-    if shutil.which("slurmctld") is None or shutil.which("slurmd") is None or shutil.which("srun") is None:
-        require(False, "Slurm is not installed (apt-get install -y slurm-wlm)")
-    if os.geteuid() != 0:
-        pytest.skip("the test cluster's slurmd runs as root")
-    work = tmp_path_factory.mktemp("slurm")
-    for sub in ("state", "spool"):
-        (work / sub).mkdir()
-    node = socket.gethostname()
-    conf = work / "slurm.conf"
-    conf.write_text(SLURM_CONF.format(node=node, ctld_port=_free_port(), d_port=_free_port(), dir=work,
-                                      cpus=os.cpu_count() or 1))
-    env = {**os.environ, "SLURM_CONF": str(conf)}
-    procs = [subprocess.Popen([daemon, "-D", "-f", str(conf)], env=env, stdout=subprocess.DEVNULL,
-                              stderr=open(work / f"{daemon}.out", "wb"))
-             for daemon in ("slurmctld", "slurmd")]
-    try:
-        end = time.monotonic() + 30
-        while True:
-            state = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=env, capture_output=True, text=True)
-            if state.returncode == 0 and state.stdout.strip() in ("idle", "mixed"):
-                break
-            if time.monotonic() > end or any(p.poll() is not None for p in procs):
-                logs = "".join((work / f).read_text(errors="replace")[-600:] for f in ("slurmctld.log", "slurmd.log")
-                               if (work / f).exists())
-                pytest.fail(f"the test Slurm cluster did not come up: {state.stdout.strip()} {logs}")
-            time.sleep(0.3)
-        yield {"conf": str(conf), "node": node}
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with one_node_slurm(tmp_path_factory.mktemp("slurm")) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ def rejudge(health: dict) -> dict:
         g["mig_layout"] = mig_layout(g)
     facts = {"driver": health["driver"], "gpus": health["gpus"], "mask": health["mask"],
              "frameworks": health["frameworks"], "topology": health["topology"], "env": env,
-             "kernel_module": health["driver"].get("kernel_module")}
+             "kernel_module": health["driver"].get("kernel_module"), "kernel_log": health.get("kernel_log")}
     contracts, lowest = evaluate(copy.deepcopy(facts))
     statuses = [c["status"] for c in contracts]
     health["contracts"] = contracts
@@ -159,6 +159,16 @@ def link(h, value="SYS"):
 
 def remap(h, gpu=1, failure=False, pending=True):
     h["gpus"][gpu]["remapped_rows"].update(failure=failure, pending=pending)
+    return rejudge(h)
+
+
+def xid(h, code=79, bus="0000:19:00.0", said="GPU has fallen off the bus."):
+    """Xid `code` logged once for the GPU at `bus`, the kernel-log section as the agent writes it."""
+    from probe_agent.xid import XID_DOCS, parse_xid_lines
+
+    lines = [f"NVRM: Xid (PCI:{bus}): {code}, pid='<unknown>', name=<unknown>, {said}"]
+    h["kernel_log"] = {"source": "/dev/kmsg", "tried": {}, "complete": True, "xid_lines": len(lines),
+                       "xid": parse_xid_lines(lines), "docs": XID_DOCS}
     return rejudge(h)
 
 

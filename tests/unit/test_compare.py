@@ -120,8 +120,9 @@ def test_must_show_headline(must_show):
 def test_report_folder_holds_every_output(must_show):
     result, summary = must_show
     out = result.out_dir
-    assert sorted(p.name for p in out.iterdir()) == ["fleet.csv", "held_out.txt", "hosts.csv", "pool.txt",
-                                                     "report.html", "summary.json", "summary.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["drain.sh", "fleet.csv", "held_out.nodeset", "held_out.txt",
+                                                     "hosts.csv", "kubectl.sh", "pool.nodeset", "pool.txt",
+                                                     "report.html", "resume.sh", "summary.json", "summary.md"]
     # the pool and the held-out hosts, one per line, as --limit @FILE reads them
     assert (out / "pool.txt").read_text().splitlines() == summary["pool"]["hosts"]
     assert (out / "held_out.txt").read_text() == "gpu14\ngpu16\n"
