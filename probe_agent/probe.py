@@ -222,6 +222,7 @@ def build_health(facts, opts, started, complete, replay):
         "host_settings": dict(facts.get("host_settings") or {}, nearest_nic=facts.get("nearest_nic") or {}),
         "firmware": facts.get("firmware"),
         "load": facts.get("load"),
+        "speed": facts.get("speed"),
         "contracts": contracts,
         "lowest_broken": lowest,
         "verdict": verdict,
