@@ -47,7 +47,7 @@ def gemm_rep():
     for m in mats: m[4].synchronize()
     return [m[3].elapsed_time(m[4]) / 1000.0 for m in mats]
 warm = time.time()
-while time.time() - warm < plan.get("warm", 0.3):  # the clocks rise from idle: the first products are slow
+while time.time() - warm < plan.get("warm", 0.05):  # the clocks rise from idle: the first products are slow
     gemm_rep()
 times = reps(gemm_rep, plan["gemm"])
 for i in range(n):
