@@ -30,7 +30,7 @@ def hbm(d, budget_s, stop_at):
     def copy():
         d.cu.call("cuMemcpyDtoDAsync_v2", dst, src, ctypes.c_size_t(HBM_BYTES), None)
 
-    copies, times = copy_figure(d.cu, d.timer, copy, HBM_BYTES, budget_s, stop_at)
+    copies, times = copy_figure(d.timer, copy, budget_s, stop_at)
     return {"key": "hbm", "work": 2 * HBM_BYTES * copies, "bytes": 2 * HBM_BYTES, "times": times}
 
 
@@ -67,7 +67,7 @@ def pcie(d, host, budget_s, stop_at):
         def copy(name=name, args=args):
             d.cu.call(name, args[0], args[1], ctypes.c_size_t(PCIE_BYTES), None)
 
-        copies, times = copy_figure(d.cu, d.timer, copy, PCIE_BYTES, budget_s, stop_at)
+        copies, times = copy_figure(d.timer, copy, budget_s, stop_at)
         out.append({"key": key, "work": PCIE_BYTES * copies, "bytes": PCIE_BYTES, "times": times})
     return out
 
@@ -127,7 +127,7 @@ def pair(cu, a, b, budget_s, stop_at):
     def copy():
         cu.call("cuMemcpyPeerAsync", b.buffers[0], b.ctx, a.buffers[1], a.ctx, ctypes.c_size_t(P2P_BYTES), None)
 
-    copies, times = copy_figure(cu, a.timer, copy, P2P_BYTES, budget_s, stop_at)
+    copies, times = copy_figure(a.timer, copy, budget_s, stop_at)
     return {"event": "pair", "src": a.uuid, "dst": b.uuid, "work": P2P_BYTES * copies, "bytes": P2P_BYTES,
             "times": times}
 

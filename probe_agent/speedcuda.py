@@ -129,7 +129,7 @@ def repeat(run_once, budget_s, clock=time.monotonic, min_reps=MIN_REPS, max_reps
     return times
 
 
-def copy_figure(cu, timer, copy_once, bytes_per_copy, budget_s, stop_at):
+def copy_figure(timer, copy_once, budget_s, stop_at):
     """Warm up, scale the copies of one repetition to REP_TARGET_S, repeat: (copies, per-rep seconds)."""
     first = timer.time(copy_once)
     copies = scale(first)
