@@ -194,3 +194,13 @@ def test_the_schema_refuses_a_figure_key_that_is_not_in_the_contract():
     bad["speed"]["status"] = "fast"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, SCHEMA)
+
+
+def test_sweep_run_force_without_wrap_or_speed_is_refused_in_one_line(tmp_path, capsys):
+    from sweep.cli import main
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  hosts:\n    gpu01:\n      ansible_host: 127.0.0.1\n")
+    assert main(["run", str(inv), "--out", str(tmp_path / "run"), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert "--force also to --speed" in err and "add --wrap -- COMMAND, or --speed" in err
+    assert not (tmp_path / "run").exists()
