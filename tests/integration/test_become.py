@@ -42,7 +42,7 @@ def sudo_user():
         assert done.returncode == 0, done.stderr
         created = True
     SUDOERS.write_text(f'Defaults:{USER} env_keep += "SWEEP_REPLAY SWEEP_REPLAY_HOSTNAME SWEEP_KERNEL_LOG"\n'
-                       f"{USER} ALL=(root) NOPASSWD: {PYTHON}\n")
+                       f"{USER} ALL=(root) NOPASSWD: {PYTHON}, /bin/sh\n")  # /bin/sh: ansible's become, the oracle
     SUDOERS.chmod(0o440)
     check = subprocess.run(["visudo", "-c", "-f", str(SUDOERS)], capture_output=True, text=True)
     try:
@@ -131,3 +131,38 @@ def test_extra_vars_win_over_the_command_line_become(host, tmp_path):
     """Ansible's precedence: -e over everything, --become a command-line value under every variable."""
     done, records = _sweep(host, tmp_path, "--become", "--limit", "sudo01", "-e", "ansible_become=false")
     assert records["sudo01"]["health"]["probe"]["user"]["name"] == USER, done.stderr[-2000:]
+
+
+# the command line and -e against the inventory's ansible_user (USER): (sweep run's options, the login user
+# and the user the agent runs as, which ansible must agree with)
+PRECEDENCE = [
+    (["--become"], "root"),
+    (["--become", "-e", "ansible_become=false"], USER),
+    (["-u", "root"], USER),  # -u is a command-line value: the inventory's ansible_user wins
+    (["-e", "ansible_user=root"], "root"),  # -e wins over the inventory
+    (["-e", "ansible_become=yes", "--become-user", "root"], "root"),
+]
+
+
+def _ansible_whoami(fleet, args: list[str]) -> str:
+    from sweep.collect.engines.ansible import find_ansible
+
+    env = fleet.controller_env()
+    env.update(ANSIBLE_SSH_ARGS=f"-o UserKnownHostsFile={fleet.known_hosts_path} -o StrictHostKeyChecking=yes",
+               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(Path(env["HOME"]) / "ansible-tmp"))
+    done = subprocess.run([find_ansible(), "-i", str(fleet.test_inventory), "sudo01", *args, "-m", "raw",
+                           "-a", "echo whoami=$(whoami)"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = [line.strip()[len("whoami="):] for line in done.stdout.splitlines() if line.startswith("whoami=")]
+    assert len(said) == 1, done.stdout  # raw runs with a tty: ssh's and the login's lines come with it
+    return said[0]
+
+
+@pytest.mark.parametrize("args,runs_as", PRECEDENCE, ids=[" ".join(a) for a, _ in PRECEDENCE])
+def test_become_user_and_extra_vars_follow_ansibles_precedence(host, tmp_path, args, runs_as):
+    require(shutil.which("ansible") is not None or Path(sys.executable).with_name("ansible").exists(),
+            "needs ansible-core (the oracle)")
+    assert _ansible_whoami(host, args) == runs_as  # the owner of the fact says so
+    done, records = _sweep(host, tmp_path, "--limit", "sudo01", *args)
+    assert records["sudo01"]["status"] == "ok", (records["sudo01"]["failure"], done.stderr[-2000:])
+    assert records["sudo01"]["health"]["probe"]["user"]["name"] == runs_as
