@@ -27,7 +27,10 @@ TRUE_WORDS = frozenset({"y", "yes", "on", "1", "true", "t"})
 FALSE_WORDS = frozenset({"n", "no", "off", "0", "false", "f", ""})
 SECRET = re.compile(r"pass|secret|token", re.I)  # extra vars the run's manifest does not keep
 INLINE_NAME = "inline"  # the run folder's name part for an inline inventory (reports/<time>-inline)
-_PORTED = re.compile(r"\A(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]]+)):(?P<port>\d+)\Z")
+# `name:port` as ansible's parse_address reads it: a host name of labels that neither start nor end with - or _
+# (else the whole entry is the name), or a bracketed address
+_LABEL = r"\w[\w-]*(?<![_-])"
+_PORTED = re.compile(rf"\A(?:\[(?P<v6>[^\]]+)\]|(?P<host>{_LABEL}(?:\.{_LABEL})*)):(?P<port>\d+)\Z")
 
 
 @dataclass(frozen=True)

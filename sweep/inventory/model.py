@@ -165,7 +165,7 @@ def _load_inline(text: str, layers: VarLayers) -> Inventory:
     hosts = []
     for name, port in inline_hosts(text):
         merged = {**layers.under, **({"ansible_port": (port, repr(text))} if port else {}), **layers.over}
-        hosts.append(_make_host(name, merged, ("ungrouped",), listed=repr(text)))
+        hosts.append(_make_host(name, merged, {"ungrouped"}, listed=repr(text)))
     names = tuple(host.name for host in hosts)
     return _inventory(Path(text), hosts, MappingProxyType({"all": names, "ungrouped": names}))
 
