@@ -450,33 +450,47 @@ def run(
     """Sweep every host of an inventory over SSH (or ansible, Slurm: --engine), keep each record, then compare
     and report; the last lines name the run folder (reports/<UTC time>-<inventory name> unless --out) and its
     report by absolute path. --wrap -- COMMAND: a benchmark on every host, compared class by class."""
-    inventory, command = _inventory_given(inventory, inventory_option, command)
-    inventory, command = _nodes_given(inventory, nodes, command, max_range_hosts)
-    paths.input_file(private_key, "--private-key", "a private key file")
-    from sweep.inventory.command_line import command_line_vars
-
-    variables = command_line_vars(user, str(private_key) if private_key else None, become, become_user, extra_vars)
+    inventory, command = _nodes_given(*_inventory_given(inventory, inventory_option, command), nodes, max_range_hosts)
+    variables = _variables(user, private_key, become, become_user, extra_vars)
     _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by, reference, limit, variables)
     spec = _wrap_spec(wrap, command, metric, force, interval)
-    from sweep.collect.engines import engine_from_options
-    from sweep.collect.options import AgentOptions, SSHSettings
-
-    runner = engine_from_options(engine, partition=partition, nodelist=nodelist)
+    runner = _engine(engine, partition, nodelist)
     _check_engine_inputs(engine, transport, inventory, resume)
     hosts = _host_selection(limit, shard, shard_by, max_yaml_values, max_range_hosts, variables)
     if list_hosts:
         raise typer.Exit(_list_hosts(inventory, hosts=hosts, resume=resume, engine=runner))
+    ssh, agent = _ssh_and_agent(connect_timeout, host_deadline, transport, known_hosts, accept_new_host_keys,
+                                deep, load, spec)
+    report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)
+    raise typer.Exit(_finish_run(run_with_progress(dict(
+        inventory_path=inventory, hosts=hosts, ssh=ssh, agent=agent, out=out, forks=forks, engine=runner,
+        resume=resume, report=report, given=_given_options(ctx), retry_failed=_retry_classes(retry_failed)), console),
+        report))
+
+
+def _engine(engine: str, partition: Optional[str], nodelist: Optional[str]):
+    from sweep.collect.engines import engine_from_options
+
+    return engine_from_options(engine, partition=partition, nodelist=nodelist)
+
+
+def _ssh_and_agent(connect_timeout, host_deadline, transport, known_hosts, accept_new_host_keys, deep: bool,
+                   load: float, spec):
+    """`sweep run`'s SSHSettings and AgentOptions."""
+    from sweep.collect.options import AgentOptions, SSHSettings
+
     ssh = SSHSettings(connect_timeout=connect_timeout, host_deadline=host_deadline, transport=transport,
                       known_hosts=[known_hosts] if known_hosts else (), accept_new_host_keys=accept_new_host_keys)
-    agent = AgentOptions(args=(["--deep"] if deep else []) + (["--load", f"{load:g}"] if load > 0 else []), wrap=spec)
-    report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)
-    result = run_with_progress(dict(
-        inventory_path=inventory, hosts=hosts, ssh=ssh, agent=agent, out=out, forks=forks, engine=runner,
-        resume=resume, report=report, given=_given_options(ctx), retry_failed=_retry_classes(retry_failed)), console)
+    return ssh, AgentOptions(args=(["--deep"] if deep else []) + (["--load", f"{load:g}"] if load > 0 else []),
+                             wrap=spec)
+
+
+def _finish_run(result, report: dict) -> int:
+    """After the sweep: the history index, the report, the run folder's path; the exit code."""
     keep_history(result.run_dir)
     code = _report_run(result, report)
     results.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
-    raise typer.Exit(code)
+    return code
 
 
 def _host_selection(limit: Optional[str], shard: Optional[str], shard_by: str, max_yaml_values: int,
@@ -563,7 +577,16 @@ def _inventory_given(positional: Optional[Path], option: Optional[Path], command
     return option, ([str(positional)] if positional is not None else []) + list(command or [])
 
 
-def _nodes_given(inventory: Optional[Path], nodes: List[str], command, max_hosts: int):
+def _variables(user: Optional[str], private_key: Optional[Path], become: bool, become_user: Optional[str],
+               extra_vars: List[str]):
+    """-u, --private-key, --become, --become-user (under the inventory's variables, as in ansible) and -e (over them)."""
+    from sweep.inventory.command_line import command_line_vars
+
+    paths.input_file(private_key, "--private-key", "a private key file")
+    return command_line_vars(user, str(private_key) if private_key else None, become, become_user, extra_vars)
+
+
+def _nodes_given(inventory: Optional[Path], command, nodes: List[str], max_hosts: int):
     """`-w NODESET` (as clush takes it) as an inline inventory; what took the INVENTORY place is then the first
     word of the command after --."""
     if not nodes:
