@@ -395,7 +395,7 @@ _RUN_USER = typer.Option(None, "--user", "-u", metavar="USER", help="log in as U
 _RUN_PRIVATE_KEY = typer.Option(None, "--private-key", "--key-file", metavar="FILE", help="the key file where "
     "the inventory sets no ansible_ssh_private_key_file (as ansible --private-key: the inventory wins)")
 _RUN_EXTRA_VARS = typer.Option([], "--extra-vars", "-e", metavar="VARS", help="variables over every "
-    "inventory variable, as ansible -e: key=value ..., JSON or YAML ({...}), @FILE (repeatable; the last wins)")
+    "inventory variable, as ansible -e: key=value ..., a JSON or YAML mapping, @FILE (repeatable; the last wins)")
 _RUN_BECOME = typer.Option(False, "--become", "-b", help="run the agent through sudo -n (never a password "
     "prompt) where the inventory sets no ansible_become, as ansible --become; ansible_become_user, else root")
 _RUN_BECOME_USER = typer.Option(None, "--become-user", metavar="USER", help="with --become or ansible_become: "
