@@ -78,13 +78,15 @@ def host(sudo_user):
             yield fleet
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree("/tmp/.ansible-sweep-become", ignore_errors=True)  # the ansible engine's remote tmp
 
 
 def _sweep(fleet, tmp_path, *args) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "run"
     done = subprocess.run([sys.executable, "-m", "sweep.cli", "run", str(fleet.test_inventory), "--known-hosts",
                            str(fleet.known_hosts_path), "-o", str(out), "--no-report", *args],
-                          env=fleet.controller_env(), capture_output=True, text=True, timeout=300)
+                          env={**fleet.controller_env(), "ANSIBLE_REMOTE_TMP": "/tmp/.ansible-sweep-become"},
+                          capture_output=True, text=True, timeout=300)  # ansible's: the user has no home
     return done, read_records(out)
 
 
@@ -166,3 +168,13 @@ def test_become_user_and_extra_vars_follow_ansibles_precedence(host, tmp_path, a
     done, records = _sweep(host, tmp_path, "--limit", "sudo01", *args)
     assert records["sudo01"]["status"] == "ok", (records["sudo01"]["failure"], done.stderr[-2000:])
     assert records["sudo01"]["health"]["probe"]["user"]["name"] == runs_as
+
+
+@pytest.mark.parametrize("how", [["--transport", "openssh"], ["--engine", "ansible"]], ids=["openssh", "ansible"])
+def test_become_through_the_other_transports(host, tmp_path, how):
+    """The system ssh runs the same sudo -n command; the ansible engine hands --become to ansible's own become."""
+    done, records = _sweep(host, tmp_path, "--become", "--limit", "sudo01", *how)
+    record = records["sudo01"]
+    assert record["status"] == "ok", (record["failure"], done.stderr[-2000:])
+    assert record["health"]["probe"]["user"]["name"] == "root"
+    assert _xid(record)["status"] == "broken"
