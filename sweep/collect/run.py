@@ -263,6 +263,7 @@ def _reopen(resume: str | Path, inventory_path: str | Path | None, runner: Engin
         hosts = _hosts_of_run(inventory, manifest)
         _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
         _check_ssh_settings(runner, hosts, options)
+        _check_become(runner, hosts)
         done = folder.read_records()
         retried = {}
         for name in to_retry(done, retry or (), manifest["hosts"]):  # kept beside, never lost
