@@ -66,6 +66,7 @@ def check_fabric(facts):
 
 
 # what a read refused for want of privilege says (an OSError's class name, journalctl's words)
+JOURNAL_GROUPS = frozenset({"systemd-journal", "adm", "wheel"})  # who journalctl shows the system's journal
 DENIED = ("PermissionError", "insufficient permissions", "Permission denied", "Operation not permitted")
 
 
@@ -108,6 +109,14 @@ def check_xid(facts):
     if soft:
         return contract("xid", "warning", say(soft) + ": application faults, the GPU itself is fine", ev,
                         "; ".join(sorted({"Xid %d: %s" % (g["code"], g["action"]) for g in soft})))
+    user, groups = unprivileged(facts), set((facts.get("run_as") or {}).get("groups") or ())
+    if log.get("source") == "journalctl -k" and user and not groups & JOURNAL_GROUPS:
+        ev["read_as"] = user  # journalctl shows a user outside these groups only the user's own messages
+        return contract("xid", "unknown", "kernel log not readable as user %s: journalctl -k shows no kernel "
+                        "message to a user outside the %s groups: Xid events are unknown, not absent"
+                        % (user, "/".join(sorted(JOURNAL_GROUPS))), ev,
+                        "sweep with --become (or ansible_become: true), or add user %s to the systemd-journal "
+                        "group" % user)
     if log.get("complete") is False:
         return contract("xid", "unknown", "no Xid in the part of the kernel log read before its bound (%s)"
                         % log["source"], ev, "read the rest with dmesg | grep Xid")

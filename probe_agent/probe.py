@@ -97,14 +97,24 @@ def read_host(src, facts):
 
 def run_as():
     """Who runs this probe (the live process, also under --replay): what it could not read, it could not
-    read as this user. {"name", "uid"}; the name is None where the passwd database has no entry."""
+    read as this user. {"name", "uid", "groups"}; the name is None where the passwd database has no entry."""
     uid = os.geteuid()
     try:
         import pwd
         name = pwd.getpwuid(uid).pw_name
     except (ImportError, KeyError):
         name = None
-    return {"name": name, "uid": uid}
+    groups = []
+    try:
+        import grp
+        for gid in sorted(set(os.getgroups()) | {os.getegid()}):
+            try:
+                groups.append(grp.getgrgid(gid).gr_name)
+            except KeyError:
+                groups.append(str(gid))
+    except (ImportError, OSError):
+        pass
+    return {"name": name, "uid": uid, "groups": groups}
 
 
 def start_frameworks(src, opts):

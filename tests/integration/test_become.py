@@ -98,7 +98,7 @@ def test_become_reads_the_kernel_log_as_root_and_judges_xid(host, tmp_path):
     done, records = _sweep(host, tmp_path, "--become", "--limit", "sudo01")
     record = records["sudo01"]
     assert record["status"] == "ok", (record["failure"], done.stderr[-2000:])
-    assert record["health"]["probe"]["user"] == {"name": "root", "uid": 0}
+    assert (record["health"]["probe"]["user"]["name"], record["health"]["probe"]["user"]["uid"]) == ("root", 0)
     xid = _xid(record)
     assert xid["status"] == "broken", xid
     assert xid["message"].startswith("Xid 79 on 0000:18:00 x1: GPU has fallen off the bus")

@@ -59,3 +59,12 @@ def test_host_contract_names_what_it_could_not_read_as_the_user():
     host = check_host({"host_settings": settings, "run_as": {"name": "ops", "uid": 1000}})
     assert "; not readable as user ops: ACS of PCIe switch port 0000:17:00.0 (config space beyond 64 bytes not " \
            "readable (needs root)), numa_balancing (PermissionError)" in host["message"]
+
+
+def test_an_empty_journal_read_by_a_user_outside_its_groups_is_not_a_clean_log():
+    log = {"kernel_log": {"source": "journalctl -k", "tried": {"/dev/kmsg": "PermissionError"}, "xid": []}}
+    outside = check_xid({**log, "run_as": {"name": "ops", "uid": 1000, "groups": ["ops"]}})
+    assert outside["status"] == "unknown" and outside["message"].startswith("kernel log not readable as user ops: "
+                                                                           "journalctl -k shows no kernel message")
+    inside = check_xid({**log, "run_as": {"name": "ops", "uid": 1000, "groups": ["ops", "systemd-journal"]}})
+    assert inside["status"] == "ok" and inside["message"] == "no Xid since boot (journalctl -k)"
