@@ -65,13 +65,37 @@ def check_fabric(facts):
     return contract("fabric", "ok", "GPU fabric completed on %s" % plural(len(rows), "GPU"), ev)
 
 
+# what a read refused for want of privilege says (an OSError's class name, journalctl's words)
+JOURNAL_GROUPS = frozenset({"systemd-journal", "adm", "wheel"})  # who journalctl shows the system's journal
+DENIED = ("PermissionError", "insufficient permissions", "Permission denied", "Operation not permitted")
+
+
+def unprivileged(facts):
+    """The user name (or "uid N") the probe ran as, when that is not root; None for root or not known."""
+    who = facts.get("run_as") or {}
+    if who.get("uid") in (None, 0):
+        return None
+    return who.get("name") or "uid %s" % who["uid"]
+
+
+def denied(error):
+    return any(word in str(error) for word in DENIED)
+
+
 def check_xid(facts):
     log = facts.get("kernel_log") or {}
     ev = {"source": log.get("source"), "tried": log.get("tried"), "xid": log.get("xid") or [], "docs": XID_DOCS}
     if not log.get("source"):
         tried = log.get("tried") or {}
-        return contract("xid", "unknown", "kernel log not readable (%s)" % (
-            "; ".join("%s: %s" % kv for kv in sorted(tried.items())) or "not read"), ev,
+        said = "; ".join("%s: %s" % kv for kv in sorted(tried.items())) or "not read"
+        user = unprivileged(facts)
+        if user and any(denied(why) for why in tried.values()):
+            ev["read_as"] = user
+            return contract("xid", "unknown", "kernel log not readable as user %s (%s): Xid events are unknown, "
+                            "not absent" % (user, said), ev,
+                            "sweep with --become (or ansible_become: true) to read it as root, or let user %s "
+                            "read it (sysctl kernel.dmesg_restrict=0, or the systemd-journal group)" % user)
+        return contract("xid", "unknown", "kernel log not readable (%s)" % said, ev,
             "give the probe read access to the kernel log (dmesg_restrict, systemd-journal group) to see Xid events")
     groups = log.get("xid") or []
     hard = [g for g in groups if g["kind"] == HARDWARE]
@@ -85,6 +109,14 @@ def check_xid(facts):
     if soft:
         return contract("xid", "warning", say(soft) + ": application faults, the GPU itself is fine", ev,
                         "; ".join(sorted({"Xid %d: %s" % (g["code"], g["action"]) for g in soft})))
+    user, groups = unprivileged(facts), set((facts.get("run_as") or {}).get("groups") or ())
+    if log.get("source") == "journalctl -k" and user and not groups & JOURNAL_GROUPS:
+        ev["read_as"] = user  # journalctl shows a user outside these groups only the user's own messages
+        return contract("xid", "unknown", "kernel log not readable as user %s: journalctl -k shows no kernel "
+                        "message to a user outside the %s groups: Xid events are unknown, not absent"
+                        % (user, "/".join(sorted(JOURNAL_GROUPS))), ev,
+                        "sweep with --become (or ansible_become: true), or add user %s to the systemd-journal "
+                        "group" % user)
     if log.get("complete") is False:
         return contract("xid", "unknown", "no Xid in the part of the kernel log read before its bound (%s)"
                         % log["source"], ev, "read the rest with dmesg | grep Xid")
@@ -255,6 +287,19 @@ def host_findings(h):
     return out
 
 
+def unread_tail(facts, h):
+    """"; not readable [as user X]: ..." for the host settings (and the ACS config space) the probe could not read."""
+    unread = dict(h.get("unreadable") or {})
+    for a in h.get("acs") or []:
+        if a.get("error"):
+            unread["ACS of PCIe switch port %s" % a.get("bridge")] = a["error"]
+    if not unread:
+        return ""
+    user = unprivileged(facts)
+    who = " as user %s" % user if user and any(denied(v) or "needs root" in str(v) for v in unread.values()) else ""
+    return "; not readable%s: %s" % (who, ", ".join("%s (%s)" % kv for kv in sorted(unread.items())))
+
+
 def check_host(facts):
     h = facts.get("host_settings") or {}
     ev = dict(h, nearest_nic=facts.get("nearest_nic"))
@@ -264,8 +309,7 @@ def check_host(facts):
         return contract("host", "unknown", "host settings not readable (%s)" % ", ".join(
             "%s: %s" % kv for kv in sorted((h.get("unreadable") or {}).items())) or "not read", ev)
     found = host_findings(h)
-    unread = h.get("unreadable") or {}
-    tail = ("; not readable: %s" % ", ".join("%s (%s)" % kv for kv in sorted(unread.items()))) if unread else ""
+    tail = unread_tail(facts, h)
     if found:
         fixes = [HOST_FIXES[k] for k in dict.fromkeys(k for _, k in found)]
         return contract("host", "warning", "; ".join(text for text, _ in found) + tail, ev, "; ".join(fixes))

@@ -45,6 +45,9 @@ def build_parser():
                    help="run --load or --speed even when other processes use the GPUs (recorded)")
     p.add_argument("--replay", metavar="CAPTURE", default=os.environ.get("SWEEP_REPLAY") or None,
                    help="answer from a capture file instead of the driver (env SWEEP_REPLAY)")
+    p.add_argument("--kernel-log", metavar="FILE", default=os.environ.get("SWEEP_KERNEL_LOG") or None,
+                   help="read the kernel log's Xid lines from FILE (a saved dmesg, a syslog file) instead of "
+                        "/dev/kmsg, journalctl -k and /var/log/kern.log; also under --replay (env SWEEP_KERNEL_LOG)")
     p.add_argument("--record", metavar="CAPTURE", help="save every raw answer read into CAPTURE")
     p.add_argument("--note", metavar="TEXT", help="a note stored in the capture (--record)")
     p.add_argument("--no-json", action="store_true", help="print the report instead of health.json")
@@ -95,6 +98,8 @@ def main(argv=None):
     except (OSError, ValueError) as exc:
         sys.stderr.write("sweep-agent: cannot replay %s: %s\n" % (opts.replay, exc))
         return 2
+    if opts.kernel_log:
+        src.kernel_log = lambda: kernel_log_file(opts.kernel_log)
     health, done = run_probe(src, opts, started=started)
     if done:
         try:
@@ -114,6 +119,15 @@ def main(argv=None):
     if not done:
         os._exit(2 if failed else 0)  # a hung driver query must not keep the process alive
     return 2 if failed else 0
+
+
+def kernel_log_file(path):
+    """The kernel-log answer of --kernel-log FILE: its Xid lines, or (not readable) why, as `tried`."""
+    from probe_agent.source import read_tail
+    lines, err = read_tail(path)
+    if err is not None:
+        return {"source": None, "lines": [], "tried": {path: err}}
+    return {"source": path, "lines": lines, "tried": {}}
 
 
 def write_outputs(opts, health, text, src):

@@ -91,12 +91,35 @@ def read_host(src, facts):
     """The host's name, kernel, OS, environment and loaded NVIDIA module."""
     step(facts, "host")
     facts["host"] = src.host()
+    facts["run_as"] = run_as()
     facts["env"] = src.env()
     files = src.files()
     facts["kernel_module"] = first_line(files.get("/proc/driver/nvidia/version"))
     osr = files.get("/etc/os-release") or ""
     facts["host"]["os"] = next((l.split("=", 1)[1].strip('"') for l in osr.splitlines()
                                 if l.startswith("PRETTY_NAME=")), None)
+
+
+def run_as():
+    """Who runs this probe (the live process, also under --replay): what it could not read, it could not
+    read as this user. {"name", "uid", "groups"}; the name is None where the passwd database has no entry."""
+    uid = os.geteuid()
+    try:
+        import pwd
+        name = pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        name = None
+    groups = []
+    try:
+        import grp
+        for gid in sorted(set(os.getgroups()) | {os.getegid()}):
+            try:
+                groups.append(grp.getgrgid(gid).gr_name)
+            except KeyError:
+                groups.append(str(gid))
+    except (ImportError, OSError):
+        pass
+    return {"name": name, "uid": uid, "groups": groups}
 
 
 def start_frameworks(src, opts):
@@ -213,6 +236,7 @@ def build_health(facts, opts, started, complete, replay):
             % (opts.deadline, facts.get("_step") or "the last answers"),
             "replay": replay,
             "python": sys.version.split()[0],
+            "user": facts.get("run_as"),
             "steps_s": facts.get("_timings") or {},
         },
         "host": facts.get("host") or {},

@@ -62,7 +62,7 @@ def render_markdown(health):
                 clean(", ".join((g.get("clock_event_reasons") or {}).get("active") or []) or "-"),
                 clean(g.get("mig_layout") or "off")))
         lines.append("")
-    lines += links_section(gpus) + xid_section(health.get("kernel_log")) + host_section(health)
+    lines += links_section(gpus) + xid_section(health.get("kernel_log"), xid_read_as(health)) + host_section(health)
     lines += load_section(health.get("load")) + speed_section(health.get("speed"))
     return "\n".join(lines) + "\n"
 
@@ -97,13 +97,15 @@ def links_section(gpus):
     return out + [""]
 
 
-def xid_section(log):
+def xid_section(log, read_as=None):
+    """The kernel log's Xid events; `read_as`: the user it could not be read as (the xid contract's evidence)."""
     if not log:
         return []
     if not log.get("source"):
         tried = log.get("tried") or {}
-        return ["## Xid events", "", "Kernel log not readable: %s" % clean(
-            "; ".join("%s: %s" % kv for kv in sorted(tried.items())) or "not read"), ""]
+        who = " as user %s" % clean(read_as) if read_as else ""
+        return ["## Xid events", "", "Kernel log not readable%s: %s" % (who, clean(
+            "; ".join("%s: %s" % kv for kv in sorted(tried.items())) or "not read")), ""]
     xids = log.get("xid") or []
     out = ["## Xid events", "", "Read from %s since boot; catalogue: %s" % (clean(log.get("source")), log.get("docs")), ""]
     if not xids:
@@ -114,6 +116,14 @@ def xid_section(log):
                                                           clean(x.get("meaning")), clean(x.get("action")),
                                                           clean(x.get("last"))))
     return out + [""]
+
+
+def xid_read_as(health):
+    """The user the xid contract says the kernel log was not readable as, or None."""
+    for c in health.get("contracts") or []:
+        if c.get("name") == "xid":
+            return (c.get("evidence") or {}).get("read_as")
+    return None
 
 
 def host_section(health):

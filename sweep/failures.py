@@ -31,6 +31,9 @@ class FailureClass(str, enum.Enum):
     HOST_KEY_CHANGED = ("host_key_changed", False, True,
                         "find out why the host key changed (reinstall? another machine?) before trusting it")
     AUTH = ("auth", False, True, "check the user and key the inventory names for this host")
+    BECOME_FAILED = ("become_failed", False, True,
+                     "give the login user passwordless sudo for the agent's python (a NOPASSWD rule in "
+                     "/etc/sudoers.d), or sweep the host without become (--become, ansible_become)")
     NO_PYTHON = ("no_python", False, True, "install python3 on the host, or name one with python= in the inventory")
     PYTHON_TOO_OLD = ("python_too_old", False, True,
                       "install python3 >= 3.8 on the host, or set ansible_python_interpreter to one")

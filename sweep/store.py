@@ -48,6 +48,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from sweep.inventory.command_line import INLINE_NAME, is_inline
 from sweep import __version__
 from sweep.errors import HealthFileError, RunFolderError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
@@ -103,7 +104,8 @@ def default_run_dir(inventory_path: str | Path, reports: str | Path = "reports",
                     now: datetime | None = None) -> Path:
     """``reports/<UTC timestamp>-<inventory stem>``, with ``-2``, ``-3``... if that one exists."""
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
-    base = Path(reports) / f"{stamp}-{safe_name(Path(inventory_path).stem)}"
+    stem = INLINE_NAME if is_inline(inventory_path) else Path(inventory_path).stem  # 'gpu01,gpu02,', -w
+    base = Path(reports) / f"{stamp}-{safe_name(stem)}"
     path, n = base, 1
     while path.exists():
         n += 1
@@ -193,7 +195,8 @@ def new_manifest(inventory_path: str | Path, snapshot: dict, hosts: list[str], o
         "format": RUN_FORMAT,
         "record_version": RECORD_VERSION,
         "sweep_version": __version__,
-        "inventory": {"path": str(Path(inventory_path).resolve()), "snapshot": snapshot},
+        "inventory": {"path": os.fspath(inventory_path) if is_inline(inventory_path) else str(Path(inventory_path).resolve()),
+                      "snapshot": snapshot},
         "options": options,
         "started_at": utc_now(),
         "ended_at": None,

@@ -392,6 +392,18 @@ _RUN_METRIC = typer.Option([], "--metric", metavar="NAME=REGEX",
 _RUN_FORCE = typer.Option(False, "--force", help="--wrap: run on hosts with a broken contract or another "
     "process on the GPUs too; --speed: measure beside other processes (recorded in each record)")
 _RUN_INTERVAL = typer.Option(0.2, "--interval", metavar="S", help="--wrap: seconds between GPU samples")
+_RUN_USER = typer.Option(None, "--user", "-u", metavar="USER", help="log in as USER where the inventory "
+    "sets no ansible_user (as ansible -u: the inventory wins over it)")
+_RUN_PRIVATE_KEY = typer.Option(None, "--private-key", "--key-file", metavar="FILE", help="the key file where "
+    "the inventory sets no ansible_ssh_private_key_file (as ansible --private-key: the inventory wins)")
+_RUN_EXTRA_VARS = typer.Option([], "--extra-vars", "-e", metavar="VARS", help="variables over every "
+    "inventory variable, as ansible -e: key=value ..., a JSON or YAML mapping, @FILE (repeatable; the last wins)")
+_RUN_BECOME = typer.Option(False, "--become", "-b", help="run the agent through sudo -n (never a password "
+    "prompt) where the inventory sets no ansible_become, as ansible --become; ansible_become_user, else root")
+_RUN_BECOME_USER = typer.Option(None, "--become-user", metavar="USER", help="with --become or ansible_become: "
+    "the user to become where the inventory sets no ansible_become_user (default root)")
+_RUN_NODES = typer.Option([], "--nodes", "-w", metavar="NODESET", help="sweep these hosts, no inventory file: "
+    "a folded node set as clush -w takes it (gpu[01-08,10]; repeatable)")
 _RUN_LIST_HOSTS = typer.Option(False, "--list-hosts", help="print the hosts this run would contact (after "
     "--limit, --shard, --resume), as ansible --list-hosts does; contact none")
 
@@ -431,32 +443,56 @@ def run(
     list_hosts: bool = _RUN_LIST_HOSTS,
     inventory_option: Optional[Path] = _RUN_INVENTORY_OPTION,
     retry_failed: Optional[List[str]] = _RUN_RETRY_FAILED,
+    user: Optional[str] = _RUN_USER,
+    private_key: Optional[Path] = _RUN_PRIVATE_KEY,
+    extra_vars: List[str] = _RUN_EXTRA_VARS,
+    become: bool = _RUN_BECOME,
+    become_user: Optional[str] = _RUN_BECOME_USER,
+    nodes: List[str] = _RUN_NODES,
 ):
     """Sweep every host of an inventory over SSH (or ansible, Slurm: --engine), keep each record, then compare
     and report; the last lines name the run folder (reports/<UTC time>-<inventory name> unless --out) and its
     report by absolute path. --wrap -- COMMAND: a benchmark on every host, compared class by class."""
-    inventory, command = _inventory_given(inventory, inventory_option, command)
-    _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by, reference, limit)
+    inventory, command = _nodes_given(*_inventory_given(inventory, inventory_option, command), nodes, max_range_hosts)
+    variables = _variables(user, private_key, become, become_user, extra_vars)
+    _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by, reference, limit, variables)
     spec = _wrap_spec(wrap, command, metric, force, interval, speed)
-    from sweep.collect.engines import engine_from_options
-    from sweep.collect.options import AgentOptions, SSHSettings
-
-    runner = engine_from_options(engine, partition=partition, nodelist=nodelist)
+    runner = _engine(engine, partition, nodelist)
     _check_engine_inputs(engine, transport, inventory, resume)
-    hosts = _host_selection(limit, shard, shard_by, max_yaml_values, max_range_hosts)
+    hosts = _host_selection(limit, shard, shard_by, max_yaml_values, max_range_hosts, variables)
     if list_hosts:
         raise typer.Exit(_list_hosts(inventory, hosts=hosts, resume=resume, engine=runner))
+    ssh, agent = _ssh_and_agent(connect_timeout, host_deadline, transport, known_hosts, accept_new_host_keys,
+                                deep, load, spec, speed, force)
+    report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)
+    raise typer.Exit(_finish_run(run_with_progress(dict(
+        inventory_path=inventory, hosts=hosts, ssh=ssh, agent=agent, out=out, forks=forks, engine=runner,
+        resume=resume, report=report, given=_given_options(ctx), retry_failed=_retry_classes(retry_failed)), console),
+        report))
+
+
+def _engine(engine: str, partition: Optional[str], nodelist: Optional[str]):
+    from sweep.collect.engines import engine_from_options
+
+    return engine_from_options(engine, partition=partition, nodelist=nodelist)
+
+
+def _ssh_and_agent(connect_timeout, host_deadline, transport, known_hosts, accept_new_host_keys, deep: bool,
+                   load: float, spec, speed: bool = False, force: bool = False):
+    """`sweep run`'s SSHSettings and AgentOptions."""
+    from sweep.collect.options import AgentOptions, SSHSettings
+
     ssh = SSHSettings(connect_timeout=connect_timeout, host_deadline=host_deadline, transport=transport,
                       known_hosts=[known_hosts] if known_hosts else (), accept_new_host_keys=accept_new_host_keys)
-    agent = AgentOptions(args=_agent_args(deep, load, speed, force), wrap=spec)
-    report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)
-    result = run_with_progress(dict(
-        inventory_path=inventory, hosts=hosts, ssh=ssh, agent=agent, out=out, forks=forks, engine=runner,
-        resume=resume, report=report, given=_given_options(ctx), retry_failed=_retry_classes(retry_failed)), console)
+    return ssh, AgentOptions(args=_agent_args(deep, load, speed, force), wrap=spec)
+
+
+def _finish_run(result, report: dict) -> int:
+    """After the sweep: the history index, the report, the run folder's path; the exit code."""
     keep_history(result.run_dir)
     code = _report_run(result, report)
     results.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
-    raise typer.Exit(code)
+    return code
 
 
 def _agent_args(deep: bool, load: float, speed: bool, force: bool) -> List[str]:
@@ -466,14 +502,15 @@ def _agent_args(deep: bool, load: float, speed: bool, force: bool) -> List[str]:
 
 
 def _host_selection(limit: Optional[str], shard: Optional[str], shard_by: str, max_yaml_values: int,
-                    max_range_hosts: int):
+                    max_range_hosts: int, variables=None):
     """`sweep run`'s host options as the HostSelection run_sweep takes."""
     from sweep.collect.options import HostSelection
     from sweep.collect.shard import parse_shard
     from sweep.inventory.formats import InventoryLimits
 
     return HostSelection(limit=limit, shard=parse_shard(shard) if shard else None, shard_by=shard_by,
-                         inventory_limits=InventoryLimits(max_yaml_values, max_range_hosts))
+                         inventory_limits=InventoryLimits(max_yaml_values, max_range_hosts),
+                         **({"variables": variables} if variables is not None else {}))
 
 
 def _report_run(result, report: dict) -> int:
@@ -497,6 +534,8 @@ _RUN_GIVES = {
     "nodelist": "engine", "transport": "transport", "shard": "shard", "shard_by": "shard",
     "max_yaml_values": "inventory_limits", "max_range_hosts": "inventory_limits", "wrap": "wrap",
     "command": "wrap", "metric": "wrap", "force": ("wrap", "agent_args"), "interval": "wrap",
+    "user": "inventory_vars", "private_key": "inventory_vars", "extra_vars": "inventory_vars",
+    "become": "inventory_vars", "become_user": "inventory_vars",
 }
 
 
@@ -547,6 +586,26 @@ def _inventory_given(positional: Optional[Path], option: Optional[Path], command
     return option, ([str(positional)] if positional is not None else []) + list(command or [])
 
 
+def _variables(user: Optional[str], private_key: Optional[Path], become: bool, become_user: Optional[str],
+               extra_vars: List[str]):
+    """-u, --private-key, --become, --become-user (under the inventory's variables, as in ansible) and -e (over them)."""
+    from sweep.inventory.command_line import command_line_vars
+
+    paths.input_file(private_key, "--private-key", "a private key file")
+    return command_line_vars(user, str(private_key) if private_key else None, become, become_user, extra_vars)
+
+
+def _nodes_given(inventory: Optional[Path], command, nodes: List[str], max_hosts: int):
+    """`-w NODESET` (as clush takes it) as an inline inventory; what took the INVENTORY place is then the first
+    word of the command after --."""
+    if not nodes:
+        return inventory, command
+    from sweep.inventory.command_line import nodeset_inventory
+
+    words = ([str(inventory)] if inventory is not None else []) + list(command or [])
+    return Path(nodeset_inventory(",".join(nodes), max_hosts)), words
+
+
 def _wrap_spec(wrap: bool, command, metric, force: bool, interval: float, speed: bool = False):
     """The benchmark of `sweep run --wrap -- COMMAND`, or None for a plain sweep (whose --force is --speed's)."""
     from sweep.errors import ConfigError
@@ -566,19 +625,23 @@ def _wrap_spec(wrap: bool, command, metric, force: bool, interval: float, speed:
     return WrapSpec(tuple(command), tuple(Metric.parse(m) for m in metric), force, interval)
 
 
-def _check_reference(reference: str, inventory: Path, limit: Optional[str]) -> None:
+def _check_reference(reference: str, inventory: Path, limit: Optional[str], variables=None) -> None:
     """--reference names a host or group of the inventory: said before the sweep, not after it."""
     from sweep.inventory.model import load_inventory
 
-    inv = load_inventory(inventory)
+    inv = load_inventory(inventory, **({"layers": variables} if variables is not None else {}))
     if reference not in {h.name for h in inv.hosts} and reference not in inv.groups:
         raise SweepError(f"{reference!r} is neither a host nor a group of {inventory}", where="--reference",
                          fix="name one of its hosts, or one of its groups")
 
 
-def _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by, reference, limit) -> None:
+def _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by, reference, limit,
+                      variables=None) -> None:
     """`sweep run`'s paths and choices, checked before anything is read from a host: exit 2 with the fix."""
-    paths.input_file(inventory, "INVENTORY", "an Ansible inventory (YAML or INI)")
+    from sweep.inventory.command_line import is_inline
+
+    if inventory is None or not is_inline(inventory):
+        paths.input_file(inventory, "INVENTORY", "an Ansible inventory (YAML or INI), or hosts: 'gpu01,gpu02,'")
     paths.input_dir(resume, "--resume", "an earlier run folder")  # --out: the run folder's own checks say it
     paths.input_file(known_hosts, "--known-hosts", "a known_hosts file")
     paths.input_file(expect, "--expect", "an expectations file (docs/expectations.md)")
@@ -588,7 +651,7 @@ def _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by
     if shard_by not in SHARD_BY:
         raise SweepError(f"--shard-by {shard_by!r} is unknown", fix="use --shard-by hash or --shard-by index")
     if reference is not None and inventory is not None and resume is None:
-        _check_reference(reference, inventory, limit)
+        _check_reference(reference, inventory, limit, variables)
     if expect is not None:  # a bad expectations file is bad input before the sweep, not after it
         from sweep.audit.expect import load_expectations
 

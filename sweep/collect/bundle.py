@@ -133,7 +133,17 @@ def build_bundle(dest: str | Path) -> Path:
     return dest
 
 
-def remote_command(python: str, payload_size: int, agent_args: list[str], lifetime: float | None = None) -> str:
+# how the agent becomes another user (ansible_become, --become): sudo, never asking for a password
+SUDO = ("sudo", "-n")
+
+
+def become_user(host) -> str | None:
+    """The user the agent runs as on `host` through sudo (its ansible_become_user, root), or None: no become."""
+    return (getattr(host, "become_user", None) or "root") if getattr(host, "become", False) else None
+
+
+def remote_command(python: str, payload_size: int, agent_args: list[str], lifetime: float | None = None,
+                   become_user: str | None = None) -> str:
     """The shell command that runs the bootstrap under `python`, reading `payload_size` bytes.
 
     With `lifetime` (seconds) the bootstrap starts a timer thread before it reads the agent: at
@@ -142,7 +152,10 @@ def remote_command(python: str, payload_size: int, agent_args: list[str], lifeti
     never left with an agent running after the sweep gave up on it, and the controller records a
     timeout whichever deadline came first. SIGALRM at its default action, `BACKSTOP_S` (plus a
     tenth) later, ends an agent whose threads are all stuck.
+
+    With `become_user` the bootstrap runs under ``sudo -n -u USER --``: a sudo that would ask for a
+    password fails at once, with its own words on stderr, instead of waiting for one.
     """
     size = str(payload_size) if lifetime is None else f"{payload_size}/{lifetime:.1f}"
-    parts = [python, "-c", BOOTSTRAP, size, *agent_args]
+    parts = [*((*SUDO, "-u", become_user, "--") if become_user else ()), python, "-c", BOOTSTRAP, size, *agent_args]
     return " ".join(shlex.quote(p) for p in parts)

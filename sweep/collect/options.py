@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, Union
 
+from sweep.inventory.command_line import VarLayers
 from sweep.inventory.formats import InventoryLimits
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ class HostSelection:
     shard_by: str = "hash"  # or "order"
     loader: str = "auto"  # the inventory reader: auto, yaml, ini, ansible
     inventory_limits: InventoryLimits = InventoryLimits()
+    # the command line's variables: -u, --private-key, --become, --become-user under the inventory's, -e over
+    variables: VarLayers = VarLayers()
 
 
 PathLike = Union[str, Path]

@@ -20,6 +20,7 @@ from typing import Any, Callable, Collection, Mapping
 
 from sweep.failures import FAILURE_CLASSES, TRANSIENT_CLASSES
 from sweep.errors import ConfigError
+from sweep.inventory.command_line import VarLayers
 from sweep.inventory.formats import InventoryLimits
 
 
@@ -61,6 +62,10 @@ def _limits(value: Any) -> dict:
     if isinstance(value, Mapping):
         return dict(value)
     return {"yaml_values": value.yaml_values, "range_hosts": value.range_hosts}
+
+
+def _layers(value: Any) -> dict:
+    return dict(value) if isinstance(value, Mapping) else value.to_dict()
 
 
 def _wrap(value: Any) -> dict | None:
@@ -113,6 +118,8 @@ OPTIONS: dict[str, Option] = {
     "transport": Option(None),
     "shard": Option(None, _shard, _live_shard),
     "inventory_limits": Option(InventoryLimits(), _limits, lambda kept: InventoryLimits(**kept)),
+    # -u, --private-key, --become, --become-user, -e (secrets left out: give -e again for them)
+    "inventory_vars": Option(VarLayers(), _layers, VarLayers.from_dict),
     "wrap": Option(None, _wrap, _live_wrap),
     # the report's options (the CLI builds the report after the sweep)
     "reference": Option(None),

@@ -26,6 +26,7 @@ from sweep.collect.ssh.prober import (KeyFileEncrypted, KeyFileError, KeyFileMis
 from sweep.collect.ssh.transports import TRANSPORTS, make_prober
 from sweep.errors import ConfigError, InventoryError, RunFolderError
 from sweep.failures import FAILURE_CLASSES
+from sweep.inventory.command_line import VarLayers
 from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory
 from sweep.collect.wrap import WrapSpec, split_record
 from sweep.store import RECORD_VERSION, RunFolder, default_run_dir, iso, new_manifest
@@ -117,7 +118,7 @@ def run_sweep(
                  look_for_keys=ssh.look_for_keys, **ssh.flags(), agent_args=list(agent.args), loader=hosts.loader,
                  engine=engine, engine_settings=engine, transport=ssh.transport,
                  shard=None if hosts.shard is None else (*hosts.shard, hosts.shard_by),
-                 inventory_limits=hosts.inventory_limits, wrap=agent.wrap, **{**_REPORT_OPTIONS, **(report or {})})
+                 inventory_limits=hosts.inventory_limits, inventory_vars=hosts.variables, wrap=agent.wrap, **{**_REPORT_OPTIONS, **(report or {})})
     _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard)
     session = resolve(asked, given, _stored_options(resume) if resume is not None else None)
     return _run(session, inventory_path, (out, reports_dir), resume, agent.payload, progress, ssh.key_passphrase,
@@ -137,11 +138,12 @@ def _run(session: Resolved, inventory_path, out: tuple, resume, payload: bytes |
     session.kept["transport"] = options.transport if runner.name == "ssh" else None
     wrap, agent_args = _wrapped(run["wrap"], runner, run["agent_args"], run["host_deadline"])
     if resume is None:  # 1. resolve the hosts (a new run: before its folder exists)
-        inventory = _inventory(inventory_path, run["loader"], runner, run["inventory_limits"])
+        inventory = _inventory(inventory_path, run["loader"], runner, run["inventory_limits"], run["inventory_vars"])
         hosts = _select(inventory, run["limit"], run["shard"], options, runner)
     job = lambda: EngineJob(  # noqa: E731
         payload=payload if payload is not None else _bundle(), agent_args=tuple(agent_args), forks=run["forks"],
-        options=options, inventory_path=inventory.path, flags={key: run[key] for key in _FLAGS}, wrap=wrap)
+        options=options, inventory_path=inventory.path, flags={key: run[key] for key in _FLAGS}, wrap=wrap,
+        variables=run["inventory_vars"])
     with _sigterm_as_interrupt():
         hold = _Held()  # 2. open the run folder (locked), 3. collect, 4. finish in _sweep_hosts
         try:
@@ -234,7 +236,17 @@ def _select(inventory: Inventory, limit: str | None, shard: tuple[int, int, str]
         hosts = select_shard(hosts, shard[0], shard[1], by=shard[2])
     _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
     _check_ssh_settings(runner, hosts, options)
+    _check_become(runner, hosts)
     return hosts
+
+
+def _check_become(runner: Engine, hosts: Sequence[Host]) -> None:
+    """Become (--become, ansible_become) is sweep's own SSH transport's and ansible's: Slurm runs the job's user."""
+    becoming = [host.name for host in hosts if host.become]
+    if becoming and runner.name not in ("ssh", "ansible"):
+        raise ConfigError(f"{becoming[0]}: become (--become, ansible_become) runs the agent through sudo over SSH; "
+                          f"the {runner.name} engine runs it as the job's user", where="--engine",
+                          fix="drop --become (or set ansible_become: false), or sweep with --engine ssh")
 
 
 def _reopen(resume: str | Path, inventory_path: str | Path | None, runner: Engine, options: SSHOptions,
@@ -247,10 +259,11 @@ def _reopen(resume: str | Path, inventory_path: str | Path | None, runner: Engin
     try:
         manifest = folder.read_manifest()
         inventory = _inventory(inventory_path or manifest["inventory"]["path"], run["loader"], runner,
-                               run["inventory_limits"])
+                               run["inventory_limits"], run["inventory_vars"])
         hosts = _hosts_of_run(inventory, manifest)
         _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
         _check_ssh_settings(runner, hosts, options)
+        _check_become(runner, hosts)
         done = folder.read_records()
         retried = {}
         for name in to_retry(done, retry or (), manifest["hosts"]):  # kept beside, never lost
@@ -404,10 +417,10 @@ def planned_hosts(inventory_path: str | Path | None, *, hosts: HostSelection = H
     if resume is not None:
         folder, manifest = RunFolder.existing(resume)
         inventory = _inventory(inventory_path or manifest["inventory"]["path"], hosts.loader, runner,
-                               hosts.inventory_limits)
+                               hosts.inventory_limits, hosts.variables)
         done = folder.read_records()
         return [host for host in _hosts_of_run(inventory, manifest) if host.name not in done]
-    selected = _inventory(inventory_path, hosts.loader, runner, hosts.inventory_limits).select(hosts.limit)
+    selected = _inventory(inventory_path, hosts.loader, runner, hosts.inventory_limits, hosts.variables).select(hosts.limit)
     return select_shard(selected, *hosts.shard, by=hosts.shard_by) if hosts.shard is not None else selected
 
 
@@ -425,14 +438,14 @@ def _hosts_of_run(inventory: Inventory, manifest: dict) -> list[Host]:
 
 
 def _inventory(path: str | Path | None, loader: str, runner: Engine,
-               limits: InventoryLimits = InventoryLimits()) -> Inventory:
+               limits: InventoryLimits = InventoryLimits(), variables: VarLayers = VarLayers()) -> Inventory:
     """The inventory file, or (engines that list their own nodes, as slurm) the engine's hosts."""
     own = getattr(runner, "inventory", None)
     if own is not None and (path is None or Path(path).name.startswith(getattr(runner, "SOURCE", "\0"))):
         return own()
     if path is None:
         raise ConfigError("no inventory given", fix="sweep run INVENTORY.yml")
-    return load_inventory(path, loader, limits=limits)
+    return load_inventory(path, loader, limits=limits, layers=variables)
 
 
 def _bundle() -> bytes:

@@ -88,6 +88,7 @@ class FleetHost:
     script: str | None = None  # a shell script body run as the host's python (any kind that runs python)
     sshd_options: tuple[str, ...] = ()  # sshd_config lines that win over the template, e.g. ("MaxStartups 2:100:2",)
     aliases: tuple[str, ...] = ()  # more inventory names for this same sshd (same address and key)
+    env: tuple[tuple[str, str], ...] = ()  # more variables its sessions get (sshd SetEnv), e.g. SWEEP_KERNEL_LOG
 
 
 def default_capture() -> Path:
@@ -381,7 +382,7 @@ class LocalFleet:
                     delay_s=host.delay_s if host.kind == "slow_banner" else 0.0,
                     cut_after=DROP_AFTER_BYTES if host.kind == "drop_mid_output" else 0))
             env = {"HOME": str(wd / "remote-home"), "SWEEP_REPLAY": str(Path(host.capture or capture).resolve()),
-                   "SWEEP_REPLAY_HOSTNAME": host.name, "SWEEP_DEMO_DELAY": f"{host.delay_s:g}"}
+                   "SWEEP_REPLAY_HOSTNAME": host.name, "SWEEP_DEMO_DELAY": f"{host.delay_s:g}", **dict(host.env)}
             if host.capture == "live":  # the agent reads this machine's own driver (none: no GPU here)
                 del env["SWEEP_REPLAY"]
             if not re.fullmatch(r"[ -~]*", host.name) or '"' in host.name:

@@ -54,6 +54,7 @@ from sweep.inventory.formats import (
     IMPLICIT_GROUPS, GroupGraph, GroupMembers, InventoryLimits, value_kind, parse_ini, parse_yaml, sniff_yaml, Vaulted,
     yaml_load,
 )
+from sweep.inventory.command_line import VarLayers, ansible_bool, inline_hosts, is_inline
 from sweep.inventory.files import read_text
 from sweep.inventory.limit import match_hosts
 from sweep.inventory.names import RULE_FIX, RULE_WHY, hostname_problem, ruser_problem
@@ -79,6 +80,8 @@ class Host:
     vars: Mapping[str, Any] = field(hash=False, repr=False)
     settings: Mapping[str, Any] = field(hash=False, repr=False)
     ssh_extra_args: str | None = None
+    become: bool = False  # ansible_become: run the agent through sudo -n as become_user
+    become_user: str | None = None  # ansible_become_user (root when become and unset)
     # where ansible_ssh_common_args, ansible_ssh_extra_args and the key file variable were set (file:line)
     ssh_args_where: Mapping[str, str] = field(default_factory=dict, hash=False, repr=False, compare=False)
 
@@ -114,6 +117,7 @@ class Inventory:
                 "name": h.name, "address": h.address, "port": h.port, "user": h.user,
                 "key_file": h.key_file, "python": h.python, "ssh_common_args": h.ssh_common_args,
                 "proxy_jump": h.proxy_jump, "groups": list(h.groups), "settings": _thaw(h.settings),
+                **({"become_user": h.become_user} if h.become else {}),
             }
             for h in self.hosts
         ]
@@ -121,12 +125,17 @@ class Inventory:
                 "groups": {name: list(members) for name, members in self.groups.items()}}
 
 
-def load_inventory(path: str | Path, loader: str = "auto", *, limits: InventoryLimits = InventoryLimits()) -> Inventory:
+def load_inventory(path: str | Path, loader: str = "auto", *, limits: InventoryLimits = InventoryLimits(),
+                   layers: VarLayers = VarLayers()) -> Inventory:
     """Read an Ansible inventory file; ``loader`` is "auto" (= "builtin") or "ansible" (ansible-core).
 
     `limits` bound what the builtin loader expands (YAML aliases, host ranges); loading is linear in
-    the number of hosts (100,000 hosts and 200 host_vars files: bench/bench_inventory.py).
+    the number of hosts (100,000 hosts and 200 host_vars files: bench/bench_inventory.py). `layers`: the
+    command line's variables, under the inventory's (-u, --private-key, --become) and over them (-e). A
+    `path` with a comma that names no file is an inline host list ('gpu01,gpu02:2222,'), as in Ansible.
     """
+    if is_inline(path):
+        return _load_inline(os.fspath(path), layers)
     path = Path(path)
     if loader not in ("auto", "builtin", "ansible"):
         raise InventoryError(f"unknown inventory loader {loader!r}", where=str(path),
@@ -138,11 +147,11 @@ def load_inventory(path: str | Path, loader: str = "auto", *, limits: InventoryL
         raise InventoryError("is a directory, not an inventory file", where=str(path),
                              fix="pass the inventory file inside it, e.g. hosts.yml")
     if loader == "ansible":
-        return _load_with_ansible(path)
+        return _load_with_ansible(path, layers)
     collecting = gc.isenabled()
     gc.disable()  # hundreds of thousands of small objects, none of them cyclic garbage: full collections
     try:          # while loading grew with the heap (superlinear load time)
-        return _load_builtin(path, limits)
+        return _load_builtin(path, limits, layers)
     finally:
         if collecting:
             gc.enable()
@@ -151,7 +160,17 @@ def load_inventory(path: str | Path, loader: str = "auto", *, limits: InventoryL
 # --- the builtin loader: parse into a group graph, then resolve vars ---------------------------
 
 
-def _load_builtin(path: Path, limits: InventoryLimits) -> Inventory:
+def _load_inline(text: str, layers: VarLayers) -> Inventory:
+    """An inline host list: its hosts in group ungrouped, ``name:port`` giving the port (Ansible's host_list)."""
+    hosts = []
+    for name, port in inline_hosts(text):
+        merged = {**layers.under, **({"ansible_port": (port, repr(text))} if port else {}), **layers.over}
+        hosts.append(_make_host(name, merged, {"ungrouped"}, listed=repr(text)))
+    names = tuple(host.name for host in hosts)
+    return _inventory(Path(text), hosts, MappingProxyType({"all": names, "ungrouped": names}))
+
+
+def _load_builtin(path: Path, limits: InventoryLimits, layers: VarLayers = VarLayers()) -> Inventory:
     text, suffix, graph = read_text(path, limits.file_bytes), path.suffix.lower(), GroupGraph(limits)
     if suffix in _YAML_SUFFIXES:
         data = yaml_load(text, path, limits.yaml_values)
@@ -167,10 +186,10 @@ def _load_builtin(path: Path, limits: InventoryLimits) -> Inventory:
     if not graph.host_vars:
         raise InventoryError("no host is defined in this inventory", where=str(path),
                              fix="add hosts under a group: a 'hosts:' mapping in YAML, a line under [group] in INI")
-    return _resolve(graph, path)
+    return _resolve(graph, path, layers)
 
 
-def _resolve(graph: GroupGraph, path: Path) -> Inventory:
+def _resolve(graph: GroupGraph, path: Path, layers: VarLayers = VarLayers()) -> Inventory:
     groups = graph.groups
     graph.reconcile(str(path))
     direct: dict[str, set[str]] = {name: set() for name in graph.host_vars}
@@ -199,14 +218,15 @@ def _resolve(graph: GroupGraph, path: Path) -> Inventory:
         if key not in by_groups:
             every = set().union(*({group} | graph.ancestors(group) for group in member_of)) - {"all"}
             chain = sorted(every, key=lambda g: (depth_of(g), groups[g].priority, g))
-            merged = dict(groups["all"].vars)
+            merged = {**layers.under, **groups["all"].vars}
             for layer in (*(groups[g].vars for g in chain), group_files["all"], *(group_files[g] for g in chain)):
                 merged.update(layer)
             by_groups[key] = (tuple(sorted(every - set(IMPLICIT_GROUPS))), merged)
         every, merged = by_groups[key]
         own, files = graph.host_vars[name], host_dir.vars(name)
-        if own or files:
-            hosts.append(_make_host(name, {**merged, **own, **files}, every, frozen, graph.first_listing[name][1]))
+        if own or files or layers.over:
+            hosts.append(_make_host(name, {**merged, **own, **files, **layers.over}, every, frozen,
+                                    graph.first_listing[name][1]))
             continue
         shared = alike.get(key)  # hosts with only their groups' vars differ in their name alone
         if shared is None:
@@ -275,6 +295,7 @@ def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str
     python = connection("ansible_python_interpreter")[1] or DEFAULT_PYTHON
     address_var, address, address_where = connection(*_ADDRESS_VARS)
     user = _checked_user(name, connection("ansible_user", "ansible_ssh_user"))
+    become, become_user = _become(name, merged)
     address = _checked_address(name, address_var, address, address_where, listed)
     memo = {} if frozen_pairs is None else frozen_pairs
     values = {}
@@ -294,6 +315,8 @@ def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str
         ssh_common_args=common_args,
         proxy_jump=_proxy_jump(common_args, name, common_where),
         ssh_extra_args=extra_args,
+        become=become,
+        become_user=become_user,
         ssh_args_where=MappingProxyType({"ansible_ssh_common_args": common_where,
                                          "ansible_ssh_extra_args": extra_where, key_var: key_where}),
         groups=groups if isinstance(groups, tuple) else tuple(sorted(set(groups) - set(IMPLICIT_GROUPS))),
@@ -301,6 +324,30 @@ def _make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str
         settings=MappingProxyType({key[len(SETTINGS_PREFIX):]: value for key, value in frozen.items()
                                    if key.startswith(SETTINGS_PREFIX) and len(key) > len(SETTINGS_PREFIX)}),
     )
+
+
+_BECOME_REFUSED = ("ansible_become_exe", "ansible_become_flags")
+
+
+def _become(name: str, merged: Mapping[str, tuple[Any, str]]) -> tuple[bool, str | None]:
+    """(become, the user to become) from ansible_become, ansible_become_user and ansible_become_method: only
+    sudo, run with -n (never a password prompt); a method, program or flags sweep would not honour are refused."""
+    value, where = merged.get("ansible_become", (None, ""))
+    if value is None or not ansible_bool(name, "ansible_become", value, where):
+        return False, None
+    method, method_where = merged.get("ansible_become_method", (None, ""))
+    if method is not None and str(method) != "sudo":
+        raise InventoryError(f"{name}: ansible_become_method is {method!r}: sweep becomes another user through "
+                             "sudo -n only (never a password prompt)", where=method_where or where or None,
+                             fix="set ansible_become_method: sudo for the hosts sweep sweeps (with a NOPASSWD "
+                                 "sudoers rule), or sweep them without become")
+    for var in _BECOME_REFUSED:
+        if merged.get(var, (None,))[0] is not None:
+            raise InventoryError(f"{name}: {var} is set: sweep runs sudo -n itself and honours no other program "
+                                 "or flags", where=merged[var][1] or None, fix=f"drop {var} for these hosts")
+    var, user, user_where = _connection(name, merged, ("ansible_become_user",))
+    _checked_user(name, (var, user, user_where))
+    return True, user or "root"
 
 
 def _checked_address(name: str, var: str, address: str | None, where: str, listed: str = "") -> str:
@@ -453,7 +500,7 @@ _ANSIBLE_MAGIC = frozenset({
 })
 
 
-def _load_with_ansible(path: Path) -> Inventory:
+def _load_with_ansible(path: Path, layers: VarLayers = VarLayers()) -> Inventory:
     """Read the inventory with ansible-core's own InventoryManager and VariableManager."""
     try:
         from ansible.inventory.manager import InventoryManager
@@ -477,7 +524,8 @@ def _load_with_ansible(path: Path) -> Inventory:
                              fix=f"run 'ansible-inventory -i {path} --graph' to see ansible's warnings")
     hosts = []
     for name, host_vars in found.items():
-        merged = {str(key): (value, str(path)) for key, value in host_vars.items() if key not in _ANSIBLE_MAGIC}
+        merged = {**layers.under, **{str(key): (value, str(path)) for key, value in host_vars.items()
+                                     if key not in _ANSIBLE_MAGIC}, **layers.over}
         groups = {str(group.name) for group in manager.hosts[name].get_groups()}
         hosts.append(_make_host(str(name), merged, groups))
     return _inventory(path, hosts, MappingProxyType({str(name): tuple(str(h.name) for h in group.get_hosts())

@@ -52,6 +52,8 @@ KINDS = {
     ("audit", "run_dir"): "in_dir", ("audit", "expect"): "in_file", ("audit", "baseline"): "in_dir",
     ("demo", "hosts"): "number", ("demo", "out"): "out_dir",
     ("run", "load"): "number", ("run", "retry_failed"): "word",
+    ("run", "user"): "word", ("run", "private_key"): "in_file", ("run", "extra_vars"): "word",
+    ("run", "become_user"): "word", ("run", "nodes"): "word",
     ("history", "runs"): "in_dir", ("history", "root"): "in_dir", ("history", "since"): "word",
     ("history", "host"): "word", ("history", "out"): "out_dir", ("history", "index"): "out_file",
     ("history", "threshold"): "number", ("history", "floor"): "number",
@@ -65,6 +67,8 @@ WORDS = {
     ("run", "shard_by"): ["colour"], ("run", "reference"): ["no-such-host"], ("run", "partition"): ["gpu"],
     ("run", "nodelist"): ["gpu[01-02]"], ("run", "metric"): ["tflops", "t=([0-9]+"], ("run", "transport"): ["telnet"],
     ("run", "retry_failed"): ["bogus", "ok"],
+    ("run", "user"): ["ops;reboot"], ("run", "extra_vars"): ["/etc/vars.yml", "a=1 oops", "{not: [closed"],
+    ("run", "nodes"): ["gpu[01-", "gpu[1-999999]"],
     ("report", "reference"): ["no-such-host"], ("baseline set", "host"): ["no-such-host"],
     ("baseline show", "host"): ["no-such-host"], ("history", "since"): ["6x", "weeks"],
 }

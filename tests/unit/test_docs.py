@@ -70,3 +70,20 @@ def test_recording_scripts_take_an_output_folder_and_no_lab_settings(script):
     assert not re.search(r"\$\{?OUT\b|NCCL_|build/agent", text), "an environment variable or path of one lab"
     proc = subprocess.run(["bash", str(path)], capture_output=True, text=True, timeout=30)
     assert proc.returncode != 0 and f"usage: tools/{script} OUTDIR" in proc.stderr
+
+
+def _options(cmd, name):
+    """(command, long option) of every visible option of every command."""
+    for sub in getattr(cmd, "commands", {}).values():
+        yield from _options(sub, f"{name} {sub.name}")
+    for param in cmd.params:
+        if param.param_type_name == "option" and not param.hidden:
+            spellings = [opt for opt in (*param.opts, *param.secondary_opts) if opt.startswith("--")]
+            if spellings and spellings != ["--help"]:
+                yield name, spellings
+
+
+def test_every_option_of_every_command_is_in_the_readme():
+    missing = [f"{name} {spellings[0]}" for name, spellings in _options(typer.main.get_command(app), "sweep")
+               if not any(re.search(rf"(?<![\w-]){re.escape(opt)}(?![\w-])", README) for opt in spellings)]
+    assert not missing, f"options not documented in README.md: {', '.join(missing)}"

@@ -75,6 +75,22 @@ def ssh_args(options: SSHOptions) -> str:
     return " ".join(shlex.quote(a) for a in args)
 
 
+_FLAG_OF = {"ansible_user": "-u", "ansible_private_key_file": "--private-key", "ansible_become_user": "--become-user"}
+
+
+def command_line_args(variables: Any) -> list[str]:
+    """sweep's -u, --private-key, --become, --become-user and -e, handed to ansible as the same options, so that
+    ansible resolves them against the inventory by its own precedence."""
+    if not variables:
+        return []
+    args: list[str] = []
+    for var, (value, _) in variables.under.items():
+        args += ["--become"] if var == "ansible_become" else [_FLAG_OF[var], str(value)]
+    if variables.over:
+        args += ["-e", json.dumps({key: value for key, (value, _) in variables.over.items()}, default=str)]
+    return args
+
+
 class AnsibleEngine(ProcessEngine):
     """``ansible -m script agent.pyz`` over the sweep's hosts; one JSON line per host back."""
 
@@ -103,7 +119,8 @@ class AnsibleEngine(ProcessEngine):
                 "-f", str(job.forks), "-m", "ansible.builtin.script",
                 "-a", json.dumps({"cmd": cmd, "executable": PYTHON}),
                 "-T", f"{max(1, round(opts.connect_timeout))}",
-                "--task-timeout", f"{max(1, round(opts.host_deadline))}", *self.extra_args]
+                "--task-timeout", f"{max(1, round(opts.host_deadline))}", *command_line_args(job.variables),
+                *self.extra_args]
         env = dict(os.environ)
         env.update({
             "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "sweep_lines",

@@ -47,6 +47,7 @@ class EngineJob:
     # command-line connect_timeout / host_deadline / retries (None: unset); they win over host settings
     flags: Mapping[str, Any] = field(default_factory=dict)
     wrap: Any = None  # a sweep.collect.wrap.WrapSpec: run the benchmark in the envelope (ssh engine only)
+    variables: Any = None  # the command line's VarLayers (-u, --private-key, --become, -e): the ansible engine passes them on
 
     def given_flags(self, *, retries: bool = True) -> dict[str, Any]:
         """The flags that were set (`retries=False`: without the number of tries)."""

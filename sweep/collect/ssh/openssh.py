@@ -22,7 +22,7 @@ import threading
 import weakref
 from typing import Any
 
-from sweep.collect.bundle import remote_command
+from sweep.collect.bundle import become_user, remote_command
 from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
 from sweep.collect.ssh.config import SSHSettingRefused, inventory_settings
 from sweep.errors import SSHConfigError
@@ -149,7 +149,8 @@ class OpenSSHProber(Prober):
             argv += ["-i", host.key_file]
         argv += shlex.split(getattr(host, "ssh_common_args", None) or "")
         argv += shlex.split(getattr(host, "ssh_extra_args", None) or "")
-        command = remote_command(host.python, len(self.payload), host_agent_args(host, self.agent_args))
+        command = remote_command(host.python, len(self.payload), host_agent_args(host, self.agent_args),
+                                 become_user=become_user(host))
         return [*argv, "--", host.address, command]
 
     def _attempt(self, host: Any, opts: SSHOptions, deadline: float) -> tuple[dict, int | None, str]:

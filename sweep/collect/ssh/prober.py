@@ -34,7 +34,7 @@ from typing import Any
 
 import paramiko
 
-from sweep.collect.bundle import remote_command
+from sweep.collect.bundle import become_user, remote_command
 from sweep.collect.ssh.hostkeys import HostKeyStore, KnownHostsPolicy, UnknownHostKey, known_hosts_name
 from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
 from sweep.collect.ssh.config import Hop, SSHConfigFile
@@ -343,7 +343,8 @@ class Prober:
         chan = transport.open_session(timeout=max(0.1, deadline - time.monotonic()))
         # the agent ends itself when this host's deadline has passed: nothing hung is left on the host
         lifetime = max(1.0, deadline - time.monotonic())
-        chan.exec_command(remote_command(host.python, len(self.payload), self._args(host, opts), lifetime=lifetime))
+        chan.exec_command(remote_command(host.python, len(self.payload), self._args(host, opts), lifetime=lifetime,
+                                         become_user=become_user(host)))
         try:
             chan.sendall(self.payload)
             if self.wrap is None:  # a wrapped command ends when our side of stdin closes (--tether)
