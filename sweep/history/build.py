@@ -8,7 +8,7 @@ since `since`, and writes into `out_dir`::
     changes.csv     one row per change point: host, date, time (UTC), key, before, after, run (the first
                     run that showed `after`), time_before and run_before (the last run that showed `before`)
     timeline.csv    one row per stretch of equal values: host, gpu (-1: the host), key, value,
-                    first_seen, last_seen, runs
+                    first_seen, last_seen (the times of its first and last runs, UTC), runs
     drift.csv       one row per host with load runs: its worst GPU's figures, most drifted first
                     (`measured`: two runs or more with load samples; a host without is not measured,
                     and the page and the terminal say so rather than count it as steady)
@@ -35,7 +35,7 @@ from sweep.errors import ConfigError
 from sweep.history.drift import MEASURED_RUNS, THRESHOLD_PCT, HostDrift, host_drift
 from sweep.history.files import refuse_output_links
 from sweep.history.index import HistoryIndex, IndexDamaged, Skipped, UpdateResult, damaged, default_index_path, run_folders
-from sweep.history.timeline import HOST, Change, Selection, changes, day, select, spans
+from sweep.history.timeline import HOST, Change, Selection, changes, day, iso, select, spans
 from sweep.store import write_bytes_atomic, write_json_atomic
 from sweep.text import csv_cell, plural
 
@@ -200,9 +200,9 @@ def _timeline(history: History) -> pd.DataFrame:
     if not len(s):
         return pd.DataFrame(columns=["host", "gpu", "key", "value", "first_seen", "last_seen", "runs"])
     frame = s[["host", "gpu", "key", "value", "runs"]].copy()
-    days = {e: day(e) for e in history.selection.runs["epoch"]}  # a run's date, not one per row
-    frame["first_seen"] = s["first_seen"].map(days)
-    frame["last_seen"] = s["last_seen"].map(days)
+    times = {e: iso(e) for e in history.selection.runs["epoch"]}  # a run's time, made once per run, not per row
+    frame["first_seen"] = s["first_seen"].map(times)
+    frame["last_seen"] = s["last_seen"].map(times)
     return frame[["host", "gpu", "key", "value", "first_seen", "last_seen", "runs"]]
 
 

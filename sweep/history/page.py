@@ -33,6 +33,7 @@ CHAR_W = 6.2            # width of one character of the band's 10px text, for "d
 CHART_HOSTS_MAX = 200   # hosts drawn; the rest are rows of the steady table and the CSVs
 STEADY_ROWS_MAX = 500
 STRETCHES_MAX = 8       # stretches named under one band (all are drawn; the rest: timeline.csv)
+CHANGES_MAX = 6         # change points (pairs of runs) listed on a card; all of them in changes.csv
 SKIPPED_ROWS_MAX = 200  # run folders and host records that could not be read; all of them in history.json
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d")
 MARKS = {  # every colour and mark of the charts, one declaration: the template draws them and the legend
@@ -84,7 +85,6 @@ def _stretch(row, axis: Axis, fill: str) -> dict:
     when = moment(row.first_seen) if row.first_seen == row.last_seen else (
         f"{moment(row.first_seen)} .. {moment(row.last_seen)}")
     return {"x": x, "w": w, "fill": fill, "value": row.value, "runs": int(row.runs), "when": when,
-            "title": f"{row.value}: {when}, {plural(int(row.runs), 'run')}",
             "label": row.value if w > CHAR_W * len(row.value) + 6 else ""}
 
 
@@ -110,9 +110,14 @@ def _link(folder: str, out_dir: Path) -> str:
 
 
 def _change_items(items, out_dir: Path) -> list[dict]:
-    return [{"text": c.text, "before": c.run_before, "before_href": _link(c.folder_before, out_dir),
-             "before_time": moment(c.before_epoch), "after": c.run, "after_href": _link(c.folder, out_dir)}
-            for c in items]
+    """The host's change points, one entry per pair of runs (what changed between them), newest last."""
+    groups: dict[tuple, list] = {}
+    for c in items:
+        groups.setdefault((c.epoch, c.before_epoch, c.run, c.run_before, c.folder, c.folder_before), []).append(c)
+    return [{"time": moment(epoch), "what": [f"{c.label} {c.before} -> {c.after}" for c in found],
+             "before": before, "before_href": _link(folder_before, out_dir), "before_time": moment(before_epoch),
+             "after": after, "after_href": _link(folder, out_dir)}
+            for (epoch, before_epoch, after, before, folder, folder_before), found in groups.items()]
 
 
 def _cards(history, order, axis: Axis, out_dir: Path) -> list[dict]:
@@ -134,8 +139,10 @@ def _cards(history, order, axis: Axis, out_dir: Path) -> list[dict]:
         if d is not None and (name, d.gpu) in series:
             chart = _clock_chart(series[(name, d.gpu)], axis, d.baseline_mhz, history.floor_mhz,
                                  [c.epoch for c in mine])
+        changes = _change_items(mine, out_dir)
         cards.append({"host": name, "drift": d, "rank": rank if d is not None and d.drifted else None,
-                      "measured": d is not None and d.measured, "changes": _change_items(mine, out_dir),
+                      "measured": d is not None and d.measured, "changes": changes[:CHANGES_MAX],
+                      "more_changes": max(0, len(changes) - CHANGES_MAX),
                       "chart": chart, "bands": _bands(by_host[name], axis) if name in by_host else []})
     return cards
 
