@@ -11,7 +11,9 @@ The power cap is lowered in a change window: on its day the fleet is swept at 03
 day, then again at 10:00 (still 700 W), 11:30 (500 W from then on) and 15:00, so that the change
 point carries a time, not only a date, and the last run before it is on the same day.
 
-`six_weeks(root)` writes the run folders and returns the `Degradation`s a history must find.
+`six_weeks(root)` writes the run folders and returns the `Degradation`s a history must find;
+`change_window(root)` writes one day of it, the cap lowered in its last run, swept without `--load`
+(what the issue's real H200 history looked like: one state drawn, "0 hosts drifted").
 """
 from __future__ import annotations
 
@@ -109,9 +111,9 @@ def _jitter(host: str, day: int) -> float:
 
 
 def six_weeks(root: str | Path, hosts: int = 40, days: int = DAYS, story: list[Degradation] | None = None,
-              start: date = START) -> list[Degradation]:
+              start: date = START, load: bool = True) -> list[Degradation]:
     """Write `days` daily run folders of the demo fleet (`hosts` hosts) under `root`, and the extra runs
-    of each change window."""
+    of each change window; `load=False`: runs without `--load` (no load samples: drift not measured)."""
     root = Path(root)
     story = degradations() if story is None else story
     by_host = {d.host: d for d in story}
@@ -128,11 +130,13 @@ def six_weeks(root: str | Path, hosts: int = 40, days: int = DAYS, story: list[D
                 stamp = _when(start + timedelta(days=day), hour).isoformat().replace("+00:00", "Z")
                 for name in names:
                     health = _health(name, by_host.get(name), day, hour, fleet, cache, work)
+                    if not load:
+                        health["load"] = None
                     health["probe"] = dict(health["probe"], started_at=stamp)
                     folder.write_record({"record_version": RECORD_VERSION, "host": name, "address": "127.0.0.1",
                                          "status": "ok", "failure": None, "attempts": 1, "started_at": stamp,
                                          "ended_at": stamp, "duration_s": 0.2, "health": health})
-                _manifest(folder, names, hosts, stamp)
+                _manifest(folder, names, hosts, stamp, load)
     return story
 
 
@@ -156,10 +160,17 @@ def _health(name: str, d: Degradation | None, day: int, hour: float, fleet: dict
     return health
 
 
-def _manifest(folder: RunFolder, names: list[str], hosts: int, stamp: str) -> None:
+def _manifest(folder: RunFolder, names: list[str], hosts: int, stamp: str, load: bool) -> None:
     folder.write_manifest({"format": RUN_FORMAT, "record_version": RECORD_VERSION, "sweep_version": "synthetic",
                            "inventory": {"path": "demo.yml", "snapshot": {"hosts": [
                                {"name": h, "groups": ["rack_a" if i < hosts // 2 else "rack_b"]}
                                for i, h in enumerate(names)]}},
-                           "options": {"agent_args": ["--load", "20"]}, "started_at": stamp,
+                           "options": {"agent_args": ["--load", "20"] if load else []}, "started_at": stamp,
                            "ended_at": stamp, "state": "complete", "hosts": names, "sessions": []})
+
+
+def change_window(root: str | Path, hosts: int = 8) -> list[Degradation]:
+    """One day of the demo fleet without `--load`: runs at 03:00, 10:00 and 11:30, gpu03's power limit
+    lowered to 500 W in the last one."""
+    story = [Degradation("gpu03", 0, "power", (synth.power_cap(500),), hour=11.5, window=(10.0, 11.5))]
+    return six_weeks(root, hosts=hosts, days=1, story=story, load=False)
