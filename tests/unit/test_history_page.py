@@ -19,6 +19,7 @@ import pytest
 
 from fleet_variants import base, power_cap
 from sweep.cli import main
+from sweep.demo.history import change_window
 from sweep.history import build, build_history
 from sweep.history import index as index_module
 from sweep.history.page import MIN_RECT_W, W
@@ -236,3 +237,16 @@ def test_a_thousand_host_history_renders_and_stays_small(tmp_path):
     assert len(re.findall(r'class="card( drifted)?"', html)) == 200 and "100 more changed hosts: see changes.csv." in html
     assert html.count("<tr><td>node") == 500 and "200 more: see drift.csv." in html  # 700 steady, 500 rows
     print(f"1,000-host history.html: {size} bytes")
+
+
+def test_the_change_window_demo_is_the_issues_case(tmp_path):
+    """sweep.demo.history.change_window (the screenshots' one-day history): the cap lowered in the last of three
+    runs, none with --load. Both states drawn, the change at 11:30 after the 10:00 run, drift not measured."""
+    (lowered,) = change_window(tmp_path / "reports")
+    history = build_history([tmp_path / "reports"], tmp_path / "out")
+    assert history.drift_text(short=True) == "drift not measured"
+    (change,) = [c for c in history.changes if c.key == "power_limit"]
+    assert (change.host, change.time, change.run_before, change.run) == (
+        lowered.host, "2026-10-05 11:30 UTC", "20261005T100000Z-demo", "20261005T113000Z-demo")
+    band = next(b for b in page(tmp_path / "out").bands if b["host"] == lowered.host and b["key"] == "power_limit")
+    assert [round(w / (W / 3)) for _, w, _ in band["rects"]] == [2, 1] and len(band["named"]) == 2
