@@ -74,7 +74,7 @@ def history(
         console.print(safe(f"sweep: warning: {skipped.where}: skipped: {skipped.why}"), soft_wrap=True)
     for line in result.lines():
         results.print(safe(line), soft_wrap=True)
-    results.print(safe(f"{plural(len(result.selection.runs), 'run')}, {plural(len(result.drifted), 'host')} drifted, "
+    results.print(safe(f"{plural(len(result.selection.runs), 'run')}, {result.drift_text(short=True)}, "
                    f"{plural(len(result.changed_hosts), 'host')} changed; index: "
                    f"{plural(len(result.update.read), 'run')} read, {result.update.kept} unchanged"), soft_wrap=True)
     results.print(f"history: {safe((out_dir / 'history.html').resolve())}", soft_wrap=True)

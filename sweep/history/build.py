@@ -3,11 +3,15 @@
 `build_history(paths, out_dir, ...)` brings the index level with the run folders, reads the runs
 since `since`, and writes into `out_dir`::
 
-    history.html    one self-contained page (inline SVG, no script, no URL): drifted hosts first
-    changes.csv     one row per change point: host, date, key, before, after, run
+    history.html    one self-contained page (inline SVG, no script; its only links are relative ones to
+                    the run folders of each change point): drifted hosts first, a legend of its marks
+    changes.csv     one row per change point: host, date, time (UTC), key, before, after, run (the first
+                    run that showed `after`), time_before and run_before (the last run that showed `before`)
     timeline.csv    one row per stretch of equal values: host, gpu (-1: the host), key, value,
-                    first_seen, last_seen, runs
+                    first_seen, last_seen (the times of its first and last runs, UTC), runs
     drift.csv       one row per host with load runs: its worst GPU's figures, most drifted first
+                    (`measured`: two runs or more with load samples; a host without is not measured,
+                    and the page and the terminal say so rather than count it as steady)
     load.csv        per run, host and GPU: the medians under load (what the drift is computed from)
     history.json    all of the above, the runs read, and what could not be read (`skipped`)
 
@@ -24,15 +28,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from sweep.errors import ConfigError
-from sweep.history.drift import THRESHOLD_PCT, HostDrift, host_drift
+from sweep.history.drift import MEASURED_RUNS, THRESHOLD_PCT, HostDrift, host_drift
 from sweep.history.files import refuse_output_links
 from sweep.history.index import HistoryIndex, IndexDamaged, Skipped, UpdateResult, damaged, default_index_path, run_folders
-from sweep.history.timeline import HOST, Change, Selection, changes, day, select, spans
+from sweep.history.timeline import HOST, Change, Selection, changes, day, iso, select, spans
 from sweep.store import write_bytes_atomic, write_json_atomic
-from sweep.text import csv_cell
+from sweep.text import csv_cell, plural
+
+MEASURE_FIX = "`sweep run INVENTORY --load 60` samples the SM clock under load on every host"
 
 HISTORY_SCHEMA = "sweep.history/1"
 OUTPUT_FILES = ("changes.csv", "timeline.csv", "drift.csv", "load.csv", "history.json", "history.html")
@@ -81,6 +88,35 @@ class History:
     def drifted(self) -> list[HostDrift]:
         return [d for d in self.drift if d.drifted]
 
+    @property
+    def host_names(self) -> set[str]:
+        """Every host with a fact in the runs read."""
+        sel = self.selection
+        return {sel.hosts[h] for h in np.unique(sel.facts["host"]).tolist()} if len(sel.facts) else set()
+
+    @property
+    def unmeasured(self) -> list[str]:
+        """The hosts whose drift was not measured: fewer than two of their runs had load samples."""
+        measured = {d.host for d in self.drift if d.measured}
+        return sorted(self.host_names - measured)
+
+    def drift_text(self, short: bool = False) -> str:
+        """What the history says of drift: how many hosts drifted of those measured, and which were not
+        measured and how to measure them ("0 hosts drifted" of a history without load samples is false).
+        `short`: the counts alone, for a summary line."""
+        measured = sum(d.measured for d in self.drift)
+        missing = len(self.unmeasured)
+        if not measured:
+            return "drift not measured" if short else (
+                f"drift not measured: no host has {MEASURED_RUNS} runs with load samples; {MEASURE_FIX}")
+        said = f"{plural(len(self.drifted), 'host')} drifted of {measured} measured"
+        if not missing:
+            return said
+        if short:
+            return f"{said}, {missing} not measured"
+        return (f"{said}; drift not measured on {plural(missing, 'host')} (fewer than {MEASURED_RUNS} of "
+                f"{'its' if missing == 1 else 'their'} runs had load samples; {MEASURE_FIX})")
+
     def lines(self) -> list[str]:
         """What the terminal shows: drifted hosts (ranked), then each changed host and its changes."""
         out = []
@@ -91,6 +127,8 @@ class History:
                        f"{d.recent_mhz:g} MHz (-{d.same_config_pct:.1f}%, {d.per_week_pct:.2f}%/week){floor}")
         for host, items in self.changed_hosts.items():
             out.append(f"{host}: " + "; ".join(c.text for c in items))
+        if self.unmeasured:
+            out.append(self.drift_text())
         return out
 
 
@@ -140,7 +178,8 @@ def build_history(paths, out_dir: str | Path, **options) -> History:
     history = build(paths, **options)
     out.mkdir(parents=True, exist_ok=True)
     _csv(pd.DataFrame([c.as_dict() for c in history.changes],
-                      columns=["host", "date", "key", "label", "before", "after", "run", "text", "gpu"]),
+                      columns=["host", "date", "time", "key", "label", "before", "after", "run", "time_before",
+                               "run_before", "text", "gpu"]),
          out / "changes.csv")
     timeline = _timeline(history)
     _csv(timeline, out / "timeline.csv")
@@ -150,8 +189,9 @@ def build_history(paths, out_dir: str | Path, **options) -> History:
         "schema": HISTORY_SCHEMA, "runs": history.selection.runs[["name", "started_at", "path"]].to_dict("records"),
         "threshold_pct": history.threshold_pct, "floor_mhz": history.floor_mhz,
         "changes": [c.as_dict() for c in history.changes], "drift": [d.as_dict() for d in history.drift],
+        "drift_measured": not history.unmeasured, "drift_not_measured": history.unmeasured,
         "timeline": timeline.to_dict("records"), "skipped": [s.as_dict() for s in history.skipped]})
-    write_bytes_atomic(out / "history.html", render_page(history).encode("utf-8"))
+    write_bytes_atomic(out / "history.html", render_page(history, out).encode("utf-8"))
     return history
 
 
@@ -160,9 +200,9 @@ def _timeline(history: History) -> pd.DataFrame:
     if not len(s):
         return pd.DataFrame(columns=["host", "gpu", "key", "value", "first_seen", "last_seen", "runs"])
     frame = s[["host", "gpu", "key", "value", "runs"]].copy()
-    days = {e: day(e) for e in history.selection.runs["epoch"]}  # a run's date, not one per row
-    frame["first_seen"] = s["first_seen"].map(days)
-    frame["last_seen"] = s["last_seen"].map(days)
+    times = {e: iso(e) for e in history.selection.runs["epoch"]}  # a run's time, made once per run, not per row
+    frame["first_seen"] = s["first_seen"].map(times)
+    frame["last_seen"] = s["last_seen"].map(times)
     return frame[["host", "gpu", "key", "value", "first_seen", "last_seen", "runs"]]
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 BASELINE_RUNS = 3
+MEASURED_RUNS = 2  # a host's drift is measured once two of its runs have load samples (one run is no trend)
 THRESHOLD_PCT = 3.0
 WEEK_S = 7 * 86400
 
@@ -37,8 +38,14 @@ class HostDrift:
     drifted: bool
     passes_floor: bool | None
 
+    @property
+    def measured(self) -> bool:
+        """Whether enough of the host's runs had load samples for its drift to say anything."""
+        return self.runs >= MEASURED_RUNS
+
     def as_dict(self) -> dict:
-        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+        return {**{k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()},
+                "measured": self.measured}
 
 
 def _pct(base, now):

@@ -1,5 +1,7 @@
 """Timelines of the history index: each host's (and GPU's) value of every key, run by run, as
-spans of equal values, and the change points between them ("2026-10-14: power limit 700 W -> 500 W").
+spans of equal values, and the change points between them ("2026-10-14 11:30 UTC: power limit 700 W
+-> 500 W"), each with the run it was first seen in and the last run before it (the run folders a
+page links to: several runs a day are normal in a change window, so a date alone names neither).
 
 A host that was unreachable on a day has no comparability-key values that day: its keys keep
 their span across the gap (reachability has its own timeline), so a host that was down for a
@@ -9,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
+
+import os
 
 import numpy as np
 import pandas as pd
@@ -22,7 +26,7 @@ HOST = -1  # the gpu of a host-level fact
 class Selection:
     """The runs and hosts a history covers, and the index's names for their ids."""
 
-    runs: pd.DataFrame          # id, path, name, started_at, epoch, ... oldest first
+    runs: pd.DataFrame          # id, path, name, started_at, epoch, ..., folder (absolute) oldest first
     facts: pd.DataFrame         # run, host, gpu, key, val (ids) + epoch
     load: pd.DataFrame          # run, host, gpu, sm_mhz, power_w, ... + epoch
     hosts: dict                 # id -> name
@@ -44,6 +48,8 @@ def select(index: HistoryIndex, since_epoch: float | None = None, host_filter=No
         keep = [h for h, name in hosts.items() if host_filter(name)]
         facts = facts[facts["host"].isin(keep)]
         load = load[load["host"].isin(keep)]
+    base = str(index.path.parent.resolve())
+    runs = runs.assign(folder=[os.path.normpath(os.path.join(base, p)) for p in runs["path"]])
     by_run = np.full(int(runs["id"].max()) + 1 if len(runs) else 1, np.nan)
     by_run[runs["id"].to_numpy()] = runs["epoch"].to_numpy()
     facts = facts.assign(epoch=by_run[facts["run"].to_numpy()])
@@ -54,6 +60,16 @@ def select(index: HistoryIndex, since_epoch: float | None = None, host_filter=No
 
 def day(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d")
+
+
+def moment(epoch: float) -> str:
+    """A run's time as a person reads it: '2026-10-14 11:30 UTC'."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def iso(epoch: float) -> str:
+    """A run's time for a file: '2026-10-14T11:30:00Z'."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def spans(sel: Selection) -> pd.DataFrame:
@@ -93,7 +109,9 @@ def _named(frame: pd.DataFrame, sel: Selection) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Change:
-    """One change point: on `date` (the first run that showed it) `key` went from `before` to `after`."""
+    """One change point: in run `run` (at `epoch`, the first run that showed it) `key` went from
+    `before` to `after`; `run_before` (at `before_epoch`) is the last run that showed `before`.
+    `folder` and `folder_before` are those runs' folders (absolute paths)."""
 
     host: str
     gpu: int | None
@@ -103,19 +121,28 @@ class Change:
     after: str
     epoch: float
     run: str
+    before_epoch: float
+    run_before: str
+    folder: str = ""
+    folder_before: str = ""
 
     @property
     def date(self) -> str:
         return day(self.epoch)
 
     @property
+    def time(self) -> str:
+        return moment(self.epoch)
+
+    @property
     def text(self) -> str:
         where = f" (GPU {self.gpu})" if self.gpu is not None else ""
-        return f"{self.date}: {self.label}{where} {self.before} -> {self.after}"
+        return f"{self.time}: {self.label}{where} {self.before} -> {self.after}"
 
     def as_dict(self) -> dict:
         return {"host": self.host, "gpu": self.gpu, "key": self.key, "label": self.label, "before": self.before,
-                "after": self.after, "date": self.date, "run": self.run, "text": self.text}
+                "after": self.after, "date": self.date, "time": iso(self.epoch), "run": self.run,
+                "time_before": iso(self.before_epoch), "run_before": self.run_before, "text": self.text}
 
 
 def changes(span_frame: pd.DataFrame, sel: Selection) -> list[Change]:
@@ -126,13 +153,15 @@ def changes(span_frame: pd.DataFrame, sel: Selection) -> list[Change]:
     not read (an older agent without that field) is first seen, not changed: no change point.
     """
     s = span_frame[span_frame["gpu"] == HOST].sort_values(["host", "key", "first_seen"], kind="stable")
-    run_name = dict(zip(sel.runs["epoch"], sel.runs["name"]))
+    run_of = {e: (name, folder) for e, name, folder in zip(sel.runs["epoch"], sel.runs["name"], sel.runs["folder"])}
     out = []
     prev = None
     for row in s.itertuples(index=False):
         if prev is not None and prev.host == row.host and prev.key == row.key and not prev.absent:
+            (after, folder), (before, folder_before) = run_of.get(row.first_seen, ("", "")), run_of.get(
+                prev.last_seen, ("", ""))
             out.append(Change(row.host, None, row.key, row.key_label, prev.value, row.value, row.first_seen,
-                              run_name.get(row.first_seen, "")))
+                              after, prev.last_seen, before, folder, folder_before))
         prev = row
     out.sort(key=lambda c: (c.host, c.epoch, c.key))
     return out

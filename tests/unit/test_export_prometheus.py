@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from sweep.export.prometheus import metrics_text
 from sweep.export.rules import HW_REASONS, rules, rules_text
 from sweep.export.textfile import write_output
 from sweep.audit.expect import load_expectations
+from sweep.demo.history import START
 from sweep.store import RECORD_VERSION, RUN_FORMAT, RunFolder
 
 EXPECT = """\
@@ -55,7 +57,8 @@ def history(tmp_path):
 
 
 def _day(reports: Path, n: int) -> Path:
-    return sorted(p for p in reports.iterdir() if (p / "manifest.json").is_file())[n]
+    """The daily run of day `n` (its 03:00 run: a change window's extra runs are not days)."""
+    return reports / f"{START + timedelta(days=n):%Y%m%d}T030000Z-demo"
 
 
 def test_promtool_check_metrics_accepts_the_export(history, tmp_path):

@@ -183,7 +183,7 @@ def test_a_firmware_change_is_a_change_point(tmp_path, monkeypatch):
     monkeypatch.setattr(index_module, "MAX_WORKERS", 1)
     reports = _history(tmp_path, [(1, fleet_health(2)), (2, fleet_health(2, gpu02=vbios("96.00.A5.00.2B")))])
     result = build([reports])
-    assert [c.text for c in result.changes] == ["2026-11-02: VBIOS 96.00.A5.00.1A -> 96.00.A5.00.2B"]
+    assert [c.text for c in result.changes] == ["2026-11-02 06:00 UTC: VBIOS 96.00.A5.00.1A -> 96.00.A5.00.2B"]
 
 
 def test_a_record_written_without_spaces_keeps_its_drift(tmp_path):

@@ -45,8 +45,9 @@ def test_history_names_exactly_the_degraded_hosts_with_the_date_of_each_change(h
         key, before, after = EXPECTED_CHANGE[d.what]
         mine = [c for c in result["changes"] if c["host"] == host]
         assert {c["date"] for c in mine} == {d.date.isoformat()}, mine
+        assert {c["time"] for c in mine} == {f"{d.at:%Y-%m-%dT%H:%M:%SZ}"}, mine  # the run's time, not only its day
         assert any(c["key"] == key and c["before"] == before and c["after"] == after for c in mine), mine
-        line = f"{d.date.isoformat()}: {facts.KEYS[key]} {before} -> {after}"
+        line = f"{d.at:%Y-%m-%d %H:%M} UTC: {facts.KEYS[key]} {before} -> {after}"
         assert line in printed
     drifted = [d for d in result["drift"] if d["drifted"]]
     sinker = next(d for d in story if d.what == "sink")
@@ -61,7 +62,8 @@ def test_history_names_exactly_the_degraded_hosts_with_the_date_of_each_change(h
     # every run of the sinker passes the fixed floor: the floor alone would never have caught it
     with open(out / "load.csv") as fh:
         rows = [r for r in csv.DictReader(fh) if r["host"] == sinker.host]
-    assert len({r["run"] for r in rows}) == 42 and min(float(r["sm_mhz"]) for r in rows) >= FLOOR_MHZ
+    runs = [p for p in reports.iterdir() if (p / "manifest.json").is_file()]
+    assert len(runs) == 45 and len({r["run"] for r in rows}) == 45 and min(float(r["sm_mhz"]) for r in rows) >= FLOOR_MHZ
 
 
 def test_history_files_and_page(history, tmp_path):
@@ -76,8 +78,9 @@ def test_history_files_and_page(history, tmp_path):
     assert cards[0] == "gpu30" and set(cards) == {"gpu09", "gpu15", "gpu22", "gpu30"}
     with open(out / "timeline.csv") as fh:
         spans = [r for r in csv.DictReader(fh) if r["host"] == "gpu09" and r["key"] == "power_limit"]
-    assert [(s["value"], s["first_seen"], s["last_seen"]) for s in spans] == [
-        ("700 W", START.isoformat(), "2026-10-13"), ("500 W (default 700 W)", "2026-10-14", "2026-11-15")]
+    assert [(s["value"], s["first_seen"], s["last_seen"]) for s in spans] == [  # the cap was lowered in a change window
+        ("700 W", f"{START.isoformat()}T03:00:00Z", "2026-10-14T10:00:00Z"),
+        ("500 W (default 700 W)", "2026-10-14T11:30:00Z", "2026-11-15T03:00:00Z")]
 
 
 def test_index_is_updated_incrementally(history, tmp_path):
@@ -88,14 +91,14 @@ def test_index_is_updated_incrementally(history, tmp_path):
     shutil.move(last, parked)
     (reports / ".sweep-history.sqlite").unlink()  # a full rebuild
     first = build([reports])
-    assert len(first.update.read) == 41 and first.update.kept == 0
+    assert len(first.update.read) == 44 and first.update.kept == 0
     again = build([reports])
-    assert again.update.read == () and again.update.kept == 41
+    assert again.update.read == () and again.update.kept == 44
     os.utime(runs[0] / "manifest.json")  # touched, not changed: the digest says so
     assert build([reports]).update.read == ()
     shutil.move(parked, last)  # a new run
     added = build([reports])
-    assert [os.path.basename(p) for p in added.update.read] == [last.name] and added.update.kept == 41
+    assert [os.path.basename(p) for p in added.update.read] == [last.name] and added.update.kept == 44
     manifest = json.loads((runs[0] / "manifest.json").read_text())
     manifest["state"] = "interrupted"
     (runs[0] / "manifest.json").write_text(json.dumps(manifest))
@@ -103,11 +106,11 @@ def test_index_is_updated_incrementally(history, tmp_path):
     shutil.rmtree(runs[1])
     gone = build([reports])
     assert [os.path.basename(p) for p in gone.update.removed] == [runs[1].name]
-    assert len(gone.selection.runs) == 41
+    assert len(gone.selection.runs) == 44
     two = build([runs[-3], runs[-2]])  # named run folders: read those, keep the rest of the root's index
     assert len(two.selection.runs) == 2 and two.update.removed == () and two.update.read == ()
     everything = build([reports])
-    assert len(everything.selection.runs) == 41 and everything.update.read == ()
+    assert len(everything.selection.runs) == 44 and everything.update.read == ()
 
 
 def test_since_and_host_select(history):
