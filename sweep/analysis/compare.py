@@ -241,7 +241,7 @@ def compare(fleet: Fleet, reference: str | None = None) -> Findings:
     cannot = hosts[blocked]
     excluded = tuple({"host": h, "contract": str(r.lowest_broken), "message": as_text(r.lowest_message),
                       "fix": as_text(r.lowest_fix)} for h, r in zip(cannot.index, cannot.itertuples()))
-    found = health_findings(fleet, hosts, keys, mixed, gpu_keys)
+    found = health_findings(fleet, hosts, keys, mixed)
     classes = tuple(classes)
     return Findings(len(hosts), int(reachable.sum()), classes, reference_by, unreachable, excluded,
                     found, keys, held_out_for_health(classes, found))

@@ -49,6 +49,7 @@ from sweep import exitcodes
 from sweep.errors import RunFolderError
 from sweep.analysis.fleet import Fleet, load_fleet, records_of, usable_cpus
 from sweep.report.bench import bench_lines
+from sweep.report.findings import fold, terminal_lines
 from sweep.store import refuse_links
 from sweep.report.render import (render_html, render_markdown, summary_dict, write_fleet_csv, write_hosts_csv,
                           write_limit_file, write_summary_json, write_text)
@@ -63,6 +64,7 @@ class ReportResult:
     summary: dict
     findings: Findings
     fleet: Fleet
+    findings_lines: tuple = ()  # the health findings folded across hosts, one line each, for the terminal
 
 
 def exit_code(findings: Findings, audit: dict | None = None, bench: dict | None = None) -> int:
@@ -120,7 +122,8 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
         raise RunFolderError(f"cannot write the report ({err.strerror or err})", where=str(out),
                              fix="choose a writable folder for the report") from None
     headline = "\n".join([findings.headline(), *(audit["headline"] if audit else ()), *bench_lines(bench)])
-    return ReportResult(out, files, code, headline, summary, findings, fleet)
+    lines = tuple(terminal_lines(fold(summary["findings"])))
+    return ReportResult(out, files, code, headline, summary, findings, fleet, lines)
 
 
 def _start(task, *args):

@@ -18,6 +18,7 @@ import re
 
 from probe_agent.chain import CONTRACTS
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
+from sweep.text import plural
 
 SEVERITY_ORDER = {"unreachable": 0, "broken": 1, "warning": 2}
 # The contract a finding of the analysis is about, where the finding does not name it (the agent's table).
@@ -140,3 +141,12 @@ def values_text(variants: list[dict]) -> str:
         parts.append(f"{len(rest)} more values on {sum(v['count'] for v in rest)} hosts")
     return ", ".join(parts)
 
+
+
+def terminal_lines(folded: list[dict], shown: int = 12) -> list[str]:
+    """The folded findings as the terminal shows them under the verdict, one line each (the first `shown`)."""
+    lines = [f"{e['severity']}: {e['title']}: {plural(e['count'], 'host')} {abbreviate(e['folded'], 60)}: "
+             f"{e['detail']}" + (f" (values: {e['values']})" if e["values"] else "") for e in folded[:shown]]
+    if len(folded) > shown:
+        lines.append(f"... and {plural(len(folded) - shown, 'more finding', 'more findings')} in summary.md")
+    return lines

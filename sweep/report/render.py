@@ -204,11 +204,12 @@ def render_markdown(summary: dict) -> str:
         lines += [f"| {mdcode(u['hosts'])} | {md(u['failure_class'])} | {md(u['message'])} |"
                   for u in fold_failures(summary["unreachable"])[:ROWS_MAX]]
         lines.append("")
-    health = by_host(summary["findings"])  # one row per host and contract
+    health = fold(summary["findings"])  # one row per finding the hosts share, the hosts folded
     if health:
-        lines += ["## Health findings", "", "| Severity | Host | Finding | Detail | Fix |", "|---|---|---|---|---|"]
-        lines += [f"| {f['severity']} | {mdcode(h['host'])} | {md(f['title'])} | {md(f['detail'])} | {md(f['fix'])} |"
-                  for h in health[:ROWS_MAX] for f in h["findings"]]
+        lines += ["## Health findings", "", "| Severity | Hosts | Finding | Detail | Values | Fix |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {e['severity']} | {mdcode(e['folded'])} ({e['count']}) | {md(e['title'])} | {md(e['detail'])} | "
+                  f"{md(e['values'])} | {md(e['fix'])} |" for e in health[:ROWS_MAX]]
         lines.append("")
     if summary.get("benchmark"):
         lines += markdown_bench(summary["benchmark"], md, mdcode)
@@ -216,7 +217,7 @@ def render_markdown(summary: dict) -> str:
     if audit:
         lines += _markdown_audit(audit)
     cut = [name for name, items in (("cannot-run hosts", summary["excluded"]), ("unreachable hosts",
-           summary["unreachable"]), ("hosts with findings", health)) if len(items) > ROWS_MAX]
+           summary["unreachable"]), ("health findings", health)) if len(items) > ROWS_MAX]
     if cut:
         lines += [f"Lists cut at {ROWS_MAX} rows ({', '.join(cut)}): summary.json has them all.", ""]
     return "\n".join(lines)
