@@ -94,9 +94,9 @@ def shape_of(text: str) -> tuple[str, tuple[str, ...]]:
 
 def fold(findings: list[dict]) -> list[dict]:
     """One entry per finding many hosts share: [{contract, severity, title, detail, fix, hosts, count,
-    folded, variants: [{detail, values, hosts, folded, count}], values}], broken first, then the most hosts.
+    folded, variants: [{detail, values, hosts, folded, count}], spread}], broken first, then the most hosts.
 
-    `detail` and `fix` are the most common variant's; `values` ("91 C x3, 92 C x1 (gpu36)") names the
+    `detail` and `fix` are the most common variant's; `spread` ("91 C x3, 92 C x1 (gpu36)") names the
     values that differ between the variants, with their counts and, past the most common, their hosts.
     """
     groups: dict[tuple, dict] = {}
@@ -121,7 +121,7 @@ def _folded_entry(group: dict) -> dict:
     first = variants[0]
     return {"contract": group["contract"], "severity": group["severity"], "title": group["title"],
             "detail": first["detail"], "fix": first["fix"], "hosts": hosts, "count": len(hosts),
-            "folded": fold_hosts(hosts), "variants": variants, "values": values_text(variants)}
+            "folded": fold_hosts(hosts), "variants": variants, "spread": values_text(variants)}
 
 
 def values_text(variants: list[dict]) -> str:
@@ -146,7 +146,7 @@ def values_text(variants: list[dict]) -> str:
 def terminal_lines(folded: list[dict], shown: int = 12) -> list[str]:
     """The folded findings as the terminal shows them under the verdict, one line each (the first `shown`)."""
     lines = [f"{e['severity']}: {e['title']}: {plural(e['count'], 'host')} {abbreviate(e['folded'], 60)}: "
-             f"{e['detail']}" + (f" (values: {e['values']})" if e["values"] else "") for e in folded[:shown]]
+             f"{e['detail']}" + (f" (values: {e['spread']})" if e["spread"] else "") for e in folded[:shown]]
     if len(folded) > shown:
         lines.append(f"... and {plural(len(folded) - shown, 'more finding', 'more findings')} in summary.md")
     return lines

@@ -209,7 +209,7 @@ def render_markdown(summary: dict) -> str:
         lines += ["## Health findings", "", "| Severity | Hosts | Finding | Detail | Values | Fix |",
                   "|---|---|---|---|---|---|"]
         lines += [f"| {e['severity']} | {mdcode(e['folded'])} ({e['count']}) | {md(e['title'])} | {md(e['detail'])} | "
-                  f"{md(e['values'])} | {md(e['fix'])} |" for e in health[:ROWS_MAX]]
+                  f"{md(e['spread'])} | {md(e['fix'])} |" for e in health[:ROWS_MAX]]
         lines.append("")
     if summary.get("benchmark"):
         lines += markdown_bench(summary["benchmark"], md, mdcode)
