@@ -4,12 +4,14 @@ reads what the page then shows (innerText is only the text a person sees: a clos
 of its body)."""
 from __future__ import annotations
 
+import base64
 import fcntl
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+from pathlib import Path
 
 from helpers import CHROMIUM
 
@@ -91,6 +93,17 @@ class Page:
                             "return [r.left + Math.min(r.width / 2, 40), r.top + r.height / 2]; })()")
         for kind in ("mousePressed", "mouseReleased"):
             self._call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+
+    def screenshot(self, path, selector: str | None = None, height: int | None = None) -> None:
+        """A PNG of the viewport, scrolled so that `selector` is at its top; `height` crops it (CSS pixels)."""
+        if selector:
+            self.evaluate(f"document.querySelector({json.dumps(selector)}).scrollIntoView({{block: 'start'}})")
+        params = {"format": "png"}
+        if height:
+            params["clip"] = {"x": 0, "y": self.evaluate("window.scrollY"), "width": self.evaluate("innerWidth"),
+                              "height": height, "scale": 1}
+        data = self._call("Page.captureScreenshot", **params)["data"]
+        Path(path).write_bytes(base64.b64decode(data))
 
     def close(self) -> None:
         try:
