@@ -61,17 +61,6 @@ def by_host(findings: list[dict]) -> list[dict]:
     return sorted(out, key=lambda h: (SEVERITY_ORDER[h["severity"]], host_key(h["host"])))
 
 
-def by_title(entries: list[dict]) -> list[dict]:
-    """[{title, severity, count, folded}]: which hosts have each kind of finding, for the section's summary."""
-    titles: dict[str, dict] = {}
-    for entry in entries:
-        for f in entry["findings"]:
-            t = titles.setdefault(f["title"], {"title": f["title"], "severity": f["severity"], "hosts": []})
-            t["hosts"].append(entry["host"])
-    return [dict(t, count=len(t["hosts"]), folded=fold_hosts(t["hosts"]))
-            for t in sorted(titles.values(), key=lambda t: (SEVERITY_ORDER[t["severity"]], -len(t["hosts"])))]
-
-
 # A value of a finding's sentence: a number standing alone (not inside a name, an address or a version:
 # gpu07, 0000:38:00, 580.95.05, mlx5_1 and x16 are kept), with its unit when one follows; a GPU index
 # (range) or a PID with the word before it.
