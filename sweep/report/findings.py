@@ -105,8 +105,8 @@ def fold(findings: list[dict]) -> list[dict]:
 def _folded_entry(group: dict) -> dict:
     variants = sorted(group["variants"].values(), key=lambda v: (-len(v["hosts"]), host_key(v["hosts"][0])))
     hosts = sorted((h for v in variants for h in v["hosts"]), key=host_key)
-    for v in variants:
-        v.update(count=len(v["hosts"]), folded=fold_hosts(v["hosts"]))
+    for n, v in enumerate(variants):  # folding scattered names costs: only the variants `spread` names
+        v.update(count=len(v["hosts"]), folded=fold_hosts(v["hosts"]) if 0 < n < VALUES_SHOWN else None)
     first = variants[0]
     return {"contract": group["contract"], "severity": group["severity"], "title": group["title"],
             "detail": first["detail"], "fix": first["fix"], "hosts": hosts, "count": len(hosts),

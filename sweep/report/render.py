@@ -167,8 +167,9 @@ def mdcode(text) -> str:
 _BACKTICKS = re.compile(r"`+")
 
 
-def render_markdown(summary: dict) -> str:
-    """summary.md: the verdict, classes against the reference, hosts kept out, findings; for a ticket."""
+def render_markdown(summary: dict, folded: list | None = None) -> str:
+    """summary.md: the verdict, classes against the reference, hosts kept out, findings; for a ticket.
+    `folded`: `findings.fold(summary["findings"])` when the caller has it already."""
     lines = [f"# sweep report: {plural(summary['hosts_total'], 'host')}", "",
              f"**{md(summary['verdict'])}**: {md(summary['verdict_detail'])}", "",
              f"Exit code {summary['exit_code']}: {md(summary['exit_meaning'])}", ""]
@@ -204,7 +205,7 @@ def render_markdown(summary: dict) -> str:
         lines += [f"| {mdcode(u['hosts'])} | {md(u['failure_class'])} | {md(u['message'])} |"
                   for u in fold_failures(summary["unreachable"])[:ROWS_MAX]]
         lines.append("")
-    health = fold(summary["findings"])  # one row per finding the hosts share, the hosts folded
+    health = fold(summary["findings"]) if folded is None else folded  # one row per finding the hosts share
     if health:
         lines += ["## Health findings", "", "| Severity | Hosts | Finding | Detail | Values | Fix |",
                   "|---|---|---|---|---|---|"]
@@ -277,12 +278,12 @@ def audit_hosts(audit: dict) -> list[dict]:
 # ---------------------------------------------------------------- html
 
 
-def render_html(fleet: Fleet, findings: Findings, summary: dict) -> str:
-    """report.html as a string."""
-    return _env.get_template("report.html.j2").render(**html_context(fleet, findings, summary))
+def render_html(fleet: Fleet, findings: Findings, summary: dict, folded: list | None = None) -> str:
+    """report.html as a string (`folded`: as for `render_markdown`)."""
+    return _env.get_template("report.html.j2").render(**html_context(fleet, findings, summary, folded))
 
 
-def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
+def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list | None = None) -> dict:
     """What the template shows, with every list bounded (big fleets: pointers to the CSV / JSON)."""
     classes = summary["classes"]
     ref = summary["reference_class"]
@@ -291,7 +292,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
                          for c in classes[:MATRIX_CLASSES_MAX]]}
               for k, label in table.COMPARED.items()] if classes else []
     finding_hosts = by_host(summary["findings"])
-    folded = fold(summary["findings"])
+    folded = fold(summary["findings"]) if folded is None else folded
     audit = summary.get("audit")
     audited = audit_hosts(audit) if audit else []
     base = (audit or {}).get("baseline") or {}

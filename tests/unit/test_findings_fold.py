@@ -92,9 +92,9 @@ def test_the_terminal_prints_the_folded_findings_under_the_verdict(shared, tmp_p
     main(["report", str(shared), "-o", str(tmp_path / "rep")])
     out = capsys.readouterr().out.splitlines()
     assert out[1:3] == [
-        "  broken: Lowest broken contract: power: 3 hosts gpu[10-12]: GPU 0-7: enforced power limit 250 W is "
+        "- broken: Lowest broken contract: power: 3 hosts gpu[10-12]: GPU 0-7: enforced power limit 250 W is "
         "below the default 700 W (values: 250 W x2, 300 W x1 (gpu12))",
-        "  warning: Persistence mode off: 9 hosts gpu[01-09]: persistence mode off on GPU 0-7"]
+        "- warning: Persistence mode off: 9 hosts gpu[01-09]: persistence mode off on GPU 0-7"]
     assert out[3].startswith("report: ") and len(out) == 4
 
 
