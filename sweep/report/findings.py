@@ -71,7 +71,7 @@ VALUES_SHOWN = 6  # distinct values named in one folded entry; the rest are coun
 
 def shape_of(text: str) -> tuple[str, tuple[str, ...]]:
     """(the sentence with each value masked, the values in order): "GPU 4: HBM at 92 C" ->
-    ("#: HBM at #", ("GPU 4", "92 C"))."""
+    ("\\x00: HBM at \\x00", ("GPU 4", "92 C"))."""
     values: list[str] = []
 
     def mask(match):
@@ -127,9 +127,8 @@ def values_text(variants: list[dict]) -> str:
         parts.append(f"{said} x{v['count']}" + (f" ({abbreviate(v['folded'], 40)})" if n else ""))
     rest = variants[VALUES_SHOWN:]
     if rest:
-        parts.append(f"{len(rest)} more values on {sum(v['count'] for v in rest)} hosts")
+        parts.append(f"{plural(len(rest), 'more value', 'more values')} on {plural(sum(v['count'] for v in rest), 'host')}")
     return ", ".join(parts)
-
 
 
 def terminal_lines(folded: list[dict], shown: int = 12) -> list[str]:
