@@ -9,3 +9,5 @@ chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --d
   --disable-component-update --disable-sync --user-data-dir="$work/ud" --hide-scrollbars --window-size=1400,1880 \
   --screenshot="$root/docs/report.png" "file://$(ls -d "$work"/reports/*-demo)/report/report.html"
 rm -rf "$work"
+# The health findings section (its first folded entry opened by a mouse click) and the chart, as in
+# docs/screenshots/: PYTHONPATH=. python3 tools/screenshot_findings.py REPORT.html OUT.png

@@ -94,9 +94,11 @@ class Findings:
         """One class holds every host that can run: the fleet can be benchmarked as one pool."""
         return len(self.classes) == 1
 
-    def verdict(self) -> tuple[str, str]:
-        """(the answer in a few words, the sentence that backs it)."""
+    def verdict(self, brief: bool = False) -> tuple[str, str]:
+        """(the answer in a few words, the sentence that backs it); `brief`: the sentence without the
+        hosts kept out and why (the report lists them under it)."""
         ref, total, pool = self.reference, self.hosts_total, self.pool
+        kept = total - len(pool)
         tail = []
         if self.held_out:
             tail.append(f"{len(self.held_out)} held out for health ({_held_out_text(self.held_out)})")
@@ -105,6 +107,8 @@ class Findings:
         if self.unreachable:
             tail.append(f"{len(self.unreachable)} unreachable")
         tail = ("; " + "; ".join(tail)) if tail else ""
+        if brief and kept:
+            tail = f"; {plural(kept, 'host')} {'is' if kept == 1 else 'are'} kept out for the reasons listed below"
         if ref is None:
             none = "the one host did not reach" if total == 1 else f"none of the {total} hosts reached"
             return "No host can run a benchmark", f"{none} a runnable state{tail}."
@@ -118,6 +122,9 @@ class Findings:
             ready = (f"the one host ({folded}) can run a benchmark" if total == 1 else
                      f"{whole}{len(pool)} of {plural(total, 'host')} ({folded}) can be benchmarked together")
             return "One pool" if not tail else "One pool, hosts kept out", f"{ready}{tail}."
+        if brief:
+            return (f"Not one pool: {len(self.classes)} comparability classes",
+                    f"the pool is {folded} ({len(pool)} of {plural(total, 'host')}){tail}.")
         others = sum(c.size for c in self.classes[1:])
         keys = []
         for c in self.classes[1:]:
@@ -140,7 +147,8 @@ class Findings:
         answer, detail = self.verdict()
         return {
             "comparable": self.comparable, "headline": self.headline(), "verdict": answer,
-            "verdict_detail": detail[:1].upper() + detail[1:], "hosts_total": self.hosts_total,
+            "verdict_detail": detail[:1].upper() + detail[1:], "verdict_brief": _capital(self.verdict(brief=True)[1]),
+            "hosts_total": self.hosts_total,
             "hosts_ok": self.hosts_ok, "hosts_in_reference": ref.size if ref else 0,
             "pool": {"hosts": list(self.pool), "folded": fold_hosts(self.pool), "size": len(self.pool)},
             "held_out": list(self.held_out),
@@ -149,6 +157,10 @@ class Findings:
             "classes": [cls(c) for c in self.classes], "excluded": list(self.excluded),
             "findings": [f.to_dict() for f in self.findings],
         }
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _held_out_text(held_out: tuple[dict, ...], shown: int = 4) -> str:
@@ -229,7 +241,7 @@ def compare(fleet: Fleet, reference: str | None = None) -> Findings:
     cannot = hosts[blocked]
     excluded = tuple({"host": h, "contract": str(r.lowest_broken), "message": as_text(r.lowest_message),
                       "fix": as_text(r.lowest_fix)} for h, r in zip(cannot.index, cannot.itertuples()))
-    found = health_findings(fleet, hosts, keys, mixed, gpu_keys)
+    found = health_findings(fleet, hosts, keys, mixed)
     classes = tuple(classes)
     return Findings(len(hosts), int(reachable.sum()), classes, reference_by, unreachable, excluded,
                     found, keys, held_out_for_health(classes, found))

@@ -15,10 +15,13 @@ edge (the report, the terminal, Prometheus labels).
 """
 from __future__ import annotations
 
+import numbers
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from sweep.analysis import impact as texts
+from sweep.analysis.names import fold_numbers
 
 NOT_RECORDED = "not recorded"
 
@@ -53,8 +56,7 @@ class Fact:
     history: str = "value"           # "value": a change point when the typed value changes
     expect: Optional[str] = None     # its rule in an expectations file (audit/expect.py), if any
     reads: dict = field(default_factory=dict)  # column -> (dtype, reader of a GPU dict / health doc)
-    mixed: Optional[Callable] = None  # rows of a host whose GPUs disagree -> text (default: texts joined)
-    per_gpu: Optional[Callable] = None  # a row -> the text of one GPU in "which GPU has which value"
+    per_gpu: Optional[Callable] = None  # a row -> the text of one GPU in "700 W x7, 250 W x1 (GPU 3)"
     compares: bool = True            # splits the fleet into comparability classes
 
 
@@ -101,17 +103,6 @@ def _clocks(r) -> str:
 def _power(r) -> str:
     enforced, default = as_number(r["power_enforced_w"]), as_number(r["power_default_w"])
     return f"{enforced} W" if enforced == default else f"{enforced} W (default {default} W)"
-
-
-def _power_mixed(rows) -> str:
-    enforced = sorted({r["power_enforced_w"] for r in rows if r["power_enforced_w"] is not None}, reverse=True)
-    default = sorted({r["power_default_w"] for r in rows if r["power_default_w"] is not None}, reverse=True)
-    text = "/".join(as_number(e) for e in enforced) + " W"
-    return text if enforced == default else text + " (default " + "/".join(as_number(d) for d in default) + " W)"
-
-
-def _joined(separator):
-    return lambda rows, render: separator.join(sorted({render(r) for r in rows}))
 
 
 LINK_MEANING = {"PIX": "one PCIe switch", "PXB": "several PCIe switches", "PHB": "PCIe host bridge",
@@ -228,16 +219,15 @@ FACTS: tuple[Fact, ...] = (
     Fact("ecc", "ECC", "gpu", ("ecc_current", "ecc_pending"), _ecc, texts.RULES["ecc"], "ecc",
          ("gpus#.ecc.current", "gpus#.ecc.pending_mode"), _m("sweep_gpu_ecc_enabled", "ECC mode now (1 on, 0 off).",
                                                             "ecc_current"),
-         contract="memory", expect="ecc", mixed=_joined(" / ")),
+         contract="memory", expect="ecc"),
     Fact("power_limit", "Power limit", "gpu", ("power_enforced_w", "power_default_w"), _power,
          texts.RULES["power_limit"], "power", ("gpus#.power.enforced_limit_w", "gpus#.power.default_limit_w"),
          _m("sweep_gpu_power_limit_enforced_watts", "Enforced power limit.", "power_enforced_w"), contract="power",
-         expect="power_limit_w", mixed=lambda rows, render: _power_mixed(rows),
-         per_gpu=lambda r: as_number(r["power_enforced_w"]) + " W"),
+         expect="power_limit_w", per_gpu=lambda r: as_number(r["power_enforced_w"]) + " W"),
     Fact("mig", "MIG", "gpu", ("mig_current", "mig_pending", "mig_layout"), _mig, texts.RULES["mig"], "mig",
          ("gpus#.mig.current", "gpus#.mig.pending", "gpus#.mig_layout"),
          _m("sweep_gpu_mig_enabled", "MIG mode now (1 on, 0 off).", "mig_current"), contract="layout",
-         expect="mig_layout", mixed=_joined(" / ")),
+         expect="mig_layout"),
     Fact("persistence", "Persistence mode", "gpu", ("persistence_mode",), lambda r: onoff(r["persistence_mode"]),
          texts.RULES["persistence"], "modes", ("gpus#.persistence_mode",),
          _m("sweep_gpu_persistence_mode_enabled", "Persistence mode (1 on, 0 off).", "persistence_mode"),
@@ -343,10 +333,30 @@ def impact_of(key: str, value: str, reference: str, rows=(), ref_rows=()) -> str
     return texts.impact(key, value, reference, globals()["BY_NAME"][key].impact, rows, ref_rows)
 
 
-def mixed_text(fact: Fact, rows: list) -> str:
-    """The text of a host whose GPUs disagree on `fact`: the fact's own, else the texts joined by '/'."""
-    joined = fact.mixed or _joined("/")
-    return joined(rows, fact.render)
+def mixed_text(fact: Fact, rows: list, gpus: list | None = None) -> str:
+    """The text of a host whose GPUs disagree on `fact`: each value with how many GPUs have it, the most
+    common first, and which GPUs have the others: "700 W x7, 250 W x1 (GPU 3)". `gpus[i]`: the GPU
+    indexes of `rows[i]`; without them (a history index keeps the distinct values only) the values
+    are listed, highest first: "700 W, 250 W"."""
+    render = fact.per_gpu or fact.render
+    if gpus is None:
+        return ", ".join(sorted({render(r) for r in rows}, key=_natural, reverse=True))
+    by_text: dict = {}
+    for row, ix in zip(rows, gpus):
+        by_text.setdefault(render(row), []).extend(ix)
+    if len(by_text) == 1:
+        return next(iter(by_text))
+    ranked = sorted(by_text.items(), key=lambda t: (-len(t[1]), _first(t[1])))
+    return ", ".join(f"{text} x{len(ix)}" + (f" (GPU {fold_numbers(ix)})" if n else "")
+                     for n, (text, ix) in enumerate(ranked))
+
+
+def _natural(text: str):
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", text)]
+
+
+def _first(indexes):
+    return min((int(i) for i in indexes if isinstance(i, numbers.Integral)), default=0)
 
 
 def typed_value(fact: Fact, row: dict):

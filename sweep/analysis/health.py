@@ -13,7 +13,7 @@ import numpy as np
 from probe_agent.chain import CONTRACTS
 from sweep.analysis.fleet import rows_at
 from sweep.analysis import facts as table
-from sweep.analysis.keys import GpuKeys, as_number, as_text
+from sweep.analysis.keys import as_number, as_text
 from sweep.analysis.names import fold_numbers
 from sweep.failures import fix_for
 from sweep.text import plural
@@ -62,7 +62,7 @@ GPU_FINDINGS = (  # (GPU column, kind, severity, title, what, fix)
 )
 
 
-def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
+def health_findings(fleet, hosts, keys, mixed) -> tuple[Finding, ...]:
     """Per host: the lowest broken contract, GPU faults, foreign processes, pending changes, unreachability."""
     out = []
     failed = hosts[hosts["status"] != "ok"]
@@ -110,11 +110,10 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
                            + (f" and {len(items) - 5} more" if len(items) > 5 else ""),
                            "stop them, or benchmark elsewhere: they take memory and SM time", "processes"))
 
-    positions = {h: i for i, h in enumerate(hosts.index)}
     mixed_hosts = mixed[mixed.any(axis=1)]
     for h, row in mixed_hosts.iterrows():  # rare: hosts whose selected GPUs differ among themselves
         differ = [k for k in mixed_hosts.columns if row[k]]
-        parts = [f"{table.BY_NAME[k].label} {keys.at[h, k]} ({_which_gpus(gpu_keys, positions[h], k)})" for k in differ]
+        parts = [f"{table.BY_NAME[k].label} {keys.at[h, k]}" for k in differ]  # "700 W x7, 250 W x1 (GPU 3)"
         out.append(Finding(h, "mixed_gpus", "warning", "GPUs differ within the host",
                            "the selected GPUs differ: " + "; ".join(parts),
                            "make the cards alike (power limit, ECC, MIG, clocks) or mask out the odd one",
@@ -139,17 +138,3 @@ def _platform_findings(fleet, hosts) -> list[Finding]:
         kind, title = PLATFORM_CONTRACTS[r["contract"]]
         out.append(Finding(r["host"], kind, r["status"], title, r["message"], r["fix"], r["contract"]))
     return out
-
-
-def _which_gpus(gpu_keys: GpuKeys, position: int, key: str) -> str:
-    """'700 W on GPU 0-2,4-7, 250 W on GPU 3': which selected GPU has which value."""
-    mine = np.flatnonzero(gpu_keys.host_codes == position)
-    by_value = {}
-    for row in mine:
-        combo = gpu_keys.combos[key][row]
-        per_gpu = table.BY_NAME[key].per_gpu
-        text = per_gpu(gpu_keys.rows[key][combo]) if per_gpu else gpu_keys.texts[key][combo]
-        by_value.setdefault(text, []).append(gpu_keys.gpu_index[row])
-    return ", ".join(f"{v} on GPU {fold_numbers(ix)}" for v, ix in by_value.items())
-
-

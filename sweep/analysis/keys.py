@@ -46,8 +46,8 @@ def host_keys(fleet: Fleet) -> tuple[pd.DataFrame, pd.DataFrame, GpuKeys]:
     per host and per-GPU key whether its selected GPUs disagree; the per-GPU readings behind them.
 
     Host-level values come from the GPUs the mask selects (all GPUs when it selects none, so that
-    an excluded host still shows what it has). A host whose GPUs disagree gets the values joined
-    ("700/250 W").
+    an excluded host still shows what it has). A host whose GPUs disagree gets each value with how
+    many GPUs have it ("700 W x7, 250 W x1 (GPU 3)").
     """
     hosts, gpus = fleet.hosts, fleet.gpus
     n_hosts = len(hosts)
@@ -57,6 +57,7 @@ def host_keys(fleet: Fleet) -> tuple[pd.DataFrame, pd.DataFrame, GpuKeys]:
     use = selected | ~has_selection[host_codes]
     used = gpus[use]
     used_hosts = host_codes[use]
+    gpu_index = used["index"].to_numpy(dtype=object)
     ok = (hosts["status"] == "ok").to_numpy()
     columns, mixed, combos, texts, raw_rows = {}, {}, {}, {}, {}
     for fact in table.GPU_FACTS:
@@ -64,7 +65,7 @@ def host_keys(fleet: Fleet) -> tuple[pd.DataFrame, pd.DataFrame, GpuKeys]:
         records = rows_at(used[list(fact.columns)], first)  # only the key's columns: 10x faster on 8,000 GPUs
         labels = [fact.render(r) for r in records]
         combos[fact.name], texts[fact.name], raw_rows[fact.name] = combo, labels, records
-        columns[fact.name], mixed[fact.name] = _per_host(used_hosts, combo, labels, n_hosts, fact, records)
+        columns[fact.name], mixed[fact.name] = _per_host(used_hosts, combo, labels, n_hosts, fact, records, gpu_index)
     for fact in table.HOST_FACTS:
         combo, first = factorize(hosts, fact.columns)
         labels = [fact.render(r) for r in rows_at(hosts[list(fact.columns)], first)]
@@ -80,7 +81,7 @@ def host_keys(fleet: Fleet) -> tuple[pd.DataFrame, pd.DataFrame, GpuKeys]:
             column[gap] = "unknown"
         keys[key] = column.where(ok)
     mixed = pd.DataFrame(mixed, index=index)
-    return keys, mixed, GpuKeys(used_hosts, used["index"].to_numpy(dtype=object), combos, texts, raw_rows)
+    return keys, mixed, GpuKeys(used_hosts, gpu_index, combos, texts, raw_rows)
 
 
 def _unique(labels) -> list:
@@ -96,8 +97,9 @@ def _categorical(combo: np.ndarray, labels: list) -> pd.Categorical:
     return pd.Categorical.from_codes(remap[combo], categories=categories)
 
 
-def _per_host(host_codes, combo, labels, n_hosts, fact, records):
-    """(Categorical of each host's text, whether the host's GPUs disagree) from per-GPU combination ids."""
+def _per_host(host_codes, combo, labels, n_hosts, fact, records, gpu_index):
+    """(Categorical of each host's text, whether the host's GPUs disagree) from per-GPU combination ids
+    (`gpu_index`: each row's GPU index, for the text of a host whose GPUs disagree)."""
     n_combos = max(len(labels), 1)
     pairs = np.unique(host_codes * n_combos + combo)
     pair_host, pair_combo = pairs // n_combos, pairs % n_combos
@@ -108,11 +110,12 @@ def _per_host(host_codes, combo, labels, n_hosts, fact, records):
     codes = np.full(n_hosts, -1, dtype=np.int64)
     single = count[pair_host] == 1
     codes[pair_host[single]] = remap[pair_combo[single]]
-    joined = {}
-    for h, c in zip(pair_host[~single].tolist(), pair_combo[~single].tolist()):  # mixed hosts only: rare
-        joined.setdefault(h, []).append(c)
-    for h, cs in joined.items():
-        text = mixed_text(fact, [records[c] for c in cs])
+    joined: dict = {}
+    rows = np.flatnonzero((count > 1)[host_codes])  # the GPUs of mixed hosts only: rare
+    for h, c, ix in zip(host_codes[rows].tolist(), combo[rows].tolist(), gpu_index[rows].tolist()):
+        joined.setdefault(h, {}).setdefault(c, []).append(ix)
+    for h, by_combo in joined.items():
+        text = mixed_text(fact, [records[c] for c in by_combo], list(by_combo.values()))
         if text not in position:
             position[text] = len(categories)
             categories.append(text)

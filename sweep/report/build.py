@@ -55,6 +55,7 @@ from sweep.errors import RunFolderError
 from sweep.analysis.fleet import Fleet, load_fleet, records_of, usable_cpus
 from sweep.report.bench import bench_lines
 from sweep.report.lists import FILES as LIST_FILES, write_lists
+from sweep.report.findings import fold, terminal_lines
 from sweep.store import refuse_links
 from sweep.report.render import (render_html, render_markdown, summary_dict, write_fleet_csv, write_hosts_csv,
                           write_limit_file, write_summary_json, write_text)
@@ -69,6 +70,7 @@ class ReportResult:
     summary: dict
     findings: Findings
     fleet: Fleet
+    findings_lines: tuple = ()  # the health findings folded across hosts, one line each, for the terminal
 
 
 def exit_code(findings: Findings, audit: dict | None = None, bench: dict | None = None) -> int:
@@ -104,6 +106,7 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     bench = bench_section(fleet, findings)
     code = exit_code(findings, audit, bench)
     summary = summary_dict(findings, code, exitcodes.MEANING[code], fleet.sources, audit, bench)
+    folded = fold(summary["findings"])  # the health findings folded across hosts, for every view of them
     out = Path(out_dir)
     files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
              "hosts_csv": out / "hosts.csv", "fleet_csv": out / "fleet.csv", "pool": out / "pool.txt",
@@ -116,18 +119,18 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
         # while this one renders the rest
         writer = _start(write_fleet_csv, fleet, files["fleet_csv"])
         write_summary_json(summary, files["summary"])
-        write_text(files["markdown"], render_markdown(summary))
+        write_text(files["markdown"], render_markdown(summary, folded))
         write_hosts_csv(fleet, findings, files["hosts_csv"])
         write_limit_file(files["pool"], findings.pool)
         write_limit_file(files["held_out"], [h["host"] for h in summary["held_out"]])
         write_lists(out, summary)
-        write_text(files["html"], render_html(fleet, findings, summary))
+        write_text(files["html"], render_html(fleet, findings, summary, folded))
         _finish(writer, write_fleet_csv, fleet, files["fleet_csv"])
     except OSError as err:
         raise RunFolderError(f"cannot write the report ({err.strerror or err})", where=str(out),
                              fix="choose a writable folder for the report") from None
     headline = "\n".join([findings.headline(), *(audit["headline"] if audit else ()), *bench_lines(bench)])
-    return ReportResult(out, files, code, headline, summary, findings, fleet)
+    return ReportResult(out, files, code, headline, summary, findings, fleet, tuple(terminal_lines(folded)))
 
 
 def _start(task, *args):

@@ -1,15 +1,24 @@
-"""The health findings as an operator reads them: one entry per host, one finding per contract.
+"""The health findings as an operator reads them: one entry per host, one finding per contract;
+then one entry per finding that many hosts share (`fold`).
 
 `summary.json` keeps every finding as the analysis made it. A host whose lowest broken contract is
 `clocks` also has a HW slowdown finding and a HW thermal slowdown finding for the same GPU: three
 sentences for one fact. Here the findings of one host about one contract become one (the lowest
 broken contract's own sentence when it is among them: the agent folds its GPUs, "GPU 0-7: ..."),
 and a host's findings are listed together, hosts with a broken finding first.
+
+`fold` turns those into one entry per (contract, severity, title, sentence), the hosts folded as
+ClusterShell's ``clubak -b`` folds identical output (``gpu[02-09]``). Sentences that differ only in
+their values (a temperature, a count, a PID) fold too: each value with its unit is masked to form the
+key, and the entry lists the values it met with their counts (``91 C x3, 92 C x1 (gpu36)``).
 """
 from __future__ import annotations
 
+import re
+
 from probe_agent.chain import CONTRACTS
-from sweep.analysis.names import fold_hosts, host_key
+from sweep.analysis.names import abbreviate, fold_hosts, host_key
+from sweep.text import plural
 
 SEVERITY_ORDER = {"unreachable": 0, "broken": 1, "warning": 2}
 # The contract a finding of the analysis is about, where the finding does not name it (the agent's table).
@@ -52,12 +61,80 @@ def by_host(findings: list[dict]) -> list[dict]:
     return sorted(out, key=lambda h: (SEVERITY_ORDER[h["severity"]], host_key(h["host"])))
 
 
-def by_title(entries: list[dict]) -> list[dict]:
-    """[{title, severity, count, folded}]: which hosts have each kind of finding, for the section's summary."""
-    titles: dict[str, dict] = {}
-    for entry in entries:
+# A value of a finding's sentence: a number standing alone (not inside a name, an address or a version:
+# gpu07, 0000:38:00, 580.95.05, mlx5_1 and x16 are kept), with its unit when one follows; a GPU index
+# (range) or a PID with the word before it.
+_VALUE = re.compile(r"(?<![\w.:/-])(?:(?:GPUs?|pid) )?\d+(?:\.\d+)?(?:-\d+)?"
+                    r"(?:\s?(?:C|W|MHz|MiB|GiB|GB/s|Gb/s|%|ms|s)\b)?(?!\w|[.:/-]\w)")
+VALUES_SHOWN = 6  # distinct values named in one folded entry; the rest are counted
+
+
+def shape_of(text: str) -> tuple[str, tuple[str, ...]]:
+    """(the sentence with each value masked, the values in order): "GPU 4: HBM at 92 C" ->
+    ("\\x00: HBM at \\x00", ("GPU 4", "92 C"))."""
+    values: list[str] = []
+
+    def mask(match):
+        values.append(match.group(0))
+        return "\x00"
+
+    return _VALUE.sub(mask, text or ""), tuple(values)
+
+
+def fold(findings: list[dict]) -> list[dict]:
+    """One entry per finding many hosts share: [{contract, severity, title, detail, fix, hosts, count,
+    folded, variants: [{detail, values, hosts, folded, count}], spread}], broken first, then the most hosts.
+
+    `detail` and `fix` are the most common variant's; `spread` ("91 C x3, 92 C x1 (gpu36)") names the
+    values that differ between the variants, with their counts and, past the most common, their hosts.
+    """
+    groups: dict[tuple, dict] = {}
+    for entry in by_host(findings):
         for f in entry["findings"]:
-            t = titles.setdefault(f["title"], {"title": f["title"], "severity": f["severity"], "hosts": []})
-            t["hosts"].append(entry["host"])
-    return [dict(t, count=len(t["hosts"]), folded=fold_hosts(t["hosts"]))
-            for t in sorted(titles.values(), key=lambda t: (SEVERITY_ORDER[t["severity"]], -len(t["hosts"])))]
+            shape, values = shape_of(f["detail"])
+            key = (f["contract"], f["severity"], f["title"], shape)
+            group = groups.setdefault(key, {"contract": f["contract"], "severity": f["severity"],
+                                            "title": f["title"], "variants": {}})
+            variant = group["variants"].setdefault(values, {"detail": f["detail"], "fix": f["fix"],
+                                                             "values": values, "hosts": []})
+            variant["hosts"].append(entry["host"])
+    out = [_folded_entry(g) for g in groups.values()]
+    return sorted(out, key=lambda e: (SEVERITY_ORDER[e["severity"]], -e["count"], host_key(e["hosts"][0])))
+
+
+def _folded_entry(group: dict) -> dict:
+    variants = sorted(group["variants"].values(), key=lambda v: (-len(v["hosts"]), host_key(v["hosts"][0])))
+    hosts = sorted((h for v in variants for h in v["hosts"]), key=host_key)
+    for n, v in enumerate(variants):  # folding scattered names costs: only the variants `spread` names
+        v.update(count=len(v["hosts"]), folded=fold_hosts(v["hosts"]) if 0 < n < VALUES_SHOWN else None)
+    first = variants[0]
+    return {"contract": group["contract"], "severity": group["severity"], "title": group["title"],
+            "detail": first["detail"], "fix": first["fix"], "hosts": hosts, "count": len(hosts),
+            "folded": fold_hosts(hosts), "variants": variants, "spread": values_text(variants)}
+
+
+def values_text(variants: list[dict]) -> str:
+    """"91 C x3, 92 C x1 (gpu36)": the values that differ between the variants (most hosts first), with
+    how many hosts have each; past the first, which hosts. Empty when every host says the same."""
+    if len(variants) < 2:
+        return ""
+    width = len(variants[0]["values"])
+    differ = [i for i in range(width) if len({v["values"][i] for v in variants}) > 1]
+    parts = []
+    for n, v in enumerate(variants[:VALUES_SHOWN]):
+        said = ", ".join(v["values"][i] for i in differ)
+        said = f"({said})" if len(differ) > 1 else said
+        parts.append(f"{said} x{v['count']}" + (f" ({abbreviate(v['folded'], 40)})" if n else ""))
+    rest = variants[VALUES_SHOWN:]
+    if rest:
+        parts.append(f"{plural(len(rest), 'more value', 'more values')} on {plural(sum(v['count'] for v in rest), 'host')}")
+    return ", ".join(parts)
+
+
+def terminal_lines(folded: list[dict], shown: int = 12) -> list[str]:
+    """The folded findings as the terminal shows them under the verdict, one line each (the first `shown`)."""
+    lines = [f"{e['severity']}: {e['title']}: {plural(e['count'], 'host')} {abbreviate(e['folded'], 60)}: "
+             f"{e['detail']}" + (f" (values: {e['spread']})" if e["spread"] else "") for e in folded[:shown]]
+    if len(folded) > shown:
+        lines.append(f"... and {plural(len(folded) - shown, 'more finding', 'more findings')} in summary.md")
+    return lines

@@ -30,7 +30,7 @@ from sweep.analysis.names import fold_failures as names_fold_failures
 from sweep.analysis.fleet import Fleet, rows_at
 from sweep.errors import InventoryWarning
 from sweep.report.bench import markdown_bench
-from sweep.report.findings import by_host, by_title
+from sweep.report.findings import by_host, fold
 from sweep.store import write_bytes_atomic
 from sweep.strictjson import dumps, finite
 from sweep.text import csv_cell, plural, visible
@@ -41,6 +41,8 @@ DETAIL_HOSTS_MAX = 300    # per-host <details> blocks; the rest are in hosts.csv
 ROWS_MAX = 200            # rows per findings kind / unreachable table
 MATRIX_CLASSES_MAX = 8    # classes side by side in the key matrix
 HELD_OUT_SHOWN = 12       # hosts held out for health named in the top box (the rest: Health findings)
+VARIANTS_MAX = 20         # values of one folded finding shown with their sentence (the rest: their hosts)
+WATCH_SHOWN = 4           # warnings on pool hosts named in the top box's watch line
 
 def _visible(value):
     """Every {{ }} of the templates: control characters a host sent (ESC, BEL, C1) shown as \\xNN text."""
@@ -168,8 +170,9 @@ def mdcode(text) -> str:
 _BACKTICKS = re.compile(r"`+")
 
 
-def render_markdown(summary: dict) -> str:
-    """summary.md: the verdict, classes against the reference, hosts kept out, findings; for a ticket."""
+def render_markdown(summary: dict, folded: list | None = None) -> str:
+    """summary.md: the verdict, classes against the reference, hosts kept out, findings; for a ticket.
+    `folded`: `findings.fold(summary["findings"])` when the caller has it already."""
     lines = [f"# sweep report: {plural(summary['hosts_total'], 'host')}", "",
              f"**{md(summary['verdict'])}**: {md(summary['verdict_detail'])}", "",
              f"Exit code {summary['exit_code']}: {md(summary['exit_meaning'])}", ""]
@@ -205,11 +208,12 @@ def render_markdown(summary: dict) -> str:
         lines += [f"| {mdcode(u['hosts'])} | {md(u['failure_class'])} | {md(u['message'])} |"
                   for u in fold_failures(summary["unreachable"])[:ROWS_MAX]]
         lines.append("")
-    health = by_host(summary["findings"])  # one row per host and contract
+    health = fold(summary["findings"]) if folded is None else folded  # one row per finding the hosts share
     if health:
-        lines += ["## Health findings", "", "| Severity | Host | Finding | Detail | Fix |", "|---|---|---|---|---|"]
-        lines += [f"| {f['severity']} | {mdcode(h['host'])} | {md(f['title'])} | {md(f['detail'])} | {md(f['fix'])} |"
-                  for h in health[:ROWS_MAX] for f in h["findings"]]
+        lines += ["## Health findings", "", "| Severity | Hosts | Finding | Detail | Values | Fix |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {e['severity']} | {mdcode(e['folded'])} ({e['count']}) | {md(e['title'])} | {md(e['detail'])} | "
+                  f"{md(e['spread'])} | {md(e['fix'])} |" for e in health[:ROWS_MAX]]
         lines.append("")
     if summary.get("benchmark"):
         lines += markdown_bench(summary["benchmark"], md, mdcode)
@@ -218,7 +222,7 @@ def render_markdown(summary: dict) -> str:
         lines += _markdown_audit(audit)
     lines += _markdown_lists(summary)
     cut = [name for name, items in (("cannot-run hosts", summary["excluded"]), ("unreachable hosts",
-           summary["unreachable"]), ("hosts with findings", health)) if len(items) > ROWS_MAX]
+           summary["unreachable"]), ("health findings", health)) if len(items) > ROWS_MAX]
     if cut:
         lines += [f"Lists cut at {ROWS_MAX} rows ({', '.join(cut)}): summary.json has them all.", ""]
     return "\n".join(lines)
@@ -306,12 +310,12 @@ def audit_hosts(audit: dict) -> list[dict]:
 # ---------------------------------------------------------------- html
 
 
-def render_html(fleet: Fleet, findings: Findings, summary: dict) -> str:
-    """report.html as a string."""
-    return _env.get_template("report.html.j2").render(**html_context(fleet, findings, summary))
+def render_html(fleet: Fleet, findings: Findings, summary: dict, folded: list | None = None) -> str:
+    """report.html as a string (`folded`: as for `render_markdown`)."""
+    return _env.get_template("report.html.j2").render(**html_context(fleet, findings, summary, folded))
 
 
-def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
+def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list | None = None) -> dict:
     """What the template shows, with every list bounded (big fleets: pointers to the CSV / JSON)."""
     classes = summary["classes"]
     ref = summary["reference_class"]
@@ -320,10 +324,14 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
                          for c in classes[:MATRIX_CLASSES_MAX]]}
               for k, label in table.COMPARED.items()] if classes else []
     finding_hosts = by_host(summary["findings"])
+    folded = fold(summary["findings"]) if folded is None else folded
     audit = summary.get("audit")
     audited = audit_hosts(audit) if audit else []
     base = (audit or {}).get("baseline") or {}
     unreachable = fold_failures(summary["unreachable"])
+    hosts = host_details(fleet, findings, finding_hosts)
+    broken = sorted({f["host"] for f in summary["findings"] if f["severity"] == "broken"}, key=host_key)
+    watch = _watch(folded, summary["pool"]["hosts"])
     return {
         "s": summary, "classes": classes, "ref": ref, "matrix": matrix,
         "bench": summary.get("benchmark"), "audit": audit, "audit_hosts": audited[:ROWS_MAX], "audit_more": max(0, len(audited) - ROWS_MAX),
@@ -331,17 +339,52 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
         "audit_absent": fold_hosts(base.get("absent", ())),
         "matrix_classes": classes[:MATRIX_CLASSES_MAX], "matrix_more": max(0, len(classes) - MATRIX_CLASSES_MAX),
         "held_out": _held_out(summary), "held_out_more": max(0, len(summary["held_out"]) - HELD_OUT_SHOWN),
-        "finding_hosts": finding_hosts[:ROWS_MAX], "finding_hosts_more": max(0, len(finding_hosts) - ROWS_MAX),
-        "finding_titles": by_title(finding_hosts), "unreachable": unreachable[:ROWS_MAX],
+        "held_out_folded": fold_hosts(h["host"] for h in summary["held_out"]),
+        "keepout": bool(len(classes) > 1 or summary["excluded"] or summary["unreachable"] or summary["held_out"]),
+        "tiles": tiles(summary, len(broken)), "watch": watch[:WATCH_SHOWN], "watch_more": max(0, len(watch) - WATCH_SHOWN),
+        "folded_findings": folded[:ROWS_MAX], "folded_more": max(0, len(folded) - ROWS_MAX), "variants_max": VARIANTS_MAX,
+        "broken_hosts": fold_hosts(broken), "broken_count": len(broken),
+        "anchors": {b["host"]: b["anchor"] for b in hosts["blocks"]}, "unreachable": unreachable[:ROWS_MAX],
         "unreachable_more": sum(u["size"] for u in unreachable[ROWS_MAX:]),
         "unreachable_folded": fold_hosts(u["host"] for u in summary["unreachable"]),
         "excluded_folded": fold_hosts(e["host"] for e in summary["excluded"]),
         "excluded_by": Counter(e["contract"] for e in summary["excluded"]).most_common(),
         "unreachable_by": Counter(u["failure_class"] for u in summary["unreachable"]).most_common(),
         "tone": _tone(summary["exit_code"]), "chart": chart(fleet, findings),
-        "hosts": host_details(fleet, findings), "sources": summary.get("sources", []),
+        "hosts": hosts, "sources": summary.get("sources", []),
         "list_files": list_files(summary),
     }
+
+
+def tiles(summary: dict, broken: int) -> list[dict]:
+    """The top box's tiles: each counts hosts and links to where those hosts are listed."""
+    others = sum(c["size"] for c in summary["classes"][1:])
+    ref = summary["reference_class"]
+    return [{"id": id_, "hosts": n, "label": label, "target": target} for id_, n, label, target in (
+        ("tile-hosts", summary["hosts_total"], "hosts", "hosts"),
+        ("pool-size", summary["pool"]["size"], f"in the pool (class {ref['id']}, healthy)" if ref else "in the pool",
+         "pool" if ref else "classes"),
+        ("tile-held-out", len(summary["held_out"]), "held out for health", "held-out"),
+        ("tile-other-classes", others, "in " + plural(max(len(summary["classes"]) - 1, 0), "other class",
+                                                      "other classes"), "other-classes" if others else "classes"),
+        ("tile-cannot-run", len(summary["excluded"]), "cannot run", "cannot-run"),
+        ("tile-unreachable", len(summary["unreachable"]), "unreachable", "unreachable"),
+        ("tile-broken", broken, "with a broken contract", "broken-hosts" if broken else "health"))]
+
+
+def _watch(folded: list[dict], pool) -> list[dict]:
+    """Warnings on hosts of the pool (a GPU a few degrees from its slowdown threshold): who and what."""
+    members = set(pool)
+    out = []
+    for e in folded:
+        if e["severity"] != "warning":
+            continue
+        hit = [v for v in e["variants"] if members.intersection(v["hosts"])]
+        if hit:
+            hosts = sorted((h for v in hit for h in v["hosts"] if h in members), key=host_key)
+            detail = hit[0]["detail"] if len(hit) == 1 else e["detail"] + " (values differ)"
+            out.append({"title": e["title"], "detail": detail, "folded": abbreviate(fold_hosts(hosts), 80)})
+    return out
 
 
 def _held_out(summary: dict) -> list[dict]:
@@ -431,8 +474,9 @@ def _pct(value, scale):
     return 0.0 if value is None or not scale else round(100.0 * value / scale, 2)
 
 
-def host_details(fleet: Fleet, findings: Findings) -> dict:
-    """Per-host blocks with the contract chain: hosts with a problem first, at most DETAIL_HOSTS_MAX."""
+def host_details(fleet: Fleet, findings: Findings, finding_hosts=()) -> dict:
+    """Per-host blocks with the contract chain (and the host's findings, `findings.by_host`): hosts with
+    a problem first, at most DETAIL_HOSTS_MAX; each with an anchor the folded findings link to."""
     hosts = fleet.hosts
     rank = np.full(len(hosts), 3)
     rank[hosts["verdict"].astype("string").eq("warning").fillna(False).to_numpy(dtype=bool)] = 2
@@ -447,6 +491,7 @@ def host_details(fleet: Fleet, findings: Findings) -> dict:
         chain.setdefault(c["host"], []).append(
             {"name": c["contract"], "title": c["title"], "status": c["status"], "message": c["message"],
              "fix": c["fix"], "consequence_of": c["consequence_of"]})
+    said = {h["host"]: h["findings"] for h in finding_hosts}
     blocks = []
     for position, r in zip(order.tolist(), chosen):
         failed = r["status"] != "ok"
@@ -455,6 +500,7 @@ def host_details(fleet: Fleet, findings: Findings) -> dict:
             "verdict": "unreachable" if failed else r["verdict"] or "unknown",
             "summary": f"{r['failure_class']}: {r['failure_message'] or ''}" if failed else r["summary"],
             "groups": r["groups"], "contracts": chain.get(r["host"], []), "provenance": r["provenance"],
+            "findings": said.get(r["host"], []), "anchor": f"host-{position}",
         })
     return {"blocks": blocks, "more": max(0, len(hosts) - len(blocks)), "total": len(hosts)}
 

@@ -120,6 +120,12 @@ def hw_thermal(h, gpu=5, sm_mhz=1125):
     return rejudge(h)
 
 
+def hbm_hot(h, celsius=92, gpu=4, limit=95):
+    """HBM `celsius` on one GPU, `limit - celsius` C below its slowdown threshold (a thermal warning within 5 C)."""
+    h["gpus"][gpu]["thermal"] = {"gpu_c": 40, "gpu_slowdown_c": 89, "memory_c": celsius, "memory_max_operating_c": limit}
+    return rejudge(h)
+
+
 def empty_mask(h):
     h["environment"]["CUDA_VISIBLE_DEVICES"] = ""
     return rejudge(h)

@@ -52,7 +52,7 @@ def test_must_show_rest_form_one_comparable_pool(must_show):
     (["gpu31", "gpu32", "gpu33", "gpu34"], "driver", "590.44.01", "580.159.04", "not comparable"),
     (["gpu05", "gpu12", "gpu19"], "ecc", "off", "on", "6% more usable memory"),
     (["gpu07", "gpu08"], "power_limit", "250 W (default 700 W)", "700 W", "SM clock it loses"),
-    (["gpu09"], "power_limit", "700/250 W (default 700 W)", "700 W", "slowest GPU"),
+    (["gpu09"], "power_limit", "700 W x7, 250 W x1 (GPU 3)", "700 W", "slowest GPU"),
     (["gpu21"], "mig", "on: 2x 3g.71gb", "off", "a slice"),
     (["gpu22"], "mig", "on: 7x 1g.18gb", "off", "a slice"),
 ])
@@ -92,7 +92,7 @@ def test_must_show_health_findings(must_show):
     assert found[("gpu14", "foreign_process")]["message"] == (
         "gpu14: 1 other process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2")
     assert found[("gpu09", "mixed_gpus")]["detail"] == (
-        "the selected GPUs differ: Power limit 700/250 W (default 700 W) (700 W on GPU 0-2,4-7, 250 W on GPU 3)")
+        "the selected GPUs differ: Power limit 700 W x7, 250 W x1 (GPU 3)")
     assert found[("gpu25", "lowest_broken")]["contract"] == "device_mask"
     assert found[("gpu42", "unreachable")]["detail"] == "refused: connection refused on port 22"
     # comparable, but not healthy: in the reference class, held out of the pool, each with its reason
@@ -137,7 +137,7 @@ def test_report_folder_holds_every_output(must_show):
     with open(out / "hosts.csv", newline="") as fh:
         hosts = {r["host"]: r for r in csv.DictReader(fh)}
     assert len(hosts) == 44
-    assert hosts["gpu09"]["key_power_limit"] == "700/250 W (default 700 W)"
+    assert hosts["gpu09"]["key_power_limit"] == "700 W x7, 250 W x1 (GPU 3)"
     assert hosts["gpu09"]["comparability_class"] == "E" and hosts["gpu42"]["comparability_class"] == ""
     markdown = (out / "summary.md").read_text()
     for host in ("gpu[31-34]", "gpu[05,12,19]", "gpu[07-08]", "gpu09", "gpu21", "gpu22", "gpu25", "gpu26",

@@ -63,8 +63,8 @@ def test_card_missing_from_nvml_is_excluded_with_its_bus_id(demo):
 
 
 @pytest.mark.parametrize("host,key,value,words", [
-    ("gpu09", "pcie", "gen5 x16/gen5 x8", "half at x8 of x16"),
-    ("gpu15", "nvlinks", "17 of 18/18 of 18", "collectives run slower"),
+    ("gpu09", "pcie", "gen5 x16 x7, gen5 x8 x1 (GPU 3)", "half at x8 of x16"),
+    ("gpu15", "nvlinks", "18 of 18 x7, 17 of 18 x1 (GPU 5)", "collectives run slower"),
     ("gpu31", "ib_rate", "7x 400 Gb/s + 1x 200 Gb/s", "slowest port"),
     ("gpu35", "cpu_governor", "powersave", "launch latency"),
 ])
