@@ -27,6 +27,7 @@ from sweep.analysis import facts as table
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
 from sweep.analysis.names import fold_failures as names_fold_failures
 from sweep.analysis.fleet import Fleet, rows_at
+from sweep.analysis.xid import event_name, when
 from sweep.errors import InventoryWarning
 from sweep.report.bench import markdown_bench
 from sweep.report.findings import by_host, by_title
@@ -202,6 +203,7 @@ def render_markdown(summary: dict) -> str:
         lines += [f"| {mdcode(u['hosts'])} | {md(u['failure_class'])} | {md(u['message'])} |"
                   for u in fold_failures(summary["unreachable"])[:ROWS_MAX]]
         lines.append("")
+    lines += _markdown_xid(summary.get("xid"))
     health = by_host(summary["findings"])  # one row per host and contract
     if health:
         lines += ["## Health findings", "", "| Severity | Host | Finding | Detail | Fix |", "|---|---|---|---|---|"]
@@ -218,6 +220,19 @@ def render_markdown(summary: dict) -> str:
     if cut:
         lines += [f"Lists cut at {ROWS_MAX} rows ({', '.join(cut)}): summary.json has them all.", ""]
     return "\n".join(lines)
+
+
+def _markdown_xid(section: dict | None) -> list[str]:
+    """The hosts grouped by the repair their Xid / SXid events need, then one row per host and event."""
+    if not section or not section["actions"]:
+        return []
+    lines = ["## Xid and SXid: the repair NVIDIA prescribes", ""]
+    lines += [f"- **{md(a['label'])}**: {mdcode(a['folded'])} ({plural(a['count'], 'host')}): {md(a['fix'])}"
+              for a in section["actions"]]
+    lines += ["", "| Host | Action | Event | Device | Count, first and last time |", "|---|---|---|---|---|"]
+    lines += [f"| {mdcode(h['host'])} | {md(e['label'])} | {md(event_name(e))}: {md(e['meaning'])} | "
+              f"{mdcode(e['bus_id'])} | {md(when(e))} |" for h in section["hosts"][:ROWS_MAX] for e in h["events"]]
+    return lines + [""]
 
 
 def _markdown_audit(audit: dict) -> list[str]:
@@ -308,7 +323,22 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
         "unreachable_by": Counter(u["failure_class"] for u in summary["unreachable"]).most_common(),
         "tone": _tone(summary["exit_code"]), "chart": chart(fleet, findings),
         "hosts": host_details(fleet, findings), "sources": summary.get("sources", []),
+        "xid": _xid_box(summary.get("xid")),
     }
+
+
+XID_HOSTS_SHOWN = 12  # hosts named with their events under the top box's repair lines
+
+
+def _xid_box(section: dict | None) -> dict:
+    """The top box's repair lines: per action its hosts, then the first hosts' events in words."""
+    if not section:
+        return {"actions": [], "hosts": [], "more": 0}
+    hosts = [{"host": h["host"], "label": h["label"], "action": h["action"],
+              "events": [f"{event_name(e)} on {e['bus_id']}: {e['meaning']}, {when(e)}" for e in h["events"][:4]]
+              + ([f"and {len(h['events']) - 4} more"] if len(h["events"]) > 4 else [])}
+             for h in section["hosts"][:XID_HOSTS_SHOWN]]
+    return {"actions": section["actions"], "hosts": hosts, "more": max(0, len(section["hosts"]) - XID_HOSTS_SHOWN)}
 
 
 def _held_out(summary: dict) -> list[dict]:
