@@ -23,44 +23,58 @@ SECONDS = 1.0
 
 
 class Fold(object):
-    """Event kinds in the order first seen: key -> [first line, last line, count]."""
+    """Event kinds in the order first seen: key -> [first raw line, last raw line, count]. Lines stay
+    bytes until `events()`: a flooded log costs a few byte searches and a dict lookup per line."""
 
-    def __init__(self):
+    def __init__(self, text=None):
         self.kinds = {}
         self.dropped = 0
         self.cut = False
+        self.text = text or plain_text
 
-    def add(self, text):
-        key = event_key(text)
+    def add(self, raw):
+        key = event_key(raw)
         if key is None:
             return
         kind = self.kinds.get(key)
         if kind is not None:
-            kind[1] = text
+            kind[1] = raw
             kind[2] += 1
         elif len(self.kinds) < MAX_EVENTS:
-            self.kinds[key] = [text, text, 1]
+            self.kinds[key] = [raw, raw, 1]
         else:
             self.dropped += 1
 
     def events(self):
-        return [list(v) for v in self.kinds.values()]
+        return [[self.text(first), self.text(last), n] for first, last, n in self.kinds.values()]
 
 
-def event_key(text):
-    """The kind of one kept line, or None for a line that reports no event (an SXid's detail lines)."""
-    i = text.find("Xid (")
+def plain_text(raw):
+    return raw.rstrip(b"\r\n").decode("utf-8", "replace")
+
+
+def kmsg_text(raw):
+    """A /dev/kmsg record ("3,1234,5678901,-;text") as dmesg shows it: "[    5.678901] text"."""
+    head, _, text = raw.partition(b";")
+    fields = head.split(b",")
+    stamp = "[%12.6f] " % (int(fields[2]) / 1e6) if len(fields) > 2 and fields[2].isdigit() else ""
+    return stamp + plain_text(text)
+
+
+def event_key(raw):
+    """The kind of one kept line (bytes): from "Xid (" (or "SXid (") to the first comma after the code,
+    "Xid (PCI:0000:18:00): 95"; None for a line that reports no event (an SXid's detail lines). Byte
+    searches, no regex: this runs for every line of a flooded log."""
+    i = raw.find(b"Xid (")
     if i < 0:
-        i = text.find("NVRM:")
-        return text[i if i >= 0 else 0:][:160]
-    if i > 0 and text[i - 1] == "S":
+        i = raw.find(b"NVRM:")
+        return raw[i if i >= 0 else 0:].rstrip(b"\r\n")[:160]
+    comma = raw.find(b",", i + 6)
+    if i and raw[i - 1] == 83:  # "S": an NVSwitch SXid, followed by two detail lines that are no event of their own
         i -= 1
-    close = text.find("):", i)
-    comma = text.find(",", close if close > 0 else i)
-    key = text[i:comma if comma > 0 else None][:160]
-    if key[0] == "S" and comma > 0 and text.startswith((" Severity", " Data"), comma + 1):
-        return None  # NVSwitch prints two detail lines after each SXid: one event, not three
-    return key
+        if comma > 0 and raw.startswith((b" Severity", b" Data"), comma + 1):
+            return None
+    return raw[i:comma if comma > 0 else len(raw.rstrip(b"\r\n"))][:160]
 
 
 def answer(source, fold, tried, boot):
@@ -75,7 +89,7 @@ def read_kmsg(path):
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         return None, type(exc).__name__
-    fold, total, rest, deadline = Fold(), 0, b"", time.monotonic() + SECONDS
+    fold, total, rest, deadline = Fold(kmsg_text), 0, b"", time.monotonic() + SECONDS
     try:
         while True:
             if total >= MAX_BYTES or time.monotonic() >= deadline:
@@ -103,16 +117,8 @@ def read_kmsg(path):
 
 def _kmsg_records(records, fold):
     for record in records:
-        if MARKERS[0] not in record and MARKERS[1] not in record:
-            continue
-        head, sep, text = record.partition(b";")
-        if not sep:
-            continue  # a record's KEY=value continuation line
-        fields = head.split(b",")
-        stamp = ""
-        if len(fields) > 2 and fields[2].isdigit():
-            stamp = "[%12.6f] " % (int(fields[2]) / 1e6)
-        fold.add(stamp + text.decode("utf-8", "replace"))
+        if (MARKERS[0] in record or MARKERS[1] in record) and b";" in record:  # not a KEY=value continuation
+            fold.add(record)
 
 
 def fold_stream(lines, fold, deadline, limit=MAX_BYTES):
@@ -124,7 +130,7 @@ def fold_stream(lines, fold, deadline, limit=MAX_BYTES):
             fold.cut = True
             break
         if MARKERS[0] in line or MARKERS[1] in line:
-            fold.add(line.rstrip(b"\r\n").decode("utf-8", "replace"))
+            fold.add(line)
     return fold
 
 
@@ -186,5 +192,6 @@ def legacy_fold(lines):
     """The events of a capture that kept the matching lines one by one (capture version 2)."""
     fold = Fold()
     for line in lines or ():
-        fold.add(line)
+        if isinstance(line, str):
+            fold.add(line.encode("utf-8", "replace"))
     return fold.events()
