@@ -37,8 +37,14 @@ def events_of(health: dict | None) -> list[dict]:
     log = (normalize_health(health) or {}).get("kernel_log") if isinstance(health, dict) else None
     if not isinstance(log, dict):
         return []
-    groups = [g for key in ("xid", "sxid") for g in log.get(key) or () if isinstance(g, dict) and g.get("action") in ACTION]
+    groups = [g for key in ("xid", "sxid") for g in (log.get(key) if isinstance(log.get(key), list) else ())
+              if isinstance(g, dict) and g.get("action") in ACTION and _whole(g.get("code")) and _whole(g.get("count"))]
     return sorted(groups, key=lambda g: (RANK[g["action"]], str(g.get("bus_id")), g.get("code") or 0))
+
+
+def _whole(value) -> bool:
+    """A count or code as a host may send it: only a JSON integer is one (not a bool, a float, a string)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def xid_action(record: dict | None) -> XidVerdict | None:

@@ -167,3 +167,11 @@ def test_events_since_the_previous_sweep_and_across_a_reboot(tmp_path):
                                    "hosts": ["gpu01", "gpu02", "gpu03"], "folded": "gpu[01-03]", "count": 3}]
     first = xid_section(load_fleet([root / "r1"]))["hosts"][0]
     assert first["previous_run"] is None and first["events"][0]["since_previous"] is None
+
+
+def test_a_hostile_record_s_groups_are_left_out_not_a_crash():
+    health = host("gpu07", [[xid_line(79), xid_line(79), 1]])
+    health["kernel_log"]["xid"] += [{"bus_id": "0000:18:00", "code": "95", "count": 3, "action": "reset_gpu"},
+                                    {"bus_id": "0000:18:00", "code": 95, "count": True, "action": "reset_gpu"},
+                                    {"bus_id": "0000:18:00", "code": 95, "count": 2, "action": "rm -rf"}, "junk"]
+    assert xid_action(health).reason == "Xid 79 GPU has fallen off the bus (0000:18:00 x1)"
