@@ -175,3 +175,15 @@ def test_a_hostile_record_s_groups_are_left_out_not_a_crash():
                                     {"bus_id": "0000:18:00", "code": 95, "count": True, "action": "reset_gpu"},
                                     {"bus_id": "0000:18:00", "code": 95, "count": 2, "action": "rm -rf"}, "junk"]
     assert xid_action(health).reason == "Xid 79 GPU has fallen off the bus (0000:18:00 x1)"
+
+
+def test_sweep_diff_shows_a_reboot_and_new_events_not_the_agent_s_catalogue():
+    from sweep.audit.diff import diff_health
+
+    line = [xid_line(95), xid_line(95, at=300.0)]
+    a = host("gpu01", [line + [5]])
+    b = host("gpu01", [line + [9]], boot={"id": "boot-b", "booted_at": 1796040000})
+    b["kernel_log"]["catalogue"]["xid"] = dict(b["kernel_log"]["catalogue"]["xid"], version="Xid 1-180")
+    changed = {c.path: c.category for c in diff_health(a, b)}
+    assert changed["kernel_log.boot.id"] == "link errors" and changed["kernel_log.xid[0].count"] == "link errors"
+    assert not [p for p in changed if p.startswith("kernel_log.catalogue")]
