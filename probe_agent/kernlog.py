@@ -14,6 +14,7 @@ times and a later sweep can tell a reboot.
 import errno
 import os
 import subprocess
+import threading
 import time
 
 MARKERS = (b"Xid (", b"fallen off the bus")
@@ -143,11 +144,16 @@ def fold_stream(lines, fold, deadline, limit=MAX_BYTES):
 
 
 def read_journal(argv):
-    """`journalctl -k` streamed and folded; (Fold, None) or (None, why it failed)."""
+    """`journalctl -k` streamed and folded; (Fold, None) or (None, why it failed). A journalctl that
+    stops answering is ended a little after the time bound, and the read is then cut, not clean."""
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     except OSError as exc:
         return None, ("%s: command not found" % argv[0]) if isinstance(exc, FileNotFoundError) else str(exc)[:200]
+    ended = []
+    watchdog = threading.Timer(SECONDS + 2.0, lambda: ended.append(proc.kill()))
+    watchdog.daemon = True
+    watchdog.start()
     try:
         fold = fold_stream(proc.stdout, Fold(), time.monotonic() + SECONDS)
         if fold.cut:
@@ -155,8 +161,10 @@ def read_journal(argv):
         err = proc.stderr.read(4096).decode("utf-8", "replace")
         rc = proc.wait()
     finally:
+        watchdog.cancel()
         proc.stdout.close()
         proc.stderr.close()
+    fold.cut = fold.cut or bool(ended)
     if rc != 0 and not fold.cut:
         first = err.strip().splitlines()[0] if err.strip() else "exit %s" % rc
         return None, first[:200]

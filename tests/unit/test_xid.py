@@ -187,3 +187,15 @@ def test_sweep_diff_shows_a_reboot_and_new_events_not_the_agent_s_catalogue():
     changed = {c.path: c.category for c in diff_health(a, b)}
     assert changed["kernel_log.boot.id"] == "link errors" and changed["kernel_log.xid[0].count"] == "link errors"
     assert not [p for p in changed if p.startswith("kernel_log.catalogue")]
+
+
+def test_a_journalctl_that_stops_answering_is_ended_and_the_read_is_cut(tmp_path, monkeypatch):
+    monkeypatch.setattr(kernlog, "SECONDS", 0.2)
+    script = tmp_path / "journalctl"
+    script.write_text("#!/bin/sh\necho '[ 5.0] kernel: NVRM: Xid (PCI:0000:18:00): 13, pid=1, x'\nexec sleep 600\n")
+    script.chmod(0o755)
+    empty = tmp_path / "root"
+    empty.mkdir()
+    log = LiveSource(root=str(empty), journalctl=(str(script),)).kernel_log()
+    assert log["source"] == "journalctl -k" and log["complete"] is False
+    assert [e[2] for e in log["events"]] == [1]
