@@ -70,10 +70,10 @@ def compare_with_previous(events: list[dict], boot: dict, previous: dict | None)
     without one) and `recurs` (seen before a reboot too). `previous` is the earlier health.json."""
     if previous is None:
         return [dict(g, since_previous=None, recurs=False) for g in events]
-    before_log = previous.get("kernel_log") or {}
+    before_log = previous.get("kernel_log") if isinstance(previous.get("kernel_log"), dict) else {}
     before = {(g.get("type"), g.get("bus_id"), g.get("code")): g for g in events_of(previous)}
-    then_boot = before_log.get("boot") or {}
-    same, rebooted = _boots(boot or {}, then_boot)
+    then_boot = before_log.get("boot")
+    same, rebooted = _boots(boot if isinstance(boot, dict) else {}, then_boot if isinstance(then_boot, dict) else {})
     out = []
     for g in events:
         old = before.get((g.get("type"), g.get("bus_id"), g.get("code")))
@@ -90,7 +90,7 @@ def compare_with_previous(events: list[dict], boot: dict, previous: dict | None)
 def _boots(now: dict, then: dict) -> tuple[bool, bool]:
     """(same boot, rebooted in between) by boot id, else by boot time; both False when unknown."""
     for key in ("id", "booted_at"):
-        if now.get(key) and then.get(key):
+        if isinstance(now.get(key), str) and isinstance(then.get(key), str) and now[key] and then[key]:
             return now[key] == then[key], now[key] != then[key]
     return False, False
 

@@ -199,3 +199,13 @@ def test_a_journalctl_that_stops_answering_is_ended_and_the_read_is_cut(tmp_path
     log = LiveSource(root=str(empty), journalctl=(str(script),)).kernel_log()
     assert log["source"] == "journalctl -k" and log["complete"] is False
     assert [e[2] for e in log["events"]] == [1]
+
+
+def test_a_hostile_boot_is_no_boot_not_a_crash(tmp_path):
+    from sweep.analysis.xid import compare_with_previous, events_of
+
+    now = host("gpu01", [[xid_line(95), xid_line(95), 4]])
+    then = host("gpu01", [[xid_line(95), xid_line(95), 2]])
+    then["kernel_log"]["boot"] = "rebooted"
+    assert [(e["since_previous"], e["recurs"]) for e in compare_with_previous(
+        events_of(now), [1, 2], then)] == [(None, False)]
