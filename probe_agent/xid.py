@@ -55,7 +55,9 @@ def judge(kind, code, text):
     bucket, meaning = table.get(code, (None, None))
     if bucket is None:
         name = "NVSwitch SXid" if kind == "sxid" else "Xid"
-        return None, "unknown", "%s not in the catalogue sweep carries (%s)" % (name, catalogue(kind)["version"])
+        low = text.lower() if kind == "sxid" else ""
+        said = " (the line says %s)" % ("Non-fatal" if "non-fatal" in low else "Fatal") if "fatal" in low else ""
+        return None, "unknown", "%s not in the catalogue sweep carries (%s)%s" % (name, catalogue(kind)["version"], said)
     action = BUCKET_ACTION.get(bucket, "unknown")
     if bucket == "XID_154":
         wanted = text.lower().rsplit(" to ", 1)[-1]

@@ -54,6 +54,7 @@ def test_every_code_the_agent_can_read_has_an_action_and_unknown_ones_say_so(kin
     assert LINE.search(line).group(3) == str(code)  # the parser reads the code...
     bucket, action, meaning = judge(kind, code, line)
     assert bucket is None and action == "unknown" and "not in the catalogue" in meaning  # ...and says so
+    assert ("(the line says Fatal)" in meaning) == (kind == "sxid")
     assert ACTION[action][1] == "not in the catalogue" and ACTION[action][2] == "broken"
 
 
