@@ -2,7 +2,7 @@
 the driver, GPU fabric, Xid events, thermal headroom, PCIe and NVLink links, host settings."""
 from probe_agent.chain import contract, plural
 from probe_agent.hostfacts import norm_bus_id
-from probe_agent.xid import HARDWARE, XID_DOCS
+from probe_agent.xid import ACTION, RANK, XID_DOCS
 
 THERMAL_MARGIN_C = 5  # "near" a threshold: within this many degrees
 GOOD_GOVERNORS = ("performance",)
@@ -83,8 +83,12 @@ def denied(error):
 
 
 def check_xid(facts):
+    """Xid and SXid events since boot, judged by the repair NVIDIA prescribes (`probe_agent.xid.ACTIONS`):
+    broken when one needs more than the application restarted, a warning when only an application faulted."""
     log = facts.get("kernel_log") or {}
-    ev = {"source": log.get("source"), "tried": log.get("tried"), "xid": log.get("xid") or [], "docs": XID_DOCS}
+    groups = list(log.get("xid") or []) + list(log.get("sxid") or [])
+    ev = {"source": log.get("source"), "tried": log.get("tried"), "xid": log.get("xid") or [],
+          "sxid": log.get("sxid") or [], "docs": XID_DOCS}
     if not log.get("source"):
         tried = log.get("tried") or {}
         said = "; ".join("%s: %s" % kv for kv in sorted(tried.items())) or "not read"
@@ -97,20 +101,15 @@ def check_xid(facts):
                             "read it (sysctl kernel.dmesg_restrict=0, or the systemd-journal group)" % user)
         return contract("xid", "unknown", "kernel log not readable (%s)" % said, ev,
             "give the probe read access to the kernel log (dmesg_restrict, systemd-journal group) to see Xid events")
-    groups = log.get("xid") or []
-    hard = [g for g in groups if g["kind"] == HARDWARE]
-    soft = [g for g in groups if g["kind"] != HARDWARE]
-
-    def say(gs):
-        return "; ".join("Xid %d on %s x%d: %s" % (g["code"], g["bus_id"], g["count"], g["meaning"]) for g in gs[:6])
-    if hard:
-        return contract("xid", "broken", say(hard) + " (kernel log, %s)" % log["source"], ev,
-                        "; ".join(sorted({"Xid %d: %s" % (g["code"], g["action"]) for g in hard})) + " (" + XID_DOCS + ")")
-    if soft:
-        return contract("xid", "warning", say(soft) + ": application faults, the GPU itself is fine", ev,
-                        "; ".join(sorted({"Xid %d: %s" % (g["code"], g["action"]) for g in soft})))
-    user, groups = unprivileged(facts), set((facts.get("run_as") or {}).get("groups") or ())
-    if log.get("source") == "journalctl -k" and user and not groups & JOURNAL_GROUPS:
+    worst = min((g["action"] for g in groups), key=RANK.__getitem__, default=None)
+    status = ACTION[worst][2] if worst else None
+    if status in ("broken", "warning"):
+        shown = [g for g in groups if ACTION[g["action"]][2] == status]
+        tail = " (kernel log, %s)" % log["source"] if status == "broken" else ": application faults, the GPU itself is fine"
+        return contract("xid", status, "; ".join(_said(g) for g in shown[:6]) + tail, ev,
+                        "; ".join(_fixes(shown)) + (" (" + XID_DOCS + ")" if status == "broken" else ""))
+    user, user_groups = unprivileged(facts), set((facts.get("run_as") or {}).get("groups") or ())
+    if log.get("source") == "journalctl -k" and user and not user_groups & JOURNAL_GROUPS:
         ev["read_as"] = user  # journalctl shows a user outside these groups only the user's own messages
         return contract("xid", "unknown", "kernel log not readable as user %s: journalctl -k shows no kernel "
                         "message to a user outside the %s groups: Xid events are unknown, not absent"
@@ -120,7 +119,24 @@ def check_xid(facts):
     if log.get("complete") is False:
         return contract("xid", "unknown", "no Xid in the part of the kernel log read before its bound (%s)"
                         % log["source"], ev, "read the rest with dmesg | grep Xid")
+    if groups:
+        return contract("xid", "ok", "only informational events since boot (%s): %s" % (
+            log["source"], "; ".join(_said(g) for g in groups[:6])), ev)
     return contract("xid", "ok", "no Xid since boot (%s)" % log["source"], ev)
+
+
+def _said(g):
+    name = "SXid" if g.get("type") == "sxid" else "Xid"
+    return "%s %d on %s x%d: %s" % (name, g["code"], g["bus_id"], g["count"], g["meaning"])
+
+
+def _fixes(groups):
+    """One fix per action, naming its codes: "Xid 79: reboot: drain the host and reboot it"."""
+    codes = {}
+    for g in groups:
+        codes.setdefault(g["action"], []).append("%s %d" % ("SXid" if g.get("type") == "sxid" else "Xid", g["code"]))
+    return ["%s: %s: %s" % ("/".join(sorted(set(c), key=c.index)), ACTION[a][1], ACTION[a][4])
+            for a, c in sorted(codes.items(), key=lambda kv: RANK[kv[0]])]
 
 
 def thermal_findings(g):

@@ -3,6 +3,7 @@
 import re
 
 from probe_agent.chain import STATUSES
+from probe_agent.xid import ACTION
 
 TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
 ENTITY = re.compile(r"&(?=[A-Za-z#])")
@@ -106,15 +107,20 @@ def xid_section(log, read_as=None):
         who = " as user %s" % clean(read_as) if read_as else ""
         return ["## Xid events", "", "Kernel log not readable%s: %s" % (who, clean(
             "; ".join("%s: %s" % kv for kv in sorted(tried.items())) or "not read")), ""]
-    xids = log.get("xid") or []
-    out = ["## Xid events", "", "Read from %s since boot; catalogue: %s" % (clean(log.get("source")), log.get("docs")), ""]
+    xids = list(log.get("xid") or []) + list(log.get("sxid") or [])
+    cat = (log.get("catalogue") or {}).get("xid") or {}
+    out = ["## Xid events", "", "Read from %s since boot; catalogue: %s (%s, %s)" % (
+        clean(log.get("source")), cat.get("url") or log.get("docs"), cat.get("version"), cat.get("date")), ""]
     if not xids:
         return out + ["No Xid event.", ""]
-    out += ["| bus id | Xid | count | kind | meaning | action | last message |", "|---|---|---|---|---|---|---|"]
+    out += ["| bus id | event | count | first | last | meaning | NVIDIA's bucket | action | last message |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for x in xids:
-        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (clean(x["bus_id"]), x["code"], x["count"], x["kind"],
-                                                          clean(x.get("meaning")), clean(x.get("action")),
-                                                          clean(x.get("last"))))
+        label = ACTION[x["action"]][1] if x.get("action") in ACTION else x.get("action")
+        out.append("| %s | %s %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            clean(x["bus_id"]), "SXid" if x.get("type") == "sxid" else "Xid", x["code"], x["count"],
+            x.get("first_at") or x.get("first_s"), x.get("last_at") or x.get("last_s"), clean(x.get("meaning")),
+            x.get("bucket"), clean(label), clean(x.get("last"))))
     return out + [""]
 
 

@@ -8,21 +8,21 @@ Every raw answer the agent reads goes through one `Source`:
 - `env()`, `files()`, `host()`: the environment and host facts.
 - `fs(op, path)`: one read of /sys, /proc or /dev (`read` text, `bytes` as hex, `list` a folder,
   `link` a symlink's target); the live source reads under its `root` (tests build fake trees).
-- `kernel_log()`: the kernel log's Xid lines since boot (/dev/kmsg, else `journalctl -k`, else
-  /var/log/kern.log), bounded in time and size.
+- `kernel_log()`: the kernel log's Xid and SXid events since boot, folded per kind with their
+  counts (`probe_agent.kernlog`: /dev/kmsg, else `journalctl -k`, else /var/log/kern.log), bounded.
 
 `LiveSource` asks the driver; `RecordingSource` wraps it and keeps every answer, so that
 `capture()` can write a capture file; `ReplaySource` answers from a capture file through the same
 code path. The capture format is documented in docs/capture-format.md.
 """
-import errno
 import json
 import os
-import re
 import platform
 import socket
 import subprocess
 import time
+
+from probe_agent import kernlog
 
 ENV_VARS = (
     "CUDA_VISIBLE_DEVICES",
@@ -34,11 +34,6 @@ ENV_VARS = (
 )
 HOST_FILES = ("/proc/driver/nvidia/version", "/etc/os-release")
 PATH_OPS = ("read", "bytes", "list", "link")
-# Kernel log lines kept: NVIDIA's Xid reports and the fall-off-the-bus line that goes with Xid 79.
-KERNEL_LOG_KEEP = re.compile(r"NVRM: Xid|fallen off the bus")
-KERNEL_LOG_MAX_LINES = 2000
-KERNEL_LOG_MAX_BYTES = 32 << 20
-KERNEL_LOG_SECONDS = 0.5
 JOURNALCTL = ("journalctl", "-k", "-b", "0", "--no-pager", "-q", "-o", "short-monotonic")
 STRUCT_QUERIES = {  # NVML queries that fill a structure the caller passes
     "nvmlDeviceGetGpuFabricInfoV": "c_nvmlGpuFabricInfoV_t",
@@ -153,23 +148,23 @@ class LiveSource(object):
         raise ValueError("unknown path operation %r" % op)
 
     def kernel_log(self):
-        """Xid lines since boot from the first kernel log that can be read; `tried` says why others failed."""
-        tried = {}
-        lines, err = read_kmsg(self.real_path("/dev/kmsg"))
+        """NVIDIA's events since boot (`probe_agent.kernlog`) from the first kernel log that can be read;
+        `tried` says why the others failed."""
+        tried, boot = {}, kernlog.boot(self.real_path)
+        fold, err = kernlog.read_kmsg(self.real_path("/dev/kmsg"))
         if err is None:
-            return {"source": "/dev/kmsg", "lines": lines, "tried": tried, "complete": not getattr(lines, "cut", False)}
+            return kernlog.answer("/dev/kmsg", fold, tried, boot)
         tried["/dev/kmsg"] = err
         if self.journalctl:
-            answer = LiveSource.command(self, list(self.journalctl), timeout=3.0)
-            if answer.get("rc") == 0:
-                kept = [l for l in answer.get("stdout", "").splitlines() if KERNEL_LOG_KEEP.search(l)]
-                return {"source": "journalctl -k", "lines": kept[-KERNEL_LOG_MAX_LINES:], "tried": tried}
-            tried["journalctl -k"] = (first_line(answer.get("stderr")) or "exit %s" % answer.get("rc"))[:200]
-        lines, err = read_tail(self.real_path("/var/log/kern.log"))
+            fold, err = kernlog.read_journal(list(self.journalctl))
+            if err is None:
+                return kernlog.answer("journalctl -k", fold, tried, boot)
+            tried["journalctl -k"] = err
+        fold, err = kernlog.read_tail(self.real_path("/var/log/kern.log"))
         if err is None:
-            return {"source": "/var/log/kern.log", "lines": lines, "tried": tried}
+            return kernlog.answer("/var/log/kern.log", fold, tried, boot)
         tried["/var/log/kern.log"] = err
-        return {"source": None, "lines": [], "tried": tried}
+        return {"source": None, "events": [], "tried": tried, "boot": boot}
 
     def files(self):
         out = {}
@@ -322,8 +317,11 @@ class ReplaySource(object):
     def kernel_log(self):
         answer = self.data.get("kernel_log")
         if answer is None:
-            return {"source": None, "lines": [], "tried": {"capture": "NotInCapture"}}
-        return dict(answer)
+            return {"source": None, "events": [], "tried": {"capture": "NotInCapture"}}
+        answer = dict(answer)
+        if "events" not in answer:  # a version-2 capture kept the matching lines one by one
+            answer["events"] = kernlog.legacy_fold(answer.pop("lines", None))
+        return answer
 
     def files(self):
         return dict(self.data.get("files", {}))
@@ -356,63 +354,6 @@ def legacy_pci(found, op, path):
             if op == "read" and path == "/sys/bus/pci/devices/%s/%s" % (f["address"], name):
                 return {"text": value + "\n"}
     return None
-
-
-def first_line(text):
-    text = (text or "").strip()
-    return text.splitlines()[0] if text else None
-
-
-class Lines(list):
-    """Kept log lines; `cut` when the read stopped at its time or size bound."""
-
-    cut = False
-
-
-def read_kmsg(path):
-    """Xid lines of /dev/kmsg (one record per read, non-blocking, bounded); (lines, None) or (None, error)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        return None, type(exc).__name__
-    kept, total, deadline = Lines(), 0, time.monotonic() + KERNEL_LOG_SECONDS
-    try:
-        while True:
-            if total >= KERNEL_LOG_MAX_BYTES or time.monotonic() >= deadline:
-                kept.cut = True  # the newest records were not reached: say so rather than pass for "no Xid"
-                break
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError as exc:
-                if exc.errno == errno.EPIPE:  # records overwritten while reading: go on with the next
-                    continue
-                if exc.errno == errno.EAGAIN:  # the end of the buffer
-                    break
-                return None, type(exc).__name__
-            if not chunk:
-                break
-            total += len(chunk)
-            for record in chunk.decode("utf-8", "replace").splitlines():
-                text = record.split(";", 1)[1] if ";" in record else record
-                if KERNEL_LOG_KEEP.search(text):
-                    kept.append(text)
-    finally:
-        os.close(fd)
-    out = Lines(kept[-KERNEL_LOG_MAX_LINES:])
-    out.cut = kept.cut
-    return out, None
-
-
-def read_tail(path):
-    """Xid lines of the last KERNEL_LOG_MAX_BYTES of a text log; (lines, None) or (None, error)."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - KERNEL_LOG_MAX_BYTES))
-            text = fh.read().decode("utf-8", "replace")
-    except OSError as exc:
-        return None, type(exc).__name__
-    return [l for l in text.splitlines() if KERNEL_LOG_KEEP.search(l)][-KERNEL_LOG_MAX_LINES:], None
 
 
 def command_key(argv):

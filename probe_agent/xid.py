@@ -1,73 +1,133 @@
-"""Xid events: NVIDIA driver error reports in the kernel log, grouped per GPU and code, with what
-each common code means and what to do.
+"""Xid and SXid events: NVIDIA driver (and NVSwitch) error reports in the kernel log, counted per
+device and code, each with what it means and the repair NVIDIA prescribes for it.
 
-The catalogue follows NVIDIA's Xid documentation (XID_DOCS). Codes that mean hardware, firmware or
-link trouble are `hardware` (the contract is broken); codes an application causes are
-`application` (a warning: the GPU is fine, a program faulted).
+`probe_agent.xid_catalogue` holds NVIDIA's catalogue as data (code -> resolution bucket,
+meaning). Here a bucket becomes one of sweep's ACTIONS, the operator's words for it, and the
+xid contract's status follows the most severe action found. A code the catalogue does not list
+gets the `unknown` action ("not in the catalogue"): treated as broken until someone looks it up.
 """
 import re
+import time
+
+from probe_agent import xid_catalogue as cat
 
 XID_DOCS = "https://docs.nvidia.com/deploy/xid-errors/index.html"
-HARDWARE, APPLICATION = "hardware", "application"
+HARDWARE, APPLICATION, INFORMATIONAL = "hardware", "application", "informational"
 
-# code: (kind, meaning, action)
-CATALOGUE = {
-    13: (APPLICATION, "graphics engine exception (an application fault, e.g. out-of-range access)",
-         "debug the application (compute-sanitizer); if it recurs across programs, run diagnostics"),
-    31: (APPLICATION, "GPU memory page fault (an application's illegal address)",
-         "debug the application; if it recurs across programs, run diagnostics"),
-    43: (APPLICATION, "GPU stopped processing (a user application fault)", "restart the application"),
-    45: (APPLICATION, "preemptive cleanup after an earlier error (a process was stopped)",
-         "read the Xid before it; none needed on its own"),
-    48: (HARDWARE, "double-bit ECC error (uncorrectable memory error)",
-         "drain the host, reset the GPU; if it recurs, replace (RMA) the card"),
-    61: (HARDWARE, "internal micro-controller breakpoint / warning (firmware)", "reset the GPU; update the driver"),
-    62: (HARDWARE, "internal micro-controller halt (firmware)", "reset the GPU; update the driver; RMA if it recurs"),
-    63: (HARDWARE, "ECC page retirement or row-remapping event recorded", "reset the GPU to apply the remap"),
-    64: (HARDWARE, "ECC page retirement or row-remapping recording failure", "drain the host; replace (RMA) the card"),
-    74: (HARDWARE, "NVLink error", "reset the GPU; check the NVLink bridge / baseboard; RMA if it recurs"),
-    79: (HARDWARE, "GPU has fallen off the bus",
-         "drain the host; check PCIe seating, risers, power and thermals; reboot; RMA if it recurs"),
-    92: (HARDWARE, "high single-bit ECC error rate", "watch the counters; replace the card if the rate stays high"),
-    94: (APPLICATION, "contained ECC error (only the affected application was stopped)",
-         "restart the application; reset the GPU when convenient to retire the page"),
-    95: (HARDWARE, "uncontained ECC error (every application on the GPU was affected)",
-         "drain the host and reset the GPU; RMA if it recurs"),
-    109: (APPLICATION, "context switch timeout", "restart the application; update the driver if it recurs"),
-    119: (HARDWARE, "GSP RPC timeout (the GPU's system processor stopped answering)",
-          "reset the GPU or reboot; update the driver; RMA if it recurs"),
-    120: (HARDWARE, "GSP error", "reset the GPU or reboot; update the driver; RMA if it recurs"),
-    140: (HARDWARE, "unrecovered ECC error", "drain the host and reset the GPU; RMA if it recurs"),
-    154: (HARDWARE, "GPU recovery action required (the driver asks for a reset or reboot)",
-          "do the recovery action the log line names (GPU reset, node reboot, or drain and reset)"),
+# name, label (what the operator does), contract status, kind of event, fix; most severe first
+ACTIONS = (
+    ("inspect", "hardware inspection", "broken", HARDWARE,
+     "drain the host and have the GPU, its board or its links inspected; RMA if it recurs"),
+    ("unknown", "not in the catalogue", "broken", HARDWARE,
+     "look the code up in NVIDIA's Xid catalogue, newer than the one sweep carries"),
+    ("reboot", "reboot", "broken", HARDWARE, "drain the host and reboot it"),
+    ("reset_gpu", "reset the GPU", "broken", HARDWARE,
+     "drain the GPU's jobs and reset it (nvidia-smi -r), or reboot the host"),
+    ("software", "update or check the driver stack", "broken", HARDWARE,
+     "update the driver / firmware (or check the fabric manager's configuration)"),
+    ("restart_app", "check the application", "warning", APPLICATION,
+     "restart the application; debug it (compute-sanitizer) if it recurs"),
+    ("ignore", "informational", "ok", INFORMATIONAL, "none needed"),
+)
+ACTION = {a[0]: a for a in ACTIONS}
+RANK = {a[0]: n for n, a in enumerate(ACTIONS)}
+BUCKET_ACTION = {
+    "RESTART_APP": "restart_app", "RESET_GPU": "reset_gpu", "RESTART_BM": "reboot", "RESTART_VM": "reboot",
+    "IGNORE": "ignore", "CONTACT_SUPPORT": "inspect", "CHECK_MECHANICALS": "inspect", "UPDATE_SWFW": "software",
+    "CHECK_UVM": "software", "WORKFLOW_XID_45": "ignore", "WORKFLOW_XID_48": "reset_gpu",
+    "WORKFLOW_NVLINK_ERR": "reset_gpu", "WORKFLOW_NVLINK5_ERR": "reset_gpu", "XID_154": "ignore",
+    # NVSwitch (SXid): a fabric reset means every GPU and switch of the node, so a reboot
+    "RESET_FABRIC": "reboot", "WORKFLOW_NVLINK_POTENTIALY_FATAL_ERR": "reboot", "CHECK_THERMALS": "inspect",
+    "CHECK_FM_CONFIG": "software", "CHECK_LINK_MECHANICAL_CONNECTIONS": "inspect",
+    "INVESTIGATE_LINK_SI": "inspect", "UNEXPECTED_ERR_REPORT_ISSUE": "inspect", "RUN_FIELDDIAG": "inspect",
 }
-UNKNOWN = (HARDWARE, "Xid not in sweep's short catalogue", "look it up in NVIDIA's Xid catalogue")
+# Xid 154 names the recovery the driver wants: "... changed from 0x0 (None) to 0x2 (Node Reboot Required)"
+RECOVERY = (("reboot", "reboot"), ("reset", "reset_gpu"), ("drain", "reset_gpu"), ("none", "ignore"))
+LINE = re.compile(r"(S?)Xid \((?:PCI:)?([0-9a-fA-F:.]+)\):\s*(\d+)\s*,?\s*(.*)$")
+SINCE_BOOT = re.compile(r"^\[\s*(\d+(?:\.\d+)?)\]")
+KERN_LOG_STAMP = re.compile(r"kernel: \[\s*(\d+(?:\.\d+)?)\]")  # "Nov 30 12:00:01 host kernel: [ 12.3] ..."
+WALL = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(Z|[+-]\d\d:?\d\d)?")
 
-XID_LINE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\):\s*(\d+)\s*,?\s*(.*)$")
+
+def judge(kind, code, text):
+    """(bucket, action, meaning) of one event: an Xid or SXid code and the text of its line."""
+    table = cat.SXIDS if kind == "sxid" else cat.XIDS
+    bucket, meaning = table.get(code, (None, None))
+    if bucket is None:
+        name = "NVSwitch SXid" if kind == "sxid" else "Xid"
+        low = text.lower() if kind == "sxid" else ""
+        said = " (the line says %s)" % ("Non-fatal" if "non-fatal" in low else "Fatal") if "fatal" in low else ""
+        return None, "unknown", "%s not in the catalogue sweep carries (%s)%s" % (name, catalogue(kind)["version"], said)
+    action = BUCKET_ACTION.get(bucket, "unknown")
+    if bucket == "XID_154":
+        wanted = text.lower().rsplit(" to ", 1)[-1]
+        action = next((a for word, a in RECOVERY if word in wanted), "inspect")
+    return bucket, action, meaning
+
+
+def catalogue(kind):
+    return cat.SXID_CATALOGUE if kind == "sxid" else cat.XID_CATALOGUE
+
+
+def stamp(line, booted_at):
+    """(seconds since boot, wall time ISO UTC) of a kernel-log line; None for what it does not say."""
+    since = SINCE_BOOT.search(line) or KERN_LOG_STAMP.search(line[:80])
+    seconds = float(since.group(1)) if since else None
+    wall = None
+    m = WALL.search(line)
+    if m:
+        wall = m.group(1)[:19] + "Z" if m.group(2) in (None, "Z", "+00:00", "+0000") else m.group(0)
+    elif seconds is not None and isinstance(booted_at, (int, float)):
+        wall = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(booted_at + seconds))
+    return seconds, wall
+
+
+def parse_events(events, booted_at=None):
+    """Group folded events (first line, last line, count) per (kind, device, code): count, first and
+    last time and message, NVIDIA's bucket, sweep's action, kind, meaning. Xid first, then SXid."""
+    groups = {}
+    for first, last, count in events or ():
+        m = LINE.search(first)
+        if not m or not isinstance(count, int):
+            continue
+        kind, bus, code = "sxid" if m.group(1) else "xid", m.group(2).lower(), int(m.group(3))
+        g = groups.get((kind, bus, code))
+        if g is None:
+            g = groups[(kind, bus, code)] = _group(kind, bus, code, first, booted_at)
+        g["count"] += count
+        g["last_s"], g["last_at"] = stamp(last, booted_at)
+        g["last"] = (LINE.search(last) or m).group(4).strip()[:300]
+        if g["code"] == 154 and kind == "xid":
+            g["bucket"], g["action"], _ = judge(kind, 154, g["last"])
+            g["kind"] = ACTION[g["action"]][3]
+    return sorted(groups.values(), key=lambda g: (RANK[g["action"]], g["bus_id"], g["code"]))
+
+
+def _group(kind, bus, code, first, booted_at):
+    text = LINE.search(first).group(4).strip()
+    bucket, action, meaning = judge(kind, code, text)
+    first_s, first_at = stamp(first, booted_at)
+    return {"type": kind, "bus_id": bus, "code": code, "count": 0, "kind": ACTION[action][3], "bucket": bucket,
+            "action": action, "meaning": meaning, "first": text[:300], "last": None,
+            "first_s": first_s, "first_at": first_at, "last_s": None, "last_at": None}
 
 
 def parse_xid_lines(lines):
-    """Group Xid lines per (GPU bus id, code): count, first and last message, kind, meaning, action."""
-    groups = {}
-    for line in lines or []:
-        m = XID_LINE.search(line)
-        if not m:
-            continue
-        bus, code, rest = m.group(1).lower(), int(m.group(2)), m.group(3).strip()
-        g = groups.get((bus, code))
-        if g is None:
-            kind, meaning, action = CATALOGUE.get(code, UNKNOWN)
-            g = groups[(bus, code)] = {"bus_id": bus, "code": code, "count": 0, "kind": kind, "meaning": meaning,
-                                       "action": action, "first": rest[:300], "last": None}
-        g["count"] += 1
-        g["last"] = rest[:300]
-    return sorted(groups.values(), key=lambda g: (g["kind"] != HARDWARE, g["bus_id"], g["code"]))
+    """Xid groups of kernel-log lines kept one by one (tests, old captures)."""
+    from probe_agent.kernlog import legacy_fold
+
+    return parse_events(legacy_fold(lines))
 
 
 def read_kernel_log(src):
-    """The kernel-log section of health.json: where it was read from, and the Xid groups."""
+    """The kernel-log section of health.json: where it was read from, which boot, the Xid and SXid groups."""
     answer = src.kernel_log()
-    lines = answer.get("lines") or []
+    boot = answer.get("boot") or {}
+    booted_at = boot.get("booted_at") if isinstance(boot.get("booted_at"), (int, float)) else None
+    groups = parse_events(answer.get("events"), booted_at)
     return {"source": answer.get("source"), "tried": answer.get("tried") or {}, "complete": answer.get("complete", True),
-            "xid_lines": len([l for l in lines if XID_LINE.search(l)]), "xid": parse_xid_lines(lines),
-            "docs": XID_DOCS}
+            "boot": {"id": boot.get("id"), "booted_at": None if booted_at is None else
+                     time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(booted_at))},
+            "xid_lines": sum(g["count"] for g in groups if g["type"] == "xid"), "dropped": answer.get("dropped") or 0,
+            "xid": [g for g in groups if g["type"] == "xid"], "sxid": [g for g in groups if g["type"] == "sxid"],
+            "catalogue": {"xid": cat.XID_CATALOGUE, "sxid": cat.SXID_CATALOGUE}, "docs": XID_DOCS}

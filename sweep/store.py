@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.inventory.command_line import INLINE_NAME, is_inline
+from probe_agent import xid
 from sweep import __version__
 from sweep.errors import HealthFileError, RunFolderError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
@@ -575,9 +576,53 @@ def _listed(path: Path) -> Listing:
 def normalize_health(health: Any) -> Any:
     """A health.json of any schema 1.x as the newest minor version names it, in place (and returned):
     the one place that knows the older names. Schema 1.0 called each GPU's ECC mode after reset
-    `ecc.pending`; 1.1 named it `ecc.pending_mode` (the agent writes both until schema 2)."""
+    `ecc.pending`; 1.1 named it `ecc.pending_mode` (the agent writes both until schema 2). Before 1.5
+    an Xid group had no `type`, NVIDIA bucket or action: they are judged here from its code, by the
+    catalogue this sweep carries, and its times are "not recorded" (null)."""
     for gpu in (health.get("gpus") if isinstance(health, dict) else None) or ():
         ecc = gpu.get("ecc") if isinstance(gpu, dict) else None
         if isinstance(ecc, dict) and "pending" in ecc and "pending_mode" not in ecc:
             ecc["pending_mode"] = ecc["pending"]
+    log = health.get("kernel_log") if isinstance(health, dict) else None
+    for group in (log.get("xid") if isinstance(log, dict) else None) or ():
+        if isinstance(group, dict) and "action" not in group and isinstance(group.get("code"), int):
+            bucket, action, meaning = xid.judge("xid", group["code"], str(group.get("last") or ""))
+            group.update(type="xid", bucket=bucket, action=action, kind=xid.ACTION[action][3],
+                         meaning=group.get("meaning") or meaning)
+            for key in ("first_s", "last_s", "first_at", "last_at"):
+                group.setdefault(key, None)
     return health
+
+
+def earlier_runs(run_dir: Path) -> list[tuple[str, Path]]:
+    """The run folders beside `run_dir` (its parent, as `sweep run` puts them under reports/) that started
+    before it: (started_at, folder), the newest first. Folders whose manifest cannot be read are left out."""
+    def started(folder: Path) -> str | None:
+        try:
+            value = json.loads((folder / MANIFEST).read_bytes()).get("started_at")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return value if isinstance(value, str) else None
+    mine = started(run_dir)
+    if mine is None:
+        return []
+    try:
+        siblings = [p for p in run_dir.parent.iterdir() if p != run_dir and (p / MANIFEST).is_file()]
+    except OSError:
+        return []
+    runs = [(at, p) for p, at in ((p, started(p)) for p in siblings) if at is not None and at < mine]
+    return sorted(runs, reverse=True)
+
+
+def previous_health(runs: list[tuple[str, Path]], host: str) -> tuple[dict, Path] | None:
+    """The health.json of `host` in the newest of `runs` (`earlier_runs`) that holds one, and that run."""
+    for _, run in runs:
+        path = run / HOSTS / f"{safe_name(host)}.json"
+        try:
+            record = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            continue
+        health = record.get("health") if isinstance(record, dict) and record.get("host") == host else None
+        if record.get("status") == "ok" and isinstance(health, dict):
+            return normalize_health(health), run
+    return None

@@ -103,6 +103,7 @@ class Fleet:
     sources: tuple[str, ...] = ()
     health: tuple = field(default=(), repr=False)  # per row of `hosts`, with load_fleet(keep_health=True)
     wraps: dict = field(default_factory=dict, repr=False)  # host -> its record's `wrap` section (sweep run --wrap)
+    kernel: dict = field(default_factory=dict, repr=False)  # host -> its kernel_log, for hosts with Xid / SXid events
 
 
 def load_fleet(paths, workers: int | None = None, keep_health: bool = False) -> Fleet:
@@ -243,6 +244,7 @@ class _Builder:
         self.plain = []  # (row position, reported hostname, file stem) of plain health.json files
         self.health = [] if keep_health else None  # each host's health.json as read, when kept
         self.wraps = []  # (row position, a reachable host's `wrap` section, its file), as the records are read
+        self.kernel = []  # (row position, the kernel_log of a host with Xid / SXid events)
 
     def add(self, path: Path, doc, groups_of):
         if isinstance(doc, dict) and "record_version" in doc:
@@ -313,6 +315,9 @@ class _Builder:
             picked = {g.get("index") for g in gpus}
         row.update(_host_facts(health, contracts, gpus, picked), provenance=provenance)
         self.hosts.append(row)
+        log = health.get("kernel_log")
+        if isinstance(log, dict) and (log.get("xid") or log.get("sxid")):
+            self.kernel.append((position, log))
         self._add_gpus(position, health, gpus, picked, _foreign_processes(health, contracts))
         for i, c in enumerate(contracts):
             self.contracts.append({"host": position, "position": i, "contract": c.get("name"), "title": c.get("title"),
@@ -336,7 +341,8 @@ class _Builder:
         """This chunk's rows as typed frames (their host column still the host's position)."""
         return _Chunk(_frame(self.hosts, HOST_COLUMNS, "host"), _frame(self.gpus, GPU_COLUMNS, "GPU"),
                       _frame(self.contracts, CONTRACT_COLUMNS, "contract"),
-                      _frame(self.processes, PROCESS_COLUMNS, "process"), self.plain, self.health, self.wraps)
+                      _frame(self.processes, PROCESS_COLUMNS, "process"), self.plain, self.health, self.wraps,
+                      self.kernel)
 
 
 def _host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
@@ -434,6 +440,7 @@ class _Chunk:
     plain: list
     health: list | None
     wraps: list
+    kernel: list = field(default_factory=list)
 
 
 def _assemble(chunks, sources) -> Fleet:
@@ -447,7 +454,8 @@ def _assemble(chunks, sources) -> Fleet:
         frame["host"] = pd.Categorical.from_codes(frame["host"].to_numpy(dtype="int64"), dtype=categories)
     health = () if chunks[0].health is None else tuple(h for c in chunks for h in c.health)
     wraps = {names[position]: dict(wrap, source=path) for c in chunks for position, wrap, path in c.wraps}
-    return Fleet(hosts, gpus, contracts, processes, sources, health, wraps)
+    kernel = {names[position]: log for c in chunks for position, log in c.kernel}
+    return Fleet(hosts, gpus, contracts, processes, sources, health, wraps, kernel)
 
 
 def _host_names(names, plain) -> list[str]:

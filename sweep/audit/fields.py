@@ -20,7 +20,8 @@ PROBE_CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
                            "gpus#.reason_counters_us.*", "load.summary#.*_fraction", "load.summary#.sm_mhz_median",
                            "load.summary#.sm_mhz_max_allowed", "load.summary#.power_w_median",
                            "load.summary#.enforced_limit_w")),
-    ("link errors", ("gpus#.nvlink.errors*", "gpus#.pcie.replay_counter", "kernel_log.xid*", "kernel_log.xid_lines")),
+    ("link errors", ("gpus#.nvlink.errors*", "gpus#.pcie.replay_counter", "kernel_log.xid*", "kernel_log.xid_lines",
+                     "kernel_log.sxid*", "kernel_log.boot*", "kernel_log.dropped")),
     ("links and fabric", ("gpus#.pcie.*", "gpus#.nvlink.*", "gpus#.nvlinks_active", "gpus#.fabric.*", "pci.*",
                           "gpus#.lost")),
     ("power and clock policy", ("gpus#.power.*", "gpus#.clocks.*max*", "gpus#.clocks.*app*")),
@@ -42,7 +43,8 @@ PROBE_IGNORED = ("probe.*", "summary", "contracts#.evidence*", "contracts#.title
            "contracts#.consequence_of", "frameworks#.executable", "gpus#.clock_event_reasons.active_mask",
            "gpus#.processes#.used_memory_bytes",
            # the PCIe generation drops at idle to save power; where the log was read from is no fact of the host
-           "gpus#.pcie.gen", "kernel_log.tried*", "kernel_log.source", "kernel_log.docs")
+           "gpus#.pcie.gen", "kernel_log.tried*", "kernel_log.source", "kernel_log.docs",
+           "kernel_log.catalogue*")  # the catalogue is the agent's, not the host's
 
 # --- the run diff --------------------------------------------------------------------------------
 
@@ -53,7 +55,7 @@ RUN_VOLATILE = (
     "gpus#.utilization_gpu_pct", "gpus#.pstate", "gpus#.reason_counters_us.*", "gpus#.clock_event_reasons.*",
     "gpus#.processes*", "gpus#.memory_used_bytes", "gpus#.unsupported.*", "driver.unsupported.*",
     "gpus#.mig.devices*", "gpus#.index", "gpus#.thermal.gpu_c", "gpus#.thermal.memory_c", "gpus#.pcie.gen",
-    "kernel_log.tried*", "kernel_log.source", "kernel_log.docs",
+    "kernel_log.tried*", "kernel_log.source", "kernel_log.docs", "kernel_log.catalogue*",
 )
 # (kind, patterns); the first match wins. Display order is KIND_ORDER.
 RUN_KINDS: list[tuple[str, tuple[str, ...]]] = [

@@ -317,7 +317,7 @@ def hgx_platform(ib_rate: str = "400 Gb/sec (4X NDR)") -> Edit:
             _gpu_platform(cap, i)
         _host_settings(cap)
         _ib_ports(cap, buses, nics, ib_rate)
-        cap["kernel_log"] = {"source": "/dev/kmsg", "lines": [], "tried": {}}
+        cap["kernel_log"] = {"source": "/dev/kmsg", "events": [], "tried": {}, "complete": True, "boot": dict(DEMO_BOOT)}
     edit.__doc__ = None  # the healthy platform every demo host has; not a change worth a note
     return edit
 
@@ -431,18 +431,25 @@ def nvlink_down(gpu: int = 5, link: int = 3) -> Edit:
 XID_TEXT = {79: "GPU has fallen off the bus.",
             48: "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 0, "
                 "subpartition 0.",
-            13: "Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address"}
+            13: "Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address",
+            31: "Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_14 faulted @ 0x7f2f_cca58000. "
+                "Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ",
+            95: "Uncontained: FBHUB. RST: Yes, D-RST: No"}
+# The demo hosts' boot: booted 2026-11-30T06:00:00Z (the kernel log's times are seconds since then).
+DEMO_BOOT = {"id": "8d3c6f0e-5b1a-4f7e-9c2d-0a1b2c3d4e5f", "booted_at": 1796018400}
 
 
-def xid(code: int, gpu: int = 0, count: int = 1) -> Edit:
-    """Xid lines in the kernel log for one GPU, as NVRM writes them."""
+def xid(code: int, gpu: int = 0, count: int = 1, first_s: float = 7312.5, every_s: float = 61.0) -> Edit:
+    """Xid events in the kernel log for one GPU, as NVRM writes them and /dev/kmsg stamps them
+    (seconds since boot), folded as the agent reads them: `count` events, `every_s` apart."""
     def edit(cap):
         bus = _bus_ids(cap)[gpu][:-2]  # NVRM names the device without its function: 0000:18:00
-        log = cap.setdefault("kernel_log", {"source": "/dev/kmsg", "lines": [], "tried": {}})
-        log["lines"] = list(log.get("lines") or []) + [
-            f"NVRM: Xid (PCI:{bus}): {code}, pid=48213, name=python3, {XID_TEXT.get(code, 'see the Xid catalogue')}"
-            for _ in range(count)]
-    edit.__doc__ = f"Xid {code} on GPU {gpu}"
+        log = cap.setdefault("kernel_log", {"source": "/dev/kmsg", "events": [], "tried": {}, "boot": dict(DEMO_BOOT)})
+        text = f"NVRM: Xid (PCI:{bus}): {code}, pid=48213, name=python3, {XID_TEXT.get(code, 'see the Xid catalogue')}"
+        last_s = first_s + every_s * (count - 1)
+        log["events"] = list(log.get("events") or []) + [
+            [f"[{first_s:12.6f}] {text}", f"[{last_s:12.6f}] {text}", count]]
+    edit.__doc__ = f"Xid {code} on GPU {gpu}" + (f", {count} times" if count > 1 else "")
     return edit
 
 

@@ -4,7 +4,9 @@
 
     report.html    the report, one self-contained file (no script, no URL)
     summary.json   the machine-readable verdict (schema sweep.summary/1); with an expectations file
-                   or a baseline folder, "audit" holds `sweep.audit.baseline.audit_section` (else null)
+                   or a baseline folder, "audit" holds `sweep.audit.baseline.audit_section` (else null);
+                   "xid" the hosts grouped by the repair their Xid / SXid events need
+                   (`sweep.analysis.xid.xid_section`)
     summary.md     the verdict as Markdown, for a ticket
     hosts.csv      one row per host: facts, comparability key values, class
     fleet.csv      one row per GPU
@@ -53,6 +55,7 @@ from sweep.analysis.compare import Findings, compare
 from sweep import exitcodes
 from sweep.errors import RunFolderError
 from sweep.analysis.fleet import Fleet, load_fleet, records_of, usable_cpus
+from sweep.analysis.xid import action_lines, xid_section
 from sweep.report.bench import bench_lines
 from sweep.report.lists import FILES as LIST_FILES, write_lists
 from sweep.report.findings import fold, terminal_lines
@@ -107,6 +110,7 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     code = exit_code(findings, audit, bench)
     summary = summary_dict(findings, code, exitcodes.MEANING[code], fleet.sources, audit, bench)
     folded = fold(summary["findings"])  # the health findings folded across hosts, for every view of them
+    summary["xid"] = xid_section(fleet)
     out = Path(out_dir)
     files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
              "hosts_csv": out / "hosts.csv", "fleet_csv": out / "fleet.csv", "pool": out / "pool.txt",
@@ -129,7 +133,8 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     except OSError as err:
         raise RunFolderError(f"cannot write the report ({err.strerror or err})", where=str(out),
                              fix="choose a writable folder for the report") from None
-    headline = "\n".join([findings.headline(), *(audit["headline"] if audit else ()), *bench_lines(bench)])
+    headline = "\n".join([findings.headline(), *action_lines(summary["xid"]), *(audit["headline"] if audit else ()),
+                          *bench_lines(bench)])
     return ReportResult(out, files, code, headline, summary, findings, fleet, tuple(terminal_lines(folded)))
 
 

@@ -28,6 +28,7 @@ from sweep.analysis import facts as table
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
 from sweep.analysis.names import fold_failures as names_fold_failures
 from sweep.analysis.fleet import Fleet, rows_at
+from sweep.analysis.xid import event_name, when
 from sweep.errors import InventoryWarning
 from sweep.report.bench import markdown_bench
 from sweep.report.findings import by_host, fold
@@ -208,6 +209,7 @@ def render_markdown(summary: dict, folded: list | None = None) -> str:
         lines += [f"| {mdcode(u['hosts'])} | {md(u['failure_class'])} | {md(u['message'])} |"
                   for u in fold_failures(summary["unreachable"])[:ROWS_MAX]]
         lines.append("")
+    lines += _markdown_xid(summary.get("xid"))
     health = fold(summary["findings"]) if folded is None else folded  # one row per finding the hosts share
     if health:
         lines += ["## Health findings", "", "| Severity | Hosts | Finding | Detail | Values | Fix |",
@@ -253,6 +255,19 @@ def _markdown_lists(summary: dict) -> list[str]:
     lines += [f"- {', '.join(mdcode(f) for f in item['files'])}: {md(item['what'])}: "
               f"{', '.join(mdcode(c) for c in item['commands'])}"
               for item in list_files(summary)]
+    return lines + [""]
+
+
+def _markdown_xid(section: dict | None) -> list[str]:
+    """The hosts grouped by the repair their Xid / SXid events need, then one row per host and event."""
+    if not section or not section["actions"]:
+        return []
+    lines = ["## Xid and SXid: the repair NVIDIA prescribes", ""]
+    lines += [f"- **{md(a['label'])}**: {mdcode(a['folded'])} ({plural(a['count'], 'host')}): {md(a['fix'])}"
+              for a in section["actions"]]
+    lines += ["", "| Host | Action | Event | Device | Count, first and last time |", "|---|---|---|---|---|"]
+    lines += [f"| {mdcode(h['host'])} | {md(e['label'])} | {md(event_name(e))}: {md(e['meaning'])} | "
+              f"{mdcode(e['bus_id'])} | {md(when(e))} |" for h in section["hosts"][:ROWS_MAX] for e in h["events"]]
     return lines + [""]
 
 
@@ -353,6 +368,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
         "tone": _tone(summary["exit_code"]), "chart": chart(fleet, findings),
         "hosts": hosts, "sources": summary.get("sources", []),
         "list_files": list_files(summary),
+        "xid": _xid_box(summary.get("xid")),
     }
 
 
@@ -385,6 +401,20 @@ def _watch(folded: list[dict], pool) -> list[dict]:
             detail = hit[0]["detail"] if len(hit) == 1 else e["detail"] + " (values differ)"
             out.append({"title": e["title"], "detail": detail, "folded": abbreviate(fold_hosts(hosts), 80)})
     return out
+
+
+XID_HOSTS_SHOWN = 12  # hosts named with their events under the top box's repair lines
+
+
+def _xid_box(section: dict | None) -> dict:
+    """The top box's repair lines: per action its hosts, then the first hosts' events in words."""
+    if not section:
+        return {"actions": [], "hosts": [], "more": 0}
+    hosts = [{"host": h["host"], "label": h["label"], "action": h["action"],
+              "events": [f"{event_name(e)} on {e['bus_id']}: {e['meaning']}, {when(e)}" for e in h["events"][:4]]
+              + ([f"and {len(h['events']) - 4} more"] if len(h["events"]) > 4 else [])}
+             for h in section["hosts"][:XID_HOSTS_SHOWN]]
+    return {"actions": section["actions"], "hosts": hosts, "more": max(0, len(section["hosts"]) - XID_HOSTS_SHOWN)}
 
 
 def _held_out(summary: dict) -> list[dict]:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from probe_agent import HEALTH_SCHEMA_VERSION
+
 from fleet_variants import base, rejudge
 from history_parts import PROMTOOL, require_part, six_week_history
 from probe_agent.hostfacts import read_firmware, read_ib_ports
@@ -292,7 +294,7 @@ def test_replays_with_and_without_the_new_fields(tmp_path):
     capture = json.loads((ROOT / "sweep" / "demo" / "captures" / "h200-idle.json").read_text())
     old = _replay(capture, tmp_path)  # recorded before schema 1.3: no InfoROM, GSP, BIOS, fw_ver
     g = old["gpus"][0]
-    assert old["schema_version"] == "1.4" and g["vbios"] == "96.00.A5.00.1A"
+    assert old["schema_version"] == HEALTH_SCHEMA_VERSION and g["vbios"] == "96.00.A5.00.1A"
     assert g["inforom_image"] is None and g["gsp_firmware"] == {"version": None, "enabled": None,
                                                                   "default_enabled": None}
     assert old["firmware"]["bios_version"] is None

@@ -265,7 +265,7 @@ def test_kernel_log_fallbacks_and_not_readable(tmp_path):
     script.write_text("#!/bin/sh\necho '[ 5.0] kernel: %s'\n" % XID_48)
     script.chmod(0o755)
     log = LiveSource(root=str(root), journalctl=(str(script),)).kernel_log()
-    assert log["source"] == "journalctl -k" and XID_48 in log["lines"][0]
+    assert log["source"] == "journalctl -k" and XID_48 in log["events"][0][0]
     empty = tmp_path / "empty"
     empty.mkdir()
     log = LiveSource(root=str(empty), journalctl=("/nonexistent/journalctl",)).kernel_log()
@@ -283,7 +283,9 @@ def test_kernel_log_not_readable_is_unknown_not_ok(tmp_path):
 
 def test_xid_parser_reads_real_line_shapes():
     groups = parse_xid_lines([XID_79, "NVRM: Xid (0000:18:00): 140, Unrecovered ECC Error", "unrelated"])
-    assert [(g["bus_id"], g["code"]) for g in groups] == [("0000:18:00", 140), ("0000:3b:00", 79)]
+    # the most severe repair first: a reboot (79) before a GPU reset (140)
+    assert [(g["bus_id"], g["code"], g["action"]) for g in groups] == [("0000:3b:00", 79, "reboot"),
+                                                                       ("0000:18:00", 140, "reset_gpu")]
 
 
 # --- 5. fabric ----------------------------------------------------------------------------------
@@ -381,7 +383,7 @@ def test_record_then_replay_gives_the_same_reads(tmp_path):
     f.write_text(json.dumps(rec.capture("test")))
     rep = ReplaySource(str(f))
     assert (read_pci_gpus(rep), read_kernel_log(rep)) == live
-    assert json.loads(f.read_text())["version"] == 2
+    assert json.loads(f.read_text())["version"] == 3  # 3: the kernel log folded per event kind, with its boot
 
 
 def test_acs_redirect_on_a_switch_port_above_a_gpu_is_a_host_warning(tmp_path):
@@ -415,10 +417,10 @@ def test_nearest_nic_from_the_topology_matrix():
 
 
 def test_kernel_log_cut_at_its_bound_is_not_passed_as_clean(tmp_path, monkeypatch):
-    import probe_agent.source as source
+    import probe_agent.kernlog as kernlog
     root = tmp_path / "t"
     put(root, "/dev/kmsg", "".join("6,%d,0,-;line %d\n" % (n, n) for n in range(5000)))
-    monkeypatch.setattr(source, "KERNEL_LOG_MAX_BYTES", 1000)
+    monkeypatch.setattr(kernlog, "MAX_BYTES", 1000)
     log = LiveSource(root=str(root), journalctl=None).kernel_log()
     assert log["source"] == "/dev/kmsg" and log["complete"] is False
     cap = idle_with_pcie()

@@ -86,8 +86,8 @@ def test_link_failures_are_also_findings_with_their_fix(demo):
 
 
 @pytest.mark.parametrize("host,kind,severity,words,fix", [
-    ("gpu19", "lowest_broken", "broken", "Xid 79 on 0000:38:00 x1: GPU has fallen off the bus", "Xid 79: drain the host"),
-    ("gpu23", "lowest_broken", "broken", "Xid 48 on 0000:28:00 x2: double-bit ECC error", "RMA"),
+    ("gpu19", "lowest_broken", "broken", "Xid 79 on 0000:38:00 x1: GPU has fallen off the bus", "Xid 79: reboot"),
+    ("gpu23", "lowest_broken", "broken", "Xid 48 on 0000:28:00 x2: double-bit ECC error", "Xid 48/Xid 95: reset the GPU"),
     ("gpu31", "host_settings", "warning", "mlx5_1 port 1 at 200 Gb/s", "ibstat"),
     ("gpu35", "host_settings", "warning", "CPU frequency governor powersave", "cpupower"),
     ("gpu36", "thermal_headroom", "warning", "GPU 4: HBM at 92 C, 3 C below its slowdown threshold 95 C", "cooling"),
