@@ -308,15 +308,12 @@ def test_ctrl_c_on_the_cli_stops_launching_ends_in_flight_and_exits_130(fleet, l
             time.sleep(0.01)
         at_signal = len(list((run_dir / "hosts").glob("slow*.json")))
         proc.send_signal(signal.SIGINT)
-        started = time.monotonic()
-        out, err = proc.communicate(timeout=15)
-        stopped_in = time.monotonic() - started
+        out, err = proc.communicate(timeout=120)  # a hang guard only: what stopped is read from the records
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, err.decode()
-    assert stopped_in < 5
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["state"] == "interrupted" and manifest["sessions"][0]["state"] == "interrupted"
     found = records(run_dir)

@@ -77,7 +77,10 @@ def test_readme_command_1_exits_0_in_a_fresh_copy(tmp_path):
     copy = fresh_copy(tmp_path / "sweep")
     require(shutil.which("sweep") is not None, "the sweep command is not installed (pip install -e .)")
     path = [str(Path(sys.executable).parent), str(Path(shutil.which("sweep")).parent), "/usr/sbin", "/usr/bin", "/bin"]
-    env = {"PATH": ":".join(path), "HOME": str(tmp_path), "PYTHONPATH": str(copy), "LANG": "C.UTF-8"}
+    own_tmp = tmp_path / "tmp"  # the demo's work folder (tempfile) under this test's own, so that the teardown
+    own_tmp.mkdir()             # check below counts this demo's sshd servers, not another sweep's on the machine
+    env = {"PATH": ":".join(path), "HOME": str(tmp_path), "PYTHONPATH": str(copy), "LANG": "C.UTF-8",
+           "TMPDIR": str(own_tmp)}
     proc = subprocess.run(["bash", "-c", without_network(readme_command(1))], cwd=copy, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -112,7 +115,7 @@ def test_readme_command_1_exits_0_in_a_fresh_copy(tmp_path):
     assert f"report: {run.resolve() / 'report' / 'report.html'}" in lines, proc.stdout
     assert any(l.startswith("under `sweep run` this fleet would exit 1: ") for l in lines), proc.stdout
     assert "Traceback" not in proc.stderr
-    left = subprocess.run(["pgrep", "-f", "sshd.*sweep-demo-"], capture_output=True, text=True).stdout
+    left = subprocess.run(["pgrep", "-f", f"sshd.*{own_tmp}/sweep-demo-"], capture_output=True, text=True).stdout
     assert left == "", "the demo fleet's sshd servers were not torn down"
 
 
