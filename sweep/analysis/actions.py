@@ -17,6 +17,7 @@ import re
 
 from sweep.analysis.compare import Findings
 from sweep.analysis.names import NODE_NAME, fold_nodeset, host_key
+from sweep.analysis.xid import event_name
 from sweep.text import visible
 
 _AGAIN = re.compile(r"#\d+$")  # the loader's mark of a host met again in another run folder: gpu01#2
@@ -34,13 +35,15 @@ def _fold(hosts) -> tuple[str, tuple[str, ...]]:
     return fold_nodeset(node_name(h) for h in hosts)
 
 
-def host_records(findings: Findings) -> dict[str, dict]:
-    """Host -> {"host", "findings": its findings as dicts, the most severe first} for every host to drain."""
+def host_records(findings: Findings, xid_hosts: dict[str, dict] | None = None) -> dict[str, dict]:
+    """Host -> {"host", "findings": its findings as dicts, the most severe first, "xid": its entry of
+    summary.json's "xid" hosts (the repair its Xid events need) or None} for every host to drain."""
     drain = set(_held_out(findings)) | set(_broken(findings))
     records: dict[str, dict] = {}
     for f in findings.findings:  # sorted: broken before warning
         if f.host in drain:
-            records.setdefault(f.host, {"host": f.host, "findings": []})["findings"].append(f.to_dict())
+            records.setdefault(f.host, {"host": f.host, "findings": [], "xid": (xid_hosts or {}).get(f.host)}
+                               )["findings"].append(f.to_dict())
     return {h: records[h] for h in sorted(records, key=host_key)}
 
 
@@ -69,6 +72,9 @@ def drain_reason(host_record: dict) -> str:
     cause = _cause(host_record)
     what = cause["contract"] or cause["kind"]
     text = f"sweep: {what}: {cause['fix'] or cause['title']}"
+    event = _xid_event(host_record, cause)
+    if event is not None:  # the repair NVIDIA prescribes, then the event: "sweep: reboot: Xid 79 GPU has fallen off the bus"
+        text = f"sweep: {host_record['xid']['label']}: {event_name(event)} {event.get('meaning') or ''}"
     text = visible(" ".join(text.split()), keep="").encode("ascii", "backslashreplace").decode("ascii")
     return text if len(text) <= REASON_MAX else text[:REASON_MAX - 3].rstrip() + "..."
 
@@ -76,14 +82,25 @@ def drain_reason(host_record: dict) -> str:
 def taint_value(host_record: dict) -> str:
     """The value of the host's ``sweep/broken`` taint: a Kubernetes label value naming its cause (``xid``)."""
     cause = _cause(host_record)
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", cause["contract"] or cause["kind"]).strip("-_.")[:63]
+    event = _xid_event(host_record, cause)
+    name = f"{event.get('type') or 'xid'}{event.get('code')}" if event is not None else cause["contract"] or cause["kind"]
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(name)).strip("-_.")[:63]
     return slug.strip("-_.") or "broken"
 
 
-def drain_groups(findings: Findings) -> list[dict]:
-    """One entry per drain reason, in host order of its first host: hosts, folded, not_folded, reason, taint."""
+def _xid_event(host_record: dict, cause: dict) -> dict | None:
+    """The worst Xid / SXid event of a host drained for its xid contract, or None."""
+    xid = host_record.get("xid")
+    if cause.get("contract") != "xid" or not xid or not xid.get("events"):
+        return None
+    return xid["events"][0]
+
+
+def drain_groups(findings: Findings, xid_hosts: dict[str, dict] | None = None) -> list[dict]:
+    """One entry per drain reason, in host order of its first host: hosts, folded, not_folded, reason, taint.
+    `xid_hosts`: summary.json's "xid" hosts by name, so that an Xid host's reason is its repair."""
     groups: dict[str, dict] = {}
-    for host, record in host_records(findings).items():
+    for host, record in host_records(findings, xid_hosts).items():
         entry = groups.setdefault(drain_reason(record), {"hosts": [], "taint": taint_value(record)})
         entry["hosts"].append(host)
     out = []

@@ -108,9 +108,8 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
         audit = audit_section(records_of(fleet), expect, baseline)
     bench = bench_section(fleet, findings)
     code = exit_code(findings, audit, bench)
-    summary = summary_dict(findings, code, exitcodes.MEANING[code], fleet.sources, audit, bench)
+    summary = summary_dict(findings, code, exitcodes.MEANING[code], fleet.sources, audit, bench, xid_section(fleet))
     folded = fold(summary["findings"])  # the health findings folded across hosts, for every view of them
-    summary["xid"] = xid_section(fleet)
     out = Path(out_dir)
     files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
              "hosts_csv": out / "hosts.csv", "fleet_csv": out / "fleet.csv", "pool": out / "pool.txt",

@@ -59,14 +59,15 @@ _env.filters.update(abbreviate=abbreviate, plural=plural)
 
 
 def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=(), audit: dict | None = None,
-                 bench: dict | None = None) -> dict:
+                 bench: dict | None = None, xid: dict | None = None) -> dict:
     """The machine-readable verdict written to summary.json (`audit`: sweep.audit.baseline.audit_section, or None;
     `bench`: sweep.analysis.bench.bench_section of a `sweep run --wrap` run, or None)."""
     out = {"schema": SUMMARY_SCHEMA, "generated_at": _now(), "sweep_version": __version__,
            "sources": list(sources)}
     out.update(findings.to_dict())
     out["host_sets"] = host_sets(findings)
-    out["drain"] = drain_groups(findings)
+    out["drain"] = drain_groups(findings, {h["host"]: h for h in (xid or {}).get("hosts", [])})
+    out["xid"] = xid
     out["audit"] = audit
     out["benchmark"] = bench
     out["exit_code"] = exit_code

@@ -269,3 +269,20 @@ def test_a_host_met_in_two_run_folders_is_one_node_in_the_node_sets_and_scripts(
     assert sets["pool"]["folded"] == "gpu[01-02]" and not sets["pool"]["not_folded"]
     assert "scontrol update NodeName=gpu02 State=DRAIN" in result.files["drain"].read_text()
     assert "kubectl cordon gpu02\n" in result.files["kubectl"].read_text()
+
+
+def test_xid_hosts_are_drained_for_the_repair_nvidia_prescribes_one_line_per_repair_and_event(tmp_path):
+    """Two hosts whose GPUs fell off the bus (on different buses) share one drain line whose reason is
+    the repair (reboot) and the event, and their taint names the code; an application Xid is not drained."""
+    records = [fv.record("gpu03", fv.xid(fv.h200(2, "gpu03"), bus="0000:19:00.0")),
+               fv.record("gpu09", fv.xid(fv.h200(2, "gpu09"), bus="0000:3b:00.0")),
+               fv.record("gpu11", fv.xid(fv.h200(2, "gpu11"), code=13, said="Graphics Exception")),
+               fv.record("gpu12", fv.h200(2, "gpu12"))]
+    fv.write_run(tmp_path / "run", records)
+    result = build_report([tmp_path / "run"], tmp_path / "out")
+    xid_lines = [d for d in result.summary["drain"] if d["taint"].startswith("xid")]
+    assert [(d["folded"], d["taint"]) for d in xid_lines] == [("gpu[03,09]", "xid79")]
+    assert xid_lines[0]["reason"] == "sweep: reboot: Xid 79 GPU has fallen off the bus"
+    drain = result.files["drain"].read_text()
+    assert 'scontrol update NodeName="gpu[03,09]" State=DRAIN Reason="sweep: reboot: Xid 79 GPU has fallen off the bus"' in drain
+    assert "gpu11" not in drain and "sweep/broken=xid79:NoSchedule" in result.files["kubectl"].read_text()
