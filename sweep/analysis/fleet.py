@@ -28,6 +28,8 @@ import numpy as np
 import pandas as pd
 
 from sweep.analysis.facts import GPU_READS, HOST_READS
+from sweep.analysis.speedread import (gpu_envelope, gpu_view, read_forced, read_reason, read_rejected, read_speed,
+                                      read_status)
 from sweep.errors import HealthFileError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
 from sweep.store import RECORD_VERSION, list_records, normalize_health, read_json
@@ -46,6 +48,8 @@ HOST_COLUMNS = {
     "verdict": "category", "lowest_message": "category", "lowest_fix": "category", "summary": "category",
     "provenance": "string", "gpus_on_bus": "Int64", "gpus_missing": "string", "cpu_governor": "category",
     "ib_rates": "category", "ib_ports_down": "Int64",
+    # the speed tier (health.json speed, schema 1.4): its status, why, and the fields rejected as no measurement
+    "speed_status": "category", "speed_reason": "string", "speed_rejected": "string", "speed_forced": "boolean",
     **{column: dtype for column, (dtype, _) in HOST_READS.items()},  # the fact table's own columns
 }
 GPU_COLUMNS = {
@@ -65,6 +69,9 @@ GPU_COLUMNS = {
     "pcie_gen": "Int64", "pcie_width": "Int64", "pcie_max_gen": "Int64", "pcie_max_width": "Int64",
     "pcie_replays": "Int64", "nvlink_links": "Int64", "nvlink_active": "Int64", "nvlink_errors": "Int64",
     "fabric_state": "category", "memory_temperature_c": "Float64", "memory_max_c": "Float64",
+    # the envelope sampled during the speed tier (medians; NA where the tier did not run)
+    "speed_sm_mhz": "Float64", "speed_power_w": "Float64", "speed_limit_w": "Float64",
+    "speed_sw_power_cap": "Float64", "speed_hw_slowdown": "Float64",
     **{column: dtype for column, (dtype, _) in GPU_READS.items()},  # the fact table's own columns
 }
 CONTRACT_COLUMNS = {
@@ -324,8 +331,9 @@ class _Builder:
         summary = _get(health, "load", "summary")
         under_load = {row.get("gpu"): row for row in (summary if isinstance(summary, list) else ())
                       if isinstance(row, dict) and type(row.get("sm_mhz_median")) in (int, float)}
+        speed = read_speed(health)
         for g in gpus:
-            row = _gpu_facts(g, under_load.get(g.get("index")) or {})
+            row = _gpu_facts(gpu_view(g, speed), under_load.get(g.get("index")) or {})
             row["host"], row["selected"] = position, g.get("index") in picked
             self.gpus.append(row)
             for p in (p for p in g.get("processes") or () if (g.get("index"), p.get("pid")) in foreign):
@@ -360,6 +368,8 @@ def _host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
         "worst_link": _get(health, "topology", "worst_link_selected"), "lowest_broken": health.get("lowest_broken"),
         "verdict": health.get("verdict"), "lowest_message": low.get("message"), "lowest_fix": low.get("fix"),
         "summary": health.get("summary"), **_platform(health, contracts),
+        "speed_status": read_status(health), "speed_reason": read_reason(health),
+        "speed_rejected": read_rejected(health), "speed_forced": read_forced(health),
     }
     row.update((column, read(health)) for column, (_, read) in HOST_READS.items())
     return row
@@ -391,10 +401,16 @@ def _gpu_facts(g: dict, load: dict) -> dict:
         "retired_pages_pending": g.get("retired_pages_pending"), "sm_load_mhz": load.get("sm_mhz_median"),
         "load_power_w": load.get("power_w_median"), "load_limit_w": load.get("enforced_limit_w"),
         "load_sw_power_cap": load.get("sw_power_cap_fraction"), "load_hw_slowdown": load.get("hw_slowdown_fraction"),
-        **_links(g),
+        **_links(g), **{column: read(g) for column, read in SPEED_ENVELOPE.items()},
     }
     row.update((column, read(g)) for column, (_, read) in GPU_READS.items())
     return row
+
+
+SPEED_ENVELOPE = {"speed_sm_mhz": gpu_envelope("sm_mhz_median"), "speed_power_w": gpu_envelope("power_w_median"),
+                  "speed_limit_w": gpu_envelope("enforced_limit_w"),
+                  "speed_sw_power_cap": gpu_envelope("sw_power_cap_fraction"),
+                  "speed_hw_slowdown": gpu_envelope("hw_slowdown_fraction")}
 
 
 def _platform(health: dict, contracts: list) -> dict:

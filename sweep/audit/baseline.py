@@ -41,7 +41,7 @@ FORMAT = "sweep-baseline"
 HOST_FORMAT = "sweep-baseline-host"
 INDEX = "baseline.json"
 DRIFT_KINDS = ("gpus", "gpu swap", "driver", "ecc", "power", "clock policy", "mig", "modes", "topology",
-               "firmware", "gpu model", "links", "link errors", "host settings")
+               "firmware", "gpu model", "links", "link errors", "host settings", "speed")
 _LABELS = {"pcie.width": "PCIe width", "pcie.max_gen": "PCIe generation (link)", "nvlink.active": "NVLinks active",
            "nvlinks_active": "NVLinks active", "fabric.state": "GPU fabric", "ecc.current": "ECC mode",
            "ecc.pending_mode": "ECC mode after reset", "ecc.pending": "ECC mode after reset",

@@ -99,12 +99,12 @@ def read_run(folder: str | Path) -> RunRows:
     host_ids = [names.host(str(h)) for h in hosts["host"]]
     facts: list[tuple] = []
     probed = (hosts["status"] == "ok").to_numpy()
-    for fact in table.FACTS:
+    for fact in (f for f in table.FACTS if f.history == "value"):  # measured figures drift: no change points
         kid = names.key(fact.name, fact.label, fact.scope)
         for position, value in _host_values(fact, hosts, gpu_keys):
             if probed[position]:
                 facts.append((host_ids[position], -1, kid, names.val(encode(value))))
-    for fact in table.GPU_FACTS:  # per-GPU values where a host's GPUs disagree
+    for fact in (f for f in table.GPU_FACTS if f.history == "value"):  # per-GPU values where a host's GPUs disagree
         mixed_hosts = np.flatnonzero(mixed[fact.name].to_numpy(dtype=bool))
         if not len(mixed_hosts):
             continue
