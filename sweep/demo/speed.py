@@ -137,3 +137,19 @@ def write_speed_run(folder: Path, healths: dict, started: str = "2026-12-01T06:0
                   "failure": None, "attempts": 1, "duration_s": 10.0, "groups": ["speed"], "health": health}
         (folder / "hosts" / f"{host}.json").write_text(json.dumps(record, indent=1))
     return folder
+
+
+def off_design(summary: dict) -> list[str]:
+    """What the speed demo's report (summary.json) judged otherwise than the fleet was built for."""
+    speed = summary.get("speed") or {}
+    odd = []
+    broken = {(j["host"], j["gpu"], j["figure"]) for j in speed.get("judgments", ()) if j["severity"] == "broken"}
+    if ("gpu03", 5, "hbm") not in broken:
+        odd.append("gpu03: built with GPU 5's HBM at 70% of the reference, not judged broken")
+    if not all(("gpu06", i, f) in broken for i in range(8) for f in ("pcie_h2d", "pcie_d2h")):
+        odd.append("gpu06: built with PCIe at half its link's rate, not judged broken on every GPU")
+    if not any(p["figure"] == "bf16_gemm" and p["hosts"] == 4 for p in speed.get("slow_pools", ())):
+        odd.append("gpu[09-12]: built as a 500 W class with bf16 GEMM at 80%, not said to be slow")
+    others = {h for h, *_ in broken} - {"gpu03", "gpu06"}
+    odd += [f"{h}: built healthy, judged broken" for h in sorted(others)]
+    return odd
