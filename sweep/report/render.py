@@ -317,7 +317,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict) -> dict:
     }
 
 
-SPEED_BARS_MAX = 64  # GPU bars per figure (the slowest first); summary.json and fleet.csv hold every GPU
+SPEED_BARS_MAX = 128  # GPU bars per figure (the slowest first); summary.json and fleet.csv hold every GPU
 SPEED_COLOURS = {"ok": "#14866d", "warning": "#d97706", "broken": "#c2362b"}
 
 

@@ -98,7 +98,9 @@ def test_every_fact_has_a_metric_an_audit_kind_an_impact_and_a_history_treatment
     assert fact.impact and fact.impact[-1][0] is None, f"{fact.name}: its last impact rule always holds"
     text = facts.impact_of(fact.name, "a", "b")
     assert isinstance(text, str) and len(text) > 30
-    assert fact.history == "value"
+    assert fact.history in ("value", "drift")
+    if fact.history == "drift":  # a measured figure: no class split, an expectations floor, a metric of its unit
+        assert not fact.compares and fact.expect and fact.metric.name.endswith(("_bytes_per_second", "_flops"))
     assert isinstance(fact.render(dict.fromkeys(fact.columns)), str)  # nothing read renders, no crash
 
 
@@ -123,7 +125,8 @@ def test_the_export_of_the_demo_fleet_carries_every_fact_it_read_and_passes_prom
     missing = {f.name for f in facts.FACTS if f.metric and f.metric.name not in names}
     assert missing == unread, "a fact the demo fleet read is missing from its export"
     # the demo captures were recorded before schema 1.3: these they do not hold (a value not read is not exported)
-    assert unread <= {"inforom", "gsp_firmware", "bios", "fabric_manager", "hca_firmware"}
+    assert unread <= {"inforom", "gsp_firmware", "bios", "fabric_manager", "hca_firmware",
+                      *(f.name for f in facts.SPEED_FACTS)}  # nor the speed tier (schema 1.4, opt-in)
     for name in ("sweep_gpu_pcie_link_width", "sweep_gpu_nvlinks_active", "sweep_host_ib_rate_info",
                  "sweep_host_cpu_governor_info", "sweep_gpu_vbios_info"):  # the ones 43e43b8 left out
         assert name in names
