@@ -88,9 +88,7 @@ def probe(edits: list, workdir: Path, hostname: str) -> dict:
 
     from probe_agent.main import main as agent_main
     from sweep.demo import synth
-    from sweep.demo.fleet import _all_nv
-
-    cap = synth.derive(synth.base_capture("h200-idle"), [synth.multi_gpu(8, _all_nv), synth.hgx_platform(),
+    cap = synth.derive(synth.base_capture("h200-idle"), [synth.multi_gpu(8, lambda i, j: "NV18"), synth.hgx_platform(),
                                                          synth.identity(hostname), *edits], hostname=hostname)
     path, out = workdir / f"{hostname}.capture.json", workdir / hostname
     synth.write(cap, path)
