@@ -12,6 +12,8 @@ from probe_agent import AGENT_VERSION
 from probe_agent.probe import check_paths, run_probe, write_atomic
 from probe_agent.source import LiveSource, RecordingSource, ReplaySource
 
+SPEED_DEADLINE_S = 30  # --speed's bound (20 s at most) and the children's start and end
+
 
 def build_parser():
     p = argparse.ArgumentParser(
@@ -34,7 +36,13 @@ def build_parser():
                         "a CUDA torch is found, else ptx; the default)")
     p.add_argument("--interval", type=float, default=0.2, metavar="S",
                    help="seconds between samples under --load and --wrap (default 0.2)")
-    p.add_argument("--force", action="store_true", help="run --load even when other processes use the GPUs")
+    p.add_argument("--speed", action="store_true",
+                   help="measure what each selected GPU delivers (HBM, PCIe, peer copies, FP32 through the CUDA "
+                        "driver API; bf16 GEMM and NCCL all-reduce where the host's python has a CUDA torch): at "
+                        "most 15 s on one GPU, 20 s on eight; refused on GPUs other processes use; adds %d s to "
+                        "--deadline" % SPEED_DEADLINE_S)
+    p.add_argument("--force", action="store_true",
+                   help="run --load or --speed even when other processes use the GPUs (recorded)")
     p.add_argument("--replay", metavar="CAPTURE", default=os.environ.get("SWEEP_REPLAY") or None,
                    help="answer from a capture file instead of the driver (env SWEEP_REPLAY)")
     p.add_argument("--record", metavar="CAPTURE", help="save every raw answer read into CAPTURE")
@@ -76,6 +84,8 @@ def main(argv=None):
     if opts.replay and opts.record:
         sys.stderr.write("sweep-agent: --replay and --record exclude each other\n")
         return 2
+    if opts.speed:
+        opts.deadline += SPEED_DEADLINE_S
     problem = check_paths(opts)
     if problem:
         sys.stderr.write("sweep-agent: %s\n" % problem)

@@ -79,6 +79,11 @@ def collect(src, opts, facts):
     step(facts, "framework")
     fw.join(opts.framework_timeout + 5)
     facts["frameworks"] = list(fw_results)
+    if getattr(opts, "speed", False) and count:
+        step(facts, "speed tier")
+        from probe_agent.speed import run_speed
+        torch_py = next((f["interpreter"] for f in fw_results if f.get("cuda_runtime")), None)
+        facts["speed"] = run_speed(src, opts, facts, count, torch_py)
     step(facts, None)
 
 
@@ -222,6 +227,7 @@ def build_health(facts, opts, started, complete, replay):
         "host_settings": dict(facts.get("host_settings") or {}, nearest_nic=facts.get("nearest_nic") or {}),
         "firmware": facts.get("firmware"),
         "load": facts.get("load"),
+        "speed": facts.get("speed"),
         "contracts": contracts,
         "lowest_broken": lowest,
         "verdict": verdict,

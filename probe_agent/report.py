@@ -63,7 +63,7 @@ def render_markdown(health):
                 clean(g.get("mig_layout") or "off")))
         lines.append("")
     lines += links_section(gpus) + xid_section(health.get("kernel_log")) + host_section(health)
-    lines += load_section(health.get("load"))
+    lines += load_section(health.get("load")) + speed_section(health.get("speed"))
     return "\n".join(lines) + "\n"
 
 
@@ -162,4 +162,39 @@ def load_section(load):
                      % (load["started_s"], sum(1 for x in load.get("samples") or [] if isinstance(x, dict)
                                                and x.get("phase") in ("before", "after")))]
     lines.append("")
+    return lines
+
+
+SPEED_COLUMNS = (("hbm", "HBM GB/s", 1e9), ("pcie_h2d", "PCIe H2D GB/s", 1e9), ("pcie_d2h", "PCIe D2H GB/s", 1e9),
+                 ("fp32", "FP32 TFLOP/s", 1e12), ("bf16_gemm", "bf16 GEMM TFLOP/s", 1e12))
+
+
+def speed_cell(fig, scale, unit=""):
+    """A figure as `value (spread %)`, or `skipped: why`; a value that is not a positive number is not shown."""
+    fig = fig if isinstance(fig, dict) else {}
+    value = fig.get("value")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf"):
+        spread = fig.get("spread")
+        return "%.1f%s" % (value / scale, unit) + (" (%.1f%%)" % (100 * spread) if isinstance(spread, (int, float)) else "")
+    return "skipped: %s" % clean(fig.get("skipped") or "no figure")
+
+
+def speed_section(speed):
+    """--speed: one row per GPU (best of the repetitions, their spread), the peer pairs and the all-reduce."""
+    if not isinstance(speed, dict):
+        return []
+    head = "## Speed (%s%s, %.1f s of %.0f s)" % (clean(speed.get("status")), ", forced" if speed.get("forced") else "",
+                                                   speed.get("wall_s") or 0, speed.get("bound_s") or 0)
+    lines = [head, ""] + (["%s" % clean(speed["reason"]), ""] if speed.get("reason") else [])
+    if speed.get("gpus"):
+        lines += ["| GPU | " + " | ".join(c[1] for c in SPEED_COLUMNS) + " |", "|---" * (len(SPEED_COLUMNS) + 1) + "|"]
+        for g in speed["gpus"]:
+            figs = g.get("figures") or {}
+            lines.append("| %s | %s |" % (g.get("index"), " | ".join(speed_cell(figs.get(k), s) for k, _, s in SPEED_COLUMNS)))
+        lines.append("")
+    for p in speed.get("p2p") or []:
+        lines.append("- GPU %s -> GPU %s: %s" % (p.get("src"), p.get("dst"), speed_cell(p, 1e9, " GB/s")))
+    if isinstance(speed.get("allreduce"), dict):
+        lines += ["- all-reduce bus bandwidth: %s" % speed_cell(speed["allreduce"], 1e9, " GB/s"), ""]
+    lines += ["Measured at once on every GPU: %s; the others one GPU at a time." % clean(", ".join(speed.get("parallel") or [])), ""]
     return lines

@@ -204,6 +204,7 @@ class RecordingSource(LiveSource):
         self.command_answers = {}
         self.samples = []
         self.load_meta = None
+        self.speed_meta = None
         self.path_answers = {}
         self.kernel_log_answer = None
         self._env = self._files = self._host = None
@@ -260,6 +261,7 @@ class RecordingSource(LiveSource):
             "kernel_log": self.kernel_log_answer,
             "samples": self.samples,
             "load": self.load_meta,
+            "speed": self.speed_meta,
         }
 
 

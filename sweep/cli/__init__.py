@@ -355,6 +355,8 @@ _RUN_HOST_DEADLINE = typer.Option(None, "--host-deadline", metavar="SECONDS",
 _RUN_DEEP = typer.Option(False, "--deep", help="the agent imports torch and asks CUDA")
 _RUN_LOAD = typer.Option(0.0, "--load", metavar="SECONDS", help="each host runs a GPU load for SECONDS and "
     "samples clocks and power (refused on GPUs in use); what sweep history measures drift on")
+_RUN_SPEED = typer.Option(False, "--speed", help="each host measures what its selected GPUs deliver (HBM, PCIe, "
+    "peer copies, FP32, bf16 GEMM, all-reduce; at most 15 s on one GPU, 20 s on eight; refused on GPUs in use)")
 _RUN_REFERENCE = typer.Option(None, "--reference", metavar="HOST|GROUP",
     help="host or group the others are compared with")
 _RUN_EXPECT = typer.Option(None, "--expect", metavar="FILE",
@@ -388,7 +390,7 @@ _RUN_METRIC = typer.Option([], "--metric", metavar="NAME=REGEX",
     "second its unit; repeatable); a JSON line {\"metric\": NAME, \"value\": X} "
     "counts too")
 _RUN_FORCE = typer.Option(False, "--force", help="--wrap: run on hosts with a broken contract or another "
-    "process on the GPUs too (recorded in each record)")
+    "process on the GPUs too; --speed: measure beside other processes (recorded in each record)")
 _RUN_INTERVAL = typer.Option(0.2, "--interval", metavar="S", help="--wrap: seconds between GPU samples")
 _RUN_LIST_HOSTS = typer.Option(False, "--list-hosts", help="print the hosts this run would contact (after "
     "--limit, --shard, --resume), as ansible --list-hosts does; contact none")
@@ -409,6 +411,7 @@ def run(
     host_deadline: Optional[float] = _RUN_HOST_DEADLINE,
     deep: bool = _RUN_DEEP,
     load: float = _RUN_LOAD,
+    speed: bool = _RUN_SPEED,
     reference: Optional[str] = _RUN_REFERENCE,
     expect: Optional[Path] = _RUN_EXPECT,
     baseline: Optional[Path] = _RUN_BASELINE,
@@ -445,7 +448,7 @@ def run(
         raise typer.Exit(_list_hosts(inventory, hosts=hosts, resume=resume, engine=runner))
     ssh = SSHSettings(connect_timeout=connect_timeout, host_deadline=host_deadline, transport=transport,
                       known_hosts=[known_hosts] if known_hosts else (), accept_new_host_keys=accept_new_host_keys)
-    agent = AgentOptions(args=(["--deep"] if deep else []) + (["--load", f"{load:g}"] if load > 0 else []), wrap=spec)
+    agent = AgentOptions(args=_agent_args(deep, load, speed, force), wrap=spec)
     report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)
     result = run_with_progress(dict(
         inventory_path=inventory, hosts=hosts, ssh=ssh, agent=agent, out=out, forks=forks, engine=runner,
@@ -454,6 +457,12 @@ def run(
     code = _report_run(result, report)
     results.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _agent_args(deep: bool, load: float, speed: bool, force: bool) -> List[str]:
+    """The agent's arguments of `sweep run`: --deep, --load S, --speed (with --force when given)."""
+    return (["--deep"] if deep else []) + (["--load", f"{load:g}"] if load > 0 else []) + \
+        (["--speed"] + (["--force"] if force else []) if speed else [])
 
 
 def _host_selection(limit: Optional[str], shard: Optional[str], shard_by: str, max_yaml_values: int,
@@ -483,18 +492,19 @@ def _report_run(result, report: dict) -> int:
 _RUN_GIVES = {
     "limit": "limit", "forks": "forks", "accept_new_host_keys": "accept_new_host_keys",
     "known_hosts": "known_hosts", "connect_timeout": "connect_timeout", "host_deadline": "host_deadline",
-    "deep": "agent_args", "load": "agent_args", "reference": "reference", "expect": "expect",
+    "deep": "agent_args", "load": "agent_args", "speed": "agent_args", "reference": "reference", "expect": "expect",
     "baseline": "baseline", "no_report": "no_report", "engine": "engine", "partition": "engine",
     "nodelist": "engine", "transport": "transport", "shard": "shard", "shard_by": "shard",
     "max_yaml_values": "inventory_limits", "max_range_hosts": "inventory_limits", "wrap": "wrap",
-    "command": "wrap", "metric": "wrap", "force": "wrap", "interval": "wrap",
+    "command": "wrap", "metric": "wrap", "force": ("wrap", "agent_args"), "interval": "wrap",
 }
 
 
 def _given_options(ctx: typer.Context) -> set:
     """The run_sweep options this command line sets (typed, not left at their defaults)."""
-    return {option for param, option in _RUN_GIVES.items()
-            if getattr(ctx.get_parameter_source(param), "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")}
+    return {option for param, options in _RUN_GIVES.items()
+            if getattr(ctx.get_parameter_source(param), "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")
+            for option in ((options,) if isinstance(options, str) else options)}
 
 
 def _retry_classes(words: Optional[List[str]]) -> Optional[List[str]]:

@@ -295,7 +295,7 @@ def test_replays_with_and_without_the_new_fields(tmp_path):
     capture = json.loads((ROOT / "sweep" / "demo" / "captures" / "h200-idle.json").read_text())
     old = _replay(capture, tmp_path)  # recorded before schema 1.3: no InfoROM, GSP, BIOS, fw_ver
     g = old["gpus"][0]
-    assert old["schema_version"] == "1.3" and g["vbios"] == "96.00.A5.00.1A"
+    assert old["schema_version"] == "1.4" and g["vbios"] == "96.00.A5.00.1A"
     assert g["inforom_image"] is None and g["gsp_firmware"] == {"version": None, "enabled": None,
                                                                   "default_enabled": None}
     assert old["firmware"]["bios_version"] is None
