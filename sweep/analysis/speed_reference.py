@@ -48,15 +48,18 @@ def _f(value, source):
     return None if value is None else {"value": value, "source": source}
 
 
-LENT = "measured on the lent H200 (issue 25): cuMemcpyDtoD / pinned cuMemcpyHtoD, DtoH through the driver API"
+LENT = ("measured on the lent H200 by the agent's --speed (tests/fixtures/h200/speed/speed-1..5, 2026-12-01; "
+        "sweep/demo/captures/h200-speed.json)")
 REFERENCE = (
     {"model": "H200", "match": r"\bH200\b", "memory_gib": 141, "board_power_w": 700, "seen_here": True,
-     "figures": {"hbm": _f(4.089e12, LENT + ": 4085-4093 GB/s (spec 4.8 TB/s)"),
-                 "pcie_h2d": _f(5.4e10, LENT + ": 52-55 GB/s, gen5 x16 (63 GB/s raw)"),
-                 "pcie_d2h": _f(5.4e10, LENT + ": 52-55 GB/s, gen5 x16 (63 GB/s raw)"),
-                 "fp32": None,  # speed-agent's capture of the PTX FMA engine had not landed: unknown
-                 "bf16_gemm": _f(7.76e14, "measured on the lent H200 (issue 25): torch bf16 matmul, 763-789 "
-                                          "TFLOP/s (spec 989)")}},
+     "figures": {"hbm": _f(4.276e12, LENT + ": cuMemcpyDtoD 4275-4277 GB/s (spec 4.8 TB/s; issue 25's first "
+                                           "driver-API run read 4085-4093 GB/s)"),
+                 "pcie_h2d": _f(5.53e10, LENT + ": pinned cuMemcpyHtoD 55.0-55.4 GB/s, gen5 x16 (63 GB/s raw; "
+                                               "issue 25: 52-55 GB/s)"),
+                 "pcie_d2h": _f(5.53e10, LENT + ": pinned cuMemcpyDtoH 55.2-55.3 GB/s, gen5 x16 (63 GB/s raw)"),
+                 "fp32": _f(5.743e13, LENT + ": PTX fma.rn.f32 57.35-57.43 TFLOP/s"),
+                 "bf16_gemm": _f(7.65e14, LENT + ": torch.mm bf16 8192^3 760-772 TFLOP/s (issue 25: 763-789; "
+                                                "spec 989)")}},
     {"model": "H100 SXM", "match": r"\bH100\b(?!.*\b(PCIe|NVL)\b)", "memory_gib": 80, "board_power_w": 700,
      "seen_here": False,
      "figures": {"hbm": _f(2.8e12, "not seen here: 2.8 TB/s coalesced loads under Nsight Compute, "

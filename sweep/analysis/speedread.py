@@ -81,12 +81,15 @@ def _problem(name: str, fig: dict, ceiling: Optional[float]) -> Optional[tuple]:
         return "repetitions", f"is {_shown(reps)}: not a count of repetitions"
     if spread is not None and (_number(spread) is None or not 0 <= spread <= 1):
         return "spread", f"is {_shown(spread)}: (max - min) / best lies between 0 and 1"
+    flops = fig.get("flops")  # compute figures: the operations of one repetition
+    if flops is not None and (_number(flops) is None or not 0 < flops <= 1e20):
+        return "flops", f"is {_shown(flops)}: not a count of operations"
     return None
 
 
 def _figure(out: SpeedRecord, where: str, name: str, fig, ceiling, gpu=None) -> Optional[float]:
     """The value of one figure, or None (skipped, or rejected into `out.rejected`)."""
-    if isinstance(fig, dict) and set(fig) == {"skipped"} and _text(fig["skipped"]):
+    if isinstance(fig, dict) and "skipped" in fig and "value" not in fig and _text(fig["skipped"]):
         out.skipped[(gpu, name)] = _text(fig["skipped"])
         return None
     if not isinstance(fig, dict):

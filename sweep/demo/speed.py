@@ -1,16 +1,19 @@
-"""The speed tier's demo: derived records of the H200, in the states the tier is there to catch (`sweep demo --speed`).
+"""The speed tier's demo: H200 hosts replaying derived captures, in the states the tier is there to catch.
 
-Until the agent's own capture of the tier lands, every figure is derived from the record shape both
-sides agreed on (/work/wt/SPEED_RECORD.md, schema 1.4) with the figures measured on the lent H200
-(issue 25): HBM 4089 GB/s (cuMemcpyDtoD), PCIe 54 GB/s each way (gen5 x16), bf16 GEMM 776 TFLOP/s;
-FP32 is skipped, as the agent says when it has no figure. Each derived record says so in its
-`speed.reason`-free `note`. The fleet (`speed_fleet`), written as a run folder by `write_speed_run`:
+Every host replays, through the agent with `--speed`, a capture derived (sweep.demo.synth) from the
+real `--speed` recording of the lent H200 (`sweep/demo/captures/h200-speed.json`: HBM 4276 GB/s,
+PCIe 55 GB/s each way on gen5 x16, FP32 57.4 TFLOP/s, bf16 GEMM 765 TFLOP/s, one GPU): made eight-GPU,
+each GPU's figures are the recorded GPU 0's times the variant's factor. The peer copies and the
+all-reduce, which one GPU cannot show, are derived from the record contract (/work/wt/SPEED_RECORD.md):
+390 GB/s per NV18 pair, 360 GB/s bus bandwidth. Each derived capture says so in its `note`.
 
-    gpu01-gpu08   healthy twins of the reference
+    gpu01-gpu08   healthy twins of the reference class
     gpu03         GPU 5's HBM at 70% of the reference (broken, named with its figure)
-    gpu06         PCIe copies at half its gen5 x16 link's rate, both ways
-    gpu09-gpu12   a class of its own (a 500 W power cap on every GPU) whose bf16 GEMM sits at ~80%
-                  of the reference: comparable inside, but the top box says the class is slow
+    gpu06         PCIe copies at half its gen5 x16 link's raw rate, both ways
+    gpu09-gpu12   a class of its own (a 500 W board power on every GPU) whose bf16 GEMM sits at
+                  80% of the reference: comparable inside, but the top box says the class is slow
+
+`write_speed_run` writes the fleet as a run folder, as `sweep run --speed` would (`sweep demo --speed`).
 """
 from __future__ import annotations
 
@@ -19,51 +22,67 @@ import json
 from pathlib import Path
 from typing import Callable, Optional
 
-H200 = {"hbm": 4.089e12, "pcie_h2d": 5.4e10, "pcie_d2h": 5.3e10, "bf16_gemm": 7.76e14}
-METHODS = {"hbm": "cuMemcpyDtoD", "pcie_h2d": "cuMemcpyHtoD pinned", "pcie_d2h": "cuMemcpyDtoH pinned",
-           "fp32": "ptx fma.rn.f32", "bf16_gemm": "torch.matmul bf16 8192^3"}
-UNITS = {"hbm": "B/s", "pcie_h2d": "B/s", "pcie_d2h": "B/s", "fp32": "FLOP/s", "bf16_gemm": "FLOP/s"}
-SIZES = {"hbm": 4 * 2**30, "pcie_h2d": 2**30, "pcie_d2h": 2**30, "fp32": 0, "bf16_gemm": 3 * 2 * 8192**2}
-NOTE = ("speed section derived from the contract (SPEED_RECORD.md) with the lent H200's figures (issue 25); "
-        "not measured on this host")
+PAIR_BPS, ALLREDUCE_BPS = 3.9e11, 3.6e11  # derived from the contract: one GPU cannot show them
+NOTE = ("derived: the lent H200's --speed capture made eight-GPU, each GPU's figures GPU 0's x the variant's "
+        "factor; peer copies and all-reduce from the record contract, not measured")
+HALF_LINK = 63.0e9 / 2  # half a gen5 x16 link's raw rate
 
 
-def figure(name: str, value: float, spread: float = 0.004) -> dict:
-    """A measured figure as the agent writes it (the best of 7 repetitions)."""
-    return {"value": value, "unit": UNITS[name], "method": METHODS[name], "bytes": SIZES[name] or 1,
-            "repetitions": 7, "spread": spread, "samples": [value * (1 - spread * k / 6) for k in range(7)]}
+def recorded() -> dict:
+    """The speed section of the real H200 recording (one GPU)."""
+    from sweep.demo import synth
+
+    return synth.base_capture("h200-speed")["speed"]
 
 
-def speed_of(health: dict, scale: Optional[dict] = None, per_gpu: Optional[Callable] = None,
-             power_w: float = 700.0) -> dict:
-    """A `speed` section for every GPU of `health`: the H200's figures times `scale[figure]`, and
-    `per_gpu(index, name)` -> a further factor (1.0 for most); the envelope at `power_w`."""
+def _scaled(fig: dict, factor: float) -> dict:
+    if "value" not in fig:
+        return copy.deepcopy(fig)
+    out = copy.deepcopy(fig)
+    out["value"] = fig["value"] * factor
+    if isinstance(fig.get("samples"), list):
+        out["samples"] = [v * factor for v in fig["samples"]]
+    return out
+
+
+def _pair(src: int, dst: int) -> dict:
+    return {"src": src, "dst": dst, "value": PAIR_BPS, "unit": "B/s", "method": "cuMemcpyPeer", "bytes": 2**30,
+            "repetitions": 6, "spread": 0.004}
+
+
+def derive_section(indices: list, scale: Optional[dict] = None, per_gpu: Optional[Callable] = None,
+                   power_w: Optional[float] = None, base: Optional[dict] = None) -> dict:
+    """A speed section for the GPUs `indices`: the recorded GPU 0's figures times `scale[figure]` and
+    `per_gpu(index, figure)`; its envelope under a `power_w` cap where given."""
+    base = copy.deepcopy(base or recorded())
     scale = scale or {}
+    gpu0 = base["gpus"][0]
+    row0 = base["samples"]["summary"][0]
     gpus, summary = [], []
-    for g in health.get("gpus") or ():
-        i = g["index"]
-        figures = {name: figure(name, value * scale.get(name, 1.0) * (per_gpu(i, name) if per_gpu else 1.0))
-                   for name, value in H200.items()}
-        figures["fp32"] = {"skipped": "derived record: no FP32 figure of the lent H200 to derive from"}
-        gpus.append({"index": i, "uuid": g.get("uuid"), "figures": figures})
-        capped = power_w < 700.0
-        summary.append({"gpu": i, "samples": 40, "sm_mhz_median": 1650 if capped else 1980,
-                        "power_w_median": power_w - 3, "enforced_limit_w": power_w,
-                        "sw_power_cap_fraction": 0.9 if capped else 0.0, "hw_slowdown_fraction": 0.0})
-    pairs = [{"src": a["index"], "dst": b["index"], **dict(figure("hbm", 3.9e11), method="cuMemcpyPeer")}
-             for a in gpus for b in gpus if a is not b]
-    allreduce = (dict(figure("hbm", 3.6e11), method="torch.distributed all_reduce nccl busbw",
-                      gpus=[g["index"] for g in gpus]) if len(gpus) > 1 else {"skipped": "one GPU selected"})
-    return {"status": "measured", "reason": None, "forced": False, "wall_s": 9.7, "bound_s": 20.0,
-            "parallel": ["hbm", "fp32"], "gpus": gpus, "p2p": pairs, "allreduce": allreduce,
-            "samples": {"interval_s": 0.2, "summary": summary}, "note": NOTE}
+    for i in indices:
+        figures = {name: _scaled(fig, scale.get(name, 1.0) * (per_gpu(i, name) if per_gpu else 1.0))
+                   for name, fig in gpu0["figures"].items()}
+        gpus.append({"index": i, "uuid": None, "figures": figures})
+        row = dict(row0, gpu=i)
+        if power_w is not None:
+            row.update(enforced_limit_w=power_w, power_w_median=power_w - 4, power_w_max=power_w,
+                       sw_power_cap_fraction=0.91, sm_mhz_median=1710.0)
+        summary.append(row)
+    base.update(gpus=gpus, p2p=[_pair(a, b) for a in indices for b in indices if a != b],
+                allreduce={"value": ALLREDUCE_BPS, "unit": "B/s", "method": "torch.distributed all_reduce nccl busbw",
+                           "gpus": list(indices), "bytes": 2**28, "repetitions": 5, "spread": 0.01}
+                if len(indices) > 1 else {"skipped": "one GPU selected"})
+    base["samples"] = {"interval_s": base["samples"].get("interval_s", 0.2), "samples": [], "summary": summary}
+    return base
 
 
 def with_speed(health: dict, **kwargs) -> dict:
-    """A copy of `health` (schema 1.4) carrying a derived speed section."""
+    """A copy of a health.json (schema 1.4) carrying a derived speed section (for tests: hostile edits)."""
     out = copy.deepcopy(health)
     out["schema_version"] = "1.4"
-    out["speed"] = speed_of(out, **kwargs)
+    out["speed"] = derive_section([g["index"] for g in out.get("gpus") or ()], **kwargs)
+    for entry, g in zip(out["speed"]["gpus"], out.get("gpus") or ()):
+        entry["uuid"] = g.get("uuid")
     return out
 
 
@@ -80,45 +99,48 @@ def _board_power(watts: float) -> Callable:
     return edit
 
 
-def probe(edits: list, workdir: Path, hostname: str) -> dict:
-    """health.json of the agent replaying the idle H200 capture made eight-GPU and edited by `edits`
-    (in this process: no interpreter start)."""
+def probe(edits: list, workdir: Path, hostname: str, speed: dict) -> dict:
+    """health.json of the agent replaying, with --speed, the H200's speed capture made eight-GPU, edited
+    by `edits` and carrying the derived `speed` section (in this process: no interpreter start)."""
     import contextlib
     import io
 
     from probe_agent.main import main as agent_main
     from sweep.demo import synth
-    cap = synth.derive(synth.base_capture("h200-idle"), [synth.multi_gpu(8, lambda i, j: "NV18"), synth.hgx_platform(),
-                                                         synth.identity(hostname), *edits], hostname=hostname)
+
+    cap = synth.derive(synth.base_capture("h200-speed"), [synth.multi_gpu(8, lambda i, j: "NV18"),
+                                                          synth.hgx_platform(), synth.identity(hostname), *edits],
+                       hostname=hostname)
+    cap["speed"] = speed
+    cap["note"] = f"{cap.get('note', '')}; {NOTE}"
     path, out = workdir / f"{hostname}.capture.json", workdir / hostname
     synth.write(cap, path)
     with contextlib.redirect_stdout(io.StringIO()):
-        agent_main(["--replay", str(path), "--out", str(out)])
+        agent_main(["--replay", str(path), "--speed", "--out", str(out)])
     return json.loads((out / "health.json").read_text())
 
 
-HALF_LINK = 63.0e9 / 2  # half a gen5 x16 link's raw rate
+def _variant(n: int) -> tuple[list, dict]:
+    """(capture edits, derive_section options) of demo host n."""
+    if n == 3:
+        return [], {"per_gpu": lambda i, name: 0.70 if (i, name) == (5, "hbm") else 1.0}
+    if n == 6:
+        base = recorded()["gpus"][0]["figures"]
+        return [], {"scale": {f: HALF_LINK / base[f]["value"] for f in ("pcie_h2d", "pcie_d2h")}}
+    if n >= 9:
+        return [_board_power(500.0)], {"scale": {"bf16_gemm": 0.80}, "power_w": 500.0}
+    return [], {}
 
 
 def speed_fleet(workdir: Path) -> dict:
     """host -> health.json of the speed demo fleet (see the module docstring)."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    idle = probe([], workdir, "gpu01")
-    capped = probe([_board_power(500.0)], workdir, "gpu09")
     out = {}
     for n in range(1, 13):
         host = f"gpu{n:02d}"
-        if n == 3:
-            out[host] = with_speed(idle, per_gpu=lambda i, name: 0.70 if (i, name) == (5, "hbm") else 1.0)
-        elif n == 6:
-            out[host] = with_speed(idle, scale={"pcie_h2d": HALF_LINK / H200["pcie_h2d"],
-                                                "pcie_d2h": HALF_LINK / H200["pcie_d2h"]})
-        elif n >= 9:
-            out[host] = with_speed(capped, scale={"bf16_gemm": 0.80}, power_w=500.0)
-        else:
-            out[host] = with_speed(idle)
-        out[host]["host"] = dict(out[host].get("host") or {}, hostname=host)
+        edits, options = _variant(n)
+        out[host] = probe(edits, workdir, host, derive_section(list(range(8)), **options))
     return out
 
 

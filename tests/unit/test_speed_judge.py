@@ -10,6 +10,7 @@ import copy
 import json
 import math
 import subprocess
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -22,10 +23,14 @@ from sweep.analysis.speed_reference import CEILINGS, FIGURES, LINK_CEILING, link
 from sweep.analysis.speedread import read_speed
 from sweep.audit.expect import evaluate_expectations, load_expectations
 from sweep.audit.rundiff import diff_runs, load_run
-from sweep.demo.speed import HALF_LINK, speed_fleet, with_speed, write_speed_run
+from sweep.demo.speed import recorded, speed_fleet, with_speed, write_speed_run
 from sweep.export.prometheus import metrics_text
 from sweep.history import build
 from sweep.report.build import build_report
+
+ROOT = Path(__file__).resolve().parents[2]
+HBM = recorded()["gpus"][0]["figures"]["hbm"]["value"]  # the lent H200's, as the agent recorded it
+GEMM = recorded()["gpus"][0]["figures"]["bf16_gemm"]["value"]
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +50,8 @@ def test_the_slow_gpu_is_broken_and_named_with_its_figure(report):
     speed = result.summary["speed"]
     hbm = [j for j in speed["judgments"] if j["figure"] == "hbm"]
     assert [(j["host"], j["gpu"], j["severity"]) for j in hbm] == [("gpu03", 5, "broken")]
-    assert "gpu03 GPU 5: HBM 2862 GB/s is 70% of the H200 reference (4089 GB/s)" == hbm[0]["message"]
-    assert "gpu03" in speed["broken_hosts"] and any("gpu03 GPU 5: HBM 2862 GB/s" in line for line in speed["headline"])
+    assert "gpu03 GPU 5: HBM 2993 GB/s is 70% of the H200 reference (4276 GB/s)" == hbm[0]["message"]
+    assert "gpu03" in speed["broken_hosts"] and any("gpu03 GPU 5: HBM 2993 GB/s" in line for line in speed["headline"])
     outlier = [o for o in speed["class_outliers"] if o["host"] == "gpu03"]
     assert outlier and outlier[0]["class"] == "A" and outlier[0]["figure"] == "hbm"
 
@@ -82,14 +87,14 @@ def test_the_report_draws_one_svg_bar_per_gpu_without_script(report):
     hbm = hbm[:hbm.index("</svg>")]
     assert hbm.count('class="speed-bar"') == 12 * 8
     assert hbm.index('data-gpu="gpu03 GPU 5"') < hbm.index('data-gpu="gpu01 GPU 0"')  # the slowest first
-    assert "2862 GB/s · 70%" in hbm
+    assert "2993 GB/s · 70%" in hbm
 
 
 def test_summary_json_carries_the_figures_and_exit_code_counts_a_broken_figure(report, fleet_health, tmp_path):
     _, result = report
     summary = json.loads(result.files["summary"].read_text())
     gpu = next(g for g in summary["speed"]["gpus"] if (g["host"], g["gpu"]) == ("gpu03", 5))
-    assert gpu["figures"]["hbm"] == pytest.approx(0.7 * 4.089e12)
+    assert gpu["figures"]["hbm"] == pytest.approx(0.7 * HBM)
     assert summary["speed"]["host_figures"]["gpu01"]["p2p"] == pytest.approx(3.9e11)
     # one class, every contract holds: only the slow GPU makes the report exit 4
     one_class = {h: fleet_health[h] for h in ("gpu01", "gpu02", "gpu03", "gpu04")}
@@ -102,9 +107,11 @@ def test_summary_json_carries_the_figures_and_exit_code_counts_a_broken_figure(r
 def test_the_export_carries_the_figures_and_passes_promtool(report):
     run, _ = report
     text = metrics_text(run)
-    assert 'sweep_gpu_speed_hbm_bytes_per_second{gpu="5",host="gpu03"} 2862300000000' in text
-    assert 'sweep_gpu_speed_pcie_h2d_bytes_per_second{gpu="0",host="gpu06"} 31500000000' in text
-    assert 'sweep_gpu_speed_bf16_gemm_flops{gpu="0",host="gpu09"} 620800000000000' in text
+    values = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith("sweep_") and "speed" in line}
+    assert values['sweep_gpu_speed_hbm_bytes_per_second{gpu="5",host="gpu03"}'] == pytest.approx(0.7 * HBM)
+    assert values['sweep_gpu_speed_pcie_h2d_bytes_per_second{gpu="0",host="gpu06"}'] == pytest.approx(31.5e9)
+    assert values['sweep_gpu_speed_bf16_gemm_flops{gpu="0",host="gpu09"}'] == pytest.approx(0.8 * GEMM)
     assert "sweep_host_speed_allreduce_bytes_per_second" in text
     proc = subprocess.run([require_part(PROMTOOL), "check", "metrics"], input=text, capture_output=True, text=True,
                           timeout=120)
@@ -118,7 +125,7 @@ def test_expectations_floor_names_the_slow_gpu(report, tmp_path):
     found = evaluate_expectations(load_run(run).records, load_expectations(path))
     assert sorted({(f.host, f.rule) for f in found}) == [("gpu03", "hbm_gbps_min"), ("gpu06", "pcie_h2d_gbps_min")]
     msg = next(f.message for f in found if f.rule == "hbm_gbps_min")
-    assert msg.startswith("gpu03: HBM 2862.3 GB/s on GPU 5, below the floor; expected at least 3800 GB/s")
+    assert msg.startswith("gpu03: HBM 2992.9 GB/s on GPU 5, below the floor; expected at least 3800 GB/s")
 
 
 def test_sweep_diff_and_history_see_moved_figures_but_no_change_point(fleet_health, tmp_path):
@@ -207,5 +214,15 @@ def test_a_baseline_of_known_good_hosts_is_the_reference_first(fleet_health, tmp
     result = build_report([base_run], tmp_path / "r", baseline=tmp_path / "baseline")
     speed = result.summary["speed"]
     hbm = next(r for r in speed["references"] if r["figure"] == "hbm")
-    assert hbm["by"] == "baseline" and hbm["value"] == pytest.approx(0.8 * 4.089e12)
+    assert hbm["by"] == "baseline" and hbm["value"] == pytest.approx(0.8 * HBM)
     assert not [j for j in speed["judgments"] if j["figure"] == "hbm"]  # at 80% of the table, 100% of its baseline
+
+
+@pytest.mark.parametrize("n", range(1, 6))
+def test_the_lent_h200s_own_records_are_judged_at_its_reference(n, tmp_path):
+    health = json.loads((ROOT / "tests" / "fixtures" / "h200" / "speed" / f"speed-{n}.health.json").read_text())
+    run = write_speed_run(tmp_path / "run", {"h200": health})
+    speed = build_report([run], tmp_path / "r").summary["speed"]
+    assert speed["rejected"] == [] and speed["judgments"] == []  # nothing below 90%
+    fractions = [j["fraction"] for j in speed["gpus"][0]["judgments"]]
+    assert len(fractions) == 7 and all(0.97 <= f <= 1.1 for f in fractions)  # 5 figures, and PCIe both ways on its link
