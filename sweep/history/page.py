@@ -13,6 +13,9 @@ import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from sweep import __version__
+from sweep.analysis.speed import rate
+from sweep.analysis.speed_reference import UNITS
+from sweep.history.speeddrift import THRESHOLD_PCT as SPEED_THRESHOLD_PCT
 from sweep.history.timeline import HOST, day
 from sweep.text import noun, plural
 
@@ -94,4 +97,6 @@ def render_page(history) -> str:
         more_steady=max(0, len(steady) - STEADY_ROWS_MAX), threshold=history.threshold_pct,
         floor=history.floor_mhz, drifted=len(history.drifted), changed=len(changed), W=W, H=H,
         skipped=history.skipped[:SKIPPED_ROWS_MAX], more_skipped=max(0, len(history.skipped) - SKIPPED_ROWS_MAX),
+        speed_drift=[d for d in history.speed_drift if d.drifted][:STEADY_ROWS_MAX],
+        speed_threshold=SPEED_THRESHOLD_PCT, rate=lambda v, figure: rate(v, UNITS[figure]),
         version=__version__, now=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))

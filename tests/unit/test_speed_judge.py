@@ -226,3 +226,25 @@ def test_the_lent_h200s_own_records_are_judged_at_its_reference(n, tmp_path):
     assert speed["rejected"] == [] and speed["judgments"] == []  # nothing below 90%
     fractions = [j["fraction"] for j in speed["gpus"][0]["judgments"]]
     assert len(fractions) == 7 and all(0.97 <= f <= 1.1 for f in fractions)  # 5 figures, and PCIe both ways on its link
+
+
+def test_history_tracks_the_drift_of_measured_bandwidth(fleet_health, tmp_path, capsys):
+    from sweep.cli import main
+
+    reports = tmp_path / "reports"
+    for day in range(1, 7):  # gpu02's GPU 2 loses 2% of its HBM bandwidth a day; the rest wobbles 0.5%
+        runs = {"gpu01": with_speed(fleet_health["gpu01"], per_gpu=lambda i, name, d=day: 1 + 0.005 * (-1) ** d),
+                "gpu02": with_speed(fleet_health["gpu02"], per_gpu=lambda i, name, d=day: 1 - 0.02 * (d - 1)
+                                    if (i, name) == (2, "hbm") else 1.0)}
+        write_speed_run(reports / f"day{day}", runs, f"2026-12-0{day}T06:00:00Z")
+    history = build([reports])
+    assert history.changes == []
+    assert [(d.host, d.gpu, d.figure) for d in history.speed_drifted] == [("gpu02", 2, "hbm")]
+    d = history.speed_drifted[0]
+    assert d.fall_pct == pytest.approx(100 * (0.98 - 0.92) / 0.98, abs=0.01) and d.runs == 6  # medians of 3
+    assert d.text == "gpu02 GPU 2: HBM 4190 GB/s -> 3934 GB/s (-6.1% over 6 runs)"
+    code = main(["history", "--root", str(reports), "--out", str(tmp_path / "out")])
+    assert code == 5 and "speed drift gpu02 GPU 2: HBM" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "out" / "history.json").read_text())
+    assert [s["text"] for s in saved["speed_drift"] if s["drifted"]] == [d.text]
+    assert 'class="speed-drift"' in (tmp_path / "out" / "history.html").read_text()
