@@ -248,3 +248,9 @@ def test_history_tracks_the_drift_of_measured_bandwidth(fleet_health, tmp_path, 
     saved = json.loads((tmp_path / "out" / "history.json").read_text())
     assert [s["text"] for s in saved["speed_drift"] if s["drifted"]] == [d.text]
     assert 'class="speed-drift"' in (tmp_path / "out" / "history.html").read_text()
+
+
+def test_measured_figures_that_differ_between_gpus_make_no_mixed_host_finding(report):
+    _, result = report
+    assert [f for f in result.summary["findings"] if f["title"] == "GPUs differ within the host"] == []
+    assert result.summary["held_out"] == []
