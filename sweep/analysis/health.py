@@ -111,8 +111,7 @@ def health_findings(fleet, hosts, keys, mixed, gpu_keys) -> tuple[Finding, ...]:
                            "stop them, or benchmark elsewhere: they take memory and SM time", "processes"))
 
     positions = {h: i for i, h in enumerate(hosts.index)}
-    # measured figures (the speed tier) differ from GPU to GPU by nature: only configuration facts make a mixed host
-    mixed = mixed[[k for k in mixed.columns if table.BY_NAME[k].history == "value"]]
+    mixed = mixed[[k for k in mixed.columns if table.BY_NAME[k].history == "value"]]  # not measured figures
     mixed_hosts = mixed[mixed.any(axis=1)]
     for h, row in mixed_hosts.iterrows():  # rare: hosts whose selected GPUs differ among themselves
         differ = [k for k in mixed_hosts.columns if row[k]]
