@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sweep.analysis.facts import GPU_READS, HOST_READS
-from sweep.analysis.speedread import (gpu_envelope, gpu_view, read_forced, read_reason, read_rejected, read_speed,
-                                      read_status)
+from sweep.analysis.facts import FACTS, GPU_READS, HOST_READS
+from sweep.analysis.speedread import (VALIDATED, gpu_envelope, gpu_view, read_forced, read_reason, read_rejected,
+                                      read_speed, read_status)
 from sweep.errors import HealthFileError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
 from sweep.store import RECORD_VERSION, list_records, normalize_health, read_json
@@ -331,7 +331,7 @@ class _Builder:
         summary = _get(health, "load", "summary")
         under_load = {row.get("gpu"): row for row in (summary if isinstance(summary, list) else ())
                       if isinstance(row, dict) and type(row.get("sm_mhz_median")) in (int, float)}
-        speed = read_speed(health)
+        speed = read_speed(health) if health.get("speed") is not None else None
         for g in gpus:
             row = _gpu_facts(gpu_view(g, speed), under_load.get(g.get("index")) or {})
             row["host"], row["selected"] = position, g.get("index") in picked
@@ -368,10 +368,12 @@ def _host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
         "worst_link": _get(health, "topology", "worst_link_selected"), "lowest_broken": health.get("lowest_broken"),
         "verdict": health.get("verdict"), "lowest_message": low.get("message"), "lowest_fix": low.get("fix"),
         "summary": health.get("summary"), **_platform(health, contracts),
-        "speed_status": read_status(health), "speed_reason": read_reason(health),
-        "speed_rejected": read_rejected(health), "speed_forced": read_forced(health),
     }
-    row.update((column, read(health)) for column, (_, read) in HOST_READS.items())
+    if health.get("speed") is not None:  # the opt-in tier: its columns stay NA (left out) without it
+        row.update(speed_status=read_status(health), speed_reason=read_reason(health),
+                   speed_rejected=read_rejected(health), speed_forced=read_forced(health))
+    row.update((column, read(health)) for column, (_, read) in (HOST_READS if health.get("speed") is not None
+                                                                 else HOST_PLAIN_READS).items())
     return row
 
 
@@ -401,12 +403,20 @@ def _gpu_facts(g: dict, load: dict) -> dict:
         "retired_pages_pending": g.get("retired_pages_pending"), "sm_load_mhz": load.get("sm_mhz_median"),
         "load_power_w": load.get("power_w_median"), "load_limit_w": load.get("enforced_limit_w"),
         "load_sw_power_cap": load.get("sw_power_cap_fraction"), "load_hw_slowdown": load.get("hw_slowdown_fraction"),
-        **_links(g), **{column: read(g) for column, read in SPEED_ENVELOPE.items()},
+        **_links(g),
     }
-    row.update((column, read(g)) for column, (_, read) in GPU_READS.items())
+    if VALIDATED in g:  # the host ran the speed tier (speedread.gpu_view)
+        row.update((column, read(g)) for column, read in SPEED_ENVELOPE.items())
+        row.update((column, read(g)) for column, (_, read) in GPU_READS.items())
+    else:
+        row.update((column, read(g)) for column, (_, read) in GPU_PLAIN_READS.items())
     return row
 
 
+# the fact table's reads but those of the measured figures (which need the speed section)
+MEASURED = {c for f in FACTS if f.history == "drift" for c in f.reads}
+GPU_PLAIN_READS = {c: spec for c, spec in GPU_READS.items() if c not in MEASURED}
+HOST_PLAIN_READS = {c: spec for c, spec in HOST_READS.items() if c not in MEASURED}
 SPEED_ENVELOPE = {"speed_sm_mhz": gpu_envelope("sm_mhz_median"), "speed_power_w": gpu_envelope("power_w_median"),
                   "speed_limit_w": gpu_envelope("enforced_limit_w"),
                   "speed_sw_power_cap": gpu_envelope("sw_power_cap_fraction"),
