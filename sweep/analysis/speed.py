@@ -133,7 +133,7 @@ def speed_section(fleet: Fleet, findings: Findings, baseline: dict | None = None
     if not ran.any():
         return None
     refs = baseline_references(baseline)
-    info = rows_at(hosts[["host", "speed_status", "speed_reason", "speed_rejected", "speed_forced", "speed_p2p",
+    info = rows_at(hosts[["host", "speed_status", "speed_reason", "speed_rejected", "speed_forced", "speed_skipped", "speed_p2p",
                           "speed_allreduce"]], [i for i, r in enumerate(ran) if r])
     forced = {h["host"]: bool(h["speed_forced"]) for h in info}
     class_of = {h: c.id for c in findings.classes for h in c.hosts}
@@ -157,6 +157,7 @@ def speed_section(fleet: Fleet, findings: Findings, baseline: dict | None = None
                          for h in info if h["speed_status"] in ("refused", "failed", "invalid")],
         "rejected": [_rejected(h["host"], line) for h in info for line in (h["speed_rejected"] or "").splitlines()
                      if line],
+        "skipped": [_skipped(h["host"], line) for h in info for line in (h["speed_skipped"] or "").splitlines()],
         "host_figures": {h["host"]: {f: h[f"speed_{f}"] for f in HOST_FIGURES if h[f"speed_{f}"] is not None}
                          for h in info},
         "judgments": judgments, "gpus": sorted(gpus, key=_worst)[:ROWS_MAX], "gpus_not_listed": max(0, len(gpus) - ROWS_MAX),
@@ -168,6 +169,13 @@ def speed_section(fleet: Fleet, findings: Findings, baseline: dict | None = None
     section["broken_hosts"] = sorted({j["host"] for j in judgments if j["severity"] == "broken"})
     section["headline"] = _headline(section)
     return section
+
+
+def _skipped(host: str, line: str) -> dict:
+    """A figure the tier skipped, said as such (never a number): {host, gpu, figure, reason}."""
+    where, _, reason = line.partition(": ")
+    gpu, _, figure = where.partition(" ")
+    return {"host": host, "gpu": int(gpu) if gpu.isdigit() else None, "figure": figure, "reason": reason}
 
 
 def _rejected(host: str, line: str) -> dict:

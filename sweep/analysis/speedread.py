@@ -154,7 +154,7 @@ def _read_host(out: SpeedRecord, speed: dict) -> None:
                     ends[0] == ends[1]:
                 out.rejected.append((f"speed.p2p[{n}]", f"joins {_shown(ends)}: not two measured GPUs of this host"))
                 continue
-            value = _figure(out, f"speed.p2p[{n}]", "p2p", pair, CEILINGS["p2p"])
+            value = _figure(out, f"speed.p2p[{n}]", "p2p", pair, CEILINGS["p2p"], f"{ends[0]}-{ends[1]}")
             if value is not None:
                 out.p2p.append((ends[0], ends[1], value))
     elif pairs is not None:
@@ -252,6 +252,14 @@ def read_rejected(health) -> Optional[str]:
 def read_status(health) -> Optional[str]:
     record = read_speed(health)
     return None if record is None else (record.status or "invalid")
+
+
+def read_skipped(health) -> Optional[str]:
+    """The figures the tier skipped, one 'GPU figure: reason' a line ('- allreduce: ...' for a host figure)."""
+    record = read_speed(health)
+    if record is None:
+        return None
+    return "\n".join(f"{'-' if gpu is None else gpu} {name}: {why}" for (gpu, name), why in record.skipped.items()) or None
 
 
 def read_forced(health) -> Optional[bool]:

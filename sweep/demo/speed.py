@@ -69,7 +69,7 @@ def derive_section(indices: list, scale: Optional[dict] = None, per_gpu: Optiona
                        sw_power_cap_fraction=0.91, sm_mhz_median=1710.0)
         summary.append(row)
     base.update(gpus=gpus, p2p=[_pair(a, b) for a in indices for b in indices if a != b],
-                allreduce={"value": ALLREDUCE_BPS, "unit": "B/s", "method": "torch.distributed all_reduce nccl busbw",
+                allreduce={"value": ALLREDUCE_BPS, "unit": "B/s", "method": "torch.cuda.nccl all_reduce busbw",
                            "gpus": list(indices), "bytes": 2**28, "repetitions": 5, "spread": 0.01}
                 if len(indices) > 1 else {"skipped": "one GPU selected"})
     base["samples"] = {"interval_s": base["samples"].get("interval_s", 0.2), "samples": [], "summary": summary}

@@ -254,3 +254,20 @@ def test_measured_figures_that_differ_between_gpus_make_no_mixed_host_finding(re
     _, result = report
     assert [f for f in result.summary["findings"] if f["title"] == "GPUs differ within the host"] == []
     assert result.summary["held_out"] == []
+
+
+def test_the_lent_h200s_refused_forced_and_bare_records(tmp_path):
+    read = {n: json.loads((ROOT / "tests" / "fixtures" / "h200" / "speed" / f"{n}.health.json").read_text())
+            for n in ("busy", "forced", "bare")}
+    run = write_speed_run(tmp_path / "run", read)
+    speed = build_report([run], tmp_path / "r").summary["speed"]
+    assert speed["not_measured"] == [{"host": "busy", "status": "refused",
+                                      "reason": read["busy"]["speed"]["reason"]}]
+    assert "pid" in speed["not_measured"][0]["reason"] and speed["rejected"] == []
+    forced = next(g for g in speed["gpus"] if g["host"] == "forced")
+    assert "measured with --force over other processes" in forced["evidence"]
+    bare = next(g for g in speed["gpus"] if g["host"] == "bare")
+    assert "bf16_gemm" not in bare["figures"] and "hbm" in bare["figures"]  # skipped, never faked
+    gemm = [k for k in speed["skipped"] if k["host"] == "bare" and k["figure"] == "bf16_gemm"]
+    assert gemm == [{"host": "bare", "gpu": 0, "figure": "bf16_gemm",
+                     "reason": read["bare"]["speed"]["gpus"][0]["figures"]["bf16_gemm"]["skipped"]}]
