@@ -128,8 +128,9 @@ def measure(src, opts, facts, count, torch_python, section, t0):
     driver_end = end - (TORCH_PHASE_S if torch_child else 0.0)
     driver = Child(driver_argv({"stop_at": driver_end, "budgets": budgets}))
     driver.wait_until(driver_end + 1.0)
-    torch_lines, torch_note = [], "no CUDA torch in this host's python (%s)" % ", ".join(
-        f.get("interpreter") or "?" for f in facts.get("frameworks") or []) if not torch_child else None
+    checked = ", ".join(f.get("interpreter") or "?" for f in facts.get("frameworks") or [])
+    torch_lines = []
+    torch_note = None if torch_child else "no CUDA torch in this host's python" + (" (%s)" % checked if checked else "")
     if torch_child:
         torch_lines, torch_note = run_torch(torch_child, budgets, end)
     samples = sampler.stop()

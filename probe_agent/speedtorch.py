@@ -10,7 +10,7 @@ stays off: it is asked of NCCL in the child's environment only, no setting of th
 
 TORCH_CHILD = r"""
 import json, os, sys, time
-os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+os.environ["NCCL_NVLS_ENABLE"] = "0"  # NVLink multicast off in this child, whatever the caller set
 def emit(ev):
     sys.stdout.write(json.dumps(ev) + "\n"); sys.stdout.flush()
 t0 = time.time()

@@ -437,7 +437,7 @@ def run(
     report by absolute path. --wrap -- COMMAND: a benchmark on every host, compared class by class."""
     inventory, command = _inventory_given(inventory, inventory_option, command)
     _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by, reference, limit)
-    spec = _wrap_spec(wrap, command, metric, force, interval)
+    spec = _wrap_spec(wrap, command, metric, force, interval, speed)
     from sweep.collect.engines import engine_from_options
     from sweep.collect.options import AgentOptions, SSHSettings
 
@@ -547,16 +547,17 @@ def _inventory_given(positional: Optional[Path], option: Optional[Path], command
     return option, ([str(positional)] if positional is not None else []) + list(command or [])
 
 
-def _wrap_spec(wrap: bool, command, metric, force: bool, interval: float):
-    """The benchmark of `sweep run --wrap -- COMMAND`, or None for a plain sweep."""
+def _wrap_spec(wrap: bool, command, metric, force: bool, interval: float, speed: bool = False):
+    """The benchmark of `sweep run --wrap -- COMMAND`, or None for a plain sweep (whose --force is --speed's)."""
     from sweep.errors import ConfigError
 
     if not wrap:
         if command:
             raise ConfigError(f"unexpected {noun(len(command), 'argument')} after the inventory: {' '.join(command)}",
                               fix="to run a benchmark on every host: sweep run INVENTORY --wrap -- COMMAND")
-        if metric or force:
-            raise ConfigError("--metric and --force belong to --wrap", fix="add --wrap -- COMMAND")
+        if metric or (force and not speed):
+            raise ConfigError("--metric and --force belong to --wrap (--force also to --speed)",
+                              fix="add --wrap -- COMMAND, or --speed")
         return None
     if not command:
         raise ConfigError("--wrap needs a command after --", fix="sweep run INVENTORY --wrap -- python3 bench.py")

@@ -253,7 +253,11 @@ def test_demo_captures_agree_with_the_nvidia_smi_of_their_session(capture):
 # GPU (tools/h200_session.sh: before-q.txt at 18:13:27, the probes, after-q.txt at 18:14:31; the
 # script diffs their settings: none changed). Their static facts are checked against both texts.
 TEXT_PAIRS = {DEMO / "h200-idle-deep.json": ("before-q.txt", "after-q.txt"),
-              DEMO / "h200-fault.json": ("before-q.txt", "after-q.txt")}
+              DEMO / "h200-fault.json": ("before-q.txt", "after-q.txt"),
+              # issue 25's speed tier (tools/h200_speed.sh): one machine, nvidia-smi -q before and after
+              DEMO / "h200-speed.json": ("speed/before-q.txt", "speed/after-q.txt"),
+              **{FIXTURES / "h200" / "speed" / name: ("speed/before-q.txt", "speed/after-q.txt")
+                 for name in ["speed-%d.json" % i for i in range(1, 6)] + ["busy.json", "forced.json"]}}
 # Real captures with no nvidia-smi of their own moment: why each is not cross-checked here.
 EXCUSED = {
     DEMO / "h200-idle.json": "recorded 19:26 by tools/h200_load.sh on another host (GPU-0ed127a3...), no nvidia-smi -q kept",

@@ -194,3 +194,26 @@ def test_the_schema_refuses_a_figure_key_that_is_not_in_the_contract():
     bad["speed"]["status"] = "fast"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, SCHEMA)
+
+
+def test_sweep_run_force_without_wrap_or_speed_is_refused_in_one_line(tmp_path, capsys):
+    from sweep.cli import main
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  hosts:\n    gpu01:\n      ansible_host: 127.0.0.1\n")
+    assert main(["run", str(inv), "--out", str(tmp_path / "run"), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert "--force also to --speed" in err and "add --wrap -- COMMAND, or --speed" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_controllers_compiled_schema_agrees_and_a_record_without_speed_stays_valid():
+    from sweep.collect.schema import compile_schema
+    check = compile_schema(SCHEMA)
+    health = json.loads((SPEED / "speed-1.health.json").read_text())
+    assert check(health) is None
+    older = {k: v for k, v in health.items() if k != "speed"}  # a 1.3 agent's record
+    assert check(older) is None
+    jsonschema.validate(older, SCHEMA)
+    bad = copy.deepcopy(health)
+    bad["speed"]["gpus"][0]["figures"]["hbm"]["repetitions"] = 0
+    assert "repetitions" in check(bad)
