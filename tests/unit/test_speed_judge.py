@@ -271,3 +271,16 @@ def test_the_lent_h200s_refused_forced_and_bare_records(tmp_path):
     gemm = [k for k in speed["skipped"] if k["host"] == "bare" and k["figure"] == "bf16_gemm"]
     assert gemm == [{"host": "bare", "gpu": 0, "figure": "bf16_gemm",
                      "reason": read["bare"]["speed"]["gpus"][0]["figures"]["bf16_gemm"]["skipped"]}]
+
+
+def test_sweep_demo_speed_judges_as_designed(tmp_path, capsys):
+    from sweep.cli import main
+
+    code = main(["demo", "--speed", "--out", str(tmp_path / "run")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "class B of 4: bf16 GEMM at 80% of the H200 reference; all 4 at 500 W" in out
+    assert "gpu03 GPU 5: HBM 2993 GB/s is 70% of the H200 reference (4276 GB/s)" in out
+    assert "speed demo done: every host was judged as designed" in out
+    summary = json.loads((tmp_path / "run" / "report" / "summary.json").read_text())
+    assert summary["speed"]["hosts_ran"] == 12 and summary["speed"]["rejected"] == []
