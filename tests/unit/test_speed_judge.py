@@ -178,12 +178,16 @@ def test_hostile_figures_never_crash_and_never_show_an_impossible_figure(fleet_h
         assert r["message"].startswith(f"gpu01: {r['field']} ")
 
 
-def load_fleet_of(healths, _cache={}):
+def load_fleet_of(healths):
+    """The fleet of one run folder of `healths`, read as `sweep report` reads it (the folder removed after)."""
+    import shutil
     import tempfile
-    from pathlib import Path
 
     folder = Path(tempfile.mkdtemp(prefix="speed-hostile-"))
-    return load_fleet([write_speed_run(folder / "run", healths)])
+    try:
+        return load_fleet([write_speed_run(folder / "run", healths)])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_a_whole_speed_section_of_garbage_is_rejected_by_host_and_field(fleet_health, tmp_path):
