@@ -206,7 +206,7 @@ def _class_table(c, wraps: dict, values: dict) -> dict | None:
         v = None if h in absurd and not math.isfinite(values[h]) else values[h]
         dev = None if v is None or not median or h in absurd else (v - median) / abs(median)
         row = {"host": h, "value": v, "status": wraps[h].get("status"), "deviation_pct": _pct(dev),
-               "outlier": h in absurd or bool(dev is not None and _is_outlier(dev, figures, median)),
+               "outlier": h in absurd or bool(dev is not None and is_outlier(dev, figures, median)),
                "envelope": verdicts[h].get("summary"), "evidence": []}
         if h in absurd:
             row["evidence"] = [f"the figure {values[h]:g} is not a measurement (not a finite number within "
@@ -230,7 +230,8 @@ def _verdict_of(w: dict) -> dict:
     return prov.get("verdict") if isinstance(prov.get("verdict"), dict) else {}
 
 
-def _is_outlier(dev: float, figures: list, median: float) -> bool:
+def is_outlier(dev: float, figures: list, median: float) -> bool:
+    """Whether a deviation from the median is an outlier: beyond 2% and 3 scaled MADs (three figures at least)."""
     if len(figures) < 3:
         return False  # two figures that disagree: no telling which one is off
     mad = statistics.median(abs(x - median) for x in figures) * 1.4826 / abs(median)

@@ -22,6 +22,8 @@ from typing import Callable, Optional
 
 from sweep.analysis import impact as texts
 from sweep.analysis.names import fold_numbers
+from sweep.analysis import speedread
+from sweep.analysis.speed_reference import LABELS as SPEED_LABELS, UNITS as SPEED_UNITS
 
 NOT_RECORDED = "not recorded"
 
@@ -53,7 +55,8 @@ class Fact:
     metric: Optional[Metric] = None
     no_metric: Optional[str] = None  # why it has no metric, when it has none
     contract: Optional[str] = None   # the agent's contract this fact belongs to
-    history: str = "value"           # "value": a change point when the typed value changes
+    history: str = "value"           # "value": a change point when the typed value changes; "drift": a measured
+                                     # figure, tracked run on run against the GPU's own first runs (no change point)
     expect: Optional[str] = None     # its rule in an expectations file (audit/expect.py), if any
     reads: dict = field(default_factory=dict)  # column -> (dtype, reader of a GPU dict / health doc)
     per_gpu: Optional[Callable] = None  # a row -> the text of one GPU in "700 W x7, 250 W x1 (GPU 3)"
@@ -305,6 +308,51 @@ FACTS: tuple[Fact, ...] = (
 )
 
 
+def _rate(value, unit) -> str:
+    """4.089e12 B/s -> '4089 GB/s'; 7.76e14 FLOP/s -> '776 TFLOP/s' (the edge only)."""
+    if value is None:
+        return "not measured"
+    return f"{value / 1e9:.0f} GB/s" if unit == "B/s" else f"{value / 1e12:.1f} TFLOP/s"
+
+
+SPEED_IMPACT = {
+    "hbm": "the GPU's memory moves {value} against {reference}: every memory-bound kernel (attention, decode, "
+           "optimizer steps) runs slower there, and a synchronous job waits for the slowest GPU",
+    "pcie_h2d": "host-to-GPU copies run at {value} against {reference}: data loading, checkpoint restore and "
+                "offload are slower on this GPU",
+    "pcie_d2h": "GPU-to-host copies run at {value} against {reference}: checkpoint writes and offload are slower",
+    "fp32": "FP32 FMA throughput is {value} against {reference}: the SMs run slower (clocks, power cap, "
+            "slowdown), so every compute-bound kernel does",
+    "bf16_gemm": "bf16 GEMM delivers {value} against {reference}: the matrix multiplies that set a training "
+                 "step's pace run slower on this GPU",
+    "p2p": "the slowest GPU pair copies at {value} against {reference}: tensor-parallel traffic and every "
+           "collective wait for that pair",
+    "allreduce": "all-reduce bus bandwidth is {value} against {reference}: data-parallel gradient exchange "
+                 "takes longer on this host",
+}
+
+
+def _speed_fact(name: str, scope: str, expect: str) -> Fact:
+    """A figure of the speed tier (schema 1.4): measured, so its history is drift, never a change point,
+    and it splits no class (two good GPUs never measure the same bytes per second)."""
+    column, unit = f"speed_{name}", SPEED_UNITS[name]
+    metric = (f"sweep_{scope}_speed_{name}_bytes_per_second" if unit == "B/s" else f"sweep_gpu_speed_{name}_flops")
+    where = (f"speed.gpus#.figures.{name}.*",) if scope == "gpu" else (
+        ("speed.p2p#.*",) if name == "p2p" else ("speed.allreduce.*",))
+    reader = speedread.gpu_figure(name) if scope == "gpu" else speedread.host_figure(name)
+    return Fact(name, SPEED_LABELS[name], scope, (column,), lambda r: _rate(r[column], unit),
+                [(None, SPEED_IMPACT[name])], "speed", where,
+                _m(metric, f"The speed tier's measured {SPEED_LABELS[name]} ({unit}), best of its repetitions.",
+                   column), history="drift", expect=expect, compares=False, reads={column: ("Float64", reader)})
+
+
+SPEED_FACTS = (_speed_fact("hbm", "gpu", "hbm_gbps_min"), _speed_fact("pcie_h2d", "gpu", "pcie_h2d_gbps_min"),
+               _speed_fact("pcie_d2h", "gpu", "pcie_d2h_gbps_min"), _speed_fact("fp32", "gpu", "fp32_tflops_min"),
+               _speed_fact("bf16_gemm", "gpu", "bf16_gemm_tflops_min"), _speed_fact("p2p", "host", "p2p_gbps_min"),
+               _speed_fact("allreduce", "host", "allreduce_gbps_min"))
+FACTS = FACTS + SPEED_FACTS
+
+
 def derived(table: tuple) -> dict:
     """The views of a fact table that consumers iterate (module attributes of the same names)."""
     return {"FACTS": tuple(table), "BY_NAME": {f.name: f for f in table},
@@ -375,9 +423,10 @@ def signature(dtypes: dict) -> str:
 def own_paths() -> list:
     """(kind, paths) of the facts the frames read through the table itself (`reads`): the audit
     field tables put them first, so that their kind is the table's."""
-    return [(f.diff_kind, f.paths) for f in globals()["FACTS"] if f.reads]
+    return [(f.diff_kind, f.paths) for f in globals()["FACTS"] if f.reads and f.history == "value"]
 
 
 def path_labels() -> dict:
     """A GPU-relative or host path of a fact (as audits name a changed field) -> the fact's label."""
-    return {p.removeprefix("gpus#."): f.label for f in globals()["FACTS"] if f.reads for p in f.paths}
+    return {p.removeprefix("gpus#."): f.label for f in globals()["FACTS"] if f.reads and f.history == "value"
+            for p in f.paths}

@@ -27,7 +27,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sweep.analysis.facts import GPU_READS, HOST_READS
+from sweep.analysis.facts import FACTS, GPU_READS, HOST_READS
+from sweep.analysis.speedread import (VALIDATED, gpu_envelope, gpu_view, read_forced, read_reason, read_rejected,
+                                      read_skipped, read_speed, read_status)
 from sweep.errors import HealthFileError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
 from sweep.store import RECORD_VERSION, list_records, normalize_health, read_json
@@ -46,6 +48,9 @@ HOST_COLUMNS = {
     "verdict": "category", "lowest_message": "category", "lowest_fix": "category", "summary": "category",
     "provenance": "string", "gpus_on_bus": "Int64", "gpus_missing": "string", "cpu_governor": "category",
     "ib_rates": "category", "ib_ports_down": "Int64",
+    # the speed tier (health.json speed, schema 1.4): its status, why, and the fields rejected as no measurement
+    "speed_status": "category", "speed_reason": "string", "speed_rejected": "string", "speed_forced": "boolean",
+    "speed_skipped": "string",
     **{column: dtype for column, (dtype, _) in HOST_READS.items()},  # the fact table's own columns
 }
 GPU_COLUMNS = {
@@ -65,6 +70,9 @@ GPU_COLUMNS = {
     "pcie_gen": "Int64", "pcie_width": "Int64", "pcie_max_gen": "Int64", "pcie_max_width": "Int64",
     "pcie_replays": "Int64", "nvlink_links": "Int64", "nvlink_active": "Int64", "nvlink_errors": "Int64",
     "fabric_state": "category", "memory_temperature_c": "Float64", "memory_max_c": "Float64",
+    # the envelope sampled during the speed tier (medians; NA where the tier did not run)
+    "speed_sm_mhz": "Float64", "speed_power_w": "Float64", "speed_limit_w": "Float64",
+    "speed_sw_power_cap": "Float64", "speed_hw_slowdown": "Float64",
     **{column: dtype for column, (dtype, _) in GPU_READS.items()},  # the fact table's own columns
 }
 CONTRACT_COLUMNS = {
@@ -329,8 +337,9 @@ class _Builder:
         summary = _get(health, "load", "summary")
         under_load = {row.get("gpu"): row for row in (summary if isinstance(summary, list) else ())
                       if isinstance(row, dict) and type(row.get("sm_mhz_median")) in (int, float)}
+        speed = read_speed(health) if health.get("speed") is not None else None
         for g in gpus:
-            row = _gpu_facts(g, under_load.get(g.get("index")) or {})
+            row = _gpu_facts(gpu_view(g, speed), under_load.get(g.get("index")) or {})
             row["host"], row["selected"] = position, g.get("index") in picked
             self.gpus.append(row)
             for p in (p for p in g.get("processes") or () if (g.get("index"), p.get("pid")) in foreign):
@@ -367,7 +376,12 @@ def _host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
         "verdict": health.get("verdict"), "lowest_message": low.get("message"), "lowest_fix": low.get("fix"),
         "summary": health.get("summary"), **_platform(health, contracts),
     }
-    row.update((column, read(health)) for column, (_, read) in HOST_READS.items())
+    if health.get("speed") is not None:  # the opt-in tier: its columns stay NA (left out) without it
+        row.update(speed_status=read_status(health), speed_reason=read_reason(health),
+                   speed_rejected=read_rejected(health), speed_forced=read_forced(health),
+                   speed_skipped=read_skipped(health))
+    row.update((column, read(health)) for column, (_, read) in (HOST_READS if health.get("speed") is not None
+                                                                 else HOST_PLAIN_READS).items())
     return row
 
 
@@ -399,8 +413,22 @@ def _gpu_facts(g: dict, load: dict) -> dict:
         "load_sw_power_cap": load.get("sw_power_cap_fraction"), "load_hw_slowdown": load.get("hw_slowdown_fraction"),
         **_links(g),
     }
-    row.update((column, read(g)) for column, (_, read) in GPU_READS.items())
+    if VALIDATED in g:  # the host ran the speed tier (speedread.gpu_view)
+        row.update((column, read(g)) for column, read in SPEED_ENVELOPE.items())
+        row.update((column, read(g)) for column, (_, read) in GPU_READS.items())
+    else:
+        row.update((column, read(g)) for column, (_, read) in GPU_PLAIN_READS.items())
     return row
+
+
+# the fact table's reads but those of the measured figures (which need the speed section)
+MEASURED = {c for f in FACTS if f.history == "drift" for c in f.reads}
+GPU_PLAIN_READS = {c: spec for c, spec in GPU_READS.items() if c not in MEASURED}
+HOST_PLAIN_READS = {c: spec for c, spec in HOST_READS.items() if c not in MEASURED}
+SPEED_ENVELOPE = {"speed_sm_mhz": gpu_envelope("sm_mhz_median"), "speed_power_w": gpu_envelope("power_w_median"),
+                  "speed_limit_w": gpu_envelope("enforced_limit_w"),
+                  "speed_sw_power_cap": gpu_envelope("sw_power_cap_fraction"),
+                  "speed_hw_slowdown": gpu_envelope("hw_slowdown_fraction")}
 
 
 def _platform(health: dict, contracts: list) -> dict:

@@ -110,6 +110,7 @@ def health_findings(fleet, hosts, keys, mixed) -> tuple[Finding, ...]:
                            + (f" and {len(items) - 5} more" if len(items) > 5 else ""),
                            "stop them, or benchmark elsewhere: they take memory and SM time", "processes"))
 
+    mixed = mixed[[k for k in mixed.columns if table.BY_NAME[k].history == "value"]]  # not measured figures
     mixed_hosts = mixed[mixed.any(axis=1)]
     for h, row in mixed_hosts.iterrows():  # rare: hosts whose selected GPUs differ among themselves
         differ = [k for k in mixed_hosts.columns if row[k]]

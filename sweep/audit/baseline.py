@@ -14,7 +14,9 @@ compares each host of a run with its baseline using `sweep.audit.rundiff.host_ch
 kinds that are drift of the GPU stack: gpus (missing / added), gpu swap, driver, ecc, power,
 clock policy, mig, modes (persistence), topology, firmware, gpu model, links (PCIe width, NVLinks
 active, fabric, GPUs on the PCI bus), link errors (NVLink / PCIe counters, Xid events) and host
-settings (CPU governor, NUMA balancing, THP, kernel arguments, modules, IB / RoCE ports). Framework, host (kernel),
+settings (CPU governor, NUMA balancing, THP, kernel arguments, modules, IB / RoCE ports) and speed (a figure
+of the speed tier that moved more than 10%; the baseline's figures are also the report's speed reference,
+`sweep.analysis.speed.baseline_references`). Framework, host (kernel),
 environment and memory-error changes are shown by ``sweep diff``, not as drift.
 
 `audit_section(records, expectations, baseline_dir)` is the dict the report embeds (docs/audits.md).
@@ -41,7 +43,7 @@ FORMAT = "sweep-baseline"
 HOST_FORMAT = "sweep-baseline-host"
 INDEX = "baseline.json"
 DRIFT_KINDS = ("gpus", "gpu swap", "driver", "ecc", "power", "clock policy", "mig", "modes", "topology",
-               "firmware", "gpu model", "links", "link errors", "host settings")
+               "firmware", "gpu model", "links", "link errors", "host settings", "speed")
 _LABELS = {"pcie.width": "PCIe width", "pcie.max_gen": "PCIe generation (link)", "nvlink.active": "NVLinks active",
            "nvlinks_active": "NVLinks active", "fabric.state": "GPU fabric", "ecc.current": "ECC mode",
            "ecc.pending_mode": "ECC mode after reset", "ecc.pending": "ECC mode after reset",

@@ -34,6 +34,7 @@ from typing import Any, Callable
 import yaml
 
 from sweep.analysis import facts as table
+from sweep.analysis.speedread import read_speed
 from sweep.analysis.names import fold_numbers
 from sweep.errors import ConfigError
 from sweep.inventory.formats import LineLoader, LineMapping
@@ -167,11 +168,16 @@ GPU_RULES: dict[str, Callable] = {
     "pcie": _pcie,
 }
 # the fact table's versions (VBIOS, HCA firmware, ...): a glob or a list of globs each, judged by its reader
-VERSION_FACTS = {f.expect: f for f in table.FACTS if f.reads and f.expect}
+VERSION_FACTS = {f.expect: f for f in table.FACTS if f.reads and f.expect and f.history == "value"}
 HOST_RULES.update({k: _strings(f"a {f.label} version (glob)", "'96.00.*'") for k, f in VERSION_FACTS.items()
                    if f.scope == "host"})
 GPU_RULES.update({k: _strings(f"a {f.label} version (glob)", "'96.00.*'") for k, f in VERSION_FACTS.items()
                   if f.scope == "gpu"})
+# the speed tier's figures (the fact table's measured facts): a floor each, in GB/s or TFLOP/s
+SPEED_FACTS = {f.expect: f for f in table.FACTS if f.history == "drift" and f.expect}
+for _rule, _fact in SPEED_FACTS.items():
+    (GPU_RULES if _fact.scope == "gpu" else HOST_RULES)[_rule] = _number(
+        "GB/s" if _rule.endswith("_gbps_min") else "TFLOP/s", "3800" if _rule.startswith("hbm") else "50")
 RULES = {**HOST_RULES, **GPU_RULES}
 
 
@@ -364,6 +370,7 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
     _judge_driver(resolve(exp, host, groups), health, add)
     _judge_platform(health, resolve(exp, host, groups), add)
     _judge_versions(health, resolve(exp, host, groups), add)
+    _judge_speed(health, host, groups, exp, add)
     summary = {e.get("gpu"): e for e in ((health.get("load") or {}).get("summary") or []) if isinstance(e, dict)}
     _judge_gpus(_gpu_checks(host, groups, health, exp, summary), summary, add)
     return out
@@ -472,6 +479,34 @@ def _judge_gpus(per_gpu: dict[tuple, list], summary: dict, add) -> None:
         elif rule in VERSION_FACTS:
             add(rule, expected, actual, f"{VERSION_FACTS[rule].label} {actual} on {on}", (_one_of(expected), _UPGRADE),
                 where)
+
+
+def _speed_floor(rule: str, value: float, floor: float, on: str, add, where) -> None:
+    scale = 1e9 if rule.endswith("_gbps_min") else 1e12
+    unit = "GB/s" if scale == 1e9 else "TFLOP/s"
+    if value / scale < floor:
+        fact = SPEED_FACTS[rule]
+        add(rule, floor, round(value / scale, 1), f"{fact.label} {value / scale:.1f} {unit} on {on}, below the floor",
+            (f"at least {floor:g} {unit}", "look at the tier's envelope (power cap, slowdown, processes) in the report's "
+                                           "Speed section; reseat or replace the card if it stays slow"), where)
+
+
+def _judge_speed(health: dict, host: str, groups, exp: Expectations, add) -> None:
+    """The speed floors (hbm_gbps_min: 3800, ...) against the tier's validated figures."""
+    record = read_speed(health)
+    if record is None:
+        return
+    names = {g.get("index"): g.get("name") for g in health.get("gpus") or () if isinstance(g, dict)}
+    for index, figures in sorted(record.gpus.items()):
+        grules = resolve(exp, host, groups, names.get(index))
+        for rule, fact in SPEED_FACTS.items():
+            if fact.scope == "gpu" and rule in grules and fact.name in figures:
+                _speed_floor(rule, figures[fact.name], grules[rule].value, f"GPU {index}", add, grules[rule].where)
+    rules = resolve(exp, host, groups)
+    host_values = {"p2p": min((v for *_, v in record.p2p), default=None), "allreduce": record.allreduce}
+    for rule, fact in SPEED_FACTS.items():
+        if fact.scope == "host" and rule in rules and host_values.get(fact.name) is not None:
+            _speed_floor(rule, host_values[fact.name], rules[rule].value, "the host", add, rules[rule].where)
 
 
 _UPGRADE = "finish the firmware upgrade of the change window on this host (or approve this version)"

@@ -38,7 +38,7 @@ PROBE_CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("other", ("*",)),
 ]
 # Fields that differ on every run and say nothing about the machine.
-PROBE_IGNORED = ("probe.*", "summary", "contracts#.evidence*", "contracts#.title", "contracts#.fix",
+PROBE_IGNORED = ("probe.*", "summary", "speed.samples*", "speed.wall_s", "speed.gpus#.figures.*.samples*", "contracts#.evidence*", "contracts#.title", "contracts#.fix",
            "gpus#.memory_used_bytes", "load.samples*", "load.pid", "load.exit_code", "gpus#.unsupported.*",
            "contracts#.consequence_of", "frameworks#.executable", "gpus#.clock_event_reasons.active_mask",
            "gpus#.processes#.used_memory_bytes",
@@ -56,6 +56,7 @@ RUN_VOLATILE = (
     "gpus#.processes*", "gpus#.memory_used_bytes", "gpus#.unsupported.*", "driver.unsupported.*",
     "gpus#.mig.devices*", "gpus#.index", "gpus#.thermal.gpu_c", "gpus#.thermal.memory_c", "gpus#.pcie.gen",
     "kernel_log.tried*", "kernel_log.source", "kernel_log.docs", "kernel_log.catalogue*",
+    "speed*",  # measured figures differ on every run: `sweep diff` judges them by how far they moved (speed kind)
 )
 # (kind, patterns); the first match wins. Display order is KIND_ORDER.
 RUN_KINDS: list[tuple[str, tuple[str, ...]]] = [
@@ -81,7 +82,7 @@ RUN_KINDS: list[tuple[str, tuple[str, ...]]] = [
     ("other", ("*",)),
 ]
 KIND_ORDER = ("gpus", "gpu swap", "driver", "links", "link errors", "ecc", "power", "clock policy", "mig", "modes",
-              "topology", "firmware", "gpu model", "memory errors", "framework", "host settings", "host",
+              "topology", "firmware", "gpu model", "memory errors", "speed", "framework", "host settings", "host",
               "environment", "other")
 
 _INDEX = re.compile(r"\[[^\]]*\]")

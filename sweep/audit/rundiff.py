@@ -26,6 +26,7 @@ from typing import Any, Iterable
 
 from sweep import exitcodes
 from sweep.analysis.names import fold_hosts, fold_numbers, host_key
+from sweep.analysis.speedread import read_speed
 from sweep.audit.diff import diff_health
 from sweep.audit.fields import KIND_ORDER, run_kind
 from sweep.store import RunFolder, manifest_groups
@@ -141,6 +142,7 @@ def host_changes(a: dict, b: dict) -> list[FieldChange]:
             raw.append((kind, "topology.pairs", c.path[len("topology.pairs."):], c.before, c.after))
         else:
             raw.append((kind, c.path, None, c.before, c.after))
+    raw += speed_changes(a, b)
     folded: dict[tuple, list] = {}
     for kind, fld, item, before, after in raw:
         key = (kind, fld, json.dumps(before, sort_keys=True, default=str), json.dumps(after, sort_keys=True, default=str))
@@ -152,6 +154,34 @@ def host_changes(a: dict, b: dict) -> list[FieldChange]:
     order = {k: n for n, k in enumerate(KIND_ORDER)}
     out.sort(key=lambda c: (order[c.kind], c.field, host_key(str(c.gpus[:1]))))
     return out
+
+
+SPEED_MOVED = 0.10  # a measured figure that moved less than 10% between two runs is run-to-run noise
+
+
+def speed_changes(a: dict, b: dict) -> list[tuple]:
+    """(kind, field, GPU, before, after) of each speed-tier figure (validated) that moved by more than
+    SPEED_MOVED between health.json `a` and `b`, or that one side measured and the other did not."""
+    ra, rb = read_speed(a), read_speed(b)
+    if ra is None or rb is None:
+        return []
+    out = []
+    for index in sorted(set(ra.gpus) | set(rb.gpus)):
+        fa, fb = ra.gpus.get(index, {}), rb.gpus.get(index, {})
+        for name in sorted(set(fa) | set(fb)):
+            before, after = fa.get(name), fb.get(name)
+            if before is None or after is None or abs(after / before - 1) > SPEED_MOVED:
+                out.append(("speed", f"speed.{name}", index, _round(before), _round(after)))
+    for name, before, after in (("speed.allreduce", ra.allreduce, rb.allreduce),
+                                ("speed.p2p_slowest", min((v for *_, v in ra.p2p), default=None),
+                                 min((v for *_, v in rb.p2p), default=None))):
+        if (before is None) != (after is None) or (before and after and abs(after / before - 1) > SPEED_MOVED):
+            out.append(("speed", name, None, _round(before), _round(after)))
+    return out
+
+
+def _round(value):
+    return None if value is None else float(f"{value:.4g}")
 
 
 def fold_probe_changes(changes) -> list[FieldChange]:

@@ -811,6 +811,9 @@ def demo(
     serve: bool = typer.Option(False, "--serve", help="after the report, leave the fleet running until Ctrl-C and "
                                "print its inventory, known_hosts and the sweep run / --limit / sweep diff "
                                "commands to try on it"),
+    speed: bool = typer.Option(False, "--speed", help="the speed tier's demo instead: 12 H200 hosts (replayed "
+                               "captures, with speed figures derived from the lent H200's) whose report shows a "
+                               "GPU with slow HBM, a host with half-rate PCIe and a slow 500 W class; no sshd"),
 ):
     """Start a local fleet of real sshd servers replaying GPU captures, sweep it, report, tear down
     (with --serve: after Ctrl-C). Exit 0 when every host behaved as the demo fleet was built to (its
@@ -825,6 +828,8 @@ def demo(
     if hosts < 1:
         raise SweepError(f"--hosts is {hosts}; it must be 1 or more", fix="pass --hosts 40, say")
     paths.output_dir(out, "--out", "the run folder")
+    if speed:
+        raise typer.Exit(_speed_demo(out))
     work = Path(tempfile.mkdtemp(prefix="sweep-demo-"))
     codes = []
     try:
@@ -848,6 +853,31 @@ def demo(
               f"(its unreachable and broken hosts are there on purpose)", soft_wrap=True)
     results.print("demo done: every host behaved as designed", soft_wrap=True)
     raise typer.Exit(exitcodes.OK)
+
+
+def _speed_demo(out: Optional[Path]) -> int:
+    """`sweep demo --speed`: the speed demo fleet's run folder and report; 0 when it judged as designed."""
+    import shutil
+    import tempfile
+
+    from sweep.demo.speed import off_design, speed_fleet, write_speed_run
+    from sweep.store import default_run_dir
+
+    work = Path(tempfile.mkdtemp(prefix="sweep-demo-speed-"))
+    try:
+        run_dir = write_speed_run(out or default_run_dir("demo-speed"), speed_fleet(work))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    code = _report([run_dir], run_dir / "report", None)
+    odd = off_design(json.loads((run_dir / "report" / "summary.json").read_text()))
+    for line in odd:
+        _say("error", line)
+    if odd:
+        return exitcodes.INCOMPLETE
+    results.print(f"under `sweep report` this fleet exits {code}: {exitcodes.MEANING[code]} (its slow hosts and "
+                  "class are there on purpose)", soft_wrap=True)
+    results.print("speed demo done: every host was judged as designed", soft_wrap=True)
+    return exitcodes.OK
 
 
 def _demo_report(result, fleet, serve: bool) -> int:

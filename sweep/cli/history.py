@@ -78,7 +78,7 @@ def history(
                    f"{plural(len(result.changed_hosts), 'host')} changed; index: "
                    f"{plural(len(result.update.read), 'run')} read, {result.update.kept} unchanged"), soft_wrap=True)
     results.print(f"history: {safe((out_dir / 'history.html').resolve())}", soft_wrap=True)
-    raise typer.Exit(exitcodes.OFF if result.drifted or result.changes else exitcodes.OK)
+    raise typer.Exit(exitcodes.OFF if result.drifted or result.speed_drifted or result.changes else exitcodes.OK)
 
 
 def prometheus(

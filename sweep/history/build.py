@@ -13,7 +13,8 @@ since `since`, and writes into `out_dir`::
                     (`measured`: two runs or more with load samples; a host without is not measured,
                     and the page and the terminal say so rather than count it as steady)
     load.csv        per run, host and GPU: the medians under load (what the drift is computed from)
-    history.json    all of the above, the runs read, and what could not be read (`skipped`)
+    history.json    all of the above, the speed tier's figures that fell (`speed_drift`), the runs read, and
+                    what could not be read (`skipped`)
 
 A run folder or host record that cannot be read is skipped and named (`History.skipped`: on
 stderr, the page and history.json); a damaged index is rebuilt from the run folders
@@ -34,6 +35,7 @@ import pandas as pd
 from sweep.errors import ConfigError
 from sweep.history.drift import MEASURED_RUNS, THRESHOLD_PCT, HostDrift, host_drift
 from sweep.history.files import refuse_output_links
+from sweep.history.speeddrift import SpeedDrift, speed_drift
 from sweep.history.index import HistoryIndex, IndexDamaged, Skipped, UpdateResult, damaged, default_index_path, run_folders
 from sweep.history.timeline import HOST, Change, Selection, changes, day, iso, select, spans
 from sweep.store import write_bytes_atomic, write_json_atomic
@@ -68,6 +70,7 @@ class History:
     update: UpdateResult
     threshold_pct: float
     floor_mhz: float | None
+    speed_drift: tuple[SpeedDrift, ...] = ()  # the speed tier's figures against each GPU's first runs
 
     @property
     def skipped(self) -> list[Skipped]:
@@ -117,6 +120,10 @@ class History:
         return (f"{said}; drift not measured on {plural(missing, 'host')} (fewer than {MEASURED_RUNS} of "
                 f"{'its' if missing == 1 else 'their'} runs had load samples; {MEASURE_FIX})")
 
+    @property
+    def speed_drifted(self) -> list[SpeedDrift]:
+        return [d for d in self.speed_drift if d.drifted]
+
     def lines(self) -> list[str]:
         """What the terminal shows: drifted hosts (ranked), then each changed host and its changes."""
         out = []
@@ -125,6 +132,7 @@ class History:
                                                        else ", below the floor")
             out.append(f"drift #{rank} {d.host} GPU {d.gpu}: SM clock under load {d.baseline_mhz:g} -> "
                        f"{d.recent_mhz:g} MHz (-{d.same_config_pct:.1f}%, {d.per_week_pct:.2f}%/week){floor}")
+        out += [f"speed drift {d.text}" for d in self.speed_drifted]
         for host, items in self.changed_hosts.items():
             out.append(f"{host}: " + "; ".join(c.text for c in items))
         if self.unmeasured:
@@ -161,7 +169,7 @@ def build(paths, *, index_path: str | Path | None = None, since: str | None = No
         if scope.get(c.key) != "health":
             last_change[c.host] = max(last_change.get(c.host, c.epoch), c.epoch)
     drift = host_drift(sel.load, sel.hosts, last_change, threshold_pct, floor_mhz)
-    return History(sel, span_frame, found, drift, update, threshold_pct, floor_mhz)
+    return History(sel, span_frame, found, drift, update, threshold_pct, floor_mhz, tuple(speed_drift(sel.speed, sel.hosts)))
 
 
 def _indexed(index: HistoryIndex, folders, since_epoch, accept) -> tuple[UpdateResult, Selection]:
@@ -190,6 +198,7 @@ def build_history(paths, out_dir: str | Path, **options) -> History:
         "threshold_pct": history.threshold_pct, "floor_mhz": history.floor_mhz,
         "changes": [c.as_dict() for c in history.changes], "drift": [d.as_dict() for d in history.drift],
         "drift_measured": not history.unmeasured, "drift_not_measured": history.unmeasured,
+        "speed_drift": [d.as_dict() for d in history.speed_drift],
         "timeline": timeline.to_dict("records"), "skipped": [s.as_dict() for s in history.skipped]})
     write_bytes_atomic(out / "history.html", render_page(history, out).encode("utf-8"))
     return history

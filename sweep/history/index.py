@@ -28,6 +28,9 @@ int32 facts and float64 load, because millions of SQL rows take seconds to read 
     load(run, host, gpu, sm_mhz, power_w, limit_w, sw_power_cap, hw_slowdown)
                                       the medians of `--load` runs (health.json `load.summary`, as
                                       the fleet frames' load columns hold them)
+    speed(run, host, gpu, figure, value)
+                                      the speed tier's validated figures (gpu -1: a host figure;
+                                      figure: its position in `runs.SPEED_FIGURES`), for their drift
 """
 from __future__ import annotations
 
@@ -49,9 +52,10 @@ from sweep.history.files import IndexLock, refuse_index_links, remove_index
 from sweep.history.runs import HW_KEY, REACHABILITY, RunRows, Skipped, read_all
 from sweep.store import MANIFEST
 
-INDEX_VERSION = 4  # 4: typed values (JSON), not rendered labels
+INDEX_VERSION = 5  # 4: typed values (JSON), not rendered labels; 5: the speed tier's figures
 FACT_COLUMNS = ("host", "gpu", "key", "val")
 LOAD_COLUMNS = ("host", "gpu", "sm_mhz", "power_w", "limit_w", "sw_power_cap", "hw_slowdown")
+SPEED_COLUMNS = ("host", "gpu", "figure", "value")
 INDEX_NAME = ".sweep-history.sqlite"
 MAX_WORKERS = 4  # each holds one run's frames (~150 MiB for 1,000 8-GPU hosts): a bound on memory
 
@@ -64,6 +68,7 @@ CREATE TABLE IF NOT EXISTS keys(id INTEGER PRIMARY KEY, name TEXT UNIQUE, label 
 CREATE TABLE IF NOT EXISTS vals(id INTEGER PRIMARY KEY, text TEXT UNIQUE);
 CREATE TABLE IF NOT EXISTS facts(run INTEGER PRIMARY KEY, rows INTEGER, data BLOB);
 CREATE TABLE IF NOT EXISTS load(run INTEGER PRIMARY KEY, rows INTEGER, data BLOB);
+CREATE TABLE IF NOT EXISTS speed(run INTEGER PRIMARY KEY, rows INTEGER, data BLOB);
 """
 
 
@@ -321,6 +326,8 @@ class HistoryIndex:
         self.db.execute("INSERT INTO facts VALUES (?,?,?)", (run_id, len(facts), facts.tobytes()))
         load = np.array([(hosts[h], *rest) for h, *rest in rows.load], dtype="<f8").reshape(-1, len(LOAD_COLUMNS))
         self.db.execute("INSERT INTO load VALUES (?,?,?)", (run_id, len(load), load.tobytes()))
+        speed = np.array([(hosts[h], *rest) for h, *rest in rows.speed], dtype="<f8").reshape(-1, len(SPEED_COLUMNS))
+        self.db.execute("INSERT INTO speed VALUES (?,?,?)", (run_id, len(speed), speed.tobytes()))
 
     def _key(self, folder: Path) -> str:
         """A run's path as the index keeps it: relative to the index's folder when inside it, so that
@@ -329,7 +336,7 @@ class HistoryIndex:
         return str(folder.relative_to(base)) if folder.is_relative_to(base) else str(folder)
 
     def _forget(self, run_id: int) -> None:
-        for table in ("facts", "load"):
+        for table in ("facts", "load", "speed"):
             self.db.execute(f"DELETE FROM {table} WHERE run=?", (run_id,))
         self.db.execute("DELETE FROM runs WHERE id=?", (run_id,))
 
@@ -360,6 +367,11 @@ class HistoryIndex:
         """run, host, gpu, sm_mhz, power_w, limit_w, sw_power_cap, hw_slowdown of the runs `run_ids`."""
         frame = self._arrays("load", run_ids, LOAD_COLUMNS, "<f8")
         return frame.astype({"run": np.int64, "host": np.int64, "gpu": np.int64})
+
+    def speed(self, run_ids) -> pd.DataFrame:
+        """run, host, gpu, figure, value of the runs `run_ids` (the speed tier's figures)."""
+        frame = self._arrays("speed", run_ids, SPEED_COLUMNS, "<f8")
+        return frame.astype({"run": np.int64, "host": np.int64, "gpu": np.int64, "figure": np.int64})
 
     def _arrays(self, table: str, run_ids, columns, dtype) -> pd.DataFrame:
         """A run's rows are one packed array (a blob): 2 million facts read in a blink, where as

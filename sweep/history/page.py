@@ -22,7 +22,10 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from sweep import __version__
 from sweep.analysis.names import fold_hosts
+from sweep.analysis.speed import rate
+from sweep.analysis.speed_reference import UNITS
 from sweep.history.drift import BASELINE_RUNS, MEASURED_RUNS
+from sweep.history.speeddrift import THRESHOLD_PCT as SPEED_THRESHOLD_PCT
 from sweep.history.timeline import HOST, moment
 from sweep.text import noun, plural
 
@@ -170,4 +173,6 @@ def render_page(history, out_dir: str | Path) -> str:
         legend_changes=any(c["chart"] and c["chart"]["changes"] for c in cards),
         legend_drifted=any(c["rank"] for c in cards),
         skipped=history.skipped[:SKIPPED_ROWS_MAX], more_skipped=max(0, len(history.skipped) - SKIPPED_ROWS_MAX),
+        speed_drift=[d for d in history.speed_drift if d.drifted][:STEADY_ROWS_MAX],
+        speed_threshold=SPEED_THRESHOLD_PCT, rate=lambda v, figure: rate(v, UNITS[figure]),
         version=__version__, now=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))

@@ -23,7 +23,7 @@ import signal
 import sys
 import threading
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +81,7 @@ class RunRows:
     facts: np.ndarray   # (n, 4): host, gpu, key, val (local ids)
     load: list          # (host, gpu, sm_mhz, power_w, limit_w, sw_power_cap, hw_slowdown), host a local id
     skipped: list       # Skipped host records (torn, invalid): left out of the run
+    speed: list = field(default_factory=list)  # (host, gpu or -1, figure position in SPEED_FIGURES, value)
 
 
 def encode(value) -> str:
@@ -99,12 +100,12 @@ def read_run(folder: str | Path) -> RunRows:
     host_ids = [names.host(str(h)) for h in hosts["host"]]
     facts: list[tuple] = []
     probed = (hosts["status"] == "ok").to_numpy()
-    for fact in table.FACTS:
+    for fact in (f for f in table.FACTS if f.history == "value"):  # measured figures drift: no change points
         kid = names.key(fact.name, fact.label, fact.scope)
         for position, value in _host_values(fact, hosts, gpu_keys):
             if probed[position]:
                 facts.append((host_ids[position], -1, kid, names.val(encode(value))))
-    for fact in table.GPU_FACTS:  # per-GPU values where a host's GPUs disagree
+    for fact in (f for f in table.GPU_FACTS if f.history == "value"):  # per-GPU values where a host's GPUs disagree
         mixed_hosts = np.flatnonzero(mixed[fact.name].to_numpy(dtype=bool))
         if not len(mixed_hosts):
             continue
@@ -121,7 +122,8 @@ def read_run(folder: str | Path) -> RunRows:
     _hw_facts(fleet, host_ids, names, facts)
     load = _load_rows(fleet, host_ids)
     array = np.array(facts, dtype=np.int64).reshape(-1, 4)
-    return RunRows(str(folder), manifest, list(names.hosts), list(names.keys), list(names.vals), array, load, skipped)
+    return RunRows(str(folder), manifest, list(names.hosts), list(names.keys), list(names.vals), array, load, skipped,
+                   _speed_rows(fleet, host_ids))
 
 
 def _host_values(fact, hosts: pd.DataFrame, gpu_keys):
@@ -243,6 +245,29 @@ def _load_rows(fleet, host_ids) -> list[tuple]:
         figures = [_finite(r[c]) for c in columns[1:]]
         if figures[0] is not None and abs(r["index"]) <= 2**31:
             out.append((host_ids[code], r["index"], *figures))
+    return out
+
+
+SPEED_FIGURES = tuple(f.name for f in table.FACTS if f.history == "drift")  # the measured figures, in table order
+
+
+def _speed_rows(fleet, host_ids) -> list[tuple]:
+    """(host, gpu (-1: the host), figure, value) of every validated speed figure of the run (the frames' columns)."""
+    out = []
+    for code, fact in enumerate(f for f in table.FACTS if f.history == "drift"):
+        frame = fleet.gpus if fact.scope == "gpu" else fleet.hosts
+        column = frame[fact.columns[0]]
+        have = np.flatnonzero(column.notna().to_numpy(dtype=bool))
+        if not len(have):
+            continue
+        values = column.to_numpy(dtype=float, na_value=np.nan)
+        if fact.scope == "gpu":
+            hosts = frame["host"].cat.codes.to_numpy()
+            gpus = frame["index"].to_numpy(dtype=float, na_value=np.nan)
+            out += [(host_ids[hosts[r]], int(gpus[r]), code, float(values[r])) for r in have.tolist()
+                    if not np.isnan(gpus[r]) and abs(gpus[r]) <= 2**31]
+        else:
+            out += [(host_ids[r], -1, code, float(values[r])) for r in have.tolist()]
     return out
 
 

@@ -32,6 +32,7 @@ class Selection:
     hosts: dict                 # id -> name
     keys: pd.DataFrame          # id -> name, label, scope
     vals: dict                  # id -> the value as the index keeps it (typed, `render_value` makes its text)
+    speed: pd.DataFrame = None  # run, host, gpu, figure, value + epoch: the speed tier's figures
 
 
 def select(index: HistoryIndex, since_epoch: float | None = None, host_filter=None, paths=None) -> Selection:
@@ -43,19 +44,21 @@ def select(index: HistoryIndex, since_epoch: float | None = None, host_filter=No
     if since_epoch is not None:
         runs = runs[runs["epoch"] >= since_epoch].reset_index(drop=True)
     hosts = index.names("hosts")
-    facts, load = index.facts(runs["id"]), index.load(runs["id"])
+    facts, load, speed = index.facts(runs["id"]), index.load(runs["id"]), index.speed(runs["id"])
     if host_filter is not None:
         keep = [h for h, name in hosts.items() if host_filter(name)]
         facts = facts[facts["host"].isin(keep)]
         load = load[load["host"].isin(keep)]
+        speed = speed[speed["host"].isin(keep)]
     base = str(index.path.parent.resolve())
     runs = runs.assign(folder=[os.path.normpath(os.path.join(base, p)) for p in runs["path"]])
     by_run = np.full(int(runs["id"].max()) + 1 if len(runs) else 1, np.nan)
     by_run[runs["id"].to_numpy()] = runs["epoch"].to_numpy()
     facts = facts.assign(epoch=by_run[facts["run"].to_numpy()])
     load = load.assign(epoch=by_run[load["run"].to_numpy()])
+    speed = speed.assign(epoch=by_run[speed["run"].to_numpy()])
     return Selection(runs, facts.reset_index(drop=True), load.reset_index(drop=True), hosts,
-                     index.key_table(), index.names("vals"))
+                     index.key_table(), index.names("vals"), speed.reset_index(drop=True))
 
 
 def day(epoch: float) -> str:

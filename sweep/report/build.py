@@ -52,6 +52,7 @@ from pathlib import Path
 from sweep.audit.baseline import audit_off, audit_section
 from sweep.analysis.bench import bench_section
 from sweep.analysis.compare import Findings, compare
+from sweep.analysis.speed import speed_section
 from sweep import exitcodes
 from sweep.errors import RunFolderError
 from sweep.analysis.fleet import Fleet, load_fleet, records_of, usable_cpus
@@ -76,7 +77,8 @@ class ReportResult:
     findings_lines: tuple = ()  # the health findings folded across hosts, one line each, for the terminal
 
 
-def exit_code(findings: Findings, audit: dict | None = None, bench: dict | None = None) -> int:
+def exit_code(findings: Findings, audit: dict | None = None, bench: dict | None = None,
+              speed: dict | None = None) -> int:
     """The report's exit code (precedence 1 > 6 > 7 > 3 > 4 > 5 > 0; see the module docstring)."""
     if findings.unreachable:
         return exitcodes.INCOMPLETE
@@ -85,6 +87,8 @@ def exit_code(findings: Findings, audit: dict | None = None, bench: dict | None 
     if len(findings.classes) > 1:
         return exitcodes.NOT_COMPARABLE
     if findings.held_out or any(f.severity == "broken" for f in findings.findings):
+        return exitcodes.BROKEN
+    if speed and speed["broken_hosts"]:  # a figure below 75% of its reference: the machine is not the machine
         return exitcodes.BROKEN
     if audit and audit_off(audit):
         return exitcodes.OFF
@@ -107,8 +111,10 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     if audited:
         audit = audit_section(records_of(fleet), expect, baseline)
     bench = bench_section(fleet, findings)
-    code = exit_code(findings, audit, bench)
-    summary = summary_dict(findings, code, exitcodes.MEANING[code], fleet.sources, audit, bench, xid_section(fleet))
+    speed = speed_section(fleet, findings, _baseline_of(baseline))
+    code = exit_code(findings, audit, bench, speed)
+    summary = summary_dict(findings, code, exitcodes.MEANING[code], fleet.sources, audit, bench,
+                           xid=xid_section(fleet), speed=speed)
     folded = fold(summary["findings"])  # the health findings folded across hosts, for every view of them
     out = Path(out_dir)
     files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
@@ -133,8 +139,17 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
         raise RunFolderError(f"cannot write the report ({err.strerror or err})", where=str(out),
                              fix="choose a writable folder for the report") from None
     headline = "\n".join([findings.headline(), *action_lines(summary["xid"]), *(audit["headline"] if audit else ()),
-                          *bench_lines(bench)])
+                          *bench_lines(bench), *(speed["headline"] if speed else ())])
     return ReportResult(out, files, code, headline, summary, findings, fleet, tuple(terminal_lines(folded)))
+
+
+def _baseline_of(baseline: Path | None) -> dict | None:
+    """The baseline folder's hosts (their health.json holds the speed figures of known-good hosts), or None."""
+    if baseline is None:
+        return None
+    from sweep.audit.baseline import read_baseline
+
+    return read_baseline(baseline)
 
 
 def _start(task, *args):

@@ -59,7 +59,7 @@ _env.filters.update(abbreviate=abbreviate, plural=plural)
 
 
 def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=(), audit: dict | None = None,
-                 bench: dict | None = None, xid: dict | None = None) -> dict:
+                 bench: dict | None = None, xid: dict | None = None, speed: dict | None = None) -> dict:
     """The machine-readable verdict written to summary.json (`audit`: sweep.audit.baseline.audit_section, or None;
     `bench`: sweep.analysis.bench.bench_section of a `sweep run --wrap` run, or None)."""
     out = {"schema": SUMMARY_SCHEMA, "generated_at": _now(), "sweep_version": __version__,
@@ -70,6 +70,7 @@ def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=
     out["xid"] = xid
     out["audit"] = audit
     out["benchmark"] = bench
+    out["speed"] = speed  # sweep.analysis.speed.speed_section: the speed tier's figures and judgments, or None
     out["exit_code"] = exit_code
     out["exit_meaning"] = exit_meaning
     return out
@@ -220,6 +221,10 @@ def render_markdown(summary: dict, folded: list | None = None) -> str:
         lines.append("")
     if summary.get("benchmark"):
         lines += markdown_bench(summary["benchmark"], md, mdcode)
+    if summary.get("speed"):
+        speed = summary["speed"]
+        lines += ["## Speed", ""] + [f"- {md(line)}" for line in speed["headline"]]
+        lines += [f"- {j['severity']}: {md(j['message'])}" for j in speed["judgments"][:ROWS_MAX]] + [""]
     audit = summary.get("audit")
     if audit:
         lines += _markdown_audit(audit)
@@ -370,6 +375,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
         "hosts": hosts, "sources": summary.get("sources", []),
         "list_files": list_files(summary),
         "xid": _xid_box(summary.get("xid")),
+        "speed": summary.get("speed"), "speed_chart": speed_chart(summary.get("speed")),
     }
 
 
@@ -416,6 +422,36 @@ def _xid_box(section: dict | None) -> dict:
               + ([f"and {len(h['events']) - 4} more"] if len(h["events"]) > 4 else [])}
              for h in section["hosts"][:XID_HOSTS_SHOWN]]
     return {"actions": section["actions"], "hosts": hosts, "more": max(0, len(section["hosts"]) - XID_HOSTS_SHOWN)}
+
+
+SPEED_BARS_MAX = 128  # GPU bars per figure (the slowest first); summary.json and fleet.csv hold every GPU
+SPEED_COLOURS = {"ok": "#14866d", "warning": "#d97706", "broken": "#c2362b"}
+
+
+def speed_chart(speed: dict | None) -> list[dict]:
+    """Per figure with a reference: one bar per GPU, its fraction of the reference (0-125% drawn)."""
+    from sweep.analysis.speed import rate
+    from sweep.analysis.speed_reference import FIGURES, LABELS, UNITS
+
+    if not speed:
+        return []
+    out = []
+    for figure in FIGURES:
+        bars = []
+        for g in speed["gpus"]:
+            j = next((j for j in g["judgments"] if j["figure"] == figure and j["against"] == "reference"), None)
+            if j is not None:
+                bars.append({"label": f"{g['host']} GPU {g['gpu']}", "fraction": j["fraction"],
+                             "width": min(j["fraction"], 1.25) / 1.25, "colour": SPEED_COLOURS[j["severity"]],
+                             "text": f"{rate(j['value'], UNITS[figure])} · {j['fraction']:.0%}",
+                             "title": j.get("reference_source", "")})
+        if bars:
+            bars.sort(key=lambda b: (b["fraction"], b["label"]))
+            ref = next(r for r in speed["references"] if r["figure"] == figure and r["value"] is not None)
+            out.append({"figure": figure, "label": LABELS[figure], "bars": bars[:SPEED_BARS_MAX],
+                        "more": max(0, len(bars) - SPEED_BARS_MAX), "height": 30 + 20 * len(bars[:SPEED_BARS_MAX]),
+                        "reference": f"{ref['model']} {rate(ref['value'], UNITS[figure])} ({ref['source']})"})
+    return out
 
 
 def _held_out(summary: dict) -> list[dict]:

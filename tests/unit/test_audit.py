@@ -464,10 +464,11 @@ def test_error_unknown_key_names_file_line_and_valid_keys():
     with pytest.raises(ConfigError) as err:
         load_expectations(path)
     assert str(err.value) == (f"{path}:6: unknown key 'power_limt_w' in groups.rack_a; did you mean "
-                              "'power_limit_w'? valid keys: bios, cpu_governor, cuda_driver, driver, ecc, "
-                              "fabric_manager, gpu_count, gpu_model, gpus, gsp_firmware, hca_firmware, ib_rate_gbps, "
-                              "inforom, mig_layout, pcie, persistence, power_limit_w, sm_clock_floor_mhz, vbios, "
-                              "worst_link")
+                              "'power_limit_w'? valid keys: allreduce_gbps_min, bf16_gemm_tflops_min, bios, "
+                              "cpu_governor, cuda_driver, driver, ecc, fabric_manager, fp32_tflops_min, gpu_count, "
+                              "gpu_model, gpus, gsp_firmware, hbm_gbps_min, hca_firmware, ib_rate_gbps, inforom, "
+                              "mig_layout, p2p_gbps_min, pcie, pcie_d2h_gbps_min, pcie_h2d_gbps_min, persistence, "
+                              "power_limit_w, sm_clock_floor_mhz, vbios, worst_link")
 
 
 def test_error_wrong_type_names_file_line_and_key():

@@ -100,7 +100,9 @@ def test_every_fact_has_a_metric_an_audit_kind_an_impact_and_a_history_treatment
     assert fact.impact and fact.impact[-1][0] is None, f"{fact.name}: its last impact rule always holds"
     text = facts.impact_of(fact.name, "a", "b")
     assert isinstance(text, str) and len(text) > 30
-    assert fact.history == "value"
+    assert fact.history in ("value", "drift")
+    if fact.history == "drift":  # a measured figure: no class split, an expectations floor, a metric of its unit
+        assert not fact.compares and fact.expect and fact.metric.name.endswith(("_bytes_per_second", "_flops"))
     assert isinstance(fact.render(dict.fromkeys(fact.columns)), str)  # nothing read renders, no crash
 
 
@@ -125,7 +127,8 @@ def test_the_export_of_the_demo_fleet_carries_every_fact_it_read_and_passes_prom
     missing = {f.name for f in facts.FACTS if f.metric and f.metric.name not in names}
     assert missing == unread, "a fact the demo fleet read is missing from its export"
     # the demo captures were recorded before schema 1.3: these they do not hold (a value not read is not exported)
-    assert unread <= {"inforom", "gsp_firmware", "bios", "fabric_manager", "hca_firmware"}
+    assert unread <= {"inforom", "gsp_firmware", "bios", "fabric_manager", "hca_firmware",
+                      *(f.name for f in facts.SPEED_FACTS)}  # nor the speed tier (schema 1.4, opt-in)
     for name in ("sweep_gpu_pcie_link_width", "sweep_gpu_nvlinks_active", "sweep_host_ib_rate_info",
                  "sweep_host_cpu_governor_info", "sweep_gpu_vbios_info"):  # the ones 43e43b8 left out
         assert name in names
@@ -321,7 +324,8 @@ def test_replays_with_and_without_the_new_fields(tmp_path):
     driver.setdefault("evidence", {})["pci"] = {"on_bus": 1, "missing_from_nvml": []}
     run = write_run(tmp_path / "run", 1, {"old": old, "new": new})
     text = metrics_text(run)  # a host that read every fact: the export carries every fact's metric
-    assert {f.metric.name for f in facts.FACTS if f.metric} <= _exported(text)
+    # (the speed tier's figures need the opt-in tier: tests/unit/test_speed_judge.py exports them)
+    assert {f.metric.name for f in facts.FACTS if f.metric and f.history == "value"} <= _exported(text)
     _promtool_ok(text)
     keys = compare(load_fleet([run])).host_keys
     assert keys.at["old", "inforom"] == "not recorded" and keys.at["new", "inforom"] == "G520.0282.02.02"

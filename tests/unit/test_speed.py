@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from probe_agent import speedcuda
+from probe_agent import HEALTH_SCHEMA_VERSION, speedcuda
 from probe_agent.main import main as agent_main
 from probe_agent.speed import bound_for, foreign_use, plan_budgets
 from probe_agent.speedfigures import assemble, figure
@@ -125,7 +125,7 @@ def test_refusal_names_every_other_process_on_a_selected_gpu_only():
 
 def test_the_default_probe_emits_speed_null(capsys):
     health = agent(capsys, "--replay", str(CAPTURES / "h200-idle.json"))
-    assert health["schema_version"] == "1.4" and "speed" in health and health["speed"] is None
+    assert health["schema_version"] == HEALTH_SCHEMA_VERSION and "speed" in health and health["speed"] is None
 
 
 def test_a_busy_gpu_is_refused_from_the_replayed_capture(capsys):

@@ -1,0 +1,290 @@
+"""The speed tier's controller side (issue 25): hostile figures rejected, judged against model, link and
+class, and the demo fleet's slow GPU, half-rate PCIe host and slow 500 W class landing in summary.json,
+the report, the export, expectations, `sweep diff` and history.
+
+The records are the speed demo's (`sweep.demo.speed`): the agent replaying the idle H200 capture made
+eight-GPU, with a speed section derived from the record contract and the lent H200's figures."""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from history_parts import PROMTOOL, require_part
+from sweep.analysis.fleet import load_fleet
+from sweep.analysis.compare import compare
+from sweep.analysis.speed import speed_section
+from sweep.analysis.speed_reference import CEILINGS, FIGURES, LINK_CEILING, link_raw_bps
+from sweep.analysis.speedread import read_speed
+from sweep.audit.expect import evaluate_expectations, load_expectations
+from sweep.audit.rundiff import diff_runs, load_run
+from sweep.demo.speed import recorded, speed_fleet, with_speed, write_speed_run
+from sweep.export.prometheus import metrics_text
+from sweep.history import build
+from sweep.report.build import build_report
+
+ROOT = Path(__file__).resolve().parents[2]
+HBM = recorded()["gpus"][0]["figures"]["hbm"]["value"]  # the lent H200's, as the agent recorded it
+GEMM = recorded()["gpus"][0]["figures"]["bf16_gemm"]["value"]
+
+
+@pytest.fixture(scope="module")
+def fleet_health(tmp_path_factory):
+    return speed_fleet(tmp_path_factory.mktemp("speed-captures"))
+
+
+@pytest.fixture(scope="module")
+def report(fleet_health, tmp_path_factory):
+    root = tmp_path_factory.mktemp("speed")
+    run = write_speed_run(root / "run", fleet_health)
+    return run, build_report([run], root / "report")
+
+
+def test_the_slow_gpu_is_broken_and_named_with_its_figure(report):
+    _, result = report
+    speed = result.summary["speed"]
+    hbm = [j for j in speed["judgments"] if j["figure"] == "hbm"]
+    assert [(j["host"], j["gpu"], j["severity"]) for j in hbm] == [("gpu03", 5, "broken")]
+    assert "gpu03 GPU 5: HBM 2993 GB/s is 70% of the H200 reference (4276 GB/s)" == hbm[0]["message"]
+    assert "gpu03" in speed["broken_hosts"] and any("gpu03 GPU 5: HBM 2993 GB/s" in line for line in speed["headline"])
+    outlier = [o for o in speed["class_outliers"] if o["host"] == "gpu03"]
+    assert outlier and outlier[0]["class"] == "A" and outlier[0]["figure"] == "hbm"
+
+
+def test_half_rate_pcie_is_judged_against_its_own_link(report):
+    _, result = report
+    link = [j for j in result.summary["speed"]["judgments"] if j["host"] == "gpu06" and j["against"] == "link"]
+    assert len(link) == 16 and {j["severity"] for j in link} == {"broken"}  # 8 GPUs x both directions
+    assert link[0]["link"] == "gen5 x16" and link[0]["link_raw"] == pytest.approx(63.0e9, rel=0.01)
+    assert "of what its PCIe gen5 x16 link carries (63 GB/s raw" in link[0]["message"]
+    others = {j["host"] for j in result.summary["speed"]["judgments"] if j["figure"].startswith("pcie")}
+    assert others == {"gpu06"}
+
+
+def test_a_slow_comparable_class_is_said_in_the_top_box(report):
+    _, result = report
+    pools = result.summary["speed"]["slow_pools"]
+    assert [p["message"] for p in pools] == ["class B of 4: bf16 GEMM at 80% of the H200 reference; all 4 at 500 W"]
+    assert pools[0]["message"] in result.headline
+    html = result.files["html"].read_text()
+    top = html[:html.index('id="speed"')]
+    assert "class B of 4: bf16 GEMM at 80% of the H200 reference; all 4 at 500 W" in top
+    # classes stay the unit: the 700 W class's GEMM is not pooled with the 500 W one
+    assert not any(p["class"] == "A" for p in pools)
+
+
+def test_the_report_draws_one_svg_bar_per_gpu_without_script(report):
+    _, result = report
+    html = result.files["html"].read_text()
+    assert "<script" not in html.lower()
+    section = html[html.index('<h2 id="speed"'):html.index('<h2 id="chart"')]
+    hbm = section[section.index('data-figure="hbm"'):]
+    hbm = hbm[:hbm.index("</svg>")]
+    assert hbm.count('class="speed-bar"') == 12 * 8
+    assert hbm.index('data-gpu="gpu03 GPU 5"') < hbm.index('data-gpu="gpu01 GPU 0"')  # the slowest first
+    assert "2993 GB/s · 70%" in hbm
+
+
+def test_summary_json_carries_the_figures_and_exit_code_counts_a_broken_figure(report, fleet_health, tmp_path):
+    _, result = report
+    summary = json.loads(result.files["summary"].read_text())
+    gpu = next(g for g in summary["speed"]["gpus"] if (g["host"], g["gpu"]) == ("gpu03", 5))
+    assert gpu["figures"]["hbm"] == pytest.approx(0.7 * HBM)
+    assert summary["speed"]["host_figures"]["gpu01"]["p2p"] == pytest.approx(3.9e11)
+    # one class, every contract holds: only the slow GPU makes the report exit 4
+    one_class = {h: fleet_health[h] for h in ("gpu01", "gpu02", "gpu03", "gpu04")}
+    run = write_speed_run(tmp_path / "run", one_class)
+    assert build_report([run], tmp_path / "r").exit_code == 4
+    healthy = write_speed_run(tmp_path / "ok", {h: fleet_health[h] for h in ("gpu01", "gpu02")})
+    assert build_report([healthy], tmp_path / "r2").exit_code == 0
+
+
+def test_the_export_carries_the_figures_and_passes_promtool(report):
+    run, _ = report
+    text = metrics_text(run)
+    values = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith("sweep_") and "speed" in line}
+    assert values['sweep_gpu_speed_hbm_bytes_per_second{gpu="5",host="gpu03"}'] == pytest.approx(0.7 * HBM)
+    assert values['sweep_gpu_speed_pcie_h2d_bytes_per_second{gpu="0",host="gpu06"}'] == pytest.approx(31.5e9)
+    assert values['sweep_gpu_speed_bf16_gemm_flops{gpu="0",host="gpu09"}'] == pytest.approx(0.8 * GEMM)
+    assert "sweep_host_speed_allreduce_bytes_per_second" in text
+    proc = subprocess.run([require_part(PROMTOOL), "check", "metrics"], input=text, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_expectations_floor_names_the_slow_gpu(report, tmp_path):
+    run, _ = report
+    path = tmp_path / "expect.yml"
+    path.write_text("defaults:\n  hbm_gbps_min: 3800\n  pcie_h2d_gbps_min: 45\n")
+    found = evaluate_expectations(load_run(run).records, load_expectations(path))
+    assert sorted({(f.host, f.rule) for f in found}) == [("gpu03", "hbm_gbps_min"), ("gpu06", "pcie_h2d_gbps_min")]
+    msg = next(f.message for f in found if f.rule == "hbm_gbps_min")
+    assert msg.startswith("gpu03: HBM 2992.9 GB/s on GPU 5, below the floor; expected at least 3800 GB/s")
+
+
+def test_sweep_diff_and_history_see_moved_figures_but_no_change_point(fleet_health, tmp_path):
+    before = {h: fleet_health[h] for h in ("gpu01", "gpu02")}
+    after = copy.deepcopy(before)
+    after["gpu02"] = with_speed(fleet_health["gpu02"], per_gpu=lambda i, name: 0.8 if (i, name) == (2, "hbm") else
+                                1.0 + 0.01 * i)  # 1-7% run-to-run noise elsewhere
+    reports = tmp_path / "reports"
+    a = write_speed_run(reports / "a", before, "2026-12-01T06:00:00Z")
+    b = write_speed_run(reports / "b", after, "2026-12-02T06:00:00Z")
+    diff = diff_runs(load_run(a), load_run(b))
+    changes = [(h, c.field, c.gpus) for h, cs in diff.changed.items() for c in cs] if isinstance(diff.changed, dict) \
+        else [(c.host, c.field, c.gpus) for c in diff.changed]
+    assert changes == [("gpu02", "speed.hbm", (2,))]
+    assert build([reports]).changes == []  # measured figures drift; they are no change of configuration
+
+
+def _figure(value, unit="B/s", **extra):
+    return {"value": value, "unit": unit, "method": "m", "bytes": 2**30, "repetitions": 7, "spread": 0.01, **extra}
+
+
+HOSTILE = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-2**70, 2**70), st.text(max_size=5),
+                    st.none(), st.booleans(), st.lists(st.integers(), max_size=2),
+                    st.sampled_from([1e300, -0.0, 5e12, 3e13, 7e10, 2.5e16, 1e15]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=HOSTILE, unit=st.sampled_from(["B/s", "FLOP/s", "GB/s", None, 7]), size=HOSTILE, reps=HOSTILE,
+       spread=HOSTILE, name=st.sampled_from(FIGURES))
+def test_hostile_figures_never_crash_and_never_show_an_impossible_figure(fleet_health, value, unit, size, reps,
+                                                                          spread, name):
+    health = with_speed(fleet_health["gpu01"])
+    fig = health["speed"]["gpus"][0]["figures"]
+    fig[name] = {"value": value, "unit": unit, "method": "m", "bytes": size, "repetitions": reps, "spread": spread}
+    health["speed"]["allreduce"] = _figure(value, unit)
+    record = read_speed(health)
+    shown = record.gpus.get(0, {}).get(name)
+    ceiling = link_raw_bps(5, 16) * LINK_CEILING if name.startswith("pcie") else CEILINGS[name]
+    if shown is None:
+        fields = [f for f, _ in record.rejected]
+        assert any(f.startswith(f"speed.gpus[0].figures.{name}") for f in fields), record.rejected
+    else:
+        assert math.isfinite(shown) and 0 < shown <= ceiling
+    assert record.allreduce is None or 0 < record.allreduce <= CEILINGS["allreduce"]
+    fleet = load_fleet_of({"gpu01": health})
+    section = speed_section(fleet, compare(fleet))
+    for g in section["gpus"]:
+        assert all(0 < v for v in g["figures"].values())
+    for r in section["rejected"]:
+        assert r["message"].startswith(f"gpu01: {r['field']} ")
+
+
+def load_fleet_of(healths):
+    """The fleet of one run folder of `healths`, read as `sweep report` reads it (the folder removed after)."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="speed-hostile-"))
+    try:
+        return load_fleet([write_speed_run(folder / "run", healths)])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_whole_speed_section_of_garbage_is_rejected_by_host_and_field(fleet_health, tmp_path):
+    health = with_speed(fleet_health["gpu01"])
+    health["speed"]["gpus"][0]["figures"]["hbm"] = _figure(float("nan"))
+    health["speed"]["gpus"][1]["figures"]["hbm"] = _figure(9e13)  # above 3x the fastest GPU's HBM
+    health["speed"]["gpus"][2]["figures"]["pcie_h2d"] = _figure(7e10)  # above a gen5 x16 link's 63 GB/s x 1.05
+    health["speed"]["gpus"][3]["figures"]["hbm"] = _figure(4e12, unit="GB/s")
+    health["speed"]["gpus"][4]["figures"]["hbm"] = _figure(-4e12)
+    health["speed"]["p2p"][0]["src"] = "zero"
+    run = write_speed_run(tmp_path / "run", {"gpu07": health})
+    speed = build_report([run], tmp_path / "r").summary["speed"]
+    assert [r["field"] for r in speed["rejected"]] == [
+        "speed.gpus[0].figures.hbm.value", "speed.gpus[1].figures.hbm.value", "speed.gpus[2].figures.pcie_h2d.value",
+        "speed.gpus[3].figures.hbm.unit", "speed.gpus[4].figures.hbm.value", "speed.p2p[0]"]
+    # NaN reaches the judge as the store read it (null): still no measurement, named by host and field
+    assert speed["rejected"][0]["message"].startswith("gpu07: speed.gpus[0].figures.hbm.value is None, not a finite")
+    shown = {(g["gpu"], f) for g in speed["gpus"] for f in g["figures"]}
+    assert not shown & {(0, "hbm"), (1, "hbm"), (2, "pcie_h2d"), (3, "hbm"), (4, "hbm")}
+
+
+def test_a_baseline_of_known_good_hosts_is_the_reference_first(fleet_health, tmp_path):
+    from sweep.audit.baseline import set_baseline
+
+    slow = {h: with_speed(fleet_health["gpu01"], scale={"hbm": 0.8}) for h in ("gpu01", "gpu02")}
+    base_run = write_speed_run(tmp_path / "base", slow)
+    set_baseline(base_run, tmp_path / "baseline")
+    result = build_report([base_run], tmp_path / "r", baseline=tmp_path / "baseline")
+    speed = result.summary["speed"]
+    hbm = next(r for r in speed["references"] if r["figure"] == "hbm")
+    assert hbm["by"] == "baseline" and hbm["value"] == pytest.approx(0.8 * HBM)
+    assert not [j for j in speed["judgments"] if j["figure"] == "hbm"]  # at 80% of the table, 100% of its baseline
+
+
+@pytest.mark.parametrize("n", range(1, 6))
+def test_the_lent_h200s_own_records_are_judged_at_its_reference(n, tmp_path):
+    health = json.loads((ROOT / "tests" / "fixtures" / "h200" / "speed" / f"speed-{n}.health.json").read_text())
+    run = write_speed_run(tmp_path / "run", {"h200": health})
+    speed = build_report([run], tmp_path / "r").summary["speed"]
+    assert speed["rejected"] == [] and speed["judgments"] == []  # nothing below 90%
+    fractions = [j["fraction"] for j in speed["gpus"][0]["judgments"]]
+    assert len(fractions) == 7 and all(0.97 <= f <= 1.1 for f in fractions)  # 5 figures, and PCIe both ways on its link
+
+
+def test_history_tracks_the_drift_of_measured_bandwidth(fleet_health, tmp_path, capsys):
+    from sweep.cli import main
+
+    reports = tmp_path / "reports"
+    for day in range(1, 7):  # gpu02's GPU 2 loses 2% of its HBM bandwidth a day; the rest wobbles 0.5%
+        runs = {"gpu01": with_speed(fleet_health["gpu01"], per_gpu=lambda i, name, d=day: 1 + 0.005 * (-1) ** d),
+                "gpu02": with_speed(fleet_health["gpu02"], per_gpu=lambda i, name, d=day: 1 - 0.02 * (d - 1)
+                                    if (i, name) == (2, "hbm") else 1.0)}
+        write_speed_run(reports / f"day{day}", runs, f"2026-12-0{day}T06:00:00Z")
+    history = build([reports])
+    assert history.changes == []
+    assert [(d.host, d.gpu, d.figure) for d in history.speed_drifted] == [("gpu02", 2, "hbm")]
+    d = history.speed_drifted[0]
+    assert d.fall_pct == pytest.approx(100 * (0.98 - 0.92) / 0.98, abs=0.01) and d.runs == 6  # medians of 3
+    assert d.text == "gpu02 GPU 2: HBM 4190 GB/s -> 3934 GB/s (-6.1% over 6 runs)"
+    code = main(["history", "--root", str(reports), "--out", str(tmp_path / "out")])
+    assert code == 5 and "speed drift gpu02 GPU 2: HBM" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "out" / "history.json").read_text())
+    assert [s["text"] for s in saved["speed_drift"] if s["drifted"]] == [d.text]
+    assert 'class="speed-drift"' in (tmp_path / "out" / "history.html").read_text()
+
+
+def test_measured_figures_that_differ_between_gpus_make_no_mixed_host_finding(report):
+    _, result = report
+    assert [f for f in result.summary["findings"] if f["title"] == "GPUs differ within the host"] == []
+    assert result.summary["held_out"] == []
+
+
+def test_the_lent_h200s_refused_forced_and_bare_records(tmp_path):
+    read = {n: json.loads((ROOT / "tests" / "fixtures" / "h200" / "speed" / f"{n}.health.json").read_text())
+            for n in ("busy", "forced", "bare")}
+    run = write_speed_run(tmp_path / "run", read)
+    speed = build_report([run], tmp_path / "r").summary["speed"]
+    assert speed["not_measured"] == [{"host": "busy", "status": "refused",
+                                      "reason": read["busy"]["speed"]["reason"]}]
+    assert "pid" in speed["not_measured"][0]["reason"] and speed["rejected"] == []
+    forced = next(g for g in speed["gpus"] if g["host"] == "forced")
+    assert "measured with --force over other processes" in forced["evidence"]
+    bare = next(g for g in speed["gpus"] if g["host"] == "bare")
+    assert "bf16_gemm" not in bare["figures"] and "hbm" in bare["figures"]  # skipped, never faked
+    gemm = [k for k in speed["skipped"] if k["host"] == "bare" and k["figure"] == "bf16_gemm"]
+    assert gemm == [{"host": "bare", "gpu": 0, "figure": "bf16_gemm",
+                     "reason": read["bare"]["speed"]["gpus"][0]["figures"]["bf16_gemm"]["skipped"]}]
+
+
+def test_sweep_demo_speed_judges_as_designed(tmp_path, capsys):
+    from sweep.cli import main
+
+    code = main(["demo", "--speed", "--out", str(tmp_path / "run")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "class B of 4: bf16 GEMM at 80% of the H200 reference; all 4 at 500 W" in out
+    assert "gpu03 GPU 5: HBM 2993 GB/s is 70% of the H200 reference (4276 GB/s)" in out
+    assert "speed demo done: every host was judged as designed" in out
+    summary = json.loads((tmp_path / "run" / "report" / "summary.json").read_text())
+    assert summary["speed"]["hosts_ran"] == 12 and summary["speed"]["rejected"] == []
