@@ -221,10 +221,7 @@ def render_markdown(summary: dict, folded: list | None = None) -> str:
         lines.append("")
     if summary.get("benchmark"):
         lines += markdown_bench(summary["benchmark"], md, mdcode)
-    if summary.get("speed"):
-        speed = summary["speed"]
-        lines += ["## Speed", ""] + [f"- {md(line)}" for line in speed["headline"]]
-        lines += [f"- {j['severity']}: {md(j['message'])}" for j in speed["judgments"][:ROWS_MAX]] + [""]
+    lines += _markdown_speed(summary.get("speed"))
     audit = summary.get("audit")
     if audit:
         lines += _markdown_audit(audit)
@@ -234,6 +231,14 @@ def render_markdown(summary: dict, folded: list | None = None) -> str:
     if cut:
         lines += [f"Lists cut at {ROWS_MAX} rows ({', '.join(cut)}): summary.json has them all.", ""]
     return "\n".join(lines)
+
+
+def _markdown_speed(speed: dict | None) -> list[str]:
+    """The speed tier's headline and judgments (sweep.analysis.speed.speed_section), or nothing."""
+    if not speed:
+        return []
+    lines = ["## Speed", ""] + [f"- {md(line)}" for line in speed["headline"]]
+    return lines + [f"- {j['severity']}: {md(j['message'])}" for j in speed["judgments"][:ROWS_MAX]] + [""]
 
 
 def list_files(summary: dict) -> list[dict]:
