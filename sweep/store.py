@@ -324,18 +324,27 @@ class RunFolder:
                                  where=str(folder.path), fix=_fix_for(err)) from None
         return folder
 
-    def read_manifest(self) -> dict:
+    def read_manifest(self, fix: str = "start a new run without --resume") -> dict:
+        """The run's manifest.json as a dict: the one reader of manifests (the controller's resume, run
+        diffs, history); RunFolderError with `fix` says what is wrong with the file."""
         try:
-            data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+            blob = self.manifest_path.read_bytes()
         except FileNotFoundError:
             raise RunFolderError("is not a sweep run folder (no manifest.json)", where=str(self.path),
                                  fix="pass the folder a sweep run wrote") from None
-        except (OSError, ValueError) as err:
-            raise RunFolderError(f"manifest.json cannot be read ({err})", where=str(self.path),
-                                 fix="start a new run without --resume") from None
+        except OSError as err:
+            raise RunFolderError(f"{MANIFEST} cannot be read ({err.strerror or err})", where=str(self.path),
+                                 fix=fix) from None
+        try:
+            data = json.loads(blob.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise RunFolderError(f"{MANIFEST} is not UTF-8 ({err})", where=str(self.path), fix=fix) from None
+        except ValueError as err:
+            raise RunFolderError(f"{MANIFEST} is not valid JSON, cut short or garbled ({err})", where=str(self.path),
+                                 fix=fix) from None
         if not isinstance(data, dict):
-            raise RunFolderError("manifest.json is not a JSON object", where=str(self.path),
-                                 fix="start a new run without --resume")
+            raise RunFolderError(f"is not a sweep run folder ({MANIFEST} is not a JSON object)", where=str(self.path),
+                                 fix="pass the folder a sweep run wrote")
         return data
 
     def write_manifest(self, manifest: dict) -> None:

@@ -96,9 +96,7 @@ def _mig(r) -> str:
 
 
 def _clocks(r) -> str:
-    # NVML often has no default application clock (H100/H200): the max SM clock is the default then
-    baseline = r["default_app_sm_mhz"] if r["default_app_sm_mhz"] is not None else r["sm_max_mhz"]
-    if r["app_sm_mhz"] is None or baseline is None or r["app_sm_mhz"] == baseline:
+    if texts.default_clocks(r):
         return "default"
     return f"app clocks {r['app_sm_mhz']} MHz"
 

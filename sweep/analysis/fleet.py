@@ -22,6 +22,7 @@ import threading
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -390,7 +391,8 @@ def _gpu_facts(g: dict, load: dict) -> dict:
     power, ecc, clocks = g.get("power") or {}, g.get("ecc") or {}, g.get("clocks") or {}
     active = _get(g, "clock_event_reasons", "active") or []
     procs, remap, mig = g.get("processes"), g.get("remapped_rows") or {}, g.get("mig") or {}
-    compute_mode = g.get("compute_mode")
+    pcie, nvlink, thermal = g.get("pcie") or {}, g.get("nvlink") or {}, g.get("thermal") or {}
+    compute_mode, errors = g.get("compute_mode"), nvlink.get("errors")
     row = {
         "index": g.get("index"), "uuid": g.get("uuid"), "name": g.get("name"), "pci_bus_id": g.get("pci_bus_id"),
         "memory_total_bytes": g.get("memory_total_bytes"), "power_enforced_w": power.get("enforced_limit_w"),
@@ -411,7 +413,13 @@ def _gpu_facts(g: dict, load: dict) -> dict:
         "retired_pages_pending": g.get("retired_pages_pending"), "sm_load_mhz": load.get("sm_mhz_median"),
         "load_power_w": load.get("power_w_median"), "load_limit_w": load.get("enforced_limit_w"),
         "load_sw_power_cap": load.get("sw_power_cap_fraction"), "load_hw_slowdown": load.get("hw_slowdown_fraction"),
-        **_links(g),
+        # the PCIe link, NVLinks (and their error total), fabric state and HBM temperature
+        "pcie_gen": pcie.get("gen"), "pcie_width": pcie.get("width"), "pcie_max_gen": pcie.get("max_gen"),
+        "pcie_max_width": pcie.get("max_width"), "pcie_replays": pcie.get("replay_counter"),
+        "nvlink_links": nvlink.get("links"), "nvlink_active": nvlink.get("active"),
+        "nvlink_errors": None if not errors else sum(v for v in errors.values() if isinstance(v, int)),
+        "fabric_state": (g.get("fabric") or {}).get("state"), "memory_temperature_c": thermal.get("memory_c"),
+        "memory_max_c": thermal.get("memory_max_operating_c"),
     }
     if VALIDATED in g:  # the host ran the speed tier (speedread.gpu_view)
         row.update((column, read(g)) for column, read in SPEED_ENVELOPE.items())
@@ -445,18 +453,6 @@ def _platform(health: dict, contracts: list) -> dict:
             "ib_rates": None if ports is None else (" + ".join(
                 f"{n}x {r} Gb/s" for r, n in sorted(rates.items(), key=lambda kv: -float(kv[0]))) or "no active port"),
             "ib_ports_down": None if ports is None else len(ports) - len(active)}
-
-
-def _links(g: dict) -> dict:
-    """A GPU's PCIe link, NVLinks (and their error total), fabric state and HBM temperature."""
-    pcie, nvlink, thermal = g.get("pcie") or {}, g.get("nvlink") or {}, g.get("thermal") or {}
-    errors = nvlink.get("errors")
-    return {"pcie_gen": pcie.get("gen"), "pcie_width": pcie.get("width"), "pcie_max_gen": pcie.get("max_gen"),
-            "pcie_max_width": pcie.get("max_width"), "pcie_replays": pcie.get("replay_counter"),
-            "nvlink_links": nvlink.get("links"), "nvlink_active": nvlink.get("active"),
-            "nvlink_errors": None if not errors else sum(v for v in errors.values() if isinstance(v, int)),
-            "fabric_state": (g.get("fabric") or {}).get("state"), "memory_temperature_c": thermal.get("memory_c"),
-            "memory_max_c": thermal.get("memory_max_operating_c")}
 
 
 @dataclass
@@ -564,12 +560,34 @@ def _check_health(path, health):
 
 def _frame(rows: list[dict], columns: dict, what: str) -> pd.DataFrame:
     """Type the rows (dicts: column -> value) column by column, each by its name's dtype in `columns`;
-    a column a row leaves out is NA there, a value under a name `columns` does not declare is an error."""
-    if rows:
-        undeclared = set().union(rows[0], max(rows, key=len)) - columns.keys()
-        if undeclared:
-            raise KeyError(f"{what} column(s) {', '.join(sorted(undeclared))} have no dtype in the {what} columns")
-    return pd.DataFrame({name: _array([row.get(name) for row in rows], dtype) for name, dtype in columns.items()})
+    a column a row leaves out is NA there, a value under a name `columns` does not declare is an error.
+
+    Each row is taken apart by name in one C call (`operator.itemgetter` of the declared names) and
+    the tuples are transposed by `zip`: no Python loop per value."""
+    names = tuple(columns)
+    if not rows:
+        return pd.DataFrame({name: _array([], dtype) for name, dtype in columns.items()})
+    get = itemgetter(*names)
+    try:
+        if max(map(len, rows)) > len(names):
+            raise KeyError(names)  # a row with an undeclared name: _complete names it
+        values = list(zip(*map(get, rows)))  # every row names every column: the common case
+    except KeyError:
+        values = list(zip(*_complete(rows, names, what)))
+    return pd.DataFrame({name: _array(list(column), dtype)
+                         for (name, dtype), column in zip(columns.items(), values)})
+
+
+def _complete(rows: list[dict], names: tuple, what: str):
+    """The rows as tuples of `names`, NA (None) for a column a row leaves out; KeyError names a column
+    no declaration has."""
+    get, blank = itemgetter(*names), dict.fromkeys(names)
+    for row in rows:
+        full = {**blank, **row}
+        if len(full) != len(names):
+            undeclared = sorted(set(full) - blank.keys())
+            raise KeyError(f"{what} column(s) {', '.join(undeclared)} have no dtype in the {what} columns")
+        yield get(full)
 
 
 def _objects(values: list) -> np.ndarray:

@@ -22,8 +22,39 @@ def _numbers(text: str) -> list[float]:
     return [float(x) for x in re.findall(r"\d+(?:\.\d+)?", text.split("(")[0])]
 
 
-def _pending(c: Case) -> bool:
-    return "pending" in c["value"]
+def _any(c: Case, column: str, value, side: str = "rows") -> bool:
+    """Whether any typed reading of `side` has `column` equal to `value` (a bool: never a missing reading)."""
+    return any(r.get(column) is not None and bool(r[column]) is value for r in c[side])
+
+
+def _pending_change(c: Case, now: str, pending: str) -> bool:
+    """A mode change waits for the next reset on this host: the pending mode differs from the current."""
+    return any(r.get(now) is not None and r.get(pending) is not None and r[now] != r[pending] for r in c["rows"])
+
+
+def _ecc_pending(c: Case) -> bool:
+    return _pending_change(c, "ecc_current", "ecc_pending")
+
+
+def _mig_pending(c: Case) -> bool:
+    return _pending_change(c, "mig_current", "mig_pending")
+
+
+def _mig_on(c: Case, side: str = "rows") -> bool:
+    """MIG on for the host's text: no GPU off and some GPU on."""
+    return not _any(c, "mig_current", False, side) and _any(c, "mig_current", True, side)
+
+
+def default_clocks(r: dict) -> bool:
+    """Whether a GPU runs its default clocks: no application clock set, or the default one (NVML often
+    has no default application clock on H100/H200: the max SM clock is the default then)."""
+    baseline = r["default_app_sm_mhz"] if r["default_app_sm_mhz"] is not None else r["sm_max_mhz"]
+    return r["app_sm_mhz"] is None or baseline is None or r["app_sm_mhz"] == baseline
+
+
+def _off_bus(c: Case) -> bool:
+    return any(r.get("gpus_on_bus") is not None and r.get("gpu_count") is not None
+               and r["gpus_on_bus"] != r["gpu_count"] for r in c["rows"])
 
 
 def _typed(c: Case, column: str, side: str = "rows") -> list:
@@ -35,9 +66,17 @@ def _lower_cap(c: Case) -> bool:
     return bool(mine and ref and min(mine) < min(ref))
 
 
+def _nvlinks(link) -> int | None:
+    """The NVLink count of a topology code ('NV18' -> 18); None for any other link."""
+    return int(link[2:]) if isinstance(link, str) and link.startswith("NV") and link[2:].isdigit() else None
+
+
 def _nvlink_counts(c: Case) -> bool:
-    return c["mine"].startswith("NV") and c["ref"].startswith("NV") and bool(_numbers(c["mine"])) \
-        and bool(_numbers(c["ref"]))
+    return _nvlinks(c["mine"]) is not None and _nvlinks(c["ref"]) is not None
+
+
+def _single_gpu(c: Case, side: str = "rows") -> bool:
+    return any(r.get("gpus_selected") is not None and r["gpus_selected"] < 2 for r in c[side])
 
 
 def _better_link(c: Case) -> bool:
@@ -63,11 +102,11 @@ RULES: dict[str, list[Rule]] = {
                          "versions and other compiled kernels; a speed difference may come from the software, not "
                          "the hardware")],
     "ecc": [
-        (_pending, "an ECC mode change is pending: it takes effect at the next GPU reset or reboot, so the "
+        (_ecc_pending, "an ECC mode change is pending: it takes effect at the next GPU reset or reboot, so the "
                    "host will not stay as it was benchmarked"),
         (lambda c: c["mixed"], "ECC differs between this host's GPUs: the cards run at different memory speeds "
                                "and capacities, and synchronous multi-GPU work waits for the slowest"),
-        (lambda c: c["value"].startswith("off"),
+        (lambda c: _any(c, "ecc_current", False),
          "ECC off: about 6% more usable memory where the check bits live in the memory itself (GDDR cards), and "
          "no ECC work on memory accesses, so memory-bound work runs faster; the host flatters itself against "
          "ECC-on hosts, and memory errors go undetected"),
@@ -85,17 +124,17 @@ RULES: dict[str, list[Rule]] = {
                "reference; its results overstate what the rest of the fleet delivers"),
     ],
     "mig": [
-        (_pending, "a MIG mode change is pending: the GPU changes mode at the next reset"),
-        (lambda c: c["value"].startswith("on") and c["reference"].startswith("on"),
+        (_mig_pending, "a MIG mode change is pending: the GPU changes mode at the next reset"),
+        (lambda c: _mig_on(c) and _mig_on(c, "ref_rows"),
          "another MIG layout ({value} vs {reference}): the slices have other sizes, so a job lands on a "
          "different fraction of the GPU's SMs, memory and bandwidth"),
-        (lambda c: c["value"].startswith("on"),
+        (_mig_on,
          "MIG {value}: the benchmark runs on a slice with a fraction of the SMs, memory and memory bandwidth, "
          "not on the whole GPU; per-slice numbers cannot be compared with whole GPUs"),
         (None, "MIG off: the benchmark gets the whole GPU while the reference gets a slice"),
     ],
     "persistence": [
-        (lambda c: c["value"].startswith("off") or c["mixed"],
+        (lambda c: _any(c, "persistence_mode", False) or c["mixed"],
          "persistence mode off: the driver tears the GPU state down whenever the last process exits, so every "
          "process start pays driver initialisation (up to seconds per GPU); start-up latency and short "
          "benchmarks suffer"),
@@ -105,21 +144,21 @@ RULES: dict[str, list[Rule]] = {
                             "context per GPU, so a second process (a monitor, a multi-process launcher) fails to "
                             "start; PROHIBITED allows none; the benchmark may fail rather than slow down")],
     "confidential_compute": [
-        (lambda c: c["value"] == "on", "confidential computing on: host-GPU copies go through encrypted bounce "
+        (lambda c: _any(c, "confidential_compute", True), "confidential computing on: host-GPU copies go through encrypted bounce "
                                        "buffers, so host-to-device bandwidth drops and copy and launch latency "
                                        "rise; I/O-heavy and small-kernel work slows"),
         (None, "confidential computing {value} while the reference has it {reference}: copies and launches run "
                "at a different cost"),
     ],
     "clock_policy": [
-        (lambda c: c["value"] == "default", "default clocks while the reference pins application clocks: this "
+        (lambda c: bool(c["rows"]) and all(default_clocks(r) for r in c["rows"]), "default clocks while the reference pins application clocks: this "
                                             "host boosts freely, so compute-bound work runs at another SM clock"),
         (None, "{value} instead of {reference}: the SM clock under load is fixed by the operator, so "
                "compute-bound work runs at that clock, not at the boost clock; the result reflects the clock "
                "setting, not the hardware"),
     ],
     "link": [
-        (lambda c: "single GPU" in (c["value"], c["reference"]),
+        (lambda c: _single_gpu(c) or _single_gpu(c, "ref_rows"),
          "one side has a single GPU selected: no GPU-to-GPU traffic at all, so multi-GPU results cannot be "
          "compared (see GPUs selected)"),
         (_nvlink_counts, "{mine} instead of {ref} between the selected GPUs: {more} NVLink links, so all-reduce "
@@ -142,9 +181,10 @@ def impact(key: str, value: str, reference: str, rules: list | None = None, rows
         return UNKNOWN.format(where="this host" if value == "unknown" else "the reference hosts")
     case: Case = {"value": value, "reference": reference, "rows": list(rows), "ref_rows": list(ref_rows),
                   "mixed": len(rows) > 1 and len(ref_rows) <= 1}
-    if key == "link":
-        case["mine"], case["ref"] = value.split()[0], reference.split()[0]
-        more = _nvlink_counts(case) and _numbers(case["mine"])[0] > _numbers(case["ref"])[0]
+    if key == "link":  # the topology codes themselves (NV18, PIX, SYS), not their rendered text
+        case["mine"], case["ref"] = (next((r.get("worst_link") for r in case[side] if r.get("worst_link")), None)
+                                     or text.split()[0] for side, text in (("rows", value), ("ref_rows", reference)))
+        more = _nvlink_counts(case) and _nvlinks(case["mine"]) > _nvlinks(case["ref"])
         case["more"], case["speed"] = ("more", "faster") if more else ("fewer", "slower")
     for when, text in rules if rules is not None else RULES.get(key, [(None, "{value} instead of {reference}")]):
         if when is None or when(case):
@@ -174,7 +214,7 @@ def _slower_port(c: Case) -> bool:
 # the keys of schema 1.2: GPUs present, PCIe link, NVLinks, IB rate, CPU governor
 RULES.update({
     "gpus_present": [
-        (lambda c: "on the bus" in c["value"],
+        (_off_bus,
          "{value}: a GPU is on the PCI bus but the driver does not list it (fallen off the bus or failed to "
          "initialise); the host runs with fewer GPUs than it has, and a job sized for the full host will not "
          "launch the same way"),

@@ -34,7 +34,7 @@ from sweep.analysis import facts as table
 from sweep.analysis.facts import typed_value
 from sweep.analysis.fleet import load_fleet, rows_at
 from sweep.analysis.keys import host_keys
-from sweep.store import MANIFEST, RUN_FORMAT, STATES, list_records, read_json
+from sweep.store import MANIFEST, RUN_FORMAT, STATES, RunFolder, list_records, read_json
 
 HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 REACHABILITY = "reachability"
@@ -147,18 +147,8 @@ def _host_values(fact, hosts: pd.DataFrame, gpu_keys):
 def read_manifest(folder: Path) -> dict:
     """A run's manifest, checked for what the index keeps of it; RunFolderError says what is wrong."""
     fix = "repair or remove the run folder (the history skips it meanwhile)"
-    try:
-        blob = (folder / MANIFEST).read_bytes()
-    except OSError as err:
-        raise RunFolderError(f"{MANIFEST} cannot be read ({err.strerror or err})", where=str(folder), fix=fix) from None
-    try:
-        manifest = json.loads(blob.decode("utf-8"))
-    except UnicodeDecodeError as err:
-        raise RunFolderError(f"{MANIFEST} is not UTF-8 ({err})", where=str(folder), fix=fix) from None
-    except ValueError as err:
-        raise RunFolderError(f"{MANIFEST} is not valid JSON, cut short or garbled ({err})", where=str(folder),
-                             fix=fix) from None
-    if not isinstance(manifest, dict) or manifest.get("format") != RUN_FORMAT:
+    manifest = RunFolder(folder).read_manifest(fix=fix)  # the controller's own reader of manifests
+    if manifest.get("format") != RUN_FORMAT:
         raise RunFolderError(f"is not a sweep run folder ({MANIFEST} has no format {RUN_FORMAT!r})", where=str(folder),
                              fix="pass the folder a sweep run wrote")
     state, started = manifest.get("state"), manifest.get("started_at")

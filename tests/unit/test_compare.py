@@ -278,15 +278,21 @@ def test_row_remap_failure_is_broken(tmp_path):
 
 
 def test_impacts_read_like_an_operator():
-    assert "6% more usable memory" in impact("ecc", "off", "on")
-    assert "collectives" in impact("link", "SYS (across NUMA nodes)", "NV18 (NVLink)")
-    assert "better link" in impact("link", "NV18 (NVLink)", "PIX (one PCIe switch)")
-    assert "start-up latency" in impact("persistence", "off", "on")
+    """The rules judge the typed readings behind each side (one row per distinct value); the texts are filled in."""
+    def on(column, mine, ref, **same):
+        return {"rows": [{column: mine, **same}], "ref_rows": [{column: ref, **same}]}
+    assert "6% more usable memory" in impact("ecc", "off", "on", **on("ecc_current", False, True, ecc_pending=None))
+    assert "collectives" in impact("link", "SYS (across NUMA nodes)", "NV18 (NVLink)",
+                                   **on("worst_link", "SYS", "NV18", gpus_selected=8))
+    assert "better link" in impact("link", "NV18 (NVLink)", "PIX (one PCIe switch)",
+                                   **on("worst_link", "NV18", "PIX", gpus_selected=8))
+    assert "start-up latency" in impact("persistence", "off", "on", **on("persistence_mode", False, True))
     assert "parallelism" in impact("gpu_count", "4 GPUs", "8 GPUs")
     assert "compiled kernels" in impact("framework", "torch 2.10.0+cu129, CUDA 12.9", "torch 2.11.0+cu130, CUDA 13.0")
     assert "higher power cap" in impact("power_limit", "700 W", "400 W (default 700 W)")
-    assert "boost clock" in impact("clock_policy", "app clocks 1410 MHz", "default")
-    assert "bounce buffers" in impact("confidential_compute", "on", "off")
+    assert "boost clock" in impact("clock_policy", "app clocks 1410 MHz", "default",
+                                   **on("app_sm_mhz", 1410, 1980, default_app_sm_mhz=None, sm_max_mhz=1980))
+    assert "bounce buffers" in impact("confidential_compute", "on", "off", **on("confidential_compute", True, False))
 
 
 @pytest.mark.parametrize("names, folded", [

@@ -353,6 +353,30 @@ def test_impact_judges_typed_values_not_the_rendered_label(tmp_path, monkeypatch
     assert "trained down to 8 lanes" in difference.impact and "50% of the reference's bandwidth" in difference.impact
 
 
+def _ecc_off(health):
+    for g in health["gpus"]:
+        g["ecc"].update(current=False, pending_mode=False, pending=False)
+
+
+def _persistence_off(health):
+    for g in health["gpus"]:
+        g["persistence_mode"] = False
+
+
+@pytest.mark.parametrize("edit, key, impact", [
+    (_ecc_off, "ecc", "ECC off: about 6% more usable memory"),
+    (_persistence_off, "persistence", "persistence mode off: the driver tears the GPU state down"),
+])
+def test_on_off_labels_reworded_keep_their_impact(tmp_path, monkeypatch, edit, key, impact):
+    """"on"/"off" reworded ("enabled"/"disabled") keeps the impact: the rules read the typed mode, not the text."""
+    monkeypatch.setattr(facts, "onoff", lambda value, unknown="unknown":
+                        unknown if value is None else ("enabled" if value else "disabled"))
+    found = compare(load_fleet([write_run(tmp_path / "run", 1, fleet_health(3, gpu03=edit))]))
+    (difference,) = [d for d in found.classes[1].differs if d.key == key]
+    assert difference.value == "disabled" and difference.reference == "enabled"
+    assert difference.impact.startswith(impact)
+
+
 def test_a_schema_1_0_record_is_read_through_one_normaliser(tmp_path):
     """Schema 1.0 named the ECC mode after reset `ecc.pending`: frames, export and expectations all see it."""
     def ecc_off_after_reset(health):

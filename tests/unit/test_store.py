@@ -178,8 +178,24 @@ def test_open_refuses_what_is_not_a_run_folder(tmp_path):
         RunFolder.open(tmp_path / "other")
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "manifest.json").write_text('{"format": ')
-    with pytest.raises(RunFolderError, match="manifest.json cannot be read"):
+    with pytest.raises(RunFolderError, match="manifest.json is not valid JSON, cut short or garbled"):
         RunFolder.open(tmp_path / "broken")
+
+
+@pytest.mark.parametrize("blob, why", [(b'{"format": ', "manifest.json is not valid JSON, cut short or garbled"),
+                                       (b"\xff\xfe{}", "manifest.json is not UTF-8"),
+                                       (b"[1, 2]", "is not a sweep run folder (manifest.json is not a JSON object)")])
+def test_resume_and_history_read_a_manifest_through_one_reader(tmp_path, blob, why):
+    """`sweep run --resume` and `sweep history` say the same about the same broken manifest, each with its fix."""
+    from sweep.history.runs import read_manifest
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "manifest.json").write_bytes(blob)
+    with pytest.raises(RunFolderError) as resumed:
+        RunFolder.open(tmp_path / "run")
+    with pytest.raises(RunFolderError) as indexed:
+        read_manifest(tmp_path / "run")
+    assert resumed.value.message.startswith(why) and resumed.value.message == indexed.value.message
 
 
 def test_open_refuses_another_record_version(tmp_path):
