@@ -122,12 +122,14 @@ def main(argv=None):
 
 
 def kernel_log_file(path):
-    """The kernel-log answer of --kernel-log FILE: its Xid lines, or (not readable) why, as `tried`."""
-    from probe_agent.source import read_tail
-    lines, err = read_tail(path)
+    """The kernel-log answer of --kernel-log FILE: its Xid and SXid events folded as the kernel log's
+    are (`probe_agent.kernlog`), with this host's boot, or (not readable) why, as `tried`."""
+    from probe_agent import kernlog
+    fold, err = kernlog.read_tail(path)
+    booted = kernlog.boot(lambda p: p)
     if err is not None:
-        return {"source": None, "lines": [], "tried": {path: err}}
-    return {"source": path, "lines": lines, "tried": {}}
+        return {"source": None, "events": [], "tried": {path: err}, "boot": booted}
+    return kernlog.answer(path, fold, {}, booted)
 
 
 def write_outputs(opts, health, text, src):
