@@ -48,7 +48,7 @@ def test_drain_sh_drains_the_broken_node_with_its_reason_and_resume_sh_resumes_i
     fv.write_run(tmp_path / "run", records)
     report = build_report([tmp_path / "run"], tmp_path / "report")
     [drain] = report.summary["drain"]
-    assert drain["hosts"] == [node] and drain["reason"].startswith("sweep: xid: Xid 79: drain the host")
+    assert drain["hosts"] == [node] and drain["reason"] == "sweep: reboot: Xid 79 GPU has fallen off the bus"
     assert report.summary["host_sets"]["broken"]["hosts"] == [node]
     assert not _node(env, node)["State"].endswith("DRAIN")
 
