@@ -52,7 +52,7 @@ def _shown(value) -> str:
     return visible(text[:60], keep="")
 
 
-def _number(value) -> Optional[float]:
+def finite_number(value) -> Optional[float]:
     """A finite int or float (never a bool), else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -65,7 +65,7 @@ def _number(value) -> Optional[float]:
 
 def _problem(name: str, fig: dict, ceiling: Optional[float]) -> Optional[tuple]:
     """(the sub-field, why) a measured figure is not a measurement, or None when it may be shown."""
-    value = _number(fig.get("value"))
+    value = finite_number(fig.get("value"))
     if value is None:
         return "value", f"is {_shown(fig.get('value'))}, not a finite number: not a measurement"
     if value <= 0:
@@ -75,14 +75,14 @@ def _problem(name: str, fig: dict, ceiling: Optional[float]) -> Optional[tuple]:
     if ceiling is not None and value > ceiling:
         return "value", f"is {value:g} {UNITS[name]}, above what the method can measure ({ceiling:g} {UNITS[name]})"
     size, reps, spread = fig.get("bytes"), fig.get("repetitions"), fig.get("spread")
-    if size is not None and (_number(size) is None or not 0 < size <= MAX_BYTES or size % 1):
+    if size is not None and (finite_number(size) is None or not 0 < size <= MAX_BYTES or size % 1):
         return "bytes", f"is {_shown(size)}: not a size the tier copies (1 B to 1 TiB)"
     if reps is not None and (isinstance(reps, bool) or not isinstance(reps, int) or not 0 < reps <= MAX_REPETITIONS):
         return "repetitions", f"is {_shown(reps)}: not a count of repetitions"
-    if spread is not None and (_number(spread) is None or not 0 <= spread <= 1):
+    if spread is not None and (finite_number(spread) is None or not 0 <= spread <= 1):
         return "spread", f"is {_shown(spread)}: (max - min) / best lies between 0 and 1"
     flops = fig.get("flops")  # compute figures: the operations of one repetition
-    if flops is not None and (_number(flops) is None or not 0 < flops <= 1e20):
+    if flops is not None and (finite_number(flops) is None or not 0 < flops <= 1e20):
         return "flops", f"is {_shown(flops)}: not a count of operations"
     return None
 
@@ -169,7 +169,7 @@ def _read_envelope(out: SpeedRecord, samples) -> None:
     for row in summary if isinstance(summary, list) else ():
         if not isinstance(row, dict) or not isinstance(row.get("gpu"), int) or isinstance(row.get("gpu"), bool):
             continue
-        env = {k: _number(row.get(k)) for k in ("sm_mhz_median", "power_w_median", "enforced_limit_w",
+        env = {k: finite_number(row.get(k)) for k in ("sm_mhz_median", "power_w_median", "enforced_limit_w",
                                                 "sw_power_cap_fraction", "hw_slowdown_fraction")}
         for k in ("sw_power_cap_fraction", "hw_slowdown_fraction"):
             if env[k] is not None and not 0 <= env[k] <= 1:
@@ -195,7 +195,7 @@ def read_speed(health) -> Optional[SpeedRecord]:
         out.rejected.append(("speed.status", f"is {_shown(status)}, not one of {', '.join(STATUSES)}"))
     out.reason = _text(speed.get("reason"))
     out.forced = speed.get("forced") is True
-    wall = _number(speed.get("wall_s"))
+    wall = finite_number(speed.get("wall_s"))
     out.wall_s = wall if wall is not None and 0 <= wall <= 3600 else None
     _read_gpus(out, speed.get("gpus"), _links(health))
     _read_host(out, speed)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
-import math
 import multiprocessing
 import os
 import signal
@@ -34,6 +33,7 @@ from sweep.analysis import facts as table
 from sweep.analysis.facts import typed_value
 from sweep.analysis.fleet import load_fleet, rows_at
 from sweep.analysis.keys import host_keys
+from sweep.analysis.speedread import finite_number
 from sweep.store import MANIFEST, RUN_FORMAT, STATES, RunFolder, list_records, read_json
 
 HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
@@ -232,7 +232,7 @@ def _load_rows(fleet, host_ids) -> list[tuple]:
     codes = ran["host"].cat.codes.to_numpy()
     out = []
     for code, r in zip(codes.tolist(), rows_at(ran[columns], range(len(ran)))):
-        figures = [_finite(r[c]) for c in columns[1:]]
+        figures = [finite_number(r[c]) for c in columns[1:]]
         if figures[0] is not None and abs(r["index"]) <= 2**31:
             out.append((host_ids[code], r["index"], *figures))
     return out
@@ -259,16 +259,6 @@ def _speed_rows(fleet, host_ids) -> list[tuple]:
         else:
             out += [(host_ids[r], -1, code, float(values[r])) for r in have.tolist()]
     return out
-
-
-def _finite(value) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        value = float(value)
-    except OverflowError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 def read_or_skip(folder: str | Path):
