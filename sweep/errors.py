@@ -20,7 +20,6 @@ several modules raise it:
   + RunFolderError ................. a run folder
   + HealthFileError ................ a health.json or capture file
   + DepthError ..................... (strictjson) a document nested deeper than the limit (also a ValueError)
-  + _NotWritten .................... (strictjson) a token sweep never writes: the fast read hands over to the strict one
   + EngineError .................... (collect.engines.base) ansible / srun failed as a whole
   + HostFailure .................... (failures) one host's attempt failed, classified; never
   |                                  escapes a sweep: it becomes the host's record

@@ -25,7 +25,7 @@ link planted there is refused (`refuse_links`) instead of written through.
 Each record sweep writes is also listed, as it is written, in ``records.sha256`` (the format of
 ``sha256sum``, so ``sha256sum -c records.sha256`` checks a folder; the last line for a file wins): a
 record was validated strictly when it arrived, so a reader that finds the file's bytes unchanged
-reads it back with the stdlib parse alone (`sweep.strictjson.loads_known`); any other file (no line,
+reads it back with orjson's parse alone (`sweep.strictjson.loads_known`); any other file (no line,
 another digest, a folder sweep did not write) is read strictly again (docs/security.md).
 
 This module is the one reader of run folders too: `RunFolder.read_records` (resume, run diffs,

@@ -14,10 +14,13 @@ sweep or the report for the others. So a host's health.json is read by `loads`, 
 ``Infinity``, which other readers (jq, browsers, Go, Rust) refuse.
 
 `loads_known` reads back a document that `loads` already accepted once and that sweep wrote itself
-(the store knows its own records by their SHA-256: `sweep.store`): the stdlib parse alone, three
-times faster, without the walk. It still refuses what no record sweep writes can hold (``NaN``,
-``Infinity``, a number that overflows a double, the escape of a lone surrogate) by handing such a
-document to `loads`, so a forged digest list buys no crash (docs/security.md, run folders).
+(the store knows its own records by their SHA-256: `sweep.store`): orjson's parse alone, without
+the walk. orjson refuses what no record sweep writes can hold (``NaN``, ``Infinity``, a number that
+overflows a double, a lone surrogate, invalid UTF-8, nesting past 1,024 levels), and its encoder
+refuses nesting past 254 levels (the document is encoded once to find out: a third of the parse's
+time); such a document goes to `loads`, which names the fault. An integer past 2**63, which no
+record holds either, orjson reads as a number (a float past 2**64), which the frames type as NA (no
+exact column type holds it). So a forged digest list buys no crash (docs/security.md, run folders).
 """
 from __future__ import annotations
 
@@ -26,12 +29,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from sweep.errors import SweepError
 
 MAX_DEPTH = 64  # a health.json nests 6 deep; a record adds 1
 INT_LIMIT = 2 ** 63  # larger integers have no exact column type: they are unknown numbers
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 class DepthError(SweepError, ValueError):
@@ -93,35 +97,15 @@ def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Loaded:
     return loaded
 
 
-class _NotWritten(SweepError):
-    """A token no document written by `dumps` holds: the document goes to `loads` (never escapes it)."""
-
-    def __init__(self):
-        super().__init__("a token sweep never writes")
-
-
-def _not_written(_text: str):
-    raise _NotWritten()
-
-
-def _written_float(text: str) -> float:
-    value = float(text)
-    if value - value:  # inf - inf and nan - nan are nan
-        raise _NotWritten()
-    return value
-
-
 def loads_known(text: bytes) -> Loaded:
     """`loads` for a document strict JSON accepted when it arrived and `dumps` wrote (sweep's own record,
-    its bytes unchanged): the stdlib parse only, no walk; a token `dumps` never writes sends it to `loads`."""
-    if b"\\" in text and _SURROGATE_ESCAPE_BYTES.search(text):  # memchr first: most records hold no escape
-        return loads(text)  # the escape of a surrogate: a lone one is made U+FFFD there
+    its bytes unchanged): orjson's parse only, no walk; what orjson refuses goes to `loads`."""
     try:
-        return Loaded(json.loads(text.decode("utf-8"), parse_constant=_not_written, parse_float=_written_float))
-    except _NotWritten:
-        return loads(text)
-    except RecursionError:
-        raise DepthError(None, MAX_DEPTH) from None
+        document = orjson.loads(text)
+        orjson.dumps(document)  # its encoder refuses nesting past 254 levels; a record nests 7
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):  # NaN, Infinity, 1e999, a lone surrogate, too deep
+        return loads(text)  # ... or deeper than orjson encodes: the walk names the depth
+    return Loaded(document)
 
 
 def _walk(loaded: Loaded, max_depth: int, numbers: bool, surrogates: bool) -> None:

@@ -148,7 +148,7 @@ def test_a_record_changed_after_it_was_written_reads_as_the_strict_reader_reads_
     assert other["name"] == "NVIDIA H200" and not pd.isna(other["power_draw_w"])
 
 
-@pytest.mark.parametrize("depth, forge", [(MAX_DEPTH + 1, False), (5000, False), (5000, True)])
+@pytest.mark.parametrize("depth, forge", [(MAX_DEPTH + 1, False), (5000, False), (300, True), (5000, True)])
 def test_nesting_added_after_the_sweep_is_refused_naming_the_file(tmp_path, depth, forge):
     folder = swept(tmp_path)
     path = folder.hosts_dir / "gpu02.json"
@@ -159,6 +159,23 @@ def test_nesting_added_after_the_sweep_is_refused_naming_the_file(tmp_path, dept
     with pytest.raises(HealthFileError) as err:
         load_fleet(folder.path, workers=1)
     assert err.value.where == str(path) and "nests" in err.value.message
+
+
+@pytest.mark.parametrize("forge", [False, True], ids=["edited", "edited, digest forged"])
+@pytest.mark.parametrize("number", ["9223372036854775808", "18446744073709551616", "1" + "0" * 40])
+def test_an_integer_past_int64_is_na_in_its_column_however_the_record_is_read(tmp_path, number, forge):
+    """No record sweep writes holds one (the strict read makes it unknown); under a forged digest the fast
+    reader reads it as a number, which no exact column type holds: NA either way, and no crash."""
+    folder = swept(tmp_path)
+    path = folder.hosts_dir / "gpu02.json"
+    path.write_text(_first(r'"memory_total_bytes": [0-9]+', f'"memory_total_bytes": {number}',
+                           path.read_text(encoding="utf-8")), encoding="utf-8")
+    if forge:
+        with open(folder.path / DIGESTS, "a", encoding="utf-8") as fh:
+            fh.write(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  hosts/gpu02.json\n")
+    gpus = load_fleet(folder.path, workers=1).gpus
+    memory = gpus.set_index(["host", "index"])["memory_total_bytes"]
+    assert pd.isna(memory[("gpu02", 0)]) and memory[("gpu01", 0)] > 2**30
 
 
 def test_a_link_at_records_sha256_is_never_written_through_nor_trusted(tmp_path, walks):
