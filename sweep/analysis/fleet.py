@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from sweep.analysis.facts import FACTS, GPU_READS, HOST_READS
-from sweep.analysis.speedread import (VALIDATED, gpu_envelope, gpu_view, read_forced, read_reason, read_rejected,
+from sweep.analysis.speedread import (VALIDATED, gpu_view, read_forced, read_reason, read_rejected,
                                       read_skipped, read_speed, read_status)
 from sweep.errors import HealthFileError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
@@ -80,6 +80,13 @@ CONTRACT_COLUMNS = {
     "host": "category", "position": "Int64", "contract": "category", "title": "category",
     "status": "category", "message": "category", "fix": "category", "consequence_of": "category",
 }
+# a contract's row: its host's position, its position in the chain, then (column, key of the contract)
+CONTRACT_FIELDS = (("contract", "name"), ("title", "title"), ("status", "status"), ("message", "message"),
+                   ("fix", "fix"), ("consequence_of", "consequence_of"))
+CONTRACT_ROW = ("host", "position", *(column for column, _ in CONTRACT_FIELDS))
+_CONTRACT_KEYS = tuple(key for _, key in CONTRACT_FIELDS)
+
+
 def _foreign_processes(health: dict, contracts: list) -> set:
     """(GPU index, pid) of the processes the agent itself judged foreign: its "processes" contract's
     evidence, which leaves out the probe's own (its --load child). Without that contract (a record
@@ -183,7 +190,7 @@ def _load_chunk(chunk):
 
     The cyclic garbage collector is paused meanwhile: a parsed document holds no cycle (reference
     counts free it once its rows are taken), and each collection would walk the containers of the
-    document being parsed again."""
+    document being parsed again, and every row kept so far."""
     start, files, keep_health = chunk
     builder = _Builder(start, keep_health)
     collecting = gc.isenabled()
@@ -191,12 +198,12 @@ def _load_chunk(chunk):
     try:
         for file, groups_of, digest in files:  # digest: the record's own as sweep wrote it (store.read_digests)
             builder.add(file, _read_json(file, digest), groups_of)
+        return builder.typed()  # still paused: each collection would walk every row
     except SweepError as err:
         return (type(err), err.message, err.where, err.fix)
     finally:
         if collecting:
             gc.enable()
-    return builder.typed()
 
 
 def rows_at(frame: pd.DataFrame, positions) -> list[dict]:
@@ -328,10 +335,7 @@ class _Builder:
         if isinstance(log, dict) and (log.get("xid") or log.get("sxid")):
             self.kernel.append((position, log))
         self._add_gpus(position, health, gpus, picked, _foreign_processes(health, contracts))
-        for i, c in enumerate(contracts):
-            self.contracts.append({"host": position, "position": i, "contract": c.get("name"), "title": c.get("title"),
-                                   "status": c.get("status"), "message": c.get("message"), "fix": c.get("fix"),
-                                   "consequence_of": c.get("consequence_of")})
+        self.contracts.extend((position, i, *map(c.get, _CONTRACT_KEYS)) for i, c in enumerate(contracts))
 
     def _add_gpus(self, position: int, health: dict, gpus: list, picked: set, foreign: set) -> None:
         """One row per GPU, and per process the agent counts as foreign; each carries its host's position."""
@@ -340,17 +344,16 @@ class _Builder:
                       if isinstance(row, dict) and type(row.get("sm_mhz_median")) in (int, float)}
         speed = read_speed(health) if health.get("speed") is not None else None
         for g in gpus:
-            row = _gpu_facts(gpu_view(g, speed), under_load.get(g.get("index")) or {})
-            row["host"], row["selected"] = position, g.get("index") in picked
-            self.gpus.append(row)
+            self.gpus.append(_gpu_facts(gpu_view(g, speed), under_load.get(g.get("index")) or _EMPTY, position,
+                                        g.get("index") in picked))
             for p in (p for p in g.get("processes") or () if (g.get("index"), p.get("pid")) in foreign):
                 self.processes.append({"host": position, "gpu": g.get("index"), "pid": p.get("pid"),
                                        "name": p.get("name"), "used_memory_bytes": p.get("used_memory_bytes")})
 
     def typed(self) -> "_Chunk":
         """This chunk's rows as typed frames (their host column still the host's position)."""
-        return _Chunk(_frame(self.hosts, HOST_COLUMNS, "host"), _frame(self.gpus, GPU_COLUMNS, "GPU"),
-                      _frame(self.contracts, CONTRACT_COLUMNS, "contract"),
+        return _Chunk(_frame(self.hosts, HOST_COLUMNS, "host"), _layout_frame(self.gpus, GPU_ROW, GPU_COLUMNS, "GPU"),
+                      _layout_frame(self.contracts, CONTRACT_ROW, CONTRACT_COLUMNS, "contract"),
                       _frame(self.processes, PROCESS_COLUMNS, "process"), self.plain, self.health, self.wraps,
                       self.kernel)
 
@@ -386,57 +389,88 @@ def _host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
     return row
 
 
-def _gpu_facts(g: dict, load: dict) -> dict:
-    """The columns of one GPU (its host and selection are the caller's), by name."""
-    power, ecc, clocks = g.get("power") or {}, g.get("ecc") or {}, g.get("clocks") or {}
-    active = _get(g, "clock_event_reasons", "active") or []
-    procs, remap, mig = g.get("processes"), g.get("remapped_rows") or {}, g.get("mig") or {}
-    pcie, nvlink, thermal = g.get("pcie") or {}, g.get("nvlink") or {}, g.get("thermal") or {}
-    compute_mode, errors = g.get("compute_mode"), nvlink.get("errors")
-    row = {
-        "index": g.get("index"), "uuid": g.get("uuid"), "name": g.get("name"), "pci_bus_id": g.get("pci_bus_id"),
-        "memory_total_bytes": g.get("memory_total_bytes"), "power_enforced_w": power.get("enforced_limit_w"),
-        "power_default_w": power.get("default_limit_w"), "power_max_w": power.get("max_limit_w"),
-        "power_draw_w": power.get("draw_w"), "ecc_current": ecc.get("current"), "ecc_pending": ecc.get("pending_mode"),
-        "ecc_volatile_uncorrected": ecc.get("volatile_uncorrected"), "sm_mhz": clocks.get("sm_mhz"),
-        "sm_max_mhz": clocks.get("sm_max_mhz"), "app_sm_mhz": clocks.get("app_sm_mhz"),
-        "default_app_sm_mhz": clocks.get("default_app_sm_mhz"), "reasons_active": ",".join(active),
-        "idle": "idle" in active, "hw_slowdown": "hw_slowdown" in active,
-        "hw_thermal_slowdown": "hw_thermal_slowdown" in active,
-        "hw_power_brake_slowdown": "hw_power_brake_slowdown" in active,
-        "sw_thermal_slowdown": "sw_thermal_slowdown" in active, "temperature_c": g.get("temperature_c"),
-        "mig_current": mig.get("current"), "mig_pending": mig.get("pending"), "mig_layout": g.get("mig_layout"),
-        "persistence_mode": g.get("persistence_mode"), "compute_mode": None if compute_mode is None else str(compute_mode),
-        "processes": None if procs is None else len(procs),
-        "process_names": ",".join(str(p.get("name")) for p in procs) if procs else None,
-        "remap_pending": remap.get("pending"), "remap_failure": remap.get("failure"),
-        "retired_pages_pending": g.get("retired_pages_pending"), "sm_load_mhz": load.get("sm_mhz_median"),
-        "load_power_w": load.get("power_w_median"), "load_limit_w": load.get("enforced_limit_w"),
-        "load_sw_power_cap": load.get("sw_power_cap_fraction"), "load_hw_slowdown": load.get("hw_slowdown_fraction"),
-        # the PCIe link, NVLinks (and their error total), fabric state and HBM temperature
-        "pcie_gen": pcie.get("gen"), "pcie_width": pcie.get("width"), "pcie_max_gen": pcie.get("max_gen"),
-        "pcie_max_width": pcie.get("max_width"), "pcie_replays": pcie.get("replay_counter"),
-        "nvlink_links": nvlink.get("links"), "nvlink_active": nvlink.get("active"),
-        "nvlink_errors": None if not errors else sum(v for v in errors.values() if isinstance(v, int)),
-        "fabric_state": (g.get("fabric") or {}).get("state"), "memory_temperature_c": thermal.get("memory_c"),
-        "memory_max_c": thermal.get("memory_max_operating_c"),
-    }
-    if VALIDATED in g:  # the host ran the speed tier (speedread.gpu_view)
-        row.update((column, read(g)) for column, read in SPEED_ENVELOPE.items())
-        row.update((column, read(g)) for column, (_, read) in GPU_READS.items())
+# The GPU row, declared once: each section of a GPU's dict (None: the GPU's own keys) and the
+# (column, key) pairs read from it as they are; then the medians under --load (health.json
+# load.summary), the columns computed from a GPU's fields (_gpu_computed), the envelope sampled
+# during the speed tier and the fact table's own reads. `GPU_ROW` names the values of a row in
+# order, and the frame picks each of GPU_COLUMNS from it by name.
+GPU_FIELDS = (
+    (None, (("index", "index"), ("uuid", "uuid"), ("name", "name"), ("pci_bus_id", "pci_bus_id"),
+            ("memory_total_bytes", "memory_total_bytes"), ("temperature_c", "temperature_c"),
+            ("mig_layout", "mig_layout"), ("persistence_mode", "persistence_mode"),
+            ("retired_pages_pending", "retired_pages_pending"))),
+    ("power", (("power_enforced_w", "enforced_limit_w"), ("power_default_w", "default_limit_w"),
+               ("power_max_w", "max_limit_w"), ("power_draw_w", "draw_w"))),
+    ("ecc", (("ecc_current", "current"), ("ecc_pending", "pending_mode"),
+             ("ecc_volatile_uncorrected", "volatile_uncorrected"))),
+    ("clocks", (("sm_mhz", "sm_mhz"), ("sm_max_mhz", "sm_max_mhz"), ("app_sm_mhz", "app_sm_mhz"),
+                ("default_app_sm_mhz", "default_app_sm_mhz"))),
+    ("mig", (("mig_current", "current"), ("mig_pending", "pending"))),
+    ("remapped_rows", (("remap_pending", "pending"), ("remap_failure", "failure"))),
+    # the PCIe link, NVLinks, fabric state and HBM temperature
+    ("pcie", (("pcie_gen", "gen"), ("pcie_width", "width"), ("pcie_max_gen", "max_gen"),
+              ("pcie_max_width", "max_width"), ("pcie_replays", "replay_counter"))),
+    ("nvlink", (("nvlink_links", "links"), ("nvlink_active", "active"))),
+    ("fabric", (("fabric_state", "state"),)),
+    ("thermal", (("memory_temperature_c", "memory_c"), ("memory_max_c", "memory_max_operating_c"))),
+)
+LOAD_FIELDS = (("sm_load_mhz", "sm_mhz_median"), ("load_power_w", "power_w_median"),
+               ("load_limit_w", "enforced_limit_w"), ("load_sw_power_cap", "sw_power_cap_fraction"),
+               ("load_hw_slowdown", "hw_slowdown_fraction"))
+COMPUTED = ("reasons_active", "idle", "hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
+            "sw_thermal_slowdown", "compute_mode", "processes", "process_names", "nvlink_errors")
+SPEED_ENVELOPE = {"speed_sm_mhz": "sm_mhz_median", "speed_power_w": "power_w_median",
+                  "speed_limit_w": "enforced_limit_w", "speed_sw_power_cap": "sw_power_cap_fraction",
+                  "speed_hw_slowdown": "hw_slowdown_fraction"}
+# the fact table's reads: those of the measured figures need the speed section, the others not
+MEASURED = {c for f in FACTS if f.history == "drift" for c in f.reads}
+GPU_PLAIN_READS = {c: spec for c, spec in GPU_READS.items() if c not in MEASURED}
+GPU_MEASURED_READS = {c: spec for c, spec in GPU_READS.items() if c in MEASURED}
+HOST_PLAIN_READS = {c: spec for c, spec in HOST_READS.items() if c not in MEASURED}
+GPU_ROW = ("host", "selected", *(column for _, pairs in GPU_FIELDS for column, _ in pairs),
+           *(column for column, _ in LOAD_FIELDS), *COMPUTED, *SPEED_ENVELOPE, *GPU_PLAIN_READS, *GPU_MEASURED_READS)
+
+_EMPTY: dict = {}
+_SECTIONS = tuple((section, tuple(key for _, key in pairs)) for section, pairs in GPU_FIELDS[1:])
+_OWN_KEYS = tuple(key for _, key in GPU_FIELDS[0][1])
+_LOAD_KEYS = tuple(key for _, key in LOAD_FIELDS)
+_ENVELOPE_KEYS = tuple(SPEED_ENVELOPE.values())
+_PLAIN_READERS = tuple(read for _, read in GPU_PLAIN_READS.values())
+_MEASURED_READERS = tuple(read for _, read in GPU_MEASURED_READS.values())
+_NO_SPEED = (None,) * len(SPEED_ENVELOPE)
+_NOT_MEASURED = (None,) * len(GPU_MEASURED_READS)
+
+
+def _gpu_facts(g: dict, load: dict, host: int, selected: bool) -> list:
+    """One GPU's row, its values in the order GPU_ROW names them; each section is read by one C-level
+    `map` of its keys (80,000 GPUs: no Python loop per value)."""
+    row = [host, selected, *map(g.get, _OWN_KEYS)]
+    for section, keys in _SECTIONS:
+        row.extend(map((g.get(section) or _EMPTY).get, keys))
+    row.extend(map(load.get, _LOAD_KEYS))
+    row.extend(_gpu_computed(g))
+    measured = g.get(VALIDATED)  # the host ran the speed tier (speedread.gpu_view)
+    if measured is None:
+        row.extend(_NO_SPEED)
+        row.extend([read(g) for read in _PLAIN_READERS])
+        row.extend(_NOT_MEASURED)
     else:
-        row.update((column, read(g)) for column, (_, read) in GPU_PLAIN_READS.items())
+        row.extend(map((measured.get("_envelope") or _EMPTY).get, _ENVELOPE_KEYS))
+        row.extend([read(g) for read in _PLAIN_READERS])
+        row.extend([read(g) for read in _MEASURED_READERS])
     return row
 
 
-# the fact table's reads but those of the measured figures (which need the speed section)
-MEASURED = {c for f in FACTS if f.history == "drift" for c in f.reads}
-GPU_PLAIN_READS = {c: spec for c, spec in GPU_READS.items() if c not in MEASURED}
-HOST_PLAIN_READS = {c: spec for c, spec in HOST_READS.items() if c not in MEASURED}
-SPEED_ENVELOPE = {"speed_sm_mhz": gpu_envelope("sm_mhz_median"), "speed_power_w": gpu_envelope("power_w_median"),
-                  "speed_limit_w": gpu_envelope("enforced_limit_w"),
-                  "speed_sw_power_cap": gpu_envelope("sw_power_cap_fraction"),
-                  "speed_hw_slowdown": gpu_envelope("hw_slowdown_fraction")}
+def _gpu_computed(g: dict) -> tuple:
+    """The COMPUTED columns of one GPU, in COMPUTED's order."""
+    active = _get(g, "clock_event_reasons", "active") or ()
+    procs, compute_mode = g.get("processes"), g.get("compute_mode")
+    errors = (g.get("nvlink") or _EMPTY).get("errors")
+    return (",".join(active), "idle" in active, "hw_slowdown" in active, "hw_thermal_slowdown" in active,
+            "hw_power_brake_slowdown" in active, "sw_thermal_slowdown" in active,
+            None if compute_mode is None else str(compute_mode), None if procs is None else len(procs),
+            ",".join(str(p.get("name")) for p in procs) if procs else None,
+            None if not errors else sum(v for v in errors.values() if isinstance(v, int)))
 
 
 def _platform(health: dict, contracts: list) -> dict:
@@ -504,6 +538,8 @@ def _concat(frames) -> pd.DataFrame:
         parts = [f[column].array for f in frames]
         if isinstance(parts[0], pd.Categorical):
             out[column] = _union(parts)
+        elif all(type(part) is type(parts[0]) for part in parts):  # each chunk typed the column alike
+            out[column] = type(parts[0])._concat_same_type(parts)  # the extension-array interface's own concat
         else:
             out[column] = pd.concat([f[column] for f in frames], ignore_index=True).array
     return pd.DataFrame(out)
@@ -562,32 +598,40 @@ def _frame(rows: list[dict], columns: dict, what: str) -> pd.DataFrame:
     """Type the rows (dicts: column -> value) column by column, each by its name's dtype in `columns`;
     a column a row leaves out is NA there, a value under a name `columns` does not declare is an error.
 
-    Each row is taken apart by name in one C call (`operator.itemgetter` of the declared names) and
-    the tuples are transposed by `zip`: no Python loop per value."""
+    Each row is taken apart by name in one C call (`operator.itemgetter` of the declared names; a row
+    that leaves columns out is completed first) and the tuples are transposed by `zip`."""
     names = tuple(columns)
     if not rows:
         return pd.DataFrame({name: _array([], dtype) for name, dtype in columns.items()})
-    get = itemgetter(*names)
+    get, blank, width = itemgetter(*names), dict.fromkeys(names), len(names)
     try:
-        if max(map(len, rows)) > len(names):
-            raise KeyError(names)  # a row with an undeclared name: _complete names it
-        values = list(zip(*map(get, rows)))  # every row names every column: the common case
-    except KeyError:
-        values = list(zip(*_complete(rows, names, what)))
+        tuples = [get(row) if len(row) == width else get(_completed(row, blank, what)) for row in rows]
+    except KeyError:  # a full-width row with an undeclared name: _completed names it
+        tuples = [get(_completed(row, blank, what)) for row in rows]
     return pd.DataFrame({name: _array(list(column), dtype)
-                         for (name, dtype), column in zip(columns.items(), values)})
+                         for (name, dtype), column in zip(columns.items(), zip(*tuples))})
 
 
-def _complete(rows: list[dict], names: tuple, what: str):
-    """The rows as tuples of `names`, NA (None) for a column a row leaves out; KeyError names a column
-    no declaration has."""
-    get, blank = itemgetter(*names), dict.fromkeys(names)
-    for row in rows:
-        full = {**blank, **row}
-        if len(full) != len(names):
-            undeclared = sorted(set(full) - blank.keys())
-            raise KeyError(f"{what} column(s) {', '.join(undeclared)} have no dtype in the {what} columns")
-        yield get(full)
+def _completed(row: dict, blank: dict, what: str) -> dict:
+    """The row with NA (None) for each declared column it leaves out; KeyError names a column no
+    declaration has."""
+    full = {**blank, **row}
+    if len(full) != len(blank):
+        undeclared = sorted(set(full) - blank.keys())
+        raise KeyError(f"{what} column(s) {', '.join(undeclared)} have no dtype in the {what} columns")
+    return full
+
+
+def _layout_frame(rows: list, layout: tuple, columns: dict, what: str) -> pd.DataFrame:
+    """Type rows of values in the order `layout` names them: each column of `columns` is picked from
+    them by its name (NA where the layout has no such name), so inserting a column shifts none;
+    a name of the layout that `columns` does not declare is an error."""
+    undeclared = [name for name in layout if name not in columns]
+    if undeclared:
+        raise KeyError(f"{what} column(s) {', '.join(undeclared)} have no dtype in the {what} columns")
+    by_name = dict(zip(layout, zip(*rows, strict=True), strict=True)) if rows else {}  # ValueError: a short row
+    blank = (None,) * len(rows)
+    return pd.DataFrame({name: _array(by_name.get(name, blank), dtype) for name, dtype in columns.items()})
 
 
 def _objects(values: list) -> np.ndarray:
@@ -608,8 +652,21 @@ def _numbers(values: list, dtype: str):
     return pd.arrays.IntegerArray(np.where(missing, 0, floats).astype(np.int64), missing)
 
 
-def _array(values: list, dtype: str):
-    """A typed array; values of the wrong type (a hand-edited file) become NA rather than an error."""
+def _missing(n: int, dtype: str):
+    """n NA values of `dtype`, without looking at n values."""
+    if dtype == "category":
+        return pd.Categorical.from_codes(np.full(n, -1), dtype=pd.CategoricalDtype(_index([])))
+    masked = {"Int64": pd.arrays.IntegerArray, "Float64": pd.arrays.FloatingArray, "boolean": pd.arrays.BooleanArray}
+    if dtype in masked:
+        zeros = np.zeros(n, dtype={"Int64": np.int64, "Float64": np.float64, "boolean": np.bool_}[dtype])
+        return masked[dtype](zeros, np.ones(n, dtype=np.bool_))
+    return pd.array(np.full(n, None, dtype=object), dtype=dtype)
+
+
+def _array(values, dtype: str):
+    """A typed array of a list or tuple of values; values of the wrong type (a hand-edited file) become NA rather than an error."""
+    if values.count(None) == len(values):  # a column no row fills (a tier that did not run)
+        return _missing(len(values), dtype)
     if dtype == "category":
         try:
             codes, uniques = pd.factorize(_objects(values))

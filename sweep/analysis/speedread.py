@@ -214,13 +214,6 @@ def gpu_figure(name: str):
     return read
 
 
-def gpu_envelope(key: str):
-    def read(g):
-        return (g.get(VALIDATED, {}).get("_envelope") or {}).get(key)
-    read.__name__ = f"read_speed_envelope_{key}"
-    return read
-
-
 def gpu_view(g: dict, record: Optional[SpeedRecord]) -> dict:
     """The GPU dict a reader sees: with its validated figures (and envelope) where the host ran the tier."""
     if record is None or not isinstance(g.get("index"), int):
