@@ -7,11 +7,17 @@ import json
 import re
 from pathlib import Path
 
+from hypothesis import given, settings, strategies as st
+
 from sweep.demo.history import six_weeks
 from sweep.history import build_history
+from sweep.text import csv_cell, csv_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 FORMULA = '=cmd|"/C calc"!A0'
+CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")
+BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
 def cells(path: Path):
@@ -45,3 +51,23 @@ def test_every_csv_writer_in_sweep_goes_through_csv_cell():
         text = path.read_text(encoding="utf-8")
         if writers.search(text):
             assert "csv_cell" in text, f"{path.relative_to(ROOT)} writes CSV without sweep.text.csv_cell"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+       | st.text(alphabet="=+-@\t\r 0123456789.eE\u202e\u2066\x00\x1b\x85\u2028abc", max_size=8))
+def test_a_cell_keeps_no_control_or_bidi_character_and_no_formula(text):
+    """What a spreadsheet reads: no control character but tab, CR and LF, every bidi override written as
+    its visible escape, and a cell that would start a formula quoted unless it is a number."""
+    cell = csv_cell(text)
+    assert not CONTROL.search(cell) and not BIDI.search(cell)
+    shown = BIDI.sub(lambda m: ascii(m.group())[1:-1], CONTROL.sub("", text))
+    formula = shown.startswith(("=", "+", "-", "@", "\t", "\r")) and not NUMBER.fullmatch(shown)
+    assert cell == ("'" + shown if formula else shown)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.none() | st.integers() | st.text(max_size=6)
+                | st.text(alphabet="=+-@\t\r 0123456789.eE\u202eabc", max_size=6), max_size=8))
+def test_a_column_of_cells_reads_as_each_cell_does(values):
+    assert csv_cells(values) == [csv_cell(v) for v in values]
