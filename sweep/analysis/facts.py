@@ -159,6 +159,15 @@ def _hca_firmware(health) -> Optional[str]:
     return "/".join(versions) or None
 
 
+def _port_rate(health, pick) -> Optional[float]:
+    """The slowest (`pick` min) or fastest (max) rate in Gb/s of the host's ACTIVE IB / RoCE ports;
+    None where no port is active or none was read (the impact rules compare these, not the text)."""
+    ports = (health.get("host_settings") or {}).get("ib_ports")
+    rates = [p["rate_gbps"] for p in ports if isinstance(p, dict) and p.get("state") == "ACTIVE"
+             and type(p.get("rate_gbps")) in (int, float)] if isinstance(ports, list) else []
+    return float(pick(rates)) if rates else None
+
+
 def _firmware(health, name) -> Optional[str]:
     value = (health.get("firmware") or {}).get(name)
     return value if isinstance(value, str) and value else None
@@ -263,10 +272,13 @@ FACTS: tuple[Fact, ...] = (
          if not r["nvlink_links"] else f"{r['nvlink_active']} of {r['nvlink_links']}", texts.RULES["nvlinks"],
          "links", ("gpus#.nvlink.links", "gpus#.nvlink.active"),
          _m("sweep_gpu_nvlinks_active", "NVLinks up.", "nvlink_active")),
-    Fact("ib_rate", "IB/RoCE rate", "host", ("ib_rates",), lambda r: r["ib_rates"] or "not read",
+    Fact("ib_rate", "IB/RoCE rate", "host", ("ib_rates", "ib_slowest_gbps", "ib_fastest_gbps"),
+         lambda r: r["ib_rates"] or "not read",
          texts.RULES["ib_rate"], "host settings", ("host_settings.ib_ports#.rate*", "host_settings.ib_ports#.state"),
          _m("sweep_host_ib_rate_info", "The rates of the host's active InfiniBand / RoCE ports, value 1.",
-            labels=(("rates", "ib_rates"),)), contract="host", expect="ib_rate_gbps"),
+            labels=(("rates", "ib_rates"),)), contract="host", expect="ib_rate_gbps",
+         reads={"ib_slowest_gbps": ("Float64", lambda h: _port_rate(h, min)),
+                "ib_fastest_gbps": ("Float64", lambda h: _port_rate(h, max))}),
     Fact("cpu_governor", "CPU governor", "host", ("cpu_governor",), lambda r: r["cpu_governor"] or "not exposed",
          texts.RULES["cpu_governor"], "host settings", ("host_settings.cpu_governor*",),
          _m("sweep_host_cpu_governor_info", "The CPU frequency governors of the host, value 1.",

@@ -6,7 +6,6 @@ text, with ``{value}`` and ``{reference}`` (and, for links, ``{mine}``, ``{ref}`
 """
 from __future__ import annotations
 
-import re
 from typing import Callable, Optional
 
 from probe_agent.contracts import link_rank
@@ -16,10 +15,6 @@ Rule = tuple[Optional[Callable[[Case], bool]], str]
 
 UNKNOWN = ("not read on {where}: the probe could not tell, so the hosts cannot be shown alike on this key; "
            "read the host's health.json and probe it again")
-
-
-def _numbers(text: str) -> list[float]:
-    return [float(x) for x in re.findall(r"\d+(?:\.\d+)?", text.split("(")[0])]
 
 
 def _any(c: Case, column: str, value, side: str = "rows") -> bool:
@@ -207,8 +202,9 @@ def _trained_down(c: Case) -> str:
 
 
 def _slower_port(c: Case) -> bool:
-    mine, ref = _numbers(c["value"]), _numbers(c["reference"])
-    return len(mine) >= 2 and len(ref) >= 2 and min(mine[1::2]) < max(ref[1::2])
+    """A port of this host runs slower than the reference's fastest: the typed rates, not their text."""
+    mine, ref = _typed(c, "ib_slowest_gbps"), _typed(c, "ib_fastest_gbps", "ref_rows")
+    return bool(mine and ref and min(mine) < max(ref))
 
 
 # the keys of schema 1.2: GPUs present, PCIe link, NVLinks, IB rate, CPU governor

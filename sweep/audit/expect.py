@@ -168,7 +168,8 @@ GPU_RULES: dict[str, Callable] = {
     "pcie": _pcie,
 }
 # the fact table's versions (VBIOS, HCA firmware, ...): a glob or a list of globs each, judged by its reader
-VERSION_FACTS = {f.expect: f for f in table.FACTS if f.reads and f.expect and f.history == "value"}
+VERSION_FACTS = {f.expect: f for f in table.FACTS if f.reads and f.expect and f.history == "value"
+                 and any(dtype == "category" for dtype, _ in f.reads.values())}  # a version is read as text
 HOST_RULES.update({k: _strings(f"a {f.label} version (glob)", "'96.00.*'") for k, f in VERSION_FACTS.items()
                    if f.scope == "host"})
 GPU_RULES.update({k: _strings(f"a {f.label} version (glob)", "'96.00.*'") for k, f in VERSION_FACTS.items()

@@ -377,6 +377,35 @@ def test_on_off_labels_reworded_keep_their_impact(tmp_path, monkeypatch, edit, k
     assert difference.impact.startswith(impact)
 
 
+def _ports(*rates):
+    def edit(health):
+        health.setdefault("host_settings", {})["ib_ports"] = [
+            {"device": f"mlx5_{i}", "port": 1, "state": "ACTIVE", "rate_gbps": rate, "fw_ver": "28.39.1002"}
+            for i, rate in enumerate(rates)]
+    return edit
+
+
+def test_ib_rates_reworded_keep_the_slower_port_impact(tmp_path, monkeypatch):
+    """The rule reads the typed port rates (slowest here, fastest on the reference), not the rates' text:
+    text without a digit in it keeps the impact of a port trained down."""
+    platform = fleet_module._platform
+
+    def reworded(health, contracts):
+        row = platform(health, contracts)
+        row["ib_rates"] = {"3x 400 Gb/s": "uniform", "2x 400 Gb/s + 1x 200 Gb/s": "mixed"}[row["ib_rates"]]
+        return row
+    monkeypatch.setattr(fleet_module, "_platform", reworded)
+    healths = fleet_health(3, gpu01=_ports(400.0, 400.0, 400.0), gpu02=_ports(400.0, 400.0, 400.0),
+                           gpu03=_ports(400.0, 200.0, 400.0))
+    found = compare(load_fleet([write_run(tmp_path / "run", 1, healths)]))
+    (difference,) = [d for d in found.classes[1].differs if d.key == "ib_rate"]
+    assert (difference.value, difference.reference) == ("mixed", "uniform")
+    assert difference.impact.startswith("network ports at mixed instead of uniform: inter-node all-reduce runs at "
+                                        "the slowest port's rate")
+    hosts = load_fleet([write_run(tmp_path / "again", 1, healths)]).hosts.set_index("host")
+    assert hosts.loc["gpu03", ["ib_slowest_gbps", "ib_fastest_gbps"]].tolist() == [200.0, 400.0]
+
+
 def test_a_schema_1_0_record_is_read_through_one_normaliser(tmp_path):
     """Schema 1.0 named the ECC mode after reset `ecc.pending`: frames, export and expectations all see it."""
     def ecc_off_after_reset(health):
