@@ -1,0 +1,50 @@
+"""Process time of each step of reading a run folder in one process (`load_fleet(workers=1)`, no profiler).
+
+    python3 bench/bench_report.py --hosts 10000 --gpus 8 --keep DIR     # the fleet, kept
+    python3 bench/read_steps.py DIR/run                                 # this tree
+    PYTHONPATH=TREE python3 bench/read_steps.py DIR/run                 # another tree (b378d2c: sweep.fleet)
+
+Steps: the JSON read (file, digest, parse), the rows (`_Builder.add`: the read is its caller's), the typing of
+the frames (`_Builder.typed`) and the rest (listing, joining the chunks). Each step is timed by
+wrapping the tree's own function; run it two or three times, alternating trees, on a shared machine.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+import time
+
+try:
+    fleet = importlib.import_module("sweep.analysis.fleet")
+except ImportError:  # b378d2c and before
+    fleet = importlib.import_module("sweep.fleet")
+
+SPENT: dict[str, float] = {}
+
+
+def timed(name, function):
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        start = time.process_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            SPENT[name] = SPENT.get(name, 0.0) + time.process_time() - start
+    return wrapper
+
+
+def main(run: str) -> None:
+    fleet._read_json = timed("read", fleet._read_json)
+    fleet._Builder.add = timed("add", fleet._Builder.add)
+    fleet._Builder.typed = timed("typed", fleet._Builder.typed)
+    start = time.process_time()
+    loaded = fleet.load_fleet([run], workers=1)
+    total = time.process_time() - start
+    print(f"{fleet.__name__}: {len(loaded.hosts)} hosts, {len(loaded.gpus)} GPUs: total {total:.2f} s; "
+          f"JSON read {SPENT['read']:.2f}, rows {SPENT['add']:.2f}, typing {SPENT['typed']:.2f}, "
+          f"rest {total - SPENT['read'] - SPENT['add'] - SPENT['typed']:.2f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
