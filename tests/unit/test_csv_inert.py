@@ -71,3 +71,39 @@ def test_a_cell_keeps_no_control_or_bidi_character_and_no_formula(text):
                 | st.text(alphabet="=+-@\t\r 0123456789.eE\u202eabc", max_size=6), max_size=8))
 def test_a_column_of_cells_reads_as_each_cell_does(values):
     assert csv_cells(values) == [csv_cell(v) for v in values]
+
+
+# fleet.csv and hosts.csv are joined by str.join, not csv.writer: the bytes must be the csv module's
+_TEXT = st.text(alphabet=',"\r\n =+-@\tab\u202e\x00é', max_size=6)
+_COLUMNS = {
+    "Int64": st.none() | st.integers(-2**63, 2**63 - 1),
+    "Float64": st.none() | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([0.0, -0.0, 700.0]),
+    "boolean": st.none() | st.booleans(),
+    "category": st.none() | _TEXT,
+    "string": st.none() | _TEXT,
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(sorted(_COLUMNS)), min_size=1, max_size=4).flatmap(
+    lambda dtypes: st.tuples(st.just(dtypes), st.lists(st.tuples(*(_COLUMNS[d] for d in dtypes)), max_size=6))))
+def test_a_report_csv_is_byte_for_byte_what_the_csv_module_writes(tmp_path_factory, spec):
+    """Every dtype of the frames, NA, -0.0, quotes, commas, CR and LF in text, a line of one empty field."""
+    import io
+    import pandas as pd
+    from sweep.report.render import _write_csv
+
+    dtypes, rows = spec
+    names = [f"{d}_{i}" for i, d in enumerate(dtypes)]
+    frame = pd.DataFrame({name: pd.array([r[i] for r in rows], dtype=dtype)
+                          for i, (name, dtype) in enumerate(zip(names, dtypes))})
+    path = tmp_path_factory.mktemp("csv") / "frame.csv"
+    _write_csv(frame, path)
+    expected = io.StringIO()
+    writer = csv.writer(expected, lineterminator="\r\n")
+    writer.writerow([csv_cell(n) for n in names])
+    for i in range(len(frame)):
+        writer.writerow([None if pd.isna(frame.iat[i, j]) else csv_cell(frame.iat[i, j]) if dtypes[j] in
+                         ("category", "string") else frame.iat[i, j].item() if hasattr(frame.iat[i, j], "item")
+                         else frame.iat[i, j] for j in range(len(names))])
+    assert path.read_bytes() == expected.getvalue().encode("utf-8")
