@@ -21,8 +21,8 @@ the budget is then 10 s per 100,000 hosts listed.
 
 Side by side: the same fleet read by this tree and by the tree of a git revision (`git archive REV`,
 its own bench_report.py --measure, PYTHONPATH pointing at it), in interleaved repetitions (ABBA
-order, after one untimed run of each), each run in a fresh process. On a shared machine only the
-ratios of neighbouring runs mean much: the table gives every run, the medians and the median of
+order; each tree byte-compiled first, then one untimed run of each), each run in a fresh process.
+On a shared machine only the ratios of neighbouring runs mean much: the table gives every run, the medians and the median of
 the per-repetition ratios, with the load average before each run; `--write` keeps it as Markdown.
 The run folder lists each record's SHA-256 in records.sha256, as `sweep run` writes it.
 """
@@ -170,7 +170,12 @@ def side_by_side(run: Path, base: Path, revs: list[str], repeat: int) -> tuple[l
         trees[rev].mkdir()
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(trees[rev])], input=archive, check=True)
-    for name, tree in trees.items():  # untimed: byte-compiles each tree and brings the records into the page cache
+    for name, tree in trees.items():
+        # each tree byte-compiled ahead (PYTHONDONTWRITEBYTECODE would make every run compile its own
+        # sources again), then one untimed run that brings the records into the page cache
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "sweep"), str(tree / "probe_agent")],
+                       check=True, stdout=subprocess.DEVNULL, env={k: v for k, v in os.environ.items()
+                                                                  if k != "PYTHONDONTWRITEBYTECODE"})
         measure_tree(tree, run, base / f"warm-{name}")
     rows = []
     for i in range(repeat):
@@ -223,7 +228,7 @@ def compare_main(args, run: Path, base: Path, counts: dict) -> int:
         f"Machine before: {before}", f"Machine after: {machine()}", "",
         "Each run is a fresh process running `build_report` on the same run folder (wall: build_report alone; "
         "CPU: the whole process and its children, imports included; peak RSS: the largest of the process and "
-        "its children). One untimed run of each tree comes first (it byte-compiles the tree); then the runs "
+        "its children). Each tree is byte-compiled (compileall) and run once untimed first; then the runs "
         "alternate (ABBA), so each ratio compares neighbouring runs under the same load.",
         "", *table, ""])
     print(text)

@@ -428,7 +428,7 @@ GPU_PLAIN_READS = {c: spec for c, spec in GPU_READS.items() if c not in MEASURED
 GPU_MEASURED_READS = {c: spec for c, spec in GPU_READS.items() if c in MEASURED}
 HOST_PLAIN_READS = {c: spec for c, spec in HOST_READS.items() if c not in MEASURED}
 GPU_ROW = ("host", "selected", *(column for _, pairs in GPU_FIELDS for column, _ in pairs),
-           *(column for column, _ in LOAD_FIELDS), *COMPUTED, *SPEED_ENVELOPE, *GPU_PLAIN_READS, *GPU_MEASURED_READS)
+           *(column for column, _ in LOAD_FIELDS), *COMPUTED, *GPU_PLAIN_READS, *SPEED_ENVELOPE, *GPU_MEASURED_READS)
 
 _EMPTY: dict = {}
 _SECTIONS = tuple((section, tuple(key for _, key in pairs)) for section, pairs in GPU_FIELDS[1:])
@@ -437,8 +437,7 @@ _LOAD_KEYS = tuple(key for _, key in LOAD_FIELDS)
 _ENVELOPE_KEYS = tuple(SPEED_ENVELOPE.values())
 _PLAIN_READERS = tuple(read for _, read in GPU_PLAIN_READS.values())
 _MEASURED_READERS = tuple(read for _, read in GPU_MEASURED_READS.values())
-_NO_SPEED = (None,) * len(SPEED_ENVELOPE)
-_NOT_MEASURED = (None,) * len(GPU_MEASURED_READS)
+_NO_SPEED = (None,) * (len(SPEED_ENVELOPE) + len(GPU_MEASURED_READS))  # the tier did not run on the host
 
 
 def _gpu_facts(g: dict, load: dict, host: int, selected: bool) -> list:
@@ -449,14 +448,12 @@ def _gpu_facts(g: dict, load: dict, host: int, selected: bool) -> list:
         row.extend(map((g.get(section) or _EMPTY).get, keys))
     row.extend(map(load.get, _LOAD_KEYS))
     row.extend(_gpu_computed(g))
+    row.extend([read(g) for read in _PLAIN_READERS])
     measured = g.get(VALIDATED)  # the host ran the speed tier (speedread.gpu_view)
     if measured is None:
         row.extend(_NO_SPEED)
-        row.extend([read(g) for read in _PLAIN_READERS])
-        row.extend(_NOT_MEASURED)
     else:
         row.extend(map((measured.get("_envelope") or _EMPTY).get, _ENVELOPE_KEYS))
-        row.extend([read(g) for read in _PLAIN_READERS])
         row.extend([read(g) for read in _MEASURED_READERS])
     return row
 
