@@ -148,32 +148,198 @@ class _TypeProblem(ConfigError):
         super().__init__(message, fix=fix)
 
 
-# rule -> validator. Host rules judge the host; GPU rules judge each GPU (and may sit under models).
-HOST_RULES: dict[str, Callable] = {
-    "driver": _strings("a driver version (glob)", "'590.44.01', '580.*'"),
-    "cuda_driver": _strings("a CUDA driver API version", "'13.0'"),
-    "gpu_count": _number("GPUs", "8", integer=True),
-    "gpu_model": _strings("a GPU name", "'NVIDIA H200'"),
-    "worst_link": _strings("a link class", "NV18"),
-    "gpus": _number("GPUs present (on the PCI bus and listed by the driver)", "8", integer=True),
-    "ib_rate_gbps": _number("Gb/s per InfiniBand / RoCE port", "400"),
-    "cpu_governor": _strings("a CPU frequency governor", "performance"),
-}
-GPU_RULES: dict[str, Callable] = {
-    "power_limit_w": _number("watts", "700"),
-    "ecc": _boolean,
-    "persistence": _boolean,
-    "mig_layout": _layout,
-    "sm_clock_floor_mhz": _number("MHz", "1400"),
-    "pcie": _pcie,
-}
-# the fact table's versions (VBIOS, HCA firmware, ...): a glob or a list of globs each, judged by its reader
+@dataclass(frozen=True)
+class Rule:
+    """One rule of an expectations file, declared once: how the file writes its value, what the probe
+    says of it, when that is off, and what the violation says. Its name is the expectations key of a
+    fact of the fact table (`sweep.analysis.facts`, `Fact.expect`), or a rule of its own
+    (`sm_clock_floor_mhz`: the median clock under load, not a comparability key)."""
+
+    name: str
+    scope: str            # "host": judged once a host; "gpu": each GPU, the violations folded over GPUs
+    check: Callable       # (the file's value, key) -> its typed value; _TypeProblem says how to write it
+    read: Callable        # host: health.json -> raw; gpu: (GPU dict, its load.summary row or None) -> raw;
+                          # None: not read, so not judged
+    off: Callable         # (raw, expected) -> the actual value a violation reports; None: the rule holds
+    says: Callable        # host: (expected, raw) -> (text, expected as text, fix);
+                          # gpu: (expected, actual, "GPUs 0-3", [GPU indices], {index: load row}) -> the same
+    per_model: bool = False  # may be set under `models:` (a GPU rule other than the model itself)
+
+
+def _setting(section: str, key: str) -> Callable:
+    return lambda d: (d.get(section) or {}).get(key)
+
+
+def _unless_glob(value, patterns):
+    return None if any(fnmatch.fnmatchcase(str(value), p) for p in patterns) else value
+
+
+def _unless_equal(value, expected):
+    return None if value == expected else value
+
+
+def _unless_in(value, allowed):
+    return None if value in allowed else value
+
+
+def _gpus_present(health):
+    count = (health.get("driver") or {}).get("gpu_count")
+    pci = health.get("pci") or {}
+    return None if count is None else (count, len(pci.get("gpus") or []) if pci.get("readable") else None)
+
+
+def _gpus_off(raw, expected):
+    count, on_bus = raw
+    if count == expected and on_bus in (None, expected):
+        return None
+    return count if on_bus in (None, count) else f"{count} of {on_bus}"
+
+
+def _gpus_says(expected, raw):
+    count, on_bus = raw
+    seen = f"GPUs listed by the driver: {count}" + (f", on the PCI bus: {on_bus}" if on_bus is not None else "")
+    return seen, str(expected), "look for a card off the bus (Xid 79 in the kernel log), reseat or replace it"
+
+
+def _ports_off(ports, expected) -> list:
+    return [p for p in ports if p.get("state") != "ACTIVE" or p.get("rate_gbps") != expected]
+
+
+def _ports_says(expected, ports):
+    shown = ", ".join(f"{p.get('device')}/{p.get('port')} {p.get('state')} at {p.get('rate_gbps') or 0:g} Gb/s"
+                      for p in _ports_off(ports, expected))
+    return (f"network ports off: {shown}", f"every port ACTIVE at {expected:g} Gb/s",
+            "check cables and transceivers (ibstat, ibdiagnet); a port trained down slows every inter-node collective")
+
+
+def _governors_off(governors, patterns) -> list:
+    return sorted(g for g in governors if not any(fnmatch.fnmatchcase(g, p) for p in patterns))
+
+
+def _ecc_read(g, _row):
+    ecc = g.get("ecc") or {}
+    return None if ecc.get("current") is None else (ecc["current"], ecc.get("pending_mode"))  # 1.0: normalize_health
+
+
+def _ecc_off(raw, want):
+    current, after_reset = raw
+    if current != want:
+        return current
+    return None if after_reset in (None, want) else f"{_onoff(current)}, {_onoff(after_reset)} after reset"
+
+
+def _clock_says(expected, actual, on, idx, load):
+    row = next(iter(load[i] for i in idx if i in load), {})
+    reasons = ", ".join(f"{label} {row.get(k, 0) * 100:.0f}% of samples" for k, label in (
+        ("sw_power_cap_fraction", "power cap"), ("hw_slowdown_fraction", "HW slowdown"),
+        ("sw_thermal_fraction", "SW thermal")) if row.get(k) is not None)
+    return (f"median SM clock under load {actual:g} MHz on {on}, below the floor" + (f" ({reasons})" if reasons else ""),
+            f"at least {expected:g} MHz", "check cooling, power delivery and clock settings on that GPU")
+
+
+def _pcie_of(g: dict, summary: dict | None) -> str | None:
+    """A GPU's link as 'gen5x16': the generation seen under load where the probe ran one, else the
+    link's capability (the current generation drops at idle); the trained width."""
+    p = g.get("pcie") or {}
+    gen = (summary or {}).get("pcie_gen_max") or p.get("max_gen")
+    if p.get("width") is None or gen is None:
+        return None
+    return f"gen{gen}x{p['width']}"
+
+
+_UPGRADE = "finish the firmware upgrade of the change window on this host (or approve this version)"
+# the fact table's versions (VBIOS, HCA firmware, ...): a version is a fact read as text
 VERSION_FACTS = {f.expect: f for f in table.FACTS if f.reads and f.expect and f.history == "value"
-                 and any(dtype == "category" for dtype, _ in f.reads.values())}  # a version is read as text
-HOST_RULES.update({k: _strings(f"a {f.label} version (glob)", "'96.00.*'") for k, f in VERSION_FACTS.items()
-                   if f.scope == "host"})
-GPU_RULES.update({k: _strings(f"a {f.label} version (glob)", "'96.00.*'") for k, f in VERSION_FACTS.items()
-                  if f.scope == "gpu"})
+                 and any(dtype == "category" for dtype, _ in f.reads.values())}
+
+
+def _version(fact, doc):
+    """The version a fact's first column reads from a GPU dict or a health.json; None: not read."""
+    _, read = next(iter(fact.reads.values()))
+    return read(doc)
+
+
+def _host_version_off(got, patterns):
+    """A host's version may be several ("28.39.1002/28.40.1000", one a HCA): each must be approved."""
+    return None if all(any(fnmatch.fnmatchcase(part, p) for p in patterns) for part in got.split("/")) else got
+
+
+def _version_rules(scope: str) -> list:
+    """A rule for each version fact of `scope`: a glob or a list of globs, judged by the fact's reader."""
+    out = []
+    for name, fact in VERSION_FACTS.items():
+        if fact.scope != scope:
+            continue
+        check = _strings(f"a {fact.label} version (glob)", "'96.00.*'")
+        if scope == "gpu":
+            out.append(Rule(name, "gpu", check, lambda g, _row, fact=fact: _version(fact, g), _unless_glob,
+                            lambda e, a, on, idx, load, fact=fact: (f"{fact.label} {a} on {on}", _one_of(e), _UPGRADE),
+                            per_model=True))
+        else:
+            out.append(Rule(name, "host", check, lambda h, fact=fact: _version(fact, h), _host_version_off,
+                            lambda e, got, fact=fact: (f"{fact.label} {got} is not approved", _one_of(e), _UPGRADE)))
+    return out
+
+
+# The rules, in the order a host's violations are listed (host rules first, then each GPU's).
+TABLE: tuple = (
+    Rule("driver", "host", _strings("a driver version (glob)", "'590.44.01', '580.*'"),
+         _setting("driver", "version"), _unless_glob,
+         lambda e, v: (f"driver {v} is not approved", _one_of(e),
+                       "install an approved driver, or approve this one in the expectations file")),
+    Rule("cuda_driver", "host", _strings("a CUDA driver API version", "'13.0'"),
+         _setting("driver", "cuda_driver_version"), _unless_glob,
+         lambda e, v: (f"CUDA driver API {v} is not approved", _one_of(e),
+                       "install a driver that ships an approved CUDA version")),
+    Rule("gpu_count", "host", _number("GPUs", "8", integer=True), _setting("driver", "gpu_count"), _unless_equal,
+         lambda e, v: (f"{plural(v, 'GPU')} visible to the driver", str(e),
+                       "look for a card off the bus (dmesg: Xid 79) or reseat it")),
+    Rule("worst_link", "host", _strings("a link class", "NV18"), _setting("topology", "worst_link_selected"),
+         _unless_in, lambda e, v: (f"the worst GPU-to-GPU link is {v}", _one_of(e),
+                                   "check NVLink / NVSwitch (nvidia-smi topo -m, nvidia-smi nvlink -s)")),
+    Rule("gpus", "host", _number("GPUs present (on the PCI bus and listed by the driver)", "8", integer=True),
+         _gpus_present, _gpus_off, _gpus_says),
+    Rule("ib_rate_gbps", "host", _number("Gb/s per InfiniBand / RoCE port", "400"),
+         lambda h: _setting("host_settings", "ib_ports")(h) or None,
+         lambda ports, e: [p.get("rate_gbps") for p in _ports_off(ports, e)] or None, _ports_says),
+    Rule("cpu_governor", "host", _strings("a CPU frequency governor", "performance"),
+         lambda h: _setting("host_settings", "cpu_governor")(h) or None,
+         lambda governors, e: _governors_off(governors, e) or None,
+         lambda e, governors: (f"CPU frequency governor {', '.join(_governors_off(governors, e))}", _one_of(e),
+                               f"cpupower frequency-set -g {e[0]} (and make it persist, e.g. tuned)")),
+    *_version_rules("host"),
+    Rule("gpu_model", "gpu", _strings("a GPU name", "'NVIDIA H200'"), lambda g, _row: g.get("name"), _unless_in,
+         lambda e, a, on, idx, load: (f"{a} on {on}", _one_of(e), "check the host's hardware or its group")),
+    Rule("power_limit_w", "gpu", _number("watts", "700"), lambda g, _row: _setting("power", "enforced_limit_w")(g),
+         lambda v, e: v if abs(v - e) > POWER_TOLERANCE_W else None,
+         lambda e, a, on, idx, load: (f"enforced power limit {_w(a)} on {on}", _w(e),
+                                      f"sudo nvidia-smi -i {fold_numbers(idx)} -pl {e:g}"), per_model=True),
+    Rule("ecc", "gpu", _boolean, _ecc_read, _ecc_off,
+         lambda e, a, on, idx, load: (f"ECC {a if isinstance(a, str) else _onoff(a)} on {on}", f"ECC {_onoff(e)}",
+                                      f"sudo nvidia-smi -i {fold_numbers(idx)} -e {int(e)}, then reset the GPUs or "
+                                      "reboot"), per_model=True),
+    Rule("persistence", "gpu", _boolean, lambda g, _row: g.get("persistence_mode"), _unless_equal,
+         lambda e, a, on, idx, load: (f"persistence mode {_onoff(a)} on {on}", f"persistence {_onoff(e)}",
+                                      "enable nvidia-persistenced (or sudo nvidia-smi -pm 1)" if e else
+                                      "stop nvidia-persistenced (or sudo nvidia-smi -pm 0)"), per_model=True),
+    Rule("mig_layout", "gpu", _layout,
+         lambda g, _row: None if (g.get("mig") or {}).get("current") is None else g.get("mig_layout") or "off",
+         _unless_equal, lambda e, a, on, idx, load: (f"MIG layout {a} on {on}", f"MIG layout {e}",
+                                                     "recreate the GPU instances (nvidia-smi mig), or change the "
+                                                     "expectation"), per_model=True),
+    *_version_rules("gpu"),
+    Rule("pcie", "gpu", _pcie, _pcie_of, _unless_equal,
+         lambda e, a, on, idx, load: (f"PCIe link {a} on {on}", f"PCIe {e}",
+                                      "reseat the card or riser, check the slot's link setting in the BIOS "
+                                      "(nvidia-smi -q -d PCIE)"), per_model=True),
+    Rule("sm_clock_floor_mhz", "gpu", _number("MHz", "1400"), lambda g, row: (row or {}).get("sm_mhz_median"),
+         lambda v, e: v if v < e else None, _clock_says, per_model=True),
+)
+BY_NAME = {rule.name: rule for rule in TABLE}
+# rule -> validator: the host rules (and the GPU model itself) may be set under defaults, groups and
+# hosts; the other GPU rules under models too
+HOST_RULES: dict[str, Callable] = {r.name: r.check for r in TABLE if not r.per_model}
+GPU_RULES: dict[str, Callable] = {r.name: r.check for r in TABLE if r.per_model}
 # the speed tier's figures (the fact table's measured facts): a floor each, in GB/s or TFLOP/s
 SPEED_FACTS = {f.expect: f for f in table.FACTS if f.history == "drift" and f.expect}
 for _rule, _fact in SPEED_FACTS.items():
@@ -365,121 +531,37 @@ def evaluate_expectations(records, expectations: Expectations) -> list[Violation
 def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Violation]:
     out: list[Violation] = []
 
-    def add(rule, expected, actual, text, fix, where):
-        out.append(Violation(host, rule, expected, actual, f"{host}: {text}; expected {fix[0]} ({where}); {fix[1]}"))
+    def add(rule, expected, actual, said, where):
+        text, want, fix = said
+        out.append(Violation(host, rule, expected, actual, f"{host}: {text}; expected {want} ({where}); {fix}"))
 
-    _judge_driver(resolve(exp, host, groups), health, add)
-    _judge_platform(health, resolve(exp, host, groups), add)
-    _judge_versions(health, resolve(exp, host, groups), add)
+    rules = resolve(exp, host, groups)
+    for rule in TABLE:
+        s = rules.get(rule.name) if rule.scope == "host" else None
+        raw = rule.read(health) if s else None
+        actual = None if raw is None else rule.off(raw, s.value)
+        if actual is not None:
+            add(rule.name, s.value, actual, rule.says(s.value, raw), s.where)
     _judge_speed(health, host, groups, exp, add)
-    summary = {e.get("gpu"): e for e in ((health.get("load") or {}).get("summary") or []) if isinstance(e, dict)}
-    _judge_gpus(_gpu_checks(host, groups, health, exp, summary), summary, add)
+    load = {e.get("gpu"): e for e in ((health.get("load") or {}).get("summary") or []) if isinstance(e, dict)}
+    for (name, _, _, where), (expected, actual, idx) in _gpu_checks(host, groups, health, exp, load).items():
+        add(name, expected, actual, BY_NAME[name].says(expected, actual, _gpus_text(idx), idx, load), where)
     return out
 
 
-def _judge_driver(rules: dict[str, Setting], health: dict, add) -> None:
-    """The host-wide rules: driver, CUDA driver, GPU count, worst link."""
-    driver = health.get("driver") or {}
-    s = rules.get("driver")
-    if s and driver.get("version") is not None and not any(fnmatch.fnmatchcase(driver["version"], p) for p in s.value):
-        add("driver", s.value, driver["version"], f"driver {driver['version']} is not approved",
-            (_one_of(s.value), "install an approved driver, or approve this one in the expectations file"), s.where)
-    s = rules.get("cuda_driver")
-    cuda = driver.get("cuda_driver_version")
-    if s and cuda is not None and not any(fnmatch.fnmatchcase(str(cuda), p) for p in s.value):
-        add("cuda_driver", s.value, cuda, f"CUDA driver API {cuda} is not approved",
-            (_one_of(s.value), "install a driver that ships an approved CUDA version"), s.where)
-    s = rules.get("gpu_count")
-    count = driver.get("gpu_count")
-    if s and count is not None and count != s.value:
-        add("gpu_count", s.value, count, f"{plural(count, 'GPU')} visible to the driver",
-            (str(s.value), "look for a card off the bus (dmesg: Xid 79) or reseat it"), s.where)
-    s = rules.get("worst_link")
-    link = (health.get("topology") or {}).get("worst_link_selected")
-    if s and link is not None and link not in s.value:
-        add("worst_link", s.value, link, f"the worst GPU-to-GPU link is {link}",
-            (_one_of(s.value), "check NVLink / NVSwitch (nvidia-smi topo -m, nvidia-smi nvlink -s)"), s.where)
-
-
-def _gpu_checks(host: str, groups, health: dict, exp: Expectations, summary: dict) -> dict[tuple, list]:
+def _gpu_checks(host: str, groups, health: dict, exp: Expectations, load: dict) -> dict[tuple, list]:
     """(rule, expected, actual, where) -> [expected, actual, [GPU indices]] for every GPU off a rule."""
-    per_gpu: dict[tuple, list] = {}  # (rule, expected, actual, where) -> [gpu index]
+    per_gpu: dict[tuple, list] = {}
     for g in health.get("gpus") or []:
         idx = g.get("index")
         grules = resolve(exp, host, groups, g.get("name"))
-        checks = []
-        if "gpu_model" in grules and g.get("name") is not None and g["name"] not in grules["gpu_model"].value:
-            checks.append(("gpu_model", g["name"]))
-        enforced = (g.get("power") or {}).get("enforced_limit_w")
-        if "power_limit_w" in grules and enforced is not None \
-                and abs(enforced - grules["power_limit_w"].value) > POWER_TOLERANCE_W:
-            checks.append(("power_limit_w", enforced))
-        ecc = g.get("ecc") or {}
-        if "ecc" in grules and ecc.get("current") is not None:
-            want = grules["ecc"].value
-            if ecc["current"] != want:
-                checks.append(("ecc", ecc["current"]))
-            elif ecc.get("pending_mode") not in (None, want):  # schema 1.0's name: store.normalize_health
-                after_reset = ecc["pending_mode"]
-                checks.append(("ecc", f"{_onoff(ecc['current'])}, {_onoff(after_reset)} after reset"))
-        if "persistence" in grules and g.get("persistence_mode") is not None \
-                and g["persistence_mode"] != grules["persistence"].value:
-            checks.append(("persistence", g["persistence_mode"]))
-        if "mig_layout" in grules and (g.get("mig") or {}).get("current") is not None:
-            actual = g.get("mig_layout") or "off"
-            if actual != grules["mig_layout"].value:
-                checks.append(("mig_layout", actual))
-        checks += _version_checks(g, grules)
-        link = _pcie_of(g, summary.get(idx))
-        if "pcie" in grules and link is not None and link != grules["pcie"].value:
-            checks.append(("pcie", link))
-        if "sm_clock_floor_mhz" in grules and idx in summary:
-            median = summary[idx].get("sm_mhz_median")
-            if median is not None and median < grules["sm_clock_floor_mhz"].value:
-                checks.append(("sm_clock_floor_mhz", median))
-        for rule, actual in checks:
-            s = grules[rule]
-            per_gpu.setdefault((rule, _key(s.value), _key(actual), s.where), [s.value, actual, []])[2].append(idx)
+        for rule in TABLE:
+            s = grules.get(rule.name) if rule.scope == "gpu" else None
+            raw = rule.read(g, load.get(idx)) if s else None
+            actual = None if raw is None else rule.off(raw, s.value)
+            if actual is not None:
+                per_gpu.setdefault((rule.name, _key(s.value), _key(actual), s.where), [s.value, actual, []])[2].append(idx)
     return per_gpu
-
-
-def _judge_gpus(per_gpu: dict[tuple, list], summary: dict, add) -> None:
-    """One violation per rule, expected and actual value, naming the GPUs it holds for."""
-    for (rule, _, _, where), (expected, actual, idx) in per_gpu.items():
-        on = _gpus_text(idx)
-        if rule == "power_limit_w":
-            add(rule, expected, actual, f"enforced power limit {_w(actual)} on {on}",
-                (_w(expected), f"sudo nvidia-smi -i {fold_numbers(idx)} -pl {expected:g}"), where)
-        elif rule == "ecc":
-            add(rule, expected, actual, f"ECC {actual if isinstance(actual, str) else _onoff(actual)} on {on}",
-                (f"ECC {_onoff(expected)}", f"sudo nvidia-smi -i {fold_numbers(idx)} -e {int(expected)}, then reset the "
-                                             "GPUs or reboot"), where)
-        elif rule == "persistence":
-            add(rule, expected, actual, f"persistence mode {_onoff(actual)} on {on}",
-                (f"persistence {_onoff(expected)}", "enable nvidia-persistenced (or sudo nvidia-smi -pm 1)"
-                 if expected else "stop nvidia-persistenced (or sudo nvidia-smi -pm 0)"), where)
-        elif rule == "mig_layout":
-            add(rule, expected, actual, f"MIG layout {actual} on {on}",
-                (f"MIG layout {expected}", "recreate the GPU instances (nvidia-smi mig), or change the "
-                                           "expectation"), where)
-        elif rule == "sm_clock_floor_mhz":
-            ev = next(iter(summary[i] for i in idx if i in summary), {})
-            reasons = ", ".join(f"{label} {ev.get(k, 0) * 100:.0f}% of samples" for k, label in (
-                ("sw_power_cap_fraction", "power cap"), ("hw_slowdown_fraction", "HW slowdown"),
-                ("sw_thermal_fraction", "SW thermal")) if ev.get(k) is not None)
-            add(rule, expected, actual, f"median SM clock under load {actual:g} MHz on {on}, below the floor"
-                + (f" ({reasons})" if reasons else ""),
-                (f"at least {expected:g} MHz", "check cooling, power delivery and clock settings on that GPU"), where)
-        elif rule == "pcie":
-            add(rule, expected, actual, f"PCIe link {actual} on {on}",
-                (f"PCIe {expected}", "reseat the card or riser, check the slot's link setting in the BIOS "
-                                     "(nvidia-smi -q -d PCIE)"), where)
-        elif rule == "gpu_model":
-            add(rule, expected, actual, f"{actual} on {on}", (_one_of(expected), "check the host's hardware "
-                                                                                "or its group"), where)
-        elif rule in VERSION_FACTS:
-            add(rule, expected, actual, f"{VERSION_FACTS[rule].label} {actual} on {on}", (_one_of(expected), _UPGRADE),
-                where)
 
 
 def _speed_floor(rule: str, value: float, floor: float, on: str, add, where) -> None:
@@ -487,9 +569,9 @@ def _speed_floor(rule: str, value: float, floor: float, on: str, add, where) -> 
     unit = "GB/s" if scale == 1e9 else "TFLOP/s"
     if value / scale < floor:
         fact = SPEED_FACTS[rule]
-        add(rule, floor, round(value / scale, 1), f"{fact.label} {value / scale:.1f} {unit} on {on}, below the floor",
-            (f"at least {floor:g} {unit}", "look at the tier's envelope (power cap, slowdown, processes) in the report's "
-                                           "Speed section; reseat or replace the card if it stays slow"), where)
+        add(rule, floor, round(value / scale, 1), (f"{fact.label} {value / scale:.1f} {unit} on {on}, below the floor",
+            f"at least {floor:g} {unit}", "look at the tier's envelope (power cap, slowdown, processes) in the report's "
+                                          "Speed section; reseat or replace the card if it stays slow"), where)
 
 
 def _judge_speed(health: dict, host: str, groups, exp: Expectations, add) -> None:
@@ -508,75 +590,6 @@ def _judge_speed(health: dict, host: str, groups, exp: Expectations, add) -> Non
     for rule, fact in SPEED_FACTS.items():
         if fact.scope == "host" and rule in rules and host_values.get(fact.name) is not None:
             _speed_floor(rule, host_values[fact.name], rules[rule].value, "the host", add, rules[rule].where)
-
-
-_UPGRADE = "finish the firmware upgrade of the change window on this host (or approve this version)"
-
-
-def _version(fact, doc):
-    """The version a fact's first column reads from a GPU dict or a health.json; None: not read."""
-    _, read = next(iter(fact.reads.values()))
-    return read(doc)
-
-
-def _version_checks(g: dict, grules: dict) -> list:
-    """(rule, version) of every GPU version rule this GPU's version does not match."""
-    out = []
-    for rule, fact in VERSION_FACTS.items():
-        got = _version(fact, g) if fact.scope == "gpu" and rule in grules else None
-        if got is not None and not any(fnmatch.fnmatchcase(got, p) for p in grules[rule].value):
-            out.append((rule, got))
-    return out
-
-
-def _judge_versions(health: dict, rules: dict, add) -> None:
-    """The host version rules of the fact table (system BIOS, HCA firmware, fabric manager)."""
-    for rule, fact in VERSION_FACTS.items():
-        s = rules.get(rule) if fact.scope == "host" else None
-        got = _version(fact, health) if s else None
-        if got is not None and not all(any(fnmatch.fnmatchcase(part, p) for p in s.value) for part in got.split("/")):
-            add(rule, s.value, got, f"{fact.label} {got} is not approved", (_one_of(s.value), _UPGRADE), s.where)
-
-
-def _pcie_of(g: dict, summary: dict | None) -> str | None:
-    """A GPU's link as 'gen5x16': the generation seen under load where the probe ran one, else the
-    link's capability (the current generation drops at idle); the trained width."""
-    p = g.get("pcie") or {}
-    gen = (summary or {}).get("pcie_gen_max") or p.get("max_gen")
-    if p.get("width") is None or gen is None:
-        return None
-    return f"gen{gen}x{p['width']}"
-
-
-def _judge_platform(health: dict, rules: dict, add) -> None:
-    """The host rules of schema 1.2: GPUs present, IB / RoCE port rate, CPU governor."""
-    s = rules.get("gpus")
-    count = (health.get("driver") or {}).get("gpu_count")
-    pci = health.get("pci") or {}
-    on_bus = len(pci.get("gpus") or []) if pci.get("readable") else None
-    if s and count is not None and (count != s.value or (on_bus is not None and on_bus != s.value)):
-        seen = f"GPUs listed by the driver: {count}" + (f", on the PCI bus: {on_bus}" if on_bus is not None else "")
-        add("gpus", s.value, count if on_bus in (None, count) else f"{count} of {on_bus}", seen,
-            (str(s.value), "look for a card off the bus (Xid 79 in the kernel log), reseat or replace it"), s.where)
-    settings = health.get("host_settings") or {}
-    s = rules.get("ib_rate_gbps")
-    ports = settings.get("ib_ports")
-    if s and ports:
-        off = [p for p in ports if p.get("state") != "ACTIVE" or p.get("rate_gbps") != s.value]
-        if off:
-            add("ib_rate_gbps", s.value, [p.get("rate_gbps") for p in off], "network ports off: " + ", ".join(
-                f"{p.get('device')}/{p.get('port')} {p.get('state')} at {p.get('rate_gbps') or 0:g} Gb/s" for p in off),
-                (f"every port ACTIVE at {s.value:g} Gb/s", "check cables and transceivers (ibstat, ibdiagnet); "
-                                                           "a port trained down slows every inter-node collective"),
-                s.where)
-    s = rules.get("cpu_governor")
-    governors = settings.get("cpu_governor")
-    if s and governors:
-        bad = sorted(g for g in governors if not any(fnmatch.fnmatchcase(g, p) for p in s.value))
-        if bad:
-            add("cpu_governor", s.value, bad, f"CPU frequency governor {', '.join(bad)}",
-                (_one_of(s.value), f"cpupower frequency-set -g {s.value[0]} (and make it persist, e.g. tuned)"),
-                s.where)
 
 
 def _key(v: Any) -> str:

@@ -442,3 +442,20 @@ def test_the_inforom_image_agrees_with_nvidia_smi_of_its_session(state, tmp_path
     ours = _replay(capture, tmp_path)["gpus"][0]["inforom_image"]
     root = ET.parse(ROOT / "tests" / "fixtures" / "h200" / "smi-session" / state / "smi_qx.xml").getroot()
     assert ours is not None and ours == root.find("gpu/inforom_version/img_version").text
+
+
+def test_every_expectations_key_of_the_table_is_one_rule_and_every_rule_a_fact_or_named():
+    """A fact's `expect` is a rule an expectations file may set, declared once (expect.TABLE, or a speed
+    floor); a rule no fact names is a rule of its own, named here with why."""
+    from sweep.audit import expect
+
+    declared = [rule.name for rule in expect.TABLE]
+    assert len(declared) == len(set(declared)), "a rule declared twice"
+    keys = {f.expect for f in facts.FACTS if f.expect}
+    assert keys <= set(expect.RULES), f"facts whose expectations key is no rule: {sorted(keys - set(expect.RULES))}"
+    own = {"sm_clock_floor_mhz": "the median SM clock under load: a floor, not a comparability key"}
+    assert set(expect.RULES) - keys == set(own)
+    for rule in expect.TABLE:
+        fact = next((f for f in facts.FACTS if f.expect == rule.name), None)
+        assert rule.scope == (fact.scope if fact else "gpu"), rule.name
+        assert rule.name in (expect.GPU_RULES if rule.per_model else expect.HOST_RULES)
