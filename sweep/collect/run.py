@@ -328,7 +328,8 @@ def _collect(runner: Engine, todo: list[Host], folder: RunFolder, manifest: dict
 
     def record(outcome: Outcome) -> None:
         if outcome.status != "interrupted":
-            tally.add(keep_record(folder, outcome, wrap))
+            with _Held():  # a Ctrl-C now waits until the record on disk is counted too: the manifest's
+                tally.add(keep_record(folder, outcome, wrap))  # counts then say what the folder holds
 
     tally.report(None)
     try:

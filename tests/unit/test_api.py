@@ -97,3 +97,43 @@ class _NoHosts:
 
     def drain(self, timeout):
         return iter(())
+
+
+class _CtrlCAfterTheSecondRecord(_NoHosts):
+    """Ctrl-C comes the moment the second host's record is on disk (the race a busy machine gave
+    test_faults' Ctrl-C test: a record written but not counted, the manifest one host short)."""
+
+    name = "ctrl-c"
+
+    def run(self, hosts):
+        from sweep.collect import run as run_module
+        from sweep.collect.outcome import Outcome
+
+        written = run_module.keep_record
+
+        def keep_then_interrupt(folder, outcome, wrap=None):
+            kept = written(folder, outcome, wrap)
+            if outcome.host.name == "gpu02":
+                import signal
+                signal.raise_signal(signal.SIGINT)  # its handler runs at once, here, in the main thread
+            return kept
+
+        run_module.keep_record = keep_then_interrupt
+        try:
+            for host in hosts:
+                yield host, Outcome(host=host, status="failed", failure_class="refused", message=f"{host.name}: no")
+        finally:
+            run_module.keep_record = written
+
+
+def test_a_ctrl_c_as_a_record_lands_leaves_the_manifest_counting_it(tmp_path):
+    import json
+
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text("all:\n  hosts:\n" + "".join(f"    gpu0{i}:\n" for i in range(1, 5)))
+    result = sweep.run_sweep(inventory, out=tmp_path / "run", engine=_CtrlCAfterTheSecondRecord())
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    on_disk = sorted(p.stem for p in (result.run_dir / "hosts").glob("*.json"))
+    assert manifest["state"] == "interrupted" and on_disk == ["gpu01", "gpu02"]
+    assert manifest["counts"] == {"total": 4, "ok": 0, "failed": 2, "pending": 2}
+    assert result.pending == 2
