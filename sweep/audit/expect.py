@@ -167,7 +167,7 @@ class Rule:
 
 
 def _setting(section: str, key: str) -> Callable:
-    return lambda d: (d.get(section) or {}).get(key)
+    return lambda d, *_row: (d.get(section) or {}).get(key)  # a GPU rule's reader also gets its load row
 
 
 def _unless_glob(value, patterns):
@@ -300,17 +300,17 @@ TABLE: tuple = (
     Rule("gpus", "host", _number("GPUs present (on the PCI bus and listed by the driver)", "8", integer=True),
          _gpus_present, _gpus_off, _gpus_says),
     Rule("ib_rate_gbps", "host", _number("Gb/s per InfiniBand / RoCE port", "400"),
-         lambda h: _setting("host_settings", "ib_ports")(h) or None,
+         _setting("host_settings", "ib_ports"),
          lambda ports, e: [p.get("rate_gbps") for p in _ports_off(ports, e)] or None, _ports_says),
     Rule("cpu_governor", "host", _strings("a CPU frequency governor", "performance"),
-         lambda h: _setting("host_settings", "cpu_governor")(h) or None,
+         _setting("host_settings", "cpu_governor"),
          lambda governors, e: _governors_off(governors, e) or None,
          lambda e, governors: (f"CPU frequency governor {', '.join(_governors_off(governors, e))}", _one_of(e),
                                f"cpupower frequency-set -g {e[0]} (and make it persist, e.g. tuned)")),
     *_version_rules("host"),
     Rule("gpu_model", "gpu", _strings("a GPU name", "'NVIDIA H200'"), lambda g, _row: g.get("name"), _unless_in,
          lambda e, a, on, idx, load: (f"{a} on {on}", _one_of(e), "check the host's hardware or its group")),
-    Rule("power_limit_w", "gpu", _number("watts", "700"), lambda g, _row: _setting("power", "enforced_limit_w")(g),
+    Rule("power_limit_w", "gpu", _number("watts", "700"), _setting("power", "enforced_limit_w"),
          lambda v, e: v if abs(v - e) > POWER_TOLERANCE_W else None,
          lambda e, a, on, idx, load: (f"enforced power limit {_w(a)} on {on}", _w(e),
                                       f"sudo nvidia-smi -i {fold_numbers(idx)} -pl {e:g}"), per_model=True),

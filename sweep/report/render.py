@@ -141,7 +141,7 @@ def write_fleet_csv(fleet: Fleet, path: Path) -> Path:
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
     """The frame as CSV (NA as an empty field), byte for byte as the csv module's excel dialect writes
     it (minimal quoting, CRLF), each column made text at once and each line joined by `str.join`:
-    fleet.csv of 80,000 GPUs in a third of csv.writer's time.
+    fleet.csv of 80,000 GPUs in under half of csv.writer's time (0.4-0.5 against 1.05-1.26 CPU-s).
 
     Every text cell goes through `csv_cell`: a host's text is never a formula in a spreadsheet,
     carries no control character, and shows bidi overrides; numbers stay numbers.
