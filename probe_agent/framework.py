@@ -73,7 +73,8 @@ print(json.dumps(out))
 def inspect(src, interpreter, deep, timeout):
     """Run the inspector under `interpreter`; returns a dict (with `error` on failure)."""
     mode = "deep" if deep else "metadata"
-    answer = src.command([interpreter, "-c", INSPECT, mode], timeout=timeout,
+    from probe_agent.children import command
+    answer = src.command(command("framework", [mode], python=interpreter)[0], timeout=timeout,
                          key="framework %s %s" % (interpreter, mode))
     result = {"interpreter": interpreter, "mode": mode}
     if answer.get("timeout"):

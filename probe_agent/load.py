@@ -6,7 +6,6 @@ loaded through the CUDA driver API with ctypes: needs nothing installed).
 """
 import statistics
 import subprocess
-import sys
 import threading
 import time
 
@@ -99,10 +98,11 @@ print(launches)
 
 def start_load(engine, seconds, torch_python):
     """Start the load child; returns (Popen, engine used)."""
+    from probe_agent.children import command
     if engine == "torch":
-        argv = [torch_python, "-c", TORCH_LOAD, str(seconds)]
+        argv, _ = command("load-torch", [seconds], python=torch_python)
     else:
-        argv = [sys.executable, "-I", "-c", PTX_LOAD, str(seconds), PTX]
+        argv, _ = command("load-ptx", [seconds, PTX])
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     return proc, engine
 

@@ -14,9 +14,9 @@ emits its figures, after the same refusal check against the capture's processes.
 import copy
 import json
 import os
-import sys
 import time
 
+from probe_agent import children
 from probe_agent.load import mark_phases, summarize
 from probe_agent.speedfigures import assemble
 from probe_agent.speedrun import Child, Sampler
@@ -105,28 +105,20 @@ def replay_section(src, section):
     return out
 
 
-def agent_root():
-    """The folder (or zipapp) that holds probe_agent, for the child's sys.path."""
-    import probe_agent
-    return os.path.dirname(os.path.dirname(os.path.abspath(probe_agent.__file__)))
-
-
-def driver_argv(plan):
-    code = ("import sys; sys.path.insert(0, %r); from probe_agent.speedchild import main; sys.exit(main())"
-            % agent_root())
-    return [sys.executable, "-I", "-S", "-c", code, json.dumps(plan)]
+def driver_command(plan):
+    """(argv, stdin preamble) of the driver-API child: works however the agent was loaded (probe_agent.children)."""
+    return children.command("speed-driver", [json.dumps(plan)])
 
 
 def measure(src, opts, facts, count, torch_python, section, t0):
     """Run both children under the bound, sampling throughout; the assembled section."""
-    from probe_agent.speedtorch import TORCH_CHILD
     budgets = plan_budgets(len(selected_gpus(facts)))
     end = time.time() + section["bound_s"] - (time.monotonic() - t0) - END_MARGIN_S
     sampler = Sampler(src, count, opts.interval)
     sampler.start()
-    torch_child = Child([torch_python, "-c", TORCH_CHILD], stdin=True) if torch_python else None
+    torch_child = Child(*children.command("speed-torch", python=torch_python), stdin=True) if torch_python else None
     driver_end = end - (TORCH_PHASE_S if torch_child else 0.0)
-    driver = Child(driver_argv({"stop_at": driver_end, "budgets": budgets}))
+    driver = Child(*driver_command({"stop_at": driver_end, "budgets": budgets}))
     driver.wait_until(driver_end + 1.0)
     checked = ", ".join(f.get("interpreter") or "?" for f in facts.get("frameworks") or [])
     torch_lines = []

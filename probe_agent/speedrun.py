@@ -15,23 +15,39 @@ STDERR_KEPT = 400
 
 
 class Child(object):
-    """One child process; `events` fills with its JSON lines, `ready` is set at {"event": "ready"}."""
+    """One child process; `events` fills with its JSON lines, `ready` is set at {"event": "ready"}.
 
-    def __init__(self, argv, stdin=False):
+    `preamble` (the agent's bundle, for a child that imports it from memory: probe_agent.children)
+    is written first on its stdin, in a thread; with `stdin` the pipe then stays open for `send`.
+    """
+
+    def __init__(self, argv, preamble=b"", stdin=False):
         self.events, self.err, self.ready = [], [], threading.Event()
-        self.killed = False
+        self.killed, self.feeder = False, None
         try:
             self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
+                                         stdin=subprocess.PIPE if stdin or preamble else subprocess.DEVNULL)
         except OSError as exc:
             self.proc, self.start_error = None, "cannot start %s: %s" % (argv[0], exc.strerror or exc)
             self.ready.set()
             return
         self.start_error = None
+        if preamble:
+            self.feeder = threading.Thread(target=self._feed, args=(preamble, not stdin), daemon=True)
+            self.feeder.start()
         self.readers = [threading.Thread(target=self._read, daemon=True),
                         threading.Thread(target=lambda: self.err.append(self.proc.stderr.read()), daemon=True)]
         for reader in self.readers:
             reader.start()
+
+    def _feed(self, data, close):
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+            if close:
+                self.proc.stdin.close()
+        except (OSError, ValueError):
+            pass
 
     def _read(self):
         for line in iter(self.proc.stdout.readline, b""):
@@ -52,6 +68,8 @@ class Child(object):
             self.proc.poll() is None
 
     def send(self, line):
+        if self.feeder is not None:
+            self.feeder.join(5.0)
         try:
             self.proc.stdin.write(line.encode() + b"\n")
             self.proc.stdin.close()

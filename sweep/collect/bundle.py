@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path
 
 import probe_agent
+from probe_agent.children import IMPORTER
 
 MAIN = "import sys\nfrom probe_agent.main import main\nsys.exit(main())\n"
 
@@ -29,14 +30,15 @@ DEADLINE_EXIT = 124
 # later than the controller's deadline, which has then already recorded the timeout
 BACKSTOP_S = 2.0
 
-# Runs on the host under its python3 (3.8+): read the zip from stdin, import from memory, run main.
+# Runs on the host under its python3 (3.8+): read the zip from stdin, import from memory (the agent's own
+# IMPORTER, which its children use too: probe_agent.children), run main.
 # Its first lines parse and run under Python 2 and old 3.x, so that such a host says so in words.
 BOOTSTRAP = r"""
 import sys
 if sys.version_info < (3, 8):
     sys.stderr.write('""" + TOO_OLD_MARK + r""": Python %s; the agent needs 3.8 or later\n' % sys.version.split()[0])
     sys.exit(3)
-import io, zipfile, importlib.abc, importlib.util, signal
+import signal
 n, _, life = sys.argv[1].partition('/')
 if life:
     import os, threading
@@ -50,34 +52,8 @@ if life:
     cutter.start()
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.setitimer(signal.ITIMER_REAL, float(life) + """ + str(BACKSTOP_S) + r""" + float(life) / 10)
-n = int(n); data = b''
-while len(data) < n:
-    chunk = sys.stdin.buffer.read(n - len(data))
-    if not chunk: break
-    data += chunk
-z = zipfile.ZipFile(io.BytesIO(data))
-names = set(z.namelist())
-class F(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path=None, target=None):
-        base = name.replace('.', '/')
-        if base + '/__init__.py' in names:
-            return importlib.util.spec_from_loader(name, self, is_package=True)
-        if base + '.py' in names:
-            return importlib.util.spec_from_loader(name, self)
-    def create_module(self, spec): return None
-    def exec_module(self, module):
-        base = module.__name__.replace('.', '/')
-        fn = base + '/__init__.py' if base + '/__init__.py' in names else base + '.py'
-        module.__file__ = '<sweep-bundle>/' + fn
-        if fn.endswith('__init__.py'): module.__path__ = []
-        pyc = z.read(fn + 'c') if fn + 'c' in names else b''
-        if pyc[:4] == importlib.util.MAGIC_NUMBER:
-            import marshal
-            code = marshal.loads(pyc[16:])
-        else:
-            code = compile(z.read(fn), module.__file__, 'exec')
-        exec(code, module.__dict__)
-sys.meta_path.insert(0, F())
+""" + IMPORTER + r"""
+sweep_bundle_install(sweep_bundle_read(int(n)))
 sys.argv = ['sweep-agent'] + sys.argv[2:]
 from probe_agent.main import main
 sys.exit(main())

@@ -163,7 +163,7 @@ def tier(monkeypatch, mode, torch, bound=15.0):
     import sys
     from types import SimpleNamespace
     from probe_agent import speed, speedtorch
-    monkeypatch.setattr(speed, "driver_argv", lambda plan: [sys.executable, "-c", DRIVER_STUB, mode])
+    monkeypatch.setattr(speed, "driver_command", lambda plan: ([sys.executable, "-c", DRIVER_STUB, mode], b""))
     monkeypatch.setattr(speedtorch, "TORCH_CHILD", TORCH_STUB)
     facts = {"gpus": [{"index": 0, "uuid": "GPU-a", "clocks": {"sm_max_mhz": 1980}}], "mask": None}
     section = speed.empty_section(SimpleNamespace(force=False), bound)
