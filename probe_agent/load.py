@@ -196,7 +196,7 @@ def summarize(samples, max_sm):
 def run_load(src, count, seconds, engine, torch_python, interval, read_facts):
     """Run the load, sample it, and call read_facts() once mid-load. Returns the load section."""
     section = {"seconds": seconds, "engine": engine, "interval_s": interval, "samples": [], "pid": None}
-    if src.replaying:
+    if src.replaying and not getattr(src, "measures", False):
         recorded = src.data.get("load") or {}
         section.update({k: v for k, v in recorded.items() if k != "samples"})
         section["samples"] = list(src.data.get("samples") or [])

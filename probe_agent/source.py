@@ -266,12 +266,17 @@ class ReplaySource(object):
     A key missing from the capture answers NVMLError_NotSupported (the query did not exist when
     the capture was made). An answer {"hang": true} never returns: it stands for a driver query
     that hangs, and lets tests prove the agent's deadline.
+
+    With SWEEP_REPLAY_MEASURE=1 in the environment (`measures`), --speed and --load start their
+    children and measure for real while every NVML answer still comes from the capture: how the
+    tests run the tiers' real children against a stand-in libcuda (tests/cuda_shim.c) where no GPU is.
     """
 
     replaying = True
 
     def __init__(self, path):
         self.path = path
+        self.measures = os.environ.get("SWEEP_REPLAY_MEASURE") == "1"
         with open(path) as fh:
             data = json.load(fh)
         if data.get("format") != "sweep-capture":

@@ -83,14 +83,19 @@ def run_speed(src, opts, facts, count, torch_python):
     refusal = foreign_use(facts, selected, facts.get("own_pids") or ())
     if refusal and not opts.force:
         section.update(status="refused", reason=refusal)
-    elif src.replaying:
+    elif src.replaying and not measures(src):
         section = replay_section(src, section)
     else:
         section = measure(src, opts, facts, count, torch_python, section, t0)
-    section["wall_s"] = round(time.monotonic() - t0, 3) if not src.replaying else section["wall_s"]
+    section["wall_s"] = round(time.monotonic() - t0, 3) if measures(src) else section["wall_s"]
     if hasattr(src, "speed_meta"):
         src.speed_meta = copy.deepcopy(section)
     return section
+
+
+def measures(src):
+    """True when the tier's children run: a live source, or a replay told to measure (SWEEP_REPLAY_MEASURE)."""
+    return not src.replaying or getattr(src, "measures", False)
 
 
 def replay_section(src, section):

@@ -355,6 +355,9 @@ _RUN_HOST_DEADLINE = typer.Option(None, "--host-deadline", metavar="SECONDS",
 _RUN_DEEP = typer.Option(False, "--deep", help="the agent imports torch and asks CUDA")
 _RUN_LOAD = typer.Option(0.0, "--load", metavar="SECONDS", help="each host runs a GPU load for SECONDS and "
     "samples clocks and power (refused on GPUs in use); what sweep history measures drift on")
+_RUN_LOAD_ENGINE = typer.Option("auto", "--load-engine", metavar="auto|torch|ptx", help="what --load runs on each "
+    "host: torch (a bf16 matmul), ptx (an FMA loop through the CUDA driver API, nothing installed), auto (torch "
+    "where the host's python has a CUDA torch, else ptx)")
 _RUN_SPEED = typer.Option(False, "--speed", help="each host measures what its selected GPUs deliver (HBM, PCIe, "
     "peer copies, FP32, bf16 GEMM, all-reduce; at most 15 s on one GPU, 20 s on eight; refused on GPUs in use)")
 _RUN_REFERENCE = typer.Option(None, "--reference", metavar="HOST|GROUP",
@@ -423,6 +426,7 @@ def run(
     host_deadline: Optional[float] = _RUN_HOST_DEADLINE,
     deep: bool = _RUN_DEEP,
     load: float = _RUN_LOAD,
+    load_engine: str = _RUN_LOAD_ENGINE,
     speed: bool = _RUN_SPEED,
     reference: Optional[str] = _RUN_REFERENCE,
     expect: Optional[Path] = _RUN_EXPECT,
@@ -463,7 +467,7 @@ def run(
     if list_hosts:
         raise typer.Exit(_list_hosts(inventory, hosts=hosts, resume=resume, engine=runner))
     ssh, agent = _ssh_and_agent(connect_timeout, host_deadline, transport, known_hosts, accept_new_host_keys,
-                                deep, load, spec, speed, force)
+                                deep, (load, _load_engine(load_engine)), spec, speed, force)
     report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)
     raise typer.Exit(_finish_run(run_with_progress(dict(
         inventory_path=inventory, hosts=hosts, ssh=ssh, agent=agent, out=out, forks=forks, engine=runner,
@@ -477,9 +481,17 @@ def _engine(engine: str, partition: Optional[str], nodelist: Optional[str]):
     return engine_from_options(engine, partition=partition, nodelist=nodelist)
 
 
+def _load_engine(engine: str) -> str:
+    from sweep.errors import ConfigError
+
+    if engine not in ("auto", "torch", "ptx"):
+        raise ConfigError(f"--load-engine {engine!r} is not an engine", fix="give auto, torch or ptx")
+    return engine
+
+
 def _ssh_and_agent(connect_timeout, host_deadline, transport, known_hosts, accept_new_host_keys, deep: bool,
-                   load: float, spec, speed: bool = False, force: bool = False):
-    """`sweep run`'s SSHSettings and AgentOptions."""
+                   load: tuple, spec, speed: bool = False, force: bool = False):
+    """`sweep run`'s SSHSettings and AgentOptions; `load` is (seconds, engine)."""
     from sweep.collect.options import AgentOptions, SSHSettings
 
     ssh = SSHSettings(connect_timeout=connect_timeout, host_deadline=host_deadline, transport=transport,
@@ -495,10 +507,11 @@ def _finish_run(result, report: dict) -> int:
     return code
 
 
-def _agent_args(deep: bool, load: float, speed: bool, force: bool) -> List[str]:
-    """The agent's arguments of `sweep run`: --deep, --load S, --speed (with --force when given)."""
-    return (["--deep"] if deep else []) + (["--load", f"{load:g}"] if load > 0 else []) + \
-        (["--speed"] + (["--force"] if force else []) if speed else [])
+def _agent_args(deep: bool, load: tuple, speed: bool, force: bool) -> List[str]:
+    """The agent's arguments of `sweep run`: --deep, --load S (--load-engine E), --speed (--force when given)."""
+    seconds, engine = load
+    loads = (["--load", f"{seconds:g}"] + (["--load-engine", engine] if engine != "auto" else [])) if seconds > 0 else []
+    return (["--deep"] if deep else []) + loads + (["--speed"] + (["--force"] if force else []) if speed else [])
 
 
 def _host_selection(limit: Optional[str], shard: Optional[str], shard_by: str, max_yaml_values: int,

@@ -30,6 +30,8 @@ DEADLINE_EXIT = 124
 # later than the controller's deadline, which has then already recorded the timeout
 BACKSTOP_S = 2.0
 
+MAIN_CALL = "from probe_agent.main import main\nsys.exit(main())\n"  # the bootstrap's last lines
+
 # Runs on the host under its python3 (3.8+): read the zip from stdin, import from memory (the agent's own
 # IMPORTER, which its children use too: probe_agent.children), run main.
 # Its first lines parse and run under Python 2 and old 3.x, so that such a host says so in words.
@@ -55,9 +57,7 @@ if life:
 """ + IMPORTER + r"""
 sweep_bundle_install(sweep_bundle_read(int(n)))
 sys.argv = ['sweep-agent'] + sys.argv[2:]
-from probe_agent.main import main
-sys.exit(main())
-"""
+""" + MAIN_CALL
 
 
 def _pynvml_source() -> bytes:
