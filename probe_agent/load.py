@@ -217,7 +217,9 @@ def run_load(src, count, seconds, engine, torch_python, interval, read_facts):
         if t > seconds + 60:
             proc.kill()
             break
-        section["samples"].append(sample(src, count, t))
+        taken = sample(src, count, t)
+        if taken is not None:  # a replay whose capture holds no samples (SWEEP_REPLAY_MEASURE)
+            section["samples"].append(taken)
         if began is None and started.is_set():
             began = t
         if not read and began is not None and t - began >= seconds / 2.0:
