@@ -16,6 +16,8 @@ from pathlib import Path
 
 import probe_agent
 from probe_agent.children import IMPORTER
+from sweep.collect import become
+from sweep.collect.become import SUDO, become_user  # noqa: F401  (the engines' names for them)
 
 MAIN = "import sys\nfrom probe_agent.main import main\nsys.exit(main())\n"
 
@@ -40,6 +42,10 @@ import sys
 if sys.version_info < (3, 8):
     sys.stderr.write('""" + TOO_OLD_MARK + r""": Python %s; the agent needs 3.8 or later\n' % sys.version.split()[0])
     sys.exit(3)
+if sys.argv[1].endswith('+'):  # under become: tell the guard that sudo started us
+    sys.argv[1] = sys.argv[1][:-1]
+    sys.stderr.write('""" + become.STARTED_MARK + r"""\n')
+    sys.stderr.flush()
 import signal
 n, _, life = sys.argv[1].partition('/')
 if life:
@@ -109,15 +115,6 @@ def build_bundle(dest: str | Path) -> Path:
     return dest
 
 
-# how the agent becomes another user (ansible_become, --become): sudo, never asking for a password
-SUDO = ("sudo", "-n")
-
-
-def become_user(host) -> str | None:
-    """The user the agent runs as on `host` through sudo (its ansible_become_user, root), or None: no become."""
-    return (getattr(host, "become_user", None) or "root") if getattr(host, "become", False) else None
-
-
 def remote_command(python: str, payload_size: int, agent_args: list[str], lifetime: float | None = None,
                    become_user: str | None = None) -> str:
     """The shell command that runs the bootstrap under `python`, reading `payload_size` bytes.
@@ -129,9 +126,15 @@ def remote_command(python: str, payload_size: int, agent_args: list[str], lifeti
     timeout whichever deadline came first. SIGALRM at its default action, `BACKSTOP_S` (plus a
     tenth) later, ends an agent whose threads are all stuck.
 
-    With `become_user` the bootstrap runs under ``sudo -n -u USER --``: a sudo that would ask for a
-    password fails at once, with its own words on stderr, instead of waiting for one.
+    With `become_user` the bootstrap runs under ``sudo -n -u USER --``, started by the become guard
+    (sweep.collect.become) under the login user's `python`: a sudo that would ask for a password fails
+    at once, with its own words on stderr; one that prompts or hangs anyway is ended, with what it
+    started, after `become.sudo_wait(lifetime)`, and says so.
     """
     size = str(payload_size) if lifetime is None else f"{payload_size}/{lifetime:.1f}"
-    parts = [*((*SUDO, "-u", become_user, "--") if become_user else ()), python, "-c", BOOTSTRAP, size, *agent_args]
+    if not become_user:
+        parts = [python, "-c", BOOTSTRAP, size, *agent_args]
+    else:
+        parts = [python, "-c", become.guard(TOO_OLD_MARK), f"{become.sudo_wait(lifetime):.1f}", *SUDO, "-u",
+                 become_user, "--", python, "-c", BOOTSTRAP, size + "+", *agent_args]
     return " ".join(shlex.quote(p) for p in parts)

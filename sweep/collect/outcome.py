@@ -9,7 +9,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweep.collect.bundle import DEADLINE_EXIT, DEADLINE_MARK, TOO_OLD_MARK, become_user
+from sweep.collect.become import refusal as sudo_refusal
+from sweep.collect.bundle import DEADLINE_EXIT, DEADLINE_MARK, TOO_OLD_MARK
 from sweep.collect.schema import health_problem
 from sweep.failures import HostFailure
 from sweep.strictjson import DepthError, loads as strict_loads
@@ -75,7 +76,7 @@ def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
     if exit_status == DEADLINE_EXIT and DEADLINE_MARK in stderr:  # the bootstrap ended it at the deadline
         raise timed_out(host, host_deadline)
     last = _last_line(stderr)
-    refused = _sudo_refused(host, exit_status, stderr)
+    refused = sudo_refusal(host, exit_status, stderr)
     if refused is not None:
         raise refused
     if TOO_OLD_MARK in stderr or (exit_status == 1 and _python_syntax_error(stderr)):
@@ -98,38 +99,6 @@ def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
     raise HostFailure("bad_output", (
         f"{host.name}: the agent's output {problem}{': ' + repr(shown) if shown else ' (empty)'}; "
         "check what the host's shell or python prints at start (motd in .bashrc, sitecustomize)"))
-
-
-_SUDO_MISSING = re.compile(r"(?m)^(?:\S+: )?(?:\d+: )?sudo: (?:command )?not found$")
-_SUDO_SAID = re.compile(r"(?m)^sudo: (.+)$")
-_SUDO_NO_COMMAND = re.compile(r"^(\S+): command not found$")
-
-
-def _sudo_refused(host: Any, exit_status: int | None, stderr: str) -> HostFailure | None:
-    """Under become, the sudo that did not run the agent: not installed, asking for a password (sudo -n
-    fails at once), the user not allowed, no such python on sudo's secure_path; None when sudo ran it."""
-    user = become_user(host)
-    if user is None or exit_status not in (1, 127):
-        return None
-    login = getattr(host, "user", None)
-    who = f"user {login}" if login else "the login user"
-    if exit_status == 127 and _SUDO_MISSING.search(stderr):
-        return HostFailure("become_failed", (
-            f"{host.name}: become ({user}) needs sudo, which is not installed on the host; install sudo and give "
-            f"{who} a NOPASSWD rule for the agent's python, or sweep the host without become"))
-    said = [m.group(1).strip() for m in _SUDO_SAID.finditer(stderr)]
-    if not said:
-        return None
-    missing = _SUDO_NO_COMMAND.match(said[-1])
-    if missing:
-        return HostFailure("no_python", (
-            f"{host.name}: sudo finds no '{visible(missing.group(1), keep='')}' (sudo: {visible(said[-1], keep='')}): "
-            "sudo searches its own secure_path; set ansible_python_interpreter to the python's absolute path"))
-    return HostFailure("become_failed", (
-        f"{host.name}: sudo -n -u {user} refused to run the agent for {who} (sudo: "
-        f"{visible(said[-1], keep='')[:200]}); sweep never types a password: give {who} a NOPASSWD rule for "
-        f"'{visible(host.python, keep='')}' in /etc/sudoers.d, or sweep the host without become (no --become, "
-        "ansible_become: false)"))
 
 
 def _last_line(text: str) -> str:

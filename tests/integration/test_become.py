@@ -125,7 +125,8 @@ def test_a_sudo_that_would_ask_for_a_password_is_become_failed_not_a_hang(host, 
     assert record["status"] == "failed" and record["failure"]["class"] == "become_failed", record["failure"]
     message = record["failure"]["message"]
     assert message.startswith(f"sudo02: sudo -n -u nobody refused to run the agent for user {USER} "
-                              "(sudo: a password is required)"), message
+                              "(sudo: a password is required; sudo -n -l: its rules do not cover the agent's python "
+                              f"as nobody: (root) NOPASSWD: {PYTHON}, /bin/sh)"), message
     assert "NOPASSWD" in message and record["attempts"] == 1
 
 

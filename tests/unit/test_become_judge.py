@@ -36,8 +36,52 @@ def test_without_become_a_sudo_line_is_not_a_become_failure():
 
 
 def test_the_remote_command_runs_sudo_non_interactively_only_under_become():
-    assert remote_command("python3", 10, [], become_user="gpuadmin").startswith("sudo -n -u gpuadmin -- python3 -c ")
+    import shlex
+    argv = shlex.split(remote_command("python3", 10, [], lifetime=30.0, become_user="gpuadmin"))
+    # the guard (the login user's python) starts sudo -n, waits half the lifetime for it to start the agent
+    assert argv[:2] == ["python3", "-c"] and argv[3:11] == ["15.0", "sudo", "-n", "-u", "gpuadmin", "--", "python3", "-c"]
+    assert argv[12] == "10/30.0+"  # the bootstrap tells the guard that sudo started it
     assert remote_command("python3", 10, []).startswith("python3 -c ")
+
+
+SHELLS = {"bash": ["/bin/bash", "-c"], "dash": ["/bin/dash", "-c"], "zsh": ["/usr/bin/zsh", "-c"],
+          "busybox": ["/usr/bin/busybox", "sh", "-c"]}
+
+
+@pytest.mark.parametrize("shell", sorted(SHELLS))
+def test_a_login_shell_that_finds_no_sudo_is_become_failed_in_its_own_words(shell):
+    """The real shell's wording (bash 'line 1:', zsh's reversed order, busybox without a line number)."""
+    import os
+    import subprocess
+    from helpers import require
+    require(os.path.exists(SHELLS[shell][0]), f"{shell} is not installed (apt-get install -y zsh busybox)")
+    done = subprocess.run([*SHELLS[shell], "sudo -n -u root -- python3 -c 1"], capture_output=True, text=True,
+                          env={"PATH": "/nonexistent"})
+    assert done.returncode == 127 and "sudo" in done.stderr, done.stderr
+    with pytest.raises(HostFailure) as err:
+        judge_output(_host(), b"", done.returncode, done.stderr)
+    assert err.value.failure_class == "become_failed", (shell, done.stderr, err.value.message)
+    assert err.value.message.startswith("gpu07: become (root) needs sudo, which is not installed on the host (")
+    assert done.stderr.strip()[:40] in err.value.message
+
+
+@pytest.mark.parametrize("stderr,says", [
+    ("sudo: sorry, you must have a tty to run sudo\n", "without a terminal (sudo: sorry, you must have a tty to run "
+                                                       "sudo); sweep opens no terminal: add 'Defaults:ops !requiretty'"),
+    ("sudo: a password is required\nsweep-agent: sudo -n -l: sudo: a password is required\n",
+     "(sudo: a password is required; sudo -n -l: no rule without a password: not in sudoers, or every rule asks "
+     "for one)"),
+    ("sudo: a password is required\nsweep-agent: sudo -n -l: Matching Defaults entries for ops on h: | env_reset | "
+     "User ops may run the following commands on h: | (root) NOPASSWD: /bin/true\n",
+     "sudo -n -l: its rules do not cover the agent's python as root: (root) NOPASSWD: /bin/true)"),
+    ("sweep-agent: sudo is not installed (No such file or directory; PATH=/opt/bin)\n",
+     "needs sudo, which is not installed on the host (sudo: No such file or directory; PATH=/opt/bin)"),
+])
+def test_each_way_sudo_refuses_names_its_cause(stderr, says):
+    status = 127 if "not installed" in stderr else 1
+    with pytest.raises(HostFailure) as err:
+        judge_output(_host(), b"", status, stderr)
+    assert err.value.failure_class == "become_failed" and says in err.value.message, err.value.message
 
 
 DENIED = {"kernel_log": {"source": None, "tried": {"/dev/kmsg": "PermissionError", "journalctl -k": "exit 1"}}}
