@@ -19,7 +19,7 @@ import time
 from probe_agent import children
 from probe_agent.load import mark_phases, summarize
 from probe_agent.speedfigures import assemble
-from probe_agent.speedrun import Child, Sampler
+from probe_agent.speedrun import Child, Sampler, contention
 
 PARALLEL = ["hbm", "fp32", "bf16_gemm"]  # each GPU's own memory and SMs; PCIe and peer copies share the host
 BUDGETS = {"hbm": 0.8, "fp32": 0.8, "pcie_total": 2.0, "p2p_total": 2.0, "gemm": 1.2, "allreduce": 1.0}
@@ -69,7 +69,7 @@ def foreign_use(facts, selected, own_pids=()):
 def empty_section(opts, bound):
     return {"status": "failed", "reason": None, "forced": bool(getattr(opts, "force", False)),
             "wall_s": 0.0, "bound_s": bound, "parallel": list(PARALLEL), "gpus": [], "p2p": [],
-            "allreduce": None, "samples": None}
+            "allreduce": None, "samples": None, "contention": None}
 
 
 def run_speed(src, opts, facts, count, torch_python):
@@ -131,6 +131,8 @@ def measure(src, opts, facts, count, torch_python, section, t0):
     if torch_child:
         torch_lines, torch_note = run_torch(torch_child, budgets, end)
     samples = sampler.stop()
+    own = set(facts.get("own_pids") or ()) | {c.proc.pid for c in (driver, torch_child) if c and c.proc}
+    section["contention"] = contention(samples, facts, own)
     mark_phases(samples, 0.0, None)
     max_sm = {g["index"]: (g.get("clocks") or {}).get("sm_max_mhz") for g in facts.get("gpus") or []}
     section["samples"] = {"interval_s": opts.interval, "samples": samples, "summary": summarize(samples, max_sm)}

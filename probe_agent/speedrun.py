@@ -9,6 +9,7 @@ import subprocess
 import threading
 import time
 
+from probe_agent.collect import Reader, read_processes
 from probe_agent.load import sample
 
 STDERR_KEPT = 400
@@ -114,8 +115,38 @@ class Child(object):
         return None
 
 
+def with_processes(src, s):
+    """The sample with each GPU's compute processes (a replayed sample carries its own, or none)."""
+    for g in (s or {}).get("gpus") or []:
+        if src.replaying or not isinstance(g.get("index"), int):
+            continue
+        procs = read_processes(src, Reader(src, {}), "speed.gpu%d." % g["index"], src.handle(g["index"]))
+        g["processes"] = None if procs is None else [{"pid": p["pid"], "name": p["name"]} for p in procs]
+    return s
+
+
+def contention(samples, facts, own_pids):
+    """The processes that appeared on a GPU during the tier (not there before it, not the tier's own):
+    {"contended", "processes": [{gpu, pid, name, first_seen_s}]}. The figures are then recorded as
+    contended, not judged."""
+    before = {(g.get("index"), p.get("pid")) for g in facts.get("gpus") or [] for p in g.get("processes") or []}
+    seen, found = set(), []
+    for s in samples:
+        for g in s.get("gpus") or []:
+            for p in g.get("processes") or []:
+                if not isinstance(p, dict):
+                    continue
+                key = (g.get("index"), p.get("pid"))
+                if p.get("pid") in own_pids or key in before or key in seen:
+                    continue
+                seen.add(key)
+                found.append({"gpu": g.get("index"), "pid": p.get("pid"), "name": p.get("name"),
+                              "first_seen_s": s.get("t")})
+    return {"contended": bool(found), "processes": found}
+
+
 class Sampler(object):
-    """load.sample() of every GPU each `interval` seconds in a thread, until stop()."""
+    """load.sample() of every GPU (with its compute processes) each `interval` seconds in a thread, until stop()."""
 
     def __init__(self, src, count, interval):
         self.src, self.count, self.interval = src, count, max(interval, 0.05)
@@ -129,7 +160,7 @@ class Sampler(object):
     def _run(self):
         while not self.done.is_set():
             try:
-                s = sample(self.src, self.count, time.monotonic() - self.t0)
+                s = with_processes(self.src, sample(self.src, self.count, time.monotonic() - self.t0))
             except Exception:  # a sample that cannot be read is not a reason to stop the tier
                 s = None
             if s is not None:

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from sweep.analysis.facts import FACTS, GPU_READS, HOST_READS
-from sweep.analysis.speedread import (VALIDATED, gpu_view, read_forced, read_reason, read_rejected,
-                                      read_skipped, read_speed, read_status)
+from sweep.analysis.speedread import (VALIDATED, gpu_view, read_contended, read_forced, read_reason,
+                                      read_rejected, read_skipped, read_speed, read_status)
 from sweep.errors import HealthFileError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
 from sweep.store import RECORD_VERSION, list_records, normalize_health, read_json
@@ -51,7 +51,7 @@ HOST_COLUMNS = {
     "ib_rates": "category", "ib_ports_down": "Int64",
     # the speed tier (health.json speed, schema 1.4): its status, why, and the fields rejected as no measurement
     "speed_status": "category", "speed_reason": "string", "speed_rejected": "string", "speed_forced": "boolean",
-    "speed_skipped": "string",
+    "speed_skipped": "string", "speed_contended": "string",
     **{column: dtype for column, (dtype, _) in HOST_READS.items()},  # the fact table's own columns
 }
 GPU_COLUMNS = {
@@ -383,7 +383,7 @@ def _host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
     if health.get("speed") is not None:  # the opt-in tier: its columns stay NA (left out) without it
         row.update(speed_status=read_status(health), speed_reason=read_reason(health),
                    speed_rejected=read_rejected(health), speed_forced=read_forced(health),
-                   speed_skipped=read_skipped(health))
+                   speed_skipped=read_skipped(health), speed_contended=read_contended(health))
     row.update((column, read(health)) for column, (_, read) in (HOST_READS if health.get("speed") is not None
                                                                  else HOST_PLAIN_READS).items())
     return row

@@ -134,16 +134,18 @@ def speed_section(fleet: Fleet, findings: Findings, baseline: dict | None = None
         return None
     refs = baseline_references(baseline)
     info = rows_at(hosts[["host", "speed_status", "speed_reason", "speed_rejected", "speed_forced", "speed_skipped", "speed_p2p",
-                          "speed_allreduce"]], [i for i, r in enumerate(ran) if r])
+                          "speed_allreduce", "speed_contended"]], [i for i, r in enumerate(ran) if r])
     forced = {h["host"]: bool(h["speed_forced"]) for h in info}
+    contended = {h["host"]: h["speed_contended"] for h in info if h["speed_contended"]}
     class_of = {h: c.id for c in findings.classes for h in c.hosts}
     gpus, judgments = [], []
     for r in _gpu_rows(fleet):
         host = str(r["host"])
         js = _judge_gpu(r, r["name"], refs, forced.get(host, False))
-        evidence = _evidence(r, forced.get(host, False))
+        evidence = _evidence(r, forced.get(host, False)) + (
+            [f"contended: {contended[host]} appeared during the tier"] if host in contended else [])
         for j in js:
-            if j["severity"] in ("warning", "broken"):
+            if j["severity"] in ("warning", "broken") and host not in contended:  # recorded, not judged
                 judgments.append(dict(j, host=host, gpu=r["index"], message=_message(host, r["index"], j),
                                       evidence=evidence))
         gpus.append({"host": host, "gpu": r["index"], "model": r["name"], "class": class_of.get(host),
@@ -160,6 +162,7 @@ def speed_section(fleet: Fleet, findings: Findings, baseline: dict | None = None
         "skipped": [_skipped(h["host"], line) for h in info for line in (h["speed_skipped"] or "").splitlines()],
         "host_figures": {h["host"]: {f: h[f"speed_{f}"] for f in HOST_FIGURES if h[f"speed_{f}"] is not None}
                          for h in info},
+        "contended": [{"host": h, "processes": line} for h, line in sorted(contended.items())],
         "judgments": judgments, "gpus": sorted(gpus, key=_worst)[:ROWS_MAX], "gpus_not_listed": max(0, len(gpus) - ROWS_MAX),
         "references": _references_used(gpus, refs), "thresholds": {"warning_below": WARNING_BELOW,
                                                                     "broken_below": BROKEN_BELOW},

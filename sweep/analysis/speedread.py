@@ -40,6 +40,7 @@ class SpeedRecord:
     p2p: list = field(default_factory=list)       # (src, dst, value)
     allreduce: Optional[float] = None
     envelope: dict = field(default_factory=dict)  # GPU index -> the envelope's medians during the tier
+    contended: list = field(default_factory=list)  # (GPU, pid, name) of each process that appeared during the tier
     rejected: list = field(default_factory=list)  # (field, why)
 
 
@@ -200,7 +201,36 @@ def read_speed(health) -> Optional[SpeedRecord]:
     _read_gpus(out, speed.get("gpus"), _links(health))
     _read_host(out, speed)
     _read_envelope(out, speed.get("samples"))
+    _read_contention(out, speed.get("contention"))
     return out
+
+
+def _read_contention(out: SpeedRecord, contention) -> None:
+    """The processes the host says appeared during the tier; a section it cannot be is rejected (and, not
+    knowing, the figures are taken as contended: never judged on a word that does not parse)."""
+    if contention is None:
+        return
+    procs = contention.get("processes") if isinstance(contention, dict) else None
+    if not isinstance(procs, list) or not isinstance(contention.get("contended"), bool):
+        out.rejected.append(("speed.contention", f"is {_shown(contention)}, not {{contended, processes}}"))
+        out.contended.append((None, None, "unreadable contention section"))
+        return
+    for p in procs[:MAX_GPUS]:
+        if isinstance(p, dict):
+            gpu, pid = p.get("gpu"), p.get("pid")
+            out.contended.append((gpu if isinstance(gpu, int) else None, pid if isinstance(pid, int) else None,
+                                  _text(p.get("name"), 60)))
+    if contention["contended"] and not out.contended:
+        out.contended.append((None, None, None))
+
+
+def read_contended(health) -> Optional[str]:
+    """'GPU 0: pid 4242 (python3)' a process that appeared during the tier, '; ' between; None: not contended."""
+    record = read_speed(health)
+    if record is None or not record.contended:
+        return None
+    return "; ".join(f"GPU {'?' if gpu is None else gpu}: pid {'?' if pid is None else pid} ({name or '?'})"
+                     for gpu, pid, name in record.contended)
 
 
 # --- the frames' readers (the fact table's `reads`) ----------------------------------------------
