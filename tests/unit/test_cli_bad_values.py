@@ -53,7 +53,7 @@ KINDS = {
     ("demo", "hosts"): "number", ("demo", "out"): "out_dir",
     ("run", "load"): "number", ("run", "retry_failed"): "word",
     ("run", "user"): "word", ("run", "private_key"): "in_file", ("run", "extra_vars"): "word",
-    ("run", "become_user"): "word", ("run", "nodes"): "word",
+    ("run", "become_user"): "word", ("run", "nodes"): "word", ("run", "load_engine"): "word",
     ("history", "runs"): "in_dir", ("history", "root"): "in_dir", ("history", "since"): "word",
     ("history", "host"): "word", ("history", "out"): "out_dir", ("history", "index"): "out_file",
     ("history", "threshold"): "number", ("history", "floor"): "number",
@@ -68,7 +68,7 @@ WORDS = {
     ("run", "nodelist"): ["gpu[01-02]"], ("run", "metric"): ["tflops", "t=([0-9]+"], ("run", "transport"): ["telnet"],
     ("run", "retry_failed"): ["bogus", "ok"],
     ("run", "user"): ["ops;reboot"], ("run", "extra_vars"): ["/etc/vars.yml", "a=1 oops", "{not: [closed"],
-    ("run", "nodes"): ["gpu[01-", "gpu[1-999999]"],
+    ("run", "nodes"): ["gpu[01-", "gpu[1-999999]"], ("run", "load_engine"): ["turbo"],
     ("report", "reference"): ["no-such-host"], ("baseline set", "host"): ["no-such-host"],
     ("baseline show", "host"): ["no-such-host"], ("history", "since"): ["6x", "weeks"],
 }
