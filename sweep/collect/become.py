@@ -34,42 +34,48 @@ if sys.version_info < (3, 8):
     sys.stderr.write('%(too_old)s: Python %%s; the agent needs 3.8 or later\n' %% sys.version.split()[0])
     sys.exit(3)
 import os, select, signal, subprocess, time
+signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # the session gone: a write fails, the guard still ends sudo
+def say(data):
+    try:
+        os.write(2, data)
+    except OSError:
+        pass
 wait_s = float(sys.argv[1]); mark = b'%(started)s\n'
 try:
     p = subprocess.Popen(sys.argv[2:], stderr=subprocess.PIPE, start_new_session=True)
 except OSError as exc:
-    os.write(2, ('%(missing)s (%%s; PATH=%%s)\n' %% (exc.strerror, os.environ.get('PATH', ''))).encode())
+    say(('%(missing)s (%%s; PATH=%%s)\n' %% (exc.strerror, os.environ.get('PATH', ''))).encode())
     sys.exit(127)
 fd, said, started, end = p.stderr.fileno(), b'', False, time.monotonic() + wait_s
 while True:
     ready = select.select([fd], [], [], None if started else max(0.0, end - time.monotonic()))[0]
     if not ready:
-        os.write(2, said + ('\n%(hung)s %%.1f s; ended it\n' %% wait_s).encode())
         try:
             os.killpg(p.pid, signal.SIGKILL)
         except OSError:
             pass
+        say(said + ('\n%(hung)s %%.1f s; ended it\n' %% wait_s).encode())
         sys.exit(%(hung_exit)d)
     chunk = os.read(fd, 65536)
     if not chunk:
         break
     if started:
-        os.write(2, chunk)
+        say(chunk)
         continue
     said += chunk
     if mark in said:
         started = True
-        os.write(2, said.replace(mark, b'', 1))
+        say(said.replace(mark, b'', 1))
 rc = p.wait()
 if not started:
-    os.write(2, said)
+    say(said)
     if b'password is required' in said:
         try:
             listed = subprocess.run(['sudo', '-n', '-l'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, timeout=5).stdout
         except (OSError, subprocess.SubprocessError) as exc:
             listed = str(exc).encode()
-        os.write(2, b'%(listed)s ' + b' | '.join(l.strip() for l in listed.splitlines() if l.strip())[:2000] + b'\n')
+        say(b'%(listed)s ' + b' | '.join(l.strip() for l in listed.splitlines() if l.strip())[:2000] + b'\n')
 sys.exit(rc if rc >= 0 else 128 - rc)
 """
 

@@ -142,3 +142,20 @@ def test_a_prompting_hanging_sudo_is_become_failed_with_its_prompt_and_leaves_no
     assert "[sudo] password for sweepc-hang:')" in message  # sudo's own words, last
     left = subprocess.run(["pgrep", "-f", f"sleep {HANG}"], capture_output=True, text=True)
     assert left.stdout == "", f"the hung sudo's child is still running: {left.stdout}"
+
+
+@pytest.mark.parametrize("name,starts", [
+    ("hang01", "hang01: sudo -n -u root neither ran the agent nor ended within "),
+    ("pw01", "pw01: sudo -n -u root refused to run the agent for user sweepc-pw (sudo: a password is required; "),
+    ("zsh01", "zsh01: become (root) needs sudo, which is not installed on the host (sudo: No such file"),
+])
+def test_the_openssh_transport_reads_the_same_causes(hosts, tmp_path, name, starts):
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "sweep.cli", "run", str(hosts.test_inventory), "--known-hosts",
+                           str(hosts.known_hosts_path), "-o", str(out), "--no-report", "--become", "--limit", name,
+                           "--transport", "openssh", "--host-deadline", "8"], env=hosts.controller_env(),
+                          capture_output=True, text=True, timeout=300)
+    record = read_records(out)[name]
+    assert record["failure"]["class"] == "become_failed", (record["failure"], done.stderr[-1000:])
+    assert record["failure"]["message"].startswith(starts), record["failure"]["message"]
+    assert subprocess.run(["pgrep", "-f", f"sleep {HANG}"], capture_output=True).stdout == b""

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -125,7 +126,7 @@ class OpenSSHProber(Prober):
                     f"{host.name}: {setting.name} {setting.value} would keep the agent from running or its "
                     "output from coming back; drop it for these hosts", setting.where)
 
-    def argv(self, host: Any, opts: SSHOptions) -> list[str]:
+    def argv(self, host: Any, opts: SSHOptions, deadline: float | None = None) -> list[str]:
         """The ssh command line for one host (the remote command last)."""
         strict = "accept-new" if opts.accept_new_host_keys else "yes"
         configured: list[str] = []
@@ -149,15 +150,17 @@ class OpenSSHProber(Prober):
             argv += ["-i", host.key_file]
         argv += shlex.split(getattr(host, "ssh_common_args", None) or "")
         argv += shlex.split(getattr(host, "ssh_extra_args", None) or "")
+        # as the paramiko transport: the agent (and a become guard) ends itself at this host's deadline
+        lifetime = None if deadline is None else max(1.0, deadline - time.monotonic())
         command = remote_command(host.python, len(self.payload), host_agent_args(host, self.agent_args),
-                                 become_user=become_user(host))
+                                 lifetime=lifetime, become_user=become_user(host))
         return [*argv, "--", host.address, command]
 
     def _attempt(self, host: Any, opts: SSHOptions, deadline: float) -> tuple[dict, int | None, str]:
         attempt = Attempt()
         token = self.watchdog.watch(deadline, attempt)
         try:
-            proc = subprocess.Popen(self.argv(host, opts), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(self.argv(host, opts, deadline), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             self.watchdog.unwatch(token)
