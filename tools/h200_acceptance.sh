@@ -40,8 +40,13 @@ trap 'exit 130' INT TERM
 
 setup_controller() {  # the wheels into $W/site; sweep itself from the repository
     if ls "$ACC"/whl/*.whl > /dev/null 2>&1; then
-        "$CPY" -m pip install -q --no-index --no-deps --target "$W/site" "$ACC"/whl/*.whl > "$OUTDIR/pip.log" 2>&1 \
-            || { log "pip install of the wheels failed (see pip.log)"; }
+        if "$CPY" -m pip --version > /dev/null 2>&1; then
+            "$CPY" -m pip install -q --no-index --no-deps --target "$W/site" "$ACC"/whl/*.whl > "$OUTDIR/pip.log" 2>&1 \
+                || log "pip install of the wheels failed (see pip.log)"
+        else  # a venv without pip (uv): a wheel is a zip of what lands in site-packages
+            "$CPY" -c "import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]" \
+                "$W/site" "$ACC"/whl/*.whl || log "cannot unpack the wheels"
+        fi
     fi
     export PYTHONPATH="$REPO:$W/site"
     "$CPY" -c "import sweep.cli, paramiko, pandas, jinja2, typer, jsonschema, ClusterShell, orjson, pynvml" \
