@@ -32,7 +32,7 @@ cleanup() {
     for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
     rm -f /etc/sudoers.d/sweep-accept
     [ -n "$CREATED_USER" ] && userdel "$CREATED_USER" 2>/dev/null
-    [ -n "$INSTALLED_SUDO" ] && dpkg -r sudo > /dev/null 2>&1
+    [ -n "$INSTALLED_SUDO" ] && dpkg -r --force-depends sudo > /dev/null 2>&1
     rm -rf "$W"
 }
 trap cleanup EXIT
@@ -108,7 +108,9 @@ setup_users() {  # op: a login user; NOPASSWD for the host python through sudo (
     mkdir -p "$W/home-op" && chown "$USER_OP" "$W/home-op"
     if ! command -v sudo > /dev/null; then
         deb=$(ls "$ACC"/deb/sudo_*.deb 2> /dev/null | head -1)
-        if [ -n "$deb" ] && dpkg -i "$deb" > "$OUTDIR/sudo-install.log" 2>&1; then INSTALLED_SUDO=1
+        # Ubuntu 24.04 names some of Debian's dependencies otherwise (libssl3t64): then force them
+        if [ -n "$deb" ] && { dpkg -i "$deb" || dpkg -i --force-depends "$deb"; } > "$OUTDIR/sudo-install.log" 2>&1 \
+            && command -v sudo > /dev/null; then INSTALLED_SUDO=1
         else log "no sudo (and none installed from $ACC/deb): the passwordless-sudo case will say so"; fi
     fi
     mkdir -p /etc/sudoers.d
