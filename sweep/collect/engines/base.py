@@ -79,6 +79,11 @@ class Engine:
 
     name = "engine"
 
+    def check(self, hosts: Sequence[Any], options: SSHOptions, inventory_path: Path | None) -> None:
+        """Before any host is contacted: refuse (a SweepError naming host, setting, file:line and fix) what
+        the hosts' settings ask that this engine would not do safely. The SSH engine's transports check
+        their own (`sweep.collect.run`); the others override this."""
+
     def bind(self, job: EngineJob) -> "Engine":  # pragma: no cover - the engines implement these
         raise NotImplementedError
 
