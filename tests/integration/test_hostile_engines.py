@@ -156,3 +156,64 @@ def test_ansible_variables_neither_run_a_program_nor_weaken_keys_nor_change_conn
             (record["stderr"] or "").startswith("Task failed:")
         assert failure["class"] == "host_key_unknown" or refused_by_ansible, (of[name], failure)
     assert len(found) >= len(of) - 3, sorted(set(of) - set(found))
+
+
+# --- ssh_config: connect where OpenSSH would --------------------------------------------------------
+
+_RELAY = """#!{python}
+import os, socket, sys, threading
+with open({mark!r}, "a") as fh:
+    fh.write(" ".join(sys.argv[1:]) + "\\n")
+conn = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+def up():
+    while True:
+        data = os.read(0, 65536)
+        if not data:
+            break
+        conn.sendall(data)
+    conn.shutdown(socket.SHUT_WR)
+threading.Thread(target=up, daemon=True).start()
+while True:
+    data = conn.recv(65536)
+    if not data:
+        break
+    os.write(1, data)
+"""
+
+
+@pytest.fixture(scope="module")
+def one_host(tmp_path_factory):
+    if os.geteuid() != 0 or not os.path.exists(SSHD):
+        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
+    with LocalFleet([FleetHost("cfg-target")], tmp_path_factory.mktemp("ssh-config")) as fleet:
+        yield fleet
+
+
+@pytest.mark.parametrize("transport", ["paramiko", "openssh"])
+def test_proxyjump_none_then_a_later_proxycommand_goes_through_the_proxycommand(one_host, tmp_path, transport):
+    """ssh -G: `Host target / ProxyJump none` then `Host * / ProxyCommand ...` uses the ProxyCommand."""
+    mark = tmp_path / "relayed"
+    relay = tmp_path / "relay"
+    relay.write_text(_RELAY.format(python=sys.executable, mark=str(mark)))
+    relay.chmod(0o755)
+    address = one_host.addresses["cfg-target"]
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host {address}\n  ProxyJump none\nHost *\n  ProxyCommand {relay} %h %p\n")
+    told = subprocess.run(["ssh", "-G", "-F", str(config), address], capture_output=True, text=True).stdout
+    assert f"proxycommand {relay} %h %p" in told.splitlines()  # OpenSSH's own answer
+    result = run_sweep(one_host.inventory_path, out=tmp_path / "run",
+                       ssh=one_host.ssh_settings(ssh_config=str(config), transport=transport, connect_timeout=5))
+    assert result.ok == 1, result.failures
+    assert mark.read_text().split() == [address, str(one_host.port)]
+
+
+@pytest.mark.parametrize("transport", ["paramiko", "openssh"])
+def test_user_known_hosts_file_none_is_no_file_not_dot_none(one_host, tmp_path, monkeypatch, transport):
+    """A file called `none` in the working folder holding the host's key is not trusted: none is no file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "none").write_text(Path(one_host.known_hosts_path).read_text())
+    config = tmp_path / "ssh_config"
+    config.write_text("Host *\n  UserKnownHostsFile none\n")
+    settings_ = one_host.ssh_settings(ssh_config=str(config), transport=transport, connect_timeout=5, known_hosts=())
+    result = run_sweep(one_host.inventory_path, out=tmp_path / "run", ssh=settings_)
+    assert result.by_class == {"host_key_unknown": 1}, result.failures

@@ -186,3 +186,33 @@ def test_options_openssh_reads_and_ignores_are_ignored_here_too(tmp_path, line):
     config.write_text(f"Host *\n  {line}\n  User ops\n")
     assert [s.keyword for s in ConfigReader(str(config)).resolve("gpu01").settings] == ["user"]
     assert _ssh_g(config, "gpu01", [])["user"] == ["ops"]  # ssh -G reads the file without complaint
+
+
+def _host_named(name: str) -> Host:
+    return Host(name=name, address=name, port=None, user=None, key_file=None, python="python3",
+                ssh_common_args=None, proxy_jump=None, groups=(), vars={}, settings={})
+
+
+def test_host_patterns_are_case_sensitive_so_the_route_is_openssh_s(tmp_path):
+    """Issue 37: `Host GPU*` (through a bastion) before `Host gpu*`: GPU01 goes through the bastion to .2,
+    as ssh -G says, never directly to .3; `Host gpu[12]` is the literal name, not a character class."""
+    require(SSH is not None, "needs OpenSSH's ssh")
+    config = tmp_path / "config"
+    config.write_text("Host GPU*\n  HostName 10.0.0.2\n  ProxyJump bastion\nHost gpu[12]\n  HostName 10.0.0.9\n"
+                      "Host gpu*\n  HostName 10.0.0.3\nHost bastion\n  HostName 10.0.0.1\n")
+    routes = {name: [hop.address for hop in SSHConfigFile(str(config)).check(_host_named(name))]
+              for name in ("GPU01", "gpu01", "gpu1", "gpu[12]", "\u212a")}
+    assert routes == {"GPU01": ["10.0.0.1", "10.0.0.2"], "gpu01": ["10.0.0.3"], "gpu1": ["10.0.0.3"],
+                      "gpu[12]": ["10.0.0.9"], "\u212a": ["\u212a"]}
+    for name in ("GPU01", "gpu01", "gpu1", "gpu[12]"):
+        assert _ssh_g(config, name, [])["hostname"] == [routes[name][-1]]
+
+
+def test_match_all_with_other_attributes_is_refused_as_ssh_refuses_it(tmp_path):
+    require(SSH is not None, "needs OpenSSH's ssh")
+    config = tmp_path / "config"
+    config.write_text("Host *\n  User a\nMatch all host x\n  User b\n")
+    assert "cannot be combined" in _ssh_g(config, "x", [], refused=True)
+    with pytest.raises(SSHConfigError) as err:
+        ConfigReader(str(config)).resolve("x")
+    assert err.value.where == f"{config}:3" and "cannot be combined with other Match attributes" in err.value.message
