@@ -549,7 +549,7 @@ def _record(outcome: Outcome, wrap: "WrapSpec | None" = None) -> dict:
         failure = {"class": outcome.failure_class, "message": outcome.message}
     health, wrapped = outcome.health, None
     if wrap is not None and outcome.status == "ok":
-        health, wrapped = split_record(outcome.health, wrap)
+        health, wrapped = split_record(outcome.health, wrap, outcome.ended_at - outcome.started_at)
     record = {
         "record_version": RECORD_VERSION,
         "host": host.name,
