@@ -98,7 +98,8 @@ def _values(program: Path, work: Path) -> list:
     """Hostile values: a program, ssh options that weaken host keys and run the program, another
     connection, false, a template that runs the program, a master socket shared between hosts."""
     return [str(program), f"-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ProxyCommand={program}",
-            f"-oProxyCommand={program}", "local", False, "{{ lookup('pipe', '%s') }}" % program, str(work / "shared-master"), "no"]
+            f"-oProxyCommand={program}", "local", False, "{{ lookup('pipe', '%s') }}" % program,
+            str(work / "shared-master"), "no"]
 
 
 def _inventory(fleet: LocalFleet, path: Path, assigned: dict[str, object]) -> dict[str, str]:

@@ -289,8 +289,9 @@ def test_a_forged_host_is_never_the_fleets_quoted_figure(tmp_path):
         health, wrap = split_record(doc, spec, session_s=60.0)
         health["host"]["hostname"] = name
         records.append(dict(record(name, health), wrap=wrap))
-    run = write_run(tmp_path / "run", records, {"format": "sweep-run", "record_version": 1, "state": "complete",
-                                                "hosts": [r["host"] for r in records], "options": {"wrap": spec.to_dict()}})
+    manifest = {"format": "sweep-run", "record_version": 1, "state": "complete",
+                "hosts": [r["host"] for r in records], "options": {"wrap": spec.to_dict()}}
+    run = write_run(tmp_path / "run", records, manifest)
     build_report([run], run / "report")
     summary = (run / "report" / "summary.json").read_text()
     bench = json.loads(summary)["benchmark"]
