@@ -220,10 +220,12 @@ def _sweep_hosts(folder: RunFolder, manifest: dict, hosts: list[Host], done: dic
 
 def _check_ssh_settings(runner: Engine, hosts: Sequence[Host], options: SSHOptions) -> None:
     """Before any host is contacted: every host's ssh settings (inventory args, ssh_config) honoured by
-    the run's transport, or a ConfigError naming the first refused one, where it is set and the fix."""
-    if runner.name != "ssh":
+    the run's transport (the ansible engine's: OpenSSH), or a ConfigError naming the first refused one,
+    where it is set and the fix."""
+    if runner.name not in ("ssh", "ansible"):
         return
-    checker = make_prober(options.transport, b"", (), options)
+    # the ansible engine runs OpenSSH's ssh: its hosts' settings are held to --transport openssh's rules
+    checker = make_prober(options.transport if runner.name == "ssh" else "openssh", b"", (), options)
     for host in hosts:
         checker.check(host)  # an SSHConfigError names the host, the setting, where it is and the fix
 
@@ -236,6 +238,7 @@ def _select(inventory: Inventory, limit: str | None, shard: tuple[int, int, str]
         hosts = select_shard(hosts, shard[0], shard[1], by=shard[2])
     _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
     _check_ssh_settings(runner, hosts, options)
+    runner.check(hosts, options, inventory.path)
     _check_become(runner, hosts)
     return hosts
 
@@ -263,6 +266,7 @@ def _reopen(resume: str | Path, inventory_path: str | Path | None, runner: Engin
         hosts = _hosts_of_run(inventory, manifest)
         _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
         _check_ssh_settings(runner, hosts, options)
+        runner.check(hosts, options, inventory.path)
         _check_become(runner, hosts)
         done = folder.read_records()
         retried = {}
@@ -545,7 +549,7 @@ def _record(outcome: Outcome, wrap: "WrapSpec | None" = None) -> dict:
         failure = {"class": outcome.failure_class, "message": outcome.message}
     health, wrapped = outcome.health, None
     if wrap is not None and outcome.status == "ok":
-        health, wrapped = split_record(outcome.health, wrap)
+        health, wrapped = split_record(outcome.health, wrap, outcome.ended_at - outcome.started_at)
     record = {
         "record_version": RECORD_VERSION,
         "host": host.name,

@@ -11,6 +11,10 @@ Everything the host sends is checked before use: the provenance against its publ
 the output tail held to `--output-tail` bytes here too (a host may send more than it was asked),
 the figures taken from it only as numbers (finite, parsed by Python's float) under names of
 printable characters, at most FIGURES_MAX names a host (the record says how many were dropped).
+What the controller knows itself is compared with what the provenance says (`provenance_mismatches`:
+the command it sent, the agent version it pushed, the sampling it asked for, how long the session
+lasted, one host before and after): a mismatch makes the host's benchmark ``failed`` with the
+mismatch as the reason, and none of its figures is kept.
 The names the operator gave with `--metric` are read from the operator's expressions only: a
 JSON line the command prints under such a name is ignored.
 """
@@ -24,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from probe_agent import AGENT_VERSION
 from sweep.errors import ConfigError
 from sweep.text import plural, visible
 
@@ -238,14 +243,48 @@ def bench_status(provenance: dict, figures: dict) -> tuple[str, str]:
     return "ok", ", ".join(f"{k} {v['value']:g}{' ' + v['unit'] if v['unit'] else ''}" for k, v in figures.items())
 
 
-def split_record(provenance: dict, spec: WrapSpec) -> tuple[dict, dict]:
-    """(the health.json of the probe before, the record's `wrap` section) of one host's answer."""
+def provenance_mismatches(provenance: dict, spec: WrapSpec, session_s: float | None = None) -> list[str]:
+    """What a host's provenance says against what the controller knows: the command it sent, the agent it
+    pushed, the sampling it asked for, the session's length (`session_s`), one host before and after."""
+    found = []
+    argv = provenance["command"].get("argv")
+    if list(argv) != list(spec.command):
+        found.append(f"command.argv {visible(json.dumps(argv))[:200]} is not the command sent "
+                     f"{visible(json.dumps(list(spec.command)))[:200]}")
+    version = (provenance.get("agent") or {}).get("version")
+    if version != AGENT_VERSION:
+        found.append(f"agent.version {visible(str(version))[:40]!r} is not the agent sent ({AGENT_VERSION})")
+    interval = (provenance.get("sampler") or {}).get("interval_s")
+    if not isinstance(interval, (int, float)) or abs(interval - spec.interval) > 1e-9 * max(1.0, spec.interval):
+        found.append(f"sampler.interval_s {interval!r} is not the --interval sent ({spec.interval:g})")
+    kept = (provenance.get("thinning") or {}).get("max_samples", spec.max_samples)
+    if kept != spec.max_samples:
+        found.append(f"thinning.max_samples {kept!r} is not the --max-samples sent ({spec.max_samples})")
+    wall = provenance["command"].get("wall_s")
+    if session_s is not None and isinstance(wall, (int, float)) and wall > session_s + 1.0:
+        found.append(f"command.wall_s {wall:g} s is longer than the whole SSH session ({session_s:.1f} s)")
+    names = [((provenance.get(part) or {}).get("host") or {}).get("hostname") for part in ("before", "after")]
+    if all(isinstance(n, str) for n in names) and names[0] != names[1]:
+        found.append(f"the probes name two hosts: {visible(names[0])[:64]!r} before, {visible(names[1])[:64]!r} after")
+    return found
+
+
+def split_record(provenance: dict, spec: WrapSpec, session_s: float | None = None) -> tuple[dict, dict]:
+    """(the health.json of the probe before, the record's `wrap` section) of one host's answer;
+    `session_s`: how long the controller's session with the host lasted."""
     output = held_tail(provenance["output"], spec.output_tail)
     figures, dropped = read_figures(output["tail"], spec.metrics)
     status, why = bench_status(provenance, figures)
+    mismatches = provenance_mismatches(provenance, spec, session_s)
+    if mismatches:  # a forged or foreign provenance: its figures are not the benchmark the operator ran
+        status, why = "failed", ("the provenance does not match what the controller sent or saw: "
+                                 + "; ".join(mismatches) + "; its figures were dropped")
+        figures, dropped = {}, 0
     rest = {k: v for k, v in provenance.items() if k != "before"}
     rest["output"] = output
     wrapped = {"status": status, "why": why, "figures": figures, "provenance": rest}
+    if mismatches:
+        wrapped["mismatches"] = mismatches
     if dropped:
         wrapped["figures_dropped"] = {"names": dropped, "kept_max": FIGURES_MAX,
                                       "why": f"the output named more than {FIGURES_MAX} figures: "

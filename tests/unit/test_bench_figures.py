@@ -102,6 +102,7 @@ def test_a_probe_is_not_a_provenance_and_a_provenance_needs_its_output(tmp_path)
 # --- no host chooses the fleet's figure (issue 23, items 2 and 10) ---------------------------------
 
 PROVENANCE = json.loads((Path(__file__).parents[1] / "fixtures" / "h200" / "matmul.provenance.json").read_text())
+SENT = tuple(PROVENANCE["command"]["argv"])  # the command the controller sent, as the fixture's host ran it
 
 
 def wrapped_run(tmp_path, outputs: dict, metrics=(), output_tail=65536) -> dict:
@@ -110,7 +111,7 @@ def wrapped_run(tmp_path, outputs: dict, metrics=(), output_tail=65536) -> dict:
     from fleet_variants import record, write_run
     from sweep.report.build import build_report
 
-    spec = WrapSpec(("python3", "bench.py"), tuple(Metric.parse(m) for m in metrics), output_tail=output_tail)
+    spec = WrapSpec(SENT, tuple(Metric.parse(m) for m in metrics), output_tail=output_tail)
     records = []
     for name, tail in outputs.items():
         doc = copy.deepcopy(PROVENANCE)
@@ -186,7 +187,7 @@ def test_the_largest_doubles_are_outliers_not_an_infinite_spread(tmp_path, capsy
 
 
 def test_ten_thousand_metric_lines_are_bounded_and_said_to_be_cut():
-    spec = WrapSpec(("true",), output_tail=1 << 20)
+    spec = WrapSpec(SENT, output_tail=1 << 20)
     doc = copy.deepcopy(PROVENANCE)
     tail = "".join(line(f"m{i}", i) for i in range(10_000))  # ~480 KB: all of it within the tail
     doc["output"] = {"tail": tail, "bytes": len(tail), "truncated": False, "tail_limit_bytes": 65536}
@@ -200,7 +201,7 @@ def test_the_controller_holds_the_output_tail_to_output_tail_whatever_the_host_s
     doc = copy.deepcopy(PROVENANCE)
     tail = "é" * 2_000_000 + "\nTFLOP/s: 12\n"  # 4 MB, as a modified agent may send
     doc["output"] = {"tail": tail, "bytes": 10, "truncated": False, "tail_limit_bytes": 1000}
-    _, wrap = split_record(doc, WrapSpec(("true",), (TFLOPS,), output_tail=1000))
+    _, wrap = split_record(doc, WrapSpec(SENT, (TFLOPS,), output_tail=1000))
     out = wrap["provenance"]["output"]
     assert len(out["tail"].encode()) <= 1000 and out["tail"].endswith("TFLOP/s: 12\n")
     assert out["truncated"] is True and out["bytes"] >= len(tail.encode()) and out["tail_limit_bytes"] == 1000
@@ -241,3 +242,59 @@ def test_a_report_of_many_listed_hosts_without_a_record_reads_each_file_once(tmp
     records = {p: n for p, n in inside.items() if "/hosts/" in p}
     assert len(records) == 2 and set(records.values()) == {1}, inside
     assert inside[str((run / "manifest.json").resolve())] <= 2, inside
+
+
+# --- a forged provenance is a finding, never the quoted figure (issue 37, item 7) ---------------------
+
+def _forged(edit) -> dict:
+    doc = copy.deepcopy(PROVENANCE)
+    doc["output"] = {"tail": line("tflops", 999999), "bytes": 40, "truncated": False, "tail_limit_bytes": 65536}
+    edit(doc)
+    assert provenance_problem(doc) is None  # valid against the published schema: only the controller can tell
+    return doc
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda d: d["command"].update(argv=["rm", "-rf", "/"]), 'command.argv ["rm", "-rf", "/"] is not the command sent'),
+    (lambda d: d["agent"].update(version="9.9.9"), "agent.version '9.9.9' is not the agent sent"),
+    (lambda d: d["sampler"].update(interval_s=5.0), "sampler.interval_s 5.0 is not the --interval sent (0.2)"),
+    (lambda d: d["command"].update(wall_s=3600.0), "command.wall_s 3600 s is longer than the whole SSH session"),
+    (lambda d: d["after"]["host"].update(hostname="gpu99"), "the probes name two hosts: 'vm' before, 'gpu99' after"),
+])
+def test_a_provenance_that_contradicts_the_controller_is_failed_and_its_figure_dropped(edit, said):
+    _, wrap = split_record(_forged(edit), WrapSpec(SENT), session_s=60.0)
+    assert wrap["status"] == "failed" and wrap["figures"] == {}
+    assert said in wrap["why"] and any(said in m for m in wrap["mismatches"])
+
+
+def test_the_honest_provenance_keeps_its_figure():
+    _, wrap = split_record(_forged(lambda d: None), WrapSpec(SENT), session_s=60.0)
+    assert wrap["status"] == "ok" and "mismatches" not in wrap and wrap["figures"]["tflops"]["value"] == 999999
+
+
+def test_a_forged_host_is_never_the_fleets_quoted_figure(tmp_path):
+    """The issue's host: valid provenance, argv rm -rf /, another hostname, 999999 TFLOP/s."""
+    from fleet_variants import record, write_run
+    from sweep.report.build import build_report
+
+    spec = WrapSpec(SENT)
+    records = []
+    for name, tail in dict(HONEST, gpu05=None).items():
+        if tail is None:
+            doc = _forged(lambda d: (d["command"].update(argv=["rm", "-rf", "/"]),
+                                     d["after"]["host"].update(hostname="gpu01")))
+        else:
+            doc = copy.deepcopy(PROVENANCE)
+            doc["output"] = {"tail": tail, "bytes": len(tail), "truncated": False, "tail_limit_bytes": 65536}
+        health, wrap = split_record(doc, spec, session_s=60.0)
+        health["host"]["hostname"] = name
+        records.append(dict(record(name, health), wrap=wrap))
+    manifest = {"format": "sweep-run", "record_version": 1, "state": "complete",
+                "hosts": [r["host"] for r in records], "options": {"wrap": spec.to_dict()}}
+    run = write_run(tmp_path / "run", records, manifest)
+    build_report([run], run / "report")
+    summary = (run / "report" / "summary.json").read_text()
+    bench = json.loads(summary)["benchmark"]
+    assert "999999" not in summary and bench["quote"]["value"] == 662.5 and bench["quote"]["n"] == 4
+    assert bench["outliers"] == [] and [n["host"] for n in bench["not_run"]] == ["gpu05"]
+    assert "command.argv" in bench["not_run"][0]["why"]

@@ -323,7 +323,8 @@ def hostile_sections(draw, base, paths):
 def arrive(folder: RunFolder, name: str, doc: dict, wrap: WrapSpec | None) -> dict:
     """One host's output through arrival and the run's record writer, as `sweep run` does."""
     out = json.dumps(doc).encode()
-    outcome = Outcome(host=host(name), status="ok", attempts=1, started_at=time.time(), ended_at=time.time(),
+    # a session as long as the fixture's command ran (the controller holds wall_s to the session's length)
+    outcome = Outcome(host=host(name), status="ok", attempts=1, started_at=time.time() - 60, ended_at=time.time(),
                       exit_status=0, stderr="")
     try:
         outcome.health, outcome.unknown_numbers = judge_output(host(name), out, 0, "", wrapped=wrap is not None)
@@ -388,7 +389,7 @@ def test_any_value_in_load_or_evidence_never_crashes_a_fleet_command(tmp_path_fa
               intervals=[{"gpu": 0, "what": "hw_slowdown", "from_s": None, "to_s": None, "samples": 1}]))
 def test_any_value_in_a_provenance_never_crashes_a_fleet_command(tmp_path_factory, doc):
     tmp = tmp_path_factory.mktemp("wrap")
-    runs, record = two_runs(tmp, doc, WrapSpec(("python3", "bench.py")), PROVENANCE, peers=2)
+    runs, record = two_runs(tmp, doc, WrapSpec(tuple(PROVENANCE["command"]["argv"])), PROVENANCE, peers=2)
     assert record["status"] == "ok" or record["failure"]["class"] == "bad_output"
     every_command(tmp, runs, hosts=3)
 
@@ -407,7 +408,7 @@ def test_a_provenance_interval_without_times_does_not_stop_the_report(tmp_path):
     doc["intervals"] = [{"gpu": 0, "what": "hw_slowdown", "from_s": None, "to_s": None, "samples": 1}]
     doc["verdict"]["hw_slowdown"] = True
     doc["output"] = dict(doc["output"], tail='{"metric": "tflops", "value": 300, "unit": "TFLOP/s"}\n')
-    runs, record = two_runs(tmp_path, doc, WrapSpec(("python3", "bench.py")), PROVENANCE, peers=3)
+    runs, record = two_runs(tmp_path, doc, WrapSpec(tuple(PROVENANCE["command"]["argv"])), PROVENANCE, peers=3)
     assert record["status"] == "ok"
     every_command(tmp_path, runs, hosts=4)
     bench = json.loads((runs[-1] / "report" / "summary.json").read_text())["benchmark"]

@@ -22,27 +22,37 @@ from sweep.inventory.model import Host
 from helpers import require
 
 SSH = shutil.which("ssh")
-NAMES = ["gpu01", "gpu02", "web1", "bastion", "db.example.org"]
-PATTERNS = ["gpu*", "gpu0?", "*", "web1", "!gpu02", "*.example.org", "bast*", "db*"]
+# mixed case and non-ASCII: OpenSSH matches Host patterns byte by byte, case-sensitively; Match host and
+# originalhost fold ASCII case only (the Kelvin sign \u212a is not k); "gpu[12]" is a name, not a class
+NAMES = ["gpu01", "gpu02", "GPU01", "Gpu02", "gpu1", "gpu[12]", "web1", "bastion", "db.example.org",
+         "Db.Example.ORG", "gpu\u00e9", "\u212aube", "kube", "KUBE"]
+PATTERNS = ["gpu*", "gpu0?", "*", "web1", "!gpu02", "*.example.org", "bast*", "db*", "GPU*", "Gpu0?", "gpu[12]",
+            "gpu?", "gpu??", "*\u00e9", "\u212a*", "k*", "KUBE", "!GPU01", "*.EXAMPLE.org"]
 KEYWORDS_VALUES = st.one_of(
     st.tuples(st.just("HostName"), st.sampled_from(["10.1.2.3", "%h.internal", "real-%h", "%%h"])),
     st.tuples(st.just("User"), st.sampled_from(["alice", "bob", "ops"])),
     st.tuples(st.just("Port"), st.sampled_from(["22", "2222", "8022"])),
     st.tuples(st.just("IdentityFile"), st.sampled_from(["/keys/a", "/keys/%h_%r", "/keys/b"])),
     st.tuples(st.just("CertificateFile"), st.sampled_from(["/keys/a-cert.pub", "/certs/%n"])),
-    st.tuples(st.just("ProxyCommand"), st.sampled_from(["ssh -W %h:%p bastion", "nc %h %p"])),
-    st.tuples(st.just("ProxyJump"), st.sampled_from(["bastion", "ops@jump:2200", "a,b"])),
+    st.tuples(st.just("ProxyCommand"), st.sampled_from(["ssh -W %h:%p bastion", "nc %h %p", "none"])),
+    st.tuples(st.just("ProxyJump"), st.sampled_from(["bastion", "ops@jump:2200", "a,b", "none", "NONE"])),
 )
 
 
-def _match_line(draw) -> str:
-    kind = draw(st.sampled_from(["host", "originalhost", "user", "localuser", "all", "exec"]))
+def _match_line(draw, top: bool = True) -> str:
+    kinds = ["host", "originalhost", "user", "localuser", "all", "exec"] + (["all+", "+all"] if top else [])
+    kind = draw(st.sampled_from(kinds))
     neg = "!" if draw(st.booleans()) and kind != "all" else ""
     if kind == "all":
         return "Match all"
+    if kind == "all+":  # ssh refuses the file: 'all' cannot be combined with other Match attributes
+        return f"Match {neg}all host {draw(st.sampled_from(PATTERNS))}"
+    if kind == "+all":  # after another attribute ssh takes it
+        return f"Match host {draw(st.sampled_from(PATTERNS))} {neg}all"
     if kind == "exec":
         return f"Match {neg}exec \"{draw(st.sampled_from(['true', 'false', 'test %h = gpu01']))}\""
-    values = {"host": ["gpu*", "10.*", "*.internal", "real-*,!real-web1"], "originalhost": ["gpu0?", "web*"],
+    values = {"host": ["gpu*", "10.*", "*.internal", "real-*,!real-web1", "GPU*", "\u212a*", "k*,!KUBE"],
+              "originalhost": ["gpu0?", "web*", "GPU0?", "kube", "gpu[12]"],
               "user": ["alice", "b*", "root"], "localuser": ["root", "nobody,r*"]}[kind]
     return f"Match {neg}{kind} {draw(st.sampled_from(values))}"
 
@@ -55,7 +65,7 @@ def configs(draw, include: bool = True):
         if draw(st.booleans()):
             header = "Host " + " ".join(draw(st.lists(st.sampled_from(PATTERNS), min_size=1, max_size=2)))
         else:
-            header = _match_line(draw)
+            header = _match_line(draw, include)
         body = draw(st.lists(KEYWORDS_VALUES, min_size=1, max_size=4))
         sep = draw(st.sampled_from([" ", "=", " = "]))
         blocks.append([header, *(f"  {k}{sep}{v}" if k != "ProxyCommand" else f"  {k} {v}" for k, v in body)])
@@ -84,8 +94,13 @@ def _compare(tmp_path: Path, text: str, host: str, args_text: str) -> None:
     config.write_text(text)
     (tmp_path / "inv").write_text("")  # ssh drops an -i file that does not exist
     args_text = args_text.replace("{tmp}", str(tmp_path))
-    ours = ConfigReader(str(config), local_user="root").resolve(host, command_line(args_text, "inventory"))
+    reader = ConfigReader(str(config), local_user="root")
     theirs = _ssh_g(config, host, args_text.split(), refused=True)
+    if isinstance(theirs, str) and "cannot be combined with other Match attributes" in theirs:
+        with pytest.raises(SSHConfigError, match="cannot be combined with other Match attributes"):
+            reader.resolve(host, command_line(args_text, "inventory"))
+        return
+    ours = reader.resolve(host, command_line(args_text, "inventory"))
     if isinstance(theirs, str):  # OpenSSH refuses the config for this host: so must sweep
         assert "jumphost loop" in theirs, theirs
         with pytest.raises(SSHConfigError, match="jumphost loop"):
@@ -102,11 +117,12 @@ def _compare(tmp_path: Path, text: str, host: str, args_text: str) -> None:
             assert theirs.get(key) == mine, text
         elif key == "certificatefile":
             assert key not in theirs, text
-    for key in ("proxycommand", "proxyjump"):
-        assert theirs.get(key) == ([ours.get(key)] if ours.get(key) else None), text
+    for key in ("proxycommand", "proxyjump"):  # ssh -G prints neither when it is none
+        mine = ours.get(key)
+        assert theirs.get(key) == ([mine] if mine and mine.lower() != "none" else None), text
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(blocks=configs(), host=st.sampled_from(NAMES),
        args=st.sampled_from(["", "-l root", "-p 2200 -o User=ops", "-o ProxyJump=jumper", "-J x -i {tmp}/inv -C"]))
 def test_resolution_agrees_with_ssh_G(tmp_path, blocks, host, args):
@@ -170,3 +186,33 @@ def test_options_openssh_reads_and_ignores_are_ignored_here_too(tmp_path, line):
     config.write_text(f"Host *\n  {line}\n  User ops\n")
     assert [s.keyword for s in ConfigReader(str(config)).resolve("gpu01").settings] == ["user"]
     assert _ssh_g(config, "gpu01", [])["user"] == ["ops"]  # ssh -G reads the file without complaint
+
+
+def _host_named(name: str) -> Host:
+    return Host(name=name, address=name, port=None, user=None, key_file=None, python="python3",
+                ssh_common_args=None, proxy_jump=None, groups=(), vars={}, settings={})
+
+
+def test_host_patterns_are_case_sensitive_so_the_route_is_openssh_s(tmp_path):
+    """Issue 37: `Host GPU*` (through a bastion) before `Host gpu*`: GPU01 goes through the bastion to .2,
+    as ssh -G says, never directly to .3; `Host gpu[12]` is the literal name, not a character class."""
+    require(SSH is not None, "needs OpenSSH's ssh")
+    config = tmp_path / "config"
+    config.write_text("Host GPU*\n  HostName 10.0.0.2\n  ProxyJump bastion\nHost gpu[12]\n  HostName 10.0.0.9\n"
+                      "Host gpu*\n  HostName 10.0.0.3\nHost bastion\n  HostName 10.0.0.1\n")
+    routes = {name: [hop.address for hop in SSHConfigFile(str(config)).check(_host_named(name))]
+              for name in ("GPU01", "gpu01", "gpu1", "gpu[12]", "\u212a")}
+    assert routes == {"GPU01": ["10.0.0.1", "10.0.0.2"], "gpu01": ["10.0.0.3"], "gpu1": ["10.0.0.3"],
+                      "gpu[12]": ["10.0.0.9"], "\u212a": ["\u212a"]}
+    for name in ("GPU01", "gpu01", "gpu1", "gpu[12]"):
+        assert _ssh_g(config, name, [])["hostname"] == [routes[name][-1]]
+
+
+def test_match_all_with_other_attributes_is_refused_as_ssh_refuses_it(tmp_path):
+    require(SSH is not None, "needs OpenSSH's ssh")
+    config = tmp_path / "config"
+    config.write_text("Host *\n  User a\nMatch all host x\n  User b\n")
+    assert "cannot be combined" in _ssh_g(config, "x", [], refused=True)
+    with pytest.raises(SSHConfigError) as err:
+        ConfigReader(str(config)).resolve("x")
+    assert err.value.where == f"{config}:3" and "cannot be combined with other Match attributes" in err.value.message

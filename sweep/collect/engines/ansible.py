@@ -7,6 +7,11 @@ the script module copies agent.pyz to each host and runs it under the host's
 an `Outcome` judged as the SSH engine judges one: health.json, or a failure class of
 `sweep.failures.FailureClass` (an unreachable host's class is read from OpenSSH's message).
 
+An inventory cannot undo that setup: every ``ansible_*`` variable ansible-core acts on is declared in
+`sweep.collect.engines.ansible_vars` as read by sweep, refused (before any host is contacted, with
+its file:line), or trusted with the reason; ssh arguments and ssh_config settings are held to
+--transport openssh's rules.
+
 Host keys are verified as the SSH engine verifies them: ``ANSIBLE_HOST_KEY_CHECKING=True``,
 ``StrictHostKeyChecking=yes`` (``accept-new`` with --accept-new-host-keys) and the run's
 known_hosts files as ``UserKnownHostsFile``. These options lead ``ANSIBLE_SSH_ARGS``, so they come
@@ -27,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sweep.collect.engines.ansible_vars import check_hosts
 from sweep.collect.engines.base import ProcessEngine, EngineError, failed, judged, tail
 from sweep.collect.options import FAST_KEX, SSHOptions
 from sweep.text import plural
@@ -100,6 +106,12 @@ class AnsibleEngine(ProcessEngine):
         super().__init__()
         self.ansible = ansible
         self.extra_args = tuple(extra_args)
+
+    def check(self, hosts: Any, options: SSHOptions, inventory_path: Path | None) -> None:
+        """Refuse, before any host is contacted, the ansible_* variables that would undo sweep's setup
+        (`ansible_vars.VARIABLES`); sweep.collect.run holds the hosts' ssh arguments and ssh_config to
+        --transport openssh's rules (ansible runs OpenSSH's ssh)."""
+        check_hosts(hosts, inventory_path)
 
     def command(self, work: Path, names: list[str]) -> tuple[list[str], dict[str, str]]:
         """argv and environment of the ansible run (files under `work`)."""
@@ -191,7 +203,7 @@ def outcome(host: Any, event: dict, started: float, output_limit: int = SSHOptio
         return failed(host, began, *unreachable(host.name, msg), stderr=msg[-4096:])
     rc = event.get("rc")
     if kind == "failed" and rc is None:
-        if re.search(r"timed out|timeout", msg, re.I):
+        if re.search(r"\btimed out\b", msg, re.I):  # "Timed out after N second(s).", not a variable called *_timeout
             return failed(host, began, "timeout", (
                 f"{host.name}: no answer within the host deadline ({msg}); check the host, or raise "
                 "--host-deadline"), stderr=stderr)

@@ -79,6 +79,11 @@ class Engine:
 
     name = "engine"
 
+    def check(self, hosts: Sequence[Any], options: SSHOptions, inventory_path: Path | None) -> None:
+        """Before any host is contacted: refuse (a SweepError naming host, setting, file:line and fix) what
+        the hosts' settings ask that this engine would not do safely. The SSH engine's transports check
+        their own (`sweep.collect.run`); the others override this."""
+
     def bind(self, job: EngineJob) -> "Engine":  # pragma: no cover - the engines implement these
         raise NotImplementedError
 
@@ -160,10 +165,11 @@ class ProcessEngine(Engine):
             threading.Thread(target=feed, name=f"sweep-{self.name}-stdin", daemon=True).start()
         return proc
 
-    def _stderr_text(self) -> str:
-        """What the child wrote on stderr so far."""
-        self._stderr.seek(0)
-        return self._stderr.read().decode("utf-8", "replace")
+    def _stderr_text(self, limit: int = 1 << 20) -> str:
+        """The last `limit` bytes of what the child wrote on stderr so far (a host's flood stays on disk)."""
+        self._stderr.seek(0, os.SEEK_END)
+        self._stderr.seek(max(0, self._stderr.tell() - limit))
+        return self._stderr.read(limit).decode("utf-8", "replace")
 
     def _emit(self, host: Any, outcome: Outcome) -> None:
         self._done.put((host, outcome))

@@ -29,8 +29,10 @@ from sweep.collect.engines.base import ProcessEngine, EngineError, failed, judge
 from sweep.inventory.model import Host, Inventory
 
 SOURCE = "slurm-nodes"
-_BEGIN, _END = "@@sweep-begin", "@@sweep-end"
-_LABELLED = re.compile(r"^\s*(\d+): ?(.*)$")
+_BEGIN, _END = b"@@sweep-begin", b"@@sweep-end"
+_LABELLED = re.compile(rb"^\s*(\d+): ?(.*)$", re.DOTALL)
+_LABELLED_TEXT = re.compile(r"^\s*(\d+): ?(.*)$")
+_PIECE = 64 * 1024  # the most of one line read at once (srun --label itself cuts lines at 1 KiB)
 _BAD_STATES = ("down", "drain", "fail", "maint", "unknown", "future", "power", "reboot", "not_responding")
 
 
@@ -51,6 +53,59 @@ def _query(argv: list[str], what: str) -> str:
         raise EngineError(f"{what}: {' '.join(argv[:3])} failed: {tail(proc.stderr, 300).strip()}",
                           fix="check the node list / partition and that slurmctld is up (scontrol ping)")
     return proc.stdout.decode("utf-8", "replace")
+
+
+class TaskOutput:
+    """Each task's stdout as srun --label hands it over, between the task's begin and end lines; a task
+    that writes more than `limit` bytes keeps none of it (counted, dropped as it comes), so that one node
+    cannot take the controller's memory or the other nodes' results."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.node_of: dict[str, str] = {}  # task -> its node
+        self.lines: dict[str, list[bytes] | None] = {}  # task -> its lines so far (None: over the limit)
+        self.size: dict[str, int] = {}
+        self.open: str | None = None  # the task whose last line has not ended yet
+
+    def take(self, raw: bytes) -> tuple[str, str, int | None] | None:
+        """Take one piece of srun's stdout; (task, node, exit status) when it is a task's end line."""
+        carried, self.open = self.open, None
+        if carried is not None:  # the rest of a line longer than one piece
+            task, text = carried, raw.rstrip(b"\n")
+        else:
+            match = _LABELLED.match(raw.rstrip(b"\n"))
+            if not match:
+                return None
+            task, text = match.group(1).decode(), match.group(2)
+        if not raw.endswith(b"\n"):
+            self.open = task
+        if carried is None and text.startswith(_BEGIN + b" ") and task not in self.node_of:
+            self.node_of[task] = text.split(b" ", 1)[1].strip().decode("utf-8", "replace")
+            self.lines[task], self.size[task] = [], 0
+        elif carried is None and text.startswith(_END + b" ") and task in self.lines:
+            parts = text.split()
+            rc = int(parts[2]) if len(parts) > 2 and parts[2].lstrip(b"-").isdigit() else None
+            return task, self.node_of[task], rc
+        elif task in self.lines:
+            self._add(task, text, joined=carried is not None)
+        return None
+
+    def _add(self, task: str, text: bytes, joined: bool) -> None:
+        self.size[task] += len(text) + 1
+        kept = self.lines[task]
+        if kept is None:
+            return
+        if self.size[task] > self.limit:
+            self.lines[task] = None  # over the bound: what was kept goes too
+        elif joined and kept:
+            kept[-1] += text
+        else:
+            kept.append(text)
+
+    def pop(self, task: str) -> bytes | None:
+        """The task's stdout (None: more than the limit), forgotten here."""
+        kept = self.lines.pop(task, None)
+        return None if kept is None else b"\n".join(kept)
 
 
 def node_host(name: str, groups: tuple[str, ...] = ("slurm",)) -> Host:
@@ -117,8 +172,8 @@ class SlurmEngine(ProcessEngine):
         pick = 'py=python3\ncase "$SLURMD_NODENAME" in\n' + "".join(
             f"  {shlex.quote(name)}) py={shlex.quote(py)} ;;\n" for name, py in pythons.items()) + "esac\n"
         agent = remote_command("$py", len(job.payload), list(job.agent_args)).replace("'$py'", '"$py"', 1)
-        script = (f'echo "{_BEGIN} $SLURMD_NODENAME"\n{pick}{agent}\nrc=$?\n'
-                  f'echo\necho "{_END} $SLURMD_NODENAME $rc"\n')
+        script = (f'echo "{_BEGIN.decode()} $SLURMD_NODENAME"\n{pick}{agent}\nrc=$?\n'
+                  f'echo\necho "{_END.decode()} $SLURMD_NODENAME $rc"\n')
         minutes = max(1, int(-(-opts.host_deadline // 60)))
         argv = [_tool("srun"), f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}", "--ntasks-per-node=1",
                 f"--nodelist={','.join(h.name for h in nodes)}", "--kill-on-bad-exit=0", "--label",
@@ -155,30 +210,21 @@ class SlurmEngine(ProcessEngine):
         by_name = {h.name: h for h in nodes}
         proc = self._start(self.command(nodes), dict(os.environ), stdin=self.job.payload)
         deadline = time.monotonic() + self.job.options.host_deadline + (self.immediate or 0) + 30
-        lines: dict[str, list[str]] = {}  # task -> its stdout lines
-        node_of: dict[str, str] = {}
+        tasks = TaskOutput(self.job.options.output_limit)
         timer = threading.Timer(max(1.0, deadline - time.monotonic()), self._interrupt, args=(proc,))
         timer.daemon = True
         timer.start()
         try:
-            for raw in proc.stdout:
-                match = _LABELLED.match(raw.decode("utf-8", "replace").rstrip("\n"))
-                if not match:
-                    continue
-                task, text = match.groups()
-                if text.startswith(_BEGIN + " ") and task not in node_of:
-                    node_of[task] = text.split(" ", 1)[1].strip()
-                    lines[task] = []
-                elif text.startswith(_END + " ") and task in node_of:
-                    parts = text.split()
-                    host = by_name.pop(node_of[task], None)
+            while True:
+                raw = proc.stdout.readline(_PIECE)  # bounded: a line without an end is read piece by piece
+                if not raw:
+                    break
+                ended = tasks.take(raw)
+                if ended is not None:
+                    task, node, rc = ended
+                    host = by_name.pop(node, None)
                     if host is not None:
-                        rc = int(parts[2]) if len(parts) > 2 and parts[2].lstrip("-").isdigit() else None
-                        out = "\n".join(lines.pop(task, [])).encode("utf-8", "surrogateescape")
-                        stderr = self._task_stderr(task)
-                        self._emit(host, judged(host, started, out, rc, stderr, self.job.options.host_deadline))
-                elif task in lines:
-                    lines[task].append(text)
+                        self._emit(host, self._outcome(host, started, tasks.pop(task), rc, task))
             code = proc.wait()
         finally:
             timer.cancel()
@@ -190,18 +236,29 @@ class SlurmEngine(ProcessEngine):
             if late:
                 cls, why = "timeout", (f"no answer within the host deadline of {self.job.options.host_deadline:g} s "
                                        "(srun was stopped); check the node, or raise --host-deadline")
-            elif host.name not in node_of.values():
+            elif host.name not in tasks.node_of.values():
                 cls, why = "refused", (f"srun ran no task there (exit {code}: {said or 'no message'}); check "
                                        "that the node is free and the partition right (squeue, sinfo)")
             else:
                 cls, why = "agent_error", f"the task ended before the agent did (srun: {said or 'no message'})"
             self._emit(host, failed(host, started, cls, f"{host.name}: {why}", stderr=said))
 
+    def _outcome(self, host: Host, started: float, out: bytes | None, rc: int | None, task: str):
+        """One node's Outcome from its task's stdout (None: the task wrote more than the output limit)."""
+        stderr = self._task_stderr(task)
+        if out is None:
+            limit = self.job.options.output_limit
+            return failed(host, started, "output_too_large", (
+                f"{host.name}: the agent wrote more than {limit // (1024 * 1024)} MiB on stdout; the output was "
+                "dropped as it came; check what the node's python3 runs at start (sitecustomize, PYTHONSTARTUP)"),
+                exit_status=rc, stderr=stderr)
+        return judged(host, started, out, rc, stderr, self.job.options.host_deadline)
+
     def _task_stderr(self, task: str) -> str:
         """The lines of one task's stderr (srun labels them too) and srun's words on that task."""
         mine = []
         for line in self._stderr_text().splitlines():
-            match = _LABELLED.match(line)
+            match = _LABELLED_TEXT.match(line)
             if match and match.group(1) == task:
                 mine.append(match.group(2))
             elif f"task {task}:" in line:

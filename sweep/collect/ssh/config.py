@@ -162,9 +162,7 @@ class SSHConfigFile:
         if proxy is not None and proxy.value.lower() != "none":
             command = expand(proxy.value, {"h": resolved.hostname, "p": str(resolved.port), "r": user,
                                            "n": resolved.original}, "ProxyCommand", proxy.where, shell=True)
-        known = resolved.first("userknownhostsfile")
-        known_files = tuple(tilde(expand(f, tokens, known.name, known.where)) for f in shlex.split(known.value)
-                            ) if known is not None else ()
+        known_files = user_known_hosts(resolved.first("userknownhostsfile"), tokens)
         agent = (resolved.get("identityagent") or "").lower() != "none" and \
             (resolved.get("identitiesonly") or "no").lower() not in ("yes", "true")
         timeout = resolved.get("connecttimeout")
@@ -178,6 +176,19 @@ class SSHConfigFile:
             bind_address=resolved.get("bindaddress"), family=(resolved.get("addressfamily") or "any").lower(),
             tcp_keepalive=_yes(resolved.get("tcpkeepalive") or "yes"),
         )
+
+
+def user_known_hosts(known: Setting | None, tokens: dict[str, str]) -> tuple[str, ...]:
+    """The files of a UserKnownHostsFile setting, expanded (() when unset); ``none`` is no file at all, as in
+    OpenSSH (never a file called ./none): /dev/null stands for it, so that no key is trusted from it."""
+    if known is None:
+        return ()
+    words = shlex.split(known.value)
+    if any(word.lower() == "none" for word in words):
+        if len(words) > 1:
+            raise SSHConfigError(f'{known.name} "none" must appear alone (OpenSSH refuses the file)', known.where)
+        return (os.devnull,)
+    return tuple(tilde(expand(f, tokens, known.name, known.where)) for f in words)
 
 
 def _check_jump(jump: Setting, name: str, user: str | None, host_name: str) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from sweep.collect.bundle import become_user, remote_command
 from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
-from sweep.collect.ssh.config import SSHSettingRefused, inventory_settings
+from sweep.collect.ssh.config import SSHSettingRefused, inventory_settings, user_known_hosts
 from sweep.errors import SSHConfigError
 from sweep.collect.ssh.openssh_config import ConfigReader, Resolved, expand, local_tokens, tilde
 from sweep.collect.ssh.prober import HostFailure, Prober, SSHOptions, host_agent_args, judge_output
@@ -134,10 +134,8 @@ class OpenSSHProber(Prober):
         if resolved is not None:
             if (resolved.get("stricthostkeychecking") or "").lower() == "accept-new":
                 strict = "accept-new"
-            if resolved.get("userknownhostsfile"):
-                tokens = local_tokens(resolved, resolved.user(_local_user()), _local_user())
-                configured = [expand(f, tokens, "UserKnownHostsFile", "")
-                              for f in shlex.split(resolved.get("userknownhostsfile"))]
+            tokens = local_tokens(resolved, resolved.user(_local_user()), _local_user())
+            configured = list(user_known_hosts(resolved.first("userknownhostsfile"), tokens))
         known = [tilde(p) for p in [*opts.known_hosts[:-1], *(configured or opts.known_hosts[-1:])]]
         argv = [self.ssh, "-F", self.run_config, "-T", "-o", f"StrictHostKeyChecking={strict}",
                 "-o", "UserKnownHostsFile=" + " ".join(_quote(p) for p in known),

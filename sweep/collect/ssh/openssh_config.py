@@ -2,15 +2,18 @@
 
 `resolve()` follows readconf.c: command-line options (``-o``, ``-l``, ``-p``, ``-i``, ``-J``, from the
 inventory) first, then the config file; the first value of a keyword wins, except the keywords that
-accumulate (IdentityFile, CertificateFile, SendEnv, SetEnv, the forwardings). ``Host`` patterns
-match the host as given (lower-cased), ``Match host`` the HostName set so far; ``Include`` is read
+accumulate (IdentityFile, CertificateFile, SendEnv, SetEnv, the forwardings). Patterns are match.c's
+``match_pattern``: ``*`` and ``?`` only (``[`` is a plain character), byte by byte on the UTF-8 name.
+``Host`` patterns match the host as given, case-sensitively; ``Match host`` (the HostName set so
+far) and ``Match originalhost`` compare with ASCII case folded, as ``match_hostname`` does (never
+Python's ``str.lower``, which folds the Kelvin sign to ``k``); ``Include`` is read
 in place (relative paths under ``~/.ssh``, globs sorted) and cannot change the enclosing block.
 What OpenSSH does that this reader does not (``Match canonical/final/localnetwork``, a token
 it does not know) is a `SSHConfigError`, never a guess. The tests hold it to ``ssh -G``.
 """
 from __future__ import annotations
 
-import fnmatch
+import functools
 import glob
 import os
 import re
@@ -77,6 +80,12 @@ class Resolved:
 
     @property
     def hostname(self) -> str:
+        """The name connected to, ASCII lower-cased as ssh.c lowercases it after reading the config."""
+        return ascii_lower(self.hostname_so_far)
+
+    @property
+    def hostname_so_far(self) -> str:
+        """HostName with %h expanded (the host as given without one), before ssh lower-cases it."""
         setting = self.first("hostname")
         if setting is None:
             return self.original
@@ -150,14 +159,37 @@ def tilde(path: str) -> str:
     return os.path.expanduser(path)
 
 
-def pattern_list_match(name: str, patterns: str) -> bool:
-    """OpenSSH's match_pattern_list: comma-separated, ``!`` negates and vetoes, case-sensitive."""
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def ascii_lower(text: str) -> str:
+    """OpenSSH's lowercase(): A-Z only (tolower in the C locale); every other character stays as it is."""
+    return text.translate(_ASCII_LOWER)
+
+
+@functools.lru_cache(maxsize=4096)
+def _pattern(pattern: str) -> re.Pattern:
+    raw = pattern.encode("utf-8", "surrogateescape")
+    return re.compile(b"".join(b".*" if byte == 42 else b"." if byte == 63 else re.escape(bytes((byte,)))
+                               for byte in raw), re.DOTALL)
+
+
+def match_pattern(name: str, pattern: str) -> bool:
+    """match.c's match_pattern: ``*`` any bytes, ``?`` one byte, every other byte itself (``[`` too)."""
+    return _pattern(pattern).fullmatch(name.encode("utf-8", "surrogateescape")) is not None
+
+
+def pattern_list_match(name: str, patterns: str, *, fold: bool = False) -> bool:
+    """OpenSSH's match_pattern_list: comma-separated, ``!`` negates and vetoes; case-sensitive unless `fold`
+    (ASCII case folded on both sides, as match_hostname does)."""
+    if fold:
+        name, patterns = ascii_lower(name), ascii_lower(patterns)
     result = False
     for pattern in patterns.split(","):
         negated = pattern.startswith("!")
         if negated:
             pattern = pattern[1:]
-        if fnmatch.fnmatchcase(name, pattern):
+        if match_pattern(name, pattern):
             if negated:
                 return False
             result = True
@@ -174,7 +206,7 @@ class ConfigReader:
 
     def resolve(self, host: str, command_line: list[Setting] = ()) -> Resolved:
         """What applies to `host` (as ``ssh ... host``), command-line settings first."""
-        resolved = Resolved(original=host.lower())
+        resolved = Resolved(original=host)
         seen: set[str] = set()
         for setting in command_line:
             self._take(resolved, setting, seen)
@@ -191,9 +223,10 @@ class ConfigReader:
                 return
             resolved.settings.append(setting)
             return
-        if key in ("proxycommand", "proxyjump"):  # whichever comes first disables the other
-            if "proxycommand" in seen or "proxyjump" in seen:
-                return
+        if key == "proxyjump" and "proxycommand" in seen:  # whichever comes first disables the other,
+            return                                           # but ProxyJump none leaves ProxyCommand open
+        if key == "proxycommand" and "proxyjump" in seen and resolved.get("proxyjump", "").lower() != "none":
+            return
         if key in seen:
             return
         seen.add(key)
@@ -249,7 +282,7 @@ class ConfigReader:
         result = False
         for pattern in patterns:
             negated = pattern.startswith("!")
-            if fnmatch.fnmatchcase(host, pattern[1:] if negated else pattern):
+            if match_pattern(host, pattern[1:] if negated else pattern):
                 if negated:
                     return False
                 result = True
@@ -264,6 +297,9 @@ class ConfigReader:
             negated = word.startswith("!")
             criterion = word[1:].lower() if negated else word.lower()
             if criterion == "all":
+                if i == 0 and len(args) > 1:  # readconf.c: "'all' cannot be combined with other Match attributes"
+                    raise SSHConfigError(f"Match {word} cannot be combined with other Match attributes "
+                                         "(OpenSSH refuses the file)", where)
                 this = True
                 i += 1
             elif criterion in ("host", "originalhost", "user", "localuser", "exec"):
@@ -281,12 +317,12 @@ class ConfigReader:
         return result
 
     def _criterion(self, resolved: Resolved, criterion: str, arg: str, where: str) -> bool:
-        hostname = resolved.hostname
+        hostname = resolved.hostname_so_far
         user = resolved.user(self.local_user)
-        if criterion == "host":  # match_hostname: host names compare without case
-            return pattern_list_match(hostname.lower(), arg.lower())
+        if criterion == "host":  # match_hostname: host names compare with ASCII case folded
+            return pattern_list_match(hostname, arg, fold=True)
         if criterion == "originalhost":
-            return pattern_list_match(resolved.original, arg.lower())
+            return pattern_list_match(resolved.original, arg, fold=True)
         if criterion == "user":
             return pattern_list_match(user, arg)
         if criterion == "localuser":
