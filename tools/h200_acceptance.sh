@@ -199,7 +199,8 @@ run_case user-become-no-sudo nosudo "$W/op-nosudo.ini" --become
 nvidia-smi --query-compute-apps=pid,name,used_memory --format=csv > "$OUTDIR/apps-after.csv"
 nvidia-smi -q > "$OUTDIR/after-q.txt"
 settings="Power Limit|ECC Mode|Persistence|MIG Mode|Compute Mode|Applications Clocks|Accounting Mode"
-diff <(grep -E "$settings" -A2 "$OUTDIR/before-q.txt") <(grep -E "$settings" -A2 "$OUTDIR/after-q.txt") \
+settings_of() { grep -E "$settings" -A2 "$1" | grep -v -i -E "draw|reading|current"; }  # settings, not readings
+diff <(settings_of "$OUTDIR/before-q.txt") <(settings_of "$OUTDIR/after-q.txt") \
     > "$OUTDIR/settings-diff.txt" && log "GPU settings unchanged" || log "GPU settings CHANGED: settings-diff.txt"
 log "compute processes left: $(($(wc -l < "$OUTDIR/apps-after.csv") - 1))"
 "$CPY" "$REPO/tools/h200_acceptance_table.py" "$OUTDIR" | tee "$OUTDIR/table.md"
