@@ -60,6 +60,26 @@ class Host:
                                                              compare=False)
 
 
+LISTED_FIELDS = ("address", "port", "user", "key_file", "proxy_jump", "python", "become", "become_user")
+
+
+def describe(host: Host) -> dict:
+    """What sweep will connect to for `host`, JSON-able (``sweep run --list-hosts --json``): each field of
+    LISTED_FIELDS, the variable and file:line each came from (``from``), the groups, and the values left
+    unrendered (a Jinja template, shown as written). No variable is listed whole: passwords stay out."""
+    origins = {name: f"{var} at {where}" if where else var for name, (var, where) in host.origins.items()}
+    if "proxy_jump" not in origins and "ssh_common_args" in origins and host.proxy_jump:
+        origins["proxy_jump"] = origins["ssh_common_args"]
+    return {
+        "name": host.name,
+        **{name: getattr(host, name) for name in LISTED_FIELDS},
+        "groups": list(host.groups),
+        "from": {name: origins[name] for name in LISTED_FIELDS if name in origins},
+        "unrendered": {name: {"variable": var, "value": text, "at": where}
+                       for name, (var, text, where) in host.unrendered.items()},
+    }
+
+
 class _Template(Exception):
     """A connection value that is a Jinja template: (variable, text, file:line)."""
 
@@ -121,13 +141,7 @@ def make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str]
             origins[field_name] = (found[0], found[2])
         return found
 
-    port_key, port_text, port_where = connection("port", "ansible_port", "ansible_ssh_port")
-    port = None
-    if port_text is not None:
-        if not port_text.strip().isdigit() or not 0 < int(port_text) < 65536:
-            raise InventoryError(f"{name}: {port_key} is {merged[port_key][0]!r}, not a port number",
-                                 where=port_where, fix="set it to a whole number from 1 to 65535")
-        port = int(port_text)
+    port = _port(name, merged, connection("port", "ansible_port", "ansible_ssh_port"))
     _, common_args, common_where = connection("ssh_common_args", "ansible_ssh_common_args")
     _, extra_args, extra_where = connection("ssh_extra_args", "ansible_ssh_extra_args")
     key_var, key_file, key_where = connection("key_file", "ansible_private_key_file", "ansible_ssh_private_key_file")
@@ -138,14 +152,7 @@ def make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str]
     if become:
         origins["become"] = ("ansible_become", merged.get("ansible_become", (None, ""))[1])
     address = "" if "address" in unrendered else checked_address(name, address_var, address, address_where, listed)
-    memo = {} if frozen_pairs is None else frozen_pairs
-    values = {}
-    for key, pair in merged.items():
-        kept = memo.get(id(pair))
-        if kept is None or kept[0] is not pair:
-            kept = memo[id(pair)] = (pair, freeze(pair[0]))
-        values[key] = kept[1]
-    frozen = MappingProxyType(values)
+    frozen = _frozen_vars(merged, {} if frozen_pairs is None else frozen_pairs)
     return Host(
         name=name,
         address=address,
@@ -167,6 +174,26 @@ def make_host(name: str, merged: Mapping[str, tuple[Any, str]], groups: set[str]
         settings=MappingProxyType({key[len(SETTINGS_PREFIX):]: value for key, value in frozen.items()
                                    if key.startswith(SETTINGS_PREFIX) and len(key) > len(SETTINGS_PREFIX)}),
     )
+
+
+def _port(name: str, merged: Mapping[str, tuple[Any, str]], found: tuple[str, str | None, str]) -> int | None:
+    port_key, port_text, port_where = found
+    if port_text is None:
+        return None
+    if not port_text.strip().isdigit() or not 0 < int(port_text) < 65536:
+        raise InventoryError(f"{name}: {port_key} is {merged[port_key][0]!r}, not a port number",
+                             where=port_where, fix="set it to a whole number from 1 to 65535")
+    return int(port_text)
+
+
+def _frozen_vars(merged: Mapping[str, tuple[Any, str]], memo: dict[int, tuple[tuple, Any]]) -> Mapping[str, Any]:
+    values = {}
+    for key, pair in merged.items():
+        kept = memo.get(id(pair))
+        if kept is None or kept[0] is not pair:
+            kept = memo[id(pair)] = (pair, freeze(pair[0]))
+        values[key] = kept[1]
+    return MappingProxyType(values)
 
 
 _BECOME_REFUSED = ("ansible_become_exe", "ansible_become_flags")
