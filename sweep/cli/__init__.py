@@ -443,8 +443,7 @@ def run(
     metric: List[str] = _RUN_METRIC,
     force: bool = _RUN_FORCE,
     interval: float = _RUN_INTERVAL,
-    list_hosts: bool = _RUN_LIST_HOSTS,
-    as_json: bool = _RUN_JSON,
+    list_hosts: bool = _RUN_LIST_HOSTS, as_json: bool = _RUN_JSON,
     inventory_option: List[Path] = _RUN_INVENTORY_OPTION,
     retry_failed: Optional[List[str]] = _RUN_RETRY_FAILED,
     user: Optional[str] = _RUN_USER,
@@ -464,10 +463,8 @@ def run(
     runner = _engine(engine, partition, nodelist)
     _check_engine_inputs(engine, transport, inventory, resume)
     hosts = _host_selection(limit, shard, shard_by, max_yaml_values, max_range_hosts, variables)
-    if as_json and not list_hosts:
-        raise SweepError("--json is the format of --list-hosts", fix="add --list-hosts, or drop --json")
-    if list_hosts:
-        raise typer.Exit(_list_hosts(inventory, as_json, hosts=hosts, resume=resume, engine=runner))
+    if list_hosts or as_json:
+        raise typer.Exit(_list_hosts(inventory, (list_hosts, as_json), hosts=hosts, resume=resume, engine=runner))
     ssh, agent = _ssh_and_agent(connect_timeout, host_deadline, transport, known_hosts, accept_new_host_keys,
                                 deep, load, spec, speed, force)
     report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)
@@ -675,12 +672,15 @@ def _check_engine_inputs(engine: str, transport: Optional[str], inventory, resum
         raise SweepError("no inventory given", fix="sweep run INVENTORY.yml, or sweep run --resume RUN_DIR")
 
 
-def _list_hosts(inventory, as_json: bool, **options: Any) -> int:
+def _list_hosts(inventory, flags: tuple[bool, bool], **options: Any) -> int:
     """`sweep run --list-hosts`: the hosts the run would contact, in ansible --list-hosts' format and order;
-    with --json, what sweep resolved for each (`sweep.inventory.host.describe`)."""
+    with --json, what sweep resolved for each (`sweep.inventory.host.describe`). `flags`: (--list-hosts, --json)."""
     from sweep.collect.run import planned_hosts
     from sweep.inventory.host import describe
 
+    listing, as_json = flags
+    if not listing:
+        raise SweepError("--json is the format of --list-hosts", fix="add --list-hosts, or drop --json")
     hosts = planned_hosts(inventory, **options)
     if as_json:
         print(json.dumps({"hosts": [describe(host) for host in hosts]}, indent=1))
