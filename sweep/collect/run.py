@@ -235,6 +235,9 @@ def _select(inventory: Inventory, limit: str | None, shard: tuple[int, int, str]
     if shard is not None:
         hosts = select_shard(hosts, shard[0], shard[1], by=shard[2])
     refuse_unrendered(hosts)  # a Jinja template in a connection value: refused for the hosts contacted only
+    if runner.name == "ansible" and len(inventory.sources) > 1:  # its EngineJob carries one inventory path
+        raise ConfigError("the ansible engine takes one inventory source", where="--engine",
+                          fix="give one -i (a folder may hold the others), or sweep with --engine ssh")
     _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
     _check_ssh_settings(runner, hosts, options)
     _check_become(runner, hosts)

@@ -313,3 +313,15 @@ def test_the_hosts_an_inventory_expands_to_are_bounded(tmp_path):
     with pytest.raises(InventoryError, match=f"^{listed}:22: the inventory lists hosts in groups more than 10,000"):
         load_inventory(listed, limits=InventoryLimits(range_hosts=1000, hosts=1000))
     assert len(load_inventory(listed, limits=InventoryLimits(range_hosts=1000, hosts=2000)).hosts) == 1000
+
+
+def test_json_goes_with_list_hosts_and_the_ansible_engine_with_one_source(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = write(tmp_path / "a.ini", "[gpu]\ngpu01 ansible_host=127.0.0.1\n")
+    second = write(tmp_path / "b.ini", "[gpu]\ngpu02 ansible_host=127.0.0.1\n")
+    code, out, err = sweep_main(capsys, "run", str(first), "--json")
+    assert (code, out) == (2, "") and "--json is the format of --list-hosts; add --list-hosts, or drop --json" in err
+    code, out, err = sweep_main(capsys, "run", "-i", str(first), "-i", str(second), "--engine", "ansible",
+                                "-o", str(tmp_path / "run"))
+    assert code == 2 and "the ansible engine takes one inventory source" in err
+    assert not (tmp_path / "run").exists()
