@@ -326,13 +326,14 @@ def baseline_check(
 
 
 # `sweep run`'s options: one line each in its signature
-_RUN_INVENTORY = typer.Argument(None, metavar="INVENTORY", help="Ansible inventory (YAML or INI)")
+_RUN_INVENTORY = typer.Argument(None, metavar="INVENTORY", help="Ansible inventory: a YAML or INI file, or a folder")
 _RUN_COMMAND = typer.Argument(None, metavar="[-- COMMAND [ARGS...]]",
     help="with --wrap: the benchmark to run on every host, after --")
 _RUN_LIMIT = typer.Option(None, "--limit", "-l", metavar="PATTERN",
     help="Ansible host pattern: group, glob, !exclude, &intersect")
-_RUN_INVENTORY_OPTION = typer.Option(None, "--inventory", "-i", metavar="INVENTORY",
-    help="the inventory as ansible takes it (the same as the INVENTORY argument)")
+_RUN_INVENTORY_OPTION = typer.Option([], "--inventory", "-i", metavar="INVENTORY",
+    help="the inventory as ansible takes it: a file, a folder or 'host1,host2,'; repeatable, the sources "
+    "merged in order as ansible merges them")
 _RUN_OUT = typer.Option(None, "--out", "-o", metavar="DIR",
     help="run folder (default: reports/<UTC time>-<inventory name> under the "
     "current directory; its absolute path is printed at the end)")
@@ -408,7 +409,9 @@ _RUN_BECOME_USER = typer.Option(None, "--become-user", metavar="USER", help="wit
 _RUN_NODES = typer.Option([], "--nodes", "-w", metavar="NODESET", help="sweep these hosts, no inventory file: "
     "a folded node set as clush -w takes it (gpu[01-08,10]; repeatable)")
 _RUN_LIST_HOSTS = typer.Option(False, "--list-hosts", help="print the hosts this run would contact (after "
-    "--limit, --shard, --resume), as ansible --list-hosts does; contact none")
+    "--limit, --shard, --resume), as ansible --list-hosts does, in its order; contact none")
+_RUN_JSON = typer.Option(False, "--json", help="with --list-hosts: print per host, as JSON, the connection "
+    "sweep resolved (address, port, user, key file, proxy, python, become) and where each value was set")
 
 
 @app.command()
@@ -443,8 +446,8 @@ def run(
     metric: List[str] = _RUN_METRIC,
     force: bool = _RUN_FORCE,
     interval: float = _RUN_INTERVAL,
-    list_hosts: bool = _RUN_LIST_HOSTS,
-    inventory_option: Optional[Path] = _RUN_INVENTORY_OPTION,
+    list_hosts: bool = _RUN_LIST_HOSTS, as_json: bool = _RUN_JSON,
+    inventory_option: List[Path] = _RUN_INVENTORY_OPTION,
     retry_failed: Optional[List[str]] = _RUN_RETRY_FAILED,
     user: Optional[str] = _RUN_USER,
     private_key: Optional[Path] = _RUN_PRIVATE_KEY,
@@ -463,8 +466,8 @@ def run(
     runner = _engine(engine, partition, nodelist)
     _check_engine_inputs(engine, transport, inventory, resume)
     hosts = _host_selection(limit, shard, shard_by, max_yaml_values, max_range_hosts, variables)
-    if list_hosts:
-        raise typer.Exit(_list_hosts(inventory, hosts=hosts, resume=resume, engine=runner))
+    if list_hosts or as_json:
+        raise typer.Exit(_list_hosts(inventory, (list_hosts, as_json), hosts=hosts, resume=resume, engine=runner))
     ssh, agent = _ssh_and_agent(connect_timeout, host_deadline, transport, known_hosts, accept_new_host_keys,
                                 deep, (load, _load_engine(load_engine)), spec, speed, force)
     report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)
@@ -590,12 +593,13 @@ def retry_failed_argv(argv: List[str]) -> List[str]:
 _CLASS_WORD = re.compile(r"[a-z][a-z_]*")
 
 
-def _inventory_given(positional: Optional[Path], option: Optional[Path], command):
-    """`sweep run INVENTORY` or `sweep run -i INVENTORY` (as ansible is typed): with -i, what took the
-    INVENTORY place is the first word of the command after --."""
-    if option is None:
+def _inventory_given(positional: Optional[Path], options: List[Path], command):
+    """`sweep run INVENTORY` or `sweep run -i INVENTORY [-i INVENTORY...]` (as ansible is typed; several
+    sources: a list): with -i, what took the INVENTORY place is the first word of the command after --."""
+    if not options:
         return positional, command
-    return option, ([str(positional)] if positional is not None else []) + list(command or [])
+    return (options[0] if len(options) == 1 else list(options),
+            ([str(positional)] if positional is not None else []) + list(command or []))
 
 
 def _variables(user: Optional[str], private_key: Optional[Path], become: bool, become_user: Optional[str],
@@ -614,7 +618,7 @@ def _nodes_given(inventory: Optional[Path], command, nodes: List[str], max_hosts
         return inventory, command
     from sweep.inventory.command_line import nodeset_inventory
 
-    words = ([str(inventory)] if inventory is not None else []) + list(command or [])
+    words = ([str(inventory)] if isinstance(inventory, Path) else []) + list(command or [])
     return Path(nodeset_inventory(",".join(nodes), max_hosts)), words
 
 
@@ -652,8 +656,10 @@ def _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by
     """`sweep run`'s paths and choices, checked before anything is read from a host: exit 2 with the fix."""
     from sweep.inventory.command_line import is_inline
 
-    if inventory is None or not is_inline(inventory):
-        paths.input_file(inventory, "INVENTORY", "an Ansible inventory (YAML or INI), or hosts: 'gpu01,gpu02,'")
+    for source in inventory if isinstance(inventory, list) else [inventory]:
+        if source is not None and not is_inline(source):
+            paths.input_path(source, "INVENTORY", "an Ansible inventory (a YAML or INI file, or a folder), or hosts: "
+                                                  "'gpu01,gpu02,'")
     paths.input_dir(resume, "--resume", "an earlier run folder")  # --out: the run folder's own checks say it
     paths.input_file(known_hosts, "--known-hosts", "a known_hosts file")
     paths.input_file(expect, "--expect", "an expectations file (docs/expectations.md)")
@@ -678,11 +684,19 @@ def _check_engine_inputs(engine: str, transport: Optional[str], inventory, resum
         raise SweepError("no inventory given", fix="sweep run INVENTORY.yml, or sweep run --resume RUN_DIR")
 
 
-def _list_hosts(inventory: Optional[Path], **options: Any) -> int:
-    """`sweep run --list-hosts`: the hosts the run would contact, in ansible --list-hosts' format."""
+def _list_hosts(inventory, flags: tuple[bool, bool], **options: Any) -> int:
+    """`sweep run --list-hosts`: the hosts the run would contact, in ansible --list-hosts' format and order;
+    with --json, what sweep resolved for each (`sweep.inventory.host.describe`). `flags`: (--list-hosts, --json)."""
     from sweep.collect.run import planned_hosts
+    from sweep.inventory.host import describe
 
+    listing, as_json = flags
+    if not listing:
+        raise SweepError("--json is the format of --list-hosts", fix="add --list-hosts, or drop --json")
     hosts = planned_hosts(inventory, **options)
+    if as_json:
+        print(json.dumps({"hosts": [describe(host) for host in hosts]}, indent=1))
+        return 0
     print(f"  hosts ({len(hosts)}):")
     for host in hosts:
         print(f"    {safe(host.name)}")

@@ -27,7 +27,7 @@ from sweep.collect.ssh.transports import TRANSPORTS, make_prober
 from sweep.errors import ConfigError, InventoryError, RunFolderError
 from sweep.failures import FAILURE_CLASSES
 from sweep.inventory.command_line import VarLayers
-from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory
+from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory, refuse_unrendered
 from sweep.collect.wrap import WrapSpec, split_record
 from sweep.store import RECORD_VERSION, RunFolder, default_run_dir, iso, new_manifest
 from sweep.text import plural, visible
@@ -236,6 +236,10 @@ def _select(inventory: Inventory, limit: str | None, shard: tuple[int, int, str]
     hosts = inventory.select(limit)
     if shard is not None:
         hosts = select_shard(hosts, shard[0], shard[1], by=shard[2])
+    refuse_unrendered(hosts)  # a Jinja template in a connection value: refused for the hosts contacted only
+    if runner.name == "ansible" and len(inventory.sources) > 1:  # its EngineJob carries one inventory path
+        raise ConfigError("the ansible engine takes one inventory source", where="--engine",
+                          fix="give one -i (a folder may hold the others), or sweep with --engine ssh")
     _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
     _check_ssh_settings(runner, hosts, options)
     runner.check(hosts, options, inventory.path)
@@ -261,9 +265,10 @@ def _reopen(resume: str | Path, inventory_path: str | Path | None, runner: Engin
     folder = RunFolder.open(resume)
     try:
         manifest = folder.read_manifest()
-        inventory = _inventory(inventory_path or manifest["inventory"]["path"], run["loader"], runner,
+        inventory = _inventory(inventory_path or _sources(manifest["inventory"]), run["loader"], runner,
                                run["inventory_limits"], run["inventory_vars"])
         hosts = _hosts_of_run(inventory, manifest)
+        refuse_unrendered(hosts)
         _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
         _check_ssh_settings(runner, hosts, options)
         runner.check(hosts, options, inventory.path)
@@ -421,12 +426,17 @@ def planned_hosts(inventory_path: str | Path | None, *, hosts: HostSelection = H
     runner = create_engine(engine) if isinstance(engine, str) else engine
     if resume is not None:
         folder, manifest = RunFolder.existing(resume)
-        inventory = _inventory(inventory_path or manifest["inventory"]["path"], hosts.loader, runner,
+        inventory = _inventory(inventory_path or _sources(manifest["inventory"]), hosts.loader, runner,
                                hosts.inventory_limits, hosts.variables)
         done = folder.read_records()
         return [host for host in _hosts_of_run(inventory, manifest) if host.name not in done]
     selected = _inventory(inventory_path, hosts.loader, runner, hosts.inventory_limits, hosts.variables).select(hosts.limit)
     return select_shard(selected, *hosts.shard, by=hosts.shard_by) if hosts.shard is not None else selected
+
+
+def _sources(snapshot: dict):
+    """The inventory sources a run's manifest names: its list of sources (several -i), else its path."""
+    return snapshot.get("sources") or snapshot["path"]
 
 
 def _hosts_of_run(inventory: Inventory, manifest: dict) -> list[Host]:
@@ -446,7 +456,8 @@ def _inventory(path: str | Path | None, loader: str, runner: Engine,
                limits: InventoryLimits = InventoryLimits(), variables: VarLayers = VarLayers()) -> Inventory:
     """The inventory file, or (engines that list their own nodes, as slurm) the engine's hosts."""
     own = getattr(runner, "inventory", None)
-    if own is not None and (path is None or Path(path).name.startswith(getattr(runner, "SOURCE", "\0"))):
+    if own is not None and (path is None or isinstance(path, (str, os.PathLike))
+                            and Path(path).name.startswith(getattr(runner, "SOURCE", "\0"))):
         return own()
     if path is None:
         raise ConfigError("no inventory given", fix="sweep run INVENTORY.yml")

@@ -105,7 +105,7 @@ def parse_kv(text: str) -> dict[str, str]:
 
 
 def _yaml_mapping(text: str, where: str) -> dict:
-    from sweep.inventory.formats import yaml_load
+    from sweep.inventory.yaml_lines import yaml_load
 
     data = yaml_load(text, Path(where), 1_000_000)
     if not isinstance(data, dict):
@@ -116,7 +116,7 @@ def _yaml_mapping(text: str, where: str) -> dict:
 
 def _vars_file(path: Path) -> dict[str, tuple[Any, str]]:
     from sweep.inventory.files import read_text
-    from sweep.inventory.formats import yaml_load
+    from sweep.inventory.yaml_lines import yaml_load
 
     if not path.is_file():
         raise InventoryError("extra vars file not found", where=str(path), fix="give -e @FILE a YAML or JSON file")

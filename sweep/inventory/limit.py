@@ -36,7 +36,8 @@ most 100,000 hosts (`FOLDED_NAMES_MAX`).
 
 Stricter than Ansible: a ``~`` pattern must compile. Ansible splits ``~[unclosed`` at the bracket
 into ``~`` (every host) and ``unclosed``; sweep refuses it with the regex error (exit 2). The hosts
-come back in inventory order, whatever order the patterns had.
+come back in Ansible's order: each pattern's matches in the order it found them (a group's in
+``Group.get_hosts`` order, a glob's in inventory order), patterns in the order Ansible evaluates them.
 """
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ class _Reading:
 
 
 def match_hosts(limit: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]]) -> list[str]:
-    """Names of the ``hosts`` that ``limit`` selects, in inventory order.
+    """Names of the ``hosts`` that ``limit`` selects, in the order ``ansible -i INV LIMIT --list-hosts`` lists them.
 
     ``groups`` maps every group name (``all`` included) to its hosts, children's hosts included.
     Returns an empty list when nothing matches; raises LimitError for a pattern that cannot be read.
@@ -144,7 +145,8 @@ def match_hosts(limit: str, hosts: Sequence[str], groups: Mapping[str, Sequence[
 
 
 def _evaluate(patterns: list[str], position: Mapping[str, int], groups: Mapping[str, Sequence[str]]) -> _Reading:
-    """Ansible's order: plain patterns, then the '&' ones, then the '!' ones (only '&'/'!': 'all' first)."""
+    """Ansible's _evaluate_patterns: plain patterns, then the '&' ones, then the '!' ones (only '&'/'!':
+    'all' first); each plain pattern's new hosts appended in the order it matched them."""
     plain = [p for p in patterns if p[0] not in "&!"] or ["all"]
     ordered = plain + [p for p in patterns if p[0] == "&"] + [p for p in patterns if p[0] == "!"]
     selected: dict[str, None] = {}
@@ -156,14 +158,15 @@ def _evaluate(patterns: list[str], position: Mapping[str, int], groups: Mapping[
         found, notes = _match_term(pattern[1:] if pattern[0] in "&!" else pattern, position, groups)
         reading.unmatched += not found
         reading.warnings += notes
-        matched = set(found)
         if pattern[0] == "!":
+            matched = set(found)
             selected = {name: None for name in selected if name not in matched}
         elif pattern[0] == "&":
+            matched = set(found)
             selected = {name: None for name in selected if name in matched}
         else:
-            selected.update(dict.fromkeys(sorted(matched, key=position.__getitem__)))
-    reading.hosts = sorted(selected, key=position.__getitem__)
+            selected.update(dict.fromkeys(found))
+    reading.hosts = list(selected)
     return reading
 
 

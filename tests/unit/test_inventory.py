@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sweep.errors import InventoryError, InventoryWarning, LimitError
-from sweep.inventory.model import Host, load_inventory
+from sweep.inventory.model import Host, load_inventory, refuse_unrendered
 from sweep.inventory.formats import expand_host_range
 from sweep.inventory.limit import split_patterns
 
@@ -62,8 +62,9 @@ def write(directory: Path, name: str, text: str) -> Path:
 
 
 def error_of(path, loader="auto") -> str:
+    """The error reading `path` gives, or (a template in a connection value) contacting its hosts does."""
     with pytest.raises(InventoryError) as caught:
-        load_inventory(path, loader=loader)
+        refuse_unrendered(load_inventory(path, loader=loader).select(None))
     return str(caught.value)
 
 
@@ -341,11 +342,11 @@ def test_unreadable_host_ranges_are_errors(pattern, message):
 # --- --limit ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("limit", "names"), [
-    (None, FLEET_HOSTS),
-    ("", FLEET_HOSTS),
-    ("all", FLEET_HOSTS),
-    ("*", FLEET_HOSTS),
+@pytest.mark.parametrize(("limit", "names"), [  # in the order ansible -i fleet.yml LIMIT --list-hosts lists them
+    (None, list(FLEET_GROUPS["all"])),
+    ("", list(FLEET_GROUPS["all"])),
+    ("all", list(FLEET_GROUPS["all"])),
+    ("*", list(FLEET_GROUPS["all"])),
     ("h200_rack2", list(GPUS[4:])),
     ("gpu01.dc1", ["gpu01.dc1"]),
     ("gpu0*", list(GPUS)),
@@ -358,7 +359,7 @@ def test_unreadable_host_ranges_are_errors(pattern, message):
     ("&login", ["logina", "loginb"]),
     ("~gpu0[1-3]", ["gpu01.dc1", "gpu02.dc1", "gpu03.dc1"]),
     ("~.*b$", ["loginb"]),
-    ("spare5, login ,bastion", ["bastion", "logina", "loginb", "spare5"]),  # inventory order
+    ("spare5, login ,bastion", ["spare5", "logina", "loginb", "bastion"]),  # the patterns' order, as Ansible
     ("ungrouped", ["bastion"]),
     ("gpu[0]", ["gpu01.dc1"]),                       # a subscript of the group, not a host range
     ("gpu[1:3]", ["gpu02.dc1", "gpu03.dc1", "gpu04.dc1"]),
@@ -531,9 +532,11 @@ def test_errors_in_vars_files_name_that_file_and_line(tmp_path):
 
 def test_missing_file_directory_and_unknown_loader(tmp_path):
     assert error_of(tmp_path / "nope.yml") == (
-        f"{tmp_path / 'nope.yml'}: inventory file not found; pass the path of an Ansible inventory file (YAML or INI)")
+        f"{tmp_path / 'nope.yml'}: inventory file not found; pass the path of an Ansible inventory file (YAML or INI) or folder")
+    (tmp_path / "notes.md").write_text("[gpu]\ngpu01\n")  # an extension Ansible leaves out of a folder
     assert error_of(tmp_path) == (
-        f"{tmp_path}: is a directory, not an inventory file; pass the inventory file inside it, e.g. hosts.yml")
+        f"{tmp_path}: no host is defined in this inventory; add hosts under a group: a 'hosts:' mapping in YAML, "
+        "a line under [group] in INI")
     assert error_of(FIXTURES / "fleet.yml", loader="fabric") == (
         f"{FIXTURES / 'fleet.yml'}: unknown inventory loader 'fabric'; use loader 'auto', 'builtin' or 'ansible'")
 
@@ -612,7 +615,7 @@ def test_limit_matches_ansible_core(ansible, limit):
 @pytest.mark.parametrize(("limit", "names"), [
     ("gpu[01-02,04].dc1", ["gpu01.dc1", "gpu02.dc1", "gpu04.dc1"]),        # the pool as sweep prints it
     ("h200_rack1:!gpu[01-02,04].dc1", ["gpu03.dc1"]),                      # a comma inside brackets is not a separator
-    ("spare[1,5],bastion", ["bastion", "spare1", "spare5"]),
+    ("spare[1,5],bastion", ["spare1", "spare5", "bastion"]),
     ("login[a:b],spare[3-5]", ["logina", "loginb", "spare3", "spare5"]),  # a glob; an empty subscript of spare: hosts
     ("gpu[1:3]", ["gpu02.dc1", "gpu03.dc1", "gpu04.dc1"]),                # Ansible defines it: a subscript of group gpu
     ("spare[0-1]", ["spare1", "spare3"]),                                 # group spare exists: Ansible's subscript first
