@@ -79,7 +79,7 @@ def test_the_corpus_records_where_every_file_comes_from():
     assert kept == on_disk
     for entry in manifest["files"]:
         assert entry["licence"] and entry["path"] and len(entry["commit"]) == 40 and "/" in entry["project"]
-    assert len(manifest["inventories"]) >= 35
+    assert len(manifest["inventories"]) >= 27
     assert {source for sources in manifest["inventories"].values() for source in sources} <= \
         kept | {str(Path(f).parent) for f in kept} | {str(Path(f).parent.parent) for f in kept} | \
         {str(p.relative_to(corpus.CORPUS)) for p in corpus.CORPUS.rglob("inventory") if p.is_dir()}
