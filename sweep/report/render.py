@@ -22,6 +22,7 @@ from sweep import exitcodes
 from sweep import __version__
 from sweep.analysis.actions import drain_groups, host_sets
 from sweep.analysis.compare import Findings
+from sweep.analysis.verdict import Verdict
 from sweep.analysis import facts as table
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
 from sweep.analysis.names import fold_failures as names_fold_failures
@@ -77,14 +78,17 @@ _env.filters.update(abbreviate=abbreviate, plural=plural)
 
 
 def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=(), audit: dict | None = None,
-                 bench: dict | None = None, xid: dict | None = None, speed: dict | None = None) -> dict:
+                 bench: dict | None = None, xid: dict | None = None, speed: dict | None = None,
+                 verdict: Verdict | None = None) -> dict:
     """The machine-readable verdict written to summary.json (`audit`: sweep.audit.baseline.audit_section, or None;
-    `bench`: sweep.analysis.bench.bench_section of a `sweep run --wrap` run, or None)."""
+    `bench`: sweep.analysis.bench.bench_section of a `sweep run --wrap` run, or None; `verdict`: the one
+    verdict (`sweep.analysis.verdict.judge`) its sets, reasons and code are read from)."""
     out = {"schema": SUMMARY_SCHEMA, "generated_at": _now(), "sweep_version": __version__,
            "sources": list(sources)}
     out.update(findings.to_dict())
-    out["host_sets"] = host_sets(findings)
-    out["drain"] = drain_groups(findings, {h["host"]: h for h in (xid or {}).get("hosts", [])})
+    out["host_sets"] = host_sets(verdict, findings)
+    out["drain"] = drain_groups(verdict, {h["host"]: h for h in (xid or {}).get("hosts", [])})
+    out["verdict_model"] = verdict.to_dict()  # every host's state and the entries it comes from
     out["xid"] = xid
     out["audit"] = audit
     out["benchmark"] = bench
@@ -405,8 +409,9 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
     base = (audit or {}).get("baseline") or {}
     unreachable = fold_failures(summary["unreachable"])
     hosts = host_details(fleet, findings, finding_hosts)
-    broken = sorted({f["host"] for f in summary["findings"] if f["severity"] == "broken"}, key=host_key)
+    broken = summary["host_sets"]["broken"]["hosts"]
     watch = _watch(folded, summary["pool"]["hosts"])
+    rows = keepout_rows(summary)
     return {
         "s": summary, "classes": classes, "ref": ref, "matrix": matrix,
         "bench": summary.get("benchmark"), "audit": audit, "audit_hosts": audited[:ROWS_MAX], "audit_more": max(0, len(audited) - ROWS_MAX),
@@ -414,9 +419,12 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
         "audit_absent": fold_hosts(base.get("absent", ())),
         "matrix_classes": classes[:MATRIX_CLASSES_MAX], "matrix_more": max(0, len(classes) - MATRIX_CLASSES_MAX),
         "held_out": _held_out(summary), "held_out_more": max(0, len(summary["held_out"]) - HELD_OUT_SHOWN),
+        "broken_rows": rows["broken"][:HELD_OUT_SHOWN], "broken_rows_more": max(0, len(rows["broken"]) - HELD_OUT_SHOWN),
+        "class_rows": rows["classes"], "notes": summary["verdict_model"]["notes"],
         "held_out_folded": fold_hosts(h["host"] for h in summary["held_out"]),
-        "keepout": bool(len(classes) > 1 or summary["excluded"] or summary["unreachable"] or summary["held_out"]),
-        "tiles": tiles(summary, len(broken)), "watch": watch[:WATCH_SHOWN], "watch_more": max(0, len(watch) - WATCH_SHOWN),
+        "keepout": bool(len(classes) > 1 or summary["excluded"] or summary["unreachable"] or summary["held_out"]
+                        or rows["broken"]),
+        "tiles": tiles(summary), "watch": watch[:WATCH_SHOWN], "watch_more": max(0, len(watch) - WATCH_SHOWN),
         "folded_findings": folded[:ROWS_MAX], "folded_more": max(0, len(folded) - ROWS_MAX), "variants_max": VARIANTS_MAX,
         "broken_hosts": fold_hosts(broken), "broken_count": len(broken),
         "anchors": {b["host"]: b["anchor"] for b in hosts["blocks"]}, "unreachable": unreachable[:ROWS_MAX],
@@ -433,20 +441,48 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
     }
 
 
-def tiles(summary: dict, broken: int) -> list[dict]:
-    """The top box's tiles: each counts hosts and links to where those hosts are listed."""
-    others = sum(c["size"] for c in summary["classes"][1:])
+def tiles(summary: dict) -> list[dict]:
+    """The top box's tiles: each counts the hosts of one of summary.json's host sets and links to where they are listed."""
+    sets = summary["host_sets"]
     ref = summary["reference_class"]
-    return [{"id": id_, "hosts": n, "label": label, "target": target} for id_, n, label, target in (
-        ("tile-hosts", summary["hosts_total"], "hosts", "hosts"),
-        ("pool-size", summary["pool"]["size"], f"in the pool (class {ref['id']}, healthy)" if ref else "in the pool",
+    return [{"id": id_, "hosts": sets[key]["size"], "label": label, "target": target, "set": key}
+            for id_, key, label, target in (
+        ("tile-hosts", "hosts", "hosts", "hosts"),
+        ("pool-size", "pool", f"in the pool (class {ref['id']}, healthy)" if ref else "in the pool",
          "pool" if ref else "classes"),
-        ("tile-held-out", len(summary["held_out"]), "held out for health", "held-out"),
-        ("tile-other-classes", others, "in " + plural(max(len(summary["classes"]) - 1, 0), "other class",
-                                                      "other classes"), "other-classes" if others else "classes"),
-        ("tile-cannot-run", len(summary["excluded"]), "cannot run", "cannot-run"),
-        ("tile-unreachable", len(summary["unreachable"]), "unreachable", "unreachable"),
-        ("tile-broken", broken, "with a broken contract", "broken-hosts" if broken else "health"))]
+        ("tile-held-out", "held_out", "held out for health", "held-out"),
+        ("tile-other-classes", "other_classes", "in " + plural(max(len(summary["classes"]) - 1, 0), "other class",
+                                                               "other classes"),
+         "other-classes" if sets["other_classes"]["size"] else "classes"),
+        ("tile-cannot-run", "cannot_run", "cannot run", "cannot-run"),
+        ("tile-unreachable", "unreachable", "unreachable", "unreachable"),
+        ("tile-broken", "broken", "broken", "broken-hosts" if sets["broken"]["size"] else "health"))]
+
+
+def keepout_rows(summary: dict) -> dict:
+    """The top box's rows besides the hosts held out, each host named once: the other classes (a class whose
+    every host is broken is marked broken, with its fix), then the broken hosts outside the reference class
+    that no class row, cannot-run row or held-out row names, each with its cause and fix."""
+    model = summary["verdict_model"]
+    states, entries = model["states"], {}
+    for e in model["entries"]:
+        if e["severity"] == "broken":
+            entries.setdefault(e["host"], []).append(e)
+    classes, named, held = [], set(), set(summary["host_sets"]["held_out"]["hosts"])
+    for c in summary["classes"][1:]:
+        others = [h for h in c["hosts"] if states.get(h) == "other_class"]
+        broken = not others and bool(c["hosts"])
+        shown = c["hosts"] if broken else others
+        if not shown:
+            continue
+        named.update(shown)
+        first = (entries.get(shown[0]) or [{}])[0] if broken else {}
+        classes.append(dict(c, shown=fold_hosts(shown), shown_size=len(shown), broken=broken,
+                            cause=first.get("cause"), fix=first.get("fix")))
+    rows = [{"host": h, "cause": entries[h][0]["cause"], "fix": entries[h][0]["fix"]}
+            for h in summary["host_sets"]["broken"]["hosts"]
+            if states.get(h) == "broken" and h not in named and h not in held and h in entries]
+    return {"classes": classes, "broken": rows}
 
 
 def _watch(folded: list[dict], pool) -> list[dict]:
@@ -509,9 +545,15 @@ def speed_chart(speed: dict | None) -> list[dict]:
 
 
 def _held_out(summary: dict) -> list[dict]:
-    """The first HELD_OUT_SHOWN hosts held out of the pool, each with the severity of its worst reason."""
-    broken = {f["host"] for f in summary["findings"] if f["severity"] == "broken"}
-    return [dict(h, severity="broken" if h["host"] in broken else "warning")
+    """The first HELD_OUT_SHOWN hosts held out of the pool, each with the severity of its worst reason
+    and, when broken, the fix of its first broken entry."""
+    broken = set(summary["host_sets"]["broken"]["hosts"])
+    fixes = {}
+    for e in summary["verdict_model"]["entries"]:
+        if e["severity"] == "broken" and e["fix"]:
+            fixes.setdefault(e["host"], e["fix"])
+    return [dict(h, severity="broken" if h["host"] in broken else "warning",
+                 fix=fixes.get(h["host"]) if h["host"] in broken else None)
             for h in summary["held_out"][:HELD_OUT_SHOWN]]
 
 
