@@ -694,6 +694,8 @@ def _report(inputs, out_dir: Path, reference: Optional[str], expect: Optional[Pa
 
     result = build_report([Path(p) for p in inputs], out_dir, reference=reference, expect=expect, baseline=baseline)
     results.print(safe(result.headline), soft_wrap=True)
+    for line in result.notes:  # the verdict's: a tier asked for and not measured, a contract not read, with its fix
+        results.print(safe(line), soft_wrap=True)
     for line in result.findings_lines:  # the health findings, folded across hosts (clubak -b)
         results.print(f"- {safe(line)}", soft_wrap=True)
     results.print(f"report: {(out_dir / 'report.html').resolve()}", soft_wrap=True)

@@ -61,6 +61,7 @@ class ReportResult:
     fleet: Fleet
     findings_lines: tuple = ()  # the health findings folded across hosts, one line each, for the terminal
     verdict: Verdict | None = None  # the one verdict every file and the exit code were made from
+    notes: tuple = ()  # what was asked for and not measured, what was not read: each with its hosts and fix
 
 
 def build_report(paths, out_dir, reference: str | None = None, expect: Path | None = None,
@@ -109,9 +110,10 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     except OSError as err:
         raise RunFolderError(f"cannot write the report ({err.strerror or err})", where=str(out),
                              fix="choose a writable folder for the report") from None
-    headline = "\n".join([findings.headline(), *verdict.notes(), *action_lines(summary["xid"]),
+    headline = "\n".join([findings.headline(), *action_lines(summary["xid"]),
                           *(audit["headline"] if audit else ()), *bench_lines(bench), *(speed["headline"] if speed else ())])
-    return ReportResult(out, files, code, headline, summary, findings, fleet, tuple(terminal_lines(folded)), verdict)
+    return ReportResult(out, files, code, headline, summary, findings, fleet, tuple(terminal_lines(folded)), verdict,
+                        tuple(verdict.notes()))
 
 
 def _baseline_of(baseline: Path | None) -> dict | None:
