@@ -47,7 +47,7 @@ from sweep.report.lists import FILES as LIST_FILES, write_lists
 from sweep.report.findings import fold, terminal_lines
 from sweep.store import refuse_links
 from sweep.report.render import (render_html, render_markdown, summary_dict, write_fleet_csv, write_hosts_csv,
-                          write_limit_file, write_summary_json, write_text)
+                          states_line, write_limit_file, write_summary_json, write_text)
 @dataclass(frozen=True)
 class ReportResult:
     """What build_report wrote and decided."""
@@ -113,7 +113,7 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     headline = "\n".join([findings.headline(), *action_lines(summary["xid"]),
                           *(audit["headline"] if audit else ()), *bench_lines(bench), *(speed["headline"] if speed else ())])
     return ReportResult(out, files, code, headline, summary, findings, fleet, tuple(terminal_lines(folded)), verdict,
-                        tuple(verdict.notes()))
+                        (*verdict.notes(), states_line(summary)))
 
 
 def _baseline_of(baseline: Path | None) -> dict | None:

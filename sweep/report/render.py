@@ -232,6 +232,7 @@ def render_markdown(summary: dict, folded: list | None = None) -> str:
     lines = [f"# sweep report: {plural(summary['hosts_total'], 'host')}", "",
              f"**{md(summary['verdict'])}**: {md(summary['verdict_detail'])}", "",
              f"Exit code {summary['exit_code']}: {md(summary['exit_meaning'])}", ""]
+    lines += _markdown_states(summary)
     classes = summary["classes"]
     if classes:
         ref = summary["reference_class"]
@@ -284,6 +285,28 @@ def render_markdown(summary: dict, folded: list | None = None) -> str:
     if cut:
         lines += [f"Lists cut at {ROWS_MAX} rows ({', '.join(cut)}): summary.json has them all.", ""]
     return "\n".join(lines)
+
+
+SETS_SAID = (("pool", "in the pool"), ("held_out", "held out of the pool"), ("broken", "broken"),
+             ("drain", "to drain"), ("other_classes", "in other classes"), ("cannot_run", "cannot run"),
+             ("unreachable", "unreachable"))
+
+
+def states_line(summary: dict) -> str:
+    """The verdict's sets in one line, for the terminal: 'pool 6: gpu[01-02]; broken 2: gpu[03,06]; ...'."""
+    sets = summary["host_sets"]
+    return "hosts: " + "; ".join(f"{said} {sets[key]['size']}: {sets[key]['folded'] or ', '.join(sets[key]['hosts'])}"
+                                 for key, said in SETS_SAID if sets[key]["size"])
+
+
+def _markdown_states(summary: dict) -> list[str]:
+    """The verdict's sets (summary.json host_sets) and notes: what is not measured or not read, with its fix."""
+    sets = summary["host_sets"]
+    lines = ["## Hosts by verdict", ""]
+    lines += [f"- {said} ({sets[key]['size']}): {mdcode(sets[key]['folded'] or ', '.join(sets[key]['hosts']))}"
+              for key, said in SETS_SAID if sets[key]["size"]]
+    lines += [f"- **{n['said']}**: {md(n['text'])}" for n in summary["verdict_model"]["notes"]]
+    return lines + [""]
 
 
 def _markdown_speed(speed: dict | None) -> list[str]:
