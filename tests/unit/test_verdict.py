@@ -180,3 +180,27 @@ def test_the_demo_speed_fleet_shape(tmp_path):
     """The speed demo's mix: healthy twins, gpu03 and gpu06 broken by a figure, a warning class."""
     check_fleet(["healthy", "healthy", "speed_broken", "healthy", "healthy", "speed_broken", "healthy", "healthy"],
                 tmp_path)
+
+
+def test_sweep_demo_speed_holds_gpu03_and_gpu06_out_and_drains_them_with_their_figures(tmp_path, capsys):
+    from sweep.cli import main
+
+    assert main(["demo", "--speed", "--out", str(tmp_path / "run")]) == 0
+    report = tmp_path / "run" / "report"
+    summary = json.loads((report / "summary.json").read_text())
+    assert not {"gpu03", "gpu06"} & set(summary["host_sets"]["pool"]["hosts"])
+    assert summary["host_sets"]["broken"]["hosts"] == ["gpu03", "gpu06"] == summary["host_sets"]["drain"]["hosts"]
+    assert (report / "broken.txt").read_text() == "gpu03\ngpu06\n"
+    assert (report / "broken.nodeset").read_text() == "gpu[03,06]\n"
+    drain = (report / "drain.sh").read_text()
+    assert 'scontrol update NodeName=gpu03 State=DRAIN Reason="sweep: GPU 5 HBM 2993 GB/s, 70% of the H200 reference"' \
+        in drain.splitlines()
+    assert any(line.startswith('scontrol update NodeName=gpu06 State=DRAIN Reason="sweep: GPU 0 PCIe host to device '
+                               '32 GB/s, 57% of the H200 reference') for line in drain.splitlines())
+    assert summary["exit_code"] == 3  # gpu[09-12] are a class of their own (500 W boards): not one pool
+    html = (report / "report.html").read_text()
+    assert re.search(r'id="tile-broken" href="#[\w-]+"><b>2</b>', html)
+    assert re.search(r'id="pool-size" href="#[\w-]+"><b>6</b>', html)
+    out = capsys.readouterr().out
+    assert "hosts: in the pool 6: gpu[01-02,04-05,07-08]; held out of the pool 2: gpu[03,06]; broken 2: gpu[03,06]; " \
+           "to drain 2: gpu[03,06]; in other classes 4: gpu[09-12]" in out
