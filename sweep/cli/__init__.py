@@ -520,8 +520,9 @@ def _report_run(result, report: dict) -> int:
     if report["no_report"] or result.state == "interrupted":
         return result.exit_code
     expect, baseline = (Path(report[key]) if report[key] is not None else None for key in ("expect", "baseline"))
-    return max(result.exit_code, _report([result.run_dir], result.run_dir / "report", report["reference"],
-                                         expect, baseline))
+    # the report's code is the verdict over every host the run lists (its failed ones included): the table's order
+    code = _report([result.run_dir], result.run_dir / "report", report["reference"], expect, baseline)
+    return code or result.exit_code
 
 
 # `sweep run`'s options -> the run_sweep options they set (sweep.collect.resume.OPTIONS): a resumed run
