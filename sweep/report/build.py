@@ -101,7 +101,7 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
         writer = _start(write_fleet_csv, fleet, files["fleet_csv"])
         write_summary_json(summary, files["summary"])
         write_text(files["markdown"], render_markdown(summary, folded))
-        write_hosts_csv(fleet, findings, files["hosts_csv"])
+        write_hosts_csv(fleet, findings, files["hosts_csv"], verdict.states)
         for key in ("pool", "held_out", "broken"):
             write_limit_file(files[key], summary["host_sets"][key]["hosts"])
         write_lists(out, summary)

@@ -129,10 +129,14 @@ def write_limit_file(path: Path, hosts) -> Path:
 _LIMIT_LINE = re.compile(r"^[^\s!&~@*?\[](?:[^*?\[]*[^\s*?\[])?$")
 
 
-def write_hosts_csv(fleet: Fleet, findings: Findings, path: Path) -> Path:
-    """hosts.csv: one row per host, its facts, its comparability key values and its class."""
+def write_hosts_csv(fleet: Fleet, findings: Findings, path: Path, states: dict | None = None) -> Path:
+    """hosts.csv: one row per host, its facts, its comparability key values, its class and (`states`: the
+    verdict's) its state: pool, held_out, broken, other_class, cannot_run, unreachable."""
     keys = findings.host_keys.add_prefix("key_").rename(columns={"key_comparability_class": "comparability_class"})
-    _write_csv(fleet.hosts.join(keys, on="host"), path)
+    frame = fleet.hosts.join(keys, on="host")
+    if states is not None:
+        frame = frame.assign(state=pd.array([states.get(h) for h in frame["host"].astype(str)], dtype="string"))
+    _write_csv(frame, path)
     return path
 
 

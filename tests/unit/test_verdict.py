@@ -2,6 +2,7 @@
 broken, another class, unable to run, unreachable, not measured or not read; every view names the sets
 the fleet was built with, and the exit code is the README table's function of them."""
 import copy
+import csv
 import json
 import re
 import shlex
@@ -126,6 +127,11 @@ def check_fleet(variants: list[str], tmp: Path) -> None:
         if words[:2] == ["scontrol", "update"]:
             drained |= hosts_of(words[2].removeprefix("NodeName="))
     assert drained == want["drain"]
+
+    with open(tmp / "report" / "hosts.csv", newline="") as fh:
+        csv_states = {row["host"]: row["state"] for row in csv.DictReader(fh)}
+    assert {h for h, state in csv_states.items() if state == "pool"} == want["pool"]
+    assert {h for h, state in csv_states.items() if state in ("broken", "cannot_run")} == want["broken"]
 
     # summary.md and the terminal name the same sets; the HTML's tiles count them
     markdown = result.files["markdown"].read_text()
