@@ -214,11 +214,12 @@ def with_verdict(findings: Findings, verdict: Verdict) -> Findings:
     known = {h["host"]: h for h in findings.held_out}
     held = []
     for host in verdict.held_out:
-        entry = dict(known.get(host) or {"host": host, "kinds": [], "reasons": []})
+        entry = known.get(host) or {"host": host, "kinds": [], "reasons": []}
         more = [e for e in verdict.of(host) if e.source in ("speed", "xid") and e.severity == "broken"]
-        entry["kinds"] = [*entry["kinds"], *(e.what for e in more)]
-        entry["reasons"] = [*entry["reasons"], *(e.cause for e in more if e.cause not in entry["reasons"])]
-        held.append(entry)
+        kept = [(k, r) for k, r in zip(entry["kinds"], entry["reasons"])
+                if not (k == "xid" and any(e.source == "xid" for e in more))]  # the repair says it, with its event
+        kept += [(e.what, e.cause) for e in more]
+        held.append({"host": host, "kinds": [k for k, _ in kept], "reasons": [r for _, r in kept]})
     return replace(findings, held_out=tuple(held))
 
 
