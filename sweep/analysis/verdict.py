@@ -145,10 +145,13 @@ class Verdict:
 
     def note_items(self) -> list[dict]:
         """What every view says beside the headline: each tier asked for and not measured, each contract or
-        figure not read, with its hosts and fix: [{"said": "not measured" | "not read", "hosts", "text"}]."""
+        figure not read, each speed figure to watch (a warning), with its hosts and fix:
+        [{"said": "not measured" | "not read" | "to watch", "hosts", "text"}]."""
         out = []
+        watch = [e for e in self.entries if e.severity == "watch" and e.source == "speed"]
         for said, entries, key in (("not measured", self.not_measured, lambda e: e.tier),
-                                   ("not read", self.unknown, lambda e: (e.source, e.what))):
+                                   ("not read", self.unknown, lambda e: (e.source, e.what)),
+                                   ("to watch", watch, lambda e: e.what)):
             for group in _grouped(entries, key):
                 hosts = sorted({e.host for e in group}, key=host_key)
                 out.append({"said": said, "hosts": hosts, "text": _note(said, hosts, group[0])})

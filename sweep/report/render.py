@@ -437,7 +437,9 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
     unreachable = fold_failures(summary["unreachable"])
     hosts = host_details(fleet, findings, finding_hosts)
     broken = summary["host_sets"]["broken"]["hosts"]
-    watch = _watch(folded, summary["pool"]["hosts"])
+    notes = summary["verdict_model"]["notes"]
+    watch = [{"title": "speed", "detail": n["text"], "folded": ""}  # the speed figures to watch: the verdict's words
+             for n in notes if n["said"] == "to watch"] + _watch(folded, summary["pool"]["hosts"])
     rows = keepout_rows(summary)
     return {
         "s": summary, "classes": classes, "ref": ref, "matrix": matrix,
@@ -447,7 +449,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
         "matrix_classes": classes[:MATRIX_CLASSES_MAX], "matrix_more": max(0, len(classes) - MATRIX_CLASSES_MAX),
         "held_out": _held_out(summary), "held_out_more": max(0, len(summary["held_out"]) - HELD_OUT_SHOWN),
         "broken_rows": rows["broken"][:HELD_OUT_SHOWN], "broken_rows_more": max(0, len(rows["broken"]) - HELD_OUT_SHOWN),
-        "class_rows": rows["classes"], "notes": summary["verdict_model"]["notes"],
+        "class_rows": rows["classes"], "notes": [n for n in notes if n["said"] != "to watch"],
         "held_out_folded": fold_hosts(h["host"] for h in summary["held_out"]),
         "keepout": bool(len(classes) > 1 or summary["excluded"] or summary["unreachable"] or summary["held_out"]
                         or rows["broken"]),

@@ -30,6 +30,7 @@ EXPECTED = {
     "speed_watch": ("pool", True, False, False, False),
     "speed_broken": ("broken", True, True, False, False),
     "speed_failed": ("pool", True, False, True, False),
+    "load_failed": ("pool", True, False, True, False),
     "power_cap": ("broken", False, True, False, False),
     "ecc_off": ("other_class", False, False, False, False),
     "empty_mask": ("cannot_run", False, True, False, False),
@@ -68,6 +69,10 @@ def health_of(variant: str, name: str) -> dict | None:
             out["speed"].update(status="failed", reason="the speed child exited 1: CUDA error: out of memory",
                                 gpus=[], p2p=[], allreduce={"skipped": "the tier failed"})
         return out
+    if variant == "load_failed":  # --load asked for, and the load died at once: no sample under load
+        h["load"] = {"seconds": 20.0, "engine": "torch", "interval_s": 0.2, "pid": 4321, "exit_code": 1,
+                     "error": "RuntimeError: CUDA error: out of memory", "samples": [], "summary": []}
+        return h
     if variant == "power_cap":
         return fv.power_cap(h, 250.0)
     if variant == "ecc_off":
@@ -155,15 +160,28 @@ def check_fleet(variants: list[str], tmp: Path) -> None:
     listed = [h for group in named for h in group]
     assert sorted(listed) == sorted(set(listed)), "the top box names a host twice"
     assert set(listed) == set(names) - want["pool"]  # every host kept out, once: held out, broken, class, ...
+    # a warning figure is on the watch line (and in the terminal)
+    watched = {n for n, v in zip(names, variants) if v == "speed_watch"}
+    line = next((n for n in result.notes if n.startswith("hbm to watch")), None)
+    assert (line is not None) == bool(watched)
+    if watched:
+        assert hosts_of(line.split(" (", 1)[1].split(";", 1)[0]) == watched
+        watch = box[box.index('id="watch"'):]
+        assert line.replace("'", "&#39;") in watch[:watch.index("</p>")]
+    # the power-capped hosts' class row is marked broken, its difference a broken contract
+    capped = {n for n, v in zip(names, variants) if v == "power_cap"}
+    broken_classes = re.findall(r'<li class="class-row broken-class" data-hosts="([^"]*)"', box)
+    assert {h for group in broken_classes for h in hosts_of(group)} == capped
     # what was not measured and not read is said, with its hosts and fix, in the terminal and the top box
-    for v, index, said in (("speed_failed", 3, "speed not measured"), ("xid_unread", 4, "xid not read")):
+    for v, said, fix in (("speed_failed", "speed not measured", "sweep run --speed"), ("xid_unread", "xid not read", "--become"),
+                         ("load_failed", "load not measured", "sweep run --load")):
         hosts = {n for n, w in zip(names, variants) if w == v}
         line = next((n for n in result.notes if n.startswith(said)), None)
         assert (line is not None) == bool(hosts)
         if hosts:
             assert hosts_of(line.split(" (", 1)[1].split(";", 1)[0]) == hosts
             assert line in box.replace("&#39;", "'").replace("&#34;", '"')
-            assert ("--become" in line) if v == "xid_unread" else ("sweep run --speed" in line)
+            assert fix in line
 
 
 OTHERS = sorted(set(EXPECTED) - {"healthy"})
@@ -176,6 +194,7 @@ SPEED_DEMO = ["speed_ok", "speed_ok", "speed_broken", "speed_ok", "speed_ok", "s
 @example(extra=SPEED_DEMO[8:])  # the `sweep demo --speed` fleet's kinds: two broken figures, a slow class
 @example(extra=["probe_incomplete"])  # issue 39 item 1: an incomplete probe is held out, exit 4
 @example(extra=["speed_failed", "xid_unread"])
+@example(extra=["load_failed"])
 @example(extra=["power_cap", "empty_mask", "unreachable", "ecc_off"])
 @given(extra=st.lists(st.sampled_from(OTHERS), min_size=1, max_size=3))
 def test_every_view_names_the_sets_the_fleet_was_built_with(extra, tmp_path_factory):
