@@ -14,6 +14,7 @@ import pytest
 from sweep.cli import main
 from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
 
+from browser_page import Page
 from helpers import CHROMIUM, chromium, require
 
 pytestmark = pytest.mark.integration
@@ -74,6 +75,14 @@ def test_a_failed_tier_and_an_unread_kernel_log_are_said_and_the_run_is_incomple
     assert summary["exit_code"] == 1 and summary["host_sets"]["pool"]["hosts"] == ["gpu01", "gpu02", "gpu03"]
     assert [n["hosts"] for n in summary["verdict_model"]["notes"] if n["said"] == "not measured"] == [["gpu02"]]
     require(os.access(CHROMIUM, os.X_OK), "/usr/bin/chromium is absent: apt-get install -y chromium")
+    with Page((report / "report.html").resolve().as_uri()) as page:  # what a person sees in the top box
+        shown = page.text("#verdict")
+        tiles = page.evaluate("[...document.querySelectorAll('#verdict a.stat')].map(a => [a.id, "
+                              "+a.querySelector('b').innerText])")
+    assert f"not measured {speed}" in shown and f"not read {xid}" in shown
+    assert "EXIT CODE 1: a figure asked for was not measured on some host" in shown  # the kicker is upper case
+    counts = dict(tiles)
+    assert counts["pool-size"] == 3 and counts["tile-broken"] == 0 and counts["tile-unreachable"] == 0
     dom = chromium("--dump-dom", (report / "report.html").resolve().as_uri())
     box = dom[dom.index('id="verdict"'):dom.index("</section>")]
     notes = [re.sub(r"\s+", " ", n) for n in re.findall(r'<p class="note verdict-note"[^>]*>(.*?)</p>', box, re.S)]
