@@ -47,7 +47,8 @@ from sweep.report.lists import FILES as LIST_FILES, write_lists
 from sweep.report.findings import fold, terminal_lines
 from sweep.store import refuse_links
 from sweep.report.render import (render_html, render_markdown, summary_dict, write_fleet_csv, write_hosts_csv,
-                          states_line, write_limit_file, write_summary_json, write_text)
+                          write_limit_file, write_summary_json, write_text)
+from sweep.report.topbox import states_line
 @dataclass(frozen=True)
 class ReportResult:
     """What build_report wrote and decided."""

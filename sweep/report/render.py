@@ -31,6 +31,7 @@ from sweep.analysis.xid import event_name, when
 from sweep.errors import InventoryWarning
 from sweep.report.bench import markdown_bench
 from sweep.report.findings import by_host, fold
+from sweep.report.topbox import HELD_OUT_SHOWN, SETS_SAID, held_out_rows, keepout_rows, tiles, watch_line
 from sweep.store import write_bytes_atomic
 from sweep.strictjson import dumps, finite
 from sweep.text import csv_cell, csv_cells, plural, visible
@@ -40,7 +41,6 @@ CHART_HOSTS_MAX = 64      # above this many hosts the chart shows one bar per cl
 DETAIL_HOSTS_MAX = 300    # per-host <details> blocks; the rest are in hosts.csv
 ROWS_MAX = 200            # rows per findings kind / unreachable table
 MATRIX_CLASSES_MAX = 8    # classes side by side in the key matrix
-HELD_OUT_SHOWN = 12       # hosts held out for health named in the top box (the rest: Health findings)
 VARIANTS_MAX = 20         # values of one folded finding shown with their sentence (the rest: their hosts)
 WATCH_SHOWN = 4           # warnings on pool hosts named in the top box's watch line
 
@@ -291,18 +291,6 @@ def render_markdown(summary: dict, folded: list | None = None) -> str:
     return "\n".join(lines)
 
 
-SETS_SAID = (("pool", "in the pool"), ("held_out", "held out of the pool"), ("broken", "broken"),
-             ("drain", "to drain"), ("other_classes", "in other classes"), ("cannot_run", "cannot run"),
-             ("unreachable", "unreachable"))
-
-
-def states_line(summary: dict) -> str:
-    """The verdict's sets in one line, for the terminal: 'pool 6: gpu[01-02]; broken 2: gpu[03,06]; ...'."""
-    sets = summary["host_sets"]
-    return "hosts: " + "; ".join(f"{said} {sets[key]['size']}: {sets[key]['folded'] or ', '.join(sets[key]['hosts'])}"
-                                 for key, said in SETS_SAID if sets[key]["size"])
-
-
 def _markdown_states(summary: dict) -> list[str]:
     """The verdict's sets (summary.json host_sets) and notes: what is not measured or not read, with its fix."""
     sets = summary["host_sets"]
@@ -439,7 +427,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
     broken = summary["host_sets"]["broken"]["hosts"]
     notes = summary["verdict_model"]["notes"]
     watch = [{"title": "speed", "detail": n["text"], "folded": ""}  # the speed figures to watch: the verdict's words
-             for n in notes if n["said"] == "to watch"] + _watch(folded, summary["pool"]["hosts"])
+             for n in notes if n["said"] == "to watch"] + watch_line(folded, summary["pool"]["hosts"])
     rows = keepout_rows(summary)
     return {
         "s": summary, "classes": classes, "ref": ref, "matrix": matrix,
@@ -447,7 +435,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
         "audit_no_baseline": fold_hosts(base.get("no_baseline", ())),
         "audit_absent": fold_hosts(base.get("absent", ())),
         "matrix_classes": classes[:MATRIX_CLASSES_MAX], "matrix_more": max(0, len(classes) - MATRIX_CLASSES_MAX),
-        "held_out": _held_out(summary), "held_out_more": max(0, len(summary["held_out"]) - HELD_OUT_SHOWN),
+        "held_out": held_out_rows(summary), "held_out_more": max(0, len(summary["held_out"]) - HELD_OUT_SHOWN),
         "broken_rows": rows["broken"][:HELD_OUT_SHOWN], "broken_rows_more": max(0, len(rows["broken"]) - HELD_OUT_SHOWN),
         "class_rows": rows["classes"], "notes": [n for n in notes if n["said"] != "to watch"],
         "held_out_folded": fold_hosts(h["host"] for h in summary["held_out"]),
@@ -468,65 +456,6 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
         "xid": _xid_box(summary.get("xid")),
         "speed": summary.get("speed"), "speed_chart": speed_chart(summary.get("speed")),
     }
-
-
-def tiles(summary: dict) -> list[dict]:
-    """The top box's tiles: each counts the hosts of one of summary.json's host sets and links to where they are listed."""
-    sets = summary["host_sets"]
-    ref = summary["reference_class"]
-    return [{"id": id_, "hosts": sets[key]["size"], "label": label, "target": target, "set": key}
-            for id_, key, label, target in (
-        ("tile-hosts", "hosts", "hosts", "hosts"),
-        ("pool-size", "pool", f"in the pool (class {ref['id']}, healthy)" if ref else "in the pool",
-         "pool" if ref else "classes"),
-        ("tile-held-out", "held_out", "held out for health", "held-out"),
-        ("tile-other-classes", "other_classes", "in " + plural(max(len(summary["classes"]) - 1, 0), "other class",
-                                                               "other classes"),
-         "other-classes" if sets["other_classes"]["size"] else "classes"),
-        ("tile-cannot-run", "cannot_run", "cannot run", "cannot-run"),
-        ("tile-unreachable", "unreachable", "unreachable", "unreachable"),
-        ("tile-broken", "broken", "broken", "broken-hosts" if sets["broken"]["size"] else "health"))]
-
-
-def keepout_rows(summary: dict) -> dict:
-    """The top box's rows besides the hosts held out, each host named once: the other classes (a class whose
-    every host is broken is marked broken, with its fix), then the broken hosts outside the reference class
-    that no class row, cannot-run row or held-out row names, each with its cause and fix."""
-    model = summary["verdict_model"]
-    states, entries = model["states"], {}
-    for e in model["entries"]:
-        if e["severity"] == "broken":
-            entries.setdefault(e["host"], []).append(e)
-    classes, named, held = [], set(), set(summary["host_sets"]["held_out"]["hosts"])
-    for c in summary["classes"][1:]:
-        others = [h for h in c["hosts"] if states.get(h) == "other_class"]
-        broken = not others and bool(c["hosts"])
-        shown = c["hosts"] if broken else others
-        if not shown:
-            continue
-        named.update(shown)
-        first = (entries.get(shown[0]) or [{}])[0] if broken else {}
-        classes.append(dict(c, shown=fold_hosts(shown), shown_size=len(shown), broken=broken,
-                            cause=first.get("cause"), fix=first.get("fix")))
-    rows = [{"host": h, "cause": entries[h][0]["cause"], "fix": entries[h][0]["fix"]}
-            for h in summary["host_sets"]["broken"]["hosts"]
-            if states.get(h) == "broken" and h not in named and h not in held and h in entries]
-    return {"classes": classes, "broken": rows}
-
-
-def _watch(folded: list[dict], pool) -> list[dict]:
-    """Warnings on hosts of the pool (a GPU a few degrees from its slowdown threshold): who and what."""
-    members = set(pool)
-    out = []
-    for e in folded:
-        if e["severity"] != "warning":
-            continue
-        hit = [v for v in e["variants"] if members.intersection(v["hosts"])]
-        if hit:
-            hosts = sorted((h for v in hit for h in v["hosts"] if h in members), key=host_key)
-            detail = hit[0]["detail"] if len(hit) == 1 else e["detail"] + " (values differ)"
-            out.append({"title": e["title"], "detail": detail, "folded": abbreviate(fold_hosts(hosts), 80)})
-    return out
 
 
 XID_HOSTS_SHOWN = 12  # hosts named with their events under the top box's repair lines
@@ -571,19 +500,6 @@ def speed_chart(speed: dict | None) -> list[dict]:
                         "more": max(0, len(bars) - SPEED_BARS_MAX), "height": 30 + 20 * len(bars[:SPEED_BARS_MAX]),
                         "reference": f"{ref['model']} {rate(ref['value'], UNITS[figure])} ({ref['source']})"})
     return out
-
-
-def _held_out(summary: dict) -> list[dict]:
-    """The first HELD_OUT_SHOWN hosts held out of the pool, each with the severity of its worst reason
-    and, when broken, the fix of its first broken entry."""
-    broken = set(summary["host_sets"]["broken"]["hosts"])
-    fixes = {}
-    for e in summary["verdict_model"]["entries"]:
-        if e["severity"] == "broken" and e["fix"]:
-            fixes.setdefault(e["host"], e["fix"])
-    return [dict(h, severity="broken" if h["host"] in broken else "warning",
-                 fix=fixes.get(h["host"]) if h["host"] in broken else None)
-            for h in summary["held_out"][:HELD_OUT_SHOWN]]
 
 
 def _tone(exit_code: int) -> str:
