@@ -85,6 +85,7 @@ class Verdict:
     entries: tuple[Entry, ...]
     reference_hosts: frozenset = field(default_factory=frozenset)
     bench_code: int | None = None  # bench_section's 6 / 7 of a --wrap run, else None
+    by_host: dict = field(default_factory=dict, repr=False)  # host -> its entries, broken first (`of`)
 
     def hosts_in(self, *states: str) -> list[str]:
         return sorted((h for h, s in self.states.items() if s in states), key=host_key)
@@ -109,8 +110,7 @@ class Verdict:
 
     def of(self, host: str) -> list[Entry]:
         """A host's entries, broken first."""
-        rank = {s: n for n, s in enumerate(reversed(SEVERITIES))}
-        return sorted((e for e in self.entries if e.host == host), key=lambda e: rank[e.severity])
+        return self.by_host.get(host, [])
 
     @property
     def not_measured(self) -> list[Entry]:
@@ -208,7 +208,11 @@ def judge(fleet: Fleet, findings: Findings, speed: dict | None = None, bench: di
         else:
             states[host] = "other_class"
     code = bench["exit_code"] if bench else None
-    return Verdict(states, tuple(entries), reference, code)
+    rank = {s: n for n, s in enumerate(reversed(SEVERITIES))}
+    by_host: dict = {}
+    for e in sorted(entries, key=lambda e: rank[e.severity]):  # stable: each source's order kept
+        by_host.setdefault(e.host, []).append(e)
+    return Verdict(states, tuple(entries), reference, code, by_host)
 
 
 def with_verdict(findings: Findings, verdict: Verdict) -> Findings:
