@@ -167,8 +167,9 @@ class Verdict:
         return {"states": dict(self.states), "counts": counts, "exit_code": self.exit_code,
                 "exit_meaning": self.exit_meaning, "notes": self.note_items(),
                 "not_measured": [e.to_dict() for e in self.not_measured],
-                "unknown": [e.to_dict() for e in self.unknown],
-                "entries": [e.to_dict() for e in self.entries]}
+                # a contract not read is in `notes`, once per contract with its hosts (on a fleet of old agents it
+                # is every host: 4 entries each would be most of the file)
+                "entries": [e.to_dict() for e in self.entries if e.source != "contract"]}
 
 
 def _grouped(entries, key) -> list[list[Entry]]:
