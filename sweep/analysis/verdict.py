@@ -148,7 +148,8 @@ class Verdict:
         figure not read, each speed figure to watch (a warning), with its hosts and fix:
         [{"said": "not measured" | "not read" | "to watch", "hosts", "text"}]."""
         out = []
-        watch = [e for e in self.entries if e.severity == "watch" and e.source == "speed"]
+        watch = [e for e in self.entries if e.severity == "watch" and e.source == "speed"
+                 and self.states.get(e.host) not in ("broken", "cannot_run")]  # a broken host is said as broken
         for said, entries, key in (("not measured", self.not_measured, lambda e: e.tier),
                                    ("not read", self.unknown, lambda e: (e.source, e.what)),
                                    ("to watch", watch, lambda e: e.what)):
@@ -181,7 +182,7 @@ def _grouped(entries, key) -> list[list[Entry]]:
 
 def _note(said: str, hosts: list[str], first: Entry) -> str:
     """'speed not measured on 1 host (gpu05; gpu05: failed: ...): fix' / 'xid not read on 2 hosts (gpu[07-08]; ...): fix'."""
-    name = first.tier or first.what
+    name = first.tier or LABELS.get(first.what) or first.what
     return (f"{name} {said} on {plural(len(hosts), 'host')} ({fold_hosts(hosts)}; {first.host}: {first.cause})"
             + (f": {first.fix}" if first.fix else ""))
 

@@ -162,7 +162,7 @@ def check_fleet(variants: list[str], tmp: Path) -> None:
     assert set(listed) == set(names) - want["pool"]  # every host kept out, once: held out, broken, class, ...
     # a warning figure is on the watch line (and in the terminal)
     watched = {n for n, v in zip(names, variants) if v == "speed_watch"}
-    line = next((n for n in result.notes if n.startswith("hbm to watch")), None)
+    line = next((n for n in result.notes if n.startswith("HBM to watch")), None)
     assert (line is not None) == bool(watched)
     if watched:
         assert hosts_of(line.split(" (", 1)[1].split(";", 1)[0]) == watched
