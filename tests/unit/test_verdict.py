@@ -31,6 +31,8 @@ EXPECTED = {
     "speed_broken": ("broken", True, True, False, False),
     "speed_failed": ("pool", True, False, True, False),
     "load_failed": ("pool", True, False, True, False),
+    "speed_pcie_broken": ("broken", True, True, False, False),
+    "slow_class": ("other_class", False, False, False, False),  # a 500 W SKU whose bf16 GEMM is at 80%: watch
     "power_cap": ("broken", False, True, False, False),
     "ecc_off": ("other_class", False, False, False, False),
     "empty_mask": ("cannot_run", False, True, False, False),
@@ -38,8 +40,11 @@ EXPECTED = {
 }
 
 
-def _speed(h, hbm=1.0):
-    return with_speed(h, per_gpu=lambda i, name: hbm if (i, name) == (1, "hbm") else 1.0)
+def _speed(h, hbm=1.0, **options):
+    return with_speed(h, per_gpu=lambda i, name: hbm if (i, name) == (1, "hbm") else 1.0, **options)
+
+
+HALF_LINK = {"pcie_h2d": 31.5e9 / 55.0e9, "pcie_d2h": 31.5e9 / 55.0e9}  # half a gen5 x16 link's raw rate
 
 
 READ_LOG = {"source": "/dev/kmsg", "complete": True, "xid_lines": 0, "xid": [], "sxid": [], "tried": {}}
@@ -63,6 +68,12 @@ def health_of(variant: str, name: str) -> dict | None:
         h["kernel_log"] = {"source": None, "complete": False, "xid": [], "sxid": [],
                            "tried": {"/dev/kmsg": "PermissionError: [Errno 1] Operation not permitted"}}
         return fv.rejudge(h)
+    if variant == "speed_pcie_broken":
+        return _speed(h, scale=HALF_LINK)
+    if variant == "slow_class":
+        for g in h["gpus"]:
+            g["power"].update(default_limit_w=500.0, enforced_limit_w=500.0, management_limit_w=500.0)
+        return _speed(fv.rejudge(h), scale={"bf16_gemm": 0.80})
     if variant.startswith("speed_"):
         out = _speed(h, {"speed_ok": 1.0, "speed_watch": 0.85, "speed_broken": 0.70, "speed_failed": 1.0}[variant])
         if variant == "speed_failed":
@@ -112,7 +123,7 @@ def check_fleet(variants: list[str], tmp: Path) -> None:
             want["held_out"].add(name)
         if broken:
             want["broken"].add(name)
-        if state in ("other_class",) or v == "power_cap":
+        if state == "other_class" or v == "power_cap":
             want["other_classes"].add(name)
     want["drain"] = want["broken"] | want["held_out"]
 
@@ -185,13 +196,15 @@ def check_fleet(variants: list[str], tmp: Path) -> None:
 
 
 OTHERS = sorted(set(EXPECTED) - {"healthy"})
-SPEED_DEMO = ["speed_ok", "speed_ok", "speed_broken", "speed_ok", "speed_ok", "speed_broken", "speed_ok", "speed_ok",
-              "speed_watch", "speed_watch", "speed_watch", "speed_watch"]
+# `sweep demo --speed`'s fleet after the three twins: gpu03's HBM at 70%, gpu06's PCIe at half its link, healthy
+# twins, and a 500 W class of four whose bf16 GEMM sits at 80%
+SPEED_DEMO = ["speed_broken", "speed_ok", "speed_ok", "speed_pcie_broken", "speed_ok", "speed_ok",
+              "slow_class", "slow_class", "slow_class", "slow_class"]
 
 
 @settings(max_examples=12, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@example(extra=SPEED_DEMO[8:])  # the `sweep demo --speed` fleet's kinds: two broken figures, a slow class
+@example(extra=SPEED_DEMO)  # the `sweep demo --speed` fleet: two broken figures, a slow class
 @example(extra=["probe_incomplete"])  # issue 39 item 1: an incomplete probe is held out, exit 4
 @example(extra=["speed_failed", "xid_unread"])
 @example(extra=["load_failed"])
