@@ -47,7 +47,8 @@ from sweep.text import plural
 
 SEVERITIES = ("ok", "watch", "unknown", "broken")
 STATES = ("pool", "held_out", "broken", "other_class", "cannot_run", "unreachable")
-NOT_APPLICABLE = ("one GPU selected",)  # a skipped figure that cannot exist on the host: no measurement missing
+NOT_APPLICABLE = ("one GPU selected",)
+NOT_MEASURED = ("partial", "refused", "failed", "invalid")  # speed tier statuses that measured not all it was asked  # a skipped figure that cannot exist on the host: no measurement missing
 TIERS_INCOMPLETE = ("speed", "load")  # a tier of these not measured makes the run incomplete (exit 1)
 SPEED_FIX = {
     "pcie": "check the GPU's PCIe link (lspci -vv: generation and width; reseat the card or riser) and the host's "
@@ -294,16 +295,19 @@ def _tier_entries(fleet: Fleet, speed: dict | None, bench: dict | None) -> list[
     """A tier the operator asked for that did not measure on a host: the speed tier not measured (or figures
     skipped for a reason other than not applicable), the load that failed, the --wrap benchmark not run."""
     out = []
-    for n in (speed or {}).get("not_measured", ()):
-        out.append(Entry(n["host"], "unknown", "tier", "speed", f"{n['status']}: {n['reason'] or 'no reason given'}",
-                         _tier_fix(n["status"]), tier="speed"))
-    listed = {e.host for e in out}
-    for s in (speed or {}).get("skipped", ()):
-        if s["host"] not in listed and s["reason"] not in NOT_APPLICABLE:
-            listed.add(s["host"])
-            gpu = "" if s["gpu"] is None else f"GPU {s['gpu']} "
-            out.append(Entry(s["host"], "unknown", "tier", "speed", f"{gpu}{s['figure']} skipped: {s['reason']}",
-                             _tier_fix("skipped"), tier="speed"))
+    skipped: dict = {}
+    for item in (speed or {}).get("skipped", ()):
+        if item["reason"] not in NOT_APPLICABLE:
+            skipped.setdefault(item["host"], item)
+    for host, status in (speed or {}).get("status", {}).items():
+        if status not in NOT_MEASURED and host not in skipped:
+            continue
+        reason, item = (speed.get("reasons") or {}).get(host), skipped.get(host)
+        if item is not None and (status not in NOT_MEASURED or not reason):
+            gpu = "" if item["gpu"] is None else f"GPU {item['gpu']} "
+            reason = f"{gpu}{item['figure']} skipped: {item['reason']}"
+        out.append(Entry(host, "unknown", "tier", "speed", f"{status}: {reason or 'no reason given'}",
+                         _tier_fix(status), tier="speed"))
     hosts = fleet.hosts
     problems = hosts["load_problem"].notna().to_numpy(dtype=bool)
     for r in rows_at(hosts[["host", "load_problem"]], [i for i, p in enumerate(problems) if p]):
