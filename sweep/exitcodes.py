@@ -8,11 +8,13 @@ like diff(1); `sweep wrap` exits with the wrapped command's own code.
 from __future__ import annotations
 
 OK = 0
-INCOMPLETE = 1  # some hosts unreachable or failed (or, `sweep audit`, not judged): the verdict covers only the rest
+INCOMPLETE = 1  # some hosts unreachable or failed, or a tier asked for (--speed, --load) not measured on a host
+#                (or, `sweep audit`, not judged): the verdict covers only the rest
 BAD_INPUT = 2  # a SweepError: the message names the file, host or option and the fix
 NOT_COMPARABLE = 3  # the hosts fall into more than one comparability class
-BROKEN = 4  # one class, but a host has a broken contract or is held out of the pool for its health
-#            (a foreign process, an incomplete probe); `sweep probe`: this host has a broken contract
+BROKEN = 4  # one class, but a host is broken (a contract, a speed figure, an Xid repair), cannot run, or is held
+#            out of the pool for its health (a foreign process, an incomplete probe); `sweep probe`: this host
+#            has a broken contract
 OFF = 5  # drift from a baseline, an expectations violation, a change between two runs
 BENCH_FAILED = 6  # --wrap: the benchmark itself failed on a host (non-zero exit, timed out, no figure)
 REFUSED = 7  # --wrap: the agent refused to start it on a host (broken contract, another process; --force)

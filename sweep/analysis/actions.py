@@ -1,11 +1,15 @@
 """What an operator does next with a report: the host sets to hand to a scheduler, and why to drain each host.
 
-Three sets of hosts (`host_sets`): the pool (the hosts that can be benchmarked together), the hosts
-held out of the pool for their health (`Findings.held_out`), and the broken hosts (every answering
-host with a finding of severity "broken": a broken contract, HW slowdown, a row-remap failure...).
-The hosts to drain are the held-out and the broken ones; `drain_reason` is the one place that says
-why, from the host's lowest broken contract and its fix (or, for a host held out without one, the
-finding that holds it out); hosts with the same reason are drained together (`drain_groups`).
+The sets of hosts (`host_sets`) are the verdict's (`sweep.analysis.verdict.Verdict`): the pool (the
+hosts that can be benchmarked together), the hosts of the reference class held out of the pool (for
+their health or broken), the broken hosts (every answering host with a broken entry: a broken
+contract, HW slowdown, a row-remap failure, a speed figure below 75% of its reference, an Xid that
+needs a repair...), and the others each tile counts. The hosts to drain are the held-out and the
+broken ones; `drain_reason` is the one place that says why, from the host's lowest broken contract
+and its fix (else its first broken entry: a broken speed figure is the reason itself, ``sweep: GPU 5
+HBM 2993 GB/s, 70% of the H200 reference``; for a host held out without one, the entry that holds it
+out); hosts with the same reason are drained together (`drain_groups`: the interface to the script
+renderers of `sweep.report.lists`, a list of {hosts, folded, not_folded, reason, taint}).
 
 Each set is kept as a list and as one folded node set (`sweep.analysis.names.fold_nodeset`) that
 Slurm and ClusterShell read back as exactly that list (a host met again in another run folder,
@@ -16,6 +20,7 @@ from __future__ import annotations
 import re
 
 from sweep.analysis.compare import Findings
+from sweep.analysis.verdict import Entry, Verdict
 from sweep.analysis.names import NODE_NAME, fold_nodeset, host_key
 from sweep.analysis.xid import event_name
 from sweep.text import visible
@@ -35,24 +40,21 @@ def _fold(hosts) -> tuple[str, tuple[str, ...]]:
     return fold_nodeset(node_name(h) for h in hosts)
 
 
-def host_records(findings: Findings, xid_hosts: dict[str, dict] | None = None) -> dict[str, dict]:
-    """Host -> {"host", "findings": its findings as dicts, the most severe first, "xid": its entry of
-    summary.json's "xid" hosts (the repair its Xid events need) or None} for every host to drain."""
-    drain = set(_held_out(findings)) | set(_broken(findings))
-    records: dict[str, dict] = {}
-    for f in findings.findings:  # sorted: broken before warning
-        if f.host in drain:
-            records.setdefault(f.host, {"host": f.host, "findings": [], "xid": (xid_hosts or {}).get(f.host)}
-                               )["findings"].append(f.to_dict())
-    return {h: records[h] for h in sorted(records, key=host_key)}
+def host_records(verdict: Verdict, xid_hosts: dict[str, dict] | None = None) -> dict[str, dict]:
+    """Host -> {"host", "findings": its verdict entries as the finding dicts a drain reason reads, the most
+    severe first, "xid": its entry of summary.json's "xid" hosts (the repair its Xid events need) or None}
+    for every host to drain (`Verdict.drain`)."""
+    records = {}
+    for host in verdict.drain:
+        items = [_as_finding(e) for e in verdict.of(host) if e.severity == "broken" or e.holds_out]
+        records[host] = {"host": host, "findings": items, "xid": (xid_hosts or {}).get(host)}
+    return records
 
 
-def _held_out(findings: Findings) -> list[str]:
-    return [h["host"] for h in findings.held_out]
-
-
-def _broken(findings: Findings) -> list[str]:
-    return sorted({f.host for f in findings.findings if f.severity == "broken"}, key=host_key)
+def _as_finding(e: Entry) -> dict:
+    """An entry as a drain reason reads it: kind, severity, contract, title, fix (and where it came from)."""
+    return {"kind": e.finding or e.source, "severity": "broken" if e.severity == "broken" else "warning",
+            "contract": e.contract, "title": e.cause, "fix": e.fix, "source": e.source, "cause": e.cause}
 
 
 def _cause(host_record: dict) -> dict:
@@ -60,6 +62,7 @@ def _cause(host_record: dict) -> dict:
     the first finding that holds the host out of the pool."""
     items = host_record["findings"]
     return (next((f for f in items if f["kind"] == "lowest_broken"), None)
+            or next((f for f in items if f["severity"] == "broken" and f["source"] != "speed"), None)
             or next((f for f in items if f["severity"] == "broken"), None) or items[0])
 
 
@@ -72,6 +75,8 @@ def drain_reason(host_record: dict) -> str:
     cause = _cause(host_record)
     what = cause["contract"] or cause["kind"]
     text = f"sweep: {what}: {cause['fix'] or cause['title']}"
+    if cause["source"] == "speed":  # the figure is the reason: "sweep: GPU 5 HBM 2993 GB/s, 70% of the H200 reference"
+        text = f"sweep: {cause['cause']}"
     event = _xid_event(host_record, cause)
     if event is not None:  # the repair NVIDIA prescribes, then the event: "sweep: reboot: Xid 79 GPU has fallen off the bus"
         text = f"sweep: {host_record['xid']['label']}: {event_name(event)} {event.get('meaning') or ''}"
@@ -84,6 +89,8 @@ def taint_value(host_record: dict) -> str:
     cause = _cause(host_record)
     event = _xid_event(host_record, cause)
     name = f"{event.get('type') or 'xid'}{event.get('code')}" if event is not None else cause["contract"] or cause["kind"]
+    if cause["source"] == "speed" and event is None:
+        name = "speed"
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(name)).strip("-_.")[:63]
     return slug.strip("-_.") or "broken"
 
@@ -96,11 +103,11 @@ def _xid_event(host_record: dict, cause: dict) -> dict | None:
     return xid["events"][0]
 
 
-def drain_groups(findings: Findings, xid_hosts: dict[str, dict] | None = None) -> list[dict]:
+def drain_groups(verdict: Verdict, xid_hosts: dict[str, dict] | None = None) -> list[dict]:
     """One entry per drain reason, in host order of its first host: hosts, folded, not_folded, reason, taint.
     `xid_hosts`: summary.json's "xid" hosts by name, so that an Xid host's reason is its repair."""
     groups: dict[str, dict] = {}
-    for host, record in host_records(findings, xid_hosts).items():
+    for host, record in host_records(verdict, xid_hosts).items():
         entry = groups.setdefault(drain_reason(record), {"hosts": [], "taint": taint_value(record)})
         entry["hosts"].append(host)
     out = []
@@ -118,8 +125,12 @@ def host_set(hosts) -> dict:
     return {"hosts": hosts, "folded": folded, "not_folded": list(odd), "size": len(hosts)}
 
 
-def host_sets(findings: Findings) -> dict:
-    """pool, held_out, broken and drain (held out or broken), each as `host_set`."""
-    held, broken = _held_out(findings), _broken(findings)
-    return {"pool": host_set(findings.pool), "held_out": host_set(held), "broken": host_set(broken),
-            "drain": host_set(sorted(set(held) | set(broken), key=host_key))}
+def host_sets(verdict: Verdict, findings: Findings) -> dict:
+    """Every set a view names, each as `host_set`: hosts (all), pool, held_out, broken, drain (held out or
+    broken), other_classes, cannot_run and unreachable; each tile of the report is one of these."""
+    others = [h for c in findings.classes[1:] for h in c.hosts]
+    return {"hosts": host_set(sorted(verdict.states, key=host_key)), "pool": host_set(verdict.pool),
+            "held_out": host_set(verdict.held_out), "broken": host_set(verdict.broken),
+            "drain": host_set(verdict.drain), "other_classes": host_set(sorted(others, key=host_key)),
+            "cannot_run": host_set(verdict.hosts_in("cannot_run")),
+            "unreachable": host_set(verdict.hosts_in("unreachable"))}

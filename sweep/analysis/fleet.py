@@ -52,6 +52,7 @@ HOST_COLUMNS = {
     # the speed tier (health.json speed, schema 1.4): its status, why, and the fields rejected as no measurement
     "speed_status": "category", "speed_reason": "string", "speed_rejected": "string", "speed_forced": "boolean",
     "speed_skipped": "string", "speed_contended": "string",
+    "load_problem": "string",  # why a --load did not measure (its exit code, its error, no sample under load)
     **{column: dtype for column, (dtype, _) in HOST_READS.items()},  # the fact table's own columns
 }
 GPU_COLUMNS = {
@@ -378,7 +379,7 @@ def _host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
         "cuda_runtime": framework_build.get("cuda_runtime"), "framework_status": framework.get("status"),
         "worst_link": _get(health, "topology", "worst_link_selected"), "lowest_broken": health.get("lowest_broken"),
         "verdict": health.get("verdict"), "lowest_message": low.get("message"), "lowest_fix": low.get("fix"),
-        "summary": health.get("summary"), **_platform(health, contracts),
+        "summary": health.get("summary"), **_platform(health, contracts), "load_problem": _load_problem(health),
     }
     if health.get("speed") is not None:  # the opt-in tier: its columns stay NA (left out) without it
         row.update(speed_status=read_status(health), speed_reason=read_reason(health),
@@ -387,6 +388,21 @@ def _host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
     row.update((column, read(health)) for column, (_, read) in (HOST_READS if health.get("speed") is not None
                                                                  else HOST_PLAIN_READS).items())
     return row
+
+
+def _load_problem(health: dict):
+    """Why the probe's --load measured nothing (None without a load section, or when it measured)."""
+    load = health.get("load")
+    if not isinstance(load, dict):
+        return None
+    code, error = load.get("exit_code"), load.get("error")
+    if code not in (0, None) or (isinstance(error, str) and error):
+        said = f": {' '.join(error.split())[-200:]}" if isinstance(error, str) and error.strip() else ""
+        return f"the load exited {code}{said}"
+    rows = load.get("summary")
+    if not any(isinstance(r, dict) and type(r.get("sm_mhz_median")) in (int, float) for r in rows or ()):
+        return "no GPU sample under load"
+    return None
 
 
 # The GPU row, declared once: each section of a GPU's dict (None: the GPU's own keys) and the

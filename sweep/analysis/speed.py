@@ -155,6 +155,7 @@ def speed_section(fleet: Fleet, findings: Findings, baseline: dict | None = None
     section = {
         "hosts_ran": len(info), "gpus_measured": len(gpus),
         "status": {h["host"]: h["speed_status"] for h in info},
+        "reasons": {h["host"]: h["speed_reason"] for h in info if h["speed_reason"]},
         "not_measured": [{"host": h["host"], "status": h["speed_status"], "reason": h["speed_reason"]}
                          for h in info if h["speed_status"] in ("refused", "failed", "invalid")],
         "rejected": [_rejected(h["host"], line) for h in info for line in (h["speed_rejected"] or "").splitlines()

@@ -535,8 +535,9 @@ def _report_run(result, report: dict) -> int:
     if report["no_report"] or result.state == "interrupted":
         return result.exit_code
     expect, baseline = (Path(report[key]) if report[key] is not None else None for key in ("expect", "baseline"))
-    return max(result.exit_code, _report([result.run_dir], result.run_dir / "report", report["reference"],
-                                         expect, baseline))
+    # the report's code is the verdict over every host the run lists (its failed ones included): the table's order
+    code = _report([result.run_dir], result.run_dir / "report", report["reference"], expect, baseline)
+    return code or result.exit_code
 
 
 # `sweep run`'s options -> the run_sweep options they set (sweep.collect.resume.OPTIONS): a resumed run
@@ -720,6 +721,8 @@ def _report(inputs, out_dir: Path, reference: Optional[str], expect: Optional[Pa
 
     result = build_report([Path(p) for p in inputs], out_dir, reference=reference, expect=expect, baseline=baseline)
     results.print(safe(result.headline), soft_wrap=True)
+    for line in result.notes:  # the verdict's: a tier asked for and not measured, a contract not read, with its fix
+        results.print(safe(line), soft_wrap=True)
     for line in result.findings_lines:  # the health findings, folded across hosts (clubak -b)
         results.print(f"- {safe(line)}", soft_wrap=True)
     results.print(f"report: {(out_dir / 'report.html').resolve()}", soft_wrap=True)

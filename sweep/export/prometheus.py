@@ -22,7 +22,11 @@ from pathlib import Path
 
 from probe_agent.chain import STATUS_NAMES
 from sweep.analysis import facts as table
+from sweep.analysis.bench import bench_section
 from sweep.analysis.compare import compare
+from sweep.analysis.speed import speed_section
+from sweep.analysis.verdict import STATES, judge
+from sweep.analysis.xid import xid_section
 from sweep.export.textfile import Metrics, write_output
 from sweep.analysis.fleet import Fleet, load_fleet, rows_at
 from sweep.audit.rundiff import load_run
@@ -40,6 +44,8 @@ FAMILIES = {
     "sweep_host_contract_status": "State of each contract of the host: 1 for the current status, 0 for the others.",
     "sweep_host_comparability_class_info": "The host's comparability class (A is the reference), value 1.",
     "sweep_host_in_reference_class": "1 when the host is in the reference comparability class.",
+    "sweep_host_state": "The host's state in the verdict (pool, held_out, broken, other_class, cannot_run, "
+                        "unreachable): 1 for its state, 0 for the others.",
     "sweep_gpu_ecc_pending_enabled": "ECC mode after the next reset (1 on, 0 off).",
     "sweep_gpu_power_limit_default_watts": "Default power limit.",
     "sweep_gpu_power_draw_watts": "Power draw when probed.",
@@ -93,6 +99,7 @@ def metrics_text(run_dir: str | Path) -> str:
         _host(m, host, health, classes.get(host))
     if fleet is not None:
         _facts(m, fleet)
+        _states(m, fleet)
     return m.text()
 
 
@@ -129,6 +136,15 @@ def _classes(fleet) -> dict[str, tuple[str, bool]]:
     findings = compare(fleet)
     ref = findings.reference
     return {h: (c.id, c is ref) for c in findings.classes for h in c.hosts}
+
+
+def _states(m: Metrics, fleet: Fleet) -> None:
+    """Each host's state as the report's verdict has it (`sweep.analysis.verdict`: the same rule, the same inputs)."""
+    findings = compare(fleet)
+    verdict = judge(fleet, findings, speed_section(fleet, findings), bench_section(fleet, findings), xid_section(fleet))
+    for host, state in verdict.states.items():
+        for name in STATES:
+            m.add("sweep_host_state", state == name, host=host, state=name)
 
 
 def _host(m: Metrics, host: str, health: dict, cls) -> None:

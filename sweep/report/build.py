@@ -12,34 +12,19 @@
     fleet.csv      one row per GPU
     pool.txt       the pool (summary.json "pool"), one host per line: ``--limit @pool.txt``, as an
                    Ansible retry file is read (sweep run and ansible alike)
-    held_out.txt   the hosts held out of the pool for their health (summary.json "held_out"), the same way
-    pool.nodeset, held_out.nodeset, drain.sh, resume.sh, kubectl.sh
+    held_out.txt   the hosts of the reference class held out of the pool (summary.json "held_out"), the same way
+    broken.txt     every answering host with a broken entry (a contract, a speed figure, an Xid repair)
+    pool.nodeset, held_out.nodeset, broken.nodeset, drain.sh, resume.sh, kubectl.sh
                    the same sets as folded node sets, and the commands that would drain the hosts held out
                    or broken (`sweep.report.lists`; never run by sweep); summary.json "host_sets" (pool,
                    held_out, broken, drain: hosts, folded, not_folded, size) and "drain" (one entry per
                    reason: hosts, folded, not_folded, reason, taint) carry them for pipelines
 
-Exit codes, in order of precedence (the first that applies wins):
-
-    2  bad input: no record found, unreadable or unknown files, a --reference that names no
-       host or group, an invalid expectations file or baseline folder (raised as a SweepError;
-       the CLI turns it into the message and the code)
-    1  some hosts are unreachable (or listed in the run's manifest but never probed): the
-       sweep is incomplete, so the classes and findings describe only the hosts that answered
-    6  (a `sweep run --wrap` run) the benchmark itself failed on a host: a non-zero exit code,
-       ended at its timeout, or no figure in its output
-    7  (a `sweep run --wrap` run) the agent refused to start the benchmark on a host: a broken
-       contract or another process on its GPUs (`--force` runs it anyway, recorded)
-    3  the hosts that can run a benchmark fall into more than one comparability class:
-       the fleet cannot be benchmarked as one pool
-    4  every host answered and they form one class, but some host has a broken contract
-       (a health finding of severity "broken": HW slowdown, a power cap below default, a
-       row-remap failure, an empty device mask...) or is held out of the pool for its health
-       (a foreign process on its GPUs, an incomplete probe); other warnings do not change the code
-    5  one healthy class, but a host is off the expectations file or drifted from its baseline
-       (only with `expect` or `baseline`; docs/audits.md)
-    0  every host reachable, no broken contract, all in one comparability class (and, when
-       audited, no host off its expectations or baseline)
+The exit code is the verdict's (`sweep.analysis.verdict`: one rule over the hosts' states; the
+README's table): 2 bad input (a SweepError, before any file is written), 1 a host unreachable or a
+tier asked for (--speed, --load) not measured, 6 / 7 a --wrap benchmark failed / refused, 3 more than
+one comparability class, 4 a host broken, unable to run or held out, 5 off its expectations or
+baseline, 0 otherwise; an unknown contract is named, and changes no code.
 """
 from __future__ import annotations
 
@@ -49,11 +34,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.audit.baseline import audit_off, audit_section
+from sweep.audit.baseline import audit_section
 from sweep.analysis.bench import bench_section
 from sweep.analysis.compare import Findings, compare
 from sweep.analysis.speed import speed_section
-from sweep import exitcodes
+from sweep.analysis.verdict import Verdict, judge, with_verdict
 from sweep.errors import RunFolderError
 from sweep.analysis.fleet import Fleet, load_fleet, records_of, usable_cpus
 from sweep.analysis.xid import action_lines, xid_section
@@ -63,6 +48,7 @@ from sweep.report.findings import fold, terminal_lines
 from sweep.store import refuse_links
 from sweep.report.render import (render_html, render_markdown, summary_dict, write_fleet_csv, write_hosts_csv,
                           write_limit_file, write_summary_json, write_text)
+from sweep.report.topbox import states_line
 @dataclass(frozen=True)
 class ReportResult:
     """What build_report wrote and decided."""
@@ -75,24 +61,8 @@ class ReportResult:
     findings: Findings
     fleet: Fleet
     findings_lines: tuple = ()  # the health findings folded across hosts, one line each, for the terminal
-
-
-def exit_code(findings: Findings, audit: dict | None = None, bench: dict | None = None,
-              speed: dict | None = None) -> int:
-    """The report's exit code (precedence 1 > 6 > 7 > 3 > 4 > 5 > 0; see the module docstring)."""
-    if findings.unreachable:
-        return exitcodes.INCOMPLETE
-    if bench and bench["exit_code"] in (exitcodes.BENCH_FAILED, exitcodes.REFUSED):
-        return bench["exit_code"]
-    if len(findings.classes) > 1:
-        return exitcodes.NOT_COMPARABLE
-    if findings.held_out or any(f.severity == "broken" for f in findings.findings):
-        return exitcodes.BROKEN
-    if speed and speed["broken_hosts"]:  # a figure below 75% of its reference: the machine is not the machine
-        return exitcodes.BROKEN
-    if audit and audit_off(audit):
-        return exitcodes.OFF
-    return exitcodes.OK
+    verdict: Verdict | None = None  # the one verdict every file and the exit code were made from
+    notes: tuple = ()  # what was asked for and not measured, what was not read: each with its hosts and fix
 
 
 def build_report(paths, out_dir, reference: str | None = None, expect: Path | None = None,
@@ -112,14 +82,17 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
         audit = audit_section(records_of(fleet), expect, baseline)
     bench = bench_section(fleet, findings)
     speed = speed_section(fleet, findings, _baseline_of(baseline))
-    code = exit_code(findings, audit, bench, speed)
-    summary = summary_dict(findings, code, exitcodes.MEANING[code], fleet.sources, audit, bench,
-                           xid=xid_section(fleet), speed=speed)
+    xid = xid_section(fleet)
+    verdict = judge(fleet, findings, speed, bench, xid, audit)  # the one verdict: every view below reads it
+    findings = with_verdict(findings, verdict)
+    code = verdict.exit_code
+    summary = summary_dict(findings, code, verdict.exit_meaning, fleet.sources, audit, bench, xid=xid, speed=speed,
+                           verdict=verdict)
     folded = fold(summary["findings"])  # the health findings folded across hosts, for every view of them
     out = Path(out_dir)
     files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
              "hosts_csv": out / "hosts.csv", "fleet_csv": out / "fleet.csv", "pool": out / "pool.txt",
-             "held_out": out / "held_out.txt", **{key: out / name for key, name in LIST_FILES.items()}}
+             "held_out": out / "held_out.txt", "broken": out / "broken.txt", **{key: out / name for key, name in LIST_FILES.items()}}
     refuse_links(out.parent, [out.name, *(f"{out.name}/{path.name}" for path in files.values())],
                  fix="remove the link, or write the report elsewhere with --out")
     try:
@@ -129,18 +102,19 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
         writer = _start(write_fleet_csv, fleet, files["fleet_csv"])
         write_summary_json(summary, files["summary"])
         write_text(files["markdown"], render_markdown(summary, folded))
-        write_hosts_csv(fleet, findings, files["hosts_csv"])
-        write_limit_file(files["pool"], findings.pool)
-        write_limit_file(files["held_out"], [h["host"] for h in summary["held_out"]])
+        write_hosts_csv(fleet, findings, files["hosts_csv"], verdict.states)
+        for key in ("pool", "held_out", "broken"):
+            write_limit_file(files[key], summary["host_sets"][key]["hosts"])
         write_lists(out, summary)
         write_text(files["html"], render_html(fleet, findings, summary, folded))
         _finish(writer, write_fleet_csv, fleet, files["fleet_csv"])
     except OSError as err:
         raise RunFolderError(f"cannot write the report ({err.strerror or err})", where=str(out),
                              fix="choose a writable folder for the report") from None
-    headline = "\n".join([findings.headline(), *action_lines(summary["xid"]), *(audit["headline"] if audit else ()),
-                          *bench_lines(bench), *(speed["headline"] if speed else ())])
-    return ReportResult(out, files, code, headline, summary, findings, fleet, tuple(terminal_lines(folded)))
+    headline = "\n".join([findings.headline(), *action_lines(summary["xid"]),
+                          *(audit["headline"] if audit else ()), *bench_lines(bench), *(speed["headline"] if speed else ())])
+    return ReportResult(out, files, code, headline, summary, findings, fleet, tuple(terminal_lines(folded)), verdict,
+                        (*verdict.notes(), states_line(summary)))
 
 
 def _baseline_of(baseline: Path | None) -> dict | None:

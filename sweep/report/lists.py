@@ -2,7 +2,8 @@
 
 Written with every report, never run by sweep (`write_lists`)::
 
-    pool.nodeset, held_out.nodeset   each set as one folded node set (``gpu[01-04,07]``) on one line:
+    pool.nodeset, held_out.nodeset, broken.nodeset
+                                     each set as one folded node set (``gpu[01-04,07]``) on one line:
                                      srun --nodelist, sbatch --exclude, clush -w, nodeset -e
     drain.sh     one ``scontrol update NodeName=... State=DRAIN Reason=...`` line per drain reason
     resume.sh    the ``State=RESUME`` lines that undo drain.sh
@@ -27,7 +28,8 @@ from sweep.errors import InventoryWarning
 from sweep.report.render import write_text
 from sweep.text import plural, visible
 
-FILES = {"pool_nodeset": "pool.nodeset", "held_out_nodeset": "held_out.nodeset", "drain": "drain.sh",
+FILES = {"pool_nodeset": "pool.nodeset", "held_out_nodeset": "held_out.nodeset", "broken_nodeset": "broken.nodeset",
+         "drain": "drain.sh",
          "resume": "resume.sh", "kubectl": "kubectl.sh"}
 # a Kubernetes node name: an RFC 1123 subdomain (lowercase), at most 253 characters
 _K8S_NODE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -37,7 +39,7 @@ def write_lists(out: Path, summary: dict) -> dict:
     """Write the node-set files and the scripts of `summary` (its "host_sets" and "drain") into `out`."""
     sets, groups = summary["host_sets"], summary["drain"]
     files = {key: out / name for key, name in FILES.items()}
-    for key, name in (("pool_nodeset", "pool"), ("held_out_nodeset", "held_out")):
+    for key, name in (("pool_nodeset", "pool"), ("held_out_nodeset", "held_out"), ("broken_nodeset", "broken")):
         _warn_left_out(files[key], sets[name]["not_folded"])
         write_text(files[key], sets[name]["folded"] + "\n" if sets[name]["folded"] else "")
     stamp = f"sweep report of {summary['generated_at']}"

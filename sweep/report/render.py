@@ -22,6 +22,7 @@ from sweep import exitcodes
 from sweep import __version__
 from sweep.analysis.actions import drain_groups, host_sets
 from sweep.analysis.compare import Findings
+from sweep.analysis.verdict import Verdict
 from sweep.analysis import facts as table
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
 from sweep.analysis.names import fold_failures as names_fold_failures
@@ -30,6 +31,7 @@ from sweep.analysis.xid import event_name, when
 from sweep.errors import InventoryWarning
 from sweep.report.bench import markdown_bench
 from sweep.report.findings import by_host, fold
+from sweep.report.topbox import HELD_OUT_SHOWN, SETS_SAID, held_out_rows, keepout_rows, tiles, watch_line
 from sweep.store import write_bytes_atomic
 from sweep.strictjson import dumps, finite
 from sweep.text import csv_cell, csv_cells, plural, visible
@@ -39,7 +41,6 @@ CHART_HOSTS_MAX = 64      # above this many hosts the chart shows one bar per cl
 DETAIL_HOSTS_MAX = 300    # per-host <details> blocks; the rest are in hosts.csv
 ROWS_MAX = 200            # rows per findings kind / unreachable table
 MATRIX_CLASSES_MAX = 8    # classes side by side in the key matrix
-HELD_OUT_SHOWN = 12       # hosts held out for health named in the top box (the rest: Health findings)
 VARIANTS_MAX = 20         # values of one folded finding shown with their sentence (the rest: their hosts)
 WATCH_SHOWN = 4           # warnings on pool hosts named in the top box's watch line
 
@@ -77,14 +78,17 @@ _env.filters.update(abbreviate=abbreviate, plural=plural)
 
 
 def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=(), audit: dict | None = None,
-                 bench: dict | None = None, xid: dict | None = None, speed: dict | None = None) -> dict:
+                 bench: dict | None = None, xid: dict | None = None, speed: dict | None = None,
+                 verdict: Verdict | None = None) -> dict:
     """The machine-readable verdict written to summary.json (`audit`: sweep.audit.baseline.audit_section, or None;
-    `bench`: sweep.analysis.bench.bench_section of a `sweep run --wrap` run, or None)."""
+    `bench`: sweep.analysis.bench.bench_section of a `sweep run --wrap` run, or None; `verdict`: the one
+    verdict (`sweep.analysis.verdict.judge`) its sets, reasons and code are read from)."""
     out = {"schema": SUMMARY_SCHEMA, "generated_at": _now(), "sweep_version": __version__,
            "sources": list(sources)}
     out.update(findings.to_dict())
-    out["host_sets"] = host_sets(findings)
-    out["drain"] = drain_groups(findings, {h["host"]: h for h in (xid or {}).get("hosts", [])})
+    out["host_sets"] = host_sets(verdict, findings)
+    out["drain"] = drain_groups(verdict, {h["host"]: h for h in (xid or {}).get("hosts", [])})
+    out["verdict_model"] = verdict.to_dict()  # every host's state and the entries it comes from
     out["xid"] = xid
     out["audit"] = audit
     out["benchmark"] = bench
@@ -125,10 +129,14 @@ def write_limit_file(path: Path, hosts) -> Path:
 _LIMIT_LINE = re.compile(r"^[^\s!&~@*?\[](?:[^*?\[]*[^\s*?\[])?$")
 
 
-def write_hosts_csv(fleet: Fleet, findings: Findings, path: Path) -> Path:
-    """hosts.csv: one row per host, its facts, its comparability key values and its class."""
+def write_hosts_csv(fleet: Fleet, findings: Findings, path: Path, states: dict | None = None) -> Path:
+    """hosts.csv: one row per host, its facts, its comparability key values, its class and (`states`: the
+    verdict's) its state: pool, held_out, broken, other_class, cannot_run, unreachable."""
     keys = findings.host_keys.add_prefix("key_").rename(columns={"key_comparability_class": "comparability_class"})
-    _write_csv(fleet.hosts.join(keys, on="host"), path)
+    frame = fleet.hosts.join(keys, on="host")
+    if states is not None:
+        frame = frame.assign(state=pd.array([states.get(h) for h in frame["host"].astype(str)], dtype="string"))
+    _write_csv(frame, path)
     return path
 
 
@@ -228,6 +236,7 @@ def render_markdown(summary: dict, folded: list | None = None) -> str:
     lines = [f"# sweep report: {plural(summary['hosts_total'], 'host')}", "",
              f"**{md(summary['verdict'])}**: {md(summary['verdict_detail'])}", "",
              f"Exit code {summary['exit_code']}: {md(summary['exit_meaning'])}", ""]
+    lines += _markdown_states(summary)
     classes = summary["classes"]
     if classes:
         ref = summary["reference_class"]
@@ -280,6 +289,16 @@ def render_markdown(summary: dict, folded: list | None = None) -> str:
     if cut:
         lines += [f"Lists cut at {ROWS_MAX} rows ({', '.join(cut)}): summary.json has them all.", ""]
     return "\n".join(lines)
+
+
+def _markdown_states(summary: dict) -> list[str]:
+    """The verdict's sets (summary.json host_sets) and notes: what is not measured or not read, with its fix."""
+    sets = summary["host_sets"]
+    lines = ["## Hosts by verdict", ""]
+    lines += [f"- {said} ({sets[key]['size']}): {mdcode(sets[key]['folded'] or ', '.join(sets[key]['hosts']))}"
+              for key, said in SETS_SAID if sets[key]["size"]]
+    lines += [f"- **{n['said']}**: {md(n['text'])}" for n in summary["verdict_model"]["notes"]]
+    return lines + [""]
 
 
 def _markdown_speed(speed: dict | None) -> list[str]:
@@ -405,18 +424,24 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
     base = (audit or {}).get("baseline") or {}
     unreachable = fold_failures(summary["unreachable"])
     hosts = host_details(fleet, findings, finding_hosts)
-    broken = sorted({f["host"] for f in summary["findings"] if f["severity"] == "broken"}, key=host_key)
-    watch = _watch(folded, summary["pool"]["hosts"])
+    broken = summary["host_sets"]["broken"]["hosts"]
+    notes = summary["verdict_model"]["notes"]
+    watch = [{"title": "speed", "detail": n["text"], "folded": ""}  # the speed figures to watch: the verdict's words
+             for n in notes if n["said"] == "to watch"] + watch_line(folded, summary["pool"]["hosts"])
+    rows = keepout_rows(summary)
     return {
         "s": summary, "classes": classes, "ref": ref, "matrix": matrix,
         "bench": summary.get("benchmark"), "audit": audit, "audit_hosts": audited[:ROWS_MAX], "audit_more": max(0, len(audited) - ROWS_MAX),
         "audit_no_baseline": fold_hosts(base.get("no_baseline", ())),
         "audit_absent": fold_hosts(base.get("absent", ())),
         "matrix_classes": classes[:MATRIX_CLASSES_MAX], "matrix_more": max(0, len(classes) - MATRIX_CLASSES_MAX),
-        "held_out": _held_out(summary), "held_out_more": max(0, len(summary["held_out"]) - HELD_OUT_SHOWN),
+        "held_out": held_out_rows(summary), "held_out_more": max(0, len(summary["held_out"]) - HELD_OUT_SHOWN),
+        "broken_rows": rows["broken"][:HELD_OUT_SHOWN], "broken_rows_more": max(0, len(rows["broken"]) - HELD_OUT_SHOWN),
+        "class_rows": rows["classes"], "notes": [n for n in notes if n["said"] != "to watch"],
         "held_out_folded": fold_hosts(h["host"] for h in summary["held_out"]),
-        "keepout": bool(len(classes) > 1 or summary["excluded"] or summary["unreachable"] or summary["held_out"]),
-        "tiles": tiles(summary, len(broken)), "watch": watch[:WATCH_SHOWN], "watch_more": max(0, len(watch) - WATCH_SHOWN),
+        "keepout": bool(len(classes) > 1 or summary["excluded"] or summary["unreachable"] or summary["held_out"]
+                        or rows["broken"]),
+        "tiles": tiles(summary), "watch": watch[:WATCH_SHOWN], "watch_more": max(0, len(watch) - WATCH_SHOWN),
         "folded_findings": folded[:ROWS_MAX], "folded_more": max(0, len(folded) - ROWS_MAX), "variants_max": VARIANTS_MAX,
         "broken_hosts": fold_hosts(broken), "broken_count": len(broken),
         "anchors": {b["host"]: b["anchor"] for b in hosts["blocks"]}, "unreachable": unreachable[:ROWS_MAX],
@@ -431,37 +456,6 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
         "xid": _xid_box(summary.get("xid")),
         "speed": summary.get("speed"), "speed_chart": speed_chart(summary.get("speed")),
     }
-
-
-def tiles(summary: dict, broken: int) -> list[dict]:
-    """The top box's tiles: each counts hosts and links to where those hosts are listed."""
-    others = sum(c["size"] for c in summary["classes"][1:])
-    ref = summary["reference_class"]
-    return [{"id": id_, "hosts": n, "label": label, "target": target} for id_, n, label, target in (
-        ("tile-hosts", summary["hosts_total"], "hosts", "hosts"),
-        ("pool-size", summary["pool"]["size"], f"in the pool (class {ref['id']}, healthy)" if ref else "in the pool",
-         "pool" if ref else "classes"),
-        ("tile-held-out", len(summary["held_out"]), "held out for health", "held-out"),
-        ("tile-other-classes", others, "in " + plural(max(len(summary["classes"]) - 1, 0), "other class",
-                                                      "other classes"), "other-classes" if others else "classes"),
-        ("tile-cannot-run", len(summary["excluded"]), "cannot run", "cannot-run"),
-        ("tile-unreachable", len(summary["unreachable"]), "unreachable", "unreachable"),
-        ("tile-broken", broken, "with a broken contract", "broken-hosts" if broken else "health"))]
-
-
-def _watch(folded: list[dict], pool) -> list[dict]:
-    """Warnings on hosts of the pool (a GPU a few degrees from its slowdown threshold): who and what."""
-    members = set(pool)
-    out = []
-    for e in folded:
-        if e["severity"] != "warning":
-            continue
-        hit = [v for v in e["variants"] if members.intersection(v["hosts"])]
-        if hit:
-            hosts = sorted((h for v in hit for h in v["hosts"] if h in members), key=host_key)
-            detail = hit[0]["detail"] if len(hit) == 1 else e["detail"] + " (values differ)"
-            out.append({"title": e["title"], "detail": detail, "folded": abbreviate(fold_hosts(hosts), 80)})
-    return out
 
 
 XID_HOSTS_SHOWN = 12  # hosts named with their events under the top box's repair lines
@@ -506,13 +500,6 @@ def speed_chart(speed: dict | None) -> list[dict]:
                         "more": max(0, len(bars) - SPEED_BARS_MAX), "height": 30 + 20 * len(bars[:SPEED_BARS_MAX]),
                         "reference": f"{ref['model']} {rate(ref['value'], UNITS[figure])} ({ref['source']})"})
     return out
-
-
-def _held_out(summary: dict) -> list[dict]:
-    """The first HELD_OUT_SHOWN hosts held out of the pool, each with the severity of its worst reason."""
-    broken = {f["host"] for f in summary["findings"] if f["severity"] == "broken"}
-    return [dict(h, severity="broken" if h["host"] in broken else "warning")
-            for h in summary["held_out"][:HELD_OUT_SHOWN]]
 
 
 def _tone(exit_code: int) -> str:

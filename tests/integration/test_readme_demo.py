@@ -106,7 +106,7 @@ def test_readme_command_1_exits_0_in_a_fresh_copy(tmp_path):
     dom = chromium("--dump-dom", (run / "report" / "report.html").resolve().as_uri())
     box = dom[dom.index('id="verdict"'):dom.index("</section>")]
     assert re.search(f'id="pool-size" href="#[a-z-]+"><b>{summary["pool"]["size"]}</b>', box)  # the tile links its list
-    held = dict(re.findall(r'<li class="held-out">.*?<span class="hosts">(.*?)</span>:\s*<span class="why">(.*?)</span>',
+    held = dict(re.findall(r'<li class="held-out"[^>]*>.*?<span class="hosts">(.*?)</span>:\s*<span class="why">(.*?)</span>',
                            box, re.S))
     assert set(held) == set(held_out)
     assert held["gpu21"] == "1 other process on the GPUs: python3 orphan_eval.py (pid 48213, 11264 MiB) on GPU 2"

@@ -65,7 +65,7 @@ def test_verdict_comes_first(rendered):
 def test_the_top_box_names_the_hosts_held_out_for_health(rendered):
     _, dom, _, _, _ = rendered
     box = dom[dom.index('id="verdict"'):dom.index("</section>")]
-    held = re.findall(r'<li class="held-out">.*?<span class="hosts">(.*?)</span>:\s*<span class="why">(.*?)</span>',
+    held = re.findall(r'<li class="held-out"[^>]*>.*?<span class="hosts">(.*?)</span>:\s*<span class="why">(.*?)</span>',
                       box, re.S)
     assert held == [
         ("&lt;script&gt;document.title='pwned'&lt;/script&gt;", "1 other process on the GPUs: "

@@ -93,7 +93,7 @@ def test_every_tile_counts_hosts_and_leads_to_their_list(demo):
     broken_hosts = {f["host"] for f in s["findings"] if f["severity"] == "broken"}
     assert counts["tile-broken"] == (len(broken_hosts), "broken-hosts")
     listed = page.text("#broken-hosts")
-    assert f"{len(broken_hosts)} hosts with a broken contract" in listed
+    assert f"{len(broken_hosts)} hosts broken (a contract, a speed figure or an Xid repair)" in listed
     assert counts["tile-held-out"][0] == page.evaluate("document.querySelectorAll('#held-out li.held-out').length")
     assert counts["tile-unreachable"][0] == len(s["unreachable"])
 

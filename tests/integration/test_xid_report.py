@@ -34,9 +34,23 @@ def report(tmp_path_factory):
     return result, chromium("--dump-dom", result.files["html"].resolve().as_uri())
 
 
-def test_the_top_box_groups_the_xid_hosts_by_the_repair_they_need(report):
+def test_the_top_box_names_each_xid_host_once_with_its_repair(report):
+    """The top box: one row per host kept out (issue 35), an Xid host's row its repair and event, its fix."""
     result, dom = report
     box = dom[dom.index('id="verdict"'):dom.index("</section>")]
+    rows = re.findall(r'<li class="[\w -]+" data-hosts="(\w+)">(.*?)</li>', box, re.S)
+    assert [host for host, _ in rows] == ["gpu19", "gpu21", "gpu23"]
+    said = {host: re.sub(r"<[^>]+>|\s+", " ", text) for host, text in rows}
+    assert "reboot: Xid 79 GPU has fallen off the bus (0000:38:00 x1)" in said["gpu19"]
+    assert "fix: drain the host and reboot it" in said["gpu19"]
+    assert "reset the GPU: Xid 48 double-bit ECC error" in said["gpu23"]
+    for host in ("gpu19", "gpu21", "gpu23"):
+        assert box.count(host) == 2  # its row's data-hosts and its text: named once
+
+
+def test_the_repair_section_groups_the_xid_hosts_by_the_repair_they_need(report):
+    result, dom = report
+    box = dom[dom.index('<section id="repair">'):dom.index("</section>", dom.index('<section id="repair">'))]
     actions = re.findall(r'<li class="xid-action" data-action="(\w+)"><span class="badge [\w-]+">(.*?)</span>\s*'
                          r'<span class="hosts">(.*?)</span>', box, re.S)
     assert actions == [("reboot", "reboot", "gpu19"), ("reset_gpu", "reset the GPU", "gpu23"),

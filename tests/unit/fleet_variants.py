@@ -37,7 +37,8 @@ def rejudge(health: dict) -> dict:
         g["mig_layout"] = mig_layout(g)
     facts = {"driver": health["driver"], "gpus": health["gpus"], "mask": health["mask"],
              "frameworks": health["frameworks"], "topology": health["topology"], "env": env,
-             "kernel_module": health["driver"].get("kernel_module"), "kernel_log": health.get("kernel_log")}
+             "kernel_module": health["driver"].get("kernel_module"), "kernel_log": health.get("kernel_log"),
+             "run_as": health.get("user")}
     contracts, lowest = evaluate(copy.deepcopy(facts))
     statuses = [c["status"] for c in contracts]
     health["contracts"] = contracts

@@ -41,7 +41,9 @@ def test_each_command_prints_its_results_on_stdout_and_its_diagnostics_on_stderr
     run_a, run_b = runs
     assert main(["report", str(run_a), "-o", str(tmp_path / "rep")]) == 0
     out, err = split(capsys)
-    assert out == [out[0], f"report: {(tmp_path / 'rep' / 'report.html').resolve()}"] and out[0].startswith("One pool")
+    assert out[-1] == f"report: {(tmp_path / 'rep' / 'report.html').resolve()}" and out[0].startswith("One pool")
+    assert out[-2].startswith("hosts: in the pool 3: ")  # the verdict's notes and sets: results, on stdout
+    assert all(" not read on " in line for line in out[1:-2])
     assert err == ""
     expect = tmp_path / "expect.yml"
     expect.write_text("version: 1\ndefaults:\n  gpu_count: 4\n")

@@ -8,6 +8,7 @@ import pytest
 
 import fleet_variants as fv
 from sweep.report import build as report_module
+from sweep.analysis.verdict import judge
 from sweep.analysis.compare import compare, fold_hosts, impact
 from sweep.errors import ConfigError
 from sweep.analysis.fleet import load_fleet
@@ -120,7 +121,7 @@ def test_must_show_headline(must_show):
 def test_report_folder_holds_every_output(must_show):
     result, summary = must_show
     out = result.out_dir
-    assert sorted(p.name for p in out.iterdir()) == ["drain.sh", "fleet.csv", "held_out.nodeset", "held_out.txt",
+    assert sorted(p.name for p in out.iterdir()) == ["broken.nodeset", "broken.txt", "drain.sh", "fleet.csv", "held_out.nodeset", "held_out.txt",
                                                      "hosts.csv", "kubectl.sh", "pool.nodeset", "pool.txt",
                                                      "report.html", "resume.sh", "summary.json", "summary.md"]
     # the pool and the held-out hosts, one per line, as --limit @FILE reads them
@@ -163,35 +164,41 @@ def test_one_pool_exits_0(tmp_path):
     fleet = fleet_of(tmp_path, healthy(["gpu1", "gpu2", "gpu3"]))
     findings = compare(fleet)
     assert findings.comparable and findings.findings == ()
-    assert report_module.exit_code(findings) == 0
+    assert judge(fleet, findings).exit_code == 0
     assert findings.headline() == "One pool: all 3 of 3 hosts (gpu[1-3]) can be benchmarked together."
 
 
 def test_comparable_but_broken_exits_4(tmp_path):
     records = healthy(["gpu1", "gpu2"], n_gpus=8) + [fv.record("gpu3", fv.hw_thermal(fv.h200(8, "gpu3")))]
-    findings = compare(fleet_of(tmp_path, records))
+    fleet = fleet_of(tmp_path, records)
+    findings = compare(fleet)
     assert findings.comparable
-    assert report_module.exit_code(findings) == 4
+    assert judge(fleet, findings).exit_code == 4
 
 
 def test_two_classes_exit_3_and_unreachable_wins_over_it(tmp_path):
     records = healthy(["gpu1", "gpu2"]) + [fv.record("gpu3", fv.driver(fv.h200(2, "gpu3")))]
-    assert report_module.exit_code(compare(fleet_of(tmp_path / "a", records))) == 3
+    assert code_of(fleet_of(tmp_path / "a", records)) == 3
     records.append(fv.record("gpu4", None, ("dns", "Name or service not known")))
-    assert report_module.exit_code(compare(fleet_of(tmp_path / "b", records))) == 1
+    assert code_of(fleet_of(tmp_path / "b", records)) == 1
 
 
 def test_excluded_host_alone_exits_4_not_3(tmp_path):
     records = healthy(["gpu1", "gpu2"]) + [fv.record("gpu3", fv.empty_mask(fv.h200(2, "gpu3")))]
-    findings = compare(fleet_of(tmp_path, records))
+    fleet = fleet_of(tmp_path, records)
+    findings = compare(fleet)
     assert [c.hosts for c in findings.classes] == [("gpu1", "gpu2")]
-    assert report_module.exit_code(findings) == 4
+    assert judge(fleet, findings).exit_code == 4
+
+
+def code_of(fleet) -> int:
+    return judge(fleet, compare(fleet)).exit_code
 
 
 def test_exit_codes_are_documented():
     doc = report_module.__doc__
-    for code in ("2  bad input", "1  some hosts are unreachable", "3  the hosts that can run",
-                 "4  every host answered", "0  every host reachable"):
+    for code in ("2 bad input", "1 a host unreachable", "3 more than\none comparability class",
+                 "4 a host broken", "5 off its expectations", "0 otherwise"):
         assert code in doc
 
 
@@ -263,11 +270,12 @@ def test_warnings_are_findings_but_not_exit_4(tmp_path):
     records = [fv.record("gpu1", fv.persistence_off(fv.h200(2, "gpu1"))),
                fv.record("gpu2", fv.remap(fv.ecc_pending(fv.h200(2, "gpu2"), pending=True), pending=True)),
                fv.record("gpu3", fv.foreign_process(fv.h200(4, "gpu3"), gpu=1))]
-    findings = compare(fleet_of(tmp_path, records))
+    fleet = fleet_of(tmp_path, records)
+    findings = compare(fleet)
     kinds = sorted((f.host, f.kind, f.severity) for f in findings.findings)
     assert kinds == [("gpu1", "persistence_off", "warning"), ("gpu2", "row_remap_pending", "warning"),
                      ("gpu3", "foreign_process", "warning")]
-    assert report_module.exit_code(findings) == 3  # persistence off and a 4-GPU host: other classes
+    assert judge(fleet, findings).exit_code == 3  # persistence off and a 4-GPU host: other classes
 
 
 def test_row_remap_failure_is_broken(tmp_path):

@@ -106,7 +106,7 @@ def test_the_reports_node_sets_are_its_sets_for_clustershell_and_slurm(must_show
 def test_summary_json_carries_the_sets_and_the_drain_reasons(must_show):
     summary = json.loads(must_show.files["summary"].read_text())
     sets = summary["host_sets"]
-    assert set(sets) == {"pool", "held_out", "broken", "drain"}
+    assert set(sets) == {"hosts", "pool", "held_out", "broken", "drain", "other_classes", "cannot_run", "unreachable"}
     assert sets["broken"]["hosts"] == ["gpu07", "gpu08", "gpu09", "gpu16", "gpu25", "gpu26"]
     assert sets["broken"]["folded"] == "gpu[07-09,16,25-26]" and sets["drain"]["folded"] == "gpu[07-09,14,16,25-26]"
     assert [(d["folded"], d["taint"]) for d in summary["drain"]] == [

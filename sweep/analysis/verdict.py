@@ -1,0 +1,343 @@
+"""The one verdict of a fleet: every judgment of every host is an entry, one rule makes each host's
+state, one rule makes the exit code; every view (tiles, top box, summary.json / .md, terminal,
+hosts.csv, the lists and scripts, the Prometheus export) reads this and decides nothing itself.
+
+An `Entry` is one judgment that is not plain ok, of one host, with its severity
+
+    watch    a warning: the host stays in the pool (a warm HBM, a class outlier, an audit finding)
+    unknown  not read or not measured: a contract that could not be read, a tier the operator asked
+             for (--speed, --load, --wrap) that failed, was refused, partial or skipped for a reason
+             other than "not applicable", a figure rejected as no measurement, an unreachable host
+    broken   a broken contract or health finding, a speed figure below 75% of its reference, an
+             Xid or SXid event that needs more than the application restarted
+
+(ok judgments are counted by the sections they come from, not listed), its cause, its fix and its
+source. Sources: "health" (`Findings.findings`, the contracts judged by the agent and the GPU
+facts), "contract" (a contract whose status is unknown), "speed" (`speed_section` judgments,
+outliers, rejected figures), "tier" (a tier asked for and not measured), "xid" (`xid_section`),
+"audit" (an expectations violation or baseline drift), "reach" (the host did not answer).
+
+A host's state, the first that applies (`STATES`):
+
+    unreachable   no health.json
+    cannot_run    its lowest broken contract stops any benchmark (driver, fabric, device mask, framework)
+    broken        an entry of severity broken
+    held_out      of the reference class, but an entry holds it out (a foreign process, an incomplete probe)
+    other_class   runnable and healthy, in another comparability class
+    pool          everything else: the reference class, no broken entry, nothing holding it out
+
+The exit code (`Verdict.exit_code`; sweep/exitcodes.py, the README's table), the first that applies:
+1 a host unreachable, or a tier asked for by --speed or --load not measured on a host (the run is
+incomplete: the verdict covers only what was measured); 6 / 7 a --wrap benchmark failed / refused on
+a host (`bench_section`); 3 a host in another class; 4 a host broken, cannot run or held out;
+5 an audit finding; 0 otherwise. An `unknown` contract does not change the code: it is no evidence
+of a fault, and every one is counted and named with its fix (`Verdict.notes`).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+
+from probe_agent.xid import ACTION
+from sweep import exitcodes
+from sweep.analysis.compare import BLOCKING, HELD_OUT_BY, Findings
+from sweep.analysis.fleet import Fleet, rows_at
+from sweep.analysis.names import fold_hosts, host_key
+from sweep.analysis.speed_reference import LABELS, UNITS
+from sweep.text import plural
+
+SEVERITIES = ("ok", "watch", "unknown", "broken")
+STATES = ("pool", "held_out", "broken", "other_class", "cannot_run", "unreachable")
+NOT_APPLICABLE = ("one GPU selected",)
+NOT_MEASURED = ("partial", "refused", "failed", "invalid")  # speed tier statuses that measured not all it was asked  # a skipped figure that cannot exist on the host: no measurement missing
+TIERS_INCOMPLETE = ("speed", "load")  # a tier of these not measured makes the run incomplete (exit 1)
+SPEED_FIX = {
+    "pcie": "check the GPU's PCIe link (lspci -vv: generation and width; reseat the card or riser) and the host's "
+            "IOMMU / ACS settings, then measure again with sweep run --speed",
+    "other": "look at the card (power cap, clocks and slowdown during the tier: the report's Speed section), measure "
+             "again with sweep run --speed, and have it replaced if it stays slow",
+}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One judgment of one host that is not plain ok."""
+
+    host: str
+    severity: str  # watch, unknown, broken
+    source: str  # health, contract, speed, tier, xid, audit, reach
+    what: str  # the contract, finding kind, figure or tier it is about
+    cause: str
+    fix: str | None = None
+    holds_out: bool = False  # keeps a host of the reference class out of the pool without being broken
+    tier: str | None = None  # a tier asked for and not measured: speed, load, wrap
+    off: bool = False  # off its expectations or drifted from its baseline (exit 5)
+    finding: str | None = None  # the health finding's kind ("lowest_broken", "hw_slowdown", ...), for "health"
+    contract: str | None = None  # the contract it is about, where it is one
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The states of a fleet's hosts and the entries they come from; every list and code is read here."""
+
+    states: dict  # host -> state, in the fleet's order
+    entries: tuple[Entry, ...]
+    reference_hosts: frozenset = field(default_factory=frozenset)
+    bench_code: int | None = None  # bench_section's 6 / 7 of a --wrap run, else None
+    by_host: dict = field(default_factory=dict, repr=False)  # host -> its entries, broken first (`of`)
+
+    def hosts_in(self, *states: str) -> list[str]:
+        return sorted((h for h, s in self.states.items() if s in states), key=host_key)
+
+    @property
+    def pool(self) -> list[str]:
+        return self.hosts_in("pool")
+
+    @property
+    def held_out(self) -> list[str]:
+        """Hosts of the reference class kept out of the pool, for their health or broken."""
+        return [h for h in self.hosts_in("held_out", "broken") if h in self.reference_hosts]
+
+    @property
+    def broken(self) -> list[str]:
+        """Every answering host with a broken entry (those that cannot run a benchmark included)."""
+        return self.hosts_in("broken", "cannot_run")
+
+    @property
+    def drain(self) -> list[str]:
+        return sorted(set(self.held_out) | set(self.broken), key=host_key)
+
+    def of(self, host: str) -> list[Entry]:
+        """A host's entries, broken first."""
+        return self.by_host.get(host, [])
+
+    @property
+    def not_measured(self) -> list[Entry]:
+        return [e for e in self.entries if e.tier is not None]
+
+    @property
+    def unknown(self) -> list[Entry]:
+        """Contracts not read and figures rejected (the tiers not measured and unreachable hosts apart)."""
+        return [e for e in self.entries if e.severity == "unknown" and e.tier is None and e.source != "reach"]
+
+    @property
+    def exit_code(self) -> int:
+        states = set(self.states.values())
+        if "unreachable" in states or any(e.tier in TIERS_INCOMPLETE for e in self.entries):
+            return exitcodes.INCOMPLETE
+        if self.bench_code in (exitcodes.BENCH_FAILED, exitcodes.REFUSED):
+            return self.bench_code
+        if "other_class" in states:
+            return exitcodes.NOT_COMPARABLE
+        if states & {"broken", "cannot_run", "held_out"}:
+            return exitcodes.BROKEN
+        if any(e.off for e in self.entries):
+            return exitcodes.OFF
+        return exitcodes.OK
+
+    @property
+    def exit_meaning(self) -> str:
+        code = self.exit_code
+        if code == exitcodes.INCOMPLETE and "unreachable" not in self.states.values():
+            return "a figure asked for was not measured on some host: the verdict covers only what was measured"
+        return exitcodes.MEANING[code]
+
+    def note_items(self) -> list[dict]:
+        """What every view says beside the headline: each tier asked for and not measured, each contract or
+        figure not read, each speed figure to watch (a warning), with its hosts and fix:
+        [{"said": "not measured" | "not read" | "to watch", "hosts", "text"}]."""
+        out = []
+        watch = [e for e in self.entries if e.severity == "watch" and e.source == "speed"
+                 and self.states.get(e.host) not in ("broken", "cannot_run")]  # a broken host is said as broken
+        for said, entries, key in (("not measured", self.not_measured, lambda e: e.tier),
+                                   ("not read", self.unknown, lambda e: (e.source, e.what)),
+                                   ("to watch", watch, lambda e: e.what)):
+            for group in _grouped(entries, key):
+                hosts = sorted({e.host for e in group}, key=host_key)
+                out.append({"said": said, "hosts": hosts, "text": _note(said, hosts, group[0])})
+        return out
+
+    def notes(self) -> list[str]:
+        return [n["text"] for n in self.note_items()]
+
+    def to_dict(self) -> dict:
+        counts = {s: 0 for s in STATES}
+        for state in self.states.values():
+            counts[state] += 1
+        return {"states": dict(self.states), "counts": counts, "exit_code": self.exit_code,
+                "exit_meaning": self.exit_meaning, "notes": self.note_items(),
+                "not_measured": [e.to_dict() for e in self.not_measured],
+                # a contract not read is in `notes`, once per contract with its hosts (on a fleet of old agents it
+                # is every host: 4 entries each would be most of the file)
+                "entries": [e.to_dict() for e in self.entries if e.source != "contract"]}
+
+
+def _grouped(entries, key) -> list[list[Entry]]:
+    groups: dict = {}
+    for e in entries:
+        groups.setdefault(key(e), []).append(e)
+    return list(groups.values())
+
+
+def _note(said: str, hosts: list[str], first: Entry) -> str:
+    """'speed not measured on 1 host (gpu05; gpu05: failed: ...): fix' / 'xid not read on 2 hosts (gpu[07-08]; ...): fix'."""
+    name = first.tier or LABELS.get(first.what) or first.what
+    return (f"{name} {said} on {plural(len(hosts), 'host')} ({fold_hosts(hosts)}; {first.host}: {first.cause})"
+            + (f": {first.fix}" if first.fix else ""))
+
+
+def judge(fleet: Fleet, findings: Findings, speed: dict | None = None, bench: dict | None = None,
+          xid: dict | None = None, audit: dict | None = None) -> Verdict:
+    """Every judgment of the fleet as entries, and each host's state from them."""
+    entries = [*_health_entries(findings, xid), *_unknown_contracts(fleet), *_speed_entries(speed),
+               *_tier_entries(fleet, speed, bench), *_xid_entries(xid), *_audit_entries(audit)]
+    reference = frozenset(findings.reference.hosts) if findings.reference else frozenset()
+    excluded = {e["host"] for e in findings.excluded}
+    broken = {e.host for e in entries if e.severity == "broken"}
+    holds = {e.host for e in entries if e.holds_out}
+    states = {}
+    for host, status, lowest in zip(fleet.hosts["host"].astype(str), fleet.hosts["status"].astype(object),
+                                    fleet.hosts["lowest_broken"].astype(object)):
+        if status != "ok":
+            states[host] = "unreachable"
+        elif host in excluded or lowest in BLOCKING:
+            states[host] = "cannot_run"
+        elif host in broken:
+            states[host] = "broken"
+        elif host in reference:
+            states[host] = "held_out" if host in holds else "pool"
+        else:
+            states[host] = "other_class"
+    code = bench["exit_code"] if bench else None
+    rank = {s: n for n, s in enumerate(reversed(SEVERITIES))}
+    by_host: dict = {}
+    for e in sorted(entries, key=lambda e: rank[e.severity]):  # stable: each source's order kept
+        by_host.setdefault(e.host, []).append(e)
+    return Verdict(states, tuple(entries), reference, code, by_host)
+
+
+def with_verdict(findings: Findings, verdict: Verdict) -> Findings:
+    """`findings` whose hosts held out are the verdict's (so its sentence and pool say what the verdict says):
+    each with its reasons, the findings' own first, then the broken entries they do not say."""
+    known = {h["host"]: h for h in findings.held_out}
+    held = []
+    for host in verdict.held_out:
+        entry = known.get(host) or {"host": host, "kinds": [], "reasons": []}
+        more = [e for e in verdict.of(host) if e.source in ("speed", "xid") and e.severity == "broken"]
+        kept = [(k, r) for k, r in zip(entry["kinds"], entry["reasons"])
+                if not (k == "xid" and any(e.source == "xid" for e in more))]  # the repair says it, with its event
+        kept += [(e.what, e.cause) for e in more]
+        held.append({"host": host, "kinds": [k for k, _ in kept], "reasons": [r for _, r in kept]})
+    return replace(findings, held_out=tuple(held))
+
+
+# ---------------------------------------------------------------- the entries of each source
+
+
+def _health_entries(findings: Findings, xid: dict | None) -> list[Entry]:
+    """The health findings (contracts as the agent judged them, GPU faults, processes, unreachability);
+    the xid contract's finding is left to the Xid entries where a host has them."""
+    xid_hosts = {h["host"] for h in (xid or {}).get("hosts", ())}
+    out = []
+    for f in findings.findings:
+        if f.kind == "unreachable":
+            out.append(Entry(f.host, "unknown", "reach", f.kind, f.detail, f.fix))
+        elif not (f.contract == "xid" and f.host in xid_hosts):
+            out.append(Entry(f.host, "broken" if f.severity == "broken" else "watch", "health",
+                             f.contract or f.kind, f.detail, f.fix, holds_out=f.kind in HELD_OUT_BY,
+                             finding=f.kind, contract=f.contract))
+    return out
+
+
+def _unknown_contracts(fleet: Fleet) -> list[Entry]:
+    c = fleet.contracts
+    hit = (c["status"].astype(object) == "unknown") & c["consequence_of"].isna()
+    picked = [i for i, h in enumerate(hit.tolist()) if h]
+    return [Entry(str(r["host"]), "unknown", "contract", str(r["contract"]), r["message"] or "not read", r["fix"],
+                  contract=str(r["contract"])) for r in rows_at(c, picked)]
+
+
+def _speed_entries(speed: dict | None) -> list[Entry]:
+    """Each host's broken and warning figures (one entry per host and severity, its worst figure first),
+    its class outliers and its rejected figures."""
+    if not speed:
+        return []
+    out, seen = [], {}
+    for j in speed["judgments"]:  # worst first
+        seen.setdefault((j["host"], j["severity"]), []).append(j)
+    for (host, severity), items in seen.items():
+        worst = items[0]
+        more = len(items) - 1
+        cause = figure_text(worst) + (f"; and {plural(more, 'more figure')}" if more else "")
+        family = "pcie" if worst["figure"].startswith("pcie_") else "other"
+        out.append(Entry(host, "broken" if severity == "broken" else "watch", "speed", worst["figure"], cause,
+                         SPEED_FIX[family]))
+    out += [Entry(o["host"], "watch", "speed", o["figure"], o["message"].split(": ", 1)[-1],
+                  "; ".join(o["evidence"])) for o in speed.get("class_outliers", ())]
+    out += [Entry(r["host"], "unknown", "speed", r["field"], r["message"].split(": ", 1)[-1],
+                  "probe the host again with this sweep's agent") for r in speed.get("rejected", ())]
+    return out
+
+
+def figure_text(j: dict) -> str:
+    """'GPU 5 HBM 2993 GB/s, 70% of the H200 reference' / '... 57% of what its PCIe gen5 x16 link carries'."""
+    from sweep.analysis.speed import rate
+
+    what = f"GPU {j['gpu']} {LABELS[j['figure']]} {rate(j['value'], UNITS[j['figure']])}"
+    if j["against"] == "link":
+        return f"{what}, {j['fraction']:.0%} of what its PCIe {j['link']} link carries"
+    return f"{what}, {j['fraction']:.0%} of the {j['reference_model']} reference"
+
+
+def _tier_entries(fleet: Fleet, speed: dict | None, bench: dict | None) -> list[Entry]:
+    """A tier the operator asked for that did not measure on a host: the speed tier not measured (or figures
+    skipped for a reason other than not applicable), the load that failed, the --wrap benchmark not run."""
+    out = []
+    skipped: dict = {}
+    for item in (speed or {}).get("skipped", ()):
+        if item["reason"] not in NOT_APPLICABLE:
+            skipped.setdefault(item["host"], item)
+    for host, status in (speed or {}).get("status", {}).items():
+        if status not in NOT_MEASURED and host not in skipped:
+            continue
+        reason, item = (speed.get("reasons") or {}).get(host), skipped.get(host)
+        if item is not None and (status not in NOT_MEASURED or not reason):
+            gpu = "" if item["gpu"] is None else f"GPU {item['gpu']} "
+            reason = f"{gpu}{item['figure']} skipped: {item['reason']}"
+        out.append(Entry(host, "unknown", "tier", "speed", f"{status}: {reason or 'no reason given'}",
+                         _tier_fix(status), tier="speed"))
+    hosts = fleet.hosts
+    problems = hosts["load_problem"].notna().to_numpy(dtype=bool)
+    for r in rows_at(hosts[["host", "load_problem"]], [i for i, p in enumerate(problems) if p]):
+        out.append(Entry(r["host"], "unknown", "tier", "load", r["load_problem"],
+                         "read the load's error in the host record, fix it, and sweep run --load again", tier="load"))
+    for n in (bench or {}).get("not_run", ()):
+        out.append(Entry(n["host"], "unknown", "tier", "wrap", f"{n['status']}: {n['why']}",
+                         "read the host record's wrap section (exit code, output), fix it, and run again", tier="wrap"))
+    return out
+
+
+def _tier_fix(status: str) -> str:
+    if status == "refused":
+        return "fix what the reason names, then sweep run --speed again (--force measures over other processes)"
+    return "read the host record's speed section (its reason), fix it, and sweep run --speed again"
+
+
+def _xid_entries(xid: dict | None) -> list[Entry]:
+    out = []
+    for h in (xid or {}).get("hosts", ()):
+        _, label, status, _, fix = ACTION[h["action"]]
+        out.append(Entry(h["host"], "broken" if status == "broken" else "watch", "xid", h["action"],
+                         f"{label}: {h['reason']}", fix, contract="xid"))
+    return out
+
+
+def _audit_entries(audit: dict | None) -> list[Entry]:
+    if not audit:
+        return []
+    items = [*((audit.get("expectations") or {}).get("findings") or ()), *((audit.get("baseline") or {}).get("drift") or ())]
+    return [Entry(i["host"], "watch", "audit", i.get("rule") or i.get("kind") or "audit",
+                  i["message"][len(i["host"]) + 2:] if i["message"].startswith(i["host"] + ": ") else i["message"],
+                  i.get("fix"), off=True) for i in items]
