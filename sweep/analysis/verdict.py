@@ -278,6 +278,9 @@ def _speed_entries(speed: dict | None) -> list[Entry]:
                   "; ".join(o["evidence"])) for o in speed.get("class_outliers", ())]
     out += [Entry(r["host"], "unknown", "speed", r["field"], r["message"].split(": ", 1)[-1],
                   "probe the host again with this sweep's agent") for r in speed.get("rejected", ())]
+    out += [Entry(c["host"], "unknown", "speed", "contended", f"figures contended: {c['processes']} appeared during "
+                  "the tier (recorded, not judged)", "measure again with sweep run --speed while no other process uses "
+                  "the GPUs") for c in speed.get("contended", ())]
     return out
 
 

@@ -88,3 +88,19 @@ def test_the_fleet_lists_a_contended_host_and_judges_its_figures_never(tmp_path)
     assert "busy01" not in judged and "quiet01" in judged, section["judgments"]
     busy = next(g for g in section["gpus"] if g["host"] == "busy01")
     assert "contended: GPU 0: pid 4242 (python3) appeared during the tier" in busy["evidence"]
+
+
+def test_the_verdict_names_a_contended_host_with_its_fix_and_neither_breaks_nor_drains_it(tmp_path):
+    from sweep.analysis.compare import compare
+    from sweep.analysis.fleet import load_fleet
+    from sweep.analysis.verdict import judge
+    from sweep.demo.speed import write_speed_run
+
+    health = probe(tmp_path, appears=True)
+    fleet = load_fleet([write_speed_run(tmp_path / "run", {"busy01": health})])
+    findings = compare(fleet)
+    verdict = judge(fleet, findings, speed_section(fleet, findings))
+    (entry,) = [e for e in verdict.of("busy01") if e.what == "contended"]
+    assert entry.severity == "unknown" and "pid 4242 (python3)" in entry.cause and "no other process" in entry.fix
+    assert "busy01" not in verdict.broken and "busy01" not in verdict.drain
+    assert any("contended" in line and "busy01" in line for line in verdict.notes()), verdict.notes()
