@@ -68,7 +68,7 @@ def scheduler_scripts(drain: Sequence[Mapping], pool: Iterable[str], stamp: str)
 # --- the shell both Slurm scripts share ---------------------------------------------------------------
 
 _COMMON = r"""set -u
-DRY_RUN=${DRY_RUN:-0}
+case ${DRY_RUN:-0} in 0) DRY_RUN=0 ;; *) DRY_RUN=1 ;; esac  # DRY_RUN=1, =yes, ...: a dry run
 [ "${1-}" = -n ] && DRY_RUN=1
 status=0
 say() { printf '%s\n' "$*" >&2; }
@@ -83,7 +83,7 @@ act() {  # run a command; with -n (DRY_RUN=1) print it instead
     line=; for w in "$@"; do line="$line $(quoted "$w")"; done
     printf 'would run:%s\n' "$line"
   else
-    "$@" || status=1
+    "$@" || { status=1; return 1; }
   fi
 }
 """
@@ -113,7 +113,8 @@ $listed
 EOF
   [ "$seen" -ge "$2" ] || say "$0: $(($2 - seen)) of the $2 nodes of $1 not drained: Slurm does not list them (sinfo -n $1)"
   [ "$kept" -gt 0 ] || [ "$seen" -lt "$2" ] || todo=$1  # every node of SET: keep it folded
-  [ -z "$todo" ] || { act scontrol update NodeName="$todo" State=DRAIN Reason="$3"; [ "$DRY_RUN" = 1 ] || echo "drained $todo: $3"; }
+  [ -n "$todo" ] && act scontrol update NodeName="$todo" State=DRAIN Reason="$3" && [ "$DRY_RUN" = 0 ] &&
+    echo "drained $todo: $3"
 }
 """
 
@@ -129,7 +130,7 @@ _RESUME = r"""resume() {  # resume SET: resume the nodes of SET that sweep drain
   done <<EOF
 $listed
 EOF
-  [ -z "$todo" ] || { act scontrol update NodeName="$todo" State=RESUME; [ "$DRY_RUN" = 1 ] || echo "resumed $todo"; }
+  [ -n "$todo" ] && act scontrol update NodeName="$todo" State=RESUME && [ "$DRY_RUN" = 0 ] && echo "resumed $todo"
 }
 keep() {  # keep SET: name the drained nodes of SET, which this report still holds out or finds broken
   listed=$(nodes "$1") || { say "$0: sinfo failed for $1"; status=1; return; }
