@@ -805,7 +805,8 @@ def _audit_lines(section: dict) -> list[str]:
 def demo(
     hosts: int = typer.Option(40, "--hosts", metavar="N", help="hosts replaying captures (3 unreachable hosts are added)"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
-                                       help="run folder (default: reports/<UTC time>-demo under the current directory)"),
+                                       help="run folder (default: reports/demo/<UTC time>-demo under the current "
+                                       "directory, apart from the runs of reports/ and their history)"),
     keep: bool = typer.Option(False, "--keep", help="leave the fleet's temp folder (keys, configs) in place "
                               "and print where"),
     serve: bool = typer.Option(False, "--serve", help="after the report, leave the fleet running until Ctrl-C and "
@@ -860,12 +861,13 @@ def _speed_demo(out: Optional[Path]) -> int:
     import shutil
     import tempfile
 
+    from sweep.demo import DEMO_REPORTS
     from sweep.demo.speed import off_design, speed_fleet, write_speed_run
     from sweep.store import default_run_dir
 
     work = Path(tempfile.mkdtemp(prefix="sweep-demo-speed-"))
     try:
-        run_dir = write_speed_run(out or default_run_dir("demo-speed"), speed_fleet(work))
+        run_dir = write_speed_run(out or default_run_dir("demo-speed", DEMO_REPORTS), speed_fleet(work))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     code = _report([run_dir], run_dir / "report", None)

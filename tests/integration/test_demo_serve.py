@@ -59,7 +59,7 @@ def test_demo_serve_prints_commands_that_sweep_the_live_fleet_and_ctrl_c_stops_i
         known_hosts = Path(next(line.split(": ", 1)[1] for line in out if line.startswith("known_hosts: ")))
         assert inventory.is_file() and known_hosts.is_file()
         workdir = inventory.parent
-        demo_run = next((tmp_path / "reports").glob("*-demo"))
+        demo_run = next((tmp_path / "reports" / "demo").glob("*-demo"))
         runs = []
         for command, hosts in zip(commands[:2], (7, 1)):  # the whole fleet (3 down on purpose); rack_a less gpu01
             done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
