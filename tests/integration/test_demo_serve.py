@@ -87,11 +87,12 @@ def test_demo_serve_prints_commands_that_sweep_the_live_fleet_and_ctrl_c_stops_i
     assert not workdir.exists()  # no --keep: its keys and configs are gone with it
 
     # the grammar of everything the demo fleet rendered: terminal, reports, diff, history
-    history = subprocess.run([sys.executable, "-m", "sweep.cli", "history", "--root", str(tmp_path / "reports")],
+    history = subprocess.run([sys.executable, "-m", "sweep.cli", "history", "--root",
+                              str(tmp_path / "reports" / "demo")],  # the demo's runs: apart from reports/
                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert history.returncode in (0, 5), history.stderr
     texts = {"demo": "\n".join(out) + rest + err, "diff": diff.stdout + diff.stderr,
-             "history": history.stdout + history.stderr + _rendered(tmp_path / "reports" / "history")}
+             "history": history.stdout + history.stderr + _rendered(tmp_path / "reports" / "demo" / "history")}
     for done, run in runs:
         texts[run.name] = done.stdout + done.stderr + _rendered(run / "report")
     texts["demo report"] = _rendered(demo_run / "report")
