@@ -177,16 +177,20 @@ def _probe_table(before: Path, after: Path, conclusion: list, changes: list, fol
     from rich.table import Table
 
     from sweep.audit.diff import rising_link_errors
-    from sweep.audit.rundiff import show_gpus
+    from sweep.audit.rundiff import show_field, show_gpus
 
     for line in conclusion:
         results.print(safe(line), soft_wrap=True)
-    table = Table(title=f"{safe(before)} -> {safe(after)}: {plural(len(changes), 'change')}")
+    # the title on a line of its own, as the run diff's: a table's title wraps at the table's width
+    results.print(f"{safe(before)} -> {safe(after)}: {plural(len(changes), 'change')}", soft_wrap=True)
+    if not folded:
+        return
+    table = Table()
     for col in ("kind", "field", "GPUs", "before", "after"):
         table.add_column(col, overflow="fold")
     for c in folded:
-        table.add_row(c.kind, safe(c.field), safe(show_gpus(c.gpus)), safe(json.dumps(c.before)),
-                      safe(json.dumps(c.after)))
+        table.add_row(c.kind, safe(c.field), safe(show_gpus(c.gpus)), safe(show_field(c.field, c.before)),
+                      safe(show_field(c.field, c.after)))
     results.print(table)
     for finding in rising_link_errors(changes):
         results.print("finding: " + safe(finding), soft_wrap=True)
