@@ -466,13 +466,12 @@ def run(
     hosts = _host_selection(limit, shard, shard_by, max_yaml_values, max_range_hosts, variables)
     ssh, agent = _ssh_and_agent(connect_timeout, host_deadline, transport, known_hosts, accept_new_host_keys,
                                 deep, load, spec, speed, force)
+    plan = dict(hosts=hosts, ssh=ssh, forks=forks, engine=runner, resume=resume, retry_failed=_retry_classes(retry_failed))
     if list_hosts:  # after the same checks as a run: --forks 0 is as wrong here as there
-        raise typer.Exit(_list_hosts(inventory, hosts=hosts, resume=resume, engine=runner, forks=forks, ssh=ssh,
-                                     retry_failed=_retry_classes(retry_failed)))
+        raise typer.Exit(_list_hosts(inventory, **plan))
     report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)
     raise typer.Exit(_finish_run(run_with_progress(dict(
-        inventory_path=inventory, hosts=hosts, ssh=ssh, agent=agent, out=out, forks=forks, engine=runner,
-        resume=resume, report=report, given=_given_options(ctx), retry_failed=_retry_classes(retry_failed)), console),
+        inventory_path=inventory, agent=agent, out=out, report=report, given=_given_options(ctx), **plan), console),
         report))
 
 
