@@ -75,6 +75,10 @@ def render_summary(result: RunResult, console: Console | None = None, *, shown: 
     if len(folded) > shown:
         console.print(f"  ... and {len(folded) - shown} more failure lines in {run_dir}/hosts/",
                       soft_wrap=True)
+    earlier = result.failed - len({host for host, *_ in result.failures})  # --resume: not swept again this time
+    if earlier > 0:
+        console.print(f"  [red]{plural(earlier, 'more failed host')}[/] from an earlier session of this run (not "
+                      f"swept again): their records are in {run_dir}/hosts/", soft_wrap=True)
     if result.state == "interrupted":
         console.print(f"[yellow]interrupted[/]: finish with: sweep run --resume {run_dir}",
                       soft_wrap=True)

@@ -36,3 +36,24 @@ def test_the_hint_to_resume_a_folder_that_holds_a_run_is_absolute(tmp_path, monk
     assert main(["run", "fleet.yml", "--connect-timeout", "2", "--out", "reports/one", "--no-report"]) == 2
     err = capsys.readouterr().err
     assert f"resume it with --resume {(tmp_path / 'reports' / 'one').resolve()}, or choose another --out" in err
+
+
+def test_a_resumed_runs_summary_names_the_failed_hosts_of_earlier_sessions_its_table_counts(tmp_path):
+    """--resume --retry-failed timeout: gpu01 timed out again, gpu02's earlier 'refused' was not retried;
+    the table counts both, so the lines say where the second one is."""
+    import io
+
+    from rich.console import Console
+
+    from sweep.cli.progress import render_summary
+    from sweep.collect.run import RunResult
+
+    result = RunResult(run_dir=tmp_path / "run", state="complete", total=3, ok=1, failed=2, pending=0, resumed=2,
+                       by_class={"timeout": 1, "refused": 1}, failures=(("gpu01", "timeout", "no answer in 10 s"),))
+    out = io.StringIO()
+    render_summary(result, Console(file=out, width=200, highlight=False))
+    lines = [line.strip() for line in out.getvalue().splitlines()]
+    assert "gpu01: timeout: no answer in 10 s" in lines
+    assert (f"1 more failed host from an earlier session of this run (not swept again): their records are in "
+            f"{(tmp_path / 'run').resolve()}/hosts/") in lines
+    assert "not fully swept: 2 of 3 hosts have no health.json" in lines
