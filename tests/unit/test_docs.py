@@ -98,3 +98,21 @@ def test_every_option_of_every_command_is_in_the_reference():
     missing = [f"{name} {spellings[0]}" for name, spellings in _options(typer.main.get_command(app), "sweep")
                if not any(re.search(rf"(?<![\w-]){re.escape(opt)}(?![\w-])", reference) for opt in spellings)]
     assert not missing, f"options not in docs/cli.md: {', '.join(missing)}"
+
+
+def _layout_block() -> str:
+    section = README[README.index("## Project layout"):]
+    return section.split("```")[1]
+
+
+def test_the_project_layout_names_every_module_and_package_of_the_tree():
+    """README's "Project layout" is checked against the tree: every module of sweep/ and probe_agent/ and
+    every subpackage is named in it (issue 41: it missed 21 modules)."""
+    block = _layout_block()
+    modules = [p for p in [*(ROOT / "sweep").rglob("*.py"), *(ROOT / "probe_agent").glob("*.py")]
+               if p.stem not in ("__init__", "__main__")]
+    missing = [str(p.relative_to(ROOT)) for p in modules
+               if not re.search(rf"(?<!\w){re.escape(p.stem)}(?!\w)", block)]
+    missing += [f"{d.relative_to(ROOT)}/" for d in (ROOT / "sweep").rglob("*")
+                if d.is_dir() and not d.name.startswith("__") and f"{d.name}/" not in block]
+    assert not missing, f"README's Project layout does not name: {', '.join(sorted(missing))}"
