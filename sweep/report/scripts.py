@@ -195,7 +195,8 @@ for n in json.load(sys.stdin)["items"]:
     taint = [t.get("value", "") for t in spec.get("taints") or [] if t.get("key") == "KEY"]
     print("|".join((meta["name"], "yes" if spec.get("unschedulable") else "no",
                     "yes" if "CORDONED" in (meta.get("annotations") or {}) else "no", taint[0] if taint else "")))'
-facts=$(kubectl get nodes -o json | "$PYTHON" -c "$FACTS") || { say "$0: kubectl get nodes -o json failed: nothing done"; exit 1; }
+listed=$(kubectl get nodes -o json) || { say "$0: kubectl get nodes -o json failed: nothing done"; exit 1; }
+facts=$(printf '%s\n' "$listed" | "$PYTHON" -c "$FACTS") || { say "$0: $PYTHON could not read kubectl get nodes -o json: nothing done"; exit 1; }
 fact() { printf '%s\n' "$facts" | awk -F'|' -v n="$1" '$1 == n'; }
 hold() {  # hold NODE CAUSE: taint NODE with sweep's taint, and cordon it unless it is cordoned
   line=$(fact "$1")

@@ -1,7 +1,7 @@
 """Recording stand-ins for scontrol, sinfo and kubectl, for running drain.sh, resume.sh and kubectl.sh
 where no scheduler runs. Each appends its argv, as JSON, to $ARGV_LOG. sinfo answers from
 $SLURM_NODES ({"node": [state, reason]}; without it every node asked for is idle); kubectl answers
-``get nodes -o json`` from $KUBE_NODES (a NodeList; without it, no nodes) and applies cordon,
+``get nodes -o json`` from $KUBE_NODES (a NodeList; without it, no nodes; with $KUBE_DOWN, refused) and applies cordon,
 uncordon, taint and annotate to it as the API server would, so that a later script meets what an
 earlier one did. The real Slurm runs in tests/integration/test_report_drain_slurm.py."""
 from __future__ import annotations
@@ -26,6 +26,8 @@ for name in wanted:
 '''
 
 _KUBECTL = _LOG + '''args = sys.argv[1:]
+if os.environ.get("KUBE_DOWN"):
+    sys.exit("The connection to the server 127.0.0.1:6443 was refused - did you specify the right host or port?")
 path = os.environ.get("KUBE_NODES")
 items = json.load(open(path))["items"] if path else []
 if args[:2] == ["get", "nodes"]:

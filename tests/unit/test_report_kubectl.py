@@ -101,3 +101,12 @@ def test_a_node_sweep_tainted_that_this_report_does_not_hold_is_named_and_left_a
     cluster.nodes.write_text(json.dumps({"items": [fakes.node("gpu02")]}))
     done = cluster.run(broken)
     assert done.stderr == f"{broken}: gpu01 left out: not a node of this cluster (kubectl get nodes)\n"
+
+
+def test_kubectl_sh_stops_before_any_change_when_the_cluster_cannot_be_read(tmp_path):
+    cluster = Cluster(tmp_path, *(fakes.node(n) for n in ("gpu01", "gpu02", "gpu03")))
+    script = _report(tmp_path, "broken", broken=True)
+    done = fakes.run(script, cluster.bin, cluster.log, KUBE_NODES=str(cluster.nodes), KUBE_DOWN="1")
+    assert done.returncode == 1 and cluster.calls() == [["get", "nodes", "-o", "json"]]
+    assert done.stderr.splitlines()[-1] == f"{script}: kubectl get nodes -o json failed: nothing done"
+    assert "Traceback" not in done.stderr and cluster.node("gpu01") == (False, [], {})
