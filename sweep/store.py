@@ -231,7 +231,7 @@ class RunFolder:
         try:
             if folder.manifest_path.exists():
                 raise RunFolderError("already holds a sweep run", where=str(folder.path),
-                                     fix=f"resume it with --resume {folder.path}, or choose another --out")
+                                     fix=f"resume it with --resume {folder.path.absolute()}, or choose another --out")
             if any(entry.name != LOCK for entry in os.scandir(folder.path)):
                 raise RunFolderError("is not empty", where=str(folder.path),
                                      fix="choose a new or empty folder with --out")

@@ -24,6 +24,7 @@ from sweep.analysis import impact as texts
 from sweep.analysis.names import fold_numbers
 from sweep.analysis import speedread
 from sweep.analysis.speed_reference import LABELS as SPEED_LABELS, UNITS as SPEED_UNITS
+from sweep.text import plural
 
 NOT_RECORDED = "not recorded"
 
@@ -208,7 +209,7 @@ FACTS: tuple[Fact, ...] = (
          _m("sweep_gpu_memory_total_bytes", "GPU memory size.", "memory_total_bytes")),
     Fact("gpu_count", "GPUs selected", "host", ("gpus_selected",),
          lambda r: "unknown" if r["gpus_selected"] is None else
-         f"{r['gpus_selected']} GPU{'' if r['gpus_selected'] == 1 else 's'}", texts.RULES["gpu_count"], "gpus",
+         plural(r["gpus_selected"], "GPU"), texts.RULES["gpu_count"], "gpus",
          ("mask.selected",), _m("sweep_host_gpus_selected", "GPUs the device mask selects (visible to CUDA).",
                                 "gpus_selected"), contract="device_mask", expect="gpu_count"),
     Fact("driver", "Driver", "host", ("driver",), lambda r: r["driver"] or "unknown", texts.RULES["driver"], "driver",

@@ -35,7 +35,7 @@ from sweep.errors import ConfigError, RunFolderError
 from sweep.analysis.facts import path_labels
 from sweep.analysis.names import fold_hosts, fold_numbers, host_key
 from sweep.audit.rundiff import FieldChange, Run, host_changes, load_run
-from sweep.text import show_value, plural
+from sweep.text import noun, show_value, plural
 from sweep.store import read_json, safe_name, utc_now, write_json_atomic
 
 BASELINE_VERSION = 1
@@ -248,7 +248,7 @@ def _on(c: FieldChange) -> str:
         return ""
     if c.field == "topology.pairs":
         return f" on {plural(len(c.gpus), 'GPU pair')} ({fold_numbers(c.gpus[:4])}{',…' if len(c.gpus) > 4 else ''})"
-    return f" on GPU{'s' if len(c.gpus) > 1 else ''} {fold_numbers(c.gpus)}"
+    return f" on {noun(len(c.gpus), 'GPU')} {fold_numbers(c.gpus)}"
 
 
 def _card_text(card: dict | None) -> str:

@@ -38,7 +38,7 @@ from sweep.analysis.speedread import read_speed
 from sweep.analysis.names import fold_numbers
 from sweep.errors import ConfigError
 from sweep.inventory.formats import LineLoader, LineMapping
-from sweep.text import plural
+from sweep.text import noun, plural
 
 SECTIONS = ("version", "defaults", "models", "groups", "hosts")
 POWER_TOLERANCE_W = 0.5
@@ -496,7 +496,7 @@ def resolve(exp: Expectations, host: str, groups=(), model: str | None = None) -
 
 
 def _gpus_text(idx) -> str:
-    return f"GPU{'s' if len(idx) > 1 else ''} {fold_numbers(idx)}"
+    return f"{noun(len(idx), 'GPU')} {fold_numbers(idx)}"
 
 
 def _w(v) -> str:

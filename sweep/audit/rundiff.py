@@ -314,6 +314,21 @@ def diff_runs(before: Run, after: Run) -> RunDiff:
 # --- rendering -------------------------------------------------------------------------------
 
 
+# a field's unit, by the end of its name, as the report writes it ("700 W", "1980 MHz")
+UNITS = (("_w", "W"), ("_mhz", "MHz"), ("_c", "°C"), ("_mib", "MiB"), ("_gib", "GiB"), ("_gbps", "GB/s"),
+         ("_pct", "%"))
+
+
+def show_field(field_name: str, value: Any) -> str:
+    """A changed field's value as the report prints it: a number as ``700`` (not ``700.0``), with the
+    unit its name ends in (``power.enforced_limit_w`` 700.0 -> ``700 W``); text as it is; else JSON."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        unit = next((u for end, u in UNITS if field_name.endswith(end)), None)
+        number = f"{value:g}" if isinstance(value, float) else str(value)
+        return f"{number} {unit}" if unit else number
+    return show_value(value)
+
+
 def show_gpus(items: Iterable) -> str:
     items = list(items)
     if not items:
@@ -331,8 +346,8 @@ def render_terminal(diff: RunDiff, console) -> None:
     def esc(text) -> str:
         return escape(visible(text))
 
-    console.print(f"{esc(diff.before)} -> {esc(diff.after)}: {esc(diff.headline())}")
-    hosts = Table(title="Hosts")
+    console.print(f"{esc(diff.before)} -> {esc(diff.after)}: {esc(diff.headline())}", soft_wrap=True)
+    hosts = Table(title=None)
     hosts.add_column("what")
     hosts.add_column("hosts")
     rows = [("added", diff.added), ("removed", diff.removed),
@@ -344,18 +359,20 @@ def render_terminal(diff: RunDiff, console) -> None:
     for label, names in rows:
         if names:
             hosts.add_row(label, esc(", ".join(names)))
+    console.print("Hosts", soft_wrap=True)  # a title of its own line: a table's title wraps at the table's width
     console.print(hosts)
     groups = diff.folded()
     if not groups:
         return
-    table = Table(title="Changes by kind (the same change on several hosts is one row)")
+    table = Table()
     for col in ("kind", "hosts", "field", "GPUs", "before", "after"):
         table.add_column(col, overflow="fold", min_width=len(col))
     for kind, items in groups.items():
         for n, (names, c) in enumerate(items):
             table.add_row(kind if n == 0 else "", esc(fold_hosts(names)), esc(c.field), esc(show_gpus(c.gpus)),
-                          escape(show_value(c.before)), escape(show_value(c.after)))
+                          escape(show_field(c.field, c.before)), escape(show_field(c.field, c.after)))
         table.add_section()
+    console.print("Changes by kind (the same change on several hosts is one row)", soft_wrap=True)
     console.print(table)
 
 
@@ -365,5 +382,5 @@ def render_html(diff: RunDiff) -> str:
 
     env = Environment(loader=FileSystemLoader(Path(__file__).parents[1] / "report" / "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(visible=visible, value=show_value, gpus=show_gpus, hosts=fold_hosts)
+    env.filters.update(visible=visible, value=show_field, gpus=show_gpus, hosts=fold_hosts)
     return env.get_template("rundiff.html.j2").render(diff=diff, groups=diff.folded())

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sweep.analysis.names import fold_numbers
+
 FACILITY = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 CAPPED = 0.05        # a SW power cap in at least this share of samples: the load reached the cap
 AT_MAXIMUM = 0.97    # an SM clock median at least this share of its maximum: not throttled
@@ -77,24 +79,34 @@ def _summary_line(label: str, gpus: list[dict], default_limits: dict[Any, float]
 
 
 def _between_idle(before: dict, after: dict) -> str:
-    """Reasons that appeared or cleared, and changed power limits, GPU by GPU."""
+    """Reasons that appeared or cleared, and changed power limits; the same statement on several GPUs
+    is one, naming them ("power limit 700 -> 250 W on GPU 0-7")."""
     was = {g.get("index"): g for g in before.get("gpus") or []}
-    said = []
+    said: dict[str, list] = {}  # statement -> its GPUs, in the order first met
     for g in after.get("gpus") or []:
-        old = was.get(g.get("index"), {})
+        old, index = was.get(g.get("index"), {}), g.get("index")
         now, then = set(_reasons(g)) - {"idle"}, set(_reasons(old)) - {"idle"}
         clocks = g.get("clocks") or {}
-        at = f"GPU {g.get('index')} (SM {clocks.get('sm_mhz')} of {clocks.get('sm_max_mhz')} MHz)"
+        at = f"(SM {_shown(clocks.get('sm_mhz'))} of {_shown(clocks.get('sm_max_mhz'))} MHz)"
         for reason in sorted(now - then):
             kind = "a facility fault: check power delivery and cooling" if reason in FACILITY else "now active"
-            said.append(f"{reason} on {at}: {kind}")
-        said += [f"{reason} cleared on GPU {g.get('index')}" for reason in sorted(then - now)]
+            said.setdefault(f"{reason} on GPU {{gpus}} {at}: {kind}", []).append(index)
+        for reason in sorted(then - now):
+            said.setdefault(f"{reason} cleared on GPU {{gpus}}", []).append(index)
         limit, old_limit = (g.get("power") or {}).get("enforced_limit_w"), (old.get("power") or {}).get("enforced_limit_w")
         if old and limit != old_limit:
-            said.append(f"power limit {old_limit} -> {limit} W on GPU {g.get('index')}")
+            said.setdefault(f"power limit {_shown(old_limit)} -> {_shown(limit)} W on GPU {{gpus}}", []).append(index)
     if not said:
         return "no throttle evidence: no clock-event reason appeared or cleared, and no power limit changed"
-    return "; ".join(said[:4]) + (f"; and {len(said) - 4} more" if len(said) > 4 else "")
+    lines = [text.format(gpus=fold_numbers(gpus)) for text, gpus in said.items()]
+    return "; ".join(lines[:4]) + (f"; and {len(lines) - 4} more" if len(lines) > 4 else "")
+
+
+def _shown(value: Any) -> str:
+    """A figure as the report prints it: 700, not 700.0; ? when not read."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "?" if value is None else str(value)
 
 
 def _read_after_the_load(health: dict) -> str | None:

@@ -177,16 +177,20 @@ def _probe_table(before: Path, after: Path, conclusion: list, changes: list, fol
     from rich.table import Table
 
     from sweep.audit.diff import rising_link_errors
-    from sweep.audit.rundiff import show_gpus
+    from sweep.audit.rundiff import show_field, show_gpus
 
     for line in conclusion:
         results.print(safe(line), soft_wrap=True)
-    table = Table(title=f"{safe(before)} -> {safe(after)}: {plural(len(changes), 'change')}")
+    # the title on a line of its own, as the run diff's: a table's title wraps at the table's width
+    results.print(f"{safe(before)} -> {safe(after)}: {plural(len(changes), 'change')}", soft_wrap=True)
+    if not folded:
+        return
+    table = Table()
     for col in ("kind", "field", "GPUs", "before", "after"):
         table.add_column(col, overflow="fold")
     for c in folded:
-        table.add_row(c.kind, safe(c.field), safe(show_gpus(c.gpus)), safe(json.dumps(c.before)),
-                      safe(json.dumps(c.after)))
+        table.add_row(c.kind, safe(c.field), safe(show_gpus(c.gpus)), safe(show_field(c.field, c.before)),
+                      safe(show_field(c.field, c.after)))
     results.print(table)
     for finding in rising_link_errors(changes):
         results.print("finding: " + safe(finding), soft_wrap=True)
@@ -466,14 +470,14 @@ def run(
     runner = _engine(engine, partition, nodelist)
     _check_engine_inputs(engine, transport, inventory, resume)
     hosts = _host_selection(limit, shard, shard_by, max_yaml_values, max_range_hosts, variables)
-    if list_hosts or as_json:
-        raise typer.Exit(_list_hosts(inventory, (list_hosts, as_json), hosts=hosts, resume=resume, engine=runner))
     ssh, agent = _ssh_and_agent(connect_timeout, host_deadline, transport, known_hosts, accept_new_host_keys,
                                 deep, (load, _load_engine(load_engine)), spec, speed, force)
+    plan = dict(hosts=hosts, ssh=ssh, forks=forks, engine=runner, resume=resume, retry_failed=_retry_classes(retry_failed))
+    if list_hosts or as_json:  # after the same checks as a run: --forks 0 is as wrong here as there
+        raise typer.Exit(_list_hosts(inventory, (list_hosts, as_json), **plan))
     report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)
     raise typer.Exit(_finish_run(run_with_progress(dict(
-        inventory_path=inventory, hosts=hosts, ssh=ssh, agent=agent, out=out, forks=forks, engine=runner,
-        resume=resume, report=report, given=_given_options(ctx), retry_failed=_retry_classes(retry_failed)), console),
+        inventory_path=inventory, agent=agent, out=out, report=report, given=_given_options(ctx), **plan), console),
         report))
 
 
@@ -834,7 +838,8 @@ def _audit_lines(section: dict) -> list[str]:
 def demo(
     hosts: int = typer.Option(40, "--hosts", metavar="N", help="hosts replaying captures (3 unreachable hosts are added)"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
-                                       help="run folder (default: reports/<UTC time>-demo under the current directory)"),
+                                       help="run folder (default: reports/demo/<UTC time>-demo under the current "
+                                       "directory, apart from the runs of reports/ and their history)"),
     keep: bool = typer.Option(False, "--keep", help="leave the fleet's temp folder (keys, configs) in place "
                               "and print where"),
     serve: bool = typer.Option(False, "--serve", help="after the report, leave the fleet running until Ctrl-C and "
@@ -889,12 +894,13 @@ def _speed_demo(out: Optional[Path]) -> int:
     import shutil
     import tempfile
 
+    from sweep.demo import DEMO_REPORTS
     from sweep.demo.speed import off_design, speed_fleet, write_speed_run
     from sweep.store import default_run_dir
 
     work = Path(tempfile.mkdtemp(prefix="sweep-demo-speed-"))
     try:
-        run_dir = write_speed_run(out or default_run_dir("demo-speed"), speed_fleet(work))
+        run_dir = write_speed_run(out or default_run_dir("demo-speed", DEMO_REPORTS), speed_fleet(work))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     code = _report([run_dir], run_dir / "report", None)

@@ -5,6 +5,8 @@ Kept apart from `sweep.collect.run`: run_sweep takes `SweepProgress` as its `pro
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -54,7 +56,8 @@ def _shown(text) -> str:
 def render_summary(result: RunResult, console: Console | None = None, *, shown: int = 10) -> None:
     """Counts by failure class, the first `shown` failures of this session, and the verdict."""
     console = console or Console()
-    console.print(f"run folder: {result.run_dir}", highlight=False, soft_wrap=True)
+    run_dir = escape(str(Path(result.run_dir).resolve()))  # absolute: the hints below still work after a cd
+    console.print(f"run folder: {run_dir}", highlight=False, soft_wrap=True)
     table = Table(show_edge=False)
     table.add_column("result")
     table.add_column("hosts", justify="right")
@@ -70,13 +73,18 @@ def render_summary(result: RunResult, console: Console | None = None, *, shown: 
     for line in folded[:shown]:
         console.print(f"  [red]{_shown(line)}[/]", highlight=False, soft_wrap=True)
     if len(folded) > shown:
-        console.print(f"  ... and {len(folded) - shown} more failure lines in {escape(str(result.run_dir))}/hosts/",
+        console.print(f"  ... and {len(folded) - shown} more failure lines in {run_dir}/hosts/",
                       soft_wrap=True)
+    earlier = result.failed - len({host for host, *_ in result.failures})  # --resume: not swept again this time
+    if earlier > 0:
+        console.print(f"  [red]{plural(earlier, 'more failed host')}[/] from an earlier session of this run (not "
+                      f"swept again): their records are in {run_dir}/hosts/", soft_wrap=True)
     if result.state == "interrupted":
-        console.print(f"[yellow]interrupted[/]: finish with: sweep run --resume {escape(str(result.run_dir))}",
+        console.print(f"[yellow]interrupted[/]: finish with: sweep run --resume {run_dir}",
                       soft_wrap=True)
     elif result.fully_swept:
         console.print(f"[green]every host swept[/] ({result.ok} of {result.total})")
     else:
-        console.print(f"[red]not fully swept[/]: {result.failed + result.pending} of {plural(result.total, 'host')} "
-                      "have no health.json")
+        missing = result.failed + result.pending
+        console.print(f"[red]not fully swept[/]: {missing} of {plural(result.total, 'host')} "
+                      f"{'has' if missing == 1 else 'have'} no health.json")

@@ -418,11 +418,12 @@ def _key_file_where(host: Host) -> str | None:
 
 
 def planned_hosts(inventory_path: str | Path | None, *, hosts: HostSelection = HostSelection(),
-                  resume: str | Path | None = None, engine: "str | Engine" = "ssh") -> list[Host]:
+                  resume: str | Path | None = None, engine: "str | Engine" = "ssh", forks: int = 1,
+                  ssh: SSHSettings = SSHSettings(), retry_failed: Collection[str] | None = None) -> list[Host]:
     """The hosts `run_sweep` with these arguments would contact, in the order it would; contacts none and
-    writes nothing (``sweep run --list-hosts``, Ansible's ``--list-hosts``). With `resume`: the run's
-    hosts without a record."""
-    _check_options(1, resume, hosts.limit, {}, None)
+    writes nothing (``sweep run --list-hosts``, Ansible's ``--list-hosts``), after the same checks of
+    `forks`, `ssh` and `retry_failed` as `run_sweep`. With `resume`: the run's hosts without a record."""
+    _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard)
     runner = create_engine(engine) if isinstance(engine, str) else engine
     if resume is not None:
         folder, manifest = RunFolder.existing(resume)

@@ -1,4 +1,10 @@
-"""The demo: a loopback fleet of real sshd servers replaying H200 captures, swept like any fleet (`sweep demo`)."""
+"""The demo: a loopback fleet of real sshd servers replaying H200 captures, swept like any fleet (`sweep demo`).
+
+Demo runs go to their own folder, `DEMO_REPORTS` (``reports/demo/<UTC time>-demo``), not beside the
+operator's runs: ``sweep history --root reports/`` reads the run folders directly under reports/
+only, and the history index a run keeps current is that of its own parent folder, so a demo fleet's
+hosts never show up as changes of the operator's fleet.
+"""
 from __future__ import annotations
 
 import os
@@ -7,6 +13,8 @@ from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from sweep.collect.run import RunResult
+
+DEMO_REPORTS = Path("reports") / "demo"  # under the current directory, like sweep run's reports/
 
 
 def run_demo(hosts: int, out: Path | None, sweep: Callable[[dict], "RunResult"], work: Path,
@@ -24,7 +32,7 @@ def run_demo(hosts: int, out: Path | None, sweep: Callable[[dict], "RunResult"],
     fleet_hosts = demo_fleet(work / "captures", count=hosts)
     say(f"starting {plural(len(fleet_hosts), 'loopback sshd host')} ...")
     with LocalFleet(fleet_hosts, work / "fleet") as fleet:
-        options = dict(inventory_path=fleet.inventory_path, out=out or default_run_dir("demo"), forks=32,
+        options = dict(inventory_path=fleet.inventory_path, out=out or default_run_dir("demo", DEMO_REPORTS), forks=32,
                        ssh=fleet.ssh_settings(connect_timeout=3.0, host_deadline=15.0))
         old_home = os.environ.get("HOME")
         os.environ["HOME"] = str(fleet.home)  # the fleet's own ssh state, not the user's

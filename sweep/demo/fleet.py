@@ -1,7 +1,8 @@
 """The built-in demo fleet: 44 eight-GPU H200 hosts in the states real fleets drift into.
 
 Every host replays a capture derived (sweep.demo.synth) from the real H200 recording in
-sweep/demo/h200-idle.json. `sweep demo`, the README's first command, sweeps it over real
+sweep/demo/h200-idle.json, with the samples of the real load recording (h200-load.json) for
+``sweep run --load`` (made to agree with the host's own power limit and HW slowdown). `sweep demo`, the README's first command, sweeps it over real
 loopback sshd servers; the tests use the same fleet.
 """
 from __future__ import annotations
@@ -62,14 +63,16 @@ def demo_fleet(workdir: str | Path, count: int = 40, unreachable: bool = True,
     """
     workdir = Path(workdir)
     base = synth.base_capture(base)
+    # a capture without samples of its own gets the load recording's, so that --load replays a load
+    load, agree = ([synth.replayed_load(8)], [synth.samples_as_probed()]) if not base.get("samples") else ([], [])
     variants = _variants()
     hosts = []
     half = count // 2
     for n in range(1, count + 1):
         name = f"gpu{n:02d}"
         edits, _ = variants.get(n, ([], "healthy"))
-        cap = synth.derive(base, [synth.multi_gpu(8, _all_nv), synth.hgx_platform(), synth.identity(name), *edits],
-                           hostname=name)
+        cap = synth.derive(base, [synth.multi_gpu(8, _all_nv), synth.hgx_platform(), *load, synth.identity(name),
+                                  *edits, *agree], hostname=name)
         path = synth.write(cap, workdir / f"{name}.json")
         hosts.append(FleetHost(name, group="rack_a" if n <= half else "rack_b", capture=str(path)))
     if unreachable:

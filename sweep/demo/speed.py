@@ -147,11 +147,15 @@ def speed_fleet(workdir: Path) -> dict:
     return out
 
 
-def write_speed_run(folder: Path, healths: dict, started: str = "2026-12-01T06:00:00Z") -> Path:
-    """A run folder (manifest + hosts/*.json) of `healths`, as `sweep run` writes one."""
+def write_speed_run(folder: Path, healths: dict, started: str | None = None) -> Path:
+    """A run folder (manifest + hosts/*.json) of `healths`, as `sweep run` writes one; it started
+    `started` (ISO 8601, UTC), by default now: a demo run has the time it was made."""
+    from datetime import datetime, timezone
+
     from sweep.store import MANIFEST, RECORD_VERSION, RUN_FORMAT
 
     folder = Path(folder)
+    started = started or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     (folder / "hosts").mkdir(parents=True, exist_ok=True)
     (folder / MANIFEST).write_text(json.dumps({"format": RUN_FORMAT, "record_version": RECORD_VERSION,
                                                "started_at": started, "state": "complete", "hosts": sorted(healths)}))

@@ -228,6 +228,45 @@ def load_samples(n: int) -> Edit:
     return edit
 
 
+def replayed_load(n: int) -> Edit:
+    """The real load recording's samples and load facts on n GPUs (`load_samples`), so that a host
+    replaying this capture under ``sweep run --load S`` replays that load (the agent replays the
+    samples a capture holds, whatever S is) instead of reporting no samples."""
+    recording = base_capture("h200-load")
+
+    def edit(cap):
+        cap["load"] = dict(recording["load"])
+        cap["samples"] = copy.deepcopy(recording["samples"])
+        load_samples(n)(cap)
+        cap["load"]["pid"] = None  # its process is not in this capture's process lists
+    edit.__doc__ = f"the H200 load recording's samples on {n} GPUs, replayed under --load"
+    return edit
+
+
+def samples_as_probed() -> Edit:
+    """Load samples that agree with the host's own NVML answers (run after the host's other edits):
+    each GPU draws at most its enforced power limit, and a GPU the probe finds in a HW slowdown is in
+    it, at its SM clock, in every sample."""
+    from probe_agent.collect import decode_reasons
+
+    def edit(cap):
+        nvml = cap["nvml"]
+        for s in cap.get("samples") or ():
+            for g in s["gpus"]:
+                i = g["index"]
+                limit = (nvml.get(f"gpu{i}.enforced_power_limit") or {}).get("value")
+                if isinstance(limit, (int, float)):
+                    g["enforced_limit_w"] = limit / 1000.0
+                    g["power_w"] = min(g["power_w"], limit / 1000.0)
+                hw = [r for r in decode_reasons((nvml.get(f"gpu{i}.throttle_reasons") or {}).get("value") or 0)
+                      if r.startswith("hw_")]
+                if hw:
+                    g["active_reasons"] = sorted(set(g["active_reasons"]) | set(hw))
+                    g["sm_mhz"] = min(g["sm_mhz"], (nvml.get(f"gpu{i}.clock_sm") or {}).get("value") or g["sm_mhz"])
+    edit.__doc__ = None  # a consequence of the other edits, not a change of its own
+    return edit
+
+
 def slowdown_in_run(gpus=(0,), sm_mhz: int = 1035, reason: str = "hw_thermal_slowdown", start: int = 3) -> Edit:
     """From sample `start` on, a HW slowdown under load (the probe before the run sees none)."""
     def edit(cap):

@@ -322,9 +322,11 @@ def list_files(summary: dict) -> list[dict]:
          "commands": ['srun --nodelist="$(cat pool.nodeset)"', 'sbatch --exclude="$(cat held_out.nodeset)"',
                       'clush -w "$(cat pool.nodeset)"']},
         {"files": ["drain.sh", "resume.sh"],
-         "what": f"Slurm: drain the {plural(drain, 'host')} held out or broken ({plural(len(drains), 'reason')}); "
-                 "resume them", "commands": ["sh drain.sh", "sh resume.sh"]},
-        {"files": ["kubectl.sh"], "what": "Kubernetes: cordon and taint the same hosts (untested against a cluster)",
+         "what": f"Slurm: drain the {plural(drain, 'host')} held out or broken ({plural(len(drains), 'reason')}), "
+                 "leaving a node drained for another reason as it is; resume the pool's nodes that sweep drained "
+                 "(-n: print, run nothing)", "commands": ["sh drain.sh", "sh resume.sh"]},
+        {"files": ["kubectl.sh"], "what": "Kubernetes: cordon and taint the same hosts; untaint and uncordon the "
+                                          "pool's hosts sweep tainted (untested against a cluster)",
          "commands": ["sh kubectl.sh"]},
     ]
 

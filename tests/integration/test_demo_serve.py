@@ -59,7 +59,7 @@ def test_demo_serve_prints_commands_that_sweep_the_live_fleet_and_ctrl_c_stops_i
         known_hosts = Path(next(line.split(": ", 1)[1] for line in out if line.startswith("known_hosts: ")))
         assert inventory.is_file() and known_hosts.is_file()
         workdir = inventory.parent
-        demo_run = next((tmp_path / "reports").glob("*-demo"))
+        demo_run = next((tmp_path / "reports" / "demo").glob("*-demo"))
         runs = []
         for command, hosts in zip(commands[:2], (7, 1)):  # the whole fleet (3 down on purpose); rack_a less gpu01
             done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -87,11 +87,12 @@ def test_demo_serve_prints_commands_that_sweep_the_live_fleet_and_ctrl_c_stops_i
     assert not workdir.exists()  # no --keep: its keys and configs are gone with it
 
     # the grammar of everything the demo fleet rendered: terminal, reports, diff, history
-    history = subprocess.run([sys.executable, "-m", "sweep.cli", "history", "--root", str(tmp_path / "reports")],
+    history = subprocess.run([sys.executable, "-m", "sweep.cli", "history", "--root",
+                              str(tmp_path / "reports" / "demo")],  # the demo's runs: apart from reports/
                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert history.returncode in (0, 5), history.stderr
     texts = {"demo": "\n".join(out) + rest + err, "diff": diff.stdout + diff.stderr,
-             "history": history.stdout + history.stderr + _rendered(tmp_path / "reports" / "history")}
+             "history": history.stdout + history.stderr + _rendered(tmp_path / "reports" / "demo" / "history")}
     for done, run in runs:
         texts[run.name] = done.stdout + done.stderr + _rendered(run / "report")
     texts["demo report"] = _rendered(demo_run / "report")

@@ -1,8 +1,10 @@
 """drain.sh and resume.sh applied to a real one-node Slurm (slurmctld + slurmd on loopback): the
-report's broken host is this machine's Slurm node, with an Xid 79 in its kernel log."""
+report's broken host is this machine's Slurm node, with an Xid 79 in its kernel log; a later report
+finds it healthy again (issue 43: sweep never overwrites nor resumes a drain that is not its own)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,25 +43,103 @@ def _node(env: dict, node: str) -> dict:
     return fields
 
 
-def test_drain_sh_drains_the_broken_node_with_its_reason_and_resume_sh_resumes_it(slurm, tmp_path):
-    node, env = slurm["node"], dict(os.environ, SLURM_CONF=slurm["conf"])
-    records = [fv.record(node, fv.xid(fv.h200(8, node), code=79)),
-               *(fv.record(name, fv.h200(8, name)) for name in ("gpu02", "gpu03"))]
-    fv.write_run(tmp_path / "run", records)
-    report = build_report([tmp_path / "run"], tmp_path / "report")
+def _report(tmp_path: Path, node: str, name: str, broken: bool):
+    """A report of three hosts, `node` among them, broken (Xid 79) or healthy."""
+    health = fv.xid(fv.h200(8, node), code=79) if broken else fv.h200(8, node)
+    records = [fv.record(node, health), *(fv.record(h, fv.h200(8, h)) for h in ("gpu02", "gpu03"))]
+    fv.write_run(tmp_path / f"run-{name}", records)
+    return build_report([tmp_path / f"run-{name}"], tmp_path / f"report-{name}")
+
+
+def _sh(env: dict, script: Path, *args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(["sh", str(script), *args], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def _plain(stderr: str) -> str:
+    """`stderr` without the flag Slurm appends to a state (``drained*``: the node is not responding now)."""
+    return re.sub(r"\b(drained|draining|idle)[*~#%$@^!-]", r"\1", stderr)
+
+
+def _state(env: dict, node: str) -> tuple[bool, str | None]:
+    shown = _node(env, node)
+    return "DRAIN" in shown["State"].split("+"), shown.get("Reason", "").rsplit(" [", 1)[0] or None
+
+
+@pytest.fixture
+def cluster(slurm):
+    """The cluster's node idle and undrained at the start of each test."""
+    env = dict(os.environ, SLURM_CONF=slurm["conf"])
+    if _state(env, slurm["node"])[0]:
+        _slurm(env, "scontrol", "update", f"NodeName={slurm['node']}", "State=RESUME")
+    assert _state(env, slurm["node"]) == (False, None)
+    return slurm["node"], env
+
+
+def test_drain_sh_drains_the_broken_node_with_its_reason(cluster, tmp_path):
+    node, env = cluster
+    report = _report(tmp_path, node, "broken", broken=True)
     [drain] = report.summary["drain"]
     assert drain["hosts"] == [node] and drain["reason"] == "sweep: reboot: Xid 79 GPU has fallen off the bus"
     assert report.summary["host_sets"]["broken"]["hosts"] == [node]
-    assert not _node(env, node)["State"].endswith("DRAIN")
 
-    subprocess.run(["sh", str(report.files["drain"])], env=env, check=True, timeout=120)
+    done = _sh(env, report.files["drain"])
     shown = _node(env, node)
     assert "DRAIN" in shown["State"].split("+")
     assert shown["Reason"].startswith(drain["reason"] + " [")  # Slurm appends [user@time]
-    listed = _slurm(env, "sinfo", "-R", "-h", "-N", "-o", "%N|%E").strip()
-    assert listed == f"{node}|{drain['reason']}"
+    assert _slurm(env, "sinfo", "-R", "-h", "-N", "-o", "%N|%E").strip() == f"{node}|{drain['reason']}"
+    assert done.stdout == f"drained {node}: {drain['reason']}\n" and done.stderr == ""
 
-    subprocess.run(["sh", str(report.files["resume"])], env=env, check=True, timeout=120)
-    shown = _node(env, node)
-    assert "DRAIN" not in shown["State"].split("+") and "Reason" not in shown
+
+def test_a_node_drained_by_hand_keeps_its_reason_through_drain_sh_and_is_never_resumed(cluster, tmp_path):
+    node, env = cluster
+    _slurm(env, "scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=disk replace")
+    broken = _report(tmp_path, node, "broken", broken=True)
+    done = _sh(env, broken.files["drain"])
+    assert _state(env, node) == (True, "disk replace")
+    assert _plain(done.stderr) == f"{broken.files['drain']}: {node} left alone: drained by someone else, Reason=disk replace\n"
+    for name, broken_now in (("still-broken", True), ("healthy", False)):
+        report = _report(tmp_path, node, name, broken=broken_now)
+        done = _sh(env, report.files["resume"])
+        assert _state(env, node) == (True, "disk replace"), name
+        assert f"{node} left alone: " in done.stderr and "Reason=disk replace" in done.stderr
+    assert "by someone else" in done.stderr  # the healthy report's pool holds it, the reason is not sweep's
+
+
+def test_a_node_sweep_drained_is_resumed_by_the_report_that_finds_it_healthy(cluster, tmp_path):
+    node, env = cluster
+    broken = _report(tmp_path, node, "broken", broken=True)
+    _sh(env, broken.files["drain"])
+    assert _state(env, node) == (True, "sweep: reboot: Xid 79 GPU has fallen off the bus")
+    healthy = _report(tmp_path, node, "healthy", broken=False)
+    assert healthy.summary["drain"] == [] and node in healthy.summary["host_sets"]["pool"]["hosts"]
+    done = _sh(env, healthy.files["resume"])
+    assert _state(env, node) == (False, None)
+    assert done.stdout == f"resumed {node}\n"
     assert _slurm(env, "sinfo", "-R", "-h", "-N", "-o", "%N|%E").strip() == ""
+
+
+def test_a_node_sweep_drained_and_still_broken_stays_drained(cluster, tmp_path):
+    node, env = cluster
+    _sh(env, _report(tmp_path, node, "broken", broken=True).files["drain"])
+    again = _report(tmp_path, node, "again", broken=True)
+    done = _sh(env, again.files["resume"])
+    assert _state(env, node) == (True, "sweep: reboot: Xid 79 GPU has fallen off the bus")
+    assert _plain(done.stderr) == (f"{again.files['resume']}: {node} left alone: still held out or broken in this report, "
+                           "drained, Reason=sweep: reboot: Xid 79 GPU has fallen off the bus\n")
+
+
+def test_dry_run_prints_the_commands_and_changes_nothing(cluster, tmp_path):
+    node, env = cluster
+    broken = _report(tmp_path, node, "broken", broken=True)
+    for args, extra in ((("-n",), {}), ((), {"DRY_RUN": "1"})):
+        done = _sh(dict(env, **extra), broken.files["drain"], *args)
+        assert done.stdout == (f"would run: scontrol update NodeName={node} State=DRAIN "
+                               "'Reason=sweep: reboot: Xid 79 GPU has fallen off the bus'\n")
+        assert _state(env, node) == (False, None)
+    _sh(env, broken.files["drain"])
+    healthy = _report(tmp_path, node, "healthy", broken=False)
+    done = _sh(env, healthy.files["resume"], "-n")
+    assert done.stdout == f"would run: scontrol update NodeName={node} State=RESUME\n"
+    assert _state(env, node) == (True, "sweep: reboot: Xid 79 GPU has fallen off the bus")

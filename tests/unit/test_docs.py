@@ -1,4 +1,6 @@
-"""The docs are checked: every command has help and is in the README; CI runs the README's test command."""
+"""The docs are checked: every command has help and is in the generated reference docs/cli.md (which
+must be what `python -m sweep.cli.reference` prints now), the README links it; CI runs the README's
+test command."""
 import re
 from pathlib import Path
 
@@ -9,6 +11,7 @@ from sweep.cli import app, main
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
+CLI_MD = ROOT / "docs" / "cli.md"
 
 
 def commands():
@@ -21,11 +24,18 @@ def first_block():
 
 
 @pytest.mark.parametrize("name", commands())
-def test_every_command_has_help_and_is_in_the_readme(name, capsys):
+def test_every_command_has_help_and_is_in_the_reference(name, capsys):
     assert main([name, "--help"]) == 0
     out = capsys.readouterr().out
     assert "Usage:" in out and len(out.splitlines()) > 3
-    assert f"`sweep {name}" in README, f"sweep {name} is not documented in README.md"
+    assert f"\n## sweep {name}\n" in CLI_MD.read_text(), f"sweep {name} is not in docs/cli.md"
+
+
+def test_docs_cli_md_is_the_clis_own_help_as_generated_now():
+    from sweep.cli.reference import reference
+
+    assert CLI_MD.read_text() == reference(), "docs/cli.md is stale: python -m sweep.cli.reference > docs/cli.md"
+    assert "(docs/cli.md)" in README  # the front page links the reference
 
 
 def test_readme_starts_with_the_demo_and_the_test_command():
@@ -83,7 +93,26 @@ def _options(cmd, name):
                 yield name, spellings
 
 
-def test_every_option_of_every_command_is_in_the_readme():
+def test_every_option_of_every_command_is_in_the_reference():
+    reference = CLI_MD.read_text()
     missing = [f"{name} {spellings[0]}" for name, spellings in _options(typer.main.get_command(app), "sweep")
-               if not any(re.search(rf"(?<![\w-]){re.escape(opt)}(?![\w-])", README) for opt in spellings)]
-    assert not missing, f"options not documented in README.md: {', '.join(missing)}"
+               if not any(re.search(rf"(?<![\w-]){re.escape(opt)}(?![\w-])", reference) for opt in spellings)]
+    assert not missing, f"options not in docs/cli.md: {', '.join(missing)}"
+
+
+def _layout_block() -> str:
+    section = README[README.index("## Project layout"):]
+    return section.split("```")[1]
+
+
+def test_the_project_layout_names_every_module_and_package_of_the_tree():
+    """README's "Project layout" is checked against the tree: every module of sweep/ and probe_agent/ and
+    every subpackage is named in it (issue 41: it missed 21 modules)."""
+    block = _layout_block()
+    modules = [p for p in [*(ROOT / "sweep").rglob("*.py"), *(ROOT / "probe_agent").glob("*.py")]
+               if p.stem not in ("__init__", "__main__")]
+    missing = [str(p.relative_to(ROOT)) for p in modules
+               if not re.search(rf"(?<!\w){re.escape(p.stem)}(?!\w)", block)]
+    missing += [f"{d.relative_to(ROOT)}/" for d in (ROOT / "sweep").rglob("*")
+                if d.is_dir() and not d.name.startswith("__") and f"{d.name}/" not in block]
+    assert not missing, f"README's Project layout does not name: {', '.join(sorted(missing))}"

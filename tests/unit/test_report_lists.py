@@ -21,6 +21,7 @@ from ClusterShell.NodeSet import NodeSet
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import fleet_variants as fv
+import scheduler_fakes as fakes
 from helpers import require
 from sweep.analysis.names import NODE_NAME, fold_nodeset
 from sweep.report.build import build_report
@@ -130,43 +131,43 @@ def test_summary_md_and_the_html_name_each_file_with_its_command(must_show):
     assert "untested against a cluster" in next(line for line in markdown.splitlines() if "`kubectl.sh`" in line)
 
 
-def test_drain_sh_folds_the_hosts_of_one_reason_into_one_line_and_resume_sh_undoes_each(must_show):
+def test_drain_sh_folds_the_hosts_of_one_reason_into_one_line_and_resume_sh_resumes_only_sweeps_drains(
+        must_show, tmp_path):
     drain = must_show.files["drain"].read_text().splitlines()
-    commands = [line for line in drain if line and not line.startswith("#")]
-    assert drain[0] == "#!/bin/sh" and len(commands) == 5
-    assert commands[0] == ('scontrol update NodeName="gpu[07-09]" State=DRAIN Reason="sweep: power: restore it with '
-                           'nvidia-smi -pl 700 (or record the intended cap in the expectations file)"')
-    resume = [line for line in must_show.files["resume"].read_text().splitlines() if line and not line.startswith("#")]
-    assert resume == [f"scontrol update NodeName={n} State=RESUME"
-                      for n in ('"gpu[07-09]"', "gpu14", "gpu16", "gpu25", "gpu26")]
+    assert drain[0] == "#!/bin/sh" and len([line for line in drain if line.startswith("drain ")]) == 5
+    bin_dir, log = fakes.install(tmp_path / "bin"), tmp_path / "argv.jsonl"
+    assert fakes.run(must_show.files["drain"], bin_dir, log).returncode == 0  # every node idle
+    [first, *others] = fakes.ran(log, "scontrol")
+    assert first == ["update", "NodeName=gpu[07-09]", "State=DRAIN", "Reason=sweep: power: restore it with "
+                     "nvidia-smi -pl 700 (or record the intended cap in the expectations file)"]
+    assert [argv[1] for argv in others] == [f"NodeName={n}" for n in ("gpu14", "gpu16", "gpu25", "gpu26")]
+    # a later sweep: gpu01 (drained by sweep) and gpu02 (by hand) are in the pool, gpu07 still broken
+    state = tmp_path / "slurm.json"
+    state.write_text(json.dumps({"gpu01": ["drained", "sweep: power: restore it"], "gpu02": ["drained*", "disk replace"],
+                                 "gpu03": ["idle", "none"], "gpu07": ["draining", "sweep: power: restore it"]}))
+    done = fakes.run(must_show.files["resume"], bin_dir, log, SLURM_NODES=str(state))
+    assert fakes.ran(log, "scontrol")[len(others) + 1:] == [["update", "NodeName=gpu01", "State=RESUME"]]
+    assert done.returncode == 0 and done.stdout == "resumed gpu01\n"
+    script = must_show.files["resume"]
+    assert done.stderr.splitlines() == [
+        f"{script}: gpu02 left alone: drained* by someone else, Reason=disk replace",
+        f"{script}: gpu07 left alone: still held out or broken in this report, draining, Reason=sweep: power: restore it"]
 
 
 # --- hostile names and messages -------------------------------------------------------------------
 
 
-def _fake(bin_dir: Path, name: str) -> None:
-    """A stand-in for `name` that appends its argv, as JSON, to ARGV_LOG: what the script would run."""
-    path = bin_dir / name
-    path.write_text("#!/usr/bin/env python3\nimport json, os, sys\n"
-                    "with open(os.environ['ARGV_LOG'], 'a') as fh:\n"
-                    "    fh.write(json.dumps(sys.argv[1:]) + '\\n')\n")
-    path.chmod(0o755)
-
-
-def _run_script(script: Path, shell: str, tmp_path: Path) -> list[list[str]]:
-    bin_dir, work = tmp_path / "bin", tmp_path / f"cwd-{shell}-{script.stem}"
-    bin_dir.mkdir(exist_ok=True)
+def _run_script(script: Path, shell: str, tmp_path: Path, **env: str) -> Path:
+    """Run `script` against the recording fakes (by default every node idle, no Kubernetes node); its argv log."""
+    bin_dir, work = fakes.install(tmp_path / "bin"), tmp_path / f"cwd-{shell}-{script.stem}"
     work.mkdir()
-    for name in ("scontrol", "kubectl"):
-        _fake(bin_dir, name)
     log = tmp_path / f"argv-{shell}-{script.stem}.jsonl"
     checked = subprocess.run([shell, "-n", str(script)], capture_output=True, text=True, timeout=60)
     assert checked.returncode == 0, checked.stderr
-    done = subprocess.run([shell, str(script)], cwd=work, capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", ARGV_LOG=str(log)))
+    done = fakes.run(script, bin_dir, log, shell=shell, cwd=work, **env)
     assert done.returncode == 0 and not done.stderr, done.stderr
     assert list(work.iterdir()) == []  # nothing but the commands ran: no PWNED file
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return log
 
 
 def _hostile_fleet(tmp_path: Path):
@@ -190,14 +191,20 @@ def test_hostile_names_and_messages_reach_scontrol_and_kubectl_as_arguments_only
     reasons = [d["reason"] for d in result.summary["drain"]]
     assert reasons[0].startswith("sweep: power: `touch PWNED2`$(touch PWNED) 'q' \"dq\"")  # one line, kept as text
     assert all(r.isprintable() and r.isascii() for r in reasons)
-    ran = _run_script(result.files["drain"], shell, tmp_path)
-    assert ran == [["update", "NodeName=gpu01", "State=DRAIN", f"Reason={reasons[0]}"],
-                   ["update", "NodeName=gpu02", "State=DRAIN", f"Reason={reasons[1]}"]]
-    assert _run_script(result.files["resume"], shell, tmp_path) == [
-        ["update", "NodeName=gpu01", "State=RESUME"], ["update", "NodeName=gpu02", "State=RESUME"]]
-    assert _run_script(result.files["kubectl"], shell, tmp_path) == [
-        ["cordon", "gpu01"], ["taint", "nodes", "gpu01", "sweep/broken=power:NoSchedule", "--overwrite"],
-        ["cordon", "gpu02"], ["taint", "nodes", "gpu02", "sweep/broken=processes:NoSchedule", "--overwrite"]]
+    log = _run_script(result.files["drain"], shell, tmp_path)
+    assert fakes.ran(log, "scontrol") == [["update", "NodeName=gpu01", "State=DRAIN", f"Reason={reasons[0]}"],
+                                          ["update", "NodeName=gpu02", "State=DRAIN", f"Reason={reasons[1]}"]]
+    asked = [["-h", "-N", "-n", n, "-o", "%N|%T|%E"] for n in ("gpu[03-04]", "gpu01", "gpu02")]
+    assert fakes.ran(log, "sinfo") == asked[1:]
+    assert fakes.ran(_run_script(result.files["resume"], shell, tmp_path), "sinfo", "scontrol") == asked
+    kube = tmp_path / f"nodes-{shell}.json"
+    kube.write_text(json.dumps({"items": [fakes.node(n) for n in ("gpu01", "gpu02", "gpu03", "gpu04")]}))
+    def held(n, taint):
+        return [["annotate", "node", n, "sweep/cordoned=true", "--overwrite"], ["cordon", n],
+                ["taint", "nodes", n, f"sweep/broken={taint}:NoSchedule", "--overwrite"]]
+    assert fakes.ran(_run_script(result.files["kubectl"], shell, tmp_path, KUBE_NODES=str(kube)), "kubectl") == [
+        ["get", "nodes", "-o", "json"], *(argv for n, taint in (("gpu01", "power"), ("gpu02", "processes"))
+                                          for argv in held(n, taint))]
     drain = result.files["drain"].read_text()
     # the names no node set can hold are named in a comment, escaped onto its one line
     assert "# left out (not a Slurm node name): 'gpu$(touch PWNED4)'" in drain
@@ -267,8 +274,9 @@ def test_a_host_met_in_two_run_folders_is_one_node_in_the_node_sets_and_scripts(
     sets = result.summary["host_sets"]
     assert sets["held_out"]["hosts"] == ["gpu02#2"] and sets["held_out"]["folded"] == "gpu02"
     assert sets["pool"]["folded"] == "gpu[01-02]" and not sets["pool"]["not_folded"]
-    assert "scontrol update NodeName=gpu02 State=DRAIN" in result.files["drain"].read_text()
-    assert "kubectl cordon gpu02\n" in result.files["kubectl"].read_text()
+    assert "\ndrain gpu02 1 " in result.files["drain"].read_text()
+    assert "\nhold gpu02 clocks\n" in result.files["kubectl"].read_text()
+    assert "\nresume gpu01\nkeep gpu02\n" in result.files["resume"].read_text()  # the pool's gpu02 is gpu02#2 too
 
 
 def test_xid_hosts_are_drained_for_the_repair_nvidia_prescribes_one_line_per_repair_and_event(tmp_path):
@@ -284,5 +292,5 @@ def test_xid_hosts_are_drained_for_the_repair_nvidia_prescribes_one_line_per_rep
     assert [(d["folded"], d["taint"]) for d in xid_lines] == [("gpu[03,09]", "xid79")]
     assert xid_lines[0]["reason"] == "sweep: reboot: Xid 79 GPU has fallen off the bus"
     drain = result.files["drain"].read_text()
-    assert 'scontrol update NodeName="gpu[03,09]" State=DRAIN Reason="sweep: reboot: Xid 79 GPU has fallen off the bus"' in drain
-    assert "gpu11" not in drain and "sweep/broken=xid79:NoSchedule" in result.files["kubectl"].read_text()
+    assert '\ndrain "gpu[03,09]" 2 "sweep: reboot: Xid 79 GPU has fallen off the bus"\n' in drain
+    assert "gpu11" not in drain and "\nhold gpu03 xid79\nhold gpu09 xid79\n" in result.files["kubectl"].read_text()

@@ -1,0 +1,262 @@
+"""The scheduler scripts of a report: drain.sh, resume.sh (Slurm) and kubectl.sh (Kubernetes).
+
+`scheduler_scripts(drain, pool, stamp)` renders them from two inputs only: the hosts to drain, each
+with its reason (and taint value), and the hosts of the pool. sweep writes them, never runs them.
+
+They act on what the scheduler says now, not on what the report assumes, and never undo someone
+else's work (as LBNL NHC's ``node-mark-online`` onlines a node only when the reason is its own):
+
+    drain.sh    reads each node's state and reason (``sinfo -h -N -n SET -o '%N|%T|%E'``) and drains it
+                with the ``sweep: ...`` reason, unless it is drained, down or failed for another reason:
+                that node keeps its state and reason, and the script says so on stderr (sweep does not
+                append to another reason: its resume could not take its part back out cleanly).
+    resume.sh   resumes a node of this report's pool only when it is drained with a ``sweep:`` reason;
+                every other drained node of the report is named on stderr as left alone, with its reason.
+    kubectl.sh  cordons (marking the node with the ``sweep/cordoned`` annotation when sweep is the one
+                that cordons it) and taints ``sweep/broken=<cause>:NoSchedule`` the hosts to drain; for a
+                host of the pool that carries sweep's taint it removes the taint, and uncordons it when
+                sweep cordoned it. It reads the nodes with ``kubectl get nodes -o json`` (read by python3).
+
+``sh SCRIPT -n`` (or ``DRY_RUN=1 sh SCRIPT``) runs only the reads and prints each command it would run,
+quoted as a shell reads it. Every word that came from a host or an inventory is `word`-quoted, so it
+reaches scontrol and kubectl as one argument; a name no node set can hold is left out, named in a comment.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from shlex import quote
+
+from sweep.analysis.actions import TAINT_KEY, node_name
+from sweep.analysis.names import fold_nodeset
+from sweep.text import plural, visible
+
+CORDONED_KEY = "sweep/cordoned"  # the annotation that says sweep, not someone else, cordoned the node
+# a Kubernetes node name: an RFC 1123 subdomain (lowercase), at most 253 characters
+_K8S_NODE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_PRINTABLE = re.compile(r"[ -~]+")  # printable ASCII, no newline
+_SPECIAL_IN_DOUBLE = frozenset('$`\\"!')  # what sh (and interactive bash: !) reads inside double quotes
+_BARE = re.compile(r"[A-Za-z0-9._/=:,+-]+")
+
+
+def word(text: str) -> str:
+    """One shell word that is `text`: in double quotes where nothing in it is special there (reads like
+    the Slurm manual's ``Reason="..."``), else `shlex.quote`'s single quotes."""
+    if text and _PRINTABLE.fullmatch(text) and not _SPECIAL_IN_DOUBLE.intersection(text):
+        return text if _BARE.fullmatch(text) else f'"{text}"'
+    return quote(text)
+
+
+def comment(text: str) -> str:
+    """Text shown inside a shell comment: one line, printable ASCII, quoted."""
+    return word(visible(text, keep="").encode("ascii", "backslashreplace").decode("ascii"))
+
+
+def scheduler_scripts(drain: Sequence[Mapping], pool: Iterable[str], stamp: str) -> dict[str, str]:
+    """{"drain", "resume", "kubectl"}: the text of each script.
+
+    `drain`: one mapping per drain reason, {"hosts": [host, ...], "reason": "sweep: ...", "taint":
+    "<label value>"}; `pool`: the hosts this report finds healthy (a node also to drain is not); `stamp`: who wrote them
+    ("sweep report of <time>"). Hosts are inventory names (``gpu01#2`` is node ``gpu01``)."""
+    groups = [dict(g, nodes=fold_nodeset(node_name(h) for h in g["hosts"])) for g in drain]
+    to_drain = {node_name(h) for g in drain for h in g["hosts"]}  # gpu01#2 broken, gpu01 healthy: not resumed
+    healthy = [n for n in dict.fromkeys(node_name(h) for h in pool) if n not in to_drain]
+    return {"drain": drain_script(groups, stamp), "resume": resume_script(groups, healthy, stamp),
+            "kubectl": kubectl_script(groups, healthy, stamp)}
+
+
+# --- the shell both Slurm scripts share ---------------------------------------------------------------
+
+_COMMON = r"""set -u
+case ${DRY_RUN:-0} in 0) DRY_RUN=0 ;; *) DRY_RUN=1 ;; esac  # DRY_RUN=1, =yes, ...: a dry run
+[ "${1-}" = -n ] && DRY_RUN=1
+status=0
+say() { printf '%s\n' "$*" >&2; }
+quoted() {  # one word as a shell reads it back
+  case $1 in
+    '' | *[!A-Za-z0-9._/=:,+@%-]*) printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")" ;;
+    *) printf '%s' "$1" ;;
+  esac
+}
+act() {  # run a command; with -n (DRY_RUN=1) print it instead
+  if [ "$DRY_RUN" = 1 ]; then
+    line=; for w in "$@"; do line="$line $(quoted "$w")"; done
+    printf 'would run:%s\n' "$line"
+  else
+    "$@" || { status=1; return 1; }
+  fi
+}
+"""
+
+_SLURM = r"""held() { case $1 in drain* | down* | fail*) return 0 ;; esac; return 1; }
+nodes() {  # nodes SET: "name|state|reason" per Slurm node of SET, once each (sinfo -N repeats it per partition)
+  out=$(sinfo -h -N -n "$1" -o '%N|%T|%E') || return 1
+  printf '%s\n' "$out" | awk -F'|' 'NF && !seen[$1]++'
+}
+"""
+
+_DRAIN = r"""drain() {  # drain SET COUNT REASON: drain the nodes of SET that nobody else drained
+  listed=$(nodes "$1") || { say "$0: sinfo failed for $1: nothing drained there"; status=1; return; }
+  todo= seen=0 kept=0
+  while IFS='|' read -r node state reason; do
+    [ -n "$node" ] || continue
+    seen=$((seen + 1))
+    case $reason in sweep:*) ours=1 ;; *) ours=0 ;; esac
+    if held "$state" && [ "$ours" = 0 ]; then
+      say "$0: $node left alone: $state by someone else, Reason=$reason"
+      kept=$((kept + 1))
+    else
+      todo=${todo:+$todo,}$node
+    fi
+  done <<EOF
+$listed
+EOF
+  [ "$seen" -ge "$2" ] || say "$0: $(($2 - seen)) of the $2 nodes of $1 not drained: Slurm does not list them (sinfo -n $1)"
+  [ "$kept" -gt 0 ] || [ "$seen" -lt "$2" ] || todo=$1  # every node of SET: keep it folded
+  [ -n "$todo" ] && act scontrol update NodeName="$todo" State=DRAIN Reason="$3" && [ "$DRY_RUN" = 0 ] &&
+    echo "drained $todo: $3"
+}
+"""
+
+_RESUME = r"""resume() {  # resume SET: resume the nodes of SET that sweep drained
+  listed=$(nodes "$1") || { say "$0: sinfo failed for $1: nothing resumed there"; status=1; return; }
+  todo=
+  while IFS='|' read -r node state reason; do
+    [ -n "$node" ] && held "$state" || continue
+    case $reason in
+      sweep:*) todo=${todo:+$todo,}$node ;;
+      *) say "$0: $node left alone: $state by someone else, Reason=$reason" ;;
+    esac
+  done <<EOF
+$listed
+EOF
+  [ -n "$todo" ] && act scontrol update NodeName="$todo" State=RESUME && [ "$DRY_RUN" = 0 ] && echo "resumed $todo"
+}
+keep() {  # keep SET: name the drained nodes of SET, which this report still holds out or finds broken
+  listed=$(nodes "$1") || { say "$0: sinfo failed for $1"; status=1; return; }
+  while IFS='|' read -r node state reason; do
+    [ -n "$node" ] && held "$state" || continue
+    say "$0: $node left alone: still held out or broken in this report, $state, Reason=$reason"
+  done <<EOF
+$listed
+EOF
+}
+"""
+
+
+def _header(title: str, stamp: str, hosts: int, what: str, notes: Sequence[str]) -> list[str]:
+    return ["#!/bin/sh", f"# {title}", f"# Written by the {stamp}; sweep never runs it. Read it, run it with -n "
+            "(or DRY_RUN=1) to see what it would do, then run it yourself.", f"# {plural(hosts, 'host')} {what}. "
+            "Host names are the inventory's.", *(f"# {n}" for n in notes), ""]
+
+
+def _left_out(names, why: str) -> list[str]:
+    return [f"# left out ({why}): {comment(name)}" for name in names]
+
+
+def drain_script(groups: list[dict], stamp: str) -> str:
+    """drain.sh: one `drain SET COUNT REASON` line per reason, its hosts folded into one node set."""
+    lines = _header("Drain in Slurm the hosts this report holds out or finds broken (after a repair and a new "
+                    "sweep: that report's resume.sh).", stamp, sum(len(g["hosts"]) for g in groups),
+                    f"to drain (held out of the pool or broken), {plural(len(groups), 'reason')}",
+                    ["A node drained, down or failed for a reason that is not sweep's keeps its state and "
+                     "reason: named on stderr, not drained."])
+    lines += [_COMMON + _SLURM + _DRAIN]
+    for g in groups:
+        folded, odd = g["nodes"]
+        lines += _left_out(odd, "not a Slurm node name")
+        if folded:
+            count = len(dict.fromkeys(node_name(h) for h in g["hosts"])) - len(odd)
+            lines.append(f"drain {word(folded)} {count} {word(g['reason'])}")
+    return "\n".join(lines + ([] if groups else ["# nothing to drain"]) + ['exit "$status"']) + "\n"
+
+
+def resume_script(groups: list[dict], pool: list[str], stamp: str) -> str:
+    """resume.sh: resume the pool's nodes that sweep drained; name the report's other drained nodes."""
+    folded, odd = fold_nodeset(pool)
+    lines = _header("Resume in Slurm the nodes that sweep drained and this report finds healthy.", stamp,
+                    len(pool), "in the pool",
+                    ["Resumed: a node of the pool drained with a reason that starts with 'sweep:'. Left alone, "
+                     "named on stderr with its reason:", "a node drained by someone else, and a node this report "
+                     "still holds out or finds broken."])
+    lines += [_COMMON + _SLURM + _RESUME] + _left_out(odd, "not a Slurm node name")
+    if folded:
+        lines.append(f"resume {word(folded)}")
+    for g in groups:
+        if g["nodes"][0]:
+            lines.append(f"keep {word(g['nodes'][0])}")
+    return "\n".join(lines + ([] if folded else ["# nothing to resume: the pool is empty"]) + ['exit "$status"']) + "\n"
+
+
+_KUBE = r"""PYTHON=${PYTHON:-python3}
+FACTS='import json, sys
+for n in json.load(sys.stdin)["items"]:
+    meta, spec = n["metadata"], n.get("spec") or {}
+    taint = [t.get("value", "") for t in spec.get("taints") or [] if t.get("key") == "KEY"]
+    print("|".join((meta["name"], "yes" if spec.get("unschedulable") else "no",
+                    "yes" if "CORDONED" in (meta.get("annotations") or {}) else "no", taint[0] if taint else "")))'
+listed=$(kubectl get nodes -o json) || { say "$0: kubectl get nodes -o json failed: nothing done"; exit 1; }
+facts=$(printf '%s\n' "$listed" | "$PYTHON" -c "$FACTS") || { say "$0: $PYTHON could not read kubectl get nodes -o json: nothing done"; exit 1; }
+fact() { printf '%s\n' "$facts" | awk -F'|' -v n="$1" '$1 == n'; }
+hold() {  # hold NODE CAUSE: taint NODE with sweep's taint, and cordon it unless it is cordoned
+  line=$(fact "$1")
+  [ -n "$line" ] || { say "$0: $1 left out: not a node of this cluster (kubectl get nodes)"; return; }
+  IFS='|' read -r name unschedulable ours taint <<EOF
+$line
+EOF
+  if [ "$unschedulable" = no ]; then
+    act kubectl annotate node "$1" CORDONED=true --overwrite
+    act kubectl cordon "$1"
+  elif [ "$ours" = no ]; then
+    say "$0: $1 was cordoned by someone else: sweep only taints it, and will not uncordon it"
+  fi
+  act kubectl taint nodes "$1" "KEY=$2:NoSchedule" --overwrite
+}
+release() {  # release NODE OURS UNSCHEDULABLE: untaint a healthy NODE that carries sweep's taint; uncordon it if sweep cordoned it
+  act kubectl taint nodes "$1" KEY:NoSchedule-
+  if [ "$2" = yes ]; then
+    act kubectl uncordon "$1"
+    act kubectl annotate node "$1" CORDONED-
+  elif [ "$3" = yes ]; then
+    say "$0: $1 left cordoned: cordoned by someone else"
+  fi
+}
+""".replace("KEY", TAINT_KEY).replace("CORDONED", CORDONED_KEY)
+
+_KUBE_POOL = r"""while IFS='|' read -r name unschedulable ours taint; do
+  [ -n "$taint" ] || continue
+  case $pool in
+    *" $name "*) release "$name" "$ours" "$unschedulable" ;;
+    *) case $drained in *" $name "*) ;; *) say "$0: $name left alone: tainted KEY=$taint, not in this report's pool" ;; esac ;;
+  esac
+done <<EOF
+$facts
+EOF
+""".replace("KEY", TAINT_KEY)
+
+
+def kubectl_script(groups: list[dict], pool: list[str], stamp: str) -> str:
+    """kubectl.sh: taint (and cordon) each host to drain; untaint (and uncordon) the pool's hosts sweep tainted."""
+    def k8s(names):
+        names = list(names)
+        kept = [n for n in dict.fromkeys(names) if _K8S_NODE.match(n) and len(n) <= 253]
+        return kept, [n for n in dict.fromkeys(names) if n not in kept]
+
+    healthy, odd_pool = k8s(pool)
+    lines = _header("Cordon and taint in Kubernetes the hosts this report holds out or finds broken; untaint and "
+                    "uncordon the healthy ones sweep tainted.", stamp, sum(len(g["hosts"]) for g in groups),
+                    f"to cordon and taint, {plural(len(healthy), 'host')} in the pool",
+                    ["Tested against a recording kubectl, not a Kubernetes cluster. Needs python3 (or PYTHON=) to "
+                     "read kubectl get nodes -o json.", f"A node cordoned by someone else stays cordoned; only "
+                     f"sweep's {TAINT_KEY} taint and {CORDONED_KEY} annotation are sweep's to remove."])
+    lines += [_COMMON + _KUBE] + _left_out(odd_pool, "not a Kubernetes node name")
+    drained: list[str] = []
+    for g in groups:
+        lines.append(f"# {comment(g['reason'])}")
+        hosts, odd = k8s(node_name(h) for h in g["hosts"])
+        lines += _left_out(odd, "not a Kubernetes node name")
+        lines += [f"hold {word(h)} {word(g['taint'])}" for h in hosts]
+        drained += hosts
+    lines += [f"pool=' {' '.join(healthy)} '", f"drained=' {' '.join(drained)} '", _KUBE_POOL]
+    return "\n".join(lines + ['exit "$status"']) + "\n"
+
