@@ -146,8 +146,8 @@ def check_fleet(variants: list[str], tmp: Path) -> None:
     drained = set()
     for line in (tmp / "report" / "drain.sh").read_text().splitlines():
         words = shlex.split(line, comments=True)  # as sh reads the line
-        if words[:2] == ["scontrol", "update"]:
-            drained |= hosts_of(words[2].removeprefix("NodeName="))
+        if len(words) == 4 and words[0] == "drain":  # drain SET COUNT REASON: one line per reason
+            drained |= hosts_of(words[1])
     assert drained == want["drain"]
 
     with open(tmp / "report" / "hosts.csv", newline="") as fh:
@@ -238,10 +238,9 @@ def test_sweep_demo_speed_holds_gpu03_and_gpu06_out_and_drains_them_with_their_f
     assert (report / "broken.txt").read_text() == "gpu03\ngpu06\n"
     assert (report / "broken.nodeset").read_text() == "gpu[03,06]\n"
     drain = (report / "drain.sh").read_text()
-    assert 'scontrol update NodeName=gpu03 State=DRAIN Reason="sweep: GPU 5 HBM 2993 GB/s, 70% of the H200 reference"' \
-        in drain.splitlines()
-    assert any(line.startswith('scontrol update NodeName=gpu06 State=DRAIN Reason="sweep: GPU 0 PCIe host to device '
-                               '32 GB/s, 57% of the H200 reference') for line in drain.splitlines())
+    assert 'drain gpu03 1 "sweep: GPU 5 HBM 2993 GB/s, 70% of the H200 reference"' in drain.splitlines()
+    assert any(line.startswith('drain gpu06 1 "sweep: GPU 0 PCIe host to device 32 GB/s, 57% of the H200 reference')
+               for line in drain.splitlines())
     assert summary["exit_code"] == 3  # gpu[09-12] are a class of their own (500 W boards): not one pool
     html = (report / "report.html").read_text()
     assert re.search(r'id="tile-broken" href="#[\w-]+"><b>2</b>', html)
