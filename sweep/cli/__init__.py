@@ -918,10 +918,10 @@ def main(argv: Optional[list] = None) -> int:
     """Entry point: the one place where a SweepError becomes a message and an exit code."""
     import warnings
 
-    from sweep.errors import InventoryWarning
+    from sweep.errors import InventoryWarning, ReadBackWarning
 
     def show(message, category, *args, **kwargs):
-        if issubclass(category, InventoryWarning):
+        if issubclass(category, (InventoryWarning, ReadBackWarning)):
             _say("warning", message)
         else:
             previous(message, category, *args, **kwargs)
@@ -930,6 +930,7 @@ def main(argv: Optional[list] = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always", InventoryWarning)
+            warnings.simplefilter("always", ReadBackWarning)
             warnings.showwarning = show
             args = retry_failed_argv(list(sys.argv[1:] if argv is None else argv))
             rv = command().main(args=args, prog_name="sweep", standalone_mode=False)

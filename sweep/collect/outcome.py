@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweep.collect.bundle import DEADLINE_EXIT, DEADLINE_MARK, TOO_OLD_MARK, become_user
-from sweep.collect.schema import health_problem
+from sweep.schema import health_problem
 from sweep.failures import HostFailure
 from sweep.strictjson import DepthError, loads as strict_loads
 from sweep.text import visible
