@@ -17,6 +17,7 @@ several modules raise it:
   |   |   + KeyFileEncrypted
   |   |   + KeyFileWrongPassphrase
   |   + _TypeProblem ............... (audit.expect) an expectations value of the wrong type
+  |   + ManifestNotTrusted ......... (collect.resume) a foreign manifest's commands, programs or files
   + RunFolderError ................. a run folder
   + HealthFileError ................ a health.json or capture file
   + DepthError ..................... (strictjson) a document nested deeper than the limit (also a ValueError)

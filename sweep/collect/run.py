@@ -17,7 +17,8 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 from sweep import exitcodes
 from sweep.collect.engines import create_engine
 from sweep.collect.engines.base import Engine, EngineError, EngineJob
-from sweep.collect.resume import Resolved, engine_of, resolve, retry_classes, to_retry
+from sweep.collect.resume import (Resolved, check_foreign, dropped_vars, engine_of, foreign, resolve, retry_classes,
+                                  to_retry)
 from sweep.collect.shard import select_shard
 from sweep.collect.options import AgentOptions, HostSelection, SSHOptions, SSHSettings
 from sweep.collect.outcome import Outcome
@@ -26,10 +27,11 @@ from sweep.collect.ssh.prober import (KeyFileEncrypted, KeyFileError, KeyFileMis
 from sweep.collect.ssh.transports import TRANSPORTS, make_prober
 from sweep.errors import ConfigError, InventoryError, RunFolderError
 from sweep.failures import FAILURE_CLASSES
-from sweep.inventory.command_line import VarLayers
+from sweep.inventory.command_line import VarLayers, is_inline
 from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory
 from sweep.collect.wrap import WrapSpec, split_record
 from sweep.store import RECORD_VERSION, RunFolder, default_run_dir, iso, new_manifest
+from sweep.trust import signed
 from sweep.text import plural, visible
 
 DEFAULTS = SSHOptions()
@@ -95,6 +97,7 @@ def run_sweep(
     progress: Callable[[RunProgress], None] | None = None,
     report: Mapping[str, Any] | None = None,
     given: Collection[str] | None = None,
+    trust_manifest: bool = False,
 ) -> RunResult:
     """Sweep the hosts of an inventory (or finish the run folder `resume`) and record each one.
 
@@ -112,6 +115,9 @@ def run_sweep(
     that differ from the defaults), which win and are recorded in the session. `retry_failed` (with
     `resume`): sweep again the hosts whose record failed with one of these classes (empty: the transient
     ones, `sweep.failures.TRANSIENT_CLASSES`), their old records kept as ``hosts/<name>~attempt-N.json``.
+    From a manifest this user's sweep did not sign, the options that name programs, commands, files or ssh
+    options (`sweep.collect.resume.GATED`) and its inventory are taken only when given again, or with
+    `trust_manifest` (each one named in a warning); else ManifestNotTrusted lists them (docs/security.md).
     """
     asked = dict(limit=hosts.limit, forks=forks, accept_new_host_keys=ssh.accept_new_host_keys,
                  known_hosts=list(ssh.known_hosts), ssh_config=ssh.ssh_config, allow_agent=ssh.allow_agent,
@@ -120,7 +126,8 @@ def run_sweep(
                  shard=None if hosts.shard is None else (*hosts.shard, hosts.shard_by),
                  inventory_limits=hosts.inventory_limits, inventory_vars=hosts.variables, wrap=agent.wrap, **{**_REPORT_OPTIONS, **(report or {})})
     _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard)
-    session = resolve(asked, given, _stored_options(resume) if resume is not None else None)
+    stored = _stored(resume, inventory_path, given, asked, trust_manifest) if resume is not None else None
+    session = resolve(asked, given, stored)
     return _run(session, inventory_path, (out, reports_dir), resume, agent.payload, progress, ssh.key_passphrase,
                 retry_failed)
 
@@ -172,13 +179,22 @@ def _runner(run: dict, asked: bool) -> Engine:
     return create_engine(engine) if isinstance(engine, str) else engine
 
 
-def _stored_options(resume: str | Path) -> dict:
-    """The options a run folder's manifest keeps ({} when it cannot be read: opening the folder says why)."""
+def _stored(resume: str | Path, inventory_path, given: Collection[str] | None, asked: dict, trust: bool) -> dict:
+    """The options a run folder's manifest keeps ({} when it cannot be read: opening the folder says why);
+    a manifest this user's sweep did not sign gives its gated options (and inventory) only as `check_foreign` lets it."""
     try:
-        options = RunFolder(resume).read_manifest().get("options")
+        manifest = RunFolder(resume).read_manifest()
     except RunFolderError:
         return {}
-    return options if isinstance(options, dict) else {}
+    options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
+    now = resolve(asked, given, None).set_now
+    names = {*now, *(("inventory",) if inventory_path is not None else ())}
+    if not signed(manifest):
+        path = (manifest.get("inventory") or {}).get("path")
+        check_foreign(foreign(options, None if path is None or is_inline(path) else path, names),
+                      str(Path(resume) / "manifest.json"), trust)
+    dropped_vars(options, names)
+    return options
 
 
 def _create(path: str | Path, inventory: Inventory, hosts: list[Host], options: dict) -> tuple[RunFolder, dict]:
