@@ -482,10 +482,10 @@ class RunFolder:
             try:
                 record = read_record(path, digests.get(path.name))
             except (OSError, ValueError) as err:
-                _left_out(path, _why(err), "its host is swept again")
+                _left_out(path, _why(err), "it counts as no record (a resume sweeps its host again)")
                 continue
             if not isinstance(record, dict) or not isinstance(record.get("host"), str):
-                _left_out(path, "it is no host record", "its host is swept again")
+                _left_out(path, "it is no host record", "it counts as no record (a resume sweeps its host again)")
                 continue
             if record.get("record_version") != RECORD_VERSION:
                 raise RunFolderError(
