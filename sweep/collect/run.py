@@ -186,6 +186,8 @@ def _stored(resume: str | Path, inventory_path, given: Collection[str] | None, a
         manifest = RunFolder(resume).read_manifest()
     except RunFolderError:
         return {}
+    if manifest.get("record_version") != RECORD_VERSION:
+        return {}  # opening the folder refuses it, naming the version
     options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
     now = resolve(asked, given, None).set_now
     names = {*now, *(("inventory",) if inventory_path is not None else ())}
