@@ -6,6 +6,7 @@ No terminal code here: `progress` is a callback, and the outcome is a `RunResult
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import threading
@@ -31,7 +32,7 @@ from sweep.inventory.command_line import VarLayers, is_inline
 from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory
 from sweep.collect.wrap import WrapSpec, split_record
 from sweep.store import RECORD_VERSION, RunFolder, default_run_dir, iso, new_manifest
-from sweep.trust import signed
+from sweep.trust import canonical, signed
 from sweep.text import plural, visible
 
 DEFAULTS = SSHOptions()
@@ -126,16 +127,18 @@ def run_sweep(
                  shard=None if hosts.shard is None else (*hosts.shard, hosts.shard_by),
                  inventory_limits=hosts.inventory_limits, inventory_vars=hosts.variables, wrap=agent.wrap, **{**_REPORT_OPTIONS, **(report or {})})
     _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard)
-    stored = _stored(resume, inventory_path, given, asked, trust_manifest) if resume is not None else None
+    stored, checked = _stored(resume, inventory_path, given, asked, trust_manifest) if resume is not None else (None, "")
     session = resolve(asked, given, stored)
-    return _run(session, inventory_path, (out, reports_dir), resume, agent.payload, progress, ssh.key_passphrase,
-                retry_failed)
+    return _run(session, inventory_path, (out, reports_dir), (resume, checked), agent.payload, progress,
+                ssh.key_passphrase, retry_failed)
 
 
-def _run(session: Resolved, inventory_path, out: tuple, resume, payload: bytes | None,
+def _run(session: Resolved, inventory_path, out: tuple, resumed: tuple, payload: bytes | None,
          progress: Callable[[RunProgress], None] | None, key_passphrase: str | None,
          retry_failed: Collection[str] | None) -> RunResult:
-    """run_sweep with the session's options resolved; `out`: (--out or None, the reports folder)."""
+    """run_sweep with the session's options resolved; `out`: (--out or None, the reports folder); `resumed`:
+    (the run folder to resume or None, the digest of the manifest its options were checked in)."""
+    resume, checked = resumed
     run = session.live
     runner = _runner(run, resume is None or "engine" in session.set_now)
     options = SSHSettings(known_hosts=run["known_hosts"], accept_new_host_keys=run["accept_new_host_keys"],
@@ -156,7 +159,7 @@ def _run(session: Resolved, inventory_path, out: tuple, resume, payload: bytes |
         try:
             if resume is not None:
                 folder, manifest, inventory, hosts, done, retried = _reopen(
-                    resume, inventory_path, runner, options, run, retry_classes(retry_failed))
+                    resume, inventory_path, runner, options, run, retry_classes(retry_failed), checked)
                 manifest["options"] = session.kept
             else:
                 folder, manifest = _create(out[0] if out[0] is not None else default_run_dir(inventory.path, out[1]),
@@ -179,15 +182,17 @@ def _runner(run: dict, asked: bool) -> Engine:
     return create_engine(engine) if isinstance(engine, str) else engine
 
 
-def _stored(resume: str | Path, inventory_path, given: Collection[str] | None, asked: dict, trust: bool) -> dict:
-    """The options a run folder's manifest keeps ({} when it cannot be read: opening the folder says why);
-    a manifest this user's sweep did not sign gives its gated options (and inventory) only as `check_foreign` lets it."""
+def _stored(resume: str | Path, inventory_path, given: Collection[str] | None, asked: dict,
+            trust: bool) -> tuple[dict, str]:
+    """The options a run folder's manifest keeps ({} when it cannot be read: opening the folder says why),
+    and the digest of that manifest (`_reopen` resumes only the manifest checked here); a manifest this
+    user's sweep did not sign gives its gated options (and inventory) only as `check_foreign` lets it."""
     try:
         manifest = RunFolder(resume).read_manifest()
     except RunFolderError:
-        return {}
+        return {}, ""
     if manifest.get("record_version") != RECORD_VERSION:
-        return {}  # opening the folder refuses it, naming the version
+        return {}, ""  # opening the folder refuses it, naming the version
     options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
     now = resolve(asked, given, None).set_now
     names = {*now, *(("inventory",) if inventory_path is not None else ())}
@@ -196,7 +201,11 @@ def _stored(resume: str | Path, inventory_path, given: Collection[str] | None, a
         check_foreign(foreign(options, None if path is None or is_inline(path) else path, names),
                       str(Path(resume) / "manifest.json"), trust)
     dropped_vars(options, names)
-    return options
+    return options, _digest(manifest)
+
+
+def _digest(manifest: dict) -> str:
+    return hashlib.sha256(canonical(manifest)).hexdigest()
 
 
 def _create(path: str | Path, inventory: Inventory, hosts: list[Host], options: dict) -> tuple[RunFolder, dict]:
@@ -268,7 +277,7 @@ def _check_become(runner: Engine, hosts: Sequence[Host]) -> None:
 
 
 def _reopen(resume: str | Path, inventory_path: str | Path | None, runner: Engine, options: SSHOptions,
-            run: dict, retry: tuple[str, ...] | None
+            run: dict, retry: tuple[str, ...] | None, checked: str = ""
             ) -> tuple[RunFolder, dict, Inventory, list[Host], dict, dict[str, str]]:
     """An interrupted run's folder (locked), manifest, inventory, hosts (as the inventory describes them
     now), the records kept (less those of the `retry` classes, set aside: host -> attempt file, also
@@ -276,7 +285,10 @@ def _reopen(resume: str | Path, inventory_path: str | Path | None, runner: Engin
     folder = RunFolder.open(resume)
     try:
         manifest = folder.read_manifest()
-        inventory = _inventory(inventory_path or manifest["inventory"]["path"], run["loader"], runner,
+        if _digest(manifest) != checked:  # swapped after its options were checked, before the lock
+            raise RunFolderError("manifest.json changed while the resume started", where=str(folder.path),
+                                 fix="check who else writes the folder, then resume again")
+        inventory = _inventory(inventory_path or (manifest.get("inventory") or {}).get("path"), run["loader"], runner,
                                run["inventory_limits"], run["inventory_vars"])
         hosts = _hosts_of_run(inventory, manifest)
         _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
@@ -435,7 +447,7 @@ def planned_hosts(inventory_path: str | Path | None, *, hosts: HostSelection = H
     runner = create_engine(engine) if isinstance(engine, str) else engine
     if resume is not None:
         folder, manifest = RunFolder.existing(resume)
-        inventory = _inventory(inventory_path or manifest["inventory"]["path"], hosts.loader, runner,
+        inventory = _inventory(inventory_path or (manifest.get("inventory") or {}).get("path"), hosts.loader, runner,
                                hosts.inventory_limits, hosts.variables)
         done = folder.read_records()
         return [host for host in _hosts_of_run(inventory, manifest) if host.name not in done]
