@@ -20,6 +20,7 @@ import fleet_variants as fv
 from sweep.collect.options import AgentOptions, HostSelection
 from sweep.collect.resume import ManifestNotTrusted, OPTIONS, resolve
 from sweep.collect.run import run_sweep
+from sweep.collect.wrap import WrapSpec
 from sweep.collect.engines.base import EngineError
 from sweep.errors import ReadBackWarning, SweepError
 from sweep.inventory.command_line import command_line_vars
@@ -62,14 +63,17 @@ def test_a_colleagues_manifest_naming_a_program_is_refused_listing_it_and_runs_n
     path, mark = script
     run = _folder(tmp_path, monkeypatch, "colleague", engine="ansible", engine_settings={"ansible": str(path)},
                   ssh_config=str(tmp_path / "evil_config"), agent_args=["--out", "/tmp/x"],
-                  accept_new_host_keys=True, known_hosts=[str(tmp_path / "theirs")])
+                  accept_new_host_keys=True, known_hosts=[str(tmp_path / "theirs")],
+                  wrap=WrapSpec(("sh", "-c", f"touch {mark}"), (), False, 0.2), transport="openssh", loader="ansible",
+                  expect=str(tmp_path / "theirs.yml"))
     monkeypatch.setenv("HOME", str(tmp_path / "operator"))
     with pytest.raises(ManifestNotTrusted) as err:
         run_sweep(None, resume=run)
     assert not mark.exists(), "the manifest's program ran"
     assert err.value.where == str(run / "manifest.json") and err.value.exit_code == 2
     for shown in ('engine = "ansible"', f'"ansible": "{path}"', "ssh_config = ", 'agent_args = ["--out", "/tmp/x"]',
-                  "accept_new_host_keys = true", "known_hosts = ", 'inventory' not in err.value.message and ""):
+                  "accept_new_host_keys = true", "known_hosts = ", f'touch {mark}', 'transport = "openssh"',
+                  'loader = "ansible"', "expect = "):
         assert shown in err.value.message
     assert "--trust-manifest" in err.value.fix
 
@@ -137,3 +141,20 @@ def test_the_cli_refuses_a_foreign_resume_in_one_line_and_exit_2(tmp_path, monke
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr and not mark.exists()
     assert done.stderr.startswith(f"sweep: error: {run / 'manifest.json'}: was not written by this user's sweep")
+
+
+def test_the_inventory_a_foreign_manifest_names_is_not_read_unless_given_again(tmp_path, monkeypatch, script):
+    path, mark = script
+    inventory = tmp_path / "theirs.yml"
+    inventory.write_text(f"all:\n  hosts:\n    h01:\n    h02:\n  vars:\n"
+                         f"    ansible_ssh_common_args: '-o ProxyCommand=\"touch {mark}\"'\n")
+    monkeypatch.setenv("HOME", str(tmp_path / "colleague"))
+    folder = RunFolder.create(tmp_path / "run")
+    manifest = new_manifest(inventory, {"hosts": []}, ["h01", "h02"], _options())
+    manifest["state"] = "interrupted"
+    folder.write_manifest(manifest)
+    folder.close()
+    monkeypatch.setenv("HOME", str(tmp_path / "operator"))
+    with pytest.raises(ManifestNotTrusted) as err:
+        run_sweep(None, resume=folder.path)
+    assert f'inventory = "{inventory}"' in err.value.message and not mark.exists()
