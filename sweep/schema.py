@@ -275,8 +275,7 @@ _INVENTORY = {"type": "object", "properties": {"path": {"type": "string"}, "snap
     "type": "object", "properties": {"hosts": {"type": "array", "items": _SNAPSHOT_HOST}}}}}
 MANIFEST = {"type": "object", "required": ["format", "record_version"], "properties": {
     "format": {"type": "string"}, "record_version": {"type": "integer"}, "sweep_version": _NSTR,
-    "inventory": _INVENTORY, "options": {"type": "object"}, "started_at": _NSTR, "ended_at": _NSTR,
-    "state": {"enum": ["running", "complete", "interrupted"]},
+    "inventory": _INVENTORY, "options": {"type": "object"},  # state and times: each reader words its own check
     "hosts": {"type": "array", "items": {"type": "string"}},
     "sessions": {"type": "array", "items": {"type": "object"}},
     "counts": {"type": ["object", "null"], "additionalProperties": {"type": "integer"}}}}
