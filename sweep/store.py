@@ -23,10 +23,13 @@ link planted there is refused (`refuse_links`) instead of written through.
 (`is_attempt_file`): they are earlier attempts, not hosts.
 
 Each record sweep writes is also listed, as it is written, in ``records.sha256`` (the format of
-``sha256sum``, so ``sha256sum -c records.sha256`` checks a folder; the last line for a file wins): a
-record was validated strictly when it arrived, so a reader that finds the file's bytes unchanged
+``sha256sum``, so ``sha256sum -c records.sha256`` checks a folder; the last line for a file wins), and
+that line's HMAC with this user's key in ``records.mac`` (`sweep.trust`): a record was validated
+strictly when it arrived, so a reader that finds the file's bytes unchanged under a line that verifies
 reads it back with orjson's parse alone (`sweep.strictjson.loads_known`); any other file (no line,
-another digest, a folder sweep did not write) is read strictly again (docs/security.md).
+another digest, a line that does not verify, a folder this user's sweep did not write) is read strictly
+again and checked against the schema (`read_record`). Every file is read back through `read_bounded`:
+no link, no FIFO or device, bounded in size (docs/security.md). The manifest is signed as it is written.
 
 This module is the one reader of run folders too: `RunFolder.read_records` (resume, run diffs,
 baselines), `list_records` (the files a report reads, and the hosts a manifest lists),
