@@ -9,7 +9,7 @@ again). The SSH key's passphrase is never kept.
 
 Options read back from a manifest are data, not instructions. Those that name a program, a command,
 a file sweep reads or writes, an ssh option, the host-key policy or the agent's arguments are marked
-`GATED` (and so is the inventory the manifest names): from a manifest this user's sweep did not sign
+`gated` in `OPTIONS` (and so is the inventory the manifest names): from a manifest this user's sweep did not sign
 (`sweep.trust`: a colleague's folder, a shared scratch folder, one edited by hand) they are taken
 only when given again on the command line, or with ``--trust-manifest``, which names each one it
 takes; otherwise the resume is refused before anything is read or run, listing them (`foreign`).
@@ -183,7 +183,7 @@ _PLAIN = {"transport": ("paramiko",)}  # values as harmless as the default (the 
 
 
 def foreign(stored: Mapping[str, Any], inventory: str | None, given: Collection[str]) -> dict[str, Any]:
-    """What a resume would take from a manifest this user's sweep did not sign: each `GATED` option (and
+    """What a resume would take from a manifest this user's sweep did not sign: each gated option (and
     the `inventory` path) it sets to other than its default, and the command line does not give again."""
     out = {}
     for name, option in OPTIONS.items():

@@ -117,7 +117,7 @@ def run_sweep(
     `resume`): sweep again the hosts whose record failed with one of these classes (empty: the transient
     ones, `sweep.failures.TRANSIENT_CLASSES`), their old records kept as ``hosts/<name>~attempt-N.json``.
     From a manifest this user's sweep did not sign, the options that name programs, commands, files or ssh
-    options (`sweep.collect.resume.GATED`) and its inventory are taken only when given again, or with
+    options (`Option.gated` in `sweep.collect.resume.OPTIONS`) and its inventory are taken only when given again, or with
     `trust_manifest` (each one named in a warning); else ManifestNotTrusted lists them (docs/security.md).
     """
     asked = dict(limit=hosts.limit, forks=forks, accept_new_host_keys=ssh.accept_new_host_keys,
