@@ -16,9 +16,11 @@ those fields, and a host whose output breaks it is `bad_output` at arrival like 
 violation: no later command (report, export, history, audit, diff) meets a value it cannot read.
 It only narrows what the agent never sends otherwise, so every record the agent writes stays valid.
 
-Why not a library: fastjsonschema 2.22.3 and a cached jsonschema 4.26 validator were measured against
-this compiler on an eight-GPU health.json (``python /tmp/bench_schema.py``, see docs/security.md):
-1.52 ms, 17.7 ms and 1.34 ms a document, and fastjsonschema's compile costs 270 ms in every process.
+Why not a library (issue 40): on an eight-GPU health.json, ``python3 bench/bench_schema.py`` (two runs on
+this loaded 2-core machine, fastjsonschema 2.22.3 installed beside it) gave this compiler 1.34 / 0.90 ms
+a document, fastjsonschema 1.52 / 2.74 ms plus 270 / 112 ms to compile in every process, a cached
+jsonschema 4.26 validator 17.7 / 39.0 ms: no library is faster, and fastjsonschema would be a new
+dependency whose compile costs a small report more than its whole read.
 
 A record read back from a run folder is checked by `record_problem` (`RECORD`: the envelope the
 controller writes, then its health.json as above) and a manifest by `manifest_problem` (`MANIFEST`:
