@@ -17,6 +17,7 @@ several modules raise it:
   |   |   + KeyFileEncrypted
   |   |   + KeyFileWrongPassphrase
   |   + _TypeProblem ............... (audit.expect) an expectations value of the wrong type
+  |   + ManifestNotTrusted ......... (collect.resume) a foreign manifest's commands, programs or files
   + RunFolderError ................. a run folder
   + HealthFileError ................ a health.json or capture file
   + DepthError ..................... (strictjson) a document nested deeper than the limit (also a ValueError)
@@ -25,10 +26,11 @@ several modules raise it:
   |                                  escapes a sweep: it becomes the host's record
   + UnknownHostKey ................. (collect.ssh.hostkeys) a key no known_hosts file records
   + CertificateError ............... (collect.ssh.certs) bytes that are not an OpenSSH certificate (a ValueError)
-  + UnsupportedSchema .............. (collect.schema) a schema keyword the validator does not implement
+  + UnsupportedSchema .............. (schema) a schema keyword the validator does not implement
   + IndexDamaged ................... (history.index) a history index file that is not one (it is rebuilt)
   + InventoryWarning ............... also a UserWarning: the inventory reads, but likely holds a mistake
-      + ExpectationsWarning ........ an expectations file names a host or group no audited host matches
+  |   + ExpectationsWarning ........ an expectations file names a host or group no audited host matches
+  + ReadBackWarning ................ also a UserWarning: a file of a run folder is left out (named, with why)
 """
 from __future__ import annotations
 
@@ -85,3 +87,7 @@ class InventoryWarning(SweepError, UserWarning):
 
 class ExpectationsWarning(InventoryWarning):
     """An expectations file reads, but names a host or group that none of the audited hosts matches."""
+
+
+class ReadBackWarning(SweepError, UserWarning):
+    """A file of a run folder (a record, a sibling run's manifest) is left out: named, with why."""

@@ -23,10 +23,13 @@ link planted there is refused (`refuse_links`) instead of written through.
 (`is_attempt_file`): they are earlier attempts, not hosts.
 
 Each record sweep writes is also listed, as it is written, in ``records.sha256`` (the format of
-``sha256sum``, so ``sha256sum -c records.sha256`` checks a folder; the last line for a file wins): a
-record was validated strictly when it arrived, so a reader that finds the file's bytes unchanged
+``sha256sum``, so ``sha256sum -c records.sha256`` checks a folder; the last line for a file wins), and
+that line's HMAC with this user's key in ``records.mac`` (`sweep.trust`): a record was validated
+strictly when it arrived, so a reader that finds the file's bytes unchanged under a line that verifies
 reads it back with orjson's parse alone (`sweep.strictjson.loads_known`); any other file (no line,
-another digest, a folder sweep did not write) is read strictly again (docs/security.md).
+another digest, a line that does not verify, a folder this user's sweep did not write) is read strictly
+again and checked against the schema (`read_record`). Every file is read back through `read_bounded`:
+no link, no FIFO or device, bounded in size (docs/security.md). The manifest is signed as it is written.
 
 This module is the one reader of run folders too: `RunFolder.read_records` (resume, run diffs,
 baselines), `list_records` (the files a report reads, and the hosts a manifest lists),
@@ -37,12 +40,13 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
-import json
+import hmac
 import os
 import re
 import secrets
 import stat
 import time
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -51,9 +55,11 @@ from typing import Any
 from sweep.inventory.command_line import INLINE_NAME, is_inline
 from probe_agent import xid
 from sweep import __version__
-from sweep.errors import HealthFileError, RunFolderError, SweepError
+from sweep.errors import HealthFileError, ReadBackWarning, RunFolderError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
+from sweep.schema import manifest_problem, record_problem
 from sweep.strictjson import dumps, loads, loads_known
+from sweep.trust import line_mac, sign
 
 RECORD_VERSION = 1
 RUN_FORMAT = "sweep-run"
@@ -61,6 +67,9 @@ MANIFEST = "manifest.json"
 HOSTS = "hosts"
 DIGESTS = "records.sha256"  # "<sha256>  hosts/<file>" per record written, appended as each one is
 DIGESTS_MAX_BYTES = 64 * 2**20  # ~100 bytes a line: 600,000 records; a larger list is not read (all strict)
+MACS = "records.mac"  # "<HMAC of the records.sha256 line>  hosts/<file>": the lines this user's sweep wrote
+RECORD_MAX_BYTES = 64 * 2**20  # a host's output is cut at 16 MiB on arrival (SSHOptions.output_limit)
+MANIFEST_MAX_BYTES = 256 * 2**20  # the inventory snapshot: ~300 bytes a host, 100,000 hosts in 30 MB
 STATES = ("running", "complete", "interrupted")
 RECORD_KEYS = ("record_version", "host", "address", "status", "failure", "attempts",
                "started_at", "ended_at", "duration_s", "health")
@@ -326,9 +335,10 @@ class RunFolder:
 
     def read_manifest(self, fix: str = "start a new run without --resume") -> dict:
         """The run's manifest.json as a dict: the one reader of manifests (the controller's resume, run
-        diffs, history); RunFolderError with `fix` says what is wrong with the file."""
+        diffs, history, reports): a regular file (no link, no FIFO), bounded, parsed strictly and checked
+        against `sweep.schema.MANIFEST`; RunFolderError with `fix` says what is wrong with the file."""
         try:
-            blob = self.manifest_path.read_bytes()
+            blob = read_bounded(self.manifest_path, MANIFEST_MAX_BYTES)
         except FileNotFoundError:
             raise RunFolderError("is not a sweep run folder (no manifest.json)", where=str(self.path),
                                  fix="pass the folder a sweep run wrote") from None
@@ -336,21 +346,25 @@ class RunFolder:
             raise RunFolderError(f"{MANIFEST} cannot be read ({err.strerror or err})", where=str(self.path),
                                  fix=fix) from None
         try:
-            data = json.loads(blob.decode("utf-8"))
+            data = loads(blob).document
         except UnicodeDecodeError as err:
             raise RunFolderError(f"{MANIFEST} is not UTF-8 ({err})", where=str(self.path), fix=fix) from None
-        except ValueError as err:
+        except ValueError as err:  # DepthError included
             raise RunFolderError(f"{MANIFEST} is not valid JSON, cut short or garbled ({err})", where=str(self.path),
                                  fix=fix) from None
         if not isinstance(data, dict):
             raise RunFolderError(f"is not a sweep run folder ({MANIFEST} is not a JSON object)", where=str(self.path),
                                  fix="pass the folder a sweep run wrote")
+        problem = manifest_problem(data, MANIFEST) if data.get("format") == RUN_FORMAT else None
+        if problem:
+            raise RunFolderError(f"{MANIFEST} is not a run manifest sweep can read ({problem})", where=str(self.path),
+                                 fix=fix)
         return data
 
     def write_manifest(self, manifest: dict) -> None:
         if manifest.get("state") not in STATES:
             raise ValueError(f"manifest state must be one of {STATES}")
-        write_json_atomic(self.manifest_path, manifest, sync_dir=True, indent=1)
+        write_json_atomic(self.manifest_path, sign(manifest), sync_dir=True, indent=1)
 
     def begin_session(self, manifest: dict, **about: Any) -> dict:
         """Mark the run running again with a new session (written now; `about` goes into it: the options it
@@ -392,9 +406,15 @@ class RunFolder:
     def _list_digest(self, name: str, blob: bytes) -> None:
         """Append the record's digest line to records.sha256 (after the record is in place: a crash
         between leaves a record without its line, read strictly, never a line for other bytes)."""
-        line = f"{hashlib.sha256(blob).hexdigest()}  {HOSTS}/{name}\n".encode("utf-8")
+        line = f"{hashlib.sha256(blob).hexdigest()}  {HOSTS}/{name}".encode("utf-8")
+        mac = line_mac(line)
+        self._append(DIGESTS, line + b"\n")
+        if mac is not None:  # after the digest line: a crash between leaves a line without its MAC (read strictly)
+            self._append(MACS, f"{mac}  {HOSTS}/{name}\n".encode("utf-8"))
+
+    def _append(self, name: str, line: bytes) -> None:
         try:
-            fd = os.open(self.path / DIGESTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+            fd = os.open(self.path / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
                          | os.O_CLOEXEC, 0o644)
             try:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -405,7 +425,7 @@ class RunFolder:
         except OSError as err:
             if err.errno == errno.ELOOP:
                 err = OSError(errno.ELOOP, "it is a symbolic link; sweep never writes through one")
-            raise RunFolderError(f"cannot write {DIGESTS} ({err.strerror or err})", where=str(self.path),
+            raise RunFolderError(f"cannot write {name} ({err.strerror or err})", where=str(self.path),
                                  fix=_fix_for(err)) from None
 
     def set_aside(self, host_name: str) -> str:
@@ -435,12 +455,16 @@ class RunFolder:
         """RunFolderError when the file `host`'s record goes to holds the record of another host."""
         path = path or self.record_path(host)
         try:
-            with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NOFOLLOW)) as fh:
-                head = json.loads(fh.read())
+            head = loads(read_bounded(path, RECORD_MAX_BYTES)).document
         except FileNotFoundError:
             return
-        except (OSError, ValueError, RecursionError):
-            return  # a torn or unreadable file is no record: it may be replaced
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise RunFolderError(f"{path.name} is a symbolic link; sweep never writes through a link in a run "
+                                     "folder", where=str(path.parent), fix="remove the link, or start a new run") from None
+            return  # an unreadable file (a FIFO, a device, too large) is no record: the rename replaces it
+        except ValueError:
+            return  # a torn or invalid file is no record: it may be replaced
         other = head.get("host") if isinstance(head, dict) else None
         if isinstance(other, str) and other != host:
             raise RunFolderError(
@@ -459,10 +483,12 @@ class RunFolder:
             if path.name.startswith(".") or is_attempt_file(path.name):
                 continue
             try:
-                record = _read_any(path, digests.get(path.name))
-            except (OSError, ValueError):
+                record = read_record(path, digests.get(path.name))
+            except (OSError, ValueError) as err:
+                _left_out(path, _why(err), "it counts as no record (a resume sweeps its host again)")
                 continue
             if not isinstance(record, dict) or not isinstance(record.get("host"), str):
+                _left_out(path, "it is no host record", "it counts as no record (a resume sweeps its host again)")
                 continue
             if record.get("record_version") != RECORD_VERSION:
                 raise RunFolderError(
@@ -477,26 +503,81 @@ class RunFolder:
 
 
 def read_json(path: Path, error: type[SweepError], fix: str, digest: str | None = None) -> Any:
-    """The JSON document in the file `path`, read strictly (`sweep.strictjson`: nesting bounded, NaN,
-    Infinity and overflowing numbers read as null); a missing, unreadable or invalid file raises
-    `error` with `fix`. `digest`: the SHA-256 that records.sha256 lists for the file; when the
-    file's bytes have it, they are the record sweep validated and wrote, read back without the walk."""
+    """The JSON document in the file `path`, read back as `read_record` reads it; a missing, unreadable
+    (a link, a FIFO, a device, too large) or invalid file raises `error` with `fix`, naming the file."""
     try:
-        return _read_any(path, digest)
+        return read_record(path, digest)
     except FileNotFoundError:
         raise error("no such file", where=str(path), fix=fix) from None
     except OSError as err:
-        raise error(f"cannot be read ({err.strerror or err})", where=str(path), fix=fix) from None
+        raise error(f"cannot be read ({_why(err)})", where=str(path), fix=fix) from None
     except ValueError as err:  # UnicodeDecodeError included
         raise error(f"is not valid JSON ({err})", where=str(path), fix=fix) from None
 
 
-def _read_any(path: Path, digest: str | None) -> Any:
-    """The document in `path`: without the walk when its bytes hash to `digest`, else strictly."""
-    blob = path.read_bytes()
+def read_bounded(path: Path, max_bytes: int) -> bytes:
+    """The bytes of the regular file `path`, at most `max_bytes`: opened without following a link
+    (O_NOFOLLOW) and without waiting (O_NONBLOCK: a FIFO cannot hang the open), checked with fstat
+    before a byte is read; OSError says why not (`_why` words it)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, f"it is {_KINDS.get(stat.S_IFMT(info.st_mode), 'no regular file')}, "
+                                        "not a regular file")
+        if info.st_size > max_bytes:
+            raise OSError(errno.EFBIG, f"it is {info.st_size:,} bytes, more than the {max_bytes:,} sweep reads")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            blob = fh.read(max_bytes + 1)
+    finally:
+        os.close(fd)
+    if len(blob) > max_bytes:
+        raise OSError(errno.EFBIG, f"it grew past the {max_bytes:,} bytes sweep reads")
+    return blob
+
+
+_KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFDIR: "a folder", stat.S_IFSOCK: "a socket"}
+
+
+def _why(err: BaseException) -> str:
+    if isinstance(err, OSError) and err.errno == errno.ELOOP:
+        return "it is a symbolic link; sweep reads no link in a run folder"
+    return (err.strerror or str(err)) if isinstance(err, OSError) else str(err)
+
+
+def read_record(path: Path, digest: str | None = None) -> Any:
+    """A file of a run folder (or a health.json) as the readers get it: `read_bounded`, then parsed.
+
+    `digest`: the SHA-256 this user's sweep listed for the file (`read_digests`: verified lines only);
+    when the bytes have it, they are the record sweep validated on arrival, read with orjson alone.
+    Any other file is parsed strictly (nesting bounded) and, when it is a host record, checked against
+    `sweep.schema.RECORD` and the published health.json schema: a record that does not fit becomes its
+    host's failed record (``bad_output``, the message naming the file and the fault), which every
+    reader already handles; what is no record is returned as it is, for the caller to refuse."""
+    blob = read_bounded(path, RECORD_MAX_BYTES)
     if digest is not None and hashlib.sha256(blob).hexdigest() == digest:
         return loads_known(blob).document
-    return loads(blob).document
+    document = loads(blob).document
+    if isinstance(document, dict) and "record_version" in document:
+        problem = record_problem(document, "record")
+        if problem is not None and isinstance(document.get("host"), str):
+            return _bad_record(path, document, problem)
+    return document
+
+
+def _bad_record(path: Path, record: dict, problem: str) -> dict:
+    """The failed record read in place of a host record that does not fit the schema."""
+    return {"record_version": record.get("record_version"), "host": record["host"], "status": "failed",
+            "failure": {"class": "bad_output",
+                        "message": f"{path}: not a host record sweep can read ({problem[:300]}); the file was "
+                                   "changed after the sweep, or written by another program: sweep the host again"},
+            "attempts": None, "started_at": None, "ended_at": None, "duration_s": None, "health": None,
+            **({"groups": record["groups"]} if isinstance(record.get("groups"), list) else {})}
+
+
+def _left_out(path: Path, why: str, then: str) -> None:
+    warnings.warn(ReadBackWarning(f"{path}: left out ({why}); {then}"), stacklevel=3)
 
 
 def manifest_groups(manifest: Any) -> dict[str, list[str]]:
@@ -524,8 +605,8 @@ class Listing:
 
 def list_records(path: Path) -> Listing:
     """What a reader of `path` reads: a file itself, a run folder's hosts/*.json, or a folder's *.json."""
-    if path.is_file():
-        return Listing(path, [path])
+    if path.is_file():  # a file the operator names: a link there is theirs, resolved once
+        return Listing(Path(os.path.realpath(path)), [Path(os.path.realpath(path))])
     if not path.is_dir():
         raise HealthFileError("no such file or folder", where=str(path),
                          fix="pass a run folder, a host-record file or a health.json file")
@@ -538,46 +619,46 @@ def list_records(path: Path) -> Listing:
                                  fix="pass the folder a sweep run wrote")
         path = folder.hosts_dir
     files = sorted(e.path for e in os.scandir(path) if e.name.endswith(".json") and not e.name.startswith(".")
-                   and not is_attempt_file(e.name) and e.is_file())
+                   and not is_attempt_file(e.name) and not e.is_dir(follow_symlinks=False))
     digests = read_digests(folder.path) if path == folder.hosts_dir else {}
     return Listing(listing.manifest_path, [Path(f) for f in files], listing.hosts, listing.groups, digests)
 
 
 def read_digests(run: Path) -> dict[str, str]:
-    """file name in hosts/ -> the SHA-256 its record was written with, from the run's records.sha256
-    (the last line for a file wins); {} when there is none, it is a link, unreadable or too large."""
+    """file name in hosts/ -> the SHA-256 its record was written with, for the lines of the run's
+    records.sha256 that this user's sweep wrote (each one's HMAC in records.mac verifies with this user's
+    key, `sweep.trust`; the last line for a file wins); {} without a key, or when either file is absent,
+    a link, not a regular file or too large. A line that does not verify is no digest: that record is
+    read strictly and checked, as a file of a folder sweep did not write."""
+    lines, macs = _lines(Path(run) / DIGESTS), _lines(Path(run) / MACS)
+    out = {}
+    for name, line in lines.items():
+        mac = macs.get(name)
+        if mac is not None and hmac.compare_digest(mac[:64], (line_mac(line) or "").encode()):
+            out[name] = line[:64].decode("ascii", "replace")
+    return out
+
+
+def _lines(path: Path) -> dict[str, bytes]:
+    """file name -> its last "<hex>  hosts/<name>" line in a list, {} when it cannot be read."""
     try:
-        fd = os.open(Path(run) / DIGESTS, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        blob = read_bounded(path, DIGESTS_MAX_BYTES)
     except OSError:
-        return {}
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return {}
-            blob = fh.read(DIGESTS_MAX_BYTES + 1)
-    except OSError:
-        return {}
-    if len(blob) > DIGESTS_MAX_BYTES:
         return {}
     out = {}
     prefix = f"  {HOSTS}/".encode()
     for line in blob.split(b"\n"):
         digest, sep, name = line.partition(prefix)
         if sep and len(digest) == 64 and b"/" not in name:
-            out[name.decode("utf-8", "replace")] = digest.decode("ascii", "replace")
+            out[name.decode("utf-8", "replace")] = line
     return out
 
 
 def _listed(path: Path) -> Listing:
     """The hosts a run selected, and each host's groups (from the inventory snapshot); empty if absent."""
-    if not path.is_file():
+    if not os.path.lexists(path):
         return Listing(path)
-    try:
-        manifest = json.loads(path.read_bytes())
-    except (OSError, ValueError) as err:
-        raise RunFolderError(f"manifest.json cannot be read ({err})", where=str(path.parent),
-                             fix="pass the folder a sweep run wrote") from None
-    manifest = manifest if isinstance(manifest, dict) else {}
+    manifest = RunFolder(path.parent).read_manifest(fix="pass the folder a sweep run wrote")
     hosts = [h for h in manifest.get("hosts") or () if isinstance(h, str)]
     return Listing(path, [], hosts, manifest_groups(manifest))
 
@@ -605,18 +686,22 @@ def normalize_health(health: Any) -> Any:
 
 def earlier_runs(run_dir: Path) -> list[tuple[str, Path]]:
     """The run folders beside `run_dir` (its parent, as `sweep run` puts them under reports/) that started
-    before it: (started_at, folder), the newest first. Folders whose manifest cannot be read are left out."""
-    def started(folder: Path) -> str | None:
+    before it: (started_at, folder), the newest first. A folder whose manifest cannot be read (the one
+    reader, `RunFolder.read_manifest`: no link, no FIFO, bounded, checked) is left out, and named."""
+    def started(folder: Path, name: bool = True) -> str | None:
         try:
-            value = json.loads((folder / MANIFEST).read_bytes()).get("started_at")
-        except (OSError, ValueError, AttributeError):
+            value = RunFolder(folder).read_manifest().get("started_at")
+        except RunFolderError as err:
+            if name:
+                warnings.warn(ReadBackWarning(f"{err.where}: left out of the previous-sweep comparison "
+                                              f"({err.message})"), stacklevel=3)
             return None
         return value if isinstance(value, str) else None
-    mine = started(run_dir)
+    mine = started(run_dir, name=False)
     if mine is None:
         return []
     try:
-        siblings = [p for p in run_dir.parent.iterdir() if p != run_dir and (p / MANIFEST).is_file()]
+        siblings = [p for p in run_dir.parent.iterdir() if p != run_dir and os.path.lexists(p / MANIFEST)]
     except OSError:
         return []
     runs = [(at, p) for p, at in ((p, started(p)) for p in siblings) if at is not None and at < mine]
@@ -624,14 +709,20 @@ def earlier_runs(run_dir: Path) -> list[tuple[str, Path]]:
 
 
 def previous_health(runs: list[tuple[str, Path]], host: str) -> tuple[dict, Path] | None:
-    """The health.json of `host` in the newest of `runs` (`earlier_runs`) that holds one, and that run."""
+    """The health.json of `host` in the newest of `runs` (`earlier_runs`) that holds one, and that run;
+    a record that cannot be read back (`read_record`) is left out, and named."""
     for _, run in runs:
         path = run / HOSTS / f"{safe_name(host)}.json"
-        try:
-            record = json.loads(path.read_bytes())
-        except (OSError, ValueError):
+        if not os.path.lexists(path):
             continue
-        health = record.get("health") if isinstance(record, dict) and record.get("host") == host else None
+        try:
+            record = read_record(path)  # strictly and checked: a sibling's bytes are nobody's word
+        except (OSError, ValueError) as err:
+            _left_out(path, _why(err), "the previous-sweep comparison does not read it")
+            continue
+        if not isinstance(record, dict) or record.get("host") != host:
+            continue
+        health = record.get("health")
         if record.get("status") == "ok" and isinstance(health, dict):
             return normalize_health(health), run
     return None

@@ -33,6 +33,7 @@ from sweep.analysis.speedread import (VALIDATED, gpu_view, read_contended, read_
                                       read_rejected, read_skipped, read_speed, read_status)
 from sweep.errors import HealthFileError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
+from sweep.schema import health_problem
 from sweep.store import RECORD_VERSION, list_records, normalize_health, read_json
 
 PROVENANCE_KIND = "sweep.provenance"
@@ -267,7 +268,7 @@ class _Builder:
         if isinstance(doc, dict) and "record_version" in doc:
             self._add_record(path, doc, groups_of)
         elif isinstance(doc, dict) and doc.get("kind") == "sweep.health":
-            _check_health(path, doc)
+            _check_health(path, doc, schema=True)
             self._add_plain(path, doc, path.stem)
         elif isinstance(doc, dict) and doc.get("kind") == PROVENANCE_KIND:
             health = _provenance_health(path, doc)
@@ -584,7 +585,7 @@ def _provenance_health(path, doc) -> dict:
     if not isinstance(health, dict):
         raise HealthFileError("provenance file without its probe before the command", where=str(path),
                               fix="pass a provenance.json written by sweep wrap")
-    _check_health(path, health)
+    _check_health(path, health, schema=True)
     return health
 
 
@@ -597,13 +598,19 @@ def _provenance_name(path: Path) -> str:
     return stem
 
 
-def _check_health(path, health):
+def _check_health(path, health, schema: bool = False):
+    """A health.json of schema 1.x, normalized; `schema`: checked against the published schema too (a plain
+    file or a provenance file's probe; a record's health.json was checked as the store read it back)."""
     version = str(health.get("schema_version") or "")
     if health.get("kind") != "sweep.health" or not version.startswith("1."):
         newer = version.split(".")[0].isdigit() and int(version.split(".")[0]) > 1
         raise HealthFileError(f"health.json of schema version {version or '?'} (kind {health.get('kind')!r}); "
                               "this sweep reads 1.x", where=str(path),
                               fix="upgrade sweep to read it" if newer else "probe the host with this sweep's agent")
+    problem = health_problem(health) if schema else None
+    if problem:
+        raise HealthFileError(f"is not a health.json sweep can read ({problem})", where=str(path),
+                              fix="pass health.json as the agent printed it")
     normalize_health(health)
 
 

@@ -348,6 +348,9 @@ _RUN_RETRY_FAILED = typer.Option(None, "--retry-failed", metavar="[CLASS...]",
     help="with --resume: sweep again the hosts whose record failed with these classes (none named: the "
     "transient ones, dns refused timeout host_key_unknown); the old record is kept as "
     "hosts/HOST~attempt-N.json")
+_RUN_TRUST_MANIFEST = typer.Option(False, "--trust-manifest", help="with --resume of a folder this user's sweep "
+    "did not write: take the options of its manifest that name programs, commands, files or ssh options, and its "
+    "inventory, as they are (each one is named first; docs/security.md)")
 _RUN_FORKS = typer.Option(32, "--forks", "-f", metavar="N", help="hosts probed at once")
 _RUN_ACCEPT_NEW_HOST_KEYS = typer.Option(False, "--accept-new-host-keys",
     help="trust unknown host keys and remember them (changed keys are always refused)")
@@ -453,6 +456,7 @@ def run(
     list_hosts: bool = _RUN_LIST_HOSTS, as_json: bool = _RUN_JSON,
     inventory_option: List[Path] = _RUN_INVENTORY_OPTION,
     retry_failed: Optional[List[str]] = _RUN_RETRY_FAILED,
+    trust_manifest: bool = _RUN_TRUST_MANIFEST,
     user: Optional[str] = _RUN_USER,
     private_key: Optional[Path] = _RUN_PRIVATE_KEY,
     extra_vars: List[str] = _RUN_EXTRA_VARS,
@@ -466,8 +470,7 @@ def run(
     inventory, command = _nodes_given(*_inventory_given(inventory, inventory_option, command), nodes, max_range_hosts)
     variables = _variables(user, private_key, become, become_user, extra_vars)
     _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by, reference, limit, variables)
-    spec = _wrap_spec(wrap, command, metric, force, interval, speed)
-    runner = _engine(engine, partition, nodelist)
+    spec, runner = _wrap_spec(wrap, command, metric, force, interval, speed), _engine(engine, partition, nodelist)
     _check_engine_inputs(engine, transport, inventory, resume)
     hosts = _host_selection(limit, shard, shard_by, max_yaml_values, max_range_hosts, variables)
     ssh, agent = _ssh_and_agent(connect_timeout, host_deadline, transport, known_hosts, accept_new_host_keys,
@@ -477,7 +480,8 @@ def run(
         raise typer.Exit(_list_hosts(inventory, (list_hosts, as_json), **plan))
     report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)
     raise typer.Exit(_finish_run(run_with_progress(dict(
-        inventory_path=inventory, agent=agent, out=out, report=report, given=_given_options(ctx), **plan), console),
+        inventory_path=inventory, agent=agent, out=out, report=report, given=_given_options(ctx), trust_manifest=trust_manifest,
+        **plan), console),
         report))
 
 
@@ -953,10 +957,10 @@ def main(argv: Optional[list] = None) -> int:
     """Entry point: the one place where a SweepError becomes a message and an exit code."""
     import warnings
 
-    from sweep.errors import InventoryWarning
+    from sweep.errors import InventoryWarning, ReadBackWarning
 
     def show(message, category, *args, **kwargs):
-        if issubclass(category, InventoryWarning):
+        if issubclass(category, (InventoryWarning, ReadBackWarning)):
             _say("warning", message)
         else:
             previous(message, category, *args, **kwargs)
@@ -965,6 +969,7 @@ def main(argv: Optional[list] = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always", InventoryWarning)
+            warnings.simplefilter("always", ReadBackWarning)
             warnings.showwarning = show
             args = retry_failed_argv(list(sys.argv[1:] if argv is None else argv))
             rv = command().main(args=args, prog_name="sweep", standalone_mode=False)

@@ -11,7 +11,7 @@ from typing import Any
 
 from sweep.collect.become import refusal as sudo_refusal
 from sweep.collect.bundle import DEADLINE_EXIT, DEADLINE_MARK, TOO_OLD_MARK
-from sweep.collect.schema import health_problem
+from sweep.schema import health_problem
 from sweep.failures import HostFailure
 from sweep.strictjson import DepthError, loads as strict_loads
 from sweep.text import visible

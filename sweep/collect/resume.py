@@ -7,6 +7,14 @@ wins: ``options`` always says what the run uses now, and each session's ``option
 options that session set (the first: those given on its command line; a resumed one: those given
 again). The SSH key's passphrase is never kept.
 
+Options read back from a manifest are data, not instructions. Those that name a program, a command,
+a file sweep reads or writes, an ssh option, the host-key policy or the agent's arguments are marked
+`gated` in `OPTIONS` (and so is the inventory the manifest names): from a manifest this user's sweep did not sign
+(`sweep.trust`: a colleague's folder, a shared scratch folder, one edited by hand) they are taken
+only when given again on the command line, or with ``--trust-manifest``, which names each one it
+takes; otherwise the resume is refused before anything is read or run, listing them (`foreign`).
+`-e` values are kept only for the variables sweep reads (`KEPT_VARS`); other names keep no value.
+
 ``--retry-failed [CLASS...]`` sets aside the failed records of the classes named (none named: the
 transient classes, `sweep.failures.TRANSIENT_CLASSES`) as ``hosts/<name>~attempt-N.json`` before the hosts are
 swept again: no record is ever lost, and the readers of a run folder skip these files
@@ -18,8 +26,13 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Mapping
 
+import json
+import re
+import warnings
+
 from sweep.failures import FAILURE_CLASSES, TRANSIENT_CLASSES
-from sweep.errors import ConfigError
+from sweep.errors import ConfigError, ReadBackWarning
+from sweep.text import visible
 from sweep.inventory.command_line import VarLayers
 from sweep.inventory.formats import InventoryLimits
 
@@ -64,8 +77,19 @@ def _limits(value: Any) -> dict:
     return {"yaml_values": value.yaml_values, "range_hosts": value.range_hosts}
 
 
+# the -e variables whose values the manifest keeps: those sweep itself reads (connection variables and
+# sweep_* settings), never a password; every other -e name is kept without its value
+KEPT_VARS = re.compile(r"\A(?:ansible_(?:ssh_)?(?:host|port|user|private_key_file|common_args|extra_args)|"
+                       r"ansible_python_interpreter|ansible_become(?:_user|_method)?|sweep_\w+)\Z")
+DROPPED = "dropped"  # the manifest's inventory_vars key for the -e names whose values were not kept
+
+
 def _layers(value: Any) -> dict:
-    return dict(value) if isinstance(value, Mapping) else value.to_dict()
+    kept = dict(value) if isinstance(value, Mapping) else value.to_dict()
+    over = kept.get("over") or {}
+    dropped = sorted({*kept.get(DROPPED, ()), *(k for k in over if not KEPT_VARS.match(k))})
+    kept["over"] = {k: v for k, v in over.items() if KEPT_VARS.match(k)}
+    return {**kept, DROPPED: dropped} if dropped else kept
 
 
 def _wrap(value: Any) -> dict | None:
@@ -87,6 +111,7 @@ class Option:
     default: Any
     kept: Callable[[Any], Any] = _same
     live: Callable[[Any], Any] = _same
+    gated: bool = False  # names a program, command, file, ssh option, host-key policy or agent arguments
 
 
 def _live_shard(kept: dict | None) -> tuple[int, int, str] | None:
@@ -103,28 +128,28 @@ def _live_wrap(kept: dict | None):
 OPTIONS: dict[str, Option] = {
     "limit": Option(None),
     "forks": Option(32),
-    "accept_new_host_keys": Option(False),
-    "known_hosts": Option([], _paths, _listed),
-    "ssh_config": Option("~/.ssh/config", _path),
+    "accept_new_host_keys": Option(False, gated=True),
+    "known_hosts": Option([], _paths, _listed, gated=True),
+    "ssh_config": Option("~/.ssh/config", _path, gated=True),
     "allow_agent": Option(True),
     "look_for_keys": Option(True),
     "connect_timeout": Option(None),
     "host_deadline": Option(None),
     "retries": Option(None),
-    "agent_args": Option([], _listed, _listed),
-    "loader": Option("auto"),
-    "engine": Option("ssh", _engine),
-    "engine_settings": Option({}, _engine_settings, dict),
-    "transport": Option(None),
+    "agent_args": Option([], _listed, _listed, gated=True),
+    "loader": Option("auto", gated=True),
+    "engine": Option("ssh", _engine, gated=True),
+    "engine_settings": Option({}, _engine_settings, dict, gated=True),
+    "transport": Option(None, gated=True),
     "shard": Option(None, _shard, _live_shard),
     "inventory_limits": Option(InventoryLimits(), _limits, lambda kept: InventoryLimits(**kept)),
     # -u, --private-key, --become, --become-user, -e (secrets left out: give -e again for them)
-    "inventory_vars": Option(VarLayers(), _layers, VarLayers.from_dict),
-    "wrap": Option(None, _wrap, _live_wrap),
+    "inventory_vars": Option(VarLayers(), _layers, VarLayers.from_dict, gated=True),
+    "wrap": Option(None, _wrap, _live_wrap, gated=True),
     # the report's options (the CLI builds the report after the sweep)
     "reference": Option(None),
-    "expect": Option(None, _path),
-    "baseline": Option(None, _path),
+    "expect": Option(None, _path, gated=True),
+    "baseline": Option(None, _path, gated=True),
     "no_report": Option(False),
 }
 _TOGETHER = {"engine": ("engine_settings",)}
@@ -152,6 +177,58 @@ def resolve(asked: Mapping[str, Any], given: Collection[str] | None, stored: Map
     kept = {**defaults, **{k: v for k, v in stored.items() if k in OPTIONS}, **set_now}
     live = {name: asked[name] if name in set_now else option.live(kept[name]) for name, option in OPTIONS.items()}
     return Resolved(live, kept, set_now)
+
+
+_PLAIN = {"transport": ("paramiko",)}  # values as harmless as the default (the run's own transport, resolved)
+
+
+def foreign(stored: Mapping[str, Any], inventory: str | None, given: Collection[str]) -> dict[str, Any]:
+    """What a resume would take from a manifest this user's sweep did not sign: each gated option (and
+    the `inventory` path) it sets to other than its default, and the command line does not give again."""
+    out = {}
+    for name, option in OPTIONS.items():
+        if option.gated and name in stored and name not in given:
+            value = stored[name]
+            if value != option.kept(option.default) and value not in _PLAIN.get(name, ()):
+                out[name] = value
+    if inventory is not None and "inventory" not in given:
+        out["inventory"] = inventory
+    return out
+
+
+class ManifestNotTrusted(ConfigError):
+    """A resume would take commands, programs or files from a manifest this user's sweep did not sign."""
+
+
+def check_foreign(taken: Mapping[str, Any], manifest: str, trust: bool) -> None:
+    """Refuse (ManifestNotTrusted) a resume that would take `taken` from a foreign manifest, or (`trust`,
+    ``--trust-manifest``) say each one it takes, before anything is read or run."""
+    if not taken:
+        return
+    listed = "; ".join(f"{name} = {_shown(value)}" for name, value in taken.items())
+    if trust:
+        warnings.warn(ReadBackWarning(f"{manifest}: --trust-manifest takes from a manifest this user's sweep did "
+                                      f"not sign: {listed}"), stacklevel=2)
+        return
+    raise ManifestNotTrusted(
+        f"was not written by this user's sweep (no signature of this user's key, sweep.trust), and a resume "
+        f"would take from it what names programs, commands, files or ssh options: {listed}", where=manifest,
+        fix="give them again on the command line (INVENTORY, --engine, --known-hosts, -e, --wrap ...), or pass "
+            "--trust-manifest to take them as listed (docs/security.md)")
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return visible(text if len(text) <= 200 else text[:197] + "...", keep="")
+
+
+def dropped_vars(stored: Mapping[str, Any], given: Collection[str]) -> None:
+    """Say which -e names of the run kept no value in the manifest (a resume without -e goes on without them)."""
+    names = (stored.get("inventory_vars") or {}).get(DROPPED) if isinstance(stored.get("inventory_vars"), dict) else None
+    if names and "inventory_vars" not in given:
+        warnings.warn(ReadBackWarning(f"-e {', '.join(map(str, names))}: the manifest keeps no value for these (only the "
+                                      "variables sweep reads keep theirs); give -e again if the run needs them"),
+                      stacklevel=2)
 
 
 def retry_classes(named: Collection[str] | None) -> tuple[str, ...] | None:

@@ -6,6 +6,7 @@ No terminal code here: `progress` is a callback, and the outcome is a `RunResult
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import threading
@@ -17,7 +18,8 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 from sweep import exitcodes
 from sweep.collect.engines import create_engine
 from sweep.collect.engines.base import Engine, EngineError, EngineJob
-from sweep.collect.resume import Resolved, engine_of, resolve, retry_classes, to_retry
+from sweep.collect.resume import (Resolved, check_foreign, dropped_vars, engine_of, foreign, resolve, retry_classes,
+                                  to_retry)
 from sweep.collect.shard import select_shard
 from sweep.collect.options import AgentOptions, HostSelection, SSHOptions, SSHSettings
 from sweep.collect.outcome import Outcome
@@ -26,10 +28,11 @@ from sweep.collect.ssh.prober import (KeyFileEncrypted, KeyFileError, KeyFileMis
 from sweep.collect.ssh.transports import TRANSPORTS, make_prober
 from sweep.errors import ConfigError, InventoryError, RunFolderError
 from sweep.failures import FAILURE_CLASSES
-from sweep.inventory.command_line import VarLayers
+from sweep.inventory.command_line import VarLayers, is_inline
 from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory, refuse_unrendered
 from sweep.collect.wrap import WrapSpec, split_record
 from sweep.store import RECORD_VERSION, RunFolder, default_run_dir, iso, new_manifest
+from sweep.trust import canonical, signed
 from sweep.text import plural, visible
 
 DEFAULTS = SSHOptions()
@@ -95,6 +98,7 @@ def run_sweep(
     progress: Callable[[RunProgress], None] | None = None,
     report: Mapping[str, Any] | None = None,
     given: Collection[str] | None = None,
+    trust_manifest: bool = False,
 ) -> RunResult:
     """Sweep the hosts of an inventory (or finish the run folder `resume`) and record each one.
 
@@ -112,6 +116,9 @@ def run_sweep(
     that differ from the defaults), which win and are recorded in the session. `retry_failed` (with
     `resume`): sweep again the hosts whose record failed with one of these classes (empty: the transient
     ones, `sweep.failures.TRANSIENT_CLASSES`), their old records kept as ``hosts/<name>~attempt-N.json``.
+    From a manifest this user's sweep did not sign, the options that name programs, commands, files or ssh
+    options (`Option.gated` in `sweep.collect.resume.OPTIONS`) and its inventory are taken only when given again, or with
+    `trust_manifest` (each one named in a warning); else ManifestNotTrusted lists them (docs/security.md).
     """
     asked = dict(limit=hosts.limit, forks=forks, accept_new_host_keys=ssh.accept_new_host_keys,
                  known_hosts=list(ssh.known_hosts), ssh_config=ssh.ssh_config, allow_agent=ssh.allow_agent,
@@ -120,15 +127,18 @@ def run_sweep(
                  shard=None if hosts.shard is None else (*hosts.shard, hosts.shard_by),
                  inventory_limits=hosts.inventory_limits, inventory_vars=hosts.variables, wrap=agent.wrap, **{**_REPORT_OPTIONS, **(report or {})})
     _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard)
-    session = resolve(asked, given, _stored_options(resume) if resume is not None else None)
-    return _run(session, inventory_path, (out, reports_dir), resume, agent.payload, progress, ssh.key_passphrase,
-                retry_failed)
+    stored, checked = _stored(resume, inventory_path, given, asked, trust_manifest) if resume is not None else (None, "")
+    session = resolve(asked, given, stored)
+    return _run(session, inventory_path, (out, reports_dir), (resume, checked), agent.payload, progress,
+                ssh.key_passphrase, retry_failed)
 
 
-def _run(session: Resolved, inventory_path, out: tuple, resume, payload: bytes | None,
+def _run(session: Resolved, inventory_path, out: tuple, resumed: tuple, payload: bytes | None,
          progress: Callable[[RunProgress], None] | None, key_passphrase: str | None,
          retry_failed: Collection[str] | None) -> RunResult:
-    """run_sweep with the session's options resolved; `out`: (--out or None, the reports folder)."""
+    """run_sweep with the session's options resolved; `out`: (--out or None, the reports folder); `resumed`:
+    (the run folder to resume or None, the digest of the manifest its options were checked in)."""
+    resume, checked = resumed
     run = session.live
     runner = _runner(run, resume is None or "engine" in session.set_now)
     options = SSHSettings(known_hosts=run["known_hosts"], accept_new_host_keys=run["accept_new_host_keys"],
@@ -149,7 +159,7 @@ def _run(session: Resolved, inventory_path, out: tuple, resume, payload: bytes |
         try:
             if resume is not None:
                 folder, manifest, inventory, hosts, done, retried = _reopen(
-                    resume, inventory_path, runner, options, run, retry_classes(retry_failed))
+                    resume, inventory_path, runner, options, run, retry_classes(retry_failed), checked)
                 manifest["options"] = session.kept
             else:
                 folder, manifest = _create(out[0] if out[0] is not None else default_run_dir(inventory.path, out[1]),
@@ -172,13 +182,30 @@ def _runner(run: dict, asked: bool) -> Engine:
     return create_engine(engine) if isinstance(engine, str) else engine
 
 
-def _stored_options(resume: str | Path) -> dict:
-    """The options a run folder's manifest keeps ({} when it cannot be read: opening the folder says why)."""
+def _stored(resume: str | Path, inventory_path, given: Collection[str] | None, asked: dict,
+            trust: bool) -> tuple[dict, str]:
+    """The options a run folder's manifest keeps ({} when it cannot be read: opening the folder says why),
+    and the digest of that manifest (`_reopen` resumes only the manifest checked here); a manifest this
+    user's sweep did not sign gives its gated options (and inventory) only as `check_foreign` lets it."""
     try:
-        options = RunFolder(resume).read_manifest().get("options")
+        manifest = RunFolder(resume).read_manifest()
     except RunFolderError:
-        return {}
-    return options if isinstance(options, dict) else {}
+        return {}, ""
+    if manifest.get("record_version") != RECORD_VERSION:
+        return {}, ""  # opening the folder refuses it, naming the version
+    options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
+    now = resolve(asked, given, None).set_now
+    names = {*now, *(("inventory",) if inventory_path is not None else ())}
+    if not signed(manifest):
+        path = (manifest.get("inventory") or {}).get("path")
+        check_foreign(foreign(options, None if path is None or is_inline(path) else path, names),
+                      str(Path(resume) / "manifest.json"), trust)
+    dropped_vars(options, names)
+    return options, _digest(manifest)
+
+
+def _digest(manifest: dict) -> str:
+    return hashlib.sha256(canonical(manifest)).hexdigest()
 
 
 def _create(path: str | Path, inventory: Inventory, hosts: list[Host], options: dict) -> tuple[RunFolder, dict]:
@@ -257,7 +284,7 @@ def _check_become(runner: Engine, hosts: Sequence[Host]) -> None:
 
 
 def _reopen(resume: str | Path, inventory_path: str | Path | None, runner: Engine, options: SSHOptions,
-            run: dict, retry: tuple[str, ...] | None
+            run: dict, retry: tuple[str, ...] | None, checked: str = ""
             ) -> tuple[RunFolder, dict, Inventory, list[Host], dict, dict[str, str]]:
     """An interrupted run's folder (locked), manifest, inventory, hosts (as the inventory describes them
     now), the records kept (less those of the `retry` classes, set aside: host -> attempt file, also
@@ -265,7 +292,10 @@ def _reopen(resume: str | Path, inventory_path: str | Path | None, runner: Engin
     folder = RunFolder.open(resume)
     try:
         manifest = folder.read_manifest()
-        inventory = _inventory(inventory_path or _sources(manifest["inventory"]), run["loader"], runner,
+        if _digest(manifest) != checked:  # swapped after its options were checked, before the lock
+            raise RunFolderError("manifest.json changed while the resume started", where=str(folder.path),
+                                 fix="check who else writes the folder, then resume again")
+        inventory = _inventory(inventory_path or _sources(manifest.get("inventory") or {"path": None}), run["loader"], runner,
                                run["inventory_limits"], run["inventory_vars"])
         hosts = _hosts_of_run(inventory, manifest)
         refuse_unrendered(hosts)
@@ -427,7 +457,7 @@ def planned_hosts(inventory_path: str | Path | None, *, hosts: HostSelection = H
     runner = create_engine(engine) if isinstance(engine, str) else engine
     if resume is not None:
         folder, manifest = RunFolder.existing(resume)
-        inventory = _inventory(inventory_path or _sources(manifest["inventory"]), hosts.loader, runner,
+        inventory = _inventory(inventory_path or _sources(manifest.get("inventory") or {"path": None}), hosts.loader, runner,
                                hosts.inventory_limits, hosts.variables)
         done = folder.read_records()
         return [host for host in _hosts_of_run(inventory, manifest) if host.name not in done]

@@ -141,7 +141,7 @@ def provenance_problem(doc: Any) -> str | None:
         return f"{where}: {error.message[:160]}"
     if not isinstance(doc.get("output"), dict):
         return "no output section (an agent without --emit)"
-    from sweep.collect.schema import readable_problem
+    from sweep.schema import readable_problem
 
     for part in ("before", "after"):
         problem = readable_problem(doc.get(part), part) if isinstance(doc.get(part), dict) else None

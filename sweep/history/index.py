@@ -346,32 +346,67 @@ class HistoryIndex:
         """How the index names a run folder (the `path` column of `runs`)."""
         return self._key(Path(folder).resolve())
 
+    # Every reader checks what it returns, as a forged or damaged file could hold anything: ids that
+    # name no row, values that are not JSON of their key's shape, text where numbers belong. What does
+    # not check out is IndexDamaged, and `sweep.history.build` rebuilds the index from the run folders.
+
     def runs(self) -> pd.DataFrame:
         """One row per indexed run: id, path, name, started_at, epoch, state, hosts, skipped (a JSON list
         of the host records left out); oldest first."""
-        return pd.read_sql_query(
-            "SELECT id, path, name, started_at, epoch, state, hosts, skipped FROM runs ORDER BY epoch, id", self.db)
+        rows = list(self.db.execute(
+            "SELECT id, path, name, started_at, epoch, state, hosts, skipped FROM runs ORDER BY epoch, id"))
+        for row in rows:
+            _check_run(row)
+        return pd.DataFrame(rows, columns=["id", "path", "name", "started_at", "epoch", "state", "hosts", "skipped"]
+                            ).astype({"id": np.int64, "epoch": np.float64})
 
     def names(self, table: str) -> dict[int, str]:
         column = "text" if table == "vals" else "name"
-        return dict(self.db.execute(f"SELECT id, {column} FROM {table}"))
+        names = dict(self.db.execute(f"SELECT id, {column} FROM {table}"))
+        if not all(type(k) is int and type(v) is str for k, v in names.items()):
+            raise IndexDamaged(f"it is damaged ({table} holds a row that is not an id and its text)")
+        return names
 
     def key_table(self) -> pd.DataFrame:
-        return pd.read_sql_query("SELECT id, name, label, scope FROM keys", self.db).set_index("id")
+        frame = pd.read_sql_query("SELECT id, name, label, scope FROM keys", self.db).set_index("id")
+        if not all(isinstance(v, str) for column in ("name", "scope") for v in frame[column]):
+            raise IndexDamaged("it is damaged (keys holds a name or scope that is not text)")
+        return frame
 
     def facts(self, run_ids) -> pd.DataFrame:
-        """run, host, gpu, key, val (ids) of the runs `run_ids`."""
-        return self._arrays("facts", run_ids, FACT_COLUMNS, "<i4").astype(np.int64)
+        """run, host, gpu, key, val (ids) of the runs `run_ids`; every id names a row, every value reads."""
+        frame = self._arrays("facts", run_ids, FACT_COLUMNS, "<i4").astype(np.int64)
+        self._known(frame, {"host": "hosts", "key": "keys", "val": "vals"})
+        keys, vals = self.names("keys"), self.names("vals")
+        pairs = np.unique(frame[["key", "val"]].to_numpy(), axis=0) if len(frame) else ()
+        for key, val in pairs:
+            try:
+                render_value(keys[int(key)], vals[int(val)])
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+                raise IndexDamaged(f"it is damaged (value {int(val)} of {keys[int(key)]!r} does not read: "
+                                   f"{type(err).__name__})") from None
+        return frame
 
     def load(self, run_ids) -> pd.DataFrame:
         """run, host, gpu, sm_mhz, power_w, limit_w, sw_power_cap, hw_slowdown of the runs `run_ids`."""
         frame = self._arrays("load", run_ids, LOAD_COLUMNS, "<f8")
+        self._known(frame, {"host": "hosts"})
         return frame.astype({"run": np.int64, "host": np.int64, "gpu": np.int64})
 
     def speed(self, run_ids) -> pd.DataFrame:
         """run, host, gpu, figure, value of the runs `run_ids` (the speed tier's figures)."""
         frame = self._arrays("speed", run_ids, SPEED_COLUMNS, "<f8")
+        self._known(frame, {"host": "hosts"})
         return frame.astype({"run": np.int64, "host": np.int64, "gpu": np.int64, "figure": np.int64})
+
+    def _known(self, frame: pd.DataFrame, columns: dict[str, str]) -> None:
+        """IndexDamaged when an id of `frame`'s columns names no row of its table (a dangling id)."""
+        for column, table in columns.items():
+            ids = frame[column].to_numpy()
+            known = np.fromiter(self.names(table), dtype=np.int64)
+            dangling = ids[~np.isin(ids, known)] if len(ids) else ids
+            if len(dangling):
+                raise IndexDamaged(f"it is damaged ({column} id {dangling[0]:g} names no row of {table})")
 
     def _arrays(self, table: str, run_ids, columns, dtype) -> pd.DataFrame:
         """A run's rows are one packed array (a blob): 2 million facts read in a blink, where as
@@ -388,6 +423,24 @@ class HistoryIndex:
         frame = pd.DataFrame(array, columns=list(columns))
         frame.insert(0, "run", np.concatenate(runs) if runs else np.zeros(0, dtype=np.int64))
         return frame
+
+
+def _check_run(row: tuple) -> None:
+    """IndexDamaged unless a `runs` row is typed as the index writes it (its `skipped` a JSON list of Skipped)."""
+    run_id, path, name, started_at, epoch, state, hosts, skipped = row
+    typed = (type(run_id) is int and isinstance(path, str) and isinstance(name, str)
+             and isinstance(started_at, (str, type(None))) and isinstance(epoch, (int, float, type(None)))
+             and isinstance(state, (str, type(None))) and isinstance(hosts, (int, type(None)))
+             and isinstance(skipped, (str, type(None))))
+    try:
+        listed = json.loads(skipped or "[]") if typed else None
+        typed = typed and isinstance(listed, list) and all(
+            isinstance(s, dict) and set(s) == {"where", "why"} and all(isinstance(v, str) for v in s.values())
+            for s in listed)
+    except ValueError:
+        typed = False
+    if not typed:
+        raise IndexDamaged(f"it is damaged (run {run_id!r} is not a row the index writes)")
 
 
 def default_index_path(root: str | Path) -> Path:

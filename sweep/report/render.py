@@ -7,7 +7,9 @@ summarized (classes instead of hosts in the chart, long lists capped with a poin
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 import warnings
 from collections import Counter
 from datetime import datetime, timezone
@@ -53,9 +55,9 @@ def _visible(value):
 
 
 class _TemplateCache(FileSystemBytecodeCache):
-    """Jinja's own cache of compiled templates (a 0700 folder of this user's under the temp folder,
-    keyed by the template's source, written by rename): report.html.j2 compiles in about 0.15 s, a
-    cached one loads in 5 ms. A cache that cannot be written is no cache, never an error."""
+    """Jinja's own cache of compiled templates, in a private folder of this user's cache home (keyed by the
+    template's source, written by rename): report.html.j2 compiles in about 0.15 s, a cached one loads in
+    5 ms. A cache that cannot be written is no cache, never an error."""
 
     def dump_bytecode(self, bucket) -> None:
         try:
@@ -64,11 +66,42 @@ class _TemplateCache(FileSystemBytecodeCache):
             pass
 
 
+def template_cache_dir() -> Path | None:
+    """``$XDG_CACHE_HOME/sweep/templates`` (default ``~/.cache``), made 0700 and checked, or None.
+
+    Never chmod-ed, never reached through a link: each folder of the path sweep makes is created with
+    mode 0700, and the last two are opened with O_NOFOLLOW and used only when this user owns them and
+    no one else may write them (the cache folder: no one else may even read it). Jinja's default (a
+    fixed name in the shared temp folder, chmod-ed before it is checked) let another local user plant a
+    link there and have sweep chmod its target (issue 36)."""
+    base = os.environ.get("XDG_CACHE_HOME") or ""
+    root = Path(base) if os.path.isabs(base) else Path(os.path.expanduser("~")) / ".cache"
+    if not os.path.isdir(root):
+        os.makedirs(root, mode=0o700)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the user's own cache home, as set
+    try:
+        for name, mask in (("sweep", 0o022), ("templates", 0o077)):
+            try:
+                os.mkdir(name, 0o700, dir_fd=fd)
+            except FileExistsError:
+                pass
+            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+            info = os.fstat(fd)
+            if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & mask:
+                return None
+    finally:
+        os.close(fd)
+    return root / "sweep" / "templates"
+
+
 def _template_cache():
     try:
-        return _TemplateCache()
-    except (OSError, RuntimeError):  # no safe temp folder of this user's
-        return None
+        folder = template_cache_dir()
+    except OSError:  # a link, a file in the way, no home: no cache
+        folder = None
+    return None if folder is None else _TemplateCache(str(folder))
 
 
 _env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,

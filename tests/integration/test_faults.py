@@ -221,7 +221,7 @@ run_sweep(sys.argv[1], out=sys.argv[2], forks=4, hosts=HostSelection(limit="slow
 
 
 @pytest.mark.parametrize("point,at", [("early", 1), ("late", 13)])  # the middle: test_sweep_run.py
-def test_kill_9_early_or_late_then_resume_loses_nothing(fleet, layout, tmp_path, point, at):
+def test_kill_9_early_or_late_then_resume_loses_nothing(fleet, layout, tmp_path, point, at, monkeypatch):
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-c", KILLED_SWEEP, str(fleet.inventory_path), str(run_dir),
                              str(fleet.known_hosts_path)], env=controller_env(fleet), cwd=tmp_path)
@@ -238,6 +238,7 @@ def test_kill_9_early_or_late_then_resume_loses_nothing(fleet, layout, tmp_path,
     before = {p.name: json.loads(p.read_text()) for p in (run_dir / "hosts").glob("*.json")
               if not p.name.startswith(".")}  # whole, or absent
     assert at <= len(before) < layout.slow
+    monkeypatch.setenv("HOME", controller_env(fleet)["HOME"])  # the killed sweep's user: its key signed the manifest
     result = run_sweep(None, resume=run_dir, forks=8, ssh=fleet.ssh_settings())
     assert result.fully_swept and result.resumed == len(before)
     found = records(run_dir)  # 0 duplicated, 0 corrupt

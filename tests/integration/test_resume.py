@@ -25,6 +25,7 @@ import pytest
 from sweep.cli import main, retry_failed_argv
 from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
 from sweep.store import list_records
+from sweep.trust import sign
 
 from helpers import read_records, require
 
@@ -61,7 +62,7 @@ def forget(run: Path, names: list[str]) -> None:
         (run / "hosts" / f"{name}.json").unlink()
     kept = manifest(run)
     kept["state"] = kept["sessions"][-1]["state"] = "interrupted"
-    (run / "manifest.json").write_text(json.dumps(kept))
+    (run / "manifest.json").write_text(json.dumps(sign(kept)))  # as this user's sweep writes it: signed
 
 
 def test_resume_reuses_the_options_the_run_was_started_with(twenty, tmp_path, monkeypatch):

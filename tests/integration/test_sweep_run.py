@@ -203,7 +203,7 @@ run_sweep(sys.argv[1], out=sys.argv[2], forks=3, hosts=HostSelection(limit="slow
 """
 
 
-def test_kill_9_mid_sweep_then_resume_accounts_for_every_host_once(fleet, layout, tmp_path):
+def test_kill_9_mid_sweep_then_resume_accounts_for_every_host_once(fleet, layout, tmp_path, monkeypatch):
     SLOW = layout.slow
     run_dir = tmp_path / "run"
     env = fleet.controller_env()
@@ -229,6 +229,7 @@ def test_kill_9_mid_sweep_then_resume_accounts_for_every_host_once(fleet, layout
     assert 4 <= len(before) < SLOW
     assert json.loads((run_dir / "manifest.json").read_text())["state"] == "running"
 
+    monkeypatch.setenv("HOME", env["HOME"])  # the same user as the killed sweep: its key signed the manifest
     result = run_sweep(None, resume=run_dir, forks=8, ssh=fleet.ssh_settings())
     assert result.state == "complete" and result.fully_swept and result.exit_code == 0
     assert result.resumed == len(before) and result.total == SLOW

@@ -22,7 +22,7 @@ from bad_input_cases import HEALTH, build_cases  # noqa: E402
 from sweep.cli import main, safe  # noqa: E402
 from sweep.errors import InventoryWarning  # noqa: E402
 from sweep.inventory.model import load_inventory  # noqa: E402
-from sweep.collect.schema import HEALTH_SCHEMA, compile_schema, health_problem  # noqa: E402
+from sweep.schema import HEALTH_SCHEMA, compile_schema, health_problem  # noqa: E402
 
 def _names() -> list:
     folder = tempfile.mkdtemp(prefix="sweep-bad-input-")

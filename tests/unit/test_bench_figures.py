@@ -2,6 +2,7 @@
 import copy
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -234,8 +235,15 @@ def test_a_report_of_many_listed_hosts_without_a_record_reads_each_file_once(tmp
         if isinstance(file, (str, Path)) and "r" in mode:
             reads[str(Path(file).resolve())] += 1
         return real_open(file, mode, *a, **k)
+    real_os_open = os.open
+
+    def os_opened(file, flags, *a, **k):  # the store's bounded reader opens files with os.open (O_NOFOLLOW)
+        if isinstance(file, (str, Path)) and not flags & (os.O_DIRECTORY | os.O_WRONLY | os.O_RDWR):
+            reads[str(Path(file).resolve())] += 1
+        return real_os_open(file, flags, *a, **k)
     monkeypatch.setattr(builtins, "open", opened)
     monkeypatch.setattr(io, "open", opened)
+    monkeypatch.setattr(os, "open", os_opened)
     result = build_report([run], tmp_path / "report")
     assert result.summary["benchmark"]["quote"]["n"] == 2 and result.summary["hosts_total"] == 3000
     inside = {p: n for p, n in reads.items() if p.startswith(str(run.resolve()))}

@@ -145,16 +145,22 @@ def test_parallel_load_gives_the_same_frames(tmp_path):
         assert a.dtypes.map(str).tolist() == b.dtypes.map(str).tolist()
 
 
-def test_values_of_the_wrong_type_become_na(tmp_path):
+def test_values_of_the_wrong_type_are_refused_before_any_reader_meets_them(tmp_path):
+    """Issue 36: a health.json is checked against the published schema before code reads it: a plain file
+    of the wrong shape is refused naming the file and the field; the same in a run folder's record makes
+    that host bad_output (naming the file), and the other hosts are read."""
     health = fv.h200(2, "gpu01")
     health["gpus"][0]["power"]["enforced_limit_w"] = "lots"
-    health["gpus"][1]["memory_total_bytes"] = 1.5
-    health["gpus"][0]["persistence_mode"] = "yes"
     (tmp_path / "gpu01.json").write_text(json.dumps(health))
-    gpus = load_fleet([tmp_path / "gpu01.json"]).gpus
-    assert gpus["power_enforced_w"].isna().tolist() == [True, False]
-    assert gpus["memory_total_bytes"].isna().tolist() == [False, True]
-    assert gpus["persistence_mode"].isna().tolist() == [True, False]
+    with pytest.raises(HealthFileError) as err:
+        load_fleet([tmp_path / "gpu01.json"])
+    assert err.value.where == str(tmp_path / "gpu01.json")
+    assert "health.json.gpus[0].power.enforced_limit_w: expected number or null, got string" in err.value.message
+    run = fv.write_run(tmp_path / "run", [fv.record("gpu01", health), fv.record("gpu02", fv.h200(2, "gpu02"))])
+    hosts = load_fleet([run]).hosts.set_index("host")
+    assert hosts.loc["gpu01", "failure_class"] == "bad_output" and hosts.loc["gpu02", "status"] == "ok"
+    assert str(run / "hosts" / "gpu01.json") in hosts.loc["gpu01", "failure_message"]
+    assert "record.health.gpus[0].power.enforced_limit_w" in hosts.loc["gpu01", "failure_message"]
 
 
 def test_ok_record_without_health_counts_as_bad_output(tmp_path):

@@ -25,7 +25,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from sweep.collect.engines.base import judged
-from sweep.collect.schema import health_problem
+from sweep.schema import health_problem
 from sweep.collect.run import keep_record
 from sweep.failures import FAILURE_CLASSES
 from sweep.inventory.model import Host

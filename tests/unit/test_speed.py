@@ -207,7 +207,7 @@ def test_sweep_run_force_without_wrap_or_speed_is_refused_in_one_line(tmp_path, 
 
 
 def test_the_controllers_compiled_schema_agrees_and_a_record_without_speed_stays_valid():
-    from sweep.collect.schema import compile_schema
+    from sweep.schema import compile_schema
     check = compile_schema(SCHEMA)
     health = json.loads((SPEED / "speed-1.health.json").read_text())
     assert check(health) is None

@@ -1,4 +1,5 @@
-"""Check a host's health.json against ``probe_agent/schema/health-1.schema.json``, fast.
+"""Check a host's health.json against ``probe_agent/schema/health-1.schema.json``, fast; and what a run
+folder holds (a host record's envelope, a manifest) before any code reads it back.
 
 The controller checks every host's output before it becomes a record: a host that prints JSON of
 the wrong shape is ``bad_output``, not a record that breaks the report later. jsonschema takes
@@ -14,6 +15,16 @@ the driver contract's PCI count, the processes contract's list), so `READ_BY_CON
 those fields, and a host whose output breaks it is `bad_output` at arrival like any other schema
 violation: no later command (report, export, history, audit, diff) meets a value it cannot read.
 It only narrows what the agent never sends otherwise, so every record the agent writes stays valid.
+
+Why not a library (issue 40): on an eight-GPU health.json, ``python3 bench/bench_schema.py`` (two runs on
+this loaded 2-core machine, fastjsonschema 2.22.3 installed beside it) gave this compiler 1.34 / 0.90 ms
+a document, fastjsonschema 1.52 / 2.74 ms plus 270 / 112 ms to compile in every process, a cached
+jsonschema 4.26 validator 17.7 / 39.0 ms: no library is faster, and fastjsonschema would be a new
+dependency whose compile costs a small report more than its whole read.
+
+A record read back from a run folder is checked by `record_problem` (`RECORD`: the envelope the
+controller writes, then its health.json as above) and a manifest by `manifest_problem` (`MANIFEST`:
+the fields any reader uses): a file that does not fit is named, never read by code that expects it to.
 """
 from __future__ import annotations
 
@@ -248,3 +259,45 @@ def health_check() -> Check:
 def health_problem(health: Any) -> str | None:
     """Why `health` is not a valid health.json of schema 1.x, or None when it is."""
     return health_check()(health, "health.json") or readable_problem(health)
+
+
+_OBJ_OR_NULL = {"type": ["object", "null"]}
+RECORD = {"type": "object", "required": ["record_version", "host", "status"], "properties": {
+    "record_version": {"type": "integer"}, "host": {"type": "string"}, "address": _NSTR, "port": _NINT,
+    "status": {"enum": ["ok", "failed"]},
+    "failure": {"type": ["object", "null"], "required": ["class"], "properties": {
+        "class": {"type": "string"}, "message": _NSTR}},
+    "attempts": _NINT, "started_at": _NSTR, "ended_at": _NSTR, "duration_s": _NNUM, "exit_status": _NINT,
+    "stderr": _NSTR, "health": _OBJ_OR_NULL, "wrap": _OBJ_OR_NULL,
+    "groups": {"type": ["array", "string", "null"], "items": {"type": "string"}},
+    "unknown_numbers": {"type": ["array", "null"], "items": {"type": "object"}}}}
+_SNAPSHOT_HOST = {"type": "object", "properties": {
+    "name": {"type": "string"}, "groups": {"type": ["array", "null"], "items": {"type": "string"}}}}
+_INVENTORY = {"type": "object", "properties": {"path": {"type": "string"}, "snapshot": {
+    "type": "object", "properties": {"hosts": {"type": "array", "items": _SNAPSHOT_HOST}}}}}
+MANIFEST = {"type": "object", "required": ["format", "record_version"], "properties": {
+    "format": {"type": "string"}, "record_version": {"type": "integer"}, "sweep_version": _NSTR,
+    "inventory": _INVENTORY, "options": {"type": "object"},  # state and times: each reader words its own check
+    "hosts": {"type": "array", "items": {"type": "string"}},
+    "sessions": {"type": "array", "items": {"type": "object"}},
+    "counts": {"type": ["object", "null"], "additionalProperties": {"type": "integer"}}}}
+
+
+@lru_cache(maxsize=None)
+def _compiled(name: str) -> Check:
+    return compile_schema({"RECORD": RECORD, "MANIFEST": MANIFEST}[name])
+
+
+def record_problem(record: Any, where: str = "record") -> str | None:
+    """Why `record` is not a host record the controller can read back (its envelope, then an ok
+    record's health.json against the published schema and READ_BY_CONTROLLER), or None."""
+    problem = _compiled("RECORD")(record, where)
+    if problem is None and record.get("health") is not None:
+        health = record["health"]
+        problem = health_check()(health, f"{where}.health") or readable_problem(health, f"{where}.health")
+    return problem
+
+
+def manifest_problem(manifest: Any, where: str = "manifest.json") -> str | None:
+    """Why `manifest` is not a run manifest a reader can use (`MANIFEST`), or None."""
+    return _compiled("MANIFEST")(manifest, where)
