@@ -168,8 +168,9 @@ def speed_section(fleet: Fleet, findings: Findings, baseline: dict | None = None
         "references": _references_used(gpus, refs), "thresholds": {"warning_below": WARNING_BELOW,
                                                                     "broken_below": BROKEN_BELOW},
     }
-    section["class_outliers"] = _class_outliers(gpus, findings)
-    section["slow_pools"] = _slow_pools(gpus, findings, fleet)
+    quiet = [g for g in gpus if g["host"] not in contended]  # contended figures are recorded, never judged
+    section["class_outliers"] = _class_outliers(quiet, findings)
+    section["slow_pools"] = _slow_pools(quiet, findings, fleet)
     section["broken_hosts"] = sorted({j["host"] for j in judgments if j["severity"] == "broken"})
     section["headline"] = _headline(section)
     return section

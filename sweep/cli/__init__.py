@@ -479,10 +479,9 @@ def run(
     if list_hosts or as_json:  # after the same checks as a run: --forks 0 is as wrong here as there
         raise typer.Exit(_list_hosts(inventory, (list_hosts, as_json), **plan))
     report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)
-    raise typer.Exit(_finish_run(run_with_progress(dict(
-        inventory_path=inventory, agent=agent, out=out, report=report, given=_given_options(ctx), trust_manifest=trust_manifest,
-        **plan), console),
-        report))
+    raise typer.Exit(_finish_run(run_with_progress(dict(inventory_path=inventory, agent=agent, out=out, report=report,
+                                                         given=_given_options(ctx), trust_manifest=trust_manifest,
+                                                         **plan), console), report))
 
 
 def _engine(engine: str, partition: Optional[str], nodelist: Optional[str]):

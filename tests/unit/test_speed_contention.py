@@ -99,7 +99,9 @@ def test_the_verdict_names_a_contended_host_with_its_fix_and_neither_breaks_nor_
     health = probe(tmp_path, appears=True)
     fleet = load_fleet([write_speed_run(tmp_path / "run", {"busy01": health})])
     findings = compare(fleet)
-    verdict = judge(fleet, findings, speed_section(fleet, findings))
+    section = speed_section(fleet, findings)
+    assert section["slow_pools"] == [] and section["class_outliers"] == []  # the shim's 75% HBM, contended: no pool line
+    verdict = judge(fleet, findings, section)
     (entry,) = [e for e in verdict.of("busy01") if e.what == "contended"]
     assert entry.severity == "unknown" and "pid 4242 (python3)" in entry.cause and "no other process" in entry.fix
     assert "busy01" not in verdict.broken and "busy01" not in verdict.drain
