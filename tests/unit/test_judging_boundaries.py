@@ -1,0 +1,72 @@
+"""The thresholds a verdict turns on, pinned on both sides (issue 39).
+
+Speed figures just below and just above the 75% and 90% lines of the reference; a benchmark outlier
+just inside and just outside three scaled median absolute deviations of its class, where the scale
+is the normal distribution's consistency constant (1 / the normal's 75th percentile = 1.4826), taken
+from the standard library's NormalDist rather than from sweep's code.
+"""
+from __future__ import annotations
+
+from statistics import NormalDist, median
+
+import pytest
+
+from sweep.analysis.bench import OUTLIER_MADS, OUTLIER_MIN, is_outlier
+from sweep.analysis.compare import compare
+from sweep.analysis.speed import speed_section
+from sweep.analysis.speed_reference import reference_of
+from sweep.demo.speed import recorded, speed_fleet, with_speed
+from test_bench_figures import line, wrapped_run
+from test_speed_judge import load_fleet_of
+
+HBM = recorded()["gpus"][0]["figures"]["hbm"]["value"]
+REFERENCE = reference_of("NVIDIA H200", "hbm")["value"]
+# GPU index -> (fraction of the H200 HBM reference, the severity the tier must give)
+AT = {0: (0.74, "broken"), 1: (0.76, "warning"), 2: (0.89, "warning"), 3: (0.91, "ok")}
+
+
+@pytest.fixture(scope="module")
+def health(tmp_path_factory):
+    return speed_fleet(tmp_path_factory.mktemp("boundary-captures"))["gpu01"]
+
+
+def test_hbm_at_74_76_89_and_91_percent_of_reference_is_broken_warning_warning_ok(health):
+    def scale(i, name):
+        return AT[i][0] * REFERENCE / HBM if name == "hbm" and i in AT else 1.0
+    fleet = load_fleet_of({"gpu01": with_speed(health, per_gpu=scale)})
+    section = speed_section(fleet, compare(fleet))
+    judged = {g["gpu"]: (j["fraction"], j["severity"]) for g in section["gpus"] for j in g["judgments"]
+              if j["figure"] == "hbm" and j["against"] == "reference"}
+    assert {g: judged.get(g) for g in AT} == {g: (pytest.approx(f), s) for g, (f, s) in AT.items()}
+    listed = {(j["gpu"], j["severity"]) for j in section["judgments"] if j["figure"] == "hbm"}
+    assert listed == {(g, s) for g, (_, s) in AT.items() if s != "ok"}  # what the report lists
+
+
+NORMAL_SCALE = 1 / NormalDist().inv_cdf(0.75)  # 1.482602...: MAD -> standard deviation for normal data
+TIGHT = [-0.01, -0.01, -0.01, 0.0, 0.0, 0.01, 0.01, 0.01]  # 8 hosts within 1% of 660 TFLOP/s
+
+
+def mad_rule(values: list[float]) -> tuple[float, float]:
+    """(median, the deviation beyond which the last value is an outlier) by the rule as written:
+    beyond 2% and beyond 3 scaled MADs."""
+    mid = median(values)
+    mad = median(abs(v - mid) for v in values) * NORMAL_SCALE / abs(mid)
+    return mid, max(OUTLIER_MIN, OUTLIER_MADS * mad)
+
+
+@pytest.mark.parametrize("off,outlier", [(-0.04, False), (-0.05, True)])
+def test_an_outlier_at_4_and_5_percent_below_a_tight_class_is_judged_by_three_scaled_mads(off, outlier):
+    values = [660.0 * (1 + d) for d in TIGHT] + [660.0 * (1 + off)]
+    mid, beyond = mad_rule(values)
+    assert mid == 660.0 and beyond == pytest.approx(3 * 0.01 * NORMAL_SCALE)  # 4.45%: between the two
+    dev = (values[-1] - mid) / mid
+    assert (abs(dev) > beyond) is outlier
+    assert is_outlier(dev, values, mid) is outlier
+
+
+@pytest.mark.parametrize("off,outlier", [(-0.04, False), (-0.05, True)])
+def test_the_report_lists_the_5_percent_host_and_not_the_4_percent_one(tmp_path, off, outlier):
+    outputs = {f"gpu0{i + 1}": line("tflops", round(660.0 * (1 + d), 3)) for i, d in enumerate(TIGHT)}
+    outputs["gpu09"] = line("tflops", round(660.0 * (1 + off), 3))
+    b = wrapped_run(tmp_path, outputs)
+    assert [o["host"] for o in b["outliers"]] == (["gpu09"] if outlier else [])
