@@ -70,3 +70,18 @@ def test_the_report_lists_the_5_percent_host_and_not_the_4_percent_one(tmp_path,
     outputs["gpu09"] = line("tflops", round(660.0 * (1 + off), 3))
     b = wrapped_run(tmp_path, outputs)
     assert [o["host"] for o in b["outliers"]] == (["gpu09"] if outlier else [])
+
+
+def test_a_figure_exactly_on_a_line_is_on_the_better_side():
+    from sweep.analysis.speed import severity_of
+
+    assert [severity_of(f) for f in (0.7499, 0.75, 0.8999, 0.90, None)] == [
+        "broken", "warning", "warning", "ok", "unjudged"]
+
+
+def test_a_deviation_exactly_at_the_2_percent_floor_is_no_outlier_and_two_figures_tell_nothing():
+    flat = [100.0, 100.0, 100.0, 100.0, 98.0]  # no spread at all: the 2% floor alone decides
+    assert not is_outlier((98.0 - 100.0) / 100.0, flat, 100.0)
+    assert is_outlier((97.9 - 100.0) / 100.0, flat[:-1] + [97.9], 100.0)
+    assert not is_outlier(-0.5, [100.0, 50.0], 75.0)  # two figures that disagree: no telling which is off
+    assert is_outlier(-0.5, [100.0, 100.0, 50.0], 100.0)
