@@ -85,7 +85,17 @@ for key in ${@:-$ALL $ALL_TABLES}; do
     echo "module: ${SRC[$key]}"
     echo "tests: $tests${TESTS_AT:+ (as of $TESTS_AT)}"
     echo "seconds: $took (cap $CAP, mutmut exit $rc$( [[ $rc == 124 || $rc == 130 ]] && echo ': stopped at the cap'))"
-    echo "stats: $(cat "$work/mutants/mutmut-cicd-stats.json" 2>/dev/null || echo 'none (see run.log)')"
+    python3 - "$work/mutants/mutmut-cicd-stats.json" <<'PY'
+import json, sys
+try:
+    s = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    sys.exit(print("stats: none (see run.log)"))
+killed = s["killed"] + s["timeout"]
+print(f"stats: killed {killed} of {s['total']} ({100.0 * killed / max(1, s['total']):.1f}%): survived {s['survived']}, "
+      f"no tests {s['no_tests']}, timeout {s['timeout']}, suspicious {s['suspicious']}, "
+      f"not checked {s['total'] - sum(v for k, v in s.items() if k != 'total')}")
+PY
     echo
     echo "## not killed"
     (cd "$work" && env -u PYTHONPATH mutmut results 2>/dev/null) | while read -r name status; do
