@@ -165,14 +165,18 @@ def main(argv=None) -> int:
         counts: dict = {}
         started = time.monotonic()
         print(f"module: {args.module}\ntests: {' '.join(tests)}" + (f" (as of {args.tests_at})" if args.tests_at else ""))
-        for m in found:
-            status = run_one(tree, target, apply(source, m), tests, args.cap)
-            counts[status] = counts.get(status, 0) + 1
-            if status != "killed":
-                print(f"{status}: {m[4]}", flush=True)
+        try:
+            for m in found:
+                status = run_one(tree, target, apply(source, m), tests, args.cap)
+                counts[status] = counts.get(status, 0) + 1
+                if status != "killed":
+                    print(f"{status}: {m[4]}", flush=True)
+        except KeyboardInterrupt:  # the caller's time cap: say how far it got, count the rest as not checked
+            counts["not checked"] = len(found) - sum(counts.values())
         killed = counts.get("killed", 0) + counts.get("timeout", 0)
         print(f"mutants: {len(found)}; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
-              f"; score {100.0 * killed / max(1, len(found)):.1f}% in {time.monotonic() - started:.0f} s")
+              f"; killed {killed} of {len(found)} ({100.0 * killed / max(1, len(found)):.1f}%) in "
+              f"{time.monotonic() - started:.0f} s")
         return 0
     finally:
         shutil.rmtree(tree, ignore_errors=True)

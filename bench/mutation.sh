@@ -6,7 +6,8 @@
 #   bench/mutation.sh [KEY ...]        # KEYs below (ALL, ALL_TABLES); default: all, one after the other
 #   CAP=600 JOBS=1 TESTS_AT=dcc27e2 bench/mutation.sh mask    # TESTS_AT: the test files as of a commit
 #                                                              # (the "before" score), the code as it is now
-#   EVERY=5 bench/mutation.sh xid-tables                       # a table's every 5th mutant (a sample)
+#   EVERY=5 TABLE_CAP=900 bench/mutation.sh xid-tables        # a table's every 5th mutant (a sample);
+#                                                              # TABLE_CAP: seconds for a whole table run
 #
 # Each module runs in a copy of the tracked tree under ${WORK:-/tmp}/mutation-KEY (mutmut writes its
 # mutants/ there, not here), with a generated setup.cfg [mutmut] section (source_paths: both
@@ -49,7 +50,7 @@ lines() { printf '    %s\n' $1; }
 for key in ${@:-$ALL $ALL_TABLES}; do
   if [[ -n "${TABLE[$key]:-}" ]]; then
     report="$OUT/$key${TAG:+-$TAG}.txt"
-    (cd "$ROOT" && env -u PYTHONPATH timeout -s INT -k 30 "$CAP" nice -n 19 python3 bench/mutate_tables.py \
+    (cd "$ROOT" && env -u PYTHONPATH timeout -s INT -k 60 "${TABLE_CAP:-900}" nice -n 19 python3 bench/mutate_tables.py \
       ${TABLE[$key]} ${TESTS_AT:+--tests-at $TESTS_AT} ${EVERY:+--every $EVERY}) > "$report" 2>&1
     echo "$key: $(tail -1 "$report")"
     continue
