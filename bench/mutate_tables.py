@@ -115,14 +115,19 @@ def run_one(tree: Path, target: Path, mutated: str, tests: list, cap: float) -> 
             import pytest
             os._exit(int(pytest.main(["-x", "-q", "-p", "no:cacheprovider", *tests])))
         deadline = time.monotonic() + cap
-        while time.monotonic() < deadline:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                code = os.waitstatus_to_exitcode(status)
-                if code in (2, 3, 4, 5):  # interrupted, internal error, usage error, no tests: not a kill
-                    return "error"
-                return "survived" if code == 0 else "killed"
-            time.sleep(0.05)
+        try:
+            while time.monotonic() < deadline:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    code = os.waitstatus_to_exitcode(status)
+                    if code in (2, 3, 4, 5):  # interrupted, internal error, usage error, no tests: not a kill
+                        return "error"
+                    return "survived" if code == 0 else "killed"
+                time.sleep(0.05)
+        except BaseException:  # stopped from outside: end the child too, then say so
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         return "timeout"
