@@ -85,3 +85,43 @@ def test_a_deviation_exactly_at_the_2_percent_floor_is_no_outlier_and_two_figure
     assert is_outlier((97.9 - 100.0) / 100.0, flat[:-1] + [97.9], 100.0)
     assert not is_outlier(-0.5, [100.0, 50.0], 75.0)  # two figures that disagree: no telling which is off
     assert is_outlier(-0.5, [100.0, 100.0, 50.0], 100.0)
+
+
+# --- what the envelope must differ by to be named as the outlier's explanation (bench.evidence) ---
+
+def _wrap(**verdict):
+    return {"provenance": {"verdict": verdict}}
+
+
+@pytest.mark.parametrize("cap,said", [(0.395, True), (0.405, False)])  # 10.5 / 9.5 points from its class's 50%
+def test_a_power_cap_fraction_10_points_off_its_class_is_named(cap, said):
+    from sweep.analysis.bench import evidence
+
+    lines = evidence(_wrap(sw_power_cap_fraction=cap), [{"sw_power_cap_fraction": 0.5}] * 3)
+    assert any(line.startswith("SW power cap in") for line in lines) is said
+
+
+@pytest.mark.parametrize("sm,said", [(979.0, True), (981.0, False)])  # 2.1% / 1.9% under its class's clock
+def test_an_sm_clock_2_percent_off_its_class_is_named(sm, said):
+    from sweep.analysis.bench import evidence
+
+    lines = evidence(_wrap(sm_mhz_median=sm), [{"sm_mhz_median": 1000.0}] * 3)
+    assert any(line.startswith("SM clock median") for line in lines) is said
+
+
+@pytest.mark.parametrize("value,measured", [(9.5e29, True), (1.05e30, False)])
+def test_a_figure_beyond_1e30_is_not_a_measurement(tmp_path, value, measured):
+    outputs = dict({f"gpu0{i}": line("tflops", 660.0 + i) for i in range(1, 5)}, gpu05=line("tflops", value))
+    b = wrapped_run(tmp_path, outputs)
+    out = next(o for o in b["outliers"] if o["host"] == "gpu05")
+    assert ("is not a measurement" in out["evidence"][0]) is not measured
+
+
+def test_summary_json_lists_50_figure_names_and_counts_the_rest(tmp_path):
+    def names(first):  # 26 names a host: under the 32 figures the controller reads of one host
+        return "".join(line(f"m{i:02d}", 1.0) for i in range(first, first + 26))
+    outputs = {"gpu01": line("tflops", 660.0) + names(0), "gpu02": line("tflops", 661.0) + names(26),
+               "gpu03": line("tflops", 662.0)}
+    b = wrapped_run(tmp_path, outputs)
+    assert len(b["metrics"]) == 50 and b["metrics_not_listed"] == 3  # 53 names: tflops and m00-m51
+    assert "tflops" in b["metrics"]  # the most reported first
