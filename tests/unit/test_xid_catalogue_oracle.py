@@ -3,7 +3,8 @@
 tests/fixtures/xid/nvidia-xid-catalog.json is NVIDIA's "Xids" sheet (code, mnemonic, "Resolution
 Bucket (Immediate Action)") transcribed from a copy of NVIDIA's catalogue page, independently of
 probe_agent/xid_catalogue.py; its `source` says where and when. Every code 1-172 is compared: a row
-moved to another bucket fails here, whichever row it is.
+moved to another bucket fails here, whichever row it is. The SXids likewise, against the NVSwitch
+table NVIDIA ships with NVSentinel (tests/fixtures/xid/nvsentinel-sxid-mapping.json).
 """
 import json
 from pathlib import Path
@@ -55,3 +56,16 @@ def test_each_code_nvidia_leaves_unbucketed_is_marked_sweeps_choice_and_follows_
     assert code in cat.SWEEP_CHOSEN and cat.XIDS[code][0] == bucket
     if twin is not None:
         assert bucket == NVIDIA[twin]["immediate"] and judge("xid", code, "")[1] == judge("xid", twin, "")[1]
+
+
+SXID_ORACLE = json.loads((Path(__file__).parents[1] / "fixtures" / "xid" / "nvsentinel-sxid-mapping.json").read_text())
+
+
+def test_the_sxids_are_the_ones_nvidias_nvswitch_table_lists():
+    assert sorted(cat.SXIDS) == [r["code"] for r in SXID_ORACLE["rows"]]
+    assert "NVSentinel" in cat.SXID_CATALOGUE["name"] and SXID_ORACLE["source"]["commit"]
+
+
+@pytest.mark.parametrize("row", SXID_ORACLE["rows"], ids=lambda r: str(r["code"]))
+def test_each_sxid_has_nvidias_recommended_action(row):
+    assert cat.SXIDS[row["code"]][0] == row["bucket"], f"SXid {row['code']} ({row['mnemonic']})"
