@@ -40,10 +40,11 @@ SRC[limit]="sweep/inventory/limit.py";          TESTS[limit]="tests/unit/test_in
 ALL="mask limit chain compare bench speed impact contracts facts"
 # the tables (module-level data mutmut does not mutate): bench/mutate_tables.py, same niceness and cap
 declare -A TABLE
-TABLE[xid-tables]="probe_agent/xid_catalogue.py tests/unit/test_xid_catalogue_oracle.py tests/unit/test_xid.py --names XIDS,SXIDS,SWEEP_CHOSEN"
+TABLE[xid-tables]="probe_agent/xid_catalogue.py tests/unit/test_xid_catalogue_oracle.py tests/unit/test_xid.py --names XIDS,SWEEP_CHOSEN"
+TABLE[sxid-tables]="probe_agent/xid_catalogue.py tests/unit/test_xid_catalogue_oracle.py tests/unit/test_xid.py --names SXIDS"
 TABLE[speed-tables]="sweep/analysis/speed_reference.py tests/unit/test_judging_boundaries.py tests/unit/test_speed_judge.py --names WARNING_BELOW,BROKEN_BELOW,PCIE_EFFICIENCY,LINK_CEILING"
 TABLE[bench-tables]="sweep/analysis/bench.py tests/unit/test_judging_boundaries.py tests/unit/test_bench_figures.py"
-ALL_TABLES="xid-tables speed-tables bench-tables"
+ALL_TABLES="xid-tables sxid-tables speed-tables bench-tables"
 
 lines() { printf '    %s\n' $1; }
 
