@@ -99,10 +99,13 @@ print(f"stats: killed {killed} of {s['total']} ({100.0 * killed / max(1, s['tota
       f"not checked {s['total'] - sum(v for k, v in s.items() if k != 'total')}")
 PY
     echo
-    echo "## not killed"
-    (cd "$work" && env -u PYTHONPATH mutmut results 2>/dev/null) | while read -r name status; do
+    echo "## checked and not killed (the diffs of the first ${SHOW:-40})"
+    (cd "$work" && env -u PYTHONPATH mutmut results --all true 2>/dev/null) \
+      | grep -E ': (survived|no tests|suspicious|segfault)$' | nl -nln | while read -r n name status; do
       echo "### $name $status"
-      (cd "$work" && env -u PYTHONPATH mutmut show "${name%:}" 2>/dev/null | sed -n '1,40p')
+      if (( n <= ${SHOW:-40} )); then
+        (cd "$work" && env -u PYTHONPATH mutmut show "${name%:}" 2>/dev/null | grep -E '^[-+] ')
+      fi
     done
   } > "$report"
   echo "$key: $(sed -n 4p "$report")"
