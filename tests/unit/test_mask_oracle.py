@@ -203,6 +203,7 @@ INDEX_TEXT = st.from_regex(r"\A[ \t\n\v\f\r]{0,2}[+-]?[0-9]{1,24}[x ,.]?\Z")
 @example("-18446744073709551615")     # negation modulo 2**64: 1
 @example("-18446744073709551616")     # past the range, negated: saturated
 @example("4294967297")
+@example("2147483648")             # 2**31: the first negative int32
 def test_an_index_is_the_int_glibcs_strtoul_reads_cut_to_32_bits(text):
     value = _strtoul_int32(text)
     sign, digits = re.match(r"[ \t\n\v\f\r]*([+-]?)([0-9]+)", text).groups()
