@@ -125,3 +125,15 @@ def test_summary_json_lists_50_figure_names_and_counts_the_rest(tmp_path):
     b = wrapped_run(tmp_path, outputs)
     assert len(b["metrics"]) == 50 and b["metrics_not_listed"] == 3  # 53 names: tflops and m00-m51
     assert "tflops" in b["metrics"]  # the most reported first
+
+
+@pytest.mark.parametrize("bps,measured", [(6.2e10, True), (6.7e10, False)])  # gen5 x16: 63 GB/s raw, 66.2 the line
+def test_a_pcie_copy_above_its_links_raw_rate_times_1_05_is_no_measurement(health, bps, measured):
+    from sweep.analysis.speedread import read_speed
+    from test_speed_judge import _figure
+
+    h = with_speed(health)
+    h["speed"]["gpus"][0]["figures"]["pcie_h2d"] = _figure(bps)
+    record = read_speed(h)
+    assert (record.gpus.get(0, {}).get("pcie_h2d") == bps) is measured
+    assert any(f.startswith("speed.gpus[0].figures.pcie_h2d") for f, _ in record.rejected) is not measured
