@@ -137,3 +137,33 @@ def test_a_pcie_copy_above_its_links_raw_rate_times_1_05_is_no_measurement(healt
     record = read_speed(h)
     assert (record.gpus.get(0, {}).get("pcie_h2d") == bps) is measured
     assert any(f.startswith("speed.gpus[0].figures.pcie_h2d") for f, _ in record.rejected) is not measured
+
+
+def test_an_outliers_evidence_names_every_difference_of_its_envelope_in_order():
+    """Issue 39 (mutation score): each line bench.evidence can say, from one envelope, word for word."""
+    from sweep.analysis.bench import evidence
+
+    wrap = {"provenance": {
+        "verdict": {"sw_power_cap_fraction": 0.9, "sm_mhz_median": 1500.0, "hw_slowdown": True,
+                    "hw_slowdown_fraction": 0.25,
+                    "other_processes": [{"name": "python3", "pid": 4242, "gpus": [0, 3], "first_seen_s": 12.5,
+                                         "present_before": False},
+                                        {"name": "dcgm", "pid": 7, "gpus": [1], "present_before": True}],
+                    "changes": [{"field": "power_limit_w", "before": 700, "after": 500}]},
+        "intervals": [{"gpu": 2, "what": "hw_slowdown", "from_s": 1.5, "to_s": None},
+                      {"gpu": 0, "what": "other_process", "from_s": 0, "to_s": 1}],
+        "command": {"forced": ["a foreign process on GPU 0"]}}}
+    peers = [{"sw_power_cap_fraction": 0.1, "sm_mhz_median": 1980.0}] * 3
+    assert evidence(wrap, peers) == [
+        "SW power cap in 90% of samples (its class: 10%)",
+        "SM clock median 1500 MHz against 1980 MHz in its class",
+        "HW slowdown in 25% of samples (GPU 2 hw_slowdown 1.5-? s)",
+        "another process, python3 (pid 4242), on GPU 0,3: appeared at 12.5 s into the run",
+        "another process, dcgm (pid 7), on GPU 1: there before the run",
+        "the probe after differs from the probe before: power_limit_w 700 -> 500",
+        "run with --force over: a foreign process on GPU 0"]
+    quiet = {"provenance": {"verdict": {"hw_slowdown": True}}}
+    assert evidence(quiet, peers) == ["HW slowdown (its counters grew)"]
+    assert evidence({}, []) == [
+        "nothing in the envelope explains it (power cap, clocks, processes and both probes match its class): "
+        "look at the benchmark or its inputs"]
