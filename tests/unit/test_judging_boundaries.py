@@ -167,3 +167,28 @@ def test_an_outliers_evidence_names_every_difference_of_its_envelope_in_order():
     assert evidence({}, []) == [
         "nothing in the envelope explains it (power cap, clocks, processes and both probes match its class): "
         "look at the benchmark or its inputs"]
+
+
+def test_evidence_is_cut_to_three_of_each_kind_and_a_gap_exactly_on_the_line_is_named():
+    from sweep.analysis.bench import evidence
+
+    procs = [{"name": f"p{i}", "pid": i, "gpus": [i], "first_seen_s": 2.0, "present_before": i == 1} for i in range(4)]
+    wrap = {"provenance": {
+        "verdict": {"sw_power_cap_fraction": 0.1, "sm_mhz_median": 980.0, "hw_slowdown": True,
+                    "other_processes": procs,
+                    "changes": [{"field": f"f{i}", "before": i, "after": i + 1} for i in range(4)]},
+        "intervals": [{"gpu": i, "what": "hw_slowdown", "from_s": i, "to_s": i + 0.5} for i in range(4)],
+        "command": {"forced": ["x", "y"]}}}
+    lines = evidence(wrap, [{"sw_power_cap_fraction": 0.0, "sm_mhz_median": 1000.0}] * 3)
+    assert lines == [
+        "SW power cap in 10% of samples (its class: 0%)",          # exactly 10 points: named
+        "SM clock median 980 MHz against 1000 MHz in its class",   # exactly 2%: named
+        "HW slowdown (its counters grew) (GPU 0 hw_slowdown 0-0.5 s; GPU 1 hw_slowdown 1-1.5 s; "
+        "GPU 2 hw_slowdown 2-2.5 s)",
+        "another process, p0 (pid 0), on GPU 0: appeared at 2 s into the run",
+        "another process, p1 (pid 1), on GPU 1: there before the run",
+        "another process, p2 (pid 2), on GPU 2: appeared at 2 s into the run",
+        "the probe after differs from the probe before: f0 0 -> 1",
+        "the probe after differs from the probe before: f1 1 -> 2",
+        "the probe after differs from the probe before: f2 2 -> 3",
+        "run with --force over: x; y"]
