@@ -117,6 +117,11 @@ def check_mask(facts):
             return contract("device_mask", "broken", "%s: %s, so CUDA sees no GPU (%s)" % (
                 bad.get("entry"), bad.get("reason"), m.get("cuda_error")), ev,
                 "unset CUDA_DEVICE_ORDER or set it to PCI_BUS_ID")
+        if bad.get("matches"):
+            return contract("device_mask", "broken", "device mask %r: first entry %r is ambiguous: %s; the agent "
+                            "counts on CUDA seeing no GPU (what CUDA does with an ambiguous prefix is not recorded)"
+                            % (m.get("cuda_visible_devices"), bad.get("entry"), bad.get("reason")), ev,
+                            "write enough of the UUID to name one GPU (nvidia-smi -L lists them)")
         if m.get("cuda_error") == "CUDA_ERROR_INVALID_DEVICE":
             return contract("device_mask", "broken", "device mask %r: entry %r %s, so CUDA refuses the whole "
                             "mask and sees no GPU (%s)" % (m.get("cuda_visible_devices"), bad.get("entry"),

@@ -15,6 +15,9 @@ H200 hosts (driver 580) against a corpus of masks (docs/device-mask.md, tests/fi
   case-insensitively as a prefix of the device's UUID digits (one digit, or none after a dash, is
   enough); what follows is ignored. Leading
   whitespace makes it invalid, as does an index among UUIDs (and a UUID among indices).
+- A UUID prefix that several GPUs share is invalid here: CUDA's documentation asks for "enough
+  digits from the beginning of the GPU UUID to uniquely identify that GPU"; what CUDA does with one
+  is not recorded yet (docs/device-mask.md, "What was not observed").
 - The first invalid entry stops the list: devices before it stay visible, the rest are dropped.
 - A device named twice (before that stop, in any spelling) makes cuInit fail with
   CUDA_ERROR_INVALID_DEVICE: CUDA then sees no device at all.
@@ -61,7 +64,8 @@ def resolve_mask(env, gpus):
     for pos, text in enumerate(entries):
         gpu, mig, problem, read_as = (match_uuid if by_uuid else match_index)(text, gpus)
         if gpu is None:
-            out["invalid"].append({"entry": text, "position": pos, "reason": problem})
+            bad = problem if isinstance(problem, dict) else {"reason": problem}
+            out["invalid"].append(dict(bad, entry=text, position=pos))
             out["ignored"] = entries[pos + 1:]
             break
         key = (gpu.get("index"), mig and mig.get("uuid"))
@@ -131,8 +135,10 @@ def match_uuid(text, gpus):
     if not run:
         return None, None, "no UUID digits after %r" % text[:4], None
     hits = [g for g in gpus if _digits(g.get("uuid")).startswith(hexpart)]
-    if len(hits) > 1:
-        return None, None, "UUID prefix matches %d GPUs" % len(hits), None
+    if len(hits) > 1:  # CUDA's documentation asks for "enough digits ... to uniquely identify that GPU"
+        matches = [g.get("index") for g in hits]
+        return None, None, {"reason": "its UUID prefix matches %d GPUs (%s), and CUDA needs enough digits to name "
+                            "one" % (len(hits), ", ".join(str(i) for i in matches)), "matches": matches}, None
     if not hits:
         return None, None, "no GPU of this host has this UUID", None
     return hits[0], None, None, _read_as(text, run, hexpart, hits[0])

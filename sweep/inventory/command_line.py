@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from sweep.errors import InventoryError
+from sweep.inventory.keyvalue import parse_kv
 
 # Ansible's boolean(): what true and false are written as (ansible.module_utils.parsing.convert_bool)
 TRUE_WORDS = frozenset({"y", "yes", "on", "1", "true", "t"})
@@ -84,24 +84,6 @@ def parse_extra_vars(values: tuple[str, ...] | list[str]) -> dict[str, tuple[Any
         else:
             merged.update({k: (v, "-e") for k, v in parse_kv(text).items()})
     return merged
-
-
-def parse_kv(text: str) -> dict[str, str]:
-    """``key=value key2='a b'`` as Ansible's parse_kv reads it: values are strings; a word without ``=`` is
-    refused (Ansible would keep it as ``_raw_params``, which no variable reads)."""
-    try:
-        words = shlex.split(text, posix=True)
-    except ValueError as err:
-        raise InventoryError(f"-e {text!r} cannot be split ({err})", where="-e",
-                             fix="close the quote, or give the variables as JSON: -e '{\"key\": \"value\"}'") from None
-    out = {}
-    for word in words:
-        key, eq, value = word.partition("=")
-        if not eq or not key.strip():
-            raise InventoryError(f"-e: {word!r} is not key=value", where="-e",
-                                 fix="give variables as key=value, as JSON (-e '{...}'), or as a file (-e @vars.yml)")
-        out[key.strip()] = value.strip()
-    return out
 
 
 def _yaml_mapping(text: str, where: str) -> dict:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sweep.errors import InventoryError
@@ -61,9 +61,43 @@ PAIR = st.tuples(st.from_regex(r"\A[a-z_][a-z0-9_]{0,10}\Z"), st.one_of(WORD, QU
 
 @SETTINGS
 @given(st.lists(PAIR, min_size=1, max_size=6))
+@example(pairs=[("_", "' '")])  # issue 39: found at random; shlex gave {'_': ''}, Ansible {'_': ' '}
 def test_extra_vars_key_value_parse_as_ansibles_parse_kv(pairs):
     text = " ".join(f"{key}={value}" for key, value in pairs)
     assert parse_kv(text) == ansible_parse_kv(text)
+
+
+# any text of the characters that matter to Ansible's splitter: blanks, tabs, newlines, quotes,
+# backslashes (escapes, line continuations), '=' and Jinja2 braces
+KV_TEXT = st.text(st.sampled_from(list("ab_=  \t\n'\"\\{}%#xn0")), max_size=24)
+
+
+@settings(max_examples=300, deadline=None)
+@given(KV_TEXT)
+@example("_=' '")
+@example("x=a'b c'  y=\"q  r\"")      # quotes count only around the whole value; two blanks part words as one
+@example("k=a\tb=c")                   # a tab does not separate words
+@example("k=\\n j=\\x41 i=\\u00e9")  # Python escapes are decoded
+@example("k={{ a b }} j={% if x %}")   # a Jinja2 block is one word; an open one is an error
+@example("a\\=b=c")                   # the first '=' not after a backslash cuts the word
+@example("k=1 \\\nj=2")              # a backslash alone continues the line
+def test_any_extra_vars_text_means_what_it_means_to_ansible_or_is_refused(text):
+    try:
+        expected = ansible_parse_kv(text)
+    except Exception:  # AnsibleParserError (unbalanced), UnicodeDecodeError (a bad \N{...})
+        expected = None
+    if expected is None or "_raw_params" in expected or "" in expected:
+        with pytest.raises(InventoryError):  # a word that is no key=value is refused, not dropped
+            parse_kv(text)
+    else:
+        assert parse_kv(text) == expected
+
+
+def test_quoted_blanks_and_escapes_in_extra_vars_reach_the_host_as_ansible_gives_them():
+    assert parse_kv("ansible_user=' ' sweep_note=\"a  b\" sweep_tab=a\\tb") == {
+        "ansible_user": " ", "sweep_note": "a  b", "sweep_tab": "a\tb"}
+    with pytest.raises(InventoryError, match=r"cannot be split \(an unclosed quote or Jinja2 block\)"):
+        parse_kv("a='b")
 
 
 def test_extra_vars_merge_left_to_right_json_yaml_and_files(tmp_path):

@@ -74,3 +74,22 @@ def test_the_readme_lists_the_chain_in_order():
     text = (ROOT / "README.md").read_text()
     rows = re.findall(r"^  \| (\d+) \| ([^|]+) \|", text, re.M)
     assert [int(n) for n, _ in rows] == list(range(1, len(chain.CONTRACTS) + 1))
+
+
+def test_one_contract_record_has_its_keys_fix_and_evidence_and_fits_the_schema():
+    """Issue 39 (mutation score): the record every check returns, key by key, and valid as a health.json item."""
+    import jsonschema
+
+    rec = chain.contract("xid", "warning", "2 Xid 13 events", {"count": 2}, "restart the application")
+    assert rec == {"name": "xid", "title": "Xid events in the kernel log", "status": "warning",
+                   "message": "2 Xid 13 events", "fix": "restart the application", "evidence": {"count": 2},
+                   "consequence_of": None}
+    assert chain.contract("driver", "ok", "m")["evidence"] == {} and chain.contract("driver", "ok", "m")["fix"] is None
+    item = dict(SCHEMA["properties"]["contracts"]["items"], **{"$defs": SCHEMA.get("$defs", {})})
+    jsonschema.validate(rec, item)  # (the item schema is open: it would not catch a misspelt "fix" by itself)
+
+
+def test_plural_says_one_or_many_never_gpu_s():
+    assert [chain.plural(n, "GPU") for n in (0, 1, 2)] == ["0 GPUs", "1 GPU", "2 GPUs"]
+    assert chain.plural(2, "other process", "other processes") == "2 other processes"
+    assert chain.plural(1, "other process", "other processes") == "1 other process"
