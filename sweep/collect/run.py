@@ -269,7 +269,7 @@ def _select(inventory: Inventory, limit: str | None, shard: tuple[int, int, str]
                           fix="give one -i (a folder may hold the others), or sweep with --engine ssh")
     _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
     _check_ssh_settings(runner, hosts, options)
-    runner.check(hosts, options, inventory.path)
+    getattr(runner, "check", _no_check)(hosts, options, inventory.path)  # an engine without the hook checks nothing more
     _check_become(runner, hosts)
     return hosts
 
@@ -301,7 +301,7 @@ def _reopen(resume: str | Path, inventory_path: str | Path | None, runner: Engin
         refuse_unrendered(hosts)
         _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
         _check_ssh_settings(runner, hosts, options)
-        runner.check(hosts, options, inventory.path)
+        getattr(runner, "check", _no_check)(hosts, options, inventory.path)  # an engine without the hook checks nothing more
         _check_become(runner, hosts)
         done = folder.read_records()
         retried = {}
@@ -445,6 +445,10 @@ def _key_file_where(host: Host) -> str | None:
     where = getattr(host, "ssh_args_where", None) or {}
     return next((where[var] for var in ("ansible_ssh_private_key_file", "ansible_private_key_file")
                  if where.get(var)), None)
+
+
+def _no_check(hosts, options, inventory_path) -> None:
+    """The check of an engine written before `Engine.check` existed (duck-typed engines): nothing more to refuse."""
 
 
 def planned_hosts(inventory_path: str | Path | None, *, hosts: HostSelection = HostSelection(),
