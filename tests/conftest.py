@@ -56,6 +56,18 @@ def worker_loopback_range() -> tuple[int, int]:
     return low + index * size, low + (index + 1) * size - 1
 
 
+SLOW_TESTS = ROOT / "tests" / "slow_tests.txt"  # measured: bench/suite_durations.py --write-slow
+
+
+def pytest_collection_modifyitems(config, items):
+    """The unit tests measured slow are marked `slow`: the quick loop (`-m "not slow" tests/unit`) leaves them
+    to the full suite, which runs everything."""
+    slow = {line.strip() for line in SLOW_TESTS.read_text().splitlines() if line.strip() and not line.startswith("#")}
+    for item in items:
+        if item.nodeid.split("[")[0] in slow:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_configure(config):
     os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     sys.path.insert(0, str(ROOT))
