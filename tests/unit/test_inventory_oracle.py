@@ -353,7 +353,7 @@ def order_defined(manager, pattern: str) -> bool:
 
 # what sweep warns of while it reads an inventory that Ansible reads silently: each names the file, the line
 # and the host, and says what sweep does about it (as Ansible does)
-READ_WARNING = re.compile(r"(?P<path>.+):\d+: host '(?P<host>[^']*)' is (defined twice with different ansible_host: "
+READ_WARNING = re.compile(r"(?P<path>.+):\d+: host '(?P<host>[^']*)' is (defined twice with different \w+: "
                           r".* sweep uses the later one; .*|listed again with port .* sweep keeps its first listing's "
                           r"port .*)")
 
