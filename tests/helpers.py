@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
+import socket
 import subprocess
 import tempfile
 from html.parser import HTMLParser
@@ -28,6 +30,20 @@ def require(present: bool, missing: str) -> None:
     if under_ci():
         pytest.fail(f"prerequisite missing under CI: {missing}", pytrace=False)
     pytest.skip(missing)
+
+
+def loopback_address() -> tuple[str, int]:
+    """A 127.A.x.y address of this test's own and a port free on it: A within this worker's slice
+    (SWEEP_LOOPBACK_RANGE, set per pytest-xdist worker by tests/conftest.py), so parallel workers and
+    their fleets cannot meet. Loopback only."""
+    from sweep.demo.loopback import loopback_range
+
+    low, high = loopback_range()
+    rng = random.Random()
+    host = f"127.{rng.randint(low, high)}.{rng.randint(200, 254)}.{rng.randint(2, 254)}"
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return host, sock.getsockname()[1]
 
 
 def read_records(run_dir: Path) -> dict[str, dict]:

@@ -4,7 +4,9 @@
 key, serving a replayed GPU capture (``SetEnv SWEEP_REPLAY=... SWEEP_REPLAY_HOSTNAME=...``), and
 writes what a controller needs: a client key, a known_hosts file and an Ansible inventory (groups,
 children, group vars, host ranges with ``host_vars/`` files). Hosts can also be made faulty (see
-`KINDS`). Everything is torn down on exit, sshd session processes included.
+`KINDS`). Everything is torn down on exit, sshd session processes included. ``SWEEP_LOOPBACK_RANGE``
+(`loopback_range`) keeps fleets of separate owners apart (the test suite gives each pytest-xdist worker
+its own).
 
 Needs root (sshd binds port 22 and switches users) and ``/usr/sbin/sshd``. The sshds get
 PR_SET_PDEATHSIG, so they die with the thread that started the fleet: start it from the main
@@ -89,6 +91,17 @@ class FleetHost:
     sshd_options: tuple[str, ...] = ()  # sshd_config lines that win over the template, e.g. ("MaxStartups 2:100:2",)
     aliases: tuple[str, ...] = ()  # more inventory names for this same sshd (same address and key)
     env: tuple[tuple[str, str], ...] = ()  # more variables its sessions get (sshd SetEnv), e.g. SWEEP_KERNEL_LOG
+
+
+def loopback_range() -> tuple[int, int]:
+    """The second octets A of the 127.A.x.y blocks a LocalFleet may take: ``SWEEP_LOOPBACK_RANGE=A-B``
+    (default 64-249); fleets started with disjoint ranges never share an address."""
+    text = os.environ.get("SWEEP_LOOPBACK_RANGE", "").strip() or "64-249"
+    match = re.fullmatch(r"(\d{1,3})-(\d{1,3})", text)
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)) <= 254:
+        raise ConfigError(f"SWEEP_LOOPBACK_RANGE={text!r} is not a range of second octets A-B within 1-254",
+                          fix="set it as e.g. 64-249, or unset it")
+    return int(match.group(1)), int(match.group(2))
 
 
 def default_capture() -> Path:
@@ -288,10 +301,12 @@ class LocalFleet:
     # --- internals ----------------------------------------------------------------------------
 
     def _allocate(self) -> None:
-        """127.A.B.C addresses, A random per fleet so that fleets started side by side do not meet."""
+        """127.A.B.C addresses, A random per fleet so that fleets started side by side do not meet; A within
+        `loopback_range()`, so that fleets of separate owners (test workers, two demos) cannot meet at all."""
         rng = random.Random()
+        low, high = loopback_range()
         for _ in range(50):
-            first = rng.randrange(64, 250)
+            first = rng.randint(low, high)
             third = rng.randrange(0, 200)
             addrs = [f"127.{first}.{third + i // 250}.{i % 250 + 1}" for i in range(len(self.hosts))]
             port = self.requested_port or 22

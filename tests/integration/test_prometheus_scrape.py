@@ -3,8 +3,6 @@ Prometheus, both started here on a loopback address: a query returns the expecte
 from __future__ import annotations
 
 import json
-import random
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -12,6 +10,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+from helpers import loopback_address
 from history_parts import NODE_EXPORTER, PROMETHEUS, require_part
 from sweep.demo import synth
 from sweep.cli import main
@@ -21,11 +20,8 @@ WAIT_S = 90
 
 
 def _free_address() -> tuple[str, int]:
-    """A 127.x.y.z address of its own and a port free on it (loopback only)."""
-    host = f"127.{random.randint(64, 250)}.{random.randint(1, 250)}.{random.randint(2, 250)}"
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return host, s.getsockname()[1]
+    """A 127.x.y.z address of its own and a port free on it (loopback only, this worker's slice)."""
+    return loopback_address()
 
 
 @contextmanager

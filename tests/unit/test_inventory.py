@@ -192,9 +192,13 @@ def test_host_defined_twice_with_different_addresses_merges_later_wins(tmp_path)
     path = write(tmp_path, "hosts.ini",
                  "[rack1]\ngpu01 ansible_host=10.0.0.1 ansible_port=22\n"
                  "[rack2]\ngpu01 ansible_host=10.0.0.9\n")
-    inventory = load_inventory(path)
+    with pytest.warns(InventoryWarning) as caught:
+        inventory = load_inventory(path)
     assert [(h.name, h.address, h.port, h.groups) for h in inventory.hosts] == [
         ("gpu01", "10.0.0.9", 22, ("rack1", "rack2"))]
+    assert [str(w.message) for w in caught] == [
+        f"{path}:4: host 'gpu01' is defined twice with different ansible_host: '10.0.0.9' here, '10.0.0.1' at "
+        f"{path}:2; as Ansible does, sweep uses the later one; remove one of the two definitions"]
 
 
 def test_vars_file_in_a_directory_walks_subdirectories(tmp_path):
@@ -621,7 +625,13 @@ def test_limit_matches_ansible_core(ansible, limit):
     ("spare[0-1]", ["spare1", "spare3"]),                                 # group spare exists: Ansible's subscript first
 ])
 def test_limit_reads_a_folded_node_set_where_ansible_matches_nothing(fleet, limit, names):
-    assert [host.name for host in fleet.select(limit)] == names
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chosen = [host.name for host in fleet.select(limit)]
+    assert chosen == names
+    # spare[3-5]: Ansible's empty subscript of the spare hosts is warned of, then read as a node set
+    assert [str(w.message) for w in caught if w.category is InventoryWarning] == (
+        ["Could not match supplied host pattern, ignoring: spare4"] if "spare[3-5]" in limit else [])
 
 
 @pytest.mark.parametrize(("limit", "names", "warned"), [

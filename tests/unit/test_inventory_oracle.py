@@ -53,9 +53,10 @@ except ImportError:  # pragma: no cover - require() below fails the tests under 
 
 EXAMPLES = int(os.environ.get("SWEEP_HYPOTHESIS_EXAMPLES", "300"))
 CLI_EXAMPLES = int(os.environ.get("SWEEP_HYPOTHESIS_CLI_EXAMPLES", "6"))
-# derandomized: CI sees the same examples every run (SWEEP_HYPOTHESIS_EXAMPLES=5000 explores further);
+# derandomized by the suite's hypothesis profile (tests/conftest.py): CI sees the same examples every run
+# (SWEEP_HYPOTHESIS_EXAMPLES=5000, or bench/bench_hypothesis.py, explores further);
 # no 'explain' phase: on a failure it re-runs ansible hundreds of times to annotate the example
-ORACLE = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
+ORACLE = settings(max_examples=EXAMPLES, deadline=None, database=None,
                   phases=[Phase.explicit, Phase.generate, Phase.shrink],
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
@@ -350,12 +351,31 @@ def order_defined(manager, pattern: str) -> bool:
     return True
 
 
+# what sweep warns of while it reads an inventory that Ansible reads silently: each names the file, the line
+# and the host, and says what sweep does about it (as Ansible does)
+READ_WARNING = re.compile(r"(?P<path>.+):\d+: host '(?P<host>[^']*)' is (defined twice with different \w+: "
+                          r".* sweep uses the later one; .*|listed again with port .* sweep keeps its first listing's "
+                          r"port .*)")
+
+
+def load_warned(path: Path):
+    """load_inventory(path), asserting each InventoryWarning it gives is one of READ_WARNING's, for a host it read."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", InventoryWarning)
+        inventory = load_inventory(path)
+    for warned in caught:
+        found = READ_WARNING.fullmatch(str(warned.message))
+        assert warned.category is InventoryWarning and found, str(warned.message)
+        assert found["path"] == str(path) and found["host"] in {h.name for h in inventory.hosts}, str(warned.message)
+    return inventory
+
+
 def check(tmp_path: Path, model: Model, chosen: list[str]) -> None:
     for name, text in (("hosts.yml", to_yaml(model)), ("hosts.ini", to_ini(model))):
         path = tmp_path / name
         path.write_text(text)
         manager, variables = ansible_inventory(path)
-        inventory = load_inventory(path)
+        inventory = load_warned(path)
         where = f"{name}:\n{text}"
         assert [h.name for h in inventory.hosts] == list(manager.hosts), where
         expected_vars = ansible_vars(manager, variables)
@@ -408,7 +428,7 @@ def test_ansible_clis_agree_with_sweep_and_with_the_in_process_oracle(ansible_pr
     hostvars = document.pop("_meta")["hostvars"]  # hosts without vars are left out of it
     in_process = ansible_vars(manager, variables)
     assert {h for group in document.values() for h in group.get("hosts", ())} == set(in_process)
-    inventory = load_inventory(path)
+    inventory = load_warned(path)
     for host in inventory.hosts:
         found = hostvars.get(host.name, {})
         assert {k: v for k, v in found.items() if k not in MAGIC} == in_process[host.name]
@@ -458,8 +478,10 @@ def test_subscripts_pick_the_hosts_ansible_picks(ansible_present, tmp_path, patt
 def test_a_later_host_port_keeps_the_first_as_ansible_does(ansible_present, tmp_path):
     path = tmp_path / "hosts.ini"
     path.write_text("[a]\ngpu01:2201\n[b]\ngpu01:2202\ngpu02\n[c]\ngpu02:2203\n")
-    with pytest.warns(Warning, match="listed again with port 2202"):
+    with pytest.warns(InventoryWarning) as caught:
         inventory = load_inventory(path)
+    assert [re.sub(r".*: host ('\w+') is listed again with port (\d+);.*", r"\1 \2", str(w.message)) for w in caught] \
+        == ["'gpu01' 2202", "'gpu02' 2203"]
     assert [(h.name, h.port) for h in inventory.hosts] == [("gpu01", 2201), ("gpu02", None)]
     manager, variables = ansible_inventory(path)
     assert [ansible_vars(manager, variables)[n].get("ansible_port") for n in ("gpu01", "gpu02")] == [2201, None]

@@ -152,7 +152,7 @@ HOSTILE = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(
                     st.sampled_from([1e300, -0.0, 5e12, 3e13, 7e10, 2.5e16, 1e15]))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(value=HOSTILE, unit=st.sampled_from(["B/s", "FLOP/s", "GB/s", None, 7]), size=HOSTILE, reps=HOSTILE,
        spread=HOSTILE, name=st.sampled_from(FIGURES))
 def test_hostile_figures_never_crash_and_never_show_an_impossible_figure(fleet_health, value, unit, size, reps,

@@ -122,7 +122,7 @@ def _compare(tmp_path: Path, text: str, host: str, args_text: str) -> None:
         assert theirs.get(key) == ([mine] if mine and mine.lower() != "none" else None), text
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(blocks=configs(), host=st.sampled_from(NAMES),
        args=st.sampled_from(["", "-l root", "-p 2200 -o User=ops", "-o ProxyJump=jumper", "-J x -i {tmp}/inv -C"]))
 def test_resolution_agrees_with_ssh_G(tmp_path, blocks, host, args):

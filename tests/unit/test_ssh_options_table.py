@@ -211,7 +211,7 @@ _WORDS = st.sampled_from(["Host", "Match", "Include", "HostName", "Port", "User"
                           "none", "yes", "exec true", "Match exec true", "\\t", "#", "@", ":", "[", "]", "\\x1b", "é"])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(st.lists(_WORDS, min_size=1, max_size=5).map(" ".join), max_size=8),
        inventory_args=st.sampled_from([None, "-o", "-J", "-o Port=x", "-J a:b", "'", "-o ProxyCommand=%Z",
                                                  "-p 0", "-p 70000 -o User=%u"]))
