@@ -6,6 +6,7 @@ several modules raise it:
 
 * SweepError
   + InventoryError ................. an inventory or group_vars / host_vars file
+  |   + _Template .................. (inventory.host) a connection value left unrendered (caught there)
   + LimitError ..................... a --limit pattern
   + ConfigError .................... an option or input file of the user's
   |   + SSHConfigError ............. ssh_config line, ssh argument or setting a connection cannot honour

@@ -80,8 +80,12 @@ def describe(host: Host) -> dict:
     }
 
 
-class _Template(Exception):
-    """A connection value that is a Jinja template: (variable, text, file:line)."""
+class _Template(InventoryError):
+    """A connection value that is a Jinja template: (variable, text, file:line); caught where it is raised."""
+
+    def __init__(self, key: str, text: str, where: str):
+        super().__init__(f"{key} is a Jinja template ({text!r})", where=where, fix=f"write the value of {key} out")
+        self.args = (key, text, where)
 
 
 def template_error(name: str, var: str, text: str, where: str) -> InventoryError:

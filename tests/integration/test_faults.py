@@ -44,7 +44,9 @@ HOSTILE_STDERR = ("cat >/dev/null\nprintf 'Traceback (most recent call last):\\n
 HOSTILE_HOSTNAME = ("SWEEP_REPLAY_HOSTNAME=\"$(printf 'node\\033[31m<img src=x onerror=\"document.title=1\">"
                     "\\302\\233\\033]0;pwned\\007')\" exec python3 \"$@\"\n")
 EVIL_NAME = "gpu-<script>document.title='pwned'</script>"
-OSC_NAME = "gpu-osc\x1b]0;pwned\x07"
+# an inventory name with a control character is refused at load (issue 36 item 2, test_inventory_sources.py);
+# this host sends its hostile text in what it reports (HOSTILE_HOSTNAME)
+OSC_NAME = "gpu-osc"
 CROWD = 10
 
 

@@ -91,7 +91,7 @@ def test_summary_md_has_one_row_per_folded_finding(shared, tmp_path):
 def test_the_terminal_prints_the_folded_findings_under_the_verdict(shared, tmp_path, capsys):
     main(["report", str(shared), "-o", str(tmp_path / "rep")])
     out = capsys.readouterr().out.splitlines()
-    notes = [line for line in out if " not read on " in line]  # the verdict's unknowns, right under the headline
+    notes = [line for line in out if " not read on " in line or line.startswith("hosts: ")]  # the verdict's unknowns and sets, under the headline
     assert out[1:1 + len(notes)] == notes
     out = out[:1] + out[1 + len(notes):]
     assert out[1:3] == [
