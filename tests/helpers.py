@@ -101,3 +101,38 @@ def dom_tags(dom: str) -> Tags:
     tags = Tags()
     tags.feed(dom)
     return tags
+
+
+# The rest of a ProxyCommand relay script once `conn` is connected: stdin to conn, conn to stdout
+# (tests/integration/test_injection.py and test_hostile_engines.py put their own first lines above it).
+RELAY_LOOP = """def up():
+    while True:
+        data = os.read(0, 65536)
+        if not data:
+            conn.shutdown(socket.SHUT_WR)
+            return
+        conn.sendall(data)
+threading.Thread(target=up, daemon=True).start()
+while True:
+    data = conn.recv(65536)
+    if not data:
+        break
+    os.write(1, data)
+"""
+
+
+def run_over_fleet(fleet, out, *extra: str) -> int:
+    """`sweep run` of a LocalFleet's inventory in this process, under the fleet's HOME and known_hosts, with
+    no report: its exit code (the records are in `out`)."""
+    import os
+
+    from sweep.cli import main
+
+    old = os.environ.get("HOME")
+    os.environ["HOME"] = str(fleet.home)
+    try:
+        known = fleet.ssh_settings().known_hosts[0]
+        return main(["run", str(fleet.inventory_path), "--out", str(out), "--known-hosts", str(known),
+                     "--no-report", *extra])
+    finally:
+        os.environ["HOME"] = old

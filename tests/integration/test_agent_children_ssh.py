@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from sweep.cli import main
 from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
 
 import cuda_shim
-from helpers import read_records, require
+from helpers import run_over_fleet, read_records, require
 
 ROOT = Path(__file__).resolve().parents[2]
 IDLE = ROOT / "sweep" / "demo" / "captures" / "h200-idle.json"
@@ -65,14 +64,7 @@ def shim_fleet(tmp_path_factory):
 
 
 def sweep_run(fleet, out: Path, *extra: str) -> tuple[int, dict]:
-    old = os.environ.get("HOME")
-    os.environ["HOME"] = str(fleet.home)
-    try:
-        known = fleet.ssh_settings().known_hosts[0]
-        code = main(["run", str(fleet.inventory_path), "--out", str(out), "--known-hosts", str(known),
-                     "--no-report", *extra])
-    finally:
-        os.environ["HOME"] = old
+    code = run_over_fleet(fleet, out, *extra)
     return code, read_records(out)
 
 

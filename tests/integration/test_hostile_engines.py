@@ -23,7 +23,7 @@ from sweep.collect.run import run_sweep
 from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
 from sweep.errors import SweepError
 
-from helpers import require
+from helpers import RELAY_LOOP, require
 from slurm_parts import one_node_slurm
 
 pytestmark = pytest.mark.integration
@@ -169,19 +169,6 @@ import os, socket, sys, threading
 with open({mark!r}, "a") as fh:
     fh.write(" ".join(sys.argv[1:]) + "\\n")
 conn = socket.create_connection((sys.argv[1], int(sys.argv[2])))
-def up():
-    while True:
-        data = os.read(0, 65536)
-        if not data:
-            break
-        conn.sendall(data)
-    conn.shutdown(socket.SHUT_WR)
-threading.Thread(target=up, daemon=True).start()
-while True:
-    data = conn.recv(65536)
-    if not data:
-        break
-    os.write(1, data)
 """
 
 
@@ -198,7 +185,7 @@ def test_proxyjump_none_then_a_later_proxycommand_goes_through_the_proxycommand(
     """ssh -G: `Host target / ProxyJump none` then `Host * / ProxyCommand ...` uses the ProxyCommand."""
     mark = tmp_path / "relayed"
     relay = tmp_path / "relay"
-    relay.write_text(_RELAY.format(python=sys.executable, mark=str(mark)))
+    relay.write_text(_RELAY.format(python=sys.executable, mark=str(mark)) + RELAY_LOOP)
     relay.chmod(0o755)
     address = one_host.addresses["cfg-target"]
     config = tmp_path / "ssh_config"

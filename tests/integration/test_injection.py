@@ -17,31 +17,18 @@ from sweep.collect.run import run_sweep
 from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
 from sweep.collect.options import SSHSettings
 
-from helpers import read_records, require
+from helpers import RELAY_LOOP, read_records, require
 
 pytestmark = pytest.mark.integration
 TRANSPORTS = ("paramiko", "openssh")
 ROOT = Path(__file__).resolve().parents[2]
 
-RELAY = '''import os, socket, sys, threading
+RELAY = """import os, socket, sys, threading
 host, port, log = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 with open(log, "a") as fh:
     fh.write(f"{host} {port}\\n")
 conn = socket.create_connection((host, port))
-def up():
-    while True:
-        data = os.read(0, 65536)
-        if not data:
-            conn.shutdown(socket.SHUT_WR)
-            return
-        conn.sendall(data)
-threading.Thread(target=up, daemon=True).start()
-while True:
-    data = conn.recv(65536)
-    if not data:
-        break
-    os.write(1, data)
-'''
+""" + RELAY_LOOP
 
 
 @pytest.fixture(scope="module")

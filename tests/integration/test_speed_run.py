@@ -15,10 +15,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from sweep.cli import main
 from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
 
-from helpers import require
+from helpers import run_over_fleet, require
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "probe_agent" / "schema" / "health-1.schema.json").read_text())
@@ -50,14 +49,7 @@ def speed_fleet(tmp_path_factory):
 
 
 def sweep_run(fleet, out: Path, *extra: str) -> tuple[int, dict, dict]:
-    old = os.environ.get("HOME")
-    os.environ["HOME"] = str(fleet.home)
-    try:
-        known = fleet.ssh_settings().known_hosts[0]
-        code = main(["run", str(fleet.inventory_path), "--out", str(out), "--known-hosts", str(known),
-                     "--no-report", *extra])
-    finally:
-        os.environ["HOME"] = old
+    code = run_over_fleet(fleet, out, *extra)
     records = {p.stem: json.loads(p.read_text()) for p in sorted((out / "hosts").glob("*.json"))}
     return code, records, json.loads((out / "manifest.json").read_text())
 

@@ -52,9 +52,9 @@ def patterns(manager) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _walk_is_ordered(group) -> bool:
-    """Whether Group._walk_relationship(preserve_ordering=True) has one answer: at each level at most
-    one group of the (unordered) frontier brings new children."""
+def walk_is_ordered(group) -> bool:
+    """Whether Group._walk_relationship('child_groups', preserve_ordering=True) has one answer: at each
+    level at most one group of the (unordered) frontier brings new children (test_inventory_oracle uses it too)."""
     seen, frontier = set(), {group, *group.child_groups}
     while frontier:
         seen |= frontier
@@ -75,7 +75,7 @@ def order_defined(manager, pattern: str) -> bool:
         term = term.lstrip("&!")
         regex = re.compile(term[1:]) if term.startswith("~") else re.compile(fnmatch.translate(term.split("[")[0]))
         names = ["all"] if term in ("all", "*") else [name for name in manager.groups if regex.match(name)]
-        if any(not _walk_is_ordered(manager.groups[name]) for name in names):
+        if any(not walk_is_ordered(manager.groups[name]) for name in names):
             return False
     return True
 

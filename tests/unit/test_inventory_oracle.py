@@ -42,6 +42,7 @@ from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet
 from sweep.errors import InventoryError, InventoryWarning, LimitError
 from sweep.inventory.model import load_inventory
 from helpers import require
+from inventory_corpus import walk_is_ordered
 
 try:
     from ansible.errors import AnsibleError
@@ -323,19 +324,6 @@ def ansible_vars(manager, variables) -> dict:
     return out
 
 
-def _walk_is_ordered(group) -> bool:
-    """Whether Group._walk_relationship('child_groups', preserve_ordering=True) has one answer:
-    at each level at most one group of the (unordered) frontier brings new children."""
-    seen, frontier = set(), {group, *group.child_groups}
-    while frontier:
-        seen |= frontier
-        bringing = [g for g in frontier if any(c not in seen for c in g.child_groups)]
-        if len(bringing) > 1:
-            return False
-        frontier = {c for g in frontier for c in g.child_groups} - seen
-    return True
-
-
 def order_defined(manager, pattern: str) -> bool:
     """False when a subscript in `pattern` indexes a host list whose order Ansible leaves to set order."""
     from ansible.inventory.manager import PATTERN_WITH_SUBSCRIPT, split_host_pattern
@@ -346,7 +334,7 @@ def order_defined(manager, pattern: str) -> bool:
         if not match:
             continue
         regex = re.compile(fnmatch.translate(match.group(1)))
-        if any(not _walk_is_ordered(g) for name, g in manager.groups.items() if regex.match(name)):
+        if any(not walk_is_ordered(g) for name, g in manager.groups.items() if regex.match(name)):
             return False
     return True
 
