@@ -280,7 +280,7 @@ def _speed_entries(speed: dict | None) -> list[Entry]:
                   "probe the host again with this sweep's agent") for r in speed.get("rejected", ())]
     out += [Entry(c["host"], "unknown", "speed", "contended", f"figures contended: {c['processes']} appeared during "
                   "the tier (recorded, not judged)", "measure again with sweep run --speed while no other process uses "
-                  "the GPUs") for c in speed.get("contended", ())]
+                  "the GPUs", tier="speed") for c in speed.get("contended", ())]  # not judged: not measured (exit 1)
     return out
 
 

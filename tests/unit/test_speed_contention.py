@@ -106,3 +106,8 @@ def test_the_verdict_names_a_contended_host_with_its_fix_and_neither_breaks_nor_
     assert entry.severity == "unknown" and "pid 4242 (python3)" in entry.cause and "no other process" in entry.fix
     assert "busy01" not in verdict.broken and "busy01" not in verdict.drain
     assert any("contended" in line and "busy01" in line for line in verdict.notes()), verdict.notes()
+    # figures recorded and not judged are a tier asked for and not measured: the run is incomplete (exit 1),
+    # as the H200's two --speed tiers at once said "One pool ... exit 0" before
+    assert entry.tier == "speed"  # in the pool as a host whose tier failed is: the exit code says the run is incomplete
+    assert verdict.exit_code == 1 and "not measured" in verdict.exit_meaning
+    assert any(line.startswith("speed not measured on 1 host (busy01") for line in verdict.notes()), verdict.notes()
