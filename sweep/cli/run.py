@@ -2,6 +2,7 @@
 once, in `sweep.cli.options.RUN`, with the run options each one sets (what ``--resume`` reuses)."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any, List, Optional
