@@ -5,8 +5,9 @@ names the file, host or option and the fix); 3 hosts not comparable (report); 4 
 (probe, report); 5 off expectations or a baseline; 6 a wrapped benchmark failed on a host, 7 it was
 refused on a host (run --wrap; docs/fleet-benchmark.md); 130 interrupted. `sweep report --help` lists the report's precedence.
 
-Each command is a module of its own (`sweep.cli.run`, `sweep.cli.report`, ...) that adds itself to the one
-typer app (`sweep.cli.app`); options several commands share are declared once in `sweep.cli.options`.
+Each command is a module of its own (`sweep.cli.run`, `sweep.cli.report`, ...); this module adds them to the one
+typer app (`sweep.cli.app`) in the order `sweep --help` lists them. Options several commands share are declared
+once, in `sweep.cli.options`.
 """
 from __future__ import annotations
 

@@ -94,7 +94,7 @@ RUN: dict[str, RunOption] = {
     "deep": _sets(AGENT, False, "--deep", help="the agent imports torch and asks CUDA"),
     "load": _sets(AGENT, 0.0, "--load", metavar="SECONDS", help="each host runs a GPU load for SECONDS and "
         "samples clocks and power (refused on GPUs in use); what sweep history measures drift on"),
-    # given alone on --resume it changes nothing: the kept agent_args are made with --load (issue 40's report)
+    # sets nothing kept of its own: agent_args are made with --load, so given alone on --resume it changes nothing
     "load_engine": _sets((), "auto", "--load-engine", metavar="auto|torch|ptx", help="what --load runs on each "
         "host: torch (a bf16 matmul), ptx (an FMA loop through the CUDA driver API, nothing installed), auto (torch "
         "where the host's python has a CUDA torch, else ptx)"),
