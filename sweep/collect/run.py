@@ -18,8 +18,8 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 from sweep import exitcodes
 from sweep.collect.engines import create_engine
 from sweep.collect.engines.base import Engine, EngineError, EngineJob
-from sweep.collect.resume import (Resolved, check_foreign, dropped_vars, engine_of, foreign, resolve, retry_classes,
-                                  to_retry)
+from sweep.collect.resume import (OPTIONS, Resolved, check_foreign, dropped_vars, engine_of, foreign, resolve,
+                                  retry_classes, to_retry)
 from sweep.collect.shard import select_shard
 from sweep.collect.options import AgentOptions, HostSelection, SSHOptions, SSHSettings
 from sweep.collect.outcome import Outcome
@@ -89,8 +89,8 @@ def run_sweep(
     hosts: HostSelection = HostSelection(),
     ssh: SSHSettings = SSHSettings(),
     agent: AgentOptions = AgentOptions(),
-    forks: int = 32,
-    engine: "str | Engine" = "ssh",
+    forks: int = OPTIONS["forks"].default,
+    engine: "str | Engine" = OPTIONS["engine"].default,
     out: str | Path | None = None,
     reports_dir: str | Path = "reports",
     resume: str | Path | None = None,

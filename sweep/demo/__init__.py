@@ -32,7 +32,7 @@ def run_demo(hosts: int, out: Path | None, sweep: Callable[[dict], "RunResult"],
     fleet_hosts = demo_fleet(work / "captures", count=hosts)
     say(f"starting {plural(len(fleet_hosts), 'loopback sshd host')} ...")
     with LocalFleet(fleet_hosts, work / "fleet") as fleet:
-        options = dict(inventory_path=fleet.inventory_path, out=out or default_run_dir("demo", DEMO_REPORTS), forks=32,
+        options = dict(inventory_path=fleet.inventory_path, out=out or default_run_dir("demo", DEMO_REPORTS),
                        ssh=fleet.ssh_settings(connect_timeout=3.0, host_deadline=15.0))
         old_home = os.environ.get("HOME")
         os.environ["HOME"] = str(fleet.home)  # the fleet's own ssh state, not the user's

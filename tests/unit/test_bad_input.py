@@ -19,7 +19,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bad_input_cases import HEALTH, build_cases  # noqa: E402
 
-from sweep.cli import main, safe  # noqa: E402
+from sweep.cli import main  # noqa: E402
+from sweep.cli.output import safe  # noqa: E402
 from sweep.errors import InventoryWarning  # noqa: E402
 from sweep.inventory.model import load_inventory  # noqa: E402
 from sweep.schema import HEALTH_SCHEMA, compile_schema, health_problem  # noqa: E402

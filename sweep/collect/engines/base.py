@@ -40,9 +40,9 @@ class EngineJob:
     """What every engine needs: the agent, its arguments, the SSH options of the run, the fan-out."""
 
     payload: bytes
+    forks: int  # the run's --forks (sweep.collect.resume.OPTIONS holds its default)
     agent_args: tuple[str, ...] = ()
     options: SSHOptions = SSHOptions()
-    forks: int = 32
     inventory_path: Path | None = None
     # command-line connect_timeout / host_deadline / retries (None: unset); they win over host settings
     flags: Mapping[str, Any] = field(default_factory=dict)

@@ -1,0 +1,111 @@
+"""`sweep demo`: a local fleet of real sshd servers replaying GPU captures, swept and reported (--speed:
+the speed tier's demo fleet, no sshd)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from sweep import exitcodes
+from sweep.cli import paths
+from sweep.cli.output import console, results, say
+from sweep.cli.report import print_report
+from sweep.cli.run import run_with_progress
+from sweep.errors import SweepError
+from sweep.text import plural
+
+
+def demo(
+    hosts: int = typer.Option(40, "--hosts", metavar="N", help="hosts replaying captures (3 unreachable hosts are added)"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
+                                       help="run folder (default: reports/demo/<UTC time>-demo under the current "
+                                       "directory, apart from the runs of reports/ and their history)"),
+    keep: bool = typer.Option(False, "--keep", help="leave the fleet's temp folder (keys, configs) in place "
+                              "and print where"),
+    serve: bool = typer.Option(False, "--serve", help="after the report, leave the fleet running until Ctrl-C and "
+                               "print its inventory, known_hosts and the sweep run / --limit / sweep diff "
+                               "commands to try on it"),
+    speed: bool = typer.Option(False, "--speed", help="the speed tier's demo instead: 12 H200 hosts (replayed "
+                               "captures, with speed figures derived from the lent H200's) whose report shows a "
+                               "GPU with slow HBM, a host with half-rate PCIe and a slow 500 W class; no sshd"),
+):
+    """Start a local fleet of real sshd servers replaying GPU captures, sweep it, report, tear down
+    (with --serve: after Ctrl-C). Exit 0 when every host behaved as the demo fleet was built to (its
+    unreachable and broken hosts are there on purpose); it also prints the exit code `sweep run`
+    would give the same fleet, and why."""
+    import shutil
+    import tempfile
+
+    from sweep.demo import run_demo
+    from sweep.demo.fleet import off_design
+
+    if hosts < 1:
+        raise SweepError(f"--hosts is {hosts}; it must be 1 or more", fix="pass --hosts 40, say")
+    paths.output_dir(out, "--out", "the run folder")
+    if speed:
+        raise typer.Exit(_speed_demo(out))
+    work = Path(tempfile.mkdtemp(prefix="sweep-demo-"))
+    codes = []
+    try:
+        result, fleet_hosts = run_demo(hosts, out, lambda options: run_with_progress(options, console), work,
+                                       say=console.print, then=lambda res, fleet: codes.append(
+                                           _demo_report(res, fleet, serve)))
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            console.print(f"kept the demo fleet's keys, configs and inventory in {work}", soft_wrap=True)
+    code = codes[0]
+    odd = off_design(fleet_hosts, result)
+    if odd or result.state != "complete":
+        for line in odd:
+            say("error", line)
+        say("error", "the demo fleet did not behave as designed" + (f" ({plural(len(odd), 'host')})" if odd else
+                      f" (the sweep was {result.state})"))
+        raise typer.Exit(code or exitcodes.INCOMPLETE)
+    results.print(f"under `sweep run` this fleet would exit {code}: {exitcodes.MEANING[code]} "
+              f"(its unreachable and broken hosts are there on purpose)", soft_wrap=True)
+    results.print("demo done: every host behaved as designed", soft_wrap=True)
+    raise typer.Exit(exitcodes.OK)
+
+
+def _speed_demo(out: Optional[Path]) -> int:
+    """`sweep demo --speed`: the speed demo fleet's run folder and report; 0 when it judged as designed."""
+    import shutil
+    import tempfile
+
+    from sweep.demo import DEMO_REPORTS
+    from sweep.demo.speed import off_design, speed_fleet, write_speed_run
+    from sweep.store import default_run_dir
+
+    work = Path(tempfile.mkdtemp(prefix="sweep-demo-speed-"))
+    try:
+        run_dir = write_speed_run(out or default_run_dir("demo-speed", DEMO_REPORTS), speed_fleet(work))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    code = print_report([run_dir], run_dir / "report", None)
+    odd = off_design(json.loads((run_dir / "report" / "summary.json").read_text()))
+    for line in odd:
+        say("error", line)
+    if odd:
+        return exitcodes.INCOMPLETE
+    results.print(f"under `sweep report` this fleet exits {code}: {exitcodes.MEANING[code]} (its slow hosts and "
+                  "class are there on purpose)", soft_wrap=True)
+    results.print("speed demo done: every host was judged as designed", soft_wrap=True)
+    return exitcodes.OK
+
+
+def _demo_report(result, fleet, serve: bool) -> int:
+    """The demo run's report while its fleet still runs; with --serve, the fleet then serves until Ctrl-C."""
+    code = print_report([result.run_dir], result.run_dir / "report", None)
+    if serve:
+        from sweep.demo.serve import by_hand, serve_until_interrupted
+
+        for line in by_hand(fleet, result.run_dir.resolve()):
+            results.print(line, markup=False, soft_wrap=True)
+        results.file.flush()
+        serve_until_interrupted()
+        console.print("stopping the demo fleet", soft_wrap=True)
+    return code

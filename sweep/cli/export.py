@@ -1,0 +1,55 @@
+"""`sweep export prometheus`: a run as node_exporter textfile metrics, or the alerting rules that judge them."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from sweep.cli import paths
+from sweep.cli.app import command, group
+from sweep.cli.output import console, safe
+from sweep.errors import ConfigError
+
+export_app = group("Hand a run to the systems operators already watch (Prometheus).")
+
+
+@command(export_app, "prometheus")
+def prometheus(
+    run_dir: Optional[Path] = typer.Argument(None, metavar="[RUN_DIR]", help="the run folder to export"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="FILE",
+                                       help="file to write, atomically (default: stdout); e.g. "
+                                            "/var/lib/prometheus/node-exporter/sweep.prom"),
+    rules: bool = typer.Option(False, "--rules", help="write the alerting rules instead of the metrics"),
+    expect: Optional[Path] = typer.Option(None, "--expect", metavar="FILE",
+                                          help="with --rules: expectations file (intended power limits, approved "
+                                               "drivers, SM clock floors; docs/expectations.md)"),
+    floor: float = typer.Option(1200.0, "--floor", metavar="MHZ",
+                                help="with --rules, where --expect sets no floor: SM clock floor under load"),
+    output: Optional[Path] = typer.Option(None, "--output", hidden=True),
+):
+    """Write a run as node_exporter textfile-collector metrics, or (--rules) the alerting rules that
+    judge them: power limit not the intended one, HW slowdown / thermal / power brake, an ECC mode
+    change, a driver not approved, SM clock under load below the floor; never SW power cap alone."""
+    from sweep.export.textfile import write_output
+
+    paths.input_file(expect, "--expect", "an expectations file (docs/expectations.md)")
+    paths.output_file(output, "--output", "the metrics or rules file")
+    output = output if output is not None else paths.output_file(out, "--out", "the metrics or rules file")
+    if rules:
+        from sweep.export.rules import rules_text
+
+        text = rules_text(expect, floor_mhz=floor)
+    else:
+        if run_dir is None:
+            raise ConfigError("no run folder given", fix="sweep export prometheus RUN_DIR -o FILE")
+        paths.input_dir(run_dir, "RUN_DIR", "a run folder (sweep run)")
+        if expect is not None:
+            raise ConfigError(f"--expect {expect} belongs to --rules: the metrics are what the hosts said",
+                              fix="sweep export prometheus --rules --expect FILE -o sweep.rules.yml")
+        from sweep.export.prometheus import metrics_text
+
+        text = metrics_text(run_dir)
+    write_output(text, output)
+    if output is not None:
+        console.print(f"wrote {safe(output)}")

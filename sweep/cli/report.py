@@ -1,0 +1,79 @@
+"""`sweep report`: compare hosts, write the report's files, print its headline and findings."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from sweep.cli import paths
+from sweep.cli.options import BASELINE, EXPECT, REFERENCE
+from sweep.cli.output import results, safe, say
+from sweep.errors import SweepError
+from sweep.text import plural
+
+
+def print_report(inputs, out_dir: Path, reference: Optional[str], expect: Optional[Path] = None,
+                 baseline: Optional[Path] = None) -> int:
+    """Build the report of `inputs` into `out_dir` and print its headline, notes and findings (`sweep report`,
+    and after `sweep run` and `sweep demo`); the report's exit code."""
+    from sweep.report.build import build_report
+
+    result = build_report([Path(p) for p in inputs], out_dir, reference=reference, expect=expect, baseline=baseline)
+    results.print(safe(result.headline), soft_wrap=True)
+    for line in result.notes:  # the verdict's: a tier asked for and not measured, a contract not read, with its fix
+        results.print(safe(line), soft_wrap=True)
+    for line in result.findings_lines:  # the health findings, folded across hosts (clubak -b)
+        results.print(f"- {safe(line)}", soft_wrap=True)
+    results.print(f"report: {(out_dir / 'report.html').resolve()}", soft_wrap=True)
+    return result.exit_code
+
+
+def report(
+    inputs: List[Path] = typer.Argument(..., metavar="PATH...",
+                                        help="run folders, host records, health.json or provenance.json files"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
+                                       help="output folder (default: PATH/report for one run folder, else "
+                                            "reports/report under the current directory)"),
+    reference: Optional[str] = REFERENCE,
+    expect: Optional[Path] = EXPECT,
+    baseline: Optional[Path] = BASELINE,
+):
+    """Compare hosts: which cannot be benchmarked together, and why (HTML, CSV, JSON, Markdown).
+
+    Exit codes: 0 one comparable pool, every host reachable and healthy; 1 hosts unreachable;
+    3 hosts in more than one comparability class; 4 a broken contract on a host; 5 a host off
+    --expect or drifted from --baseline (see README).
+    """
+    for path in inputs:
+        paths.input_path(path, "PATH", "a run folder, host record, health.json or provenance.json")
+    paths.output_dir(out, "--out", "the report")
+    paths.input_file(expect, "--expect", "an expectations file (docs/expectations.md)")
+    paths.input_dir(baseline, "--baseline", "a baseline folder (sweep baseline set)")
+    if out is None:
+        out = inputs[0] / "report" if len(inputs) == 1 and inputs[0].is_dir() else Path("reports/report")
+    _warn_doubled([p for p in inputs if (p / "manifest.json").is_file()])
+    raise typer.Exit(print_report(inputs, out, reference, expect, baseline))
+
+
+def _warn_doubled(run_dirs: List[Path]) -> None:
+    """Run folders of the same hosts reported together: each such host is counted once per run (gpu01,
+    gpu01#2); comparing two runs of one fleet is `sweep diff`'s work. Said once, on stderr."""
+    from sweep.analysis.names import fold_hosts
+    from sweep.audit.rundiff import load_run
+
+    seen: dict = {}
+    try:
+        for run_dir in run_dirs if len(run_dirs) > 1 else ():
+            for host in load_run(run_dir).records:
+                seen.setdefault(host, []).append(run_dir)
+    except SweepError:
+        return  # a folder it cannot read: the report says why, with its own message
+    doubled = [host for host, where in seen.items() if len(where) > 1]
+    if doubled:
+        first = seen[doubled[0]]
+        say("warning", f"{plural(len(doubled), 'host')} ({fold_hosts(doubled)}) {'is' if len(doubled) == 1 else 'are'} "
+                        f"in more than one of these run folders: the report counts each once per run "
+                        f"({doubled[0]}, {doubled[0]}#2); to see what changed between two runs of the same hosts, "
+                        f"use sweep diff {first[0]} {first[1]}")
+
