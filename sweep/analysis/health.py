@@ -80,8 +80,12 @@ def health_findings(fleet, hosts, keys, mixed) -> tuple[Finding, ...]:
             for h in incomplete.index]
 
     g = fleet.gpus
+    # NVML sets HW slowdown beside its cause (HW thermal slowdown, HW power brake): one line per cause, so the
+    # generic line (and its generic fix) is said only of a GPU whose slowdown names no cause (issue 41)
+    caused = g["hw_thermal_slowdown"].fillna(False).astype(bool) | g["hw_power_brake_slowdown"].fillna(False).astype(bool)
     flags = {
-        "hw_slowdown": g["hw_slowdown"], "hw_thermal_slowdown": g["hw_thermal_slowdown"],
+        "hw_slowdown": g["hw_slowdown"].fillna(False).astype(bool) & ~caused,
+        "hw_thermal_slowdown": g["hw_thermal_slowdown"],
         "hw_power_brake_slowdown": g["hw_power_brake_slowdown"], "sw_thermal_slowdown": g["sw_thermal_slowdown"],
         "remap_failure": g["remap_failure"], "remap_pending": g["remap_pending"],
         "uncorrected": g["ecc_volatile_uncorrected"] > 0, "ecc_change": g["ecc_pending"] != g["ecc_current"],

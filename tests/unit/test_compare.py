@@ -101,7 +101,7 @@ def test_must_show_health_findings(must_show):
     assert not {"gpu14", "gpu16"} & set(summary["pool"]["hosts"])
     assert [(h["host"], h["reasons"][0]) for h in summary["held_out"]] == [
         ("gpu14", "1 other process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2"),
-        ("gpu16", "HW slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)")]
+        ("gpu16", "HW thermal slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)")]
     assert summary["pool"]["hosts"] == [h for h in fv.reference_pool() if h not in ("gpu14", "gpu16")]
     broken = sorted({f["host"] for f in summary["findings"] if f["kind"] == "lowest_broken"})
     assert broken == ["gpu07", "gpu08", "gpu09", "gpu16", "gpu25", "gpu26"]
@@ -113,7 +113,7 @@ def test_must_show_headline(must_show):
         "Not one pool: 7 comparability classes: the pool is gpu[01-04,06,10-11,13,15,17-18,20,23-24,27-30,35-41] "
         "(25 of 44 hosts); 12 hosts in 6 other classes "
         "differ in Driver, CUDA (driver), ECC, Power limit, MIG; 2 held out for health (gpu14: 1 other "
-        "process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2; gpu16: HW slowdown active on GPU 5 "
+        "process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2; gpu16: HW thermal slowdown active on GPU 5 "
         "(SM 1125 of 1980 MHz, 92 C)); 2 cannot run a benchmark; 3 unreachable.")
     assert summary["headline"] == result.headline
 
