@@ -6,7 +6,7 @@ comparability keys `sweep.analysis.keys` makes; `sweep.analysis.compare.compare(
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -37,7 +37,7 @@ class Finding:
         return f"{self.host}: {self.detail}"
 
     def to_dict(self) -> dict:
-        return dict(asdict(self), message=self.message)
+        return dict({f.name: getattr(self, f.name) for f in fields(self)}, message=self.message)  # flat: no deep copy
 
 
 GPU_FINDINGS = (  # (GPU column, kind, severity, title, what, fix)

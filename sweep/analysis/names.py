@@ -33,7 +33,7 @@ def failure_shape(host: str, message: str) -> tuple[str, str]:
     """(the message without its leading "host: ", the same with the host's own values generalised)."""
     text = message[len(host) + 2:] if message.startswith(f"{host}: ") else message
     shape = _FINGERPRINT.sub("<fingerprint>", _ADDRESS.sub("<address>", text))
-    if host:
+    if host and host in shape:  # a pattern per host: compiled only where its name is in the text (100,000 hosts: 56 s)
         shape = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "<host>", shape)
     return text, shape
 

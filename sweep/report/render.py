@@ -36,7 +36,7 @@ from sweep.report.findings import by_host, fold
 from sweep.report.topbox import HELD_OUT_SHOWN, SETS_SAID, held_out_rows, keepout_rows, tiles, watch_line
 from sweep.store import write_bytes_atomic
 from sweep.strictjson import dumps, finite
-from sweep.text import csv_cell, csv_cells, plural, visible
+from sweep.text import breakable_html, csv_cell, csv_cells, plural, visible
 
 SUMMARY_SCHEMA = "sweep.summary/1"
 CHART_HOSTS_MAX = 64      # above this many hosts the chart shows one bar per class
@@ -107,7 +107,7 @@ def _template_cache():
 _env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
                    undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=_visible,
                    bytecode_cache=_template_cache())
-_env.filters.update(abbreviate=abbreviate, plural=plural)
+_env.filters.update(abbreviate=abbreviate, plural=plural, breakable=lambda v: Markup(breakable_html(v)))
 
 
 def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=(), audit: dict | None = None,
