@@ -69,7 +69,7 @@ def health_findings(fleet, hosts, keys, mixed) -> tuple[Finding, ...]:
     out += [Finding(h, "unreachable", "unreachable", "Unreachable",
                     f"{r.failure_class}: {as_text(r.failure_message) or 'no health.json'}",
                     fix_for(r.failure_class))
-            for h, r in zip(failed.index, failed.itertuples())]
+            for h, r in zip(failed.index, failed[["failure_class", "failure_message"]].itertuples())]  # 2 columns, not all
     broken = hosts[hosts["lowest_broken"].notna()]
     out += [Finding(h, "lowest_broken", "broken", f"Lowest broken contract: {r.lowest_broken}",
                     f"{r.lowest_broken}: {as_text(r.lowest_message)}", as_text(r.lowest_fix), str(r.lowest_broken))

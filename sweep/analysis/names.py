@@ -104,8 +104,13 @@ def fold_nodeset(names) -> tuple[str, tuple[str, ...]]:
     ``rack1-n[1-8]``): Slurm 22.05 refuses text after a range (``gpu[01-02].dc1``), so ``gpu01.dc1`` is
     listed as it is. Numbers fold with numbers of their own width when one of them is zero-padded
     (``gpu[08-10]``; ``gpu1`` and ``gpu01`` stay apart). A name outside `NODE_NAME` is returned apart.
+    A report folds the same large sets several times (host_sets, summary.json's lists): the last folds are kept.
     """
-    unique = list(dict.fromkeys(names))
+    return _fold_nodeset(tuple(dict.fromkeys(names)))
+
+
+@lru_cache(maxsize=8)
+def _fold_nodeset(unique: tuple) -> tuple[str, tuple[str, ...]]:
     odd = tuple(n for n in unique if not NODE_NAME.match(n))
     listed, numbered = [], []  # names listed as they are; (prefix, digits) of the names to fold
     skip = set(odd)
