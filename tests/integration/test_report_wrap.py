@@ -12,13 +12,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 import fleet_variants as fv  # noqa: E402
 
 from sweep.report.build import build_report  # noqa: E402
-from sweep.text import BREAK_AFTER  # noqa: E402
 
 from browser_page import Page  # noqa: E402
 from helpers import CHROMIUM, require  # noqa: E402
 
 pytestmark = pytest.mark.integration
-KEY_CELLS = ".keygrid div, #keys-side-by-side td, #keys-side-by-side th, div.card td.tok"
+BREAK_AFTER = ",/+;|"  # where a key value may wrap, besides a space
+# the reference card's keys, the keys side by side (its headers: the classes' folded hosts), each class card's
+# value and reference columns
+KEY_CELLS = (".keygrid div, div[style*='overflow-x'] table td, div[style*='overflow-x'] table th, "
+             "div.card table td:nth-child(2), div.card table td:nth-child(3)")
 
 # [(the cell's text, the character before the break, the one after)] for every line break the page
 # renders inside the elements `selector` names; a <br> starts a new line on purpose and is no break.
@@ -79,8 +82,9 @@ def test_no_key_value_breaks_inside_a_token(report, width):
 
 
 def test_a_separator_gets_a_break_opportunity_and_the_value_stays_escaped():
-    from sweep.text import breakable_html
+    from sweep.text import BREAK_AFTER as breaks, breakable_html
 
+    assert breaks == BREAK_AFTER
     def nw(*tokens):
         return "".join(t if t in ("<wbr>", " ") else f'<span class="nw">{t}</span>' for t in tokens)
 
