@@ -11,6 +11,13 @@ from probe_agent.chain import BY_NAME, CONTRACTS, contract, plural  # noqa: F401
 from probe_agent.framework import version_tuple
 
 FACILITY_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+FACILITY_CAUSES = {  # reason -> (what it is called, its fix): one line and one fix per cause (issue 41)
+    "hw_slowdown": ("HW slowdown", "check the host's power delivery and cooling (PSU, fans, inlet temperature)"),
+    "hw_thermal_slowdown": ("HW thermal slowdown", "check fans, airflow and inlet temperature; the GPU is too hot "
+                            "for its clocks"),
+    "hw_power_brake_slowdown": ("HW power brake", "the chassis asserts the power-brake signal: check PSUs and "
+                                "the rack's power budget"),
+}
 LINK_RANK = {"NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 
 NVML_INIT_ERRORS = {
@@ -264,7 +271,7 @@ def mib(n):
 
 
 def check_clocks(facts):
-    rows, broken, warn, notes = [], [], [], []
+    rows, broken, warn, notes, causes = [], [], [], [], []
     for g in facts.get("gpus") or []:
         c = g.get("clocks") or {}
         r = g.get("clock_event_reasons") or {}
@@ -272,10 +279,13 @@ def check_clocks(facts):
         rows.append({"gpu": g.get("index"), "sm_mhz": c.get("sm_mhz"), "sm_max_mhz": c.get("sm_max_mhz"),
                      "mem_mhz": c.get("mem_mhz"), "mem_max_mhz": c.get("mem_max_mhz"), "active_reasons": active,
                      "reason_counters_us": g.get("reason_counters_us")})
-        fac = [a for a in active if a in FACILITY_REASONS]
-        if fac:
-            broken.append("GPU %s: %s active (SM %s of %s MHz)" % (g.get("index"), ", ".join(fac), c.get("sm_mhz"),
-                                                                    c.get("sm_max_mhz")))
+        fac = [a for a in FACILITY_REASONS if a in active]
+        if len(fac) > 1:  # NVML sets hw_slowdown beside the cause it knows: the cause is said, once (issue 41)
+            fac.remove("hw_slowdown")
+        for a in fac:
+            broken.append("GPU %s: %s active (SM %s of %s MHz)" % (g.get("index"), FACILITY_CAUSES[a][0],
+                                                                    c.get("sm_mhz"), c.get("sm_max_mhz")))
+            causes.append(a)
         if "sw_thermal_slowdown" in active:
             warn.append("GPU %s: SW thermal slowdown active (%s C)" % (g.get("index"), g.get("temperature_c")))
         if "sw_power_cap" in active:
@@ -290,8 +300,8 @@ def check_clocks(facts):
                                                                                  c["default_app_sm_mhz"]))
     ev = {"gpus": rows}
     if broken:
-        return contract("clocks", "broken", fold_gpus(broken) + ": a facility fault (cooling or power delivery)", ev,
-                        "check the host's cooling, fans, inlet temperature and PSU / power-brake signals")
+        return contract("clocks", "broken", fold_gpus(broken) + ": a facility fault", ev,
+                        "; ".join(FACILITY_CAUSES[a][1] for a in FACILITY_REASONS if a in causes))
     if warn:
         return contract("clocks", "warning", fold_gpus(warn), ev,
                         "reset clocks with nvidia-smi -rac / -rgc / -rmc if not intended")

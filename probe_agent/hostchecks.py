@@ -221,22 +221,33 @@ def nvlink_findings(facts, g):
     return [], ["GPU %s: %d NVLinks, none active (no NVLink peer)" % (i, exist)]
 
 
+# One fix per cause of a broken links contract (issue 41: a PCIe x8 link was told to replace the NVLink bridge).
+LINK_FIXES = {
+    "pcie_width": "reseat the card and check its slot and riser (a narrow link is a seating or riser fault), "
+                  "then the slot's BIOS link-width setting (lspci -vv: LnkSta against LnkCap)",
+    "pcie_gen": "check the slot's BIOS PCIe generation setting and the riser or retimer; reseat the card "
+                "(lspci -vv: LnkSta against LnkCap)",
+    "nvlink": "reset the GPU (or reboot); replace the NVLink bridge or board if links stay down (nvidia-smi nvlink -s)",
+}
+
+
 def check_links(facts):
     loaded = under_load(facts)
-    rows, broken, warn, notes = [], [], [], []
+    rows, broken, warn, notes, causes = [], [], [], [], []
     for g in facts.get("gpus") or []:
         rows.append({"gpu": g.get("index"), "pci_bus_id": g.get("pci_bus_id"), "pcie": g.get("pcie"),
                      "nvlink": g.get("nvlink")})
         b, n = pcie_findings(facts, g, loaded)
         broken += b
         notes += n
+        causes += ["pcie_gen" if "PCIe gen" in x else "pcie_width" for x in b]
         b, w = nvlink_findings(facts, g)
         broken += b
         warn += w
+        causes += ["nvlink"] * len(b)
     ev = {"gpus": rows, "generation_judged": loaded, "notes": notes}
     if broken:
-        fix = "reseat the card or riser, check the slot's BIOS link setting; replace the NVLink bridge or board " \
-              "if links stay down (nvidia-smi nvlink -s)"
+        fix = "; ".join(LINK_FIXES[k] for k in LINK_FIXES if k in causes)
         return contract("links", "broken", "; ".join(broken), ev, fix)
     if warn:
         return contract("links", "warning", "; ".join(warn), ev)

@@ -99,3 +99,26 @@ def csv_cells(values: list) -> list:
     return [value if value is None or (value.__class__ is str and value.isascii() and value.isprintable()
                                        and not value.startswith(_FORMULA_START)) else csv_cell(value)
             for value in values]
+
+
+# Where a value shown in an HTML table may wrap (issue 41: "2.11.0+cu13 / 0", "gpu[01- / 02,...]" broke mid-token):
+# at spaces and after these separators, nowhere else (not at a hyphen, where a browser would).
+BREAK_AFTER = ",/+;|"
+_BREAKS = re.compile(r"(?<=[%s])(?=\S)|(\s+)" % re.escape(BREAK_AFTER))
+
+
+def breakable_html(value: Any) -> str:
+    """`value` as escaped HTML whose every token (the text between spaces and separators) is one
+    unbreakable `<span class="nw">`, a <wbr> after each separator that no space follows
+    (`<span class="nw">gpu[01-02,</span><wbr><span class="nw">04]</span>`): a line may end there only."""
+    from markupsafe import escape
+
+    out = []
+    for part in _BREAKS.split(str(value)):
+        if part is None:
+            out.append("<wbr>")
+        elif part.isspace():
+            out.append(part)
+        elif part:
+            out.append(f'<span class="nw">{escape(part)}</span>')
+    return "".join(out)

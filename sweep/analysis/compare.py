@@ -237,7 +237,7 @@ def compare(fleet: Fleet, reference: str | None = None) -> Findings:
     failed = hosts[~reachable]
     unreachable = tuple({"host": h, "failure_class": as_text(r.failure_class), "message": as_text(r.failure_message),
                          "attempts": None if pd.isna(r.attempts) else int(r.attempts)}
-                        for h, r in zip(failed.index, failed.itertuples()))
+                        for h, r in zip(failed.index, failed[["failure_class", "failure_message", "attempts"]].itertuples()))
     cannot = hosts[blocked]
     excluded = tuple({"host": h, "contract": str(r.lowest_broken), "message": as_text(r.lowest_message),
                       "fix": as_text(r.lowest_fix)} for h, r in zip(cannot.index, cannot.itertuples()))

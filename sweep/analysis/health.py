@@ -6,7 +6,7 @@ comparability keys `sweep.analysis.keys` makes; `sweep.analysis.compare.compare(
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -37,7 +37,7 @@ class Finding:
         return f"{self.host}: {self.detail}"
 
     def to_dict(self) -> dict:
-        return dict(asdict(self), message=self.message)
+        return dict({f.name: getattr(self, f.name) for f in fields(self)}, message=self.message)  # flat: no deep copy
 
 
 GPU_FINDINGS = (  # (GPU column, kind, severity, title, what, fix)
@@ -69,7 +69,7 @@ def health_findings(fleet, hosts, keys, mixed) -> tuple[Finding, ...]:
     out += [Finding(h, "unreachable", "unreachable", "Unreachable",
                     f"{r.failure_class}: {as_text(r.failure_message) or 'no health.json'}",
                     fix_for(r.failure_class))
-            for h, r in zip(failed.index, failed.itertuples())]
+            for h, r in zip(failed.index, failed[["failure_class", "failure_message"]].itertuples())]  # 2 columns, not all
     broken = hosts[hosts["lowest_broken"].notna()]
     out += [Finding(h, "lowest_broken", "broken", f"Lowest broken contract: {r.lowest_broken}",
                     f"{r.lowest_broken}: {as_text(r.lowest_message)}", as_text(r.lowest_fix), str(r.lowest_broken))
@@ -80,13 +80,7 @@ def health_findings(fleet, hosts, keys, mixed) -> tuple[Finding, ...]:
             for h in incomplete.index]
 
     g = fleet.gpus
-    flags = {
-        "hw_slowdown": g["hw_slowdown"], "hw_thermal_slowdown": g["hw_thermal_slowdown"],
-        "hw_power_brake_slowdown": g["hw_power_brake_slowdown"], "sw_thermal_slowdown": g["sw_thermal_slowdown"],
-        "remap_failure": g["remap_failure"], "remap_pending": g["remap_pending"],
-        "uncorrected": g["ecc_volatile_uncorrected"] > 0, "ecc_change": g["ecc_pending"] != g["ecc_current"],
-        "persistence_off": ~g["persistence_mode"],
-    }
+    flags = _gpu_flags(g)
     for column, kind, severity, title, what, fix in GPU_FINDINGS:
         hit = flags[column].fillna(False).to_numpy(dtype=bool)
         if not hit.any():
@@ -121,6 +115,21 @@ def health_findings(fleet, hosts, keys, mixed) -> tuple[Finding, ...]:
                            table.BY_NAME[differ[0]].contract if len(differ) == 1 else None))
     order = {"unreachable": 0, "broken": 1, "warning": 2}
     return tuple(sorted(out + _platform_findings(fleet, hosts), key=lambda f: (order[f.severity], f.kind, f.host)))
+
+
+def _gpu_flags(g) -> dict:
+    """GPU column of GPU_FINDINGS -> which GPUs (rows of fleet.gpus) it is said of."""
+    # NVML sets HW slowdown beside its cause (HW thermal slowdown, HW power brake): one line per cause, so the
+    # generic line (and its generic fix) is said only of a GPU whose slowdown names no cause (issue 41)
+    caused = g["hw_thermal_slowdown"].fillna(False).astype(bool) | g["hw_power_brake_slowdown"].fillna(False).astype(bool)
+    return {
+        "hw_slowdown": g["hw_slowdown"].fillna(False).astype(bool) & ~caused,
+        "hw_thermal_slowdown": g["hw_thermal_slowdown"],
+        "hw_power_brake_slowdown": g["hw_power_brake_slowdown"], "sw_thermal_slowdown": g["sw_thermal_slowdown"],
+        "remap_failure": g["remap_failure"], "remap_pending": g["remap_pending"],
+        "uncorrected": g["ecc_volatile_uncorrected"] > 0, "ecc_change": g["ecc_pending"] != g["ecc_current"],
+        "persistence_off": ~g["persistence_mode"],
+    }
 
 
 # Contracts whose broken or warning state is a finding of its own (the lowest broken contract

@@ -35,7 +35,7 @@ of a fault, and every one is counted and named with its fix (`Verdict.notes`).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from probe_agent.xid import ACTION
 from sweep import exitcodes
@@ -75,7 +75,7 @@ class Entry:
     contract: str | None = None  # the contract it is about, where it is one
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # flat: asdict's deep copy cost 16 s at 100,000 hosts
 
 
 @dataclass(frozen=True)

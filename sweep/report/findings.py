@@ -2,10 +2,10 @@
 then one entry per finding that many hosts share (`fold`).
 
 `summary.json` keeps every finding as the analysis made it. A host whose lowest broken contract is
-`clocks` also has a HW slowdown finding and a HW thermal slowdown finding for the same GPU: three
-sentences for one fact. Here the findings of one host about one contract become one (the lowest
-broken contract's own sentence when it is among them: the agent folds its GPUs, "GPU 0-7: ..."),
-and a host's findings are listed together, hosts with a broken finding first.
+`clocks` also has a HW thermal slowdown finding for the same GPU: two sentences for one fact. Here
+the findings of one host about one contract become the lowest broken contract's own sentence when it
+is among them (the agent folds its GPUs, "GPU 0-7: ..."), else one line per cause with its own fix;
+a host's findings are listed together, hosts with a broken finding first.
 
 `fold` turns those into one entry per (contract, severity, title, sentence), the hosts folded as
 ClusterShell's ``clubak -b`` folds identical output (``gpu[02-09]``). Sentences that differ only in
@@ -29,21 +29,24 @@ def contract_of(finding: dict) -> str:
     return finding.get("contract") or KIND_CONTRACT.get(finding["kind"]) or finding["kind"]
 
 
-def _merge(items: list[dict]) -> dict:
-    """One finding from several of one host about one contract: the lowest broken contract's when present."""
+def _merge(items: list[dict]) -> list[dict]:
+    """The findings of one host about one contract: the lowest broken contract's alone when present (its
+    sentence says the contract's causes), else one per cause, each with its own fix (issue 41: never
+    "HW slowdown: ...; HW thermal slowdown: ..." under the first cause's fix)."""
     if len(items) > 1:  # "the GPUs differ in persistence mode" says again what the per-GPU finding says
         items = [f for f in items if f["kind"] != "mixed_gpus"] or items
     items = sorted(items, key=lambda f: (f["kind"] != "lowest_broken", SEVERITY_ORDER[f["severity"]]))
-    first = items[0]
-    if first["kind"] == "lowest_broken" or len(items) == 1:
-        detail = first["detail"]
-        prefix = f"{contract_of(first)}: "  # the title names the contract already
-        detail = detail[len(prefix):] if first["kind"] == "lowest_broken" and detail.startswith(prefix) else detail
-    else:
-        detail = "; ".join(f"{f['title']}: {f['detail']}" for f in items)
-    return {"kind": first["kind"], "severity": first["severity"], "title": first["title"],
-            "contract": contract_of(first), "detail": detail, "fix": first["fix"],
-            "kinds": sorted({f["kind"] for f in items})}
+    if items[0]["kind"] == "lowest_broken":
+        items = items[:1]
+    kinds = sorted({f["kind"] for f in items})
+    out = []
+    for f in items:
+        detail = f["detail"]
+        prefix = f"{contract_of(f)}: "  # the title names the contract already
+        detail = detail[len(prefix):] if f["kind"] == "lowest_broken" and detail.startswith(prefix) else detail
+        out.append({"kind": f["kind"], "severity": f["severity"], "title": f["title"], "contract": contract_of(f),
+                    "detail": detail, "fix": f["fix"], "kinds": kinds})
+    return out
 
 
 def by_host(findings: list[dict]) -> list[dict]:
@@ -55,7 +58,7 @@ def by_host(findings: list[dict]) -> list[dict]:
             hosts.setdefault(f["host"], {}).setdefault(contract_of(f), []).append(f)
     out = []
     for host, contracts in hosts.items():
-        merged = sorted((_merge(items) for items in contracts.values()),
+        merged = sorted((f for items in contracts.values() for f in _merge(items)),
                         key=lambda f: (SEVERITY_ORDER[f["severity"]], f["kind"] != "lowest_broken"))
         out.append({"host": host, "severity": merged[0]["severity"], "findings": merged})
     return sorted(out, key=lambda h: (SEVERITY_ORDER[h["severity"]], host_key(h["host"])))

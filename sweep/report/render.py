@@ -36,9 +36,10 @@ from sweep.report.findings import by_host, fold
 from sweep.report.topbox import HELD_OUT_SHOWN, SETS_SAID, held_out_rows, keepout_rows, tiles, watch_line
 from sweep.store import write_bytes_atomic
 from sweep.strictjson import dumps, finite
-from sweep.text import csv_cell, csv_cells, plural, visible
+from sweep.report.summary_file import folded_summary
+from sweep.text import breakable_html, csv_cell, csv_cells, plural, visible
 
-SUMMARY_SCHEMA = "sweep.summary/1"
+SUMMARY_SCHEMA = "sweep.summary/1"  # the summary as rendered; summary.json is sweep.summary/2 (folded)
 CHART_HOSTS_MAX = 64      # above this many hosts the chart shows one bar per class
 DETAIL_HOSTS_MAX = 300    # per-host <details> blocks; the rest are in hosts.csv
 ROWS_MAX = 200            # rows per findings kind / unreachable table
@@ -107,7 +108,7 @@ def _template_cache():
 _env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
                    undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=_visible,
                    bytecode_cache=_template_cache())
-_env.filters.update(abbreviate=abbreviate, plural=plural)
+_env.filters.update(abbreviate=abbreviate, plural=plural, breakable=lambda v: Markup(breakable_html(v)))
 
 
 def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=(), audit: dict | None = None,
@@ -132,8 +133,9 @@ def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=
 
 
 def write_summary_json(summary: dict, path: Path) -> Path:
-    """summary.json, strict JSON (a value that is not a finite number is written as null)."""
-    write_text(path, dumps(finite(summary), indent=1) + "\n")
+    """summary.json, strict JSON (a value that is not a finite number is written as null), its per-host lists
+    folded (`sweep.report.summary_file`)."""
+    write_text(path, dumps(finite(folded_summary(summary)), indent=1) + "\n")  # per-host lists folded (issue 41)
     return path
 
 

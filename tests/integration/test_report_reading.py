@@ -94,7 +94,7 @@ def test_one_finding_per_host_and_contract_with_the_gpus_folded(report):
     assert capped.count("enforced power limit") == 1
     throttled = entry(dom, "gpu06")  # the lowest broken contract and both slowdown flags: one clocks finding
     assert throttled.count('class="finding"') == 1
-    assert "GPU 5: hw_slowdown, hw_thermal_slowdown active (SM 1035 of 1980 MHz)" in throttled
+    assert "GPU 5: HW thermal slowdown active (SM 1035 of 1980 MHz)" in throttled
 
 
 def test_a_host_with_several_findings_is_one_entry_listing_them(report):

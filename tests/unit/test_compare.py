@@ -78,14 +78,16 @@ def test_must_show_hosts_that_cannot_run_or_answer_are_kept_out(must_show):
                                                                         ("gpu26", "framework")]
     assert "CUDA_VISIBLE_DEVICES=''" in summary["excluded"][0]["message"]
     assert "CPU-only" in summary["excluded"][1]["message"]
-    assert [(u["host"], u["failure_class"]) for u in summary["unreachable"]] == [
-        ("gpu42", "refused"), ("gpu43", "timeout"), ("gpu44", "host_key_changed")]
+    assert [(u["host"], u["failure_class"]) for u in must_show[0].summary["unreachable"]] == [
+        ("gpu42", "refused"), ("gpu43", "timeout"), ("gpu44", "host_key_changed")]  # one entry per host, in memory
+    assert [(u["folded"], u["failure_class"]) for u in summary["unreachable"]] == [
+        ("gpu42", "refused"), ("gpu43", "timeout"), ("gpu44", "host_key_changed")]  # folded in summary.json
     for host in ("gpu25", "gpu26", "gpu42", "gpu43", "gpu44"):
         assert host not in classes
 
 
 def test_must_show_health_findings(must_show):
-    _, summary = must_show
+    summary = must_show[0].summary  # the findings one per host (summary.json folds them)
     found = {(f["host"], f["kind"]): f for f in summary["findings"]}
     assert found[("gpu16", "hw_thermal_slowdown")]["message"] == (
         "gpu16: HW thermal slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)")
@@ -101,7 +103,7 @@ def test_must_show_health_findings(must_show):
     assert not {"gpu14", "gpu16"} & set(summary["pool"]["hosts"])
     assert [(h["host"], h["reasons"][0]) for h in summary["held_out"]] == [
         ("gpu14", "1 other process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2"),
-        ("gpu16", "HW slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)")]
+        ("gpu16", "HW thermal slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)")]
     assert summary["pool"]["hosts"] == [h for h in fv.reference_pool() if h not in ("gpu14", "gpu16")]
     broken = sorted({f["host"] for f in summary["findings"] if f["kind"] == "lowest_broken"})
     assert broken == ["gpu07", "gpu08", "gpu09", "gpu16", "gpu25", "gpu26"]
@@ -113,7 +115,7 @@ def test_must_show_headline(must_show):
         "Not one pool: 7 comparability classes: the pool is gpu[01-04,06,10-11,13,15,17-18,20,23-24,27-30,35-41] "
         "(25 of 44 hosts); 12 hosts in 6 other classes "
         "differ in Driver, CUDA (driver), ECC, Power limit, MIG; 2 held out for health (gpu14: 1 other "
-        "process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2; gpu16: HW slowdown active on GPU 5 "
+        "process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2; gpu16: HW thermal slowdown active on GPU 5 "
         "(SM 1125 of 1980 MHz, 92 C)); 2 cannot run a benchmark; 3 unreachable.")
     assert summary["headline"] == result.headline
 
@@ -127,7 +129,7 @@ def test_report_folder_holds_every_output(must_show):
     # the pool and the held-out hosts, one per line, as --limit @FILE reads them
     assert (out / "pool.txt").read_text().splitlines() == summary["pool"]["hosts"]
     assert (out / "held_out.txt").read_text() == "gpu14\ngpu16\n"
-    assert summary["schema"] == "sweep.summary/1"
+    assert summary["schema"] == "sweep.summary/2"  # its per-host lists folded (issue 41)
     assert {"comparable", "hosts_total", "hosts_ok", "unreachable", "reference_class", "classes", "excluded",
             "findings", "exit_code"} <= set(summary)
     assert summary["hosts_total"] == 44 and summary["hosts_ok"] == 41
@@ -456,3 +458,44 @@ def test_a_host_name_that_would_read_as_a_pattern_is_left_out_of_a_limit_file(tm
     assert path.read_text() == "gpu01\ngpu04\n"  # never a line that --limit @FILE reads as 'all' or a glob
     assert [str(w.message).split(": host ", 1)[1].split(" left out")[0] for w in caught] == [
         "'!gpu02'", "'gpu03\\nall'", "'gpu*'"]
+
+
+def test_summary_json_folds_hosts_that_share_an_entry_and_loses_none(must_show):
+    """summary.json (sweep.summary/2): hosts that share a finding, a failure, a verdict entry or a state are one
+    entry with a node set and a count (issue 41: 100,000 listed hosts wrote 104 MB); expanded, every folded list
+    gives back exactly the per-host entries the report was rendered from."""
+    from ClusterShell.NodeSet import NodeSet
+
+    result, summary = must_show
+    memory = result.summary
+
+    def expand(rows, fields):
+        return sorted((h, *(r[f] for f in fields)) for r in rows for h in [*NodeSet(r["folded"]), *r["not_folded"]])
+
+    for key, fields in (("findings", ("kind", "detail", "fix")), ("unreachable", ("failure_class", "message"))):
+        assert expand(summary[key], fields) == sorted((r["host"], *(r[f] for f in fields)) for r in memory[key])
+        assert all(r["count"] == len(NodeSet(r["folded"])) + len(r["not_folded"]) for r in summary[key])
+    entries = summary["verdict_model"]["entries"]
+    assert expand(entries, ("source", "what", "cause")) == sorted(
+        (e["host"], e["source"], e["what"], e["cause"]) for e in memory["verdict_model"]["entries"])
+    states = {h: state for state, s in summary["verdict_model"]["states"].items() for h in NodeSet(s["folded"])}
+    assert states == memory["verdict_model"]["states"]
+    shared = [f for f in summary["findings"] if f["count"] > 1]
+    assert shared and all("host" not in f and "message" not in f for f in summary["findings"])
+
+
+def test_summary_json_of_many_hosts_alike_stays_small(tmp_path):
+    """A run listing 3,000 hosts of which 2 have a record: the 2,998 not probed are one entry of each list."""
+    import json
+
+    names = [f"gpu{i:04d}" for i in range(1, 3001)]
+    records = healthy(names[:2])
+    fv.write_run(tmp_path / "run", records, manifest={"format": "sweep-run", "record_version": 1, "hosts": names,
+                                                       "state": "interrupted"})
+    result = build_report([tmp_path / "run"], tmp_path / "report")
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert [(u["folded"], u["count"]) for u in summary["unreachable"]] == [("gpu[0003-3000]", 2998)]
+    assert [f["count"] for f in summary["findings"] if f["kind"] == "unreachable"] == [2998]
+    assert summary["verdict_model"]["states"]["unreachable"]["count"] == 2998
+    assert len(result.summary["unreachable"]) == 2998  # the report itself still has each host
+    assert (tmp_path / "report" / "summary.json").stat().st_size < 100_000

@@ -1,6 +1,7 @@
 """The docs are checked: every command has help and is in the generated reference docs/cli.md (which
 must be what `python -m sweep.cli.reference` prints now), the README links it; CI runs the README's
-test command."""
+test command; the README stays a front page whose map names every page of docs/; the project layout
+(docs/architecture.md) is checked against the tree."""
 import re
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from sweep.cli import app, main
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 CLI_MD = ROOT / "docs" / "cli.md"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 
 def commands():
@@ -101,18 +103,44 @@ def test_every_option_of_every_command_is_in_the_reference():
 
 
 def _layout_block() -> str:
-    section = README[README.index("## Project layout"):]
+    text = ARCHITECTURE.read_text()
+    section = text[text.index("## Project layout"):]
     return section.split("```")[1]
 
 
-def test_the_project_layout_names_every_module_and_package_of_the_tree():
-    """README's "Project layout" is checked against the tree: every module of sweep/ and probe_agent/ and
-    every subpackage is named in it (issue 41: it missed 21 modules)."""
-    block = _layout_block()
+def _layout_paths() -> list[str]:
+    """The path each line of the layout starts with (one module or package a line)."""
+    return [line.split()[0] for line in _layout_block().splitlines() if line.strip()]
+
+
+def _tree() -> list[str]:
+    """Every module of sweep/ and probe_agent/ (not __init__, __main__) and every package folder of sweep/."""
     modules = [p for p in [*(ROOT / "sweep").rglob("*.py"), *(ROOT / "probe_agent").glob("*.py")]
-               if p.stem not in ("__init__", "__main__")]
-    missing = [str(p.relative_to(ROOT)) for p in modules
-               if not re.search(rf"(?<!\w){re.escape(p.stem)}(?!\w)", block)]
-    missing += [f"{d.relative_to(ROOT)}/" for d in (ROOT / "sweep").rglob("*")
-                if d.is_dir() and not d.name.startswith("__") and f"{d.name}/" not in block]
-    assert not missing, f"README's Project layout does not name: {', '.join(sorted(missing))}"
+               if p.stem not in ("__init__", "__main__") and "__pycache__" not in p.parts]
+    folders = [d for d in (ROOT / "sweep").rglob("*") if d.is_dir() and not d.name.startswith("__")]
+    return sorted([str(p.relative_to(ROOT)) for p in modules] + [f"{d.relative_to(ROOT)}/" for d in folders])
+
+
+def test_the_project_layout_names_every_module_and_package_of_the_tree():
+    """docs/architecture.md's "Project layout" is checked against the tree: every module of sweep/ and
+    probe_agent/ and every subpackage has its own line, by path (issue 41: the README's missed 21 modules)."""
+    listed = set(_layout_paths())
+    missing = [path for path in _tree() if path not in listed]
+    assert not missing, f"docs/architecture.md's Project layout does not name: {', '.join(missing)}"
+
+
+def test_every_path_the_project_layout_names_exists():
+    """No line for a module that was moved or renamed: a stale layout fails as a missing one does."""
+    stale = [path for path in _layout_paths() if not (ROOT / path).exists()]
+    assert not stale, f"docs/architecture.md's Project layout names paths not in the tree: {', '.join(stale)}"
+
+
+def test_the_readme_is_a_front_page_and_its_map_names_every_page_of_docs():
+    """The README stays a front page (issue 41: it was 820 lines); the reference lives in docs/, and the
+    README's map of docs/ links each page, so a page is never orphaned."""
+    assert len(README.splitlines()) <= 220, f"README.md is {len(README.splitlines())} lines: move reference to docs/"
+    section = README[README.index("## Documentation"):]
+    unlinked = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if f"(docs/{p.name})" not in section]
+    assert not unlinked, f"README's map of docs/ does not link: {', '.join(unlinked)}"
+    for link in re.findall(r"\]\(((?:docs|bench|tests)/[^)#]+)", README):
+        assert (ROOT / link).exists(), f"README links {link}, which is not in the tree"

@@ -429,3 +429,42 @@ def test_kernel_log_cut_at_its_bound_is_not_passed_as_clean(tmp_path, monkeypatc
     f.write_text(json.dumps(cap))
     c = contract(run_agent(f), "xid")
     assert c["status"] == "unknown" and "before its bound" in c["message"]
+
+
+# --- each cause of a broken links contract, its own fix (issue 41) ----------------------------------
+
+def _links_facts(pcie=None, nvlink=None, loaded=False):
+    g = {"index": 3, "pci_bus_id": "00000000:48:00.0", "pcie": dict({"gen": 5, "max_gen": 5, "width": 16,
+                                                                   "max_width": 16}, **(pcie or {})),
+         "nvlink": nvlink or {}}
+    facts = {"gpus": [g], "topology": {"pairs": {"2-3": "NV18"}}}
+    if loaded:
+        facts["load"] = {"samples": [{}], "summary": [{"gpu": 3, "pcie_gen_max": g["pcie"]["gen"]}]}
+    return facts
+
+
+@pytest.mark.parametrize("facts,said,fix,not_fix", [
+    (_links_facts(pcie={"width": 8}), "PCIe link x8, the link supports x16",
+     "reseat the card and check its slot and riser", "NVLink"),
+    (_links_facts(pcie={"gen": 3}, loaded=True), "PCIe gen3 under load, the link supports gen5",
+     "BIOS PCIe generation setting", "NVLink"),
+    (_links_facts(nvlink={"links": 18, "active": 17, "inactive_links": [5]}), "17 of 18 NVLinks active",
+     "replace the NVLink bridge or board if links stay down", "riser"),
+], ids=["pcie_width", "pcie_gen", "nvlink"])
+def test_each_cause_of_a_broken_link_gets_its_own_fix(facts, said, fix, not_fix):
+    """gpu09's PCIe x8 told the operator to replace the NVLink bridge: a narrow PCIe link is a seating,
+    slot or riser fault, and only an NVLink down is the bridge's."""
+    from probe_agent.hostchecks import check_links
+
+    c = check_links(facts)
+    assert c["status"] == "broken" and said in c["message"]
+    assert fix in c["fix"] and not_fix not in c["fix"]
+
+
+def test_two_causes_of_a_broken_link_get_both_fixes_once():
+    from probe_agent.hostchecks import LINK_FIXES, check_links
+
+    facts = _links_facts(pcie={"width": 8}, nvlink={"links": 18, "active": 17, "inactive_links": [5]})
+    facts["gpus"].append(dict(facts["gpus"][0], index=4, nvlink={}))  # a second narrow GPU: its fix once
+    c = check_links(facts)
+    assert c["fix"] == LINK_FIXES["pcie_width"] + "; " + LINK_FIXES["nvlink"]
