@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from probe_agent.contracts import FACILITY_CAUSES
 from sweep.analysis.names import fold_numbers
 
-FACILITY = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+FACILITY = tuple(FACILITY_CAUSES)
 CAPPED = 0.05        # a SW power cap in at least this share of samples: the load reached the cap
 AT_MAXIMUM = 0.97    # an SM clock median at least this share of its maximum: not throttled
 IDLE_DRAW = 0.5      # a full read drawing under this share of the limit was not taken under load
@@ -88,11 +89,11 @@ def _between_idle(before: dict, after: dict) -> str:
         now, then = set(_reasons(g)) - {"idle"}, set(_reasons(old)) - {"idle"}
         clocks = g.get("clocks") or {}
         at = f"(SM {_shown(clocks.get('sm_mhz'))} of {_shown(clocks.get('sm_max_mhz'))} MHz)"
-        for reason in sorted(now - then):
-            kind = "a facility fault: check power delivery and cooling" if reason in FACILITY else "now active"
-            said.setdefault(f"{reason} on GPU {{gpus}} {at}: {kind}", []).append(index)
-        for reason in sorted(then - now):
-            said.setdefault(f"{reason} cleared on GPU {{gpus}}", []).append(index)
+        for reason in _causes(now - then):
+            kind = f"a facility fault: {FACILITY_CAUSES[reason][1]}" if reason in FACILITY else "now active"
+            said.setdefault(f"{_named(reason)} on GPU {{gpus}} {at}: {kind}", []).append(index)
+        for reason in _causes(then - now):
+            said.setdefault(f"{_named(reason)} cleared on GPU {{gpus}}", []).append(index)
         limit, old_limit = (g.get("power") or {}).get("enforced_limit_w"), (old.get("power") or {}).get("enforced_limit_w")
         if old and limit != old_limit:
             said.setdefault(f"power limit {_shown(old_limit)} -> {_shown(limit)} W on GPU {{gpus}}", []).append(index)
@@ -100,6 +101,22 @@ def _between_idle(before: dict, after: dict) -> str:
         return "no throttle evidence: no clock-event reason appeared or cleared, and no power limit changed"
     lines = [text.format(gpus=fold_numbers(gpus)) for text, gpus in said.items()]
     return "; ".join(lines[:4]) + (f"; and {len(lines) - 4} more" if len(lines) > 4 else "")
+
+
+def _causes(reasons: set) -> list[str]:
+    """The reasons to name, one line each: the generic HW slowdown only where no cause of it is named
+    (NVML sets it beside HW thermal slowdown and HW power brake; issue 41: one line per cause)."""
+    if {"hw_thermal_slowdown", "hw_power_brake_slowdown"} & reasons:
+        reasons = reasons - {"hw_slowdown"}
+    return sorted(reasons)
+
+
+def _named(reason: str) -> str:
+    """'HW thermal slowdown', 'SW power cap': a reason as the report names it, not NVML's key."""
+    if reason in FACILITY_CAUSES:
+        return FACILITY_CAUSES[reason][0]
+    head, _, rest = reason.partition("_")
+    return f"{head.upper()} {rest.replace('_', ' ')}" if head in ("sw", "hw") else reason.replace("_", " ")
 
 
 def _shown(value: Any) -> str:

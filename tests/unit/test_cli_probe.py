@@ -85,7 +85,9 @@ def test_sweep_diff_between_idle_probes_names_a_facility_slowdown(tmp_path, caps
         (tmp_path / name).write_text(json.dumps(health))
     assert main(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert first.startswith("hw_slowdown on GPU 5 (SM 1125 of 1980 MHz): a facility fault: check power delivery")
+    # one line per cause, named as the report names it, with the cause's own fix (issue 41)
+    assert first == ("HW thermal slowdown on GPU 5 (SM 1125 of 1980 MHz): a facility fault: check fans, airflow "
+                     "and inlet temperature; the GPU is too hot for its clocks")
 
 
 def test_sweep_diff_of_a_missing_file_is_bad_input(capsys):
