@@ -109,10 +109,12 @@ def test_the_project_layout_names_every_module_and_package_of_the_tree():
     """README's "Project layout" is checked against the tree: every module of sweep/ and probe_agent/ and
     every subpackage is named in it (issue 41: it missed 21 modules)."""
     block = _layout_block()
-    modules = [p for p in [*(ROOT / "sweep").rglob("*.py"), *(ROOT / "probe_agent").glob("*.py")]
+    modules = [p for p in [*(ROOT / "sweep").rglob("*.py"), *(ROOT / "probe_agent").rglob("*.py")]
                if p.stem not in ("__init__", "__main__")]
     missing = [str(p.relative_to(ROOT)) for p in modules
                if not re.search(rf"(?<!\w){re.escape(p.stem)}(?!\w)", block)]
     missing += [f"{d.relative_to(ROOT)}/" for d in (ROOT / "sweep").rglob("*")
                 if d.is_dir() and not d.name.startswith("__") and f"{d.name}/" not in block]
+    missing += [f"{d.parent.relative_to(ROOT)}/" for d in (ROOT / "probe_agent").rglob("__init__.py")
+                if d.parent != ROOT / "probe_agent" and f"{d.parent.name}/" not in block]
     assert not missing, f"README's Project layout does not name: {', '.join(sorted(missing))}"
