@@ -31,9 +31,9 @@ another digest, a line that does not verify, a folder this user's sweep did not 
 again and checked against the schema (`read_record`). Every file is read back through `read_bounded`:
 no link, no FIFO or device, bounded in size (docs/security.md). The manifest is signed as it is written.
 
-This module is the one reader of run folders too: `RunFolder.read_records` (resume, run diffs,
-baselines), `list_records` (the files a report reads, and the hosts a manifest lists),
-`manifest_groups` and `read_json`.
+This module is the one reader of run folders too: `load_run` (a whole run: run diffs, baselines,
+audits, the export), `RunFolder.read_records` (resume), `list_records` (the files a report reads, and
+the hosts a manifest lists), `manifest_groups` and `read_json`.
 """
 from __future__ import annotations
 
@@ -59,6 +59,7 @@ from sweep.errors import HealthFileError, ReadBackWarning, RunFolderError, Sweep
 from sweep.inventory.formats import IMPLICIT_GROUPS
 from sweep.schema import manifest_problem, record_problem
 from sweep.strictjson import dumps, loads, loads_known
+from sweep.text import host_key
 from sweep.trust import line_mac, sign
 
 RECORD_VERSION = 1
@@ -502,6 +503,34 @@ class RunFolder:
         return records
 
 
+@dataclass(frozen=True)
+class Run:
+    """One run folder, read: host -> record (each with its inventory groups), and the manifest."""
+
+    path: Path
+    manifest: dict
+    records: dict[str, dict]
+
+    @property
+    def listed(self) -> list[str]:
+        """The hosts the run set out to sweep (the manifest's list, else the records')."""
+        hosts = self.manifest.get("hosts")
+        return list(hosts) if isinstance(hosts, list) else list(self.records)
+
+
+def load_run(path: str | Path) -> Run:
+    """Read a run folder without writing to it (records by host, in natural order); each record gains "groups"
+    from the manifest if it has none. The reader of a whole run: sweep diff, baselines, audits, the export."""
+    folder, manifest = RunFolder.existing(path)
+    groups = manifest_groups(manifest)
+    records = {}
+    for name, rec in folder.read_records().items():
+        if rec.get("groups") is None and name in groups:
+            rec = dict(rec, groups=groups[name])
+        records[name] = rec
+    return Run(folder.path, manifest, dict(sorted(records.items(), key=lambda kv: host_key(kv[0]))))
+
+
 def read_json(path: Path, error: type[SweepError], fix: str, digest: str | None = None) -> Any:
     """The JSON document in the file `path`, read back as `read_record` reads it; a missing, unreadable
     (a link, a FIFO, a device, too large) or invalid file raises `error` with `fix`, naming the file."""
@@ -676,9 +705,9 @@ def normalize_health(health: Any) -> Any:
     log = health.get("kernel_log") if isinstance(health, dict) else None
     for group in (log.get("xid") if isinstance(log, dict) else None) or ():
         if isinstance(group, dict) and "action" not in group and isinstance(group.get("code"), int):
-            bucket, action, meaning = xid.judge("xid", group["code"], str(group.get("last") or ""))
-            group.update(type="xid", bucket=bucket, action=action, kind=xid.ACTION[action][3],
-                         meaning=group.get("meaning") or meaning)
+            judged = xid.judged("xid", group["code"], str(group.get("last") or ""))  # the agent's own judgment
+            group.update(type="xid", bucket=judged["bucket"], action=judged["action"], kind=judged["kind"],
+                         meaning=group.get("meaning") or judged["meaning"])
             for key in ("first_s", "last_s", "first_at", "last_at"):
                 group.setdefault(key, None)
     return health

@@ -99,3 +99,8 @@ def csv_cells(values: list) -> list:
     return [value if value is None or (value.__class__ is str and value.isascii() and value.isprintable()
                                        and not value.startswith(_FORMULA_START)) else csv_cell(value)
             for value in values]
+
+
+def host_key(name: str):
+    """Natural order of host names: gpu2 before gpu10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]

@@ -228,7 +228,8 @@ def wrap(
 
 def _run_diff(before: Path, after: Path, as_json: bool, html: Optional[Path]) -> int:
     from sweep.errors import ConfigError
-    from sweep.audit.rundiff import diff_runs, load_run, render_html, render_terminal
+    from sweep.audit.rundiff import diff_runs, render_html, render_terminal
+    from sweep.store import load_run
 
     if not (before.is_dir() and after.is_dir()):
         raise ConfigError("cannot compare a run folder with a file", where=f"{before} {after}",
@@ -771,7 +772,7 @@ def _warn_doubled(run_dirs: List[Path]) -> None:
     """Run folders of the same hosts reported together: each such host is counted once per run (gpu01,
     gpu01#2); comparing two runs of one fleet is `sweep diff`'s work. Said once, on stderr."""
     from sweep.analysis.names import fold_hosts
-    from sweep.audit.rundiff import load_run
+    from sweep.store import load_run
 
     seen: dict = {}
     try:
@@ -803,7 +804,7 @@ def audit(
     was not judged (docs/audits.md)."""
     from sweep.audit.baseline import audit_section
     from sweep.errors import ConfigError
-    from sweep.audit.rundiff import load_run
+    from sweep.store import load_run
 
     paths.input_dir(run_dir, "RUN_DIR", "a run folder (sweep run)")
     paths.input_file(expect, "--expect", "an expectations file (docs/expectations.md)")

@@ -29,7 +29,7 @@ from sweep.analysis.verdict import STATES, judge
 from sweep.analysis.xid import xid_section
 from sweep.export.textfile import Metrics, write_output
 from sweep.analysis.fleet import Fleet, load_fleet, rows_at
-from sweep.audit.rundiff import load_run
+from sweep.store import load_run
 
 MHZ = 1e6
 CONTRACT_STATES = STATUS_NAMES  # the agent's contract table
