@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 from sweep import exitcodes
 from sweep.analysis.names import fold_hosts, fold_numbers, host_key
-from sweep.analysis.speedread import read_speed
+from sweep.analysis.speed_record import read_speed
 from sweep.audit.diff import diff_health
 from sweep.audit.fields import KIND_ORDER, run_kind
 from sweep.store import Run

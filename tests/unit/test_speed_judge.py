@@ -20,7 +20,7 @@ from sweep.analysis.fleet import load_fleet
 from sweep.analysis.compare import compare
 from sweep.analysis.speed import speed_section
 from sweep.analysis.speed_reference import CEILINGS, FIGURES, LINK_CEILING, link_raw_bps
-from sweep.analysis.speedread import read_speed
+from sweep.analysis.speed_record import read_speed
 from sweep.audit.expect import evaluate_expectations, load_expectations
 from sweep.audit.rundiff import diff_runs
 from sweep.demo.speed import recorded, speed_fleet, with_speed, write_speed_run
