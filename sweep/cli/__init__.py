@@ -119,7 +119,7 @@ def probe(
     raise typer.Exit(exitcodes.BROKEN if health["lowest_broken"] else exitcodes.OK)
 
 
-def older(spelling: str):
+def old_spelling(spelling: str):
     """A hidden option under an older name (`--output`, `--dir`): it still works, help shows the new one."""
     return typer.Option(None, spelling, hidden=True)
 
@@ -127,7 +127,7 @@ def older(spelling: str):
 @app.command()
 def bundle(out: Path = typer.Option(Path("agent.pyz"), "--out", "-o", metavar="FILE",
                                     help="where to write the zipapp"),
-           output: Optional[Path] = older("--output")):
+           output: Optional[Path] = old_spelling("--output")):
     """Write the self-contained agent (runs with a bare python3 3.8+: python3 agent.pyz --help)."""
     from sweep.collect.bundle import build_bundle
 
@@ -261,7 +261,7 @@ def baseline_set(
     out: Path = typer.Option(Path("baseline"), "--out", "-o", metavar="DIR", help="baseline folder (one file per host)"),
     update: bool = typer.Option(False, "--update", help="replace hosts the baseline already holds"),
     host: List[str] = typer.Option([], "--host", metavar="HOST", help="only this host (repeatable)"),
-    directory: Optional[Path] = older("--dir"),
+    directory: Optional[Path] = old_spelling("--dir"),
 ):
     """Record each host's state from RUN_DIR: new hosts are added, existing ones kept unless --update."""
     from sweep.audit.baseline import set_baseline
@@ -279,7 +279,7 @@ def baseline_show(
     baseline: Path = typer.Option(Path("baseline"), "--baseline", metavar="DIR", help="baseline folder"),
     host: List[str] = typer.Option([], "--host", metavar="HOST", help="only this host (repeatable)"),
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
-    directory: Optional[Path] = older("--dir"),
+    directory: Optional[Path] = old_spelling("--dir"),
 ):
     """One line per host of the baseline: driver, GPUs, ECC, power limit, MIG, worst link, when set."""
     from sweep.audit.baseline import show_rows
@@ -306,7 +306,7 @@ def baseline_check(
     run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="the run folder to compare with the baseline"),
     baseline: Path = typer.Option(Path("baseline"), "--baseline", metavar="DIR", help="baseline folder"),
     as_json: bool = typer.Option(False, "--json", help="print the comparison as JSON"),
-    directory: Optional[Path] = older("--dir"),
+    directory: Optional[Path] = old_spelling("--dir"),
 ):
     """Drift of each host of RUN_DIR from its baseline (driver, ECC, power, MIG, topology, swapped or
     missing GPUs). Exit 5 when a host drifted."""
