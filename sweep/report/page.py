@@ -16,7 +16,7 @@ from markupsafe import Markup
 
 from sweep import exitcodes
 from sweep.analysis.compare import Findings
-from sweep.analysis.facts import COMPARED
+from sweep.analysis import facts as fact_table
 from sweep.analysis.fleet import Fleet, rows_at
 from sweep.analysis.names import abbreviate, fold_hosts
 from sweep.analysis.xid import event_name, when
@@ -117,7 +117,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
     matrix = [{"key": k, "label": label,
                "cells": [{"value": c["keys"][k], "differs": c["keys"][k] != ref["keys"][k]}
                          for c in classes[:MATRIX_CLASSES_MAX]]}
-              for k, label in COMPARED.items()] if classes else []
+              for k, label in fact_table.COMPARED.items()] if classes else []
     finding_hosts = by_host(summary["findings"])
     folded = fold(summary["findings"]) if folded is None else folded
     audit = summary.get("audit")
