@@ -70,9 +70,9 @@ sys.exit(importlib.import_module(module).main())
 # (the host's training python, which the caller names).
 Entry = collections.namedtuple("Entry", "name module source python purpose")
 CHILDREN = (
-    Entry("speed-driver", "probe_agent.speedchild", None, "agent",
+    Entry("speed-driver", "probe_agent.speed.driver_child", None, "agent",
           "--speed: HBM, PCIe, peer copies, FP32 through the CUDA driver API"),
-    Entry("speed-torch", None, "probe_agent.speedtorch:TORCH_CHILD", "framework",
+    Entry("speed-torch", None, "probe_agent.speed.torch_child:TORCH_CHILD", "framework",
           "--speed: bf16 GEMM and NCCL all-reduce through torch"),
     Entry("load-ptx", None, "probe_agent.load:PTX_LOAD", "agent", "--load --load-engine ptx: an FMA loop"),
     Entry("load-torch", None, "probe_agent.load:TORCH_LOAD", "framework", "--load --load-engine torch"),

@@ -77,11 +77,11 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    from probe_agent.wrap import split_command
+    from probe_agent.wrap.envelope import split_command
     argv, command = split_command(sys.argv[1:] if argv is None else list(argv))
     opts = parse_args(argv)
     if opts.wrap or command is not None:
-        from probe_agent import wrap
+        from probe_agent.wrap import envelope as wrap
         return wrap.main(opts, command) if opts.wrap else wrap.usage_error("a command after -- needs --wrap")
     started = (time.time(), time.monotonic())
     if opts.replay and opts.record:

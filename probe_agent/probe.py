@@ -81,7 +81,7 @@ def collect(src, opts, facts):
     facts["frameworks"] = list(fw_results)
     if getattr(opts, "speed", False) and count:
         step(facts, "speed tier")
-        from probe_agent.speed import run_speed
+        from probe_agent.speed.tier import run_speed
         torch_py = next((f["interpreter"] for f in fw_results if f.get("cuda_runtime")), None)
         facts["speed"] = run_speed(src, opts, facts, count, torch_py)
     step(facts, None)

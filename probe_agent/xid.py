@@ -65,6 +65,13 @@ def judge(kind, code, text):
     return bucket, action, meaning
 
 
+def judged(kind, code, text):
+    """The fields a group's judgment fills (bucket, action, its kind, meaning): the one place, for the agent's
+    groups and for the controller's reading of a record written before schema 1.5 (sweep.store)."""
+    bucket, action, meaning = judge(kind, code, text)
+    return {"bucket": bucket, "action": action, "kind": ACTION[action][3], "meaning": meaning}
+
+
 def catalogue(kind):
     return cat.SXID_CATALOGUE if kind == "sxid" else cat.XID_CATALOGUE
 
@@ -98,17 +105,17 @@ def parse_events(events, booted_at=None):
         g["last_s"], g["last_at"] = stamp(last, booted_at)
         g["last"] = (LINE.search(last) or m).group(4).strip()[:300]
         if g["code"] == 154 and kind == "xid":
-            g["bucket"], g["action"], _ = judge(kind, 154, g["last"])
-            g["kind"] = ACTION[g["action"]][3]
+            j = judged(kind, 154, g["last"])
+            g["bucket"], g["action"], g["kind"] = j["bucket"], j["action"], j["kind"]
     return sorted(groups.values(), key=lambda g: (RANK[g["action"]], g["bus_id"], g["code"]))
 
 
 def _group(kind, bus, code, first, booted_at):
     text = LINE.search(first).group(4).strip()
-    bucket, action, meaning = judge(kind, code, text)
+    j = judged(kind, code, text)
     first_s, first_at = stamp(first, booted_at)
-    return {"type": kind, "bus_id": bus, "code": code, "count": 0, "kind": ACTION[action][3], "bucket": bucket,
-            "action": action, "meaning": meaning, "first": text[:300], "last": None,
+    return {"type": kind, "bus_id": bus, "code": code, "count": 0, "kind": j["kind"], "bucket": j["bucket"],
+            "action": j["action"], "meaning": j["meaning"], "first": text[:300], "last": None,
             "first_s": first_s, "first_at": first_at, "last_s": None, "last_at": None}
 
 

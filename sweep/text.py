@@ -122,3 +122,8 @@ def breakable_html(value: Any) -> str:
         elif part:
             out.append(f'<span class="nw">{escape(part)}</span>')
     return "".join(out)
+
+
+def host_key(name: str):
+    """Natural order of host names: gpu2 before gpu10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]

@@ -24,7 +24,7 @@ from probe_agent.chain import CONTRACTS
 from sweep.errors import ConfigError
 from sweep.analysis.fleet import Fleet, rows_at
 from sweep.analysis.health import Finding, health_findings
-from sweep.analysis import facts as table
+from sweep.analysis import facts as fact_table
 from sweep.analysis.facts import impact_of
 from sweep.analysis.impact import impact  # noqa: F401  (re-exported: the text rules of one key)
 from sweep.analysis.keys import factorize, as_text, host_keys, typed_rows
@@ -152,7 +152,7 @@ class Findings:
             "hosts_ok": self.hosts_ok, "hosts_in_reference": ref.size if ref else 0,
             "pool": {"hosts": list(self.pool), "folded": fold_hosts(self.pool), "size": len(self.pool)},
             "held_out": list(self.held_out),
-            "key_labels": dict(table.COMPARED), "unreachable": list(self.unreachable),
+            "key_labels": dict(fact_table.COMPARED), "unreachable": list(self.unreachable),
             "reference_class": dict(cls(ref), chosen_by=self.reference_by) if ref else None,
             "classes": [cls(c) for c in self.classes], "excluded": list(self.excluded),
             "findings": [f.to_dict() for f in self.findings],
@@ -212,7 +212,7 @@ def compare(fleet: Fleet, reference: str | None = None) -> Findings:
     eligible = reachable & ~blocked
 
     runnable = keys[eligible]
-    compared = table.COMPARED
+    compared = fact_table.COMPARED
     code, first = factorize(runnable, list(compared))
     sizes = np.bincount(code, minlength=len(first))
     grouped = np.split(runnable.index.to_numpy(dtype=object)[np.argsort(code, kind="stable")], np.cumsum(sizes)[:-1])

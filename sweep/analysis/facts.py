@@ -22,7 +22,7 @@ from typing import Callable, Optional
 
 from sweep.analysis import impact as texts
 from sweep.analysis.names import fold_numbers
-from sweep.analysis import speedread
+from sweep.analysis import speed_record
 from sweep.analysis.speed_reference import LABELS as SPEED_LABELS, UNITS as SPEED_UNITS
 from sweep.text import plural
 
@@ -350,7 +350,7 @@ def _speed_fact(name: str, scope: str, expect: str) -> Fact:
     metric = (f"sweep_{scope}_speed_{name}_bytes_per_second" if unit == "B/s" else f"sweep_gpu_speed_{name}_flops")
     where = (f"speed.gpus#.figures.{name}.*",) if scope == "gpu" else (
         ("speed.p2p#.*",) if name == "p2p" else ("speed.allreduce.*",))
-    reader = speedread.gpu_figure(name) if scope == "gpu" else speedread.host_figure(name)
+    reader = speed_record.gpu_figure(name) if scope == "gpu" else speed_record.host_figure(name)
     return Fact(name, SPEED_LABELS[name], scope, (column,), lambda r: _rate(r[column], unit),
                 [(None, SPEED_IMPACT[name])], "speed", where,
                 _m(metric, f"The speed tier's measured {SPEED_LABELS[name]} ({unit}), best of its repetitions.",

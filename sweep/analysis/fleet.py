@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from sweep.analysis.facts import FACTS, GPU_READS, HOST_READS
-from sweep.analysis.speedread import (VALIDATED, gpu_view, read_contended, read_forced, read_reason,
-                                      read_rejected, read_skipped, read_speed, read_status)
+from sweep.analysis.speed_record import (VALIDATED, gpu_view, read_contended, read_forced, read_reason,
+                                         read_rejected, read_skipped, read_speed, read_status)
 from sweep.errors import HealthFileError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
 from sweep.schema import health_problem
@@ -466,7 +466,7 @@ def _gpu_facts(g: dict, load: dict, host: int, selected: bool) -> list:
     row.extend(map(load.get, _LOAD_KEYS))
     row.extend(_gpu_computed(g))
     row.extend([read(g) for read in _PLAIN_READERS])
-    measured = g.get(VALIDATED)  # the host ran the speed tier (speedread.gpu_view)
+    measured = g.get(VALIDATED)  # the host ran the speed tier (speed_record.gpu_view)
     if measured is None:
         row.extend(_NO_SPEED)
     else:

@@ -12,7 +12,7 @@ import numpy as np
 
 from probe_agent.chain import CONTRACTS
 from sweep.analysis.fleet import rows_at
-from sweep.analysis import facts as table
+from sweep.analysis import facts as fact_table
 from sweep.analysis.keys import as_number, as_text
 from sweep.analysis.names import fold_numbers
 from sweep.failures import fix_for
@@ -104,15 +104,15 @@ def health_findings(fleet, hosts, keys, mixed) -> tuple[Finding, ...]:
                            + (f" and {len(items) - 5} more" if len(items) > 5 else ""),
                            "stop them, or benchmark elsewhere: they take memory and SM time", "processes"))
 
-    mixed = mixed[[k for k in mixed.columns if table.BY_NAME[k].history == "value"]]  # not measured figures
+    mixed = mixed[[k for k in mixed.columns if fact_table.BY_NAME[k].history == "value"]]  # not measured figures
     mixed_hosts = mixed[mixed.any(axis=1)]
     for h, row in mixed_hosts.iterrows():  # rare: hosts whose selected GPUs differ among themselves
         differ = [k for k in mixed_hosts.columns if row[k]]
-        parts = [f"{table.BY_NAME[k].label} {keys.at[h, k]}" for k in differ]  # "700 W x7, 250 W x1 (GPU 3)"
+        parts = [f"{fact_table.BY_NAME[k].label} {keys.at[h, k]}" for k in differ]  # "700 W x7, 250 W x1 (GPU 3)"
         out.append(Finding(h, "mixed_gpus", "warning", "GPUs differ within the host",
                            "the selected GPUs differ: " + "; ".join(parts),
                            "make the cards alike (power limit, ECC, MIG, clocks) or mask out the odd one",
-                           table.BY_NAME[differ[0]].contract if len(differ) == 1 else None))
+                           fact_table.BY_NAME[differ[0]].contract if len(differ) == 1 else None))
     order = {"unreachable": 0, "broken": 1, "warning": 2}
     return tuple(sorted(out + _platform_findings(fleet, hosts), key=lambda f: (order[f.severity], f.kind, f.host)))
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sweep.analysis import facts as table
+from sweep.analysis import facts as fact_table
 from sweep.analysis.facts import COMPARED as KEYS, as_number, mixed_text
 from sweep.analysis.fleet import Fleet, rows_at
 
@@ -60,18 +60,18 @@ def host_keys(fleet: Fleet) -> tuple[pd.DataFrame, pd.DataFrame, GpuKeys]:
     gpu_index = used["index"].to_numpy(dtype=object)
     ok = (hosts["status"] == "ok").to_numpy()
     columns, mixed, combos, texts, raw_rows = {}, {}, {}, {}, {}
-    for fact in table.GPU_FACTS:
+    for fact in fact_table.GPU_FACTS:
         combo, first = factorize(used, fact.columns)
         records = rows_at(used[list(fact.columns)], first)  # only the key's columns: 10x faster on 8,000 GPUs
         labels = [fact.render(r) for r in records]
         combos[fact.name], texts[fact.name], raw_rows[fact.name] = combo, labels, records
         columns[fact.name], mixed[fact.name] = _per_host(used_hosts, combo, labels, n_hosts, fact, records, gpu_index)
-    for fact in table.HOST_FACTS:
+    for fact in fact_table.HOST_FACTS:
         combo, first = factorize(hosts, fact.columns)
         labels = [fact.render(r) for r in rows_at(hosts[list(fact.columns)], first)]
         columns[fact.name] = _categorical(np.where(ok, combo, -1), labels)
     index = pd.Index(hosts["host"], name="host")
-    keys = pd.DataFrame({f.name: columns[f.name] for f in table.FACTS}, index=index)
+    keys = pd.DataFrame({f.name: columns[f.name] for f in fact_table.FACTS}, index=index)
     for key in keys.columns:  # a failed host has no key values; a probed host without the reading has "unknown"
         column = keys[key]
         gap = column.isna().to_numpy() & ok
@@ -133,7 +133,7 @@ def as_text(value):
 def typed_rows(key: str, position: int, hosts: pd.DataFrame, gpu_keys: GpuKeys) -> list[dict]:
     """The typed readings behind one host's value of `key`: its row of a host fact; for a GPU fact
     one raw row per distinct value among the GPUs its mask selects (several: the GPUs disagree)."""
-    fact = table.BY_NAME[key]
+    fact = fact_table.BY_NAME[key]
     if fact.scope == "host":
         return rows_at(hosts[list(fact.columns)], [position])
     combos = np.unique(gpu_keys.combos[key][gpu_keys.host_codes == position])

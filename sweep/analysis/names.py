@@ -7,6 +7,8 @@ from functools import lru_cache
 
 from ClusterShell.NodeSet import NodeSet
 
+from sweep.text import host_key  # natural order; also the name the analysis modules import from here
+
 
 def fold_messages(items) -> list[str]:
     """(host, message) pairs as one line per message, its hosts folded, as ClusterShell's clubak -b
@@ -182,11 +184,6 @@ def _runs(numbers):
             start = n
         prev = n
     yield start, prev
-
-
-def host_key(name: str):
-    """Natural order: gpu2 before gpu10."""
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
 def fold_numbers(items) -> str:

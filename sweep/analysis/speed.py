@@ -1,7 +1,7 @@
 """Judging the speed tier: each GPU's figures against its model, its link and its class.
 
 `speed_section(fleet, findings, baseline=None)` is summary.json's "speed" (None when no host ran
-the tier). Per GPU and figure (validated by `sweep.analysis.speedread`; a rejected field is listed
+the tier). Per GPU and figure (validated by `sweep.analysis.speed_record`; a rejected field is listed
 under "rejected", named by host and field, never judged):
 
 - against the model: the operator's known-good hosts first (`baseline_references`, from a
@@ -27,7 +27,7 @@ from sweep.analysis.fleet import Fleet, rows_at
 from sweep.analysis.names import fold_hosts
 from sweep.analysis.speed_reference import (BROKEN_BELOW, FIGURES, HOST_FIGURES, LABELS, PCIE_EFFICIENCY, UNITS,
                                             WARNING_BELOW, link_raw_bps, reference_of)
-from sweep.analysis.speedread import read_speed
+from sweep.analysis.speed_record import read_speed
 from sweep.text import plural
 
 GPU_COLUMNS = ["host", "index", "name", "power_enforced_w", "power_default_w", "pcie_max_gen", "pcie_width",

@@ -44,7 +44,7 @@ def link_raw_bps(gen, width) -> Optional[float]:
     return LANE_BPS[gen] * width
 
 
-def _f(value, source):
+def _figure(value, source):
     return None if value is None else {"value": value, "source": source}
 
 
@@ -52,26 +52,26 @@ LENT = ("measured on the lent H200 by the agent's --speed (tests/fixtures/h200/s
         "sweep/demo/captures/h200-speed.json)")
 REFERENCE = (
     {"model": "H200", "match": r"\bH200\b", "memory_gib": 141, "board_power_w": 700, "seen_here": True,
-     "figures": {"hbm": _f(4.276e12, LENT + ": cuMemcpyDtoD 4275-4277 GB/s (spec 4.8 TB/s; issue 25's first "
+     "figures": {"hbm": _figure(4.276e12, LENT + ": cuMemcpyDtoD 4275-4277 GB/s (spec 4.8 TB/s; issue 25's first "
                                            "driver-API run read 4085-4093 GB/s)"),
-                 "pcie_h2d": _f(5.53e10, LENT + ": pinned cuMemcpyHtoD 55.0-55.4 GB/s, gen5 x16 (63 GB/s raw; "
+                 "pcie_h2d": _figure(5.53e10, LENT + ": pinned cuMemcpyHtoD 55.0-55.4 GB/s, gen5 x16 (63 GB/s raw; "
                                                "issue 25: 52-55 GB/s)"),
-                 "pcie_d2h": _f(5.53e10, LENT + ": pinned cuMemcpyDtoH 55.2-55.3 GB/s, gen5 x16 (63 GB/s raw)"),
-                 "fp32": _f(5.743e13, LENT + ": PTX fma.rn.f32 57.35-57.43 TFLOP/s"),
-                 "bf16_gemm": _f(7.65e14, LENT + ": torch.mm bf16 8192^3 760-772 TFLOP/s (issue 25: 763-789; "
+                 "pcie_d2h": _figure(5.53e10, LENT + ": pinned cuMemcpyDtoH 55.2-55.3 GB/s, gen5 x16 (63 GB/s raw)"),
+                 "fp32": _figure(5.743e13, LENT + ": PTX fma.rn.f32 57.35-57.43 TFLOP/s"),
+                 "bf16_gemm": _figure(7.65e14, LENT + ": torch.mm bf16 8192^3 760-772 TFLOP/s (issue 25: 763-789; "
                                                 "spec 989)")}},
     {"model": "H100 SXM", "match": r"\bH100\b(?!.*\b(PCIe|NVL)\b)", "memory_gib": 80, "board_power_w": 700,
      "seen_here": False,
-     "figures": {"hbm": _f(2.8e12, "not seen here: 2.8 TB/s coalesced loads under Nsight Compute, "
+     "figures": {"hbm": _figure(2.8e12, "not seen here: 2.8 TB/s coalesced loads under Nsight Compute, "
                                    "mikamirai.com/blog/gpu-memory-bandwidth (spec 3.35 TB/s)"),
                  "pcie_h2d": None, "pcie_d2h": None, "fp32": None, "bf16_gemm": None}},
     {"model": "A100 SXM 80GB", "match": r"\bA100\b.*\b80\s?GB\b(?!.*PCIe)", "memory_gib": 80, "board_power_w": 400,
      "seen_here": False,
-     "figures": {"hbm": _f(1.80e12, "not seen here: 1.80 TB/s read kernel (88% of 2.04 TB/s), "
+     "figures": {"hbm": _figure(1.80e12, "not seen here: 1.80 TB/s read kernel (88% of 2.04 TB/s), "
                                     "forums.developer.nvidia.com/t/trouble-to-reach-peak-bandwidth-of-a100/339083"),
                  "pcie_h2d": None, "pcie_d2h": None, "fp32": None, "bf16_gemm": None}},
     {"model": "B200", "match": r"\bB200\b", "memory_gib": 180, "board_power_w": 1000, "seen_here": False,
-     "figures": {"hbm": _f(6.0e12, "not seen here: over 6,000 GB/s device to device (CUDA samples bandwidthTest, "
+     "figures": {"hbm": _figure(6.0e12, "not seen here: over 6,000 GB/s device to device (CUDA samples bandwidthTest, "
                                    "8x B200 HGX), newmind.ai/journal/18 (spec 8 TB/s)"),
                  "pcie_h2d": None, "pcie_d2h": None, "fp32": None, "bf16_gemm": None}},
     {"model": "L40S", "match": r"\bL40S\b", "memory_gib": 48, "board_power_w": 350, "seen_here": False,

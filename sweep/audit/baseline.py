@@ -34,9 +34,9 @@ from sweep import exitcodes
 from sweep.errors import ConfigError, RunFolderError
 from sweep.analysis.facts import path_labels
 from sweep.analysis.names import fold_hosts, fold_numbers, host_key
-from sweep.audit.rundiff import FieldChange, Run, host_changes, load_run
+from sweep.audit.rundiff import FieldChange, host_changes
 from sweep.text import noun, show_value, plural
-from sweep.store import read_json, safe_name, utc_now, write_json_atomic
+from sweep.store import Run, load_run, read_json, safe_name, utc_now, write_json_atomic
 
 BASELINE_VERSION = 1
 FORMAT = "sweep-baseline"

@@ -34,7 +34,7 @@ from typing import Any, Callable
 import yaml
 
 from sweep.analysis import facts as table
-from sweep.analysis.speedread import read_speed
+from sweep.analysis.speed_record import read_speed
 from sweep.analysis.names import fold_numbers
 from sweep.errors import ConfigError
 from sweep.inventory.formats import LineLoader, LineMapping

@@ -26,40 +26,13 @@ from typing import Any, Iterable
 
 from sweep import exitcodes
 from sweep.analysis.names import fold_hosts, fold_numbers, host_key
-from sweep.analysis.speedread import read_speed
+from sweep.analysis.speed_record import read_speed
 from sweep.audit.diff import diff_health
 from sweep.audit.fields import KIND_ORDER, run_kind
-from sweep.store import RunFolder, manifest_groups
+from sweep.store import Run
 from sweep.text import show_value, visible, plural
 
 _GPU_PATH = re.compile(r"^gpus\[([^\]]*)\]\.(.*)$")
-
-
-@dataclass(frozen=True)
-class Run:
-    """One run folder, read: host -> record (each with its inventory groups), and the manifest."""
-
-    path: Path
-    manifest: dict
-    records: dict[str, dict]
-
-    @property
-    def listed(self) -> list[str]:
-        """The hosts the run set out to sweep (the manifest's list, else the records')."""
-        hosts = self.manifest.get("hosts")
-        return list(hosts) if isinstance(hosts, list) else list(self.records)
-
-
-def load_run(path: str | Path) -> Run:
-    """Read a run folder without writing to it; each record gains "groups" from the manifest if it has none."""
-    folder, manifest = RunFolder.existing(path)
-    groups = manifest_groups(manifest)
-    records = {}
-    for name, rec in folder.read_records().items():
-        if rec.get("groups") is None and name in groups:
-            rec = dict(rec, groups=groups[name])
-        records[name] = rec
-    return Run(folder.path, manifest, dict(sorted(records.items(), key=lambda kv: host_key(kv[0]))))
 
 
 # --- one host --------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ def audit(
     was not judged (docs/audits.md)."""
     from sweep.audit.baseline import audit_section
     from sweep.errors import ConfigError
-    from sweep.audit.rundiff import load_run
+    from sweep.store import load_run
 
     paths.input_dir(run_dir, "RUN_DIR", "a run folder (sweep run)")
     paths.input_file(expect, "--expect", "an expectations file (docs/expectations.md)")

@@ -8,7 +8,7 @@ import typer
 
 from sweep.cli import paths
 from sweep.cli.app import command, group
-from sweep.cli.options import BASELINE_DIR, HOSTS, json_flag, older
+from sweep.cli.options import BASELINE_DIR, HOSTS, json_flag, old_spelling
 from sweep.cli.output import print_lines, results, safe
 from sweep.text import json_text, plural
 
@@ -22,7 +22,7 @@ def baseline_set(
     out: Path = typer.Option(Path("baseline"), "--out", "-o", metavar="DIR", help="baseline folder (one file per host)"),
     update: bool = typer.Option(False, "--update", help="replace hosts the baseline already holds"),
     host: List[str] = HOSTS,
-    directory: Optional[Path] = older("--dir"),
+    directory: Optional[Path] = old_spelling("--dir"),
 ):
     """Record each host's state from RUN_DIR: new hosts are added, existing ones kept unless --update."""
     from sweep.audit.baseline import set_baseline
@@ -39,7 +39,7 @@ def baseline_show(
     baseline: Path = BASELINE_DIR,
     host: List[str] = HOSTS,
     as_json: bool = json_flag("the rows"),
-    directory: Optional[Path] = older("--dir"),
+    directory: Optional[Path] = old_spelling("--dir"),
 ):
     """One line per host of the baseline: driver, GPUs, ECC, power limit, MIG, worst link, when set."""
     from sweep.audit.baseline import show_rows
@@ -66,7 +66,7 @@ def baseline_check(
     run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="the run folder to compare with the baseline"),
     baseline: Path = BASELINE_DIR,
     as_json: bool = json_flag("the comparison"),
-    directory: Optional[Path] = older("--dir"),
+    directory: Optional[Path] = old_spelling("--dir"),
 ):
     """Drift of each host of RUN_DIR from its baseline (driver, ECC, power, MIG, topology, swapped or
     missing GPUs). Exit 5 when a host drifted."""

@@ -7,13 +7,13 @@ from typing import Optional
 import typer
 
 from sweep.cli import paths
-from sweep.cli.options import older
+from sweep.cli.options import old_spelling
 from sweep.cli.output import results
 
 
 def bundle(out: Path = typer.Option(Path("agent.pyz"), "--out", "-o", metavar="FILE",
                                     help="where to write the zipapp"),
-           output: Optional[Path] = older("--output")):
+           output: Optional[Path] = old_spelling("--output")):
     """Write the self-contained agent (runs with a bare python3 3.8+: python3 agent.pyz --help)."""
     from sweep.collect.bundle import build_bundle
 

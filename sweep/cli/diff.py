@@ -72,7 +72,8 @@ def _probe_table(before: Path, after: Path, conclusion: list, changes: list, fol
 
 def _run_diff(before: Path, after: Path, as_json: bool, html: Optional[Path]) -> int:
     from sweep.errors import ConfigError
-    from sweep.audit.rundiff import diff_runs, load_run, render_html, render_terminal
+    from sweep.audit.rundiff import diff_runs, render_html, render_terminal
+    from sweep.store import load_run
 
     if not (before.is_dir() and after.is_dir()):
         raise ConfigError("cannot compare a run folder with a file", where=f"{before} {after}",

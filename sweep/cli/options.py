@@ -32,7 +32,7 @@ def json_flag(what: str):
     return typer.Option(False, "--json", help=f"print {what} as JSON")
 
 
-def older(spelling: str):
+def old_spelling(spelling: str):
     """A hidden option under an older name (`--output`, `--dir`): it still works, help shows the new one."""
     return typer.Option(None, spelling, hidden=True)
 

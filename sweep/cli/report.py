@@ -60,7 +60,7 @@ def _warn_doubled(run_dirs: List[Path]) -> None:
     """Run folders of the same hosts reported together: each such host is counted once per run (gpu01,
     gpu01#2); comparing two runs of one fleet is `sweep diff`'s work. Said once, on stderr."""
     from sweep.analysis.names import fold_hosts
-    from sweep.audit.rundiff import load_run
+    from sweep.store import load_run
 
     seen: dict = {}
     try:

@@ -3,7 +3,7 @@
 On each host the agent probes, refuses to start the command on a broken contract or another
 process on the GPUs (unless `--force`, which the record keeps), runs it in its own process group
 (probe before, samples during, probe after) and prints provenance.json with the command's exit
-code and the tail of its output (`probe_agent/wrap.py`, `--emit`). The SSH session's stdin stays
+code and the tail of its output (`probe_agent/wrap/`, `--emit`). The SSH session's stdin stays
 open (`--tether`): when the controller closes the session (Ctrl-C, its host deadline) the agent
 ends the command, and at its own `--command-timeout` it ends it anyway.
 

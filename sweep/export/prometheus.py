@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from probe_agent.chain import STATUS_NAMES
-from sweep.analysis import facts as table
+from sweep.analysis import facts as fact_table
 from sweep.analysis.bench import bench_section
 from sweep.analysis.compare import compare
 from sweep.analysis.speed import speed_section
@@ -29,7 +29,7 @@ from sweep.analysis.verdict import STATES, judge
 from sweep.analysis.xid import xid_section
 from sweep.export.textfile import Metrics, write_output
 from sweep.analysis.fleet import Fleet, load_fleet, rows_at
-from sweep.audit.rundiff import load_run
+from sweep.store import load_run
 
 MHZ = 1e6
 CONTRACT_STATES = STATUS_NAMES  # the agent's contract table
@@ -58,7 +58,7 @@ FAMILIES = {
     "sweep_gpu_load_power_median_watts": "Median power draw under the probe's --load.",
     "sweep_gpu_load_sw_power_cap_ratio": "Fraction of --load samples with SW power cap active.",
     "sweep_gpu_load_hw_slowdown_ratio": "Fraction of --load samples with a HW slowdown reason active.",
-    **{f.metric.name: f.metric.help for f in table.FACTS if f.metric},  # each fact's own metric
+    **{f.metric.name: f.metric.help for f in fact_table.FACTS if f.metric},  # each fact's own metric
 }
 
 
@@ -117,7 +117,7 @@ def _facts(m: Metrics, fleet: Fleet) -> None:
     ok = fleet.hosts[(fleet.hosts["status"] == "ok").to_numpy()]
     gpus = fleet.gpus[fleet.gpus["host"].astype(object).isin(set(ok["host"])).to_numpy()]
     labels = {"host": [{"host": h} for h in ok["host"].tolist()], "gpu": _gpu_labels(gpus)}
-    for fact in table.FACTS:
+    for fact in fact_table.FACTS:
         if fact.metric is None:
             continue
         metric = fact.metric

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from sweep.errors import RunFolderError, SweepError
-from sweep.analysis import facts as table
+from sweep.analysis import facts as fact_table
 from sweep.analysis.facts import mixed_text, signature as fact_signature
 from sweep.analysis.fleet import GPU_COLUMNS, HOST_COLUMNS, usable_cpus
 from sweep.history.files import IndexLock, refuse_index_links, remove_index
@@ -122,7 +122,7 @@ def render_value(key: str, stored: str) -> str:
     """The text of a value the index keeps: a fact's typed value rendered by the fact table; the
     other keys' (contracts, reachability) text as stored."""
     value = json.loads(stored)
-    fact = table.BY_NAME.get(key)
+    fact = fact_table.BY_NAME.get(key)
     if fact is None:
         return str(value)
     rows = [dict(zip(fact.columns, v)) for v in value] if value is not None else [dict.fromkeys(fact.columns)]

@@ -29,11 +29,11 @@ import numpy as np
 import pandas as pd
 
 from sweep.errors import HealthFileError, RunFolderError, SweepError
-from sweep.analysis import facts as table
+from sweep.analysis import facts as fact_table
 from sweep.analysis.facts import typed_value
 from sweep.analysis.fleet import load_fleet, rows_at
 from sweep.analysis.keys import host_keys
-from sweep.analysis.speedread import finite_number
+from sweep.analysis.speed_record import finite_number
 from sweep.store import MANIFEST, RUN_FORMAT, STATES, RunFolder, list_records, read_json
 
 HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
@@ -100,12 +100,12 @@ def read_run(folder: str | Path) -> RunRows:
     host_ids = [names.host(str(h)) for h in hosts["host"]]
     facts: list[tuple] = []
     probed = (hosts["status"] == "ok").to_numpy()
-    for fact in (f for f in table.FACTS if f.history == "value"):  # measured figures drift: no change points
+    for fact in (f for f in fact_table.FACTS if f.history == "value"):  # measured figures drift: no change points
         kid = names.key(fact.name, fact.label, fact.scope)
         for position, value in _host_values(fact, hosts, gpu_keys):
             if probed[position]:
                 facts.append((host_ids[position], -1, kid, names.val(encode(value))))
-    for fact in (f for f in table.GPU_FACTS if f.history == "value"):  # per-GPU values where a host's GPUs disagree
+    for fact in (f for f in fact_table.GPU_FACTS if f.history == "value"):  # per-GPU values where a host's GPUs disagree
         mixed_hosts = np.flatnonzero(mixed[fact.name].to_numpy(dtype=bool))
         if not len(mixed_hosts):
             continue
@@ -238,13 +238,13 @@ def _load_rows(fleet, host_ids) -> list[tuple]:
     return out
 
 
-SPEED_FIGURES = tuple(f.name for f in table.FACTS if f.history == "drift")  # the measured figures, in table order
+SPEED_FIGURES = tuple(f.name for f in fact_table.FACTS if f.history == "drift")  # the measured figures, in table order
 
 
 def _speed_rows(fleet, host_ids) -> list[tuple]:
     """(host, gpu (-1: the host), figure, value) of every validated speed figure of the run (the frames' columns)."""
     out = []
-    for code, fact in enumerate(f for f in table.FACTS if f.history == "drift"):
+    for code, fact in enumerate(f for f in fact_table.FACTS if f.history == "drift"):
         frame = fleet.gpus if fact.scope == "gpu" else fleet.hosts
         column = frame[fact.columns[0]]
         have = np.flatnonzero(column.notna().to_numpy(dtype=bool))

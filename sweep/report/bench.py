@@ -50,7 +50,7 @@ def bench_lines(bench: dict | None) -> list[str]:
 
 
 def markdown_bench(bench: dict, md, mdcode) -> list[str]:
-    """summary.md's benchmark section (`md`, `mdcode`: render's escaping of text and of code)."""
+    """summary.md's benchmark section (`md`, `mdcode`: sweep.report.markdown's escaping of text and of code)."""
     unit = bench["unit"]
     lines = ["## Benchmark, by comparability class", "",
              f"Command: {mdcode(' '.join(bench['command'] or []))}; figure: **{md(bench['metric'] or 'none')}**", "",

@@ -46,9 +46,14 @@ from sweep.report.bench import bench_lines
 from sweep.report.lists import FILES as LIST_FILES, write_lists
 from sweep.report.findings import fold, terminal_lines
 from sweep.store import refuse_links
-from sweep.report.render import (render_html, render_markdown, summary_dict, write_fleet_csv, write_hosts_csv,
-                          write_limit_file, write_summary_json, write_text)
+from sweep.report.csv_files import write_fleet_csv, write_hosts_csv
+from sweep.report.files import write_limit_file, write_text
+from sweep.report.markdown import render_markdown
+from sweep.report.page import render_html
+from sweep.report.summary import summary_dict, write_summary_json
 from sweep.report.topbox import states_line
+
+
 @dataclass(frozen=True)
 class ReportResult:
     """What build_report wrote and decided."""

@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 
 from sweep.errors import InventoryWarning
-from sweep.report.render import write_text
+from sweep.report.files import write_text
 from sweep.report.scripts import comment, scheduler_scripts, word
 
 __all__ = ["FILES", "write_lists", "word"]

@@ -4,7 +4,7 @@ Hosts that share a finding, a failure, a verdict entry or a state are one entry 
 them: the entry's own fields, then `folded` (the hosts as one node set, as `nodeset -e` and Slurm read it
 back), `not_folded` (names no node set can hold, listed as they are) and `count`. The fleet's host list is
 written once, in `host_sets` (issue 41: 100,000 hosts listed, 2 with a record, wrote 104 MB). The report
-itself is rendered from the unfolded summary (`sweep.report.render.summary_dict`), so nothing is re-read.
+itself is rendered from the unfolded summary (`sweep.report.summary.summary_dict`), so nothing is re-read.
 
     findings               [{kind, severity, title, detail, fix, contract, folded, not_folded, count}]
     unreachable            [{failure_class, message, attempts, folded, not_folded, count}]

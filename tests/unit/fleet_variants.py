@@ -191,7 +191,7 @@ def record(name: str, health: dict | None, failure: tuple[str, str] | None = Non
 
 
 def write_run(folder: Path, records, manifest: dict | None = None, indent=1) -> Path:
-    """Write `records` as a run folder (manifest.json + hosts/<name>.json), as store.py lays it out."""
+    """Write `records` as a run folder (manifest.json + hosts/<name>.json), as sweep.store lays it out."""
     from sweep.store import safe_name
 
     hosts = folder / "hosts"

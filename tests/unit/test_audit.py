@@ -18,8 +18,8 @@ from sweep.audit.baseline import audit_section, compare_to_baseline, read_baseli
 from sweep.cli import main
 from sweep.errors import ConfigError
 from sweep.audit.expect import evaluate_expectations, load_expectations, resolve
-from sweep.audit.rundiff import diff_runs, host_changes, load_run, render_html, render_terminal
-from sweep.store import safe_name
+from sweep.audit.rundiff import diff_runs, host_changes, render_html, render_terminal
+from sweep.store import load_run, safe_name
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECT = ROOT / "tests" / "fixtures" / "expectations"

@@ -120,10 +120,30 @@ def test_the_driver_child_starts_from_a_zipapp_file_and_from_the_checkout(where,
 def test_only_the_children_table_starts_the_agents_own_python():
     """A new child that re-executes python outside probe_agent.children would miss the memory path."""
     found = []
-    for path in sorted((ROOT / "probe_agent").glob("*.py")):
+    for path in sorted((ROOT / "probe_agent").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Attribute) and node.attr == "executable" and \
                     isinstance(node.value, ast.Name) and node.value.id == "sys":
-                found.append(path.name)
+                found.append(path.relative_to(ROOT / "probe_agent").as_posix())
     assert set(found) == {"children.py"}, found
 
+
+
+def test_every_agent_module_subpackages_included_imports_from_the_memory_loaded_bundle(tmp_path):
+    """The bundle carries probe_agent's packages (probe_agent/speed/) and the bootstrap serves them."""
+    payload = bundle_bytes()
+    import io
+    import zipfile
+    names = sorted(n[:-3].replace("/", ".").removesuffix(".__init__")
+                   for n in zipfile.ZipFile(io.BytesIO(payload)).namelist()
+                   if n.startswith("probe_agent/") and n.endswith(".py") and not n.endswith("__main__.py"))
+    assert "probe_agent.speed" in names and "probe_agent.speed.tier" in names
+    importer = BOOTSTRAP[: -len(MAIN_CALL)] + (
+        "import importlib, json\n"
+        "mods = [importlib.import_module(n) for n in json.loads(sys.argv[1])]\n"
+        "print(json.dumps([m.__file__ for m in mods]))\n")
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", importer, str(len(payload)), json.dumps(names)],
+                          input=payload, capture_output=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    files = json.loads(done.stdout.decode().splitlines()[-1])
+    assert all(f.startswith("<sweep-bundle>/probe_agent/") for f in files), files

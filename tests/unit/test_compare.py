@@ -149,7 +149,7 @@ def test_report_folder_holds_every_output(must_show):
 
 
 def test_chart_marks_capped_and_slowed_hosts(must_show):
-    from sweep.report.render import chart
+    from sweep.report.charts import chart
 
     result, _ = must_show
     bars = {b["label"]: b for b in chart(result.fleet, result.findings)["bars"]}
@@ -450,7 +450,7 @@ def test_failures_alike_but_for_each_hosts_address_and_key_fold_into_one_line(tm
 
 def test_a_host_name_that_would_read_as_a_pattern_is_left_out_of_a_limit_file(tmp_path):
     from sweep.errors import InventoryWarning
-    from sweep.report.render import write_limit_file
+    from sweep.report.files import write_limit_file
 
     path = tmp_path / "pool.txt"
     with pytest.warns(InventoryWarning) as caught:

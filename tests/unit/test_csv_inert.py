@@ -91,7 +91,7 @@ def test_a_report_csv_is_byte_for_byte_what_the_csv_module_writes(tmp_path_facto
     """Every dtype of the frames, NA, -0.0, quotes, commas, CR and LF in text, a line of one empty field."""
     import io
     import pandas as pd
-    from sweep.report.render import _write_csv
+    from sweep.report.csv_files import _write_csv
 
     dtypes, rows = spec
     names = [f"{d}_{i}" for i, d in enumerate(dtypes)]

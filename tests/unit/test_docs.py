@@ -114,10 +114,12 @@ def _layout_paths() -> list[str]:
 
 
 def _tree() -> list[str]:
-    """Every module of sweep/ and probe_agent/ (not __init__, __main__) and every package folder of sweep/."""
-    modules = [p for p in [*(ROOT / "sweep").rglob("*.py"), *(ROOT / "probe_agent").glob("*.py")]
+    """Every module of sweep/ and probe_agent/ (not __init__, __main__) and every package folder of both."""
+    modules = [p for p in [*(ROOT / "sweep").rglob("*.py"), *(ROOT / "probe_agent").rglob("*.py")]
                if p.stem not in ("__init__", "__main__") and "__pycache__" not in p.parts]
-    folders = [d for d in (ROOT / "sweep").rglob("*") if d.is_dir() and not d.name.startswith("__")]
+    folders = [d for d in [*(ROOT / "sweep").rglob("*"), *(ROOT / "probe_agent").rglob("*")]
+               if d.is_dir() and not d.name.startswith("__") and (d / "__init__.py").exists() or d.parent.name == "sweep"
+               and d.is_dir() and not d.name.startswith("__")]
     return sorted([str(p.relative_to(ROOT)) for p in modules] + [f"{d.relative_to(ROOT)}/" for d in folders])
 
 

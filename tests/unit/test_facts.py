@@ -26,7 +26,7 @@ from sweep.analysis.fleet import GPU_COLUMNS, HOST_COLUMNS, load_fleet
 from sweep.audit.baseline import compare_to_baseline, set_baseline
 from sweep.audit.expect import evaluate_expectations, load_expectations
 from sweep.audit.fields import KIND_ORDER, run_kind
-from sweep.audit.rundiff import load_run
+from sweep.store import load_run
 from sweep.cli import main
 from sweep.export.prometheus import FAMILIES, metrics_text
 from sweep.history import build

@@ -129,7 +129,7 @@ def test_summary_json_lists_50_figure_names_and_counts_the_rest(tmp_path):
 
 @pytest.mark.parametrize("bps,measured", [(6.2e10, True), (6.7e10, False)])  # gen5 x16: 63 GB/s raw, 66.2 the line
 def test_a_pcie_copy_above_its_links_raw_rate_times_1_05_is_no_measurement(health, bps, measured):
-    from sweep.analysis.speedread import read_speed
+    from sweep.analysis.speed_record import read_speed
     from test_speed_judge import _figure
 
     h = with_speed(health)

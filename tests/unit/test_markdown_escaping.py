@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from markdown_it import MarkdownIt
 
 from probe_agent.report import clean
-from sweep.report.render import md
+from sweep.report.markdown import md
 
 COMMONMARK = MarkdownIt("commonmark")  # raw HTML and entities enabled, as GitHub and most viewers have them
 TEXT = st.text(alphabet=st.sampled_from("ab1 <>&;#/!?=-_*`[]()|\\:\"'.x"), max_size=40)

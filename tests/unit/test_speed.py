@@ -12,10 +12,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from probe_agent import HEALTH_SCHEMA_VERSION, speedcuda
+from probe_agent import HEALTH_SCHEMA_VERSION
 from probe_agent.main import main as agent_main
-from probe_agent.speed import bound_for, foreign_use, plan_budgets
-from probe_agent.speedfigures import assemble, figure
+from probe_agent.speed import cuda
+from probe_agent.speed.figures import assemble, figure
+from probe_agent.speed.tier import bound_for, foreign_use, plan_budgets
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "probe_agent" / "schema" / "health-1.schema.json").read_text())
@@ -60,13 +61,13 @@ def test_repetitions_are_budgeted_by_time_with_a_floor_and_a_ceiling():
             return cost
         return run
 
-    assert len(speedcuda.repeat(rep(0.4), 1.0, clock=clock)) == 3  # the floor, though the budget ran out
+    assert len(cuda.repeat(rep(0.4), 1.0, clock=clock)) == 3  # the floor, though the budget ran out
     now[0] = 0.0
-    assert len(speedcuda.repeat(rep(0.01), 1.0, clock=clock)) == speedcuda.MAX_REPS  # the ceiling
+    assert len(cuda.repeat(rep(0.01), 1.0, clock=clock)) == cuda.MAX_REPS  # the ceiling
     now[0] = 0.0
-    assert len(speedcuda.repeat(rep(0.3), 1.0, clock=clock, min_reps=1)) == 4  # until past the budget
-    assert len(speedcuda.repeat(rep(0.001), 10.0, clock=clock, stop_at=0.0)) == 1  # the tier's end passed
-    assert speedcuda.scale(0.001) == 20 and speedcuda.scale(1.0) == 1 and speedcuda.scale(0.0) == 64
+    assert len(cuda.repeat(rep(0.3), 1.0, clock=clock, min_reps=1)) == 4  # until past the budget
+    assert len(cuda.repeat(rep(0.001), 10.0, clock=clock, stop_at=0.0)) == 1  # the tier's end passed
+    assert cuda.scale(0.001) == 20 and cuda.scale(1.0) == 1 and cuda.scale(0.0) == 64
 
 
 def test_the_bound_grows_from_15_s_on_one_gpu_to_20_s_on_eight_and_the_budgets_fit_it():

@@ -7,8 +7,8 @@ every context released whatever happened, the bytes it counts, and an error repo
 import ctypes
 import json
 
-from probe_agent import speedchild, speedcuda
-from probe_agent.speedfigures import assemble
+from probe_agent.speed import cuda, driver_child
+from probe_agent.speed.figures import assemble
 
 
 class FakeCuda(object):
@@ -68,7 +68,7 @@ class FakeCuda(object):
 
 
 def run_child(fake, capsys):
-    speedchild.measure(speedcuda.Driver(fake), {"stop_at": 1e18, "budgets": {"hbm": 0.0, "fp32": 0.0,
+    driver_child.measure(cuda.Driver(fake), {"stop_at": 1e18, "budgets": {"hbm": 0.0, "fp32": 0.0,
                                                                             "pcie": 0.0, "p2p": 0.0}})
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
@@ -83,11 +83,11 @@ def test_the_child_measures_every_figure_and_frees_everything(capsys):
     assert out["status"] == "measured"
     hbm = out["gpus"][0]["figures"]["hbm"]
     # 10 ms for one copy -> 2 copies a repetition of 20 ms, each 2 GiB read + 2 GiB written, in 10 ms
-    assert hbm["bytes"] == 2 * speedcuda.HBM_BYTES and hbm["value"] == float("%.6g" % (2 * 2 * (2 << 30) / 0.01))
-    assert hbm["repetitions"] == speedcuda.MIN_REPS  # a budget of 0 s still takes the floor
+    assert hbm["bytes"] == 2 * cuda.HBM_BYTES and hbm["value"] == float("%.6g" % (2 * 2 * (2 << 30) / 0.01))
+    assert hbm["repetitions"] == cuda.MIN_REPS  # a budget of 0 s still takes the floor
     fp32 = out["gpus"][1]["figures"]["fp32"]
     # the warm launch took 10 ms for 4096 iterations: scaled to 8192 for 20 ms; 8 blocks of 256 on each of 132 SMs
-    flops = 2.0 * speedcuda.FMA_PER_ITER * 8192 * 132 * 8 * 256
+    flops = 2.0 * cuda.FMA_PER_ITER * 8192 * 132 * 8 * 256
     assert fp32["unit"] == "FLOP/s" and fp32["flops"] == flops and fp32["value"] == float("%.6g" % (flops / 0.01))
     assert [(p["src"], p["dst"]) for p in out["p2p"]] == [(0, 1), (1, 0)] and all("value" in p for p in out["p2p"])
     assert fake.calls.count("cuCtxEnablePeerAccess") == 4  # both ways, for each ordered pair
@@ -162,9 +162,9 @@ class ReplayedSamples(object):
 def tier(monkeypatch, mode, torch, bound=15.0):
     import sys
     from types import SimpleNamespace
-    from probe_agent import speed, speedtorch
+    from probe_agent.speed import tier as speed, torch_child
     monkeypatch.setattr(speed, "driver_command", lambda plan: ([sys.executable, "-c", DRIVER_STUB, mode], b""))
-    monkeypatch.setattr(speedtorch, "TORCH_CHILD", TORCH_STUB)
+    monkeypatch.setattr(torch_child, "TORCH_CHILD", TORCH_STUB)
     facts = {"gpus": [{"index": 0, "uuid": "GPU-a", "clocks": {"sm_max_mhz": 1980}}], "mask": None}
     section = speed.empty_section(SimpleNamespace(force=False), bound)
     return speed.measure(ReplayedSamples(), SimpleNamespace(interval=0.05), facts, 1,

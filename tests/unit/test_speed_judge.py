@@ -20,13 +20,14 @@ from sweep.analysis.fleet import load_fleet
 from sweep.analysis.compare import compare
 from sweep.analysis.speed import speed_section
 from sweep.analysis.speed_reference import CEILINGS, FIGURES, LINK_CEILING, link_raw_bps
-from sweep.analysis.speedread import read_speed
+from sweep.analysis.speed_record import read_speed
 from sweep.audit.expect import evaluate_expectations, load_expectations
-from sweep.audit.rundiff import diff_runs, load_run
+from sweep.audit.rundiff import diff_runs
 from sweep.demo.speed import recorded, speed_fleet, with_speed, write_speed_run
 from sweep.export.prometheus import metrics_text
 from sweep.history import build
 from sweep.report.build import build_report
+from sweep.store import load_run
 
 ROOT = Path(__file__).resolve().parents[2]
 HBM = recorded()["gpus"][0]["figures"]["hbm"]["value"]  # the lent H200's, as the agent recorded it

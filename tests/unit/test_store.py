@@ -105,7 +105,7 @@ def test_an_existing_record_survives_a_failed_rewrite(tmp_path, monkeypatch):
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(store.os, "fsync", full)
+    monkeypatch.setattr(os, "fsync", full)  # the store writes through os.fsync
     with pytest.raises(RunFolderError) as caught:
         folder.write_record(record("gpu01", "failed"))
     assert str(caught.value) == (

@@ -4,7 +4,7 @@ import json
 from hypothesis import given, settings, strategies as st
 
 from probe_agent.load import summarize
-from probe_agent.thin import HW_REASONS, Stream, counted_median
+from probe_agent.wrap.sample_stream import HW_REASONS, Stream, counted_median
 
 REASONS = ("sw_power_cap", "hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "idle")
 OWN = {"pid": 100, "name": "python3", "used_memory_bytes": 1 << 30, "owner": "command"}

@@ -11,7 +11,8 @@ import jsonschema
 import pytest
 from referencing import Registry, Resource
 
-from probe_agent import wrap
+from probe_agent.wrap.sampler import Attribution
+from probe_agent.wrap.verdict import probe_changes
 from sweep.demo import synth
 from sweep.cli import main as sweep_main
 from sweep.audit.diff import diff_provenance, load_health
@@ -174,7 +175,7 @@ def test_changes_between_the_probes_name_driver_ecc_power_and_mig():
     g["ecc"]["current"] = False
     g["power"]["enforced_limit_w"] = 500.0
     g["mig"]["current"], g["mig_layout"] = True, "3g.71gb+3g.71gb"
-    assert [(c["field"], c["before"], c["after"]) for c in wrap.probe_changes(before, after)] == [
+    assert [(c["field"], c["before"], c["after"]) for c in probe_changes(before, after)] == [
         ("driver.version", "580.159.04", "580.65.06"), ("gpus[0].ecc.current", True, False),
         ("gpus[0].power.enforced_limit_w", 700.0, 500.0), ("gpus[0].mig.current", False, True),
         ("gpus[0].mig_layout", before["gpus"][0]["mig_layout"], "3g.71gb+3g.71gb")]
@@ -186,7 +187,7 @@ def test_the_commands_own_process_tree_is_told_from_other_processes():
                               "print(p.pid, flush=True); p.wait()"], stdout=subprocess.PIPE, text=True)
     try:
         grandchild = int(child.stdout.readline())
-        who = wrap.Attribution(child.pid)
+        who = Attribution(child.pid)
         assert who.of(grandchild) == "command" and who.of(child.pid) == "command"
         assert who.of(os.getpid()) == "other"
         assert who.of(2 ** 22 + 12345) == "not_visible"  # above pid_max: another PID namespace's pid

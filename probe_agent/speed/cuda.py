@@ -4,7 +4,7 @@ Talks to libcuda through ctypes alone (no toolkit, no framework): HBM by cuMemcp
 pinned cuMemcpyHtoD/DtoH, GPU-to-GPU by cuMemcpyPeer, FP32 by a PTX FMA kernel. Every figure is
 timed with CUDA events. It prints one JSON line per measurement ({"event": ...}) as soon as it has
 it, so a child stopped at the tier's bound still leaves what it measured; the parent turns the
-raw timings into figures (probe_agent.speed). Every allocation is freed and every context released
+raw timings into figures (probe_agent.speed.figures). Every allocation is freed and every context released
 before it exits; nothing on the GPU is configured.
 """
 import ctypes

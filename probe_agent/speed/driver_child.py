@@ -1,6 +1,7 @@
 """The speed tier's driver-API child: measure every CUDA device it sees and print JSON lines.
 
-    python3 -I -S -c "import sys; sys.path.insert(0, ROOT); from probe_agent.speedchild import main; main()" PLAN
+    python3 -I -S -c "import sys; sys.path.insert(0, ROOT); from probe_agent.speed.driver_child import main; main()" \
+        PLAN
 
 PLAN is JSON: {"stop_at": time.time() by which to be done, "budgets": {figure: seconds}}. HBM and
 FP32 run on all devices at once (one thread a device: each GPU's own memory and SMs, nothing
@@ -15,7 +16,7 @@ import json
 import sys
 import threading
 
-from probe_agent.speedcuda import (CudaError, Device, Driver, FMA_BLOCKS_PER_SM, FMA_PER_ITER, FMA_THREADS,
+from probe_agent.speed.cuda import (CudaError, Device, Driver, FMA_BLOCKS_PER_SM, FMA_PER_ITER, FMA_THREADS,
                                    HBM_BYTES, P2P_BYTES, PCIE_BYTES, PEER_ALREADY_ENABLED, REP_TARGET_S,
                                    Timer, copy_figure, emit, fma_ptx, repeat)
 

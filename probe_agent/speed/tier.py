@@ -1,8 +1,8 @@
 """The speed-of-light tier (`--speed`): what each selected GPU delivers, measured, within a bound.
 
-Two children do the work: the driver-API child (probe_agent.speedchild: HBM, PCIe, peer copies,
-FP32, through ctypes alone) and, where the host's training python has a CUDA torch, the torch
-child (probe_agent.speedtorch: bf16 GEMM, NCCL all-reduce). The torch child imports torch while
+Two children do the work: the driver-API child (probe_agent.speed.driver_child: HBM, PCIe, peer
+copies, FP32, through ctypes alone) and, where the host's training python has a CUDA torch, the
+torch child (probe_agent.speed.torch_child: bf16 GEMM, NCCL all-reduce). The torch child imports torch while
 the driver-API figures are taken (import is CPU work only) and touches the GPUs after them, so the
 two never share a GPU. Clocks, power and clock-event reasons are sampled throughout, as `--load`
 samples them. Refused when another process uses a selected GPU (unless --force, recorded); every
@@ -18,8 +18,8 @@ import time
 
 from probe_agent import children
 from probe_agent.load import mark_phases, summarize
-from probe_agent.speedfigures import assemble
-from probe_agent.speedrun import Child, Sampler, contention
+from probe_agent.speed.figures import assemble
+from probe_agent.speed.process import Child, Sampler, contention
 
 PARALLEL = ["hbm", "fp32", "bf16_gemm"]  # each GPU's own memory and SMs; PCIe and peer copies share the host
 BUDGETS = {"hbm": 0.8, "fp32": 0.8, "pcie_total": 2.0, "p2p_total": 2.0, "gemm": 1.2, "allreduce": 1.0}

@@ -1,0 +1,212 @@
+"""report.html: one self-contained file (inline CSS and SVG, no script, no URL), rendered by Jinja2 with
+autoescape on: every string that came from a host is shown as text. Big fleets are summarized
+(classes instead of hosts in the chart, long lists capped with a pointer to the CSV).
+"""
+from __future__ import annotations
+
+import os
+import stat
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from jinja2 import Environment, FileSystemBytecodeCache, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
+
+from sweep import exitcodes
+from sweep.analysis.compare import Findings
+from sweep.analysis import facts as fact_table
+from sweep.analysis.fleet import Fleet, rows_at
+from sweep.analysis.names import abbreviate, fold_hosts
+from sweep.analysis.xid import event_name, when
+from sweep.report.charts import chart, speed_chart
+from sweep.report.findings import by_host, fold
+from sweep.report.summary import ROWS_MAX, audit_hosts, fold_failures, list_files
+from sweep.report.topbox import HELD_OUT_SHOWN, held_out_rows, keepout_rows, tiles, watch_line
+from sweep.text import breakable_html, plural, visible
+
+DETAIL_HOSTS_MAX = 300    # per-host <details> blocks; the rest are in hosts.csv
+
+MATRIX_CLASSES_MAX = 8    # classes side by side in the key matrix
+
+VARIANTS_MAX = 20         # values of one folded finding shown with their sentence (the rest: their hosts)
+
+WATCH_SHOWN = 4           # warnings on pool hosts named in the top box's watch line
+
+
+def _visible(value):
+    """Every {{ }} of the templates: control characters a host sent (ESC, BEL, C1) shown as \\xNN text."""
+    if isinstance(value, str):
+        shown = visible(value, keep="\t\n")
+        return Markup(shown) if isinstance(value, Markup) else shown
+    return value
+
+
+
+class _TemplateCache(FileSystemBytecodeCache):
+    """Jinja's own cache of compiled templates, in a private folder of this user's cache home (keyed by the
+    template's source, written by rename): report.html.j2 compiles in about 0.15 s, a cached one loads in
+    5 ms. A cache that cannot be written is no cache, never an error."""
+
+    def dump_bytecode(self, bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+
+def template_cache_dir() -> Path | None:
+    """``$XDG_CACHE_HOME/sweep/templates`` (default ``~/.cache``), made 0700 and checked, or None.
+
+    Never chmod-ed, never reached through a link: each folder of the path sweep makes is created with
+    mode 0700, and the last two are opened with O_NOFOLLOW and used only when this user owns them and
+    no one else may write them (the cache folder: no one else may even read it). Jinja's default (a
+    fixed name in the shared temp folder, chmod-ed before it is checked) let another local user plant a
+    link there and have sweep chmod its target (issue 36)."""
+    base = os.environ.get("XDG_CACHE_HOME") or ""
+    root = Path(base) if os.path.isabs(base) else Path(os.path.expanduser("~")) / ".cache"
+    if not os.path.isdir(root):
+        os.makedirs(root, mode=0o700)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the user's own cache home, as set
+    try:
+        for name, mask in (("sweep", 0o022), ("templates", 0o077)):
+            try:
+                os.mkdir(name, 0o700, dir_fd=fd)
+            except FileExistsError:
+                pass
+            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+            info = os.fstat(fd)
+            if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & mask:
+                return None
+    finally:
+        os.close(fd)
+    return root / "sweep" / "templates"
+
+
+
+def _template_cache():
+    try:
+        folder = template_cache_dir()
+    except OSError:  # a link, a file in the way, no home: no cache
+        folder = None
+    return None if folder is None else _TemplateCache(str(folder))
+
+
+
+_env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
+                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=_visible,
+                   bytecode_cache=_template_cache())
+_env.filters.update(abbreviate=abbreviate, plural=plural, breakable=lambda v: Markup(breakable_html(v)))
+
+
+
+def render_html(fleet: Fleet, findings: Findings, summary: dict, folded: list | None = None) -> str:
+    """report.html as a string (`folded`: as for `render_markdown`)."""
+    return _env.get_template("report.html.j2").render(**html_context(fleet, findings, summary, folded))
+
+
+
+def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list | None = None) -> dict:
+    """What the template shows, with every list bounded (big fleets: pointers to the CSV / JSON)."""
+    classes = summary["classes"]
+    ref = summary["reference_class"]
+    matrix = [{"key": k, "label": label,
+               "cells": [{"value": c["keys"][k], "differs": c["keys"][k] != ref["keys"][k]}
+                         for c in classes[:MATRIX_CLASSES_MAX]]}
+              for k, label in fact_table.COMPARED.items()] if classes else []
+    finding_hosts = by_host(summary["findings"])
+    folded = fold(summary["findings"]) if folded is None else folded
+    audit = summary.get("audit")
+    audited = audit_hosts(audit) if audit else []
+    base = (audit or {}).get("baseline") or {}
+    unreachable = fold_failures(summary["unreachable"])
+    hosts = host_details(fleet, findings, finding_hosts)
+    broken = summary["host_sets"]["broken"]["hosts"]
+    notes = summary["verdict_model"]["notes"]
+    watch = [{"title": "speed", "detail": n["text"], "folded": ""}  # the speed figures to watch: the verdict's words
+             for n in notes if n["said"] == "to watch"] + watch_line(folded, summary["pool"]["hosts"])
+    rows = keepout_rows(summary)
+    return {
+        "s": summary, "classes": classes, "ref": ref, "matrix": matrix,
+        "bench": summary.get("benchmark"), "audit": audit, "audit_hosts": audited[:ROWS_MAX], "audit_more": max(0, len(audited) - ROWS_MAX),
+        "audit_no_baseline": fold_hosts(base.get("no_baseline", ())),
+        "audit_absent": fold_hosts(base.get("absent", ())),
+        "matrix_classes": classes[:MATRIX_CLASSES_MAX], "matrix_more": max(0, len(classes) - MATRIX_CLASSES_MAX),
+        "held_out": held_out_rows(summary), "held_out_more": max(0, len(summary["held_out"]) - HELD_OUT_SHOWN),
+        "broken_rows": rows["broken"][:HELD_OUT_SHOWN], "broken_rows_more": max(0, len(rows["broken"]) - HELD_OUT_SHOWN),
+        "class_rows": rows["classes"], "notes": [n for n in notes if n["said"] != "to watch"],
+        "held_out_folded": fold_hosts(h["host"] for h in summary["held_out"]),
+        "keepout": bool(len(classes) > 1 or summary["excluded"] or summary["unreachable"] or summary["held_out"]
+                        or rows["broken"]),
+        "tiles": tiles(summary), "watch": watch[:WATCH_SHOWN], "watch_more": max(0, len(watch) - WATCH_SHOWN),
+        "folded_findings": folded[:ROWS_MAX], "folded_more": max(0, len(folded) - ROWS_MAX), "variants_max": VARIANTS_MAX,
+        "broken_hosts": fold_hosts(broken), "broken_count": len(broken),
+        "anchors": {b["host"]: b["anchor"] for b in hosts["blocks"]}, "unreachable": unreachable[:ROWS_MAX],
+        "unreachable_more": sum(u["size"] for u in unreachable[ROWS_MAX:]),
+        "unreachable_folded": fold_hosts(u["host"] for u in summary["unreachable"]),
+        "excluded_folded": fold_hosts(e["host"] for e in summary["excluded"]),
+        "excluded_by": Counter(e["contract"] for e in summary["excluded"]).most_common(),
+        "unreachable_by": Counter(u["failure_class"] for u in summary["unreachable"]).most_common(),
+        "tone": _tone(summary["exit_code"]), "chart": chart(fleet, findings),
+        "hosts": hosts, "sources": summary.get("sources", []),
+        "list_files": list_files(summary),
+        "xid": _xid_box(summary.get("xid")),
+        "speed": summary.get("speed"), "speed_chart": speed_chart(summary.get("speed")),
+    }
+
+
+
+XID_HOSTS_SHOWN = 12  # hosts named with their events under the top box's repair lines
+
+
+
+def _xid_box(section: dict | None) -> dict:
+    """The top box's repair lines: per action its hosts, then the first hosts' events in words."""
+    if not section:
+        return {"actions": [], "hosts": [], "more": 0}
+    hosts = [{"host": h["host"], "label": h["label"], "action": h["action"],
+              "events": [f"{event_name(e)} on {e['bus_id']}: {e['meaning']}, {when(e)}" for e in h["events"][:4]]
+              + ([f"and {len(h['events']) - 4} more"] if len(h["events"]) > 4 else [])}
+             for h in section["hosts"][:XID_HOSTS_SHOWN]]
+    return {"actions": section["actions"], "hosts": hosts, "more": max(0, len(section["hosts"]) - XID_HOSTS_SHOWN)}
+
+
+
+def _tone(exit_code: int) -> str:
+    return {exitcodes.OK: "good", exitcodes.BROKEN: "warn", exitcodes.OFF: "warn"}.get(exit_code, "bad")
+
+
+
+def host_details(fleet: Fleet, findings: Findings, finding_hosts=()) -> dict:
+    """Per-host blocks with the contract chain (and the host's findings, `findings.by_host`): hosts with
+    a problem first, at most DETAIL_HOSTS_MAX; each with an anchor the folded findings link to."""
+    hosts = fleet.hosts
+    rank = np.full(len(hosts), 3)
+    rank[hosts["verdict"].astype("string").eq("warning").fillna(False).to_numpy(dtype=bool)] = 2
+    rank[hosts["lowest_broken"].notna().to_numpy()] = 1
+    rank[(hosts["status"] != "ok").to_numpy()] = 0
+    order = np.lexsort((hosts["host"].to_numpy(dtype=object), rank))[:DETAIL_HOSTS_MAX]
+    chosen = rows_at(hosts, order)
+    klass = findings.host_keys["comparability_class"].to_numpy(dtype=object)
+    picked = np.isin(fleet.contracts["host"].cat.codes.to_numpy(), order)
+    chain = {}
+    for c in rows_at(fleet.contracts, np.flatnonzero(picked)):
+        chain.setdefault(c["host"], []).append(
+            {"name": c["contract"], "title": c["title"], "status": c["status"], "message": c["message"],
+             "fix": c["fix"], "consequence_of": c["consequence_of"]})
+    said = {h["host"]: h["findings"] for h in finding_hosts}
+    blocks = []
+    for position, r in zip(order.tolist(), chosen):
+        failed = r["status"] != "ok"
+        blocks.append({
+            "host": r["host"], "status": r["status"], "class": klass[position] if pd.notna(klass[position]) else None,
+            "verdict": "unreachable" if failed else r["verdict"] or "unknown",
+            "summary": f"{r['failure_class']}: {r['failure_message'] or ''}" if failed else r["summary"],
+            "groups": r["groups"], "contracts": chain.get(r["host"], []), "provenance": r["provenance"],
+            "findings": said.get(r["host"], []), "anchor": f"host-{position}",
+        })
+    return {"blocks": blocks, "more": max(0, len(hosts) - len(blocks)), "total": len(hosts)}

@@ -1,0 +1,108 @@
+"""summary.json (the machine-readable verdict), and the views of it both summary.md and report.html show:
+the unreachable hosts folded by failure, the audit's hosts, the report's lists and commands.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from sweep import __version__
+from sweep.analysis.actions import drain_groups, host_sets
+from sweep.analysis.compare import Findings
+from sweep.analysis.names import fold_failures as names_fold_failures
+from sweep.analysis.names import fold_hosts, host_key
+from sweep.analysis.verdict import Verdict
+from sweep.report.files import write_text
+from sweep.report.summary_file import folded_summary
+from sweep.strictjson import dumps, finite
+from sweep.text import plural
+
+SUMMARY_SCHEMA = "sweep.summary/1"  # the summary as rendered; summary.json is sweep.summary/2 (folded)
+
+ROWS_MAX = 200            # rows per findings kind / unreachable table
+
+
+def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=(), audit: dict | None = None,
+                 bench: dict | None = None, xid: dict | None = None, speed: dict | None = None,
+                 verdict: Verdict | None = None) -> dict:
+    """The machine-readable verdict written to summary.json (`audit`: sweep.audit.baseline.audit_section, or None;
+    `bench`: sweep.analysis.bench.bench_section of a `sweep run --wrap` run, or None; `verdict`: the one
+    verdict (`sweep.analysis.verdict.judge`) its sets, reasons and code are read from)."""
+    out = {"schema": SUMMARY_SCHEMA, "generated_at": _now(), "sweep_version": __version__,
+           "sources": list(sources)}
+    out.update(findings.to_dict())
+    out["host_sets"] = host_sets(verdict, findings)
+    out["drain"] = drain_groups(verdict, {h["host"]: h for h in (xid or {}).get("hosts", [])})
+    out["verdict_model"] = verdict.to_dict()  # every host's state and the entries it comes from
+    out["xid"] = xid
+    out["audit"] = audit
+    out["benchmark"] = bench
+    out["speed"] = speed  # sweep.analysis.speed.speed_section: the speed tier's figures and judgments, or None
+    out["exit_code"] = exit_code
+    out["exit_meaning"] = exit_meaning
+    return out
+
+
+
+def write_summary_json(summary: dict, path: Path) -> Path:
+    """summary.json, strict JSON (a value that is not a finite number is written as null), its per-host lists
+    folded (`sweep.report.summary_file`)."""
+    write_text(path, dumps(finite(folded_summary(summary)), indent=1) + "\n")  # per-host lists folded (issue 41)
+    return path
+
+
+
+def list_files(summary: dict) -> list[dict]:
+    """The report's lists and commands (sweep.report.lists), one entry each: files, what they hold, the
+    commands that use them (each on its own). summary.md and report.html show them; sweep runs none."""
+    sets, drains = summary["host_sets"], summary["drain"]
+    pool, held, drain = (sets[k]["size"] for k in ("pool", "held_out", "drain"))
+    counts = f"{plural(pool, 'host')} in the pool, {plural(held, 'host')} held out"
+    return [
+        {"files": ["pool.txt", "held_out.txt"], "what": f"one host per line ({counts})",
+         "commands": ["sweep run INVENTORY --limit @pool.txt", "ansible -i INVENTORY --limit @held_out.txt all"]},
+        {"files": ["pool.nodeset", "held_out.nodeset"], "what": "the same sets as folded node sets",
+         "commands": ['srun --nodelist="$(cat pool.nodeset)"', 'sbatch --exclude="$(cat held_out.nodeset)"',
+                      'clush -w "$(cat pool.nodeset)"']},
+        {"files": ["drain.sh", "resume.sh"],
+         "what": f"Slurm: drain the {plural(drain, 'host')} held out or broken ({plural(len(drains), 'reason')}), "
+                 "leaving a node drained for another reason as it is; resume the pool's nodes that sweep drained "
+                 "(-n: print, run nothing)", "commands": ["sh drain.sh", "sh resume.sh"]},
+        {"files": ["kubectl.sh"], "what": "Kubernetes: cordon and taint the same hosts; untaint and uncordon the "
+                                          "pool's hosts sweep tainted (untested against a cluster)",
+         "commands": ["sh kubectl.sh"]},
+    ]
+
+
+
+def fold_failures(unreachable) -> list[dict]:
+    """The unreachable hosts with the same kind of failure as one row (`analysis.names.fold_failures`), their
+    names folded as ClusterShell's clubak -b folds identical output (``gpu[07-20]``). Rows in the order each
+    failure first appears: hosts, size, failure_class, message, attempts."""
+    attempts = {u["host"]: u.get("attempts") for u in unreachable}
+    rows = names_fold_failures((u["host"], u["failure_class"], u.get("message")) for u in unreachable)
+    return [{"hosts": fold_hosts(r["hosts"]), "size": len(r["hosts"]), "failure_class": r["failure_class"],
+             "message": r["message"], "attempts": _same({attempts[h] for h in r["hosts"]})} for r in rows]
+
+
+
+def _same(values: set):
+    return next(iter(values)) if len(values) == 1 else None
+
+
+
+def audit_hosts(audit: dict) -> list[dict]:
+    """One entry per host with an expectation finding or drift (natural host order): the messages, host name cut."""
+    hosts: dict = {}
+    for key, items in (("violations", (audit["expectations"] or {}).get("findings", [])),
+                       ("drift", (audit["baseline"] or {}).get("drift", []))):
+        for item in items:
+            entry = hosts.setdefault(item["host"], {"host": item["host"], "violations": [], "drift": []})
+            message = item["message"]
+            entry[key].append(message[len(item["host"]) + 2:] if message.startswith(item["host"] + ": ") else message)
+    return sorted(hosts.values(), key=lambda h: host_key(h["host"]))
+
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
