@@ -623,6 +623,9 @@ def test_limit_matches_ansible_core(ansible, limit):
     ("login[a:b],spare[3-5]", ["logina", "loginb", "spare3", "spare5"]),  # a glob; an empty subscript of spare: hosts
     ("gpu[1:3]", ["gpu02.dc1", "gpu03.dc1", "gpu04.dc1"]),                # Ansible defines it: a subscript of group gpu
     ("spare[0-1]", ["spare1", "spare3"]),                                 # group spare exists: Ansible's subscript first
+    ("h200_rack1,!gpu[01-02,04].dc1", ["gpu03.dc1"]),                     # split at the commas outside brackets only:
+    ("!gpu[01-02,04].dc1,h200_rack1", ["gpu03.dc1"]),                     # before a bracket, after one,
+    ("gpu[01-03,05].dc1,!gpu[02,05].dc1", ["gpu01.dc1", "gpu03.dc1"]),    # between two
 ])
 def test_limit_reads_a_folded_node_set_where_ansible_matches_nothing(fleet, limit, names):
     with warnings.catch_warnings(record=True) as caught:
@@ -657,8 +660,18 @@ def test_limit_warns_as_ansible_of_what_matches_nothing(fleet, limit, names, war
         f"Could not match supplied host pattern, ignoring: {text}" for text in warned]
 
 
-def test_a_folded_node_set_is_bounded_before_it_is_expanded(fleet):
+@pytest.mark.parametrize(("limit", "size"), [
+    ("node[1-100000000]", 100_000_000),
+    ("node[1-100000,200000,300000]", 100_002),     # a range's names, one name each
+    ("node[1-100000,100001-100005]", 100_005),     # the ranges of one bracket add up
+    ("node[1-100000,9-1,7]", 100_001),             # a reversed range names no host
+    ("node[1-200000/2,7-9/3]", 100_001),           # a step: every 2nd, every 3rd
+    ("rack[1-2]-node[1-60000]", 120_000),          # two brackets in one name multiply
+    ("node[1-60000]!node[1-50000]", 110_000),      # ClusterShell expands both sides of a difference
+    ("node[1-60000]^node[1-40001]", 100_001),      # or of a symmetric difference
+])
+def test_a_folded_node_set_is_bounded_before_it_is_expanded(fleet, limit, size):
     with pytest.raises(LimitError) as caught:
-        fleet.select("node[1-100000000]")
-    assert str(caught.value) == ("--limit pattern 'node[1-100000000]' names 100,000,000 hosts, more than 100,000; "
+        fleet.select(limit)
+    assert str(caught.value) == (f"--limit pattern '{limit}' names {size:,} hosts, more than 100,000; "
                                  "narrow the range, or use a group or a glob (gpu0*)")
