@@ -456,3 +456,31 @@ def test_a_host_name_that_would_read_as_a_pattern_is_left_out_of_a_limit_file(tm
     assert path.read_text() == "gpu01\ngpu04\n"  # never a line that --limit @FILE reads as 'all' or a glob
     assert [str(w.message).split(": host ", 1)[1].split(" left out")[0] for w in caught] == [
         "'!gpu02'", "'gpu03\\nall'", "'gpu*'"]
+
+
+# --- the verdict's words for many held-out hosts, and summary.json's keys (issue 39: compare.py's mutants) ---
+
+
+OTHER_PROCESS = "1 other process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2"
+
+
+@pytest.mark.parametrize("held", [4, 5, 6])
+def test_the_verdict_names_four_held_out_hosts_and_counts_the_rest(tmp_path, held):
+    names = [f"gpu{i}" for i in range(2, 2 + held)]
+    records = healthy(["gpu1"], n_gpus=8) + [fv.record(n, fv.foreign_process(fv.h200(8, n))) for n in names]
+    answer, detail = compare(fleet_of(tmp_path, records)).verdict()
+    named = "; ".join(f"{n}: {OTHER_PROCESS}" for n in names[:4])
+    rest = f"; and {held - 4} more" if held > 4 else ""
+    assert (answer, detail) == ("One pool, hosts kept out", f"1 of {held + 1} hosts (gpu1) can be benchmarked "
+                                f"together; {held} held out for health ({named}{rest}).")
+
+
+def test_summary_names_each_difference_by_its_key_and_opens_with_the_headline(tmp_path):
+    records = healthy(["gpu1", "gpu2"]) + [fv.record("gpu3", fv.driver(fv.h200(2, "gpu3")))]
+    summary = compare(fleet_of(tmp_path, records)).to_dict()  # what summary.json says of the comparison
+    assert [(d["key"], d["label"]) for d in summary["classes"][1]["differs"]] == [
+        ("driver", "Driver"), ("cuda_driver", "CUDA (driver)")]
+    assert summary["headline"] == ("Not one pool: 2 comparability classes: the pool is gpu[1-2] (2 of 3 hosts); "
+                                   "1 host in 1 other class differs in Driver, CUDA (driver).")
+    assert summary["verdict_detail"] == ("The pool is gpu[1-2] (2 of 3 hosts); 1 host in 1 other class "
+                                         "differs in Driver, CUDA (driver).")
