@@ -416,6 +416,10 @@ def test_limit_matching_nothing_in_an_inventory_without_groups(tmp_path):
                   "use an index from 0 to 0, or a slice such as canary[0:3]"),
     ("@/nonexistent/retry", "--limit '@/nonexistent/retry' names a file that cannot be read "
                             "(No such file or directory); give the path of a file listing one host or group per line"),
+    ("gpu[1", "--limit 'gpu[1' has an unbalanced '[' or ']'; close the bracket (gpu[0], gpu[1:3]) "
+              "or separate patterns with ','"),
+    (" ~gpu0[1-3", "--limit pattern '~gpu0[1-3' is not a valid regular expression (unterminated character set "
+                   "at position 4); fix the expression after '~', or use a glob such as 'gpu0*'"),  # a regex's own error
 ])
 def test_unreadable_limit_patterns(fleet, limit, message):
     with pytest.raises(LimitError) as caught:
@@ -647,6 +651,12 @@ def test_limit_reads_a_folded_node_set_where_ansible_matches_nothing(fleet, limi
     ("login[a:b]:spare[1-4]", ["logina", "loginb", "spare3", "spare5"], []),
     ("spare[3-5]", ["spare3", "spare5"], ["spare4"]),                    # an empty subscript, then the node set
     ("bastion,spare[5-7]", ["bastion", "spare5"], ["spare[6-7]"]),  # the names of a node set the inventory lacks
+    ("h200_rack1:node[1-100000]", list(GPUS[:4]), ["node"]),             # 100,000 names: not past the bound
+    # never read as a node set (ClusterShell would find gpu01.dc1 in each): a name without brackets, a glob, a regex
+    ("h200_rack2:gpu99^gpu01.dc1", list(GPUS[4:]), ["gpu99^gpu01.dc1"]),
+    ("h200_rack2:gpu9*[1]^gpu01.dc1", list(GPUS[4:]), ["gpu9*[1]^gpu01.dc1"]),
+    ("h200_rack2:gpu9?[1]^gpu01.dc1", list(GPUS[4:]), ["gpu9?[1]^gpu01.dc1"]),
+    ("h200_rack2:~gpu9[1]^gpu01.dc1", list(GPUS[4:]), ["~gpu9[1]^gpu01.dc1"]),
 ])
 def test_limit_warns_as_ansible_of_what_matches_nothing(fleet, limit, names, warned):
     with warnings.catch_warnings(record=True) as caught:
