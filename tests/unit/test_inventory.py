@@ -370,6 +370,9 @@ def test_unreadable_host_ranges_are_errors(pattern, message):
     ("gpu[-1]", ["gpu08.dc1"]),
     ("gpu[6:]", ["gpu07.dc1", "gpu08.dc1"]),
     ("*.dc1:&~gpu0[5-8]", list(GPUS[4:])),
+    ("spare:!spare3", ["spare1", "spare5"]),                        # a host name in an '!' pattern
+    ("*1", ["logina", "loginb", *GPUS, "spare1"]),                  # a glob: its groups' hosts, then the hosts it names
+    ("~canary|spare1", ["gpu03.dc1", "spare1"]),                    # a regex: the same
 ])
 def test_limit_selects_like_ansible(fleet, limit, names):
     assert [host.name for host in fleet.select(limit)] == names
@@ -604,7 +607,7 @@ def test_ini_typing_matches_ansible_core(ansible, tmp_path):
 
 @pytest.mark.parametrize("limit", [
     "gpu", "gpu0*", "gpu:!h200_rack2", "gpu,&canary", "!dc1", "~gpu0[1-3]", "*rack?", "gpu[1:3]",
-    "dc1:!login:spare", "gpu[-1]", "login,gpu[0]", "*.dc1:&~gpu0[5-8]",
+    "dc1:!login:spare", "gpu[-1]", "login,gpu[0]", "*.dc1:&~gpu0[5-8]", "spare:!spare3", "*1", "~canary|spare1",
 ])
 def test_limit_matches_ansible_core(ansible, limit):
     from ansible.inventory.manager import InventoryManager
@@ -652,6 +655,7 @@ def test_limit_reads_a_folded_node_set_where_ansible_matches_nothing(fleet, limi
     ("spare[3-5]", ["spare3", "spare5"], ["spare4"]),                    # an empty subscript, then the node set
     ("bastion,spare[5-7]", ["bastion", "spare5"], ["spare[6-7]"]),  # the names of a node set the inventory lacks
     ("h200_rack1:node[1-100000]", list(GPUS[:4]), ["node"]),             # 100,000 names: not past the bound
+    ("h200_rack1:gpu0*[10:12]", list(GPUS[:4]), []),                     # a glob's empty slice: Ansible is silent
     # never read as a node set (ClusterShell would find gpu01.dc1 in each): a name without brackets, a glob, a regex
     ("h200_rack2:gpu99^gpu01.dc1", list(GPUS[4:]), ["gpu99^gpu01.dc1"]),
     ("h200_rack2:gpu9*[1]^gpu01.dc1", list(GPUS[4:]), ["gpu9*[1]^gpu01.dc1"]),
@@ -668,6 +672,21 @@ def test_limit_warns_as_ansible_of_what_matches_nothing(fleet, limit, names, war
     assert chosen == names
     assert [str(w.message) for w in caught if w.category is InventoryWarning] == [
         f"Could not match supplied host pattern, ignoring: {text}" for text in warned]
+
+
+def test_an_empty_group_in_a_limit_is_no_warning_as_in_ansible(tmp_path):
+    inventory = load_inventory(write(tmp_path, "hosts", "[empty]\n[g]\nh1\n"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert [host.name for host in inventory.select("g:empty")] == ["h1"]
+    assert [str(w.message) for w in caught if w.category is InventoryWarning] == []
+
+
+def test_a_regex_limit_needs_an_expression(fleet):
+    with pytest.raises(LimitError) as caught:
+        fleet.select("~")
+    assert str(caught.value) == ("--limit pattern '~' has no regular expression after the '~'; "
+                                 "write the expression after '~' (~gpu0[1-4]), or use 'all' for every host")
 
 
 @pytest.mark.parametrize(("limit", "size"), [
