@@ -13,6 +13,7 @@
 #   RERUN=1 bench/mutation.sh compare     # the same work folder, the test files as they are now: re-run
 #                                         # every mutant checked and not killed (after new tests);
 #   RERUN=rest bench/mutation.sh compare  # ... or go on with the mutants a capped run left unchecked
+#   TAG=before RERUN=1 NAME=limit bench/mutation.sh limit   # re-run the "before" run's survivors; report limit.txt
 #
 # Each module runs in a copy of the tracked tree under ${WORK:-/tmp}/mutation-KEY (mutmut writes its
 # mutants/ there, not here), with a generated setup.cfg [mutmut] section (source_paths: both
@@ -86,7 +87,7 @@ for key in ${@:-$ALL $ALL_TABLES}; do
     echo "pytest_add_cli_args ="; lines "-p no:cacheprovider -x -q"
     echo "also_copy ="; lines "tools docs inventories bench reports README.md"
   } > "$work/setup.cfg"
-  report="$OUT/$key${TAG:+-$TAG}.txt"
+  report="$OUT/${NAME:-$key${TAG:+-$TAG}}.txt"   # NAME: the report's name (a re-run beside the first report)
   start=$(date +%s)
   names=()
   if [[ "${RERUN:-}" == 1 ]]; then

@@ -421,6 +421,8 @@ def test_limit_matching_nothing_in_an_inventory_without_groups(tmp_path):
                             "(No such file or directory); give the path of a file listing one host or group per line"),
     ("gpu[1", "--limit 'gpu[1' has an unbalanced '[' or ']'; close the bracket (gpu[0], gpu[1:3]) "
               "or separate patterns with ','"),
+    ("~spare[1,5]", "--limit pattern '~spare[1' is not a valid regular expression (unterminated character set "
+                    "at position 5); fix the expression after '~', or use a glob such as 'gpu0*'"),  # split as Ansible splits it
     (" ~gpu0[1-3", "--limit pattern '~gpu0[1-3' is not a valid regular expression (unterminated character set "
                    "at position 4); fix the expression after '~', or use a glob such as 'gpu0*'"),  # a regex's own error
 ])
@@ -633,6 +635,7 @@ def test_limit_matches_ansible_core(ansible, limit):
     ("h200_rack1,!gpu[01-02,04].dc1", ["gpu03.dc1"]),                     # split at the commas outside brackets only:
     ("!gpu[01-02,04].dc1,h200_rack1", ["gpu03.dc1"]),                     # before a bracket, after one,
     ("gpu[01-03,05].dc1,!gpu[02,05].dc1", ["gpu01.dc1", "gpu03.dc1"]),    # between two
+    ("gpu[01-02,04].dc1,spare*", ["gpu01.dc1", "gpu02.dc1", "gpu04.dc1", "spare1", "spare3", "spare5"]),  # a last piece matched
 ])
 def test_limit_reads_a_folded_node_set_where_ansible_matches_nothing(fleet, limit, names):
     with warnings.catch_warnings(record=True) as caught:
@@ -656,6 +659,7 @@ def test_limit_reads_a_folded_node_set_where_ansible_matches_nothing(fleet, limi
     ("bastion,spare[5-7]", ["bastion", "spare5"], ["spare[6-7]"]),  # the names of a node set the inventory lacks
     ("h200_rack1:node[1-100000]", list(GPUS[:4]), ["node"]),             # 100,000 names: not past the bound
     ("h200_rack1:gpu0*[10:12]", list(GPUS[:4]), []),                     # a glob's empty slice: Ansible is silent
+    ("h200_rack1:gpu98:gpu99", list(GPUS[:4]), ["gpu98", "gpu99"]),      # each pattern that matches nothing
     # never read as a node set (ClusterShell would find gpu01.dc1 in each): a name without brackets, a glob, a regex
     ("h200_rack2:gpu99^gpu01.dc1", list(GPUS[4:]), ["gpu99^gpu01.dc1"]),
     ("h200_rack2:gpu9*[1]^gpu01.dc1", list(GPUS[4:]), ["gpu9*[1]^gpu01.dc1"]),
@@ -680,6 +684,26 @@ def test_an_empty_group_in_a_limit_is_no_warning_as_in_ansible(tmp_path):
         warnings.simplefilter("always")
         assert [host.name for host in inventory.select("g:empty")] == ["h1"]
     assert [str(w.message) for w in caught if w.category is InventoryWarning] == []
+
+
+def test_host_names_starting_with_x_are_plain_patterns(tmp_path):
+    inventory = load_inventory(write(tmp_path, "hosts", "[xe]\nXE9680-01\nXE9680-02\n[other]\nh1\n"))
+    assert [host.name for host in inventory.select("XE9680-01")] == ["XE9680-01"]
+    assert [host.name for host in inventory.select("XE*:!XE9680-02")] == ["XE9680-01"]
+
+
+def test_a_sites_clustershell_groups_never_widen_a_limit(fleet, monkeypatch):
+    """'@rack' inside a node set is text: sweep never asks the site's group source (groups.conf) what it holds."""
+    import ClusterShell.NodeSet
+    from ClusterShell.NodeUtils import GroupResolver, GroupSource
+
+    site = GroupResolver(GroupSource("site", {"rack": "gpu01.dc1,gpu02.dc1"}))
+    monkeypatch.setattr(ClusterShell.NodeSet, "RESOLVER_STD_GROUP", site)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert [host.name for host in fleet.select("gpu0[5-6].dc1^@rack")] == ["gpu05.dc1", "gpu06.dc1"]
+    assert [str(w.message) for w in caught if w.category is InventoryWarning] == [
+        "Could not match supplied host pattern, ignoring: @rack"]
 
 
 def test_a_regex_limit_needs_an_expression(fleet):
