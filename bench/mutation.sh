@@ -128,7 +128,7 @@ PY
       | grep -E ': (survived|no tests|suspicious|segfault)$' | nl -nln | while read -r n name status; do
       echo "### $name $status"
       if (( n <= ${SHOW:-40} )); then
-        (cd "$work" && env -u PYTHONPATH mutmut show "${name%:}" 2>/dev/null | grep -E '^[-+] ')
+        (cd "$work" && env -u PYTHONPATH mutmut show "${name%:}" 2>/dev/null </dev/null | grep -E '^[-+] ')
       fi
     done
   } > "$report"

@@ -686,6 +686,15 @@ def test_an_empty_group_in_a_limit_is_no_warning_as_in_ansible(tmp_path):
     assert [str(w.message) for w in caught if w.category is InventoryWarning] == []
 
 
+def test_a_limit_file_line_starting_with_at_is_a_pattern_never_a_node_set(fleet, tmp_path):
+    path = write(tmp_path, "retry", "h200_rack2\n@gpu9[1]^gpu01.dc1\n")  # ClusterShell would find gpu01.dc1 in it
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert [host.name for host in fleet.select(f"@{path}")] == list(GPUS[4:])
+    assert [str(w.message) for w in caught if w.category is InventoryWarning] == [
+        "Could not match supplied host pattern, ignoring: @gpu9[1]^gpu01.dc1"]
+
+
 def test_host_names_starting_with_x_are_plain_patterns(tmp_path):
     inventory = load_inventory(write(tmp_path, "hosts", "[xe]\nXE9680-01\nXE9680-02\n[other]\nh1\n"))
     assert [host.name for host in inventory.select("XE9680-01")] == ["XE9680-01"]
