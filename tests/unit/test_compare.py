@@ -484,3 +484,20 @@ def test_summary_names_each_difference_by_its_key_and_opens_with_the_headline(tm
                                    "1 host in 1 other class differs in Driver, CUDA (driver).")
     assert summary["verdict_detail"] == ("The pool is gpu[1-2] (2 of 3 hosts); 1 host in 1 other class "
                                          "differs in Driver, CUDA (driver).")
+    assert summary["verdict_brief"] == "The pool is gpu[1-2] (2 of 3 hosts); 1 host is kept out for the reasons listed below."
+
+
+def test_the_verdict_gives_every_reason_hosts_are_kept_out_and_the_summary_counts_them(tmp_path):
+    records = healthy(["gpu1", "gpu2"]) + [
+        fv.record("gpu3", fv.foreign_process(fv.h200(2, "gpu3"), gpu=1)),      # held out for health
+        fv.record("gpu4", fv.empty_mask(fv.h200(2, "gpu4"))),                  # cannot run a benchmark
+        fv.record("gpu5", None, ("dns", "Name or service not known"))]        # unreachable
+    findings = compare(fleet_of(tmp_path, records))
+    assert findings.verdict() == ("One pool, hosts kept out", (
+        "2 of 5 hosts (gpu[1-2]) can be benchmarked together; 1 held out for health (gpu3: 1 other process on "
+        "the GPUs: python3 (pid 4242, 8192 MiB) on GPU 1); 1 cannot run a benchmark; 1 unreachable."))
+    summary = findings.to_dict()
+    assert summary["verdict_brief"] == ("2 of 5 hosts (gpu[1-2]) can be benchmarked together; "
+                                        "3 hosts are kept out for the reasons listed below.")
+    assert (summary["hosts_total"], summary["hosts_ok"], summary["hosts_in_reference"]) == (5, 4, 3)
+    assert summary["pool"] == {"hosts": ["gpu1", "gpu2"], "folded": "gpu[1-2]", "size": 2}
