@@ -501,3 +501,34 @@ def test_the_verdict_gives_every_reason_hosts_are_kept_out_and_the_summary_count
                                         "3 hosts are kept out for the reasons listed below.")
     assert (summary["hosts_total"], summary["hosts_ok"], summary["hosts_in_reference"]) == (5, 4, 3)
     assert summary["pool"] == {"hosts": ["gpu1", "gpu2"], "folded": "gpu[1-2]", "size": 2}
+
+
+def unreachable(name):
+    return fv.record(name, None, ("dns", "Name or service not known"))
+
+
+def held(name):
+    return fv.record(name, fv.foreign_process(fv.h200(2, name), gpu=1))
+
+
+PROCESS_ON_GPU_1 = "1 other process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 1"
+
+
+@pytest.mark.parametrize("records, verdict, brief", [
+    ([unreachable("gpu1")], ("No host can run a benchmark", "the one host did not reach a runnable state; 1 unreachable."),
+     "the one host did not reach a runnable state; 1 host is kept out for the reasons listed below."),
+    ([unreachable("gpu1"), unreachable("gpu2")],
+     ("No host can run a benchmark", "none of the 2 hosts reached a runnable state; 2 unreachable."),
+     "none of the 2 hosts reached a runnable state; 2 hosts are kept out for the reasons listed below."),
+    ([held("gpu1")], ("No healthy pool", "the one comparable host of class A is held out for health; "
+                                         f"1 held out for health (gpu1: {PROCESS_ON_GPU_1})."),
+     "the one comparable host of class A is held out for health; 1 host is kept out for the reasons listed below."),
+    ([held("gpu1"), held("gpu2")],
+     ("No healthy pool", "the 2 comparable hosts of class A are all held out for health; "
+                         f"2 held out for health (gpu1: {PROCESS_ON_GPU_1}; gpu2: {PROCESS_ON_GPU_1})."),
+     "the 2 comparable hosts of class A are all held out for health; 2 hosts are kept out for the reasons listed below."),
+], ids=["one-unreachable", "all-unreachable", "one-held-out", "all-held-out"])
+def test_the_verdict_when_no_host_can_be_benchmarked(tmp_path, records, verdict, brief):
+    findings = compare(fleet_of(tmp_path, records))
+    assert findings.verdict() == verdict
+    assert findings.verdict(brief=True) == (verdict[0], brief)
