@@ -532,3 +532,23 @@ def test_the_verdict_when_no_host_can_be_benchmarked(tmp_path, records, verdict,
     findings = compare(fleet_of(tmp_path, records))
     assert findings.verdict() == verdict
     assert findings.verdict(brief=True) == (verdict[0], brief)
+
+
+def test_a_held_out_hosts_reasons_drop_the_contract_line_only_where_a_finding_says_it_more_precisely(tmp_path):
+    records = healthy(["gpu1", "gpu2"], n_gpus=8) + [
+        fv.record("gpu3", fv.hw_thermal(fv.h200(8, "gpu3"))),                  # broken: the slowdown findings say it
+        fv.record("gpu4", fv.xid(fv.foreign_process(fv.h200(8, "gpu4"))))]     # no finding names the Xid: its line stays
+    assert compare(fleet_of(tmp_path, records)).held_out == (
+        {"host": "gpu3", "kinds": ["hw_slowdown", "hw_thermal_slowdown"],
+         "reasons": ["HW slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)",
+                     "HW thermal slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)"]},
+        {"host": "gpu4", "kinds": ["lowest_broken", "foreign_process"],
+         "reasons": ["xid: Xid 79 on 0000:19:00.0 x1: GPU has fallen off the bus (kernel log, /dev/kmsg)",
+                     OTHER_PROCESS]})
+
+
+def test_the_verdict_says_hosts_of_other_classes_differ(tmp_path):
+    records = healthy(["gpu1", "gpu2", "gpu3"]) + [fv.record(n, fv.driver(fv.h200(2, n))) for n in ("gpu4", "gpu5")]
+    assert compare(fleet_of(tmp_path, records)).verdict() == (
+        "Not one pool: 2 comparability classes",
+        "the pool is gpu[1-3] (3 of 5 hosts); 2 hosts in 1 other class differ in Driver, CUDA (driver).")
