@@ -306,3 +306,10 @@ def test_each_reference_and_each_judgment_against_a_model_names_its_source(tmp_p
     by_model = [j for j in speed["gpus"][0]["judgments"] if j["against"] != "link"]
     assert [(j["figure"], j["reference_source"]) for j in by_model] == [
         (f, reference_of("H200", f)["source"]) for f in FIGURES]
+
+
+@pytest.mark.parametrize("model", ["Tesla K80", None])
+def test_a_model_the_table_lacks_has_no_reference_and_is_not_an_error(model):
+    from sweep.analysis.speed_reference import reference_of
+
+    assert [reference_of(model, f) for f in FIGURES] == [None] * len(FIGURES)
