@@ -8,6 +8,12 @@
 #                                                              # (the "before" score), the code as it is now
 #   EVERY=5 TABLE_CAP=900 bench/mutation.sh xid-tables        # a table's every 5th mutant (a sample);
 #                                                              # TABLE_CAP: seconds for a whole table run
+#   SAMPLE=4 bench/mutation.sh compare    # every 4th mutant of the module, in mutmut's listing order (a
+#                                         # systematic sample across its functions); the rest stay unchecked
+#   RERUN=1 bench/mutation.sh compare     # the same work folder, the test files as they are now: re-run
+#                                         # every mutant checked and not killed (after new tests);
+#   RERUN=rest bench/mutation.sh compare  # ... or go on with the mutants a capped run left unchecked
+#   TAG=before RERUN=1 NAME=limit bench/mutation.sh limit   # re-run the "before" run's survivors; report limit.txt
 #
 # Each module runs in a copy of the tracked tree under ${WORK:-/tmp}/mutation-KEY (mutmut writes its
 # mutants/ there, not here), with a generated setup.cfg [mutmut] section (source_paths: both
@@ -34,7 +40,7 @@ SRC[facts]="sweep/analysis/facts.py";           TESTS[facts]="tests/unit/test_fa
 SRC[impact]="sweep/analysis/impact.py";         TESTS[impact]="tests/unit/test_facts.py tests/unit/test_compare.py"
 SRC[mask]="probe_agent/mask.py";                TESTS[mask]="tests/unit/test_mask_oracle.py"
 SRC[chain]="probe_agent/chain.py";              TESTS[chain]="tests/unit/test_contract_table.py"
-SRC[contracts]="probe_agent/contracts.py";      TESTS[contracts]="tests/unit/test_contract_table.py tests/unit/test_hostchecks.py tests/unit/test_mask_oracle.py"
+SRC[contracts]="probe_agent/contracts.py";      TESTS[contracts]="tests/unit/test_contract_table.py tests/unit/test_hostchecks.py tests/unit/test_mask_oracle.py tests/unit/test_agent.py"
 SRC[xid]="probe_agent/xid_catalogue.py";        TESTS[xid]="tests/unit/test_xid.py tests/unit/test_xid_catalogue_oracle.py"
 SRC[limit]="sweep/inventory/limit.py";          TESTS[limit]="tests/unit/test_inventory.py"
 ALL="mask limit chain compare bench speed impact contracts facts"
@@ -58,8 +64,13 @@ for key in ${@:-$ALL $ALL_TABLES}; do
   fi
   [[ -n "${SRC[$key]:-}" ]] || { echo "unknown module key $key (one of: $ALL)" >&2; exit 2; }
   work="$WORK/mutation-$key${TAG:+-$TAG}"
-  rm -rf "$work" && mkdir -p "$work"
-  (cd "$ROOT" && git ls-files -z | xargs -0 cp --parents -t "$work")
+  if [[ -n "${RERUN:-}" ]]; then  # keep the mutants and their results; bring the test files up to date
+    [[ -d "$work/mutants" ]] || { echo "$key: no earlier run in $work to re-run" >&2; exit 2; }
+    (cd "$ROOT" && git ls-files -z tests | xargs -0 cp --parents -t "$work")
+  else
+    rm -rf "$work" && mkdir -p "$work"
+    (cd "$ROOT" && git ls-files -z | xargs -0 cp --parents -t "$work")
+  fi
   tests=""
   for t in ${TESTS[$key]}; do
     if [[ -n "${TESTS_AT:-}" ]]; then  # "before": the test files as they were at TESTS_AT (absent: left out)
@@ -76,17 +87,28 @@ for key in ${@:-$ALL $ALL_TABLES}; do
     echo "pytest_add_cli_args ="; lines "-p no:cacheprovider -x -q"
     echo "also_copy ="; lines "tools docs inventories bench reports README.md"
   } > "$work/setup.cfg"
-  report="$OUT/$key${TAG:+-$TAG}.txt"
+  report="$OUT/${NAME:-$key${TAG:+-$TAG}}.txt"   # NAME: the report's name (a re-run beside the first report)
   start=$(date +%s)
-  (cd "$work" && env -u PYTHONPATH timeout -s INT -k 30 "$CAP" nice -n 19 mutmut run --max-children "$JOBS") \
-    > "$work/run.log" 2>&1
+  names=()
+  if [[ "${RERUN:-}" == 1 ]]; then
+    mapfile -t names < <(cd "$work" && env -u PYTHONPATH mutmut results --all true 2>/dev/null \
+      | sed -nE 's/^ *([^ ]+): (survived|no tests|suspicious|segfault)$/\1/p')
+    (( ${#names[@]} )) || { echo "$key: nothing to re-run"; continue; }
+  elif [[ -n "${SAMPLE:-}" && -z "${RERUN:-}" ]]; then
+    # mutants are made (and the stats run) by a run whose filter matches nothing; then every SAMPLE-th
+    (cd "$work" && env -u PYTHONPATH nice -n 19 mutmut run --max-children "$JOBS" no-such-mutant) > "$work/generate.log" 2>&1
+    mapfile -t names < <(cd "$work" && env -u PYTHONPATH mutmut results --all true 2>/dev/null \
+      | sed -nE 's/^ *([^ ]+): .*$/\1/p' | awk -v n="$SAMPLE" '(NR - 1) % n == 0')
+  fi
+  (cd "$work" && env -u PYTHONPATH timeout -s INT -k 30 "$CAP" nice -n 19 mutmut run --max-children "$JOBS" "${names[@]}") \
+    >> "$work/run.log" 2>&1
   rc=$?
   took=$(( $(date +%s) - start ))
   (cd "$work" && env -u PYTHONPATH mutmut export-cicd-stats >/dev/null 2>&1)
   {
     echo "module: ${SRC[$key]}"
     echo "tests: $tests${TESTS_AT:+ (as of $TESTS_AT)}"
-    echo "seconds: $took (cap $CAP, mutmut exit $rc$( [[ $rc == 124 || $rc == 130 ]] && echo ': stopped at the cap'))"
+    echo "seconds: $took (cap $CAP, mutmut exit $rc$( [[ $rc == 124 || $rc == 130 ]] && echo ': stopped at the cap'))${RERUN:+; a re-run ($RERUN) in the work folder of an earlier run}${SAMPLE:+; a sample: every ${SAMPLE}th mutant}"
     python3 - "$work/mutants/mutmut-cicd-stats.json" <<'PY'
 import json, sys
 try:
@@ -94,9 +116,11 @@ try:
 except (OSError, ValueError):
     sys.exit(print("stats: none (see run.log)"))
 killed = s["killed"] + s["timeout"]
-print(f"stats: killed {killed} of {s['total']} ({100.0 * killed / max(1, s['total']):.1f}%): survived {s['survived']}, "
-      f"no tests {s['no_tests']}, timeout {s['timeout']}, suspicious {s['suspicious']}, "
-      f"not checked {s['total'] - sum(v for k, v in s.items() if k != 'total')}")
+unchecked = s["total"] - sum(v for k, v in s.items() if k != "total")
+checked = s["total"] - unchecked
+print(f"stats: killed {killed} of {checked} checked ({100.0 * killed / max(1, checked):.1f}%): survived {s['survived']}, "
+      f"no tests {s['no_tests']}, timeout {s['timeout']}, suspicious {s['suspicious']}; "
+      f"{unchecked} of {s['total']} mutants not checked")
 PY
     echo
     echo "## checked and not killed (the diffs of the first ${SHOW:-40})"
@@ -104,7 +128,7 @@ PY
       | grep -E ': (survived|no tests|suspicious|segfault)$' | nl -nln | while read -r n name status; do
       echo "### $name $status"
       if (( n <= ${SHOW:-40} )); then
-        (cd "$work" && env -u PYTHONPATH mutmut show "${name%:}" 2>/dev/null | grep -E '^[-+] ')
+        (cd "$work" && env -u PYTHONPATH mutmut show "${name%:}" 2>/dev/null </dev/null | grep -E '^[-+] ')
       fi
     done
   } > "$report"

@@ -499,3 +499,98 @@ def test_summary_json_of_many_hosts_alike_stays_small(tmp_path):
     assert summary["verdict_model"]["states"]["unreachable"]["count"] == 2998
     assert len(result.summary["unreachable"]) == 2998  # the report itself still has each host
     assert (tmp_path / "report" / "summary.json").stat().st_size < 100_000
+
+
+# --- the verdict's words for many held-out hosts, and summary.json's keys (issue 39: compare.py's mutants) ---
+
+
+OTHER_PROCESS = "1 other process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2"
+
+
+@pytest.mark.parametrize("held", [4, 5, 6])
+def test_the_verdict_names_four_held_out_hosts_and_counts_the_rest(tmp_path, held):
+    names = [f"gpu{i}" for i in range(2, 2 + held)]
+    records = healthy(["gpu1"], n_gpus=8) + [fv.record(n, fv.foreign_process(fv.h200(8, n))) for n in names]
+    answer, detail = compare(fleet_of(tmp_path, records)).verdict()
+    named = "; ".join(f"{n}: {OTHER_PROCESS}" for n in names[:4])
+    rest = f"; and {held - 4} more" if held > 4 else ""
+    assert (answer, detail) == ("One pool, hosts kept out", f"1 of {held + 1} hosts (gpu1) can be benchmarked "
+                                f"together; {held} held out for health ({named}{rest}).")
+
+
+def test_summary_names_each_difference_by_its_key_and_opens_with_the_headline(tmp_path):
+    records = healthy(["gpu1", "gpu2"]) + [fv.record("gpu3", fv.driver(fv.h200(2, "gpu3")))]
+    summary = compare(fleet_of(tmp_path, records)).to_dict()  # what summary.json says of the comparison
+    assert [(d["key"], d["label"]) for d in summary["classes"][1]["differs"]] == [
+        ("driver", "Driver"), ("cuda_driver", "CUDA (driver)")]
+    assert summary["headline"] == ("Not one pool: 2 comparability classes: the pool is gpu[1-2] (2 of 3 hosts); "
+                                   "1 host in 1 other class differs in Driver, CUDA (driver).")
+    assert summary["verdict_detail"] == ("The pool is gpu[1-2] (2 of 3 hosts); 1 host in 1 other class "
+                                         "differs in Driver, CUDA (driver).")
+    assert summary["verdict_brief"] == "The pool is gpu[1-2] (2 of 3 hosts); 1 host is kept out for the reasons listed below."
+
+
+def test_the_verdict_gives_every_reason_hosts_are_kept_out_and_the_summary_counts_them(tmp_path):
+    records = healthy(["gpu1", "gpu2"]) + [
+        fv.record("gpu3", fv.foreign_process(fv.h200(2, "gpu3"), gpu=1)),      # held out for health
+        fv.record("gpu4", fv.empty_mask(fv.h200(2, "gpu4"))),                  # cannot run a benchmark
+        fv.record("gpu5", None, ("dns", "Name or service not known"))]        # unreachable
+    findings = compare(fleet_of(tmp_path, records))
+    assert findings.verdict() == ("One pool, hosts kept out", (
+        "2 of 5 hosts (gpu[1-2]) can be benchmarked together; 1 held out for health (gpu3: 1 other process on "
+        "the GPUs: python3 (pid 4242, 8192 MiB) on GPU 1); 1 cannot run a benchmark; 1 unreachable."))
+    summary = findings.to_dict()
+    assert summary["verdict_brief"] == ("2 of 5 hosts (gpu[1-2]) can be benchmarked together; "
+                                        "3 hosts are kept out for the reasons listed below.")
+    assert (summary["hosts_total"], summary["hosts_ok"], summary["hosts_in_reference"]) == (5, 4, 3)
+    assert summary["pool"] == {"hosts": ["gpu1", "gpu2"], "folded": "gpu[1-2]", "size": 2}
+
+
+def unreachable(name):
+    return fv.record(name, None, ("dns", "Name or service not known"))
+
+
+def held(name):
+    return fv.record(name, fv.foreign_process(fv.h200(2, name), gpu=1))
+
+
+PROCESS_ON_GPU_1 = "1 other process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 1"
+
+
+@pytest.mark.parametrize("records, verdict, brief", [
+    ([unreachable("gpu1")], ("No host can run a benchmark", "the one host did not reach a runnable state; 1 unreachable."),
+     "the one host did not reach a runnable state; 1 host is kept out for the reasons listed below."),
+    ([unreachable("gpu1"), unreachable("gpu2")],
+     ("No host can run a benchmark", "none of the 2 hosts reached a runnable state; 2 unreachable."),
+     "none of the 2 hosts reached a runnable state; 2 hosts are kept out for the reasons listed below."),
+    ([held("gpu1")], ("No healthy pool", "the one comparable host of class A is held out for health; "
+                                         f"1 held out for health (gpu1: {PROCESS_ON_GPU_1})."),
+     "the one comparable host of class A is held out for health; 1 host is kept out for the reasons listed below."),
+    ([held("gpu1"), held("gpu2")],
+     ("No healthy pool", "the 2 comparable hosts of class A are all held out for health; "
+                         f"2 held out for health (gpu1: {PROCESS_ON_GPU_1}; gpu2: {PROCESS_ON_GPU_1})."),
+     "the 2 comparable hosts of class A are all held out for health; 2 hosts are kept out for the reasons listed below."),
+], ids=["one-unreachable", "all-unreachable", "one-held-out", "all-held-out"])
+def test_the_verdict_when_no_host_can_be_benchmarked(tmp_path, records, verdict, brief):
+    findings = compare(fleet_of(tmp_path, records))
+    assert findings.verdict() == verdict
+    assert findings.verdict(brief=True) == (verdict[0], brief)
+
+
+def test_a_held_out_hosts_reasons_drop_the_contract_line_only_where_a_finding_says_it_more_precisely(tmp_path):
+    records = healthy(["gpu1", "gpu2"], n_gpus=8) + [
+        fv.record("gpu3", fv.hw_thermal(fv.h200(8, "gpu3"))),                  # broken: the slowdown findings say it
+        fv.record("gpu4", fv.xid(fv.foreign_process(fv.h200(8, "gpu4"))))]     # no finding names the Xid: its line stays
+    assert compare(fleet_of(tmp_path, records)).held_out == (
+        {"host": "gpu3", "kinds": ["hw_thermal_slowdown"],  # one line per cause: the generic HW slowdown not said (issue 41)
+         "reasons": ["HW thermal slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)"]},
+        {"host": "gpu4", "kinds": ["lowest_broken", "foreign_process"],
+         "reasons": ["xid: Xid 79 on 0000:19:00.0 x1: GPU has fallen off the bus (kernel log, /dev/kmsg)",
+                     OTHER_PROCESS]})
+
+
+def test_the_verdict_says_hosts_of_other_classes_differ(tmp_path):
+    records = healthy(["gpu1", "gpu2", "gpu3"]) + [fv.record(n, fv.driver(fv.h200(2, n))) for n in ("gpu4", "gpu5")]
+    assert compare(fleet_of(tmp_path, records)).verdict() == (
+        "Not one pool: 2 comparability classes",
+        "the pool is gpu[1-3] (3 of 5 hosts); 2 hosts in 1 other class differ in Driver, CUDA (driver).")

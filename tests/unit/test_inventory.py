@@ -370,6 +370,9 @@ def test_unreadable_host_ranges_are_errors(pattern, message):
     ("gpu[-1]", ["gpu08.dc1"]),
     ("gpu[6:]", ["gpu07.dc1", "gpu08.dc1"]),
     ("*.dc1:&~gpu0[5-8]", list(GPUS[4:])),
+    ("spare:!spare3", ["spare1", "spare5"]),                        # a host name in an '!' pattern
+    ("*1", ["logina", "loginb", *GPUS, "spare1"]),                  # a glob: its groups' hosts, then the hosts it names
+    ("~canary|spare1", ["gpu03.dc1", "spare1"]),                    # a regex: the same
 ])
 def test_limit_selects_like_ansible(fleet, limit, names):
     assert [host.name for host in fleet.select(limit)] == names
@@ -416,6 +419,12 @@ def test_limit_matching_nothing_in_an_inventory_without_groups(tmp_path):
                   "use an index from 0 to 0, or a slice such as canary[0:3]"),
     ("@/nonexistent/retry", "--limit '@/nonexistent/retry' names a file that cannot be read "
                             "(No such file or directory); give the path of a file listing one host or group per line"),
+    ("gpu[1", "--limit 'gpu[1' has an unbalanced '[' or ']'; close the bracket (gpu[0], gpu[1:3]) "
+              "or separate patterns with ','"),
+    ("~spare[1,5]", "--limit pattern '~spare[1' is not a valid regular expression (unterminated character set "
+                    "at position 5); fix the expression after '~', or use a glob such as 'gpu0*'"),  # split as Ansible splits it
+    (" ~gpu0[1-3", "--limit pattern '~gpu0[1-3' is not a valid regular expression (unterminated character set "
+                   "at position 4); fix the expression after '~', or use a glob such as 'gpu0*'"),  # a regex's own error
 ])
 def test_unreadable_limit_patterns(fleet, limit, message):
     with pytest.raises(LimitError) as caught:
@@ -600,7 +609,7 @@ def test_ini_typing_matches_ansible_core(ansible, tmp_path):
 
 @pytest.mark.parametrize("limit", [
     "gpu", "gpu0*", "gpu:!h200_rack2", "gpu,&canary", "!dc1", "~gpu0[1-3]", "*rack?", "gpu[1:3]",
-    "dc1:!login:spare", "gpu[-1]", "login,gpu[0]", "*.dc1:&~gpu0[5-8]",
+    "dc1:!login:spare", "gpu[-1]", "login,gpu[0]", "*.dc1:&~gpu0[5-8]", "spare:!spare3", "*1", "~canary|spare1",
 ])
 def test_limit_matches_ansible_core(ansible, limit):
     from ansible.inventory.manager import InventoryManager
@@ -623,6 +632,10 @@ def test_limit_matches_ansible_core(ansible, limit):
     ("login[a:b],spare[3-5]", ["logina", "loginb", "spare3", "spare5"]),  # a glob; an empty subscript of spare: hosts
     ("gpu[1:3]", ["gpu02.dc1", "gpu03.dc1", "gpu04.dc1"]),                # Ansible defines it: a subscript of group gpu
     ("spare[0-1]", ["spare1", "spare3"]),                                 # group spare exists: Ansible's subscript first
+    ("h200_rack1,!gpu[01-02,04].dc1", ["gpu03.dc1"]),                     # split at the commas outside brackets only:
+    ("!gpu[01-02,04].dc1,h200_rack1", ["gpu03.dc1"]),                     # before a bracket, after one,
+    ("gpu[01-03,05].dc1,!gpu[02,05].dc1", ["gpu01.dc1", "gpu03.dc1"]),    # between two
+    ("gpu[01-02,04].dc1,spare*", ["gpu01.dc1", "gpu02.dc1", "gpu04.dc1", "spare1", "spare3", "spare5"]),  # a last piece matched
 ])
 def test_limit_reads_a_folded_node_set_where_ansible_matches_nothing(fleet, limit, names):
     with warnings.catch_warnings(record=True) as caught:
@@ -644,6 +657,14 @@ def test_limit_reads_a_folded_node_set_where_ansible_matches_nothing(fleet, limi
     ("login[a:b]:spare[1-4]", ["logina", "loginb", "spare3", "spare5"], []),
     ("spare[3-5]", ["spare3", "spare5"], ["spare4"]),                    # an empty subscript, then the node set
     ("bastion,spare[5-7]", ["bastion", "spare5"], ["spare[6-7]"]),  # the names of a node set the inventory lacks
+    ("h200_rack1:node[1-100000]", list(GPUS[:4]), ["node"]),             # 100,000 names: not past the bound
+    ("h200_rack1:gpu0*[10:12]", list(GPUS[:4]), []),                     # a glob's empty slice: Ansible is silent
+    ("h200_rack1:gpu98:gpu99", list(GPUS[:4]), ["gpu98", "gpu99"]),      # each pattern that matches nothing
+    # never read as a node set (ClusterShell would find gpu01.dc1 in each): a name without brackets, a glob, a regex
+    ("h200_rack2:gpu99^gpu01.dc1", list(GPUS[4:]), ["gpu99^gpu01.dc1"]),
+    ("h200_rack2:gpu9*[1]^gpu01.dc1", list(GPUS[4:]), ["gpu9*[1]^gpu01.dc1"]),
+    ("h200_rack2:gpu9?[1]^gpu01.dc1", list(GPUS[4:]), ["gpu9?[1]^gpu01.dc1"]),
+    ("h200_rack2:~gpu9[1]^gpu01.dc1", list(GPUS[4:]), ["~gpu9[1]^gpu01.dc1"]),
 ])
 def test_limit_warns_as_ansible_of_what_matches_nothing(fleet, limit, names, warned):
     with warnings.catch_warnings(record=True) as caught:
@@ -657,8 +678,62 @@ def test_limit_warns_as_ansible_of_what_matches_nothing(fleet, limit, names, war
         f"Could not match supplied host pattern, ignoring: {text}" for text in warned]
 
 
-def test_a_folded_node_set_is_bounded_before_it_is_expanded(fleet):
+def test_an_empty_group_in_a_limit_is_no_warning_as_in_ansible(tmp_path):
+    inventory = load_inventory(write(tmp_path, "hosts", "[empty]\n[g]\nh1\n"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert [host.name for host in inventory.select("g:empty")] == ["h1"]
+    assert [str(w.message) for w in caught if w.category is InventoryWarning] == []
+
+
+def test_a_limit_file_line_starting_with_at_is_a_pattern_never_a_node_set(fleet, tmp_path):
+    path = write(tmp_path, "retry", "h200_rack2\n@gpu9[1]^gpu01.dc1\n")  # ClusterShell would find gpu01.dc1 in it
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert [host.name for host in fleet.select(f"@{path}")] == list(GPUS[4:])
+    assert [str(w.message) for w in caught if w.category is InventoryWarning] == [
+        "Could not match supplied host pattern, ignoring: @gpu9[1]^gpu01.dc1"]
+
+
+def test_host_names_starting_with_x_are_plain_patterns(tmp_path):
+    inventory = load_inventory(write(tmp_path, "hosts", "[xe]\nXE9680-01\nXE9680-02\n[other]\nh1\n"))
+    assert [host.name for host in inventory.select("XE9680-01")] == ["XE9680-01"]
+    assert [host.name for host in inventory.select("XE*:!XE9680-02")] == ["XE9680-01"]
+
+
+def test_a_sites_clustershell_groups_never_widen_a_limit(fleet, monkeypatch):
+    """'@rack' inside a node set is text: sweep never asks the site's group source (groups.conf) what it holds."""
+    import ClusterShell.NodeSet
+    from ClusterShell.NodeUtils import GroupResolver, GroupSource
+
+    site = GroupResolver(GroupSource("site", {"rack": "gpu01.dc1,gpu02.dc1"}))
+    monkeypatch.setattr(ClusterShell.NodeSet, "RESOLVER_STD_GROUP", site)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert [host.name for host in fleet.select("gpu0[5-6].dc1^@rack")] == ["gpu05.dc1", "gpu06.dc1"]
+    assert [str(w.message) for w in caught if w.category is InventoryWarning] == [
+        "Could not match supplied host pattern, ignoring: @rack"]
+
+
+def test_a_regex_limit_needs_an_expression(fleet):
     with pytest.raises(LimitError) as caught:
-        fleet.select("node[1-100000000]")
-    assert str(caught.value) == ("--limit pattern 'node[1-100000000]' names 100,000,000 hosts, more than 100,000; "
+        fleet.select("~")
+    assert str(caught.value) == ("--limit pattern '~' has no regular expression after the '~'; "
+                                 "write the expression after '~' (~gpu0[1-4]), or use 'all' for every host")
+
+
+@pytest.mark.parametrize(("limit", "size"), [
+    ("node[1-100000000]", 100_000_000),
+    ("node[1-100000,200000,300000]", 100_002),     # a range's names, one name each
+    ("node[1-100000,100001-100005]", 100_005),     # the ranges of one bracket add up
+    ("node[1-100000,9-1,7]", 100_001),             # a reversed range names no host
+    ("node[1-200000/2,7-9/3]", 100_001),           # a step: every 2nd, every 3rd
+    ("rack[1-2]-node[1-60000]", 120_000),          # two brackets in one name multiply
+    ("node[1-60000]!node[1-50000]", 110_000),      # ClusterShell expands both sides of a difference
+    ("node[1-60000]^node[1-40001]", 100_001),      # or of a symmetric difference
+])
+def test_a_folded_node_set_is_bounded_before_it_is_expanded(fleet, limit, size):
+    with pytest.raises(LimitError) as caught:
+        fleet.select(limit)
+    assert str(caught.value) == (f"--limit pattern '{limit}' names {size:,} hosts, more than 100,000; "
                                  "narrow the range, or use a group or a glob (gpu0*)")

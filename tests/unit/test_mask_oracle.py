@@ -241,3 +241,40 @@ def test_mig_devices_are_named_by_uuid_prefix_or_the_legacy_form(mask, selected)
     out = resolve_mask({"CUDA_VISIBLE_DEVICES": mask}, MIG_GPUS)
     assert [(s["physical_index"], s.get("mig_uuid"), s.get("mig_profile")) for s in out["selected"]] == selected
     assert [s["cuda_index"] for s in out["selected"]] == list(range(len(selected)))
+
+
+# --- what the agent's mask record and message say of each entry (issue 39: mask.py's mutants) -----
+
+U1 = "GPU-2080378b-ac67-e39e-df1c-389174d5baea"  # the two-GPU host's GPU 1
+
+
+@pytest.mark.parametrize("mask,message", [
+    ("0,x,1", "device mask entry 'x' is invalid (not an index): CUDA stops there and drops '1'"),
+    (f"0, {U1}", f"device mask entry ' {U1}' is invalid (a UUID after an index (CUDA reads every entry as the "
+                 "first one's kind)): CUDA stops there and drops nothing more"),
+    (f"{U1},0", "device mask entry '0' is invalid (an index after a UUID (CUDA reads every entry as the first "
+                "one's kind)): CUDA stops there and drops nothing more"),
+    (f"{U1},x", "device mask entry 'x' is invalid (not a UUID): CUDA stops there and drops nothing more"),
+    ("1,", "device mask entry '' is invalid (empty entry): CUDA stops there and drops nothing more"),
+    ("5", "device mask '5' names no GPU of this host: CUDA sees none (first entry '5': no GPU 5 on this host (it has 2))"),
+    ("GPU-ffff", "device mask 'GPU-ffff' names no GPU of this host: CUDA sees none (first entry 'GPU-ffff': "
+                 "no GPU of this host has this UUID)"),
+    ("GPU-208037-8bac67e39edf1c389174d5baea", "device mask 'GPU-208037-8bac67e39edf1c389174d5baea': CUDA reads "
+     "'GPU-208037-8bac67e39edf1c389174d5baea' as GPU-2080378bac67e39edf1c389174d5baea (it ignores what follows a "
+     "number or a UUID)"),  # dashes where the GPU's UUID has none: read as its digits
+])
+def test_each_entry_cuda_stops_at_or_reads_loosely_is_named_with_why(mask, message):
+    gpus = oracle("x2")["gpus"]
+    c = check_mask({"mask": resolve_mask({"CUDA_VISIBLE_DEVICES": mask}, gpus), "driver": {"gpu_count": 2}})
+    assert c["message"] == message
+
+
+def test_the_mask_record_keeps_the_environment_and_each_selected_gpus_bus_id():
+    gpus = oracle("x2")["gpus"]
+    unset = resolve_mask({"NVIDIA_VISIBLE_DEVICES": "all"}, gpus)
+    assert {k: unset[k] for k in ("state", "order", "nvidia_visible_devices", "ignored")} == {
+        "state": "unset", "order": "FASTEST_FIRST", "nvidia_visible_devices": "all", "ignored": []}
+    assert [(s["cuda_index"], s["physical_index"], s["pci_bus_id"]) for s in unset["selected"]] == [
+        (0, 0, "00000000:00:06.0"), (1, 1, "00000000:00:07.0")]
+    repeat = resolve_mask({"CUDA_VISIBLE_DEVICES": "0,1,0,1"}, gpus)  # refused at the repeat: the rest unread
+    assert (repeat["state"], repeat["selected"], repeat["ignored"]) == ("invalid", [], ["1"])

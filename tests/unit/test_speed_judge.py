@@ -294,3 +294,23 @@ def test_sweep_demo_speed_judges_as_designed(tmp_path, capsys):
     assert "speed demo done: every host was judged as designed" in out
     summary = json.loads((tmp_path / "run" / "report" / "summary.json").read_text())
     assert summary["speed"]["hosts_ran"] == 12 and summary["speed"]["rejected"] == []
+
+
+def test_each_reference_and_each_judgment_against_a_model_names_its_source(tmp_path):
+    """Issue 39: summary.json says where every reference figure comes from (the table's source text)."""
+    from sweep.analysis.speed_reference import reference_of
+
+    health = json.loads((ROOT / "tests" / "fixtures" / "h200" / "speed" / "speed-1.health.json").read_text())
+    speed = build_report([write_speed_run(tmp_path / "run", {"h200": health})], tmp_path / "r").summary["speed"]
+    assert [(r["figure"], r["by"], r["source"]) for r in speed["references"]] == [
+        (f, "table", reference_of("H200", f)["source"]) for f in FIGURES]
+    by_model = [j for j in speed["gpus"][0]["judgments"] if j["against"] != "link"]
+    assert [(j["figure"], j["reference_source"]) for j in by_model] == [
+        (f, reference_of("H200", f)["source"]) for f in FIGURES]
+
+
+@pytest.mark.parametrize("model", ["Tesla K80", None])
+def test_a_model_the_table_lacks_has_no_reference_and_is_not_an_error(model):
+    from sweep.analysis.speed_reference import reference_of
+
+    assert [reference_of(model, f) for f in FIGURES] == [None] * len(FIGURES)
