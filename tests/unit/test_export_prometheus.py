@@ -52,8 +52,8 @@ def promtool(*args, cwd=None, stdin=None) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture()
-def history(tmp_path):
-    return six_week_history(tmp_path)
+def history(tmp_path, tmp_path_factory):
+    return six_week_history(tmp_path, tmp_path_factory)
 
 
 def _day(reports: Path, n: int) -> Path:
