@@ -32,6 +32,16 @@ def require(present: bool, missing: str) -> None:
     pytest.skip(missing)
 
 
+def schema_validator(schema: dict):
+    """A validator of `schema` (itself checked once): for many documents, as `jsonschema.validate`, which checks
+    the schema and builds a validator again on every call (0.1 s each for health-1.schema.json)."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
 def loopback_address() -> tuple[str, int]:
     """A 127.A.x.y address of this test's own and a port free on it: A within this worker's slice
     (SWEEP_LOOPBACK_RANGE, set per pytest-xdist worker by tests/conftest.py), so parallel workers and

@@ -86,7 +86,8 @@ def metrics_text(run_dir: str | Path) -> str:
     m.add("sweep_run_hosts", len(run.records) - len(ok), outcome="failed")
     m.add("sweep_run_hosts", len([h for h in listed if h not in run.records]), outcome="pending")
     fleet = load_fleet([Path(run_dir)]) if ok else None
-    classes = _classes(fleet) if ok else {}
+    findings = compare(fleet) if ok else None  # once: the classes and the verdict's states both read it
+    classes = _classes(findings) if ok else {}
     for host, rec in run.records.items():
         for group in rec.get("groups") or ():
             m.add("sweep_host_group_info", 1, host=host, group=group)
@@ -99,7 +100,7 @@ def metrics_text(run_dir: str | Path) -> str:
         _host(m, host, health, classes.get(host))
     if fleet is not None:
         _facts(m, fleet)
-        _states(m, fleet)
+        _states(m, fleet, findings)
     return m.text()
 
 
@@ -132,15 +133,13 @@ def _facts(m: Metrics, fleet: Fleet) -> None:
                                                for label, column in metric.labels})
 
 
-def _classes(fleet) -> dict[str, tuple[str, bool]]:
-    findings = compare(fleet)
+def _classes(findings) -> dict[str, tuple[str, bool]]:
     ref = findings.reference
     return {h: (c.id, c is ref) for c in findings.classes for h in c.hosts}
 
 
-def _states(m: Metrics, fleet: Fleet) -> None:
+def _states(m: Metrics, fleet: Fleet, findings) -> None:
     """Each host's state as the report's verdict has it (`sweep.analysis.verdict`: the same rule, the same inputs)."""
-    findings = compare(fleet)
     verdict = judge(fleet, findings, speed_section(fleet, findings), bench_section(fleet, findings), xid_section(fleet))
     for host, state in verdict.states.items():
         for name in STATES:

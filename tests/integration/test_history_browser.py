@@ -22,9 +22,9 @@ HOSTILE = "<img src=x onerror=document.title='pwned'>"
 pytestmark = pytest.mark.integration
 
 
-def test_history_page_in_a_browser(tmp_path):
+def test_history_page_in_a_browser(tmp_path, tmp_path_factory):
     require(os.access(CHROMIUM, os.X_OK), "/usr/bin/chromium is absent: apt-get install -y chromium")
-    reports, _ = six_week_history(tmp_path)
+    reports, _ = six_week_history(tmp_path, tmp_path_factory)
     runs = sorted(p for p in reports.iterdir() if (p / "manifest.json").is_file())
     for run, source in ((runs[-2], "gpu09"), (runs[-1], "gpu01")):  # a hostile host whose power limit changes
         folder = RunFolder.open(run)
@@ -99,7 +99,7 @@ def demo_page(tmp_path_factory):
     """The demo history (six weeks; gpu09's cap lowered in a change window of four runs), as Chromium shows it."""
     require(os.access(CHROMIUM, os.X_OK), "/usr/bin/chromium is absent: apt-get install -y chromium")
     work = tmp_path_factory.mktemp("demo-history")
-    reports, story = six_week_history(work)
+    reports, story = six_week_history(work, tmp_path_factory)
     out = reports / "history"
     build_history([reports], out, floor_mhz=1300)
     return reports, story, probed(out / "history.html", work)

@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 import sweep.collect.ssh.prober as transport
@@ -23,10 +22,11 @@ from sweep.collect.ssh.config import SSHConfigFile
 from sweep.collect.ssh.prober import Prober, SSHOptions
 
 from helpers import read_records as records  # noqa: E402
+from helpers import schema_validator
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
-SCHEMA = json.loads((REPO / "probe_agent" / "schema" / "health-1.schema.json").read_text())
+SCHEMA = schema_validator(json.loads((REPO / "probe_agent" / "schema" / "health-1.schema.json").read_text()))
 
 
 def test_must_show_fifty_hosts_and_five_faulty(fleet, layout, tmp_path):
@@ -51,7 +51,7 @@ def test_must_show_fifty_hosts_and_five_faulty(fleet, layout, tmp_path):
         record = found[host.name]
         assert record["status"] == "ok" and record["failure"] is None and record["attempts"] == 1
         assert record["address"] == fleet.addresses[host.name]
-        jsonschema.validate(record["health"], SCHEMA)
+        SCHEMA.validate(record["health"])
         assert record["health"]["host"]["hostname"] == host.name
     for name, cls in EXPECTED_CLASS.items():
         record = found[name]

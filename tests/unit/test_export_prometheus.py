@@ -31,6 +31,7 @@ hosts:
 """
 _LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)$')
 _PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's where PyYAML has it: 5x faster on the rules tests' input series
 
 
 def parse(text: str) -> dict[tuple, float]:
@@ -52,8 +53,8 @@ def promtool(*args, cwd=None, stdin=None) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture()
-def history(tmp_path):
-    return six_week_history(tmp_path)
+def history(tmp_path, tmp_path_factory):
+    return six_week_history(tmp_path, tmp_path_factory)
 
 
 def _day(reports: Path, n: int) -> Path:
@@ -152,12 +153,14 @@ def _input_series(a: dict, b: dict, keep=lambda host: True) -> list[dict]:
 
 
 def _rules_test(tmp_path, rules_path: Path, series, expected: dict) -> subprocess.CompletedProcess:
-    spec = {"rule_files": [str(rules_path)], "evaluation_interval": "1m", "tests": [{
+    # the rules hold no `for:` and the series step by the hour: evaluating them on the hour (not every minute,
+    # 300 evaluations of every series) gives the same alerts at 5h
+    spec = {"rule_files": [str(rules_path)], "evaluation_interval": "1h", "tests": [{
         "interval": "1h", "input_series": series,
         "alert_rule_test": [{"eval_time": "5h", "alertname": name, "exp_alerts": alerts}
                             for name, alerts in expected.items()]}]}
     test_file = tmp_path / "rules.test.yml"
-    test_file.write_text(yaml.safe_dump(spec, sort_keys=False, width=1000))
+    test_file.write_text(yaml.dump(spec, Dumper=DUMPER, sort_keys=False, width=1000))
     return promtool("test", "rules", str(test_file))
 
 

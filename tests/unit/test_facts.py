@@ -116,8 +116,8 @@ def _promtool_ok(text: str) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_the_export_of_the_demo_fleet_carries_every_fact_it_read_and_passes_promtool(tmp_path):
-    reports, _ = six_week_history(tmp_path)
+def test_the_export_of_the_demo_fleet_carries_every_fact_it_read_and_passes_promtool(tmp_path, tmp_path_factory):
+    reports, _ = six_week_history(tmp_path, tmp_path_factory)
     run = sorted(p for p in reports.iterdir() if (p / MANIFEST).is_file())[-1]
     text = metrics_text(run)
     names = _exported(text)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import functools
 import json
 import math
 import re
@@ -100,7 +101,11 @@ def dotted(path) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
 
 
-NULLABLE = {name: nullable(doc) for name, doc in BASES.items()}
+@functools.cache
+def nullable_of(base: str) -> tuple:
+    """`nullable` of a base document, worked out when a test first draws from it, not when the module is
+    collected (5 s of CPU that every pytest-xdist worker would pay, though one runs these tests)."""
+    return tuple(nullable(BASES[base]))
 
 
 @st.composite
@@ -121,10 +126,10 @@ def hostile_output(draw):
     mode = draw(st.sampled_from(["every", "sections", "some"]))
     if mode != "some":  # null (or what reads as null) in every numeric field the schema lets be null,
         form = draw(st.sampled_from(["null", "NaN", "1e999999", "-Infinity"]))  # or in whole sections
-        sections = {section(p) for p in NULLABLE[base]}
+        sections = {section(p) for p in nullable_of(base)}
         chosen = sections if mode == "every" else set(draw(st.lists(st.sampled_from(sorted(sections)), min_size=1,
                                                                     max_size=3)))
-        nulled = [p for p in NULLABLE[base] if section(p) in chosen]
+        nulled = [p for p in nullable_of(base) if section(p) in chosen]
         for path in nulled:
             put(doc, path, token(form))
             done["numbers"][dotted(path)] = form
