@@ -22,6 +22,11 @@ from sweep.demo.loopback import FleetHost, LocalFleet
 
 from helpers import read_records, require
 
+# the machine-wide users and /etc/sudoers.d files these modules create in module fixtures are shared by every
+# xdist worker: both modules run on one worker (README command 2 runs --dist loadgroup), or two workers would
+# create and remove them under each other
+pytestmark = pytest.mark.xdist_group("machine-users")
+
 USER = "sweepbecome"
 PYTHON = "/usr/bin/python3"
 SUDOERS = Path("/etc/sudoers.d/sweep-test-become")
