@@ -141,7 +141,7 @@ def _metric_of(fact: "Fact", column: str) -> Metric:
     """A `path` fact's Prometheus family: an `_info` metric of a text, a gauge of a number or a mode."""
     if fact.dtype in ("category", "string"):
         return Metric(f"sweep_{fact.scope}_{fact.name}_info", f"{fact.label} ({fact.path}), value 1.",
-                      labels=(("value", column),))
+                      labels=((column, column),))
     return Metric(f"sweep_{fact.scope}_{fact.name}", f"{fact.label} ({fact.path}).", column)
 
 
