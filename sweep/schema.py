@@ -184,6 +184,8 @@ def _required(c: _Compiler, node: dict) -> Check:
 def _members(c: _Compiler, node: dict) -> Check | None:
     props = {k: c.build(s) for k, s in (node.get("properties") or {}).items()}
     extra = c.build(node["additionalProperties"]) if "additionalProperties" in node else None
+    if node.get("additionalProperties") is False:  # a closed object (issue 40): say which field it does not name
+        extra = lambda v, w: f"{w}: a field the schema does not name"  # noqa: E731
     if not props and extra is None:
         return None
 

@@ -41,27 +41,108 @@ class Metric:
     labels: tuple = ()
 
 
+KINDS = ("equal", "glob", "floor", "ceiling")  # how an expectations file's value judges a fact's
+
+
 @dataclass(frozen=True)
+class Expect:
+    """A fact's rule in an expectations file (`sweep.audit.expect`): its key, and its kind, chosen here
+    (never from the fact's dtype): `equal` (the value, or one of a list), `glob` (a glob or a list of
+    them), `floor` / `ceiling` (a number the value may not go below / above). `fix` is what a violation
+    tells the operator; `noun` and `unit` word how the file writes the value ("a VBIOS version (glob)")."""
+
+    key: str
+    kind: str
+    fix: str = "bring the host to the expected value, or change the expectation"
+    noun: str = ""
+    unit: str = ""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"expectation {self.key!r}: kind {self.kind!r} is none of {', '.join(KINDS)}")
+
+
+# what a reader of a path accepts as a reading of each dtype (anything else is "not read")
+ACCEPTS = {"category": lambda v: isinstance(v, str) and v != "", "string": lambda v: isinstance(v, str),
+           "boolean": lambda v: isinstance(v, bool),
+           "Int64": lambda v: isinstance(v, int) and not isinstance(v, bool),
+           "Float64": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+           "any": lambda v: v is not None}  # a value as it stands (a hand-written expectations rule judges it)
+
+
+def path_reader(path: str, dtype: str) -> Callable:
+    """The reader of one health.json `path` ("firmware.bios_version"; a GPU's: "gpus#.vbios", read from
+    the GPU's dict): its value where it is of `dtype`, else None (not read)."""
+    steps, accepts = tuple(path.removeprefix("gpus#.").split(".")), ACCEPTS[dtype]
+
+    def read(doc):
+        for step in steps:
+            doc = doc.get(step) if isinstance(doc, dict) else None
+        return doc if accepts(doc) else None
+    read.__name__ = f"read_{steps[-1]}"
+    return read
+
+
+@dataclass(frozen=True, kw_only=True)
 class Fact:
-    """One comparability key: everything each consumer needs to know about it."""
+    """One fact: everything each consumer needs to know about it, by keyword.
+
+    A fact read straight from health.json declares its `path` once (and its `dtype`): its frame
+    column (`column`, default its name), reader, audit paths, rendering, export metric and "not
+    read" test are derived from it. A fact the frames read in `sweep.analysis.fleet` names its
+    `columns`, `render` and `paths` itself."""
 
     name: str
     label: str
     scope: str                       # "host" or "gpu"
-    columns: tuple                   # frame columns (of `hosts` or `gpus`) that hold the typed value
-    render: Callable[[dict], str]    # a row of those columns -> its text (the edge only)
     impact: list                     # (when, text) rules of `sweep.analysis.impact`; the last always holds
     diff_kind: str                   # its kind in `sweep diff` of runs and in baselines (audit/fields.py)
+    path: Optional[str] = None       # the one health.json path of a fact read straight from it
+    dtype: str = "category"          # the typed column a `path` fact reads
+    column: Optional[str] = None     # that column (default: the fact's name)
+    columns: tuple = ()              # frame columns (of `hosts` or `gpus`) that hold the typed value
+    render: Optional[Callable[[dict], str]] = None  # a row of those columns -> its text (the edge only)
     paths: tuple = ()                # flattened health.json paths ("#" = any index) that carry it
     metric: Optional[Metric] = None
     no_metric: Optional[str] = None  # why it has no metric, when it has none
     contract: Optional[str] = None   # the agent's contract this fact belongs to
     history: str = "value"           # "value": a change point when the typed value changes; "drift": a measured
                                      # figure, tracked run on run against the GPU's own first runs (no change point)
-    expect: Optional[str] = None     # its rule in an expectations file (audit/expect.py), if any
+    expect: Optional[Expect] = None  # its rule in an expectations file (audit/expect.py), if any
     reads: dict = field(default_factory=dict)  # column -> (dtype, reader of a GPU dict / health doc)
+    unread: Optional[Callable[[dict], bool]] = None  # a row -> its value was not read, so its impact
+                                     # says so instead of judging it (None: its text says what a gap means)
     per_gpu: Optional[Callable] = None  # a row -> the text of one GPU in "700 W x7, 250 W x1 (GPU 3)"
     compares: bool = True            # splits the fleet into comparability classes
+
+    def __post_init__(self):
+        if self.path is None:
+            return
+        if self.path.startswith("gpus#.") != (self.scope == "gpu"):
+            raise ValueError(f"fact {self.name!r}: a GPU fact's path starts with 'gpus#.', a host fact's not")
+        column = self.column or self.name
+        derived = {"columns": (column,), "paths": (self.path,),
+                   "reads": {column: (self.dtype, path_reader(self.path, self.dtype))},
+                   "render": _render_of(column, self.dtype), "unread": lambda r: r[column] is None}
+        if self.metric is None and self.no_metric is None:
+            derived["metric"] = _metric_of(self, column)
+        for name, value in derived.items():
+            if not getattr(self, name):
+                object.__setattr__(self, name, value)
+
+
+def _render_of(column: str, dtype: str) -> Callable[[dict], str]:
+    """The text of a `path` fact's typed value: as read, on/off, a number; NOT_RECORDED where not read."""
+    show = {"boolean": lambda v: "on" if v else "off", "Int64": str, "Float64": lambda v: f"{v:g}"}.get(dtype, str)
+    return lambda r: NOT_RECORDED if r[column] is None else show(r[column])
+
+
+def _metric_of(fact: "Fact", column: str) -> Metric:
+    """A `path` fact's Prometheus family: an `_info` metric of a text, a gauge of a number or a mode."""
+    if fact.dtype in ("category", "string"):
+        return Metric(f"sweep_{fact.scope}_{fact.name}_info", f"{fact.label} ({fact.path}), value 1.",
+                      labels=((column, column),))
+    return Metric(f"sweep_{fact.scope}_{fact.name}", f"{fact.label} ({fact.path}).", column)
 
 
 def onoff(value, unknown="unknown") -> str:
@@ -169,153 +250,149 @@ def _port_rate(health, pick) -> Optional[float]:
     return float(pick(rates)) if rates else None
 
 
-def _firmware(health, name) -> Optional[str]:
-    value = (health.get("firmware") or {}).get(name)
-    return value if isinstance(value, str) and value else None
-
-
-def _gpu_text(key, path):
-    """A reader of a GPU's string field at `path` (a tuple of keys)."""
-    def read(g):
-        for step in path:
-            g = g.get(step) if isinstance(g, dict) else None
-        return g if isinstance(g, str) and g else None
-    read.__name__ = f"read_{key}"
-    return read
-
-
-def _gsp_mode(g) -> Optional[bool]:
-    mode = (g.get("gsp_firmware") or {}).get("enabled")
-    return mode if isinstance(mode, bool) else None
-
-
 # what a fleet that differs in any firmware version suffers (the impact of every firmware fact)
 FIRMWARE = [(None, "firmware differs: a change-window left hosts half-upgraded ({value} vs {reference}); firmware "
                    "changes clocks, power management, error handling and link training, so the hosts may not behave "
                    "alike; finish the upgrade (or roll it back) on every host")]
+UPGRADE = "finish the firmware upgrade of the change window on this host (or approve this version)"
 
 
-def _m(name, help_text, column=None, scale=1.0, labels=()):
-    return Metric(name, help_text, column, scale, tuple(labels))
+def _approved(key: str) -> Expect:
+    """The expectations rule of a firmware version: a glob or a list of globs of approved versions."""
+    return Expect(key, "glob", fix=UPGRADE, noun="version")
 
+
+def _info(name: str, help_text: str, *labels) -> Metric:
+    return Metric(name, help_text, labels=tuple(labels))
+
+
+_DRIVER_INFO = _info("sweep_host_driver_info", "NVIDIA driver and CUDA driver API versions of the host, value 1.",
+                     ("driver_version", "driver"), ("cuda_driver_version", "cuda_driver"))
 
 FACTS: tuple[Fact, ...] = (
-    Fact("gpu_model", "GPU model", "gpu", ("name",), lambda r: r["name"] or "unknown", texts.RULES["gpu_model"],
-         "gpu model", ("gpus#.name",), _m("sweep_gpu_info", "The GPU's model, value 1.", labels=(("model", "name"),)),
-         expect="gpu_model"),
-    Fact("memory", "GPU memory", "gpu", ("memory_total_bytes",),
-         lambda r: "unknown" if r["memory_total_bytes"] is None else f"{r['memory_total_bytes'] // 2**20} MiB",
-         texts.RULES["memory"], "ecc", ("gpus#.memory_total_bytes",),
-         _m("sweep_gpu_memory_total_bytes", "GPU memory size.", "memory_total_bytes")),
-    Fact("gpu_count", "GPUs selected", "host", ("gpus_selected",),
-         lambda r: "unknown" if r["gpus_selected"] is None else
-         plural(r["gpus_selected"], "GPU"), texts.RULES["gpu_count"], "gpus",
-         ("mask.selected",), _m("sweep_host_gpus_selected", "GPUs the device mask selects (visible to CUDA).",
-                                "gpus_selected"), contract="device_mask", expect="gpu_count"),
-    Fact("driver", "Driver", "host", ("driver",), lambda r: r["driver"] or "unknown", texts.RULES["driver"], "driver",
-         ("driver.version",), _m("sweep_host_driver_info", "NVIDIA driver and CUDA driver API versions of the host, "
-                                 "value 1.", labels=(("driver_version", "driver"), ("cuda_driver_version",
-                                                                                     "cuda_driver"))),
-         contract="driver", expect="driver"),
-    Fact("cuda_driver", "CUDA (driver)", "host", ("cuda_driver",), lambda r: f"CUDA {r['cuda_driver'] or '?'}",
-         texts.RULES["cuda_driver"], "driver", ("driver.cuda_driver_version",), _m(
-             "sweep_host_driver_info", "NVIDIA driver and CUDA driver API versions of the host, value 1.",
-             labels=(("driver_version", "driver"), ("cuda_driver_version", "cuda_driver"))),
-         contract="driver", expect="cuda_driver"),
-    Fact("framework", "Framework build", "host", ("torch", "cuda_runtime"), _framework, texts.RULES["framework"],
-         "framework", ("frameworks#.torch_version", "frameworks#.cuda_runtime"),
-         _m("sweep_host_framework_info", "The framework build the probe found (torch and its CUDA runtime), "
-                                         "value 1.", labels=(("torch", "torch"), ("cuda_runtime", "cuda_runtime"))),
-         contract="framework"),
-    Fact("ecc", "ECC", "gpu", ("ecc_current", "ecc_pending"), _ecc, texts.RULES["ecc"], "ecc",
-         ("gpus#.ecc.current", "gpus#.ecc.pending_mode"), _m("sweep_gpu_ecc_enabled", "ECC mode now (1 on, 0 off).",
-                                                            "ecc_current"),
-         contract="memory", expect="ecc"),
-    Fact("power_limit", "Power limit", "gpu", ("power_enforced_w", "power_default_w"), _power,
-         texts.RULES["power_limit"], "power", ("gpus#.power.enforced_limit_w", "gpus#.power.default_limit_w"),
-         _m("sweep_gpu_power_limit_enforced_watts", "Enforced power limit.", "power_enforced_w"), contract="power",
-         expect="power_limit_w", per_gpu=lambda r: as_number(r["power_enforced_w"]) + " W"),
-    Fact("mig", "MIG", "gpu", ("mig_current", "mig_pending", "mig_layout"), _mig, texts.RULES["mig"], "mig",
-         ("gpus#.mig.current", "gpus#.mig.pending", "gpus#.mig_layout"),
-         _m("sweep_gpu_mig_enabled", "MIG mode now (1 on, 0 off).", "mig_current"), contract="layout",
-         expect="mig_layout"),
-    Fact("persistence", "Persistence mode", "gpu", ("persistence_mode",), lambda r: onoff(r["persistence_mode"]),
-         texts.RULES["persistence"], "modes", ("gpus#.persistence_mode",),
-         _m("sweep_gpu_persistence_mode_enabled", "Persistence mode (1 on, 0 off).", "persistence_mode"),
-         contract="layout", expect="persistence"),
-    Fact("compute_mode", "Compute mode", "gpu", ("compute_mode",), lambda r: r["compute_mode"] or "unknown",
-         texts.RULES["compute_mode"], "modes", ("gpus#.compute_mode",),
-         _m("sweep_gpu_compute_mode_info", "The GPU's compute mode (DEFAULT, EXCLUSIVE_PROCESS, PROHIBITED), value 1.",
-            labels=(("mode", "compute_mode"),)), contract="layout"),
-    Fact("confidential_compute", "Confidential computing", "host", ("confidential_compute",),
-         lambda r: onoff(r["confidential_compute"], "not reported"), texts.RULES["confidential_compute"], "modes",
-         ("driver.confidential_compute",), _m("sweep_host_confidential_compute_enabled",
-                                              "Confidential computing (1 on, 0 off).", "confidential_compute")),
-    Fact("clock_policy", "Clock policy", "gpu", ("app_sm_mhz", "default_app_sm_mhz", "sm_max_mhz"), _clocks,
-         texts.RULES["clock_policy"], "clock policy", ("gpus#.clocks.app_sm_mhz", "gpus#.clocks.default_app_sm_mhz"),
-         _m("sweep_gpu_application_sm_clock_hertz", "Application SM clock setting.", "app_sm_mhz", 1e6),
+    Fact(name="gpu_model", label="GPU model", scope="gpu", columns=("name",), render=lambda r: r["name"] or "unknown",
+         impact=texts.RULES["gpu_model"], diff_kind="gpu model", paths=("gpus#.name",),
+         metric=_info("sweep_gpu_info", "The GPU's model, value 1.", ("model", "name")),
+         expect=Expect("gpu_model", "equal"), unread=lambda r: not r["name"]),
+    Fact(name="memory", label="GPU memory", scope="gpu", columns=("memory_total_bytes",),
+         render=lambda r: "unknown" if r["memory_total_bytes"] is None else f"{r['memory_total_bytes'] // 2**20} MiB",
+         impact=texts.RULES["memory"], diff_kind="ecc", paths=("gpus#.memory_total_bytes",),
+         metric=Metric("sweep_gpu_memory_total_bytes", "GPU memory size.", "memory_total_bytes"),
+         unread=lambda r: r["memory_total_bytes"] is None),
+    Fact(name="gpu_count", label="GPUs selected", scope="host", columns=("gpus_selected",),
+         render=lambda r: "unknown" if r["gpus_selected"] is None else plural(r["gpus_selected"], "GPU"),
+         impact=texts.RULES["gpu_count"], diff_kind="gpus", paths=("mask.selected",),
+         metric=Metric("sweep_host_gpus_selected", "GPUs the device mask selects (visible to CUDA).", "gpus_selected"),
+         contract="device_mask", expect=Expect("gpu_count", "equal"), unread=lambda r: r["gpus_selected"] is None),
+    Fact(name="driver", label="Driver", scope="host", columns=("driver",), render=lambda r: r["driver"] or "unknown",
+         impact=texts.RULES["driver"], diff_kind="driver", paths=("driver.version",), metric=_DRIVER_INFO,
+         contract="driver", expect=Expect("driver", "glob"), unread=lambda r: not r["driver"]),
+    Fact(name="cuda_driver", label="CUDA (driver)", scope="host", columns=("cuda_driver",),
+         render=lambda r: f"CUDA {r['cuda_driver'] or '?'}", impact=texts.RULES["cuda_driver"], diff_kind="driver",
+         paths=("driver.cuda_driver_version",), metric=_DRIVER_INFO, contract="driver",
+         expect=Expect("cuda_driver", "glob")),
+    Fact(name="framework", label="Framework build", scope="host", columns=("torch", "cuda_runtime"), render=_framework,
+         impact=texts.RULES["framework"], diff_kind="framework",
+         paths=("frameworks#.torch_version", "frameworks#.cuda_runtime"),
+         metric=_info("sweep_host_framework_info", "The framework build the probe found (torch and its CUDA runtime), "
+                      "value 1.", ("torch", "torch"), ("cuda_runtime", "cuda_runtime")), contract="framework"),
+    Fact(name="ecc", label="ECC", scope="gpu", columns=("ecc_current", "ecc_pending"), render=_ecc,
+         impact=texts.RULES["ecc"], diff_kind="ecc", paths=("gpus#.ecc.current", "gpus#.ecc.pending_mode"),
+         metric=Metric("sweep_gpu_ecc_enabled", "ECC mode now (1 on, 0 off).", "ecc_current"), contract="memory",
+         expect=Expect("ecc", "equal"), unread=lambda r: r["ecc_current"] is None),
+    Fact(name="power_limit", label="Power limit", scope="gpu", columns=("power_enforced_w", "power_default_w"),
+         render=_power, impact=texts.RULES["power_limit"], diff_kind="power",
+         paths=("gpus#.power.enforced_limit_w", "gpus#.power.default_limit_w"),
+         metric=Metric("sweep_gpu_power_limit_enforced_watts", "Enforced power limit.", "power_enforced_w"),
+         contract="power", expect=Expect("power_limit_w", "equal", unit="watts"),
+         per_gpu=lambda r: as_number(r["power_enforced_w"]) + " W"),
+    Fact(name="mig", label="MIG", scope="gpu", columns=("mig_current", "mig_pending", "mig_layout"), render=_mig,
+         impact=texts.RULES["mig"], diff_kind="mig", paths=("gpus#.mig.current", "gpus#.mig.pending", "gpus#.mig_layout"),
+         metric=Metric("sweep_gpu_mig_enabled", "MIG mode now (1 on, 0 off).", "mig_current"), contract="layout",
+         expect=Expect("mig_layout", "equal"), unread=lambda r: r["mig_current"] is None),
+    Fact(name="persistence", label="Persistence mode", scope="gpu", columns=("persistence_mode",),
+         render=lambda r: onoff(r["persistence_mode"]), impact=texts.RULES["persistence"], diff_kind="modes",
+         paths=("gpus#.persistence_mode",),
+         metric=Metric("sweep_gpu_persistence_mode_enabled", "Persistence mode (1 on, 0 off).", "persistence_mode"),
+         contract="layout", expect=Expect("persistence", "equal"), unread=lambda r: r["persistence_mode"] is None),
+    Fact(name="compute_mode", label="Compute mode", scope="gpu", columns=("compute_mode",),
+         render=lambda r: r["compute_mode"] or "unknown", impact=texts.RULES["compute_mode"], diff_kind="modes",
+         paths=("gpus#.compute_mode",),
+         metric=_info("sweep_gpu_compute_mode_info", "The GPU's compute mode (DEFAULT, EXCLUSIVE_PROCESS, PROHIBITED), "
+                      "value 1.", ("mode", "compute_mode")), contract="layout",
+         unread=lambda r: not r["compute_mode"]),
+    Fact(name="confidential_compute", label="Confidential computing", scope="host", columns=("confidential_compute",),
+         render=lambda r: onoff(r["confidential_compute"], "not reported"), impact=texts.RULES["confidential_compute"],
+         diff_kind="modes", paths=("driver.confidential_compute",),
+         metric=Metric("sweep_host_confidential_compute_enabled", "Confidential computing (1 on, 0 off).",
+                       "confidential_compute")),
+    Fact(name="clock_policy", label="Clock policy", scope="gpu", columns=("app_sm_mhz", "default_app_sm_mhz", "sm_max_mhz"),
+         render=_clocks, impact=texts.RULES["clock_policy"], diff_kind="clock policy",
+         paths=("gpus#.clocks.app_sm_mhz", "gpus#.clocks.default_app_sm_mhz"),
+         metric=Metric("sweep_gpu_application_sm_clock_hertz", "Application SM clock setting.", "app_sm_mhz", 1e6),
          contract="clocks"),
-    Fact("link", "Worst link", "host", ("worst_link", "gpus_selected"), _link, texts.RULES["link"], "topology",
-         ("topology.worst_link_selected",), _m("sweep_host_worst_link_info", "The worst link between the selected "
-                                               "GPUs (nvidia-smi topo -m: NV#, PIX, PXB, PHB, NODE, SYS), value 1.",
-                                               labels=(("link", "worst_link"),)),
-         contract="topology", expect="worst_link"),
-    Fact("gpus_present", "GPUs present", "host", ("gpu_count", "gpus_on_bus"), _present, texts.RULES["gpus_present"],
-         "gpus", ("driver.gpu_count",),
-         _m("sweep_host_gpus_on_bus", "NVIDIA GPUs on the PCI bus (compare with the driver's count).", "gpus_on_bus"),
-         contract="driver", expect="gpus"),
-    Fact("pcie", "PCIe link", "gpu", ("pcie_max_gen", "pcie_width"), lambda r: "unknown" if r["pcie_width"] is None
-         else f"gen{r['pcie_max_gen'] if r['pcie_max_gen'] is not None else '?'} x{r['pcie_width']}",
-         texts.RULES["pcie"], "links", ("gpus#.pcie.max_gen", "gpus#.pcie.width"),
-         _m("sweep_gpu_pcie_link_width", "Trained PCIe link width (lanes).", "pcie_width"),
-         expect="pcie"),
-    Fact("nvlinks", "NVLinks active", "gpu", ("nvlink_links", "nvlink_active"), lambda r: "none"
-         if not r["nvlink_links"] else f"{r['nvlink_active']} of {r['nvlink_links']}", texts.RULES["nvlinks"],
-         "links", ("gpus#.nvlink.links", "gpus#.nvlink.active"),
-         _m("sweep_gpu_nvlinks_active", "NVLinks up.", "nvlink_active")),
-    Fact("ib_rate", "IB/RoCE rate", "host", ("ib_rates", "ib_slowest_gbps", "ib_fastest_gbps"),
-         lambda r: r["ib_rates"] or "not read",
-         texts.RULES["ib_rate"], "host settings", ("host_settings.ib_ports#.rate*", "host_settings.ib_ports#.state"),
-         _m("sweep_host_ib_rate_info", "The rates of the host's active InfiniBand / RoCE ports, value 1.",
-            labels=(("rates", "ib_rates"),)), contract="host", expect="ib_rate_gbps",
+    Fact(name="link", label="Worst link", scope="host", columns=("worst_link", "gpus_selected"), render=_link,
+         impact=texts.RULES["link"], diff_kind="topology", paths=("topology.worst_link_selected",),
+         metric=_info("sweep_host_worst_link_info", "The worst link between the selected GPUs (nvidia-smi topo -m: NV#, "
+                      "PIX, PXB, PHB, NODE, SYS), value 1.", ("link", "worst_link")),
+         contract="topology", expect=Expect("worst_link", "equal"), unread=lambda r: r["worst_link"] is None and not (
+             r["gpus_selected"] is not None and r["gpus_selected"] < 2)),
+    Fact(name="gpus_present", label="GPUs present", scope="host", columns=("gpu_count", "gpus_on_bus"), render=_present,
+         impact=texts.RULES["gpus_present"], diff_kind="gpus", paths=("driver.gpu_count",),
+         metric=Metric("sweep_host_gpus_on_bus", "NVIDIA GPUs on the PCI bus (compare with the driver's count).",
+                       "gpus_on_bus"), contract="driver", expect=Expect("gpus", "equal"),
+         unread=lambda r: r["gpu_count"] is None),
+    Fact(name="pcie", label="PCIe link", scope="gpu", columns=("pcie_max_gen", "pcie_width"),
+         render=lambda r: "unknown" if r["pcie_width"] is None else
+         f"gen{r['pcie_max_gen'] if r['pcie_max_gen'] is not None else '?'} x{r['pcie_width']}",
+         impact=texts.RULES["pcie"], diff_kind="links", paths=("gpus#.pcie.max_gen", "gpus#.pcie.width"),
+         metric=Metric("sweep_gpu_pcie_link_width", "Trained PCIe link width (lanes).", "pcie_width"),
+         expect=Expect("pcie", "equal"), unread=lambda r: r["pcie_width"] is None),
+    Fact(name="nvlinks", label="NVLinks active", scope="gpu", columns=("nvlink_links", "nvlink_active"),
+         render=lambda r: "none" if not r["nvlink_links"] else f"{r['nvlink_active']} of {r['nvlink_links']}",
+         impact=texts.RULES["nvlinks"], diff_kind="links", paths=("gpus#.nvlink.links", "gpus#.nvlink.active"),
+         metric=Metric("sweep_gpu_nvlinks_active", "NVLinks up.", "nvlink_active")),
+    Fact(name="ib_rate", label="IB/RoCE rate", scope="host", columns=("ib_rates", "ib_slowest_gbps", "ib_fastest_gbps"),
+         render=lambda r: r["ib_rates"] or "not read", impact=texts.RULES["ib_rate"], diff_kind="host settings",
+         paths=("host_settings.ib_ports#.rate*", "host_settings.ib_ports#.state"),
+         metric=_info("sweep_host_ib_rate_info", "The rates of the host's active InfiniBand / RoCE ports, value 1.",
+                      ("rates", "ib_rates")), contract="host", expect=Expect("ib_rate_gbps", "equal", unit="Gb/s"),
          reads={"ib_slowest_gbps": ("Float64", lambda h: _port_rate(h, min)),
                 "ib_fastest_gbps": ("Float64", lambda h: _port_rate(h, max))}),
-    Fact("cpu_governor", "CPU governor", "host", ("cpu_governor",), lambda r: r["cpu_governor"] or "not exposed",
-         texts.RULES["cpu_governor"], "host settings", ("host_settings.cpu_governor*",),
-         _m("sweep_host_cpu_governor_info", "The CPU frequency governors of the host, value 1.",
-            labels=(("governor", "cpu_governor"),)), contract="host", expect="cpu_governor"),
+    Fact(name="cpu_governor", label="CPU governor", scope="host", columns=("cpu_governor",),
+         render=lambda r: r["cpu_governor"] or "not exposed", impact=texts.RULES["cpu_governor"],
+         diff_kind="host settings", paths=("host_settings.cpu_governor*",),
+         metric=_info("sweep_host_cpu_governor_info", "The CPU frequency governors of the host, value 1.",
+                      ("governor", "cpu_governor")), contract="host", expect=Expect("cpu_governor", "glob")),
     # firmware and platform versions (schema 1.3): a mixed fleet is a half-done change window
-    Fact("vbios", "VBIOS", "gpu", ("vbios",), _version("vbios"), FIRMWARE, "firmware", ("gpus#.vbios",),
-         _m("sweep_gpu_vbios_info", "The GPU's VBIOS version, value 1.", labels=(("version", "vbios"),)),
-         expect="vbios", reads={"vbios": ("category", _gpu_text("vbios", ("vbios",)))}),
-    Fact("hca_firmware", "HCA firmware", "host", ("hca_firmware",), _version("hca_firmware"),
-         FIRMWARE, "firmware", ("host_settings.ib_ports#.fw_ver",),
-         _m("sweep_host_hca_firmware_info", "The firmware of the host's InfiniBand / RoCE HCAs, value 1.",
-            labels=(("version", "hca_firmware"),)), expect="hca_firmware",
+    Fact(name="vbios", label="VBIOS", scope="gpu", path="gpus#.vbios", impact=FIRMWARE, diff_kind="firmware",
+         metric=_info("sweep_gpu_vbios_info", "The GPU's VBIOS version, value 1.", ("version", "vbios")),
+         expect=_approved("vbios")),
+    Fact(name="hca_firmware", label="HCA firmware", scope="host", columns=("hca_firmware",),
+         render=_version("hca_firmware"), impact=FIRMWARE, diff_kind="firmware", paths=("host_settings.ib_ports#.fw_ver",),
+         metric=_info("sweep_host_hca_firmware_info", "The firmware of the host's InfiniBand / RoCE HCAs, value 1.",
+                      ("version", "hca_firmware")), expect=_approved("hca_firmware"),
          reads={"hca_firmware": ("category", _hca_firmware)}),
-    Fact("inforom", "InfoROM image", "gpu", ("inforom_image",), _version("inforom_image"), FIRMWARE,
-         "firmware", ("gpus#.inforom_image",),
-         _m("sweep_gpu_inforom_info", "The GPU's InfoROM image version, value 1.", labels=(("version", "inforom_image"),)),
-         expect="inforom", compares=False,
-         reads={"inforom_image": ("category", _gpu_text("inforom", ("inforom_image",)))}),
-    Fact("gsp_firmware", "GSP firmware", "gpu", ("gsp_version", "gsp_mode"), _gsp, FIRMWARE,
-         "firmware", ("gpus#.gsp_firmware.*",),
-         _m("sweep_gpu_gsp_firmware_info", "The GPU's GSP firmware version (empty when GSP is off), value 1.",
-            labels=(("version", "gsp_version"),)), expect="gsp_firmware", compares=False,
-         reads={"gsp_version": ("category", _gpu_text("gsp", ("gsp_firmware", "version"))),
-                "gsp_mode": ("boolean", _gsp_mode)}),
-    Fact("bios", "System BIOS", "host", ("bios_version",), _version("bios_version"), FIRMWARE,
-         "firmware", ("firmware.bios_version",),
-         _m("sweep_host_bios_info", "The system BIOS version (/sys/class/dmi/id/bios_version), value 1.",
-            labels=(("version", "bios_version"),)), expect="bios", compares=False,
-         reads={"bios_version": ("category", lambda h: _firmware(h, "bios_version"))}),
-    Fact("fabric_manager", "Fabric manager", "host", ("fabric_manager_version",),
-         _version("fabric_manager_version", "not running"), FIRMWARE, "firmware",
-         ("firmware.fabric_manager_version",),
-         _m("sweep_host_fabric_manager_info", "The NVIDIA fabric manager's version where it runs, value 1.",
-            labels=(("version", "fabric_manager_version"),)), contract="fabric", expect="fabric_manager",
-         compares=False,
-         reads={"fabric_manager_version": ("category", lambda h: _firmware(h, "fabric_manager_version"))}),
+    Fact(name="inforom", label="InfoROM image", scope="gpu", path="gpus#.inforom_image", column="inforom_image",
+         impact=FIRMWARE, diff_kind="firmware",
+         metric=_info("sweep_gpu_inforom_info", "The GPU's InfoROM image version, value 1.", ("version", "inforom_image")),
+         expect=_approved("inforom"), compares=False),
+    Fact(name="gsp_firmware", label="GSP firmware", scope="gpu", columns=("gsp_version", "gsp_mode"), render=_gsp,
+         impact=FIRMWARE, diff_kind="firmware", paths=("gpus#.gsp_firmware.*",),
+         metric=_info("sweep_gpu_gsp_firmware_info", "The GPU's GSP firmware version (empty when GSP is off), value 1.",
+                      ("version", "gsp_version")), expect=_approved("gsp_firmware"), compares=False,
+         reads={"gsp_version": ("category", path_reader("gpus#.gsp_firmware.version", "category")),
+                "gsp_mode": ("boolean", path_reader("gpus#.gsp_firmware.enabled", "boolean"))}),
+    Fact(name="bios", label="System BIOS", scope="host", path="firmware.bios_version", column="bios_version",
+         impact=FIRMWARE, diff_kind="firmware",
+         metric=_info("sweep_host_bios_info", "The system BIOS version (/sys/class/dmi/id/bios_version), value 1.",
+                      ("version", "bios_version")), expect=_approved("bios"), compares=False),
+    Fact(name="fabric_manager", label="Fabric manager", scope="host", path="firmware.fabric_manager_version",
+         column="fabric_manager_version", render=_version("fabric_manager_version", "not running"), impact=FIRMWARE,
+         diff_kind="firmware",
+         metric=_info("sweep_host_fabric_manager_info", "The NVIDIA fabric manager's version where it runs, value 1.",
+                      ("version", "fabric_manager_version")), contract="fabric", expect=_approved("fabric_manager"),
+         compares=False),
 )
 
 
@@ -343,18 +420,21 @@ SPEED_IMPACT = {
 }
 
 
-def _speed_fact(name: str, scope: str, expect: str) -> Fact:
+def _speed_fact(name: str, scope: str, floor: str) -> Fact:
     """A figure of the speed tier (schema 1.4): measured, so its history is drift, never a change point,
-    and it splits no class (two good GPUs never measure the same bytes per second)."""
+    and it splits no class (two good GPUs never measure the same bytes per second); its expectation is
+    a floor (`floor`: the key, in GB/s or TFLOP/s)."""
     column, unit = f"speed_{name}", SPEED_UNITS[name]
     metric = (f"sweep_{scope}_speed_{name}_bytes_per_second" if unit == "B/s" else f"sweep_gpu_speed_{name}_flops")
     where = (f"speed.gpus#.figures.{name}.*",) if scope == "gpu" else (
         ("speed.p2p#.*",) if name == "p2p" else ("speed.allreduce.*",))
     reader = speed_record.gpu_figure(name) if scope == "gpu" else speed_record.host_figure(name)
-    return Fact(name, SPEED_LABELS[name], scope, (column,), lambda r: _rate(r[column], unit),
-                [(None, SPEED_IMPACT[name])], "speed", where,
-                _m(metric, f"The speed tier's measured {SPEED_LABELS[name]} ({unit}), best of its repetitions.",
-                   column), history="drift", expect=expect, compares=False, reads={column: ("Float64", reader)})
+    return Fact(name=name, label=SPEED_LABELS[name], scope=scope, columns=(column,),
+                render=lambda r: _rate(r[column], unit), impact=[(None, SPEED_IMPACT[name])], diff_kind="speed",
+                paths=where, metric=Metric(metric, f"The speed tier's measured {SPEED_LABELS[name]} ({unit}), best of "
+                                           "its repetitions.", column),
+                history="drift", expect=Expect(floor, "floor", unit="GB/s" if unit == "B/s" else "TFLOP/s"),
+                compares=False, reads={column: ("Float64", reader)})
 
 
 SPEED_FACTS = (_speed_fact("hbm", "gpu", "hbm_gbps_min"), _speed_fact("pcie_h2d", "gpu", "pcie_h2d_gbps_min"),
@@ -365,10 +445,11 @@ FACTS = FACTS + SPEED_FACTS
 
 
 def derived(table: tuple) -> dict:
-    """The views of a fact table that consumers iterate (module attributes of the same names)."""
+    """The views of a fact table that consumers iterate, by the module attribute each is (a test that
+    declares another fact sets them all)."""
     return {"FACTS": tuple(table), "BY_NAME": {f.name: f for f in table},
-            "KEYS": {f.name: f.label for f in table},  # every fact, in the table's order
-            "COMPARED": {f.name: f.label for f in table if f.compares},  # the keys that split the fleet
+            "LABELS": {f.name: f.label for f in table},  # every fact's label, in the table's order
+            "COMPARED": {f.name: f.label for f in table if f.compares},  # the comparability keys: they split the fleet
             "GPU_FACTS": tuple(f for f in table if f.scope == "gpu"),
             "HOST_FACTS": tuple(f for f in table if f.scope == "host"),
             # columns a fact reads from a health document itself: name -> (dtype, reader), by scope
@@ -376,20 +457,26 @@ def derived(table: tuple) -> dict:
             "HOST_READS": {c: spec for f in table if f.scope == "host" for c, spec in f.reads.items()}}
 
 
-globals().update(derived(FACTS))
-BY_NAME: dict
-KEYS: dict
-COMPARED: dict
-GPU_FACTS: tuple
-HOST_FACTS: tuple
-GPU_READS: dict
-HOST_READS: dict
+_VIEWS = derived(FACTS)
+BY_NAME: dict = _VIEWS["BY_NAME"]
+LABELS: dict = _VIEWS["LABELS"]
+COMPARED: dict = _VIEWS["COMPARED"]
+GPU_FACTS: tuple = _VIEWS["GPU_FACTS"]
+HOST_FACTS: tuple = _VIEWS["HOST_FACTS"]
+GPU_READS: dict = _VIEWS["GPU_READS"]
+HOST_READS: dict = _VIEWS["HOST_READS"]
 
 
 def impact_of(key: str, value: str, reference: str, rows=(), ref_rows=()) -> str:
     """What a host with `value` for `key` suffers or gains against `reference` (the fact's impact
     rules, judging the typed `rows` behind each side: one per distinct value of its GPUs)."""
-    return texts.impact(key, value, reference, globals()["BY_NAME"][key].impact, rows, ref_rows)
+    fact = BY_NAME[key]
+    return texts.impact(key, value, reference, fact.impact, rows, ref_rows, fact.unread or _judged)
+
+
+def _judged(_row) -> bool:
+    """The "not read" test of a fact whose text says what a gap means ("not recorded"): every row is read."""
+    return False
 
 
 def mixed_text(fact: Fact, rows: list, gpus: list | None = None) -> str:
@@ -428,16 +515,16 @@ def signature(dtypes: dict) -> str:
     """What the table declares, for caches built from it (the history index): each fact's name, scope,
     history treatment, columns and their dtypes (`dtypes`: column -> dtype of the fleet frames)."""
     return ";".join(f"{f.name}/{f.scope}/{f.history}/{int(f.compares)}/" + ",".join(
-        f"{c}:{dtypes.get(c, '')}" for c in f.columns) for f in globals()["FACTS"])
+        f"{c}:{dtypes.get(c, '')}" for c in f.columns) for f in FACTS)
 
 
 def own_paths() -> list:
     """(kind, paths) of the facts the frames read through the table itself (`reads`): the audit
     field tables put them first, so that their kind is the table's."""
-    return [(f.diff_kind, f.paths) for f in globals()["FACTS"] if f.reads and f.history == "value"]
+    return [(f.diff_kind, f.paths) for f in FACTS if f.reads and f.history == "value"]
 
 
 def path_labels() -> dict:
     """A GPU-relative or host path of a fact (as audits name a changed field) -> the fact's label."""
-    return {p.removeprefix("gpus#."): f.label for f in globals()["FACTS"] if f.reads and f.history == "value"
+    return {p.removeprefix("gpus#."): f.label for f in FACTS if f.reads and f.history == "value"
             for p in f.paths}

@@ -167,18 +167,27 @@ RULES: dict[str, list[Rule]] = {
 }
 
 
-def impact(key: str, value: str, reference: str, rules: list | None = None, rows=(), ref_rows=()) -> str:
+def _unread(rows, unread) -> bool:
+    """Whether a side holds no typed reading: no row (a host without its GPUs), or every row unread by
+    the fact's test `unread` (None: judge the rows as they are)."""
+    return unread is not None and all(unread(r) for r in rows)
+
+
+def impact(key: str, value: str, reference: str, rules: list | None = None, rows=(), ref_rows=(),
+           unread=None) -> str:
     """What a benchmark on a host with `value` for `key` suffers or gains against `reference`, by the
     first of `rules` (the fact table's, `sweep.analysis.facts`; default `RULES[key]`) that holds.
     `rows` and `ref_rows` are the typed readings behind each side (one per distinct GPU value):
-    the rules judge those, the texts are only filled in."""
-    if "unknown" in (value, reference):
-        return UNKNOWN.format(where="this host" if value == "unknown" else "the reference hosts")
+    the rules judge those (and `unread`, a row -> its value was not read, says a side was not read),
+    the texts are only filled in."""
+    for where, side in (("this host", rows), ("the reference hosts", ref_rows)):
+        if _unread(side, unread):
+            return UNKNOWN.format(where=where)
     case: Case = {"value": value, "reference": reference, "rows": list(rows), "ref_rows": list(ref_rows),
                   "mixed": len(rows) > 1 and len(ref_rows) <= 1}
-    if key == "link":  # the topology codes themselves (NV18, PIX, SYS), not their rendered text
+    if key == "link":  # the topology codes themselves (NV18, PIX, SYS), typed
         case["mine"], case["ref"] = (next((r.get("worst_link") for r in case[side] if r.get("worst_link")), None)
-                                     or text.split()[0] for side, text in (("rows", value), ("ref_rows", reference)))
+                                     for side in ("rows", "ref_rows"))
         more = _nvlink_counts(case) and _nvlinks(case["mine"]) > _nvlinks(case["ref"])
         case["more"], case["speed"] = ("more", "faster") if more else ("fewer", "slower")
     for when, text in rules if rules is not None else RULES.get(key, [(None, "{value} instead of {reference}")]):

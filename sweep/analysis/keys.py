@@ -1,7 +1,7 @@
 """The comparability keys: what two hosts must share to be benchmarked together, per host and per GPU.
 
-The keys are the fact table's (`sweep.analysis.facts`); `KEYS` are those that split the fleet into
-classes. `host_keys(fleet)` turns the fleet's frames into one label per key per host (the GPUs the mask
+The keys are the fact table's (`sweep.analysis.facts`): `KEYS` (the table's `COMPARED`) are the facts
+that split the fleet into classes; `facts.LABELS` names every fact, compared or not. `host_keys(fleet)` turns the fleet's frames into one label per key per host (the GPUs the mask
 selects decide a host's value; GPUs that differ inside one host give a "mixed" value).
 """
 from __future__ import annotations

@@ -34,6 +34,7 @@ from typing import Any, Callable
 import yaml
 
 from sweep.analysis import facts as table
+from sweep.analysis.facts import path_reader
 from sweep.analysis.speed_record import read_speed
 from sweep.analysis.names import fold_numbers
 from sweep.errors import ConfigError
@@ -152,7 +153,7 @@ class _TypeProblem(ConfigError):
 class Rule:
     """One rule of an expectations file, declared once: how the file writes its value, what the probe
     says of it, when that is off, and what the violation says. Its name is the expectations key of a
-    fact of the fact table (`sweep.analysis.facts`, `Fact.expect`), or a rule of its own
+    fact of the fact table (`sweep.analysis.facts`, `Fact.expect`: its key and kind), or a rule of its own
     (`sm_clock_floor_mhz`: the median clock under load, not a comparability key)."""
 
     name: str
@@ -172,14 +173,6 @@ def _setting(section: str, key: str) -> Callable:
 
 def _unless_glob(value, patterns):
     return None if any(fnmatch.fnmatchcase(str(value), p) for p in patterns) else value
-
-
-def _unless_equal(value, expected):
-    return None if value == expected else value
-
-
-def _unless_in(value, allowed):
-    return None if value in allowed else value
 
 
 def _gpus_present(health):
@@ -247,89 +240,130 @@ def _pcie_of(g: dict, summary: dict | None) -> str | None:
     return f"gen{gen}x{p['width']}"
 
 
-_UPGRADE = "finish the firmware upgrade of the change window on this host (or approve this version)"
-# the fact table's versions (VBIOS, HCA firmware, ...): a version is a fact read as text
-VERSION_FACTS = {f.expect: f for f in table.FACTS if f.reads and f.expect and f.history == "value"
-                 and any(dtype == "category" for dtype, _ in f.reads.values())}
-
-
-def _version(fact, doc):
-    """The version a fact's first column reads from a GPU dict or a health.json; None: not read."""
-    _, read = next(iter(fact.reads.values()))
-    return read(doc)
-
-
-def _host_version_off(got, patterns):
-    """A host's version may be several ("28.39.1002/28.40.1000", one a HCA): each must be approved."""
+def _unless_glob_each(got, patterns):
+    """A host's text value may be several ("28.39.1002/28.40.1000", one an HCA): each must match."""
     return None if all(any(fnmatch.fnmatchcase(part, p) for p in patterns) for part in got.split("/")) else got
 
 
-def _version_rules(scope: str) -> list:
-    """A rule for each version fact of `scope`: a glob or a list of globs, judged by the fact's reader."""
-    out = []
-    for name, fact in VERSION_FACTS.items():
-        if fact.scope != scope:
-            continue
-        check = _strings(f"a {fact.label} version (glob)", "'96.00.*'")
-        if scope == "gpu":
-            out.append(Rule(name, "gpu", check, lambda g, _row, fact=fact: _version(fact, g), _unless_glob,
-                            lambda e, a, on, idx, load, fact=fact: (f"{fact.label} {a} on {on}", _one_of(e), _UPGRADE),
-                            per_model=True))
-        else:
-            out.append(Rule(name, "host", check, lambda h, fact=fact: _version(fact, h), _host_version_off,
-                            lambda e, got, fact=fact: (f"{fact.label} {got} is not approved", _one_of(e), _UPGRADE)))
-    return out
+def _unless_one_of(value, expected):
+    """`equal`: the value, or one of a list of values."""
+    return None if value == expected or (isinstance(expected, list) and value in expected) else value
+
+
+def _below(value, floor):
+    return value if value < floor else None
+
+
+def _above(value, ceiling):
+    return value if value > ceiling else None
+
+
+OFF = {"equal": _unless_one_of, "glob": _unless_glob, "floor": _below, "ceiling": _above}
+
+
+def _check_of(fact) -> Callable:
+    """How the expectations file writes the value of a fact's rule: by the rule's declared kind, then the
+    fact's dtype for `equal` (the dtype never picks the kind)."""
+    exp = fact.expect
+    what = " ".join(w for w in (fact.label, exp.noun) if w)
+    if exp.kind == "glob":
+        return _strings(f"a {what} (glob)", "'96.00.*'")
+    if exp.kind in ("floor", "ceiling") or fact.dtype in ("Int64", "Float64"):
+        return _number(exp.unit or fact.label, "1", integer=fact.dtype == "Int64")
+    if fact.dtype == "boolean":
+        return _boolean
+    return _strings(f"a {what}", "'value'")
+
+
+def _wanted(kind: str, expected) -> str:
+    if kind in ("floor", "ceiling"):
+        return f"{'at least' if kind == 'floor' else 'at most'} {expected:g}"
+    return _one_of(expected) if isinstance(expected, list) else str(expected)
+
+
+def _shown(value) -> str:
+    return _onoff(value) if isinstance(value, bool) else (f"{value:g}" if isinstance(value, float) else str(value))
+
+
+def _declared(fact) -> "Rule":
+    """The rule of a fact that reads its own value (`Fact.path`, or `Fact.reads` of its first column), all of it from the
+    declaration: its key, scope, kind, the fact's reader, its label and fix."""
+    exp, kind = fact.expect, fact.expect.kind
+    _, read = fact.reads[fact.columns[0]]
+    verb = {"floor": ", below the floor", "ceiling": ", above the ceiling"}.get(kind, "")
+    if fact.scope == "gpu":
+        return Rule(exp.key, "gpu", _check_of(fact), lambda g, _row: read(g), OFF[kind],
+                    lambda e, a, on, idx, load: (f"{fact.label} {_shown(a)} on {on}{verb}", _wanted(kind, e), exp.fix),
+                    per_model=True)
+    return Rule(exp.key, "host", _check_of(fact), read, _unless_glob_each if kind == "glob" else OFF[kind],
+                lambda e, got: (f"{fact.label} {_shown(got)} " + ("is not approved" if kind == "glob" else verb.lstrip(", ")
+                                                                 or "is not expected"), _wanted(kind, e), exp.fix))
+
+
+def _declared_rules(scope: str) -> list:
+    """The rule of each fact of `scope` that reads its own value and names an expectations key (the
+    speed tier's floors are judged on its validated figures: `_judge_speed`)."""
+    return [_declared(f) for f in table.FACTS
+            if f.scope == scope and f.expect and f.columns[0] in f.reads and f.history == "value"]
+
+
+def _rule_of(name: str, **how) -> "Rule":
+    """The hand-written rule of fact `name` (one the frames read in sweep.analysis.fleet): its key and
+    scope from the declaration and, unless `how` says otherwise, the judgement of its declared kind and
+    the reading of its first declared path, as it stands."""
+    fact = table.BY_NAME[name]
+    if "read" not in how:
+        read = path_reader(fact.paths[0], "any")
+        how["read"] = read if fact.scope == "host" else lambda g, _row: read(g)
+    return Rule(fact.expect.key, fact.scope, **{"off": OFF[fact.expect.kind], **how})
 
 
 # The rules, in the order a host's violations are listed (host rules first, then each GPU's).
 TABLE: tuple = (
-    Rule("driver", "host", _strings("a driver version (glob)", "'590.44.01', '580.*'"),
-         _setting("driver", "version"), _unless_glob,
-         lambda e, v: (f"driver {v} is not approved", _one_of(e),
+    _rule_of("driver", check=_strings("a driver version (glob)", "'590.44.01', '580.*'"),
+             says=lambda e, v: (f"driver {v} is not approved", _one_of(e),
                        "install an approved driver, or approve this one in the expectations file")),
-    Rule("cuda_driver", "host", _strings("a CUDA driver API version", "'13.0'"),
-         _setting("driver", "cuda_driver_version"), _unless_glob,
-         lambda e, v: (f"CUDA driver API {v} is not approved", _one_of(e),
+    _rule_of("cuda_driver", check=_strings("a CUDA driver API version", "'13.0'"),
+             says=lambda e, v: (f"CUDA driver API {v} is not approved", _one_of(e),
                        "install a driver that ships an approved CUDA version")),
-    Rule("gpu_count", "host", _number("GPUs", "8", integer=True), _setting("driver", "gpu_count"), _unless_equal,
-         lambda e, v: (f"{plural(v, 'GPU')} visible to the driver", str(e),
+    _rule_of("gpu_count", check=_number("GPUs", "8", integer=True), read=_setting("driver", "gpu_count"),
+             says=lambda e, v: (f"{plural(v, 'GPU')} visible to the driver", str(e),
                        "look for a card off the bus (dmesg: Xid 79) or reseat it")),
-    Rule("worst_link", "host", _strings("a link class", "NV18"), _setting("topology", "worst_link_selected"),
-         _unless_in, lambda e, v: (f"the worst GPU-to-GPU link is {v}", _one_of(e),
+    _rule_of("link", check=_strings("a link class", "NV18"),
+             says=lambda e, v: (f"the worst GPU-to-GPU link is {v}", _one_of(e),
                                    "check NVLink / NVSwitch (nvidia-smi topo -m, nvidia-smi nvlink -s)")),
-    Rule("gpus", "host", _number("GPUs present (on the PCI bus and listed by the driver)", "8", integer=True),
-         _gpus_present, _gpus_off, _gpus_says),
-    Rule("ib_rate_gbps", "host", _number("Gb/s per InfiniBand / RoCE port", "400"),
-         _setting("host_settings", "ib_ports"),
-         lambda ports, e: [p.get("rate_gbps") for p in _ports_off(ports, e)] or None, _ports_says),
-    Rule("cpu_governor", "host", _strings("a CPU frequency governor", "performance"),
-         _setting("host_settings", "cpu_governor"),
-         lambda governors, e: _governors_off(governors, e) or None,
-         lambda e, governors: (f"CPU frequency governor {', '.join(_governors_off(governors, e))}", _one_of(e),
+    _rule_of("gpus_present", check=_number("GPUs present (on the PCI bus and listed by the driver)", "8", integer=True),
+             read=_gpus_present, off=_gpus_off, says=_gpus_says),
+    _rule_of("ib_rate", check=_number("Gb/s per InfiniBand / RoCE port", "400"), read=_setting("host_settings", "ib_ports"),
+             off=lambda ports, e: [p.get("rate_gbps") for p in _ports_off(ports, e)] or None, says=_ports_says),
+    _rule_of("cpu_governor", check=_strings("a CPU frequency governor", "performance"),
+             read=_setting("host_settings", "cpu_governor"),
+             off=lambda governors, e: _governors_off(governors, e) or None,
+             says=lambda e, governors: (f"CPU frequency governor {', '.join(_governors_off(governors, e))}", _one_of(e),
                                f"cpupower frequency-set -g {e[0]} (and make it persist, e.g. tuned)")),
-    *_version_rules("host"),
-    Rule("gpu_model", "gpu", _strings("a GPU name", "'NVIDIA H200'"), lambda g, _row: g.get("name"), _unless_in,
-         lambda e, a, on, idx, load: (f"{a} on {on}", _one_of(e), "check the host's hardware or its group")),
-    Rule("power_limit_w", "gpu", _number("watts", "700"), _setting("power", "enforced_limit_w"),
-         lambda v, e: v if abs(v - e) > POWER_TOLERANCE_W else None,
-         lambda e, a, on, idx, load: (f"enforced power limit {_w(a)} on {on}", _w(e),
+    *_declared_rules("host"),
+    _rule_of("gpu_model", check=_strings("a GPU name", "'NVIDIA H200'"),
+             says=lambda e, a, on, idx, load: (f"{a} on {on}", _one_of(e), "check the host's hardware or its group")),
+    _rule_of("power_limit", check=_number("watts", "700"),
+             off=lambda v, e: v if abs(v - e) > POWER_TOLERANCE_W else None,
+             says=lambda e, a, on, idx, load: (f"enforced power limit {_w(a)} on {on}", _w(e),
                                       f"sudo nvidia-smi -i {fold_numbers(idx)} -pl {e:g}"), per_model=True),
-    Rule("ecc", "gpu", _boolean, _ecc_read, _ecc_off,
-         lambda e, a, on, idx, load: (f"ECC {a if isinstance(a, str) else _onoff(a)} on {on}", f"ECC {_onoff(e)}",
+    _rule_of("ecc", check=_boolean, read=_ecc_read, off=_ecc_off,
+             says=lambda e, a, on, idx, load: (f"ECC {a if isinstance(a, str) else _onoff(a)} on {on}", f"ECC {_onoff(e)}",
                                       f"sudo nvidia-smi -i {fold_numbers(idx)} -e {int(e)}, then reset the GPUs or "
                                       "reboot"), per_model=True),
-    Rule("persistence", "gpu", _boolean, lambda g, _row: g.get("persistence_mode"), _unless_equal,
-         lambda e, a, on, idx, load: (f"persistence mode {_onoff(a)} on {on}", f"persistence {_onoff(e)}",
+    _rule_of("persistence", check=_boolean,
+             says=lambda e, a, on, idx, load: (f"persistence mode {_onoff(a)} on {on}", f"persistence {_onoff(e)}",
                                       "enable nvidia-persistenced (or sudo nvidia-smi -pm 1)" if e else
                                       "stop nvidia-persistenced (or sudo nvidia-smi -pm 0)"), per_model=True),
-    Rule("mig_layout", "gpu", _layout,
-         lambda g, _row: None if (g.get("mig") or {}).get("current") is None else g.get("mig_layout") or "off",
-         _unless_equal, lambda e, a, on, idx, load: (f"MIG layout {a} on {on}", f"MIG layout {e}",
+    _rule_of("mig", check=_layout,
+             read=lambda g, _row: None if (g.get("mig") or {}).get("current") is None else g.get("mig_layout") or "off",
+             says=lambda e, a, on, idx, load: (f"MIG layout {a} on {on}", f"MIG layout {e}",
                                                      "recreate the GPU instances (nvidia-smi mig), or change the "
                                                      "expectation"), per_model=True),
-    *_version_rules("gpu"),
-    Rule("pcie", "gpu", _pcie, _pcie_of, _unless_equal,
-         lambda e, a, on, idx, load: (f"PCIe link {a} on {on}", f"PCIe {e}",
+    *_declared_rules("gpu"),
+    _rule_of("pcie", check=_pcie, read=_pcie_of,
+             says=lambda e, a, on, idx, load: (f"PCIe link {a} on {on}", f"PCIe {e}",
                                       "reseat the card or riser, check the slot's link setting in the BIOS "
                                       "(nvidia-smi -q -d PCIE)"), per_model=True),
     Rule("sm_clock_floor_mhz", "gpu", _number("MHz", "1400"), lambda g, row: (row or {}).get("sm_mhz_median"),
@@ -341,10 +375,10 @@ BY_NAME = {rule.name: rule for rule in TABLE}
 HOST_RULES: dict[str, Callable] = {r.name: r.check for r in TABLE if not r.per_model}
 GPU_RULES: dict[str, Callable] = {r.name: r.check for r in TABLE if r.per_model}
 # the speed tier's figures (the fact table's measured facts): a floor each, in GB/s or TFLOP/s
-SPEED_FACTS = {f.expect: f for f in table.FACTS if f.history == "drift" and f.expect}
+SPEED_FACTS = {f.expect.key: f for f in table.FACTS if f.history == "drift" and f.expect}
 for _rule, _fact in SPEED_FACTS.items():
     (GPU_RULES if _fact.scope == "gpu" else HOST_RULES)[_rule] = _number(
-        "GB/s" if _rule.endswith("_gbps_min") else "TFLOP/s", "3800" if _rule.startswith("hbm") else "50")
+        _fact.expect.unit, "3800" if _rule.startswith("hbm") else "50")
 RULES = {**HOST_RULES, **GPU_RULES}
 
 
@@ -565,8 +599,8 @@ def _gpu_checks(host: str, groups, health: dict, exp: Expectations, load: dict) 
 
 
 def _speed_floor(rule: str, value: float, floor: float, on: str, add, where) -> None:
-    scale = 1e9 if rule.endswith("_gbps_min") else 1e12
-    unit = "GB/s" if scale == 1e9 else "TFLOP/s"
+    unit = SPEED_FACTS[rule].expect.unit
+    scale = 1e9 if unit == "GB/s" else 1e12
     if value / scale < floor:
         fact = SPEED_FACTS[rule]
         add(rule, floor, round(value / scale, 1), (f"{fact.label} {value / scale:.1f} {unit} on {on}, below the floor",

@@ -110,6 +110,17 @@ def _exported(text: str) -> set:
     return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}
 
 
+def _holds(doc, path: str) -> bool:
+    """Whether a health.json holds a value (not null) at a declared path ("#": any index, "name*": any field)."""
+    step, _, rest = path.partition(".")
+    name, many = (step[:-1], True) if step.endswith("#") else (step, False)
+    if not isinstance(doc, dict):
+        return False
+    keys = [k for k in doc if k.startswith(name[:-1])] if name.endswith("*") else ([name] if name in doc else [])
+    values = [item for k in keys for item in ((doc[k] if isinstance(doc[k], list) else []) if many else [doc[k]])]
+    return any(v is not None and (not rest or _holds(v, rest)) for v in values)
+
+
 def _promtool_ok(text: str) -> None:
     proc = subprocess.run([require_part(PROMTOOL), "check", "metrics"], input=text, capture_output=True, text=True,
                           timeout=120)
@@ -126,9 +137,12 @@ def test_the_export_of_the_demo_fleet_carries_every_fact_it_read_and_passes_prom
               if all((fleet.gpus if f.scope == "gpu" else fleet.hosts)[c].isna().all() for c in f.columns)}
     missing = {f.name for f in facts.FACTS if f.metric and f.metric.name not in names}
     assert missing == unread, "a fact the demo fleet read is missing from its export"
-    # the demo captures were recorded before schema 1.3: these they do not hold (a value not read is not exported)
-    assert unread <= {"inforom", "gsp_firmware", "bios", "fabric_manager", "hca_firmware",
-                      *(f.name for f in facts.SPEED_FACTS)}  # nor the speed tier (schema 1.4, opt-in)
+    # a fact the demo fleet did not read holds no value at any of its paths in the demo's records (its captures
+    # were recorded before schema 1.3, and the speed tier is opt-in): a value not read is not exported
+    healths = [r["health"] for r in load_run(run).records.values() if isinstance(r.get("health"), dict)]
+    held = {f.name for f in facts.FACTS if any(_holds(h, p) for h in healths for p in f.paths)}
+    assert unread and not (unread & held), sorted(unread & held)
+    assert {"inforom", "bios", "hbm"} <= unread
     for name in ("sweep_gpu_pcie_link_width", "sweep_gpu_nvlinks_active", "sweep_host_ib_rate_info",
                  "sweep_host_cpu_governor_info", "sweep_gpu_vbios_info"):  # the ones 43e43b8 left out
         assert name in names
@@ -320,6 +334,14 @@ def test_replays_with_and_without_the_new_fields(tmp_path):
     new["firmware"]["fabric_manager_version"] = "580.159.04"
     new["host_settings"]["cpu_governor"] = {"performance": 16}
     new["topology"]["worst_link_selected"] = "NV18"
+    sample = {"category": "x1", "string": "x1", "Int64": 4, "Float64": 1.5, "boolean": True}
+    for fact in (f for f in facts.FACTS if f.path):  # and every other fact declared by its path
+        *section, field = fact.path.removeprefix("gpus#.").split(".")
+        for doc in new["gpus"] if fact.scope == "gpu" else [new]:
+            for step in section:
+                doc = doc.setdefault(step, {}) if isinstance(doc.get(step), dict) or doc.get(step) is None else doc[step]
+            if doc.get(field) is None:
+                doc[field] = sample[fact.dtype]
     driver = next(c for c in new["contracts"] if c["name"] == "driver")
     driver.setdefault("evidence", {})["pci"] = {"on_bus": 1, "missing_from_nvml": []}
     run = write_run(tmp_path / "run", 1, {"old": old, "new": new})
@@ -451,11 +473,11 @@ def test_every_expectations_key_of_the_table_is_one_rule_and_every_rule_a_fact_o
 
     declared = [rule.name for rule in expect.TABLE]
     assert len(declared) == len(set(declared)), "a rule declared twice"
-    keys = {f.expect for f in facts.FACTS if f.expect}
+    keys = {f.expect.key for f in facts.FACTS if f.expect}
     assert keys <= set(expect.RULES), f"facts whose expectations key is no rule: {sorted(keys - set(expect.RULES))}"
     own = {"sm_clock_floor_mhz": "the median SM clock under load: a floor, not a comparability key"}
     assert set(expect.RULES) - keys == set(own)
     for rule in expect.TABLE:
-        fact = next((f for f in facts.FACTS if f.expect == rule.name), None)
+        fact = next((f for f in facts.FACTS if f.expect and f.expect.key == rule.name), None)
         assert rule.scope == (fact.scope if fact else "gpu"), rule.name
         assert rule.name in (expect.GPU_RULES if rule.per_model else expect.HOST_RULES)

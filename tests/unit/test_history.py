@@ -48,7 +48,7 @@ def test_history_names_exactly_the_degraded_hosts_with_the_date_of_each_change(h
         assert {c["date"] for c in mine} == {d.date.isoformat()}, mine
         assert {c["time"] for c in mine} == {f"{d.at:%Y-%m-%dT%H:%M:%SZ}"}, mine  # the run's time, not only its day
         assert any(c["key"] == key and c["before"] == before and c["after"] == after for c in mine), mine
-        line = f"{d.at:%Y-%m-%d %H:%M} UTC: {facts.KEYS[key]} {before} -> {after}"
+        line = f"{d.at:%Y-%m-%d %H:%M} UTC: {facts.LABELS[key]} {before} -> {after}"
         assert line in printed
     drifted = [d for d in result["drift"] if d["drifted"]]
     sinker = next(d for d in story if d.what == "sink")
@@ -147,9 +147,9 @@ def test_keys_come_from_the_comparability_key_table(history, tmp_path, monkeypat
     reports = tmp_path / "few"  # every run holds all 40 hosts: three runs show the new key as well as 45
     few_runs(history[0], reports, 3)
     monkeypatch.setattr(index_module, "MAX_WORKERS", 1)  # runs read here: spawned workers would not see the patch
-    add_fact(monkeypatch, facts.Fact("kernel_test", "Kernel (test)", "host", ("hostname",),
-                                     lambda r: "odd" if r["hostname"] == "gpu07" else "even",
-                                     [(None, "{value}")], "host", no_metric="a test"))
+    add_fact(monkeypatch, facts.Fact(name="kernel_test", label="Kernel (test)", scope="host", columns=("hostname",),
+                                     render=lambda r: "odd" if r["hostname"] == "gpu07" else "even",
+                                     impact=[(None, "{value}")], diff_kind="host", no_metric="a test"))
     result = build([reports])
     spans = result.spans[result.spans["key"] == "kernel_test"]
     assert set(spans["value"]) == {"odd", "even"} and set(spans[spans["value"] == "odd"]["host"]) == {"gpu07"}
