@@ -38,7 +38,7 @@ def rejudge(health: dict) -> dict:
     facts = {"driver": health["driver"], "gpus": health["gpus"], "mask": health["mask"],
              "frameworks": health["frameworks"], "topology": health["topology"], "env": env,
              "kernel_module": health["driver"].get("kernel_module"), "kernel_log": health.get("kernel_log"),
-             "run_as": health.get("user")}
+             "run_as": (health.get("probe") or {}).get("user")}  # where the agent writes it (probe.user)
     contracts, lowest = evaluate(copy.deepcopy(facts))
     statuses = [c["status"] for c in contracts]
     health["contracts"] = contracts

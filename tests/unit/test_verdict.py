@@ -65,7 +65,7 @@ def health_of(variant: str, name: str) -> dict | None:
     if variant == "xid_79":
         return fv.xid(h, 79, bus="0000:28:00.0")
     if variant == "xid_unread":
-        h["user"] = {"name": "op", "uid": 1000, "groups": ["op"]}  # swept as user op, as health.json says
+        h["probe"]["user"] = {"name": "op", "uid": 1000, "groups": ["op"]}  # swept as user op, where the agent writes it
         h["kernel_log"] = {"source": None, "complete": False, "xid": [], "sxid": [],
                            "tried": {"/dev/kmsg": "PermissionError: [Errno 1] Operation not permitted"}}
         return fv.rejudge(h)
