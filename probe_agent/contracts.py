@@ -329,8 +329,8 @@ def check_power(facts):
         return contract("power", "warning", fold_gpus(warn), ev, "nvidia-smi -pl DEFAULT if not intended")
     if not rows:
         return contract("power", "unknown", "no power readings", ev)
-    return contract("power", "ok", "enforced limit = default (%s W)" % ", ".join(
-        sorted({"%g" % r["enforced_limit_w"] for r in rows if r.get("enforced_limit_w") is not None})) or "?", ev)
+    return contract("power", "ok", "enforced limit = default (%s W)" % (", ".join(
+        sorted({"%g" % r["enforced_limit_w"] for r in rows if r.get("enforced_limit_w") is not None})) or "?"), ev)
 
 
 def check_memory(facts):
