@@ -809,3 +809,43 @@ def test_the_layout_record_keeps_each_gpus_identity_and_modes(h):
         "mig_pending": False, "mig_layout": None, "persistence_mode": True, "compute_mode": "default"}
     fv.mig(h, gpus={2})
     assert judge(c.check_layout, h)["evidence"]["gpus"][2]["mig_pending"] is True
+
+
+# ---- after the first re-run -----------------------------------------------------------------------
+
+def test_nvml_gpus_the_bus_listing_lacks_are_trusted_not_called_absent(h):
+    h["pci"] = {"readable": True, "gpus": []}  # a container whose sysfs shows no NVIDIA function
+    r = c.check_driver(driver_facts(h))
+    assert (r["status"], r["message"]) == ("ok", "driver 580.159.04, CUDA 13.0, 8 GPUs")
+    assert r["evidence"]["pci_nvidia_gpus"] == 0
+
+
+def test_a_broken_mask_keeps_the_mask_as_evidence(h):
+    for value, state in (("", "empty"), ("3,3", "invalid")):
+        r = masked(h, CUDA_VISIBLE_DEVICES=value)
+        assert r["status"] == "broken"
+        ev = r["evidence"]
+        assert (ev["cuda_visible_devices"], ev["state"], ev["selected"]) == (value, state, [])
+    assert ev["cuda_error"] == "CUDA_ERROR_INVALID_DEVICE" and ev["invalid"][0]["entry"] == "3"
+
+
+def test_an_interpreter_that_failed_does_not_stop_the_next_being_judged(h):
+    cpu = dict(h["frameworks"][0], torch_version="2.11.0+cpu", cuda_runtime=None)
+    r = framework(h, {"interpreter": "/opt/x/python", "error": "timed out after 30 s"}, cpu)
+    assert r["message"] == ("/opt/x/python: timed out after 30 s; "
+                            "python3: torch 2.11.0+cpu is a CPU-only wheel (torch.version.cuda is None)")
+
+
+def test_a_framework_warning_keeps_the_interpreters_as_evidence(h):
+    fv.torch(h, version="2.11.0+cu131", cuda="13.1")
+    r = framework(h)
+    assert r["status"] == "warning"
+    assert r["evidence"] == {"interpreters": h["frameworks"], "driver_cuda": "13.0", "compute_capabilities": ["9.0"]}
+
+
+def test_a_probe_stopped_before_any_read_is_judged_never_a_crash_and_never_healthy():
+    """build_health judges whatever the deadline left: here nothing (not even the driver section)."""
+    out, lowest = c.evaluate({})
+    assert [x["name"] for x in out] == [s.name for s in c.CONTRACTS]
+    assert lowest == "driver" and out[0]["status"] == "broken"
+    assert all(x["status"] == "unknown" for x, s in zip(out, c.CONTRACTS) if s.needs_nvml)
