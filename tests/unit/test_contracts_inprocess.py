@@ -849,3 +849,17 @@ def test_a_probe_stopped_before_any_read_is_judged_never_a_crash_and_never_healt
     assert [x["name"] for x in out] == [s.name for s in c.CONTRACTS]
     assert lowest == "driver" and out[0]["status"] == "broken"
     assert all(x["status"] == "unknown" for x, s in zip(out, c.CONTRACTS) if s.needs_nvml)
+    # not "NVML initialised but sees no GPU": NVML was never asked (it said so before this fix)
+    assert out[0]["message"] == ("NVML not read: the probe stopped before NVML counted the GPUs "
+                                 "(probe.incomplete_reason says where)")
+    assert out[0]["fix"].startswith("probe again with a longer --deadline")
+
+
+@pytest.mark.parametrize("driver", [{}, {"unsupported": {}, "version": "580.159.04", "nvml_version": "13.580.159.04"}])
+def test_a_probe_stopped_inside_nvml_does_not_say_nvml_sees_no_gpu(h, driver):
+    """The deadline during nvmlInit (driver section empty) or before nvmlDeviceGetCount answered."""
+    h["driver"] = driver
+    r = c.check_driver(driver_facts(h))
+    assert r["status"] == "broken" and r["message"].startswith("NVML not read: the probe stopped before")
+    h["driver"] = dict(driver, gpu_count=None)  # NVML answered, without a count: it sees none
+    assert c.check_driver(driver_facts(h))["message"] == "NVML initialised but sees no GPU"
