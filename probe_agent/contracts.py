@@ -99,6 +99,10 @@ def check_driver(facts):
                         "bus or failed to initialise" % (d.get("gpu_count") or 0, len(missing), ", ".join(missing)), ev,
                         "drain the host; read the kernel log for Xid 79 / RmInitAdapter on %s; reseat or "
                         "replace the card, then reboot" % missing[0])
+    if "gpu_count" not in d:  # the deadline came before NVML's answers were in: nothing says it sees no GPU
+        return contract("driver", "broken", "NVML not read: the probe stopped before NVML counted the GPUs "
+                        "(probe.incomplete_reason says where)", ev,
+                        "probe again with a longer --deadline; if nvmlInit itself hangs, read dmesg for the driver")
     if not d.get("gpu_count"):
         return contract("driver", "broken", "NVML initialised but sees no GPU", ev,
                         "check that the GPUs are on the bus (lspci), passed through to this VM or container, "
