@@ -54,6 +54,18 @@ def test_a_gpu_fact_declared_by_its_path_reads_the_gpus_dict_under_its_own_colum
     assert fact.metric == facts.Metric("sweep_gpu_fan_test", "Fan (test) (gpus#.fan.speed_pct).", "fan_pct")
 
 
+@pytest.mark.parametrize("dtype, info", [("category", True), ("string", True), ("boolean", False), ("Int64", False),
+                                         ("Float64", False)])
+def test_a_text_fact_exports_an_info_metric_and_a_number_or_mode_a_gauge_of_its_column(dtype, info):
+    fact = facts.Fact(name="m_test", label="M", scope="gpu", path="gpus#.m", dtype=dtype, impact=[(None, "x")],
+                      diff_kind="modes")
+    if info:
+        assert fact.metric == facts.Metric("sweep_gpu_m_test_info", "M (gpus#.m), value 1.",
+                                           labels=(("m_test", "m_test"),))
+    else:
+        assert fact.metric == facts.Metric("sweep_gpu_m_test", "M (gpus#.m).", "m_test")
+
+
 @pytest.mark.parametrize("dtype, value, text", [
     ("boolean", True, "on"), ("boolean", False, "off"), ("Float64", 437.5, "437.5"), ("Float64", 700.0, "700"),
     ("string", "", ""), ("Int64", 0, "0"),
@@ -148,8 +160,8 @@ def test_a_speed_figure_is_a_drift_with_a_floor_splits_no_class_and_reads_in_its
     assert (fact.history, fact.compares, fact.diff_kind) == ("drift", False, "speed")
     assert fact.expect == facts.Expect(floor, "floor", unit=unit)
     assert fact.metric.name == metric and fact.metric.column == column
-    assert fact.metric.help.startswith(f"The speed tier's measured {facts.SPEED_LABELS[name]} (")
-    assert fact.metric.help.endswith("), best of its repetitions.")
+    assert fact.metric.help == (f"The speed tier's measured {facts.SPEED_LABELS[name]} ({facts.SPEED_UNITS[name]}), "
+                                "best of its repetitions.")
     assert fact.render({column: value}) == text and fact.render({column: None}) == "not measured"
     (only,) = fact.impact
     assert only[0] is None and only[1] == facts.SPEED_IMPACT[name]
@@ -307,6 +319,7 @@ def test_a_gpu_index_that_is_no_integer_ranks_as_gpu_0():
             row("power_limit", power_enforced_w=250.0, power_default_w=700.0)]
     assert facts.mixed_text(power, rows, [[3, 4], [None, "x"]]) == "250 W x2, 700 W x2 (GPU 3-4)"
     assert facts.mixed_text(power, rows, [[2, 3], [1, None]]) == "250 W x2, 700 W x2 (GPU 2-3)"
+    assert facts.mixed_text(power, rows, [[1, 2], [None, "x"]]) == "250 W x2, 700 W x2 (GPU 1-2)"
 
 
 def test_a_typed_value_is_none_only_where_no_column_was_read():
