@@ -116,6 +116,8 @@ def test_mig_pending_then_two_layouts_then_a_slice_then_the_whole_gpu():
     assert says("mig", [mig(None, None)], [mig(False, False)], unread=None).startswith("MIG off")
     # the reference has a GPU off: not two layouts
     assert says("mig", [mig(True, True)], [mig(True, True), mig(False, False)]).startswith("MIG this: ")
+    # the reference's mode not read: not two layouts either (a slice against what cannot be called a slice)
+    assert says("mig", [mig(True, True)], [mig(None, None)], unread=None).startswith("MIG this: ")
 
 
 # --- persistence, confidential computing, compute mode ----------------------------------------------
@@ -230,6 +232,13 @@ def test_a_narrower_pcie_link_names_its_lanes_and_share_of_the_bandwidth_and_the
     text = says("pcie", mine, ref, "gen5 x8", "gen5 x16")
     assert text.startswith("PCIe gen5 x8 instead of gen5 x16: ") and words in text
     assert text.endswith("reseat the card or riser")
+
+
+def test_a_card_trained_down_says_what_waits_for_it_and_the_fix():
+    assert says("pcie", [pcie(8)], [pcie(16)], "gen5 x8", "gen5 x16") == (
+        "PCIe gen5 x8 instead of gen5 x16: the cards trained down to 8 lanes, so host-to-GPU copies, data loading "
+        "and GPUDirect RDMA run at 50% of the reference's bandwidth there (half at x8 of x16), and synchronous "
+        "multi-GPU steps wait for that GPU; reseat the card or riser")
 
 
 @pytest.mark.parametrize("mine, ref", [([pcie(16, 4)], [pcie(16)]), ([pcie(16)], [pcie(8)]), ([pcie(None)], [pcie(16)]),
