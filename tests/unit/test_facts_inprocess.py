@@ -393,3 +393,43 @@ def test_a_fact_whose_text_says_what_a_gap_means_is_judged_even_where_not_read()
     assert facts.impact_of("vbios", "96.00.A5.00.2B", "96.00.A5.00.1A", [{"vbios": "96.00.A5.00.2B"}],
                            [{"vbios": "96.00.A5.00.1A"}]).startswith(
         "firmware differs: a change-window left hosts half-upgraded (96.00.A5.00.2B vs 96.00.A5.00.1A)")
+
+
+# --- every key's text, and when it counts as not read ---------------------------------------------------
+
+
+@pytest.mark.parametrize("fact, values, text, unread", [
+    ("gpu_model", {"name": "NVIDIA H200"}, "NVIDIA H200", False),
+    ("gpu_model", {"name": ""}, "unknown", True), ("gpu_model", {}, "unknown", True),
+    ("memory", {"memory_total_bytes": 150754820096}, "143771 MiB", False), ("memory", {}, "unknown", True),
+    ("gpu_count", {"gpus_selected": 8}, "8 GPUs", False), ("gpu_count", {"gpus_selected": 1}, "1 GPU", False),
+    ("gpu_count", {"gpus_selected": 0}, "0 GPUs", False), ("gpu_count", {}, "unknown", True),
+    ("driver", {"driver": "590.44.01"}, "590.44.01", False), ("driver", {"driver": ""}, "unknown", True),
+    ("cuda_driver", {"cuda_driver": "13.0"}, "CUDA 13.0", None), ("cuda_driver", {}, "CUDA ?", None),
+    ("ecc", {"ecc_current": False}, "off", False), ("ecc", {}, "unknown", True),
+    ("mig", {"mig_current": False}, "off", False), ("mig", {"mig_pending": False}, "unknown", True),
+    ("persistence", {"persistence_mode": True}, "on", False),
+    ("persistence", {"persistence_mode": False}, "off", False),
+    ("persistence", {}, "unknown", True),
+    ("compute_mode", {"compute_mode": "EXCLUSIVE_PROCESS"}, "EXCLUSIVE_PROCESS", False),
+    ("compute_mode", {"compute_mode": ""}, "unknown", True), ("compute_mode", {}, "unknown", True),
+    ("confidential_compute", {"confidential_compute": False}, "off", None),
+    ("gpus_present", {"gpu_count": 0, "gpus_on_bus": 0}, "0", False),
+    ("gpus_present", {"gpus_on_bus": 8}, "unknown", True),
+    ("pcie", {"pcie_max_gen": 5, "pcie_width": 16}, "gen5 x16", False), ("pcie", {"pcie_width": 8}, "gen? x8", False),
+    ("pcie", {"pcie_max_gen": 5}, "unknown", True),
+    ("nvlinks", {"nvlink_links": 18, "nvlink_active": 14}, "14 of 18", None),
+    ("nvlinks", {"nvlink_links": 0}, "none", None),
+    ("nvlinks", {}, "none", None),
+    ("ib_rate", {"ib_rates": "2x 400 Gb/s"}, "2x 400 Gb/s", None), ("ib_rate", {}, "not read", None),
+    ("cpu_governor", {"cpu_governor": "performance"}, "performance", None),
+    ("cpu_governor", {"cpu_governor": ""}, "not exposed", None),
+    ("vbios", {"vbios": "96.00.A5.00.1A"}, "96.00.A5.00.1A", False), ("vbios", {}, "not recorded", True),
+    ("hca_firmware", {"hca_firmware": "no HCA"}, "no HCA", None), ("hca_firmware", {}, "not recorded", None),
+    ("fabric_manager", {}, "not running", True),
+])
+def test_each_keys_text_and_whether_it_counts_as_not_read(fact, values, text, unread):
+    """`unread` None: the fact has no "not read" test, its text says what a gap means (judged as it stands)."""
+    assert shown(fact, **values) == text
+    test = facts.BY_NAME[fact].unread
+    assert (None if test is None else test(row(fact, **values))) is unread
