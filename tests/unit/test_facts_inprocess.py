@@ -11,6 +11,7 @@ import pytest
 
 from sweep.analysis import facts
 from sweep.analysis.speed_record import VALIDATED
+from sweep.demo.speed import derive_section
 
 
 def row(fact: str, **values) -> dict:
@@ -171,6 +172,9 @@ def test_a_speed_figure_is_a_drift_with_a_floor_splits_no_class_and_reads_in_its
         assert read({VALIDATED: {name: value}}) == value and read({}) is None
     else:
         assert read({}) is None  # a host that did not run the speed tier
+        section = derive_section([0, 1])  # two GPUs: two pairs at 390 GB/s, all-reduce at 360 GB/s
+        section["p2p"][1]["value"] = 2.0e11
+        assert read({"speed": section}) == {"p2p": 2.0e11, "allreduce": 3.6e11}[name]  # p2p: the slowest pair
 
 
 # --- what each key reads as ------------------------------------------------------------------------
