@@ -177,6 +177,13 @@ def test_a_speed_figure_is_a_drift_with_a_floor_splits_no_class_and_reads_in_its
         assert read({"speed": section}) == {"p2p": 2.0e11, "allreduce": 3.6e11}[name]  # p2p: the slowest pair
 
 
+def test_a_speed_figure_reads_in_decimal_units_rounded_half_to_even():
+    """GB/s is 10**9 B/s and TFLOP/s 10**12 FLOP/s (not GiB): a figure exactly halfway shows which."""
+    hbm, gemm = facts._speed_fact("hbm", "gpu", "hbm_gbps_min"), facts._speed_fact("bf16_gemm", "gpu", "x")
+    assert hbm.render({"speed_hbm": 3.5e9}) == "4 GB/s" and hbm.render({"speed_hbm": 2.5e9}) == "2 GB/s"
+    assert gemm.render({"speed_bf16_gemm": 7.5e11}) == "0.8 TFLOP/s"
+
+
 # --- what each key reads as ------------------------------------------------------------------------
 
 
@@ -387,6 +394,13 @@ def test_a_fact_not_read_on_one_side_says_so_instead_of_judging_it():
     assert facts.impact_of("ecc", "unknown", "on", [unread], [on]).startswith("not read on this host: ")
     assert facts.impact_of("ecc", "off", "unknown", [ecc_off], [unread]).startswith("not read on the reference hosts: ")
     assert facts.impact_of("ecc", "off", "on", [ecc_off], [on]).startswith("ECC off: ")
+
+
+def test_the_link_impact_reads_the_topology_codes_of_each_side():
+    text = facts.impact_of("link", "NV12 (NVLink)", "NV18 (NVLink)", [{"worst_link": "NV12", "gpus_selected": 8}],
+                           [{"worst_link": "NV18", "gpus_selected": 8}])
+    assert text == ("NV12 instead of NV18 between the selected GPUs: fewer NVLink links, so all-reduce and other "
+                    "collectives run slower here")
 
 
 def test_a_fact_whose_text_says_what_a_gap_means_is_judged_even_where_not_read():
