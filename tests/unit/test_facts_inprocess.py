@@ -10,6 +10,9 @@ from __future__ import annotations
 import pytest
 
 from sweep.analysis import facts
+from sweep.analysis import impact as texts
+from sweep.analysis.compare import compare
+from sweep.analysis.fleet import load_fleet
 from sweep.analysis.speed_record import VALIDATED
 from sweep.demo.speed import derive_section
 
@@ -404,9 +407,10 @@ def test_the_link_impact_reads_the_topology_codes_of_each_side():
 
 
 def test_a_fact_whose_text_says_what_a_gap_means_is_judged_even_where_not_read():
-    unread = row("cuda_driver")
-    text = facts.impact_of("cuda_driver", "CUDA ?", "CUDA 13.0", [unread], [row("cuda_driver", cuda_driver="13.0")])
-    assert text.startswith("the driver speaks CUDA ? instead of CUDA 13.0")
+    unread = row("framework")  # "no torch found": the probe looked and found none
+    text = facts.impact_of("framework", "no torch found", "torch 2.5.1, CUDA 12.4", [unread],
+                           [row("framework", torch="2.5.1", cuda_runtime="12.4")])
+    assert text.startswith("a different framework build (no torch found vs torch 2.5.1, CUDA 12.4)")
     assert facts._judged(unread) is False
     assert facts.impact_of("vbios", "96.00.A5.00.2B", "96.00.A5.00.1A", [{"vbios": "96.00.A5.00.2B"}],
                            [{"vbios": "96.00.A5.00.1A"}]).startswith(
@@ -423,7 +427,9 @@ def test_a_fact_whose_text_says_what_a_gap_means_is_judged_even_where_not_read()
     ("gpu_count", {"gpus_selected": 8}, "8 GPUs", False), ("gpu_count", {"gpus_selected": 1}, "1 GPU", False),
     ("gpu_count", {"gpus_selected": 0}, "0 GPUs", False), ("gpu_count", {}, "unknown", True),
     ("driver", {"driver": "590.44.01"}, "590.44.01", False), ("driver", {"driver": ""}, "unknown", True),
-    ("cuda_driver", {"cuda_driver": "13.0"}, "CUDA 13.0", None), ("cuda_driver", {}, "CUDA ?", None),
+    ("cuda_driver", {"cuda_driver": "13.0"}, "CUDA 13.0", False), ("cuda_driver", {}, "CUDA ?", True),
+    ("power_limit", {"power_enforced_w": 700.0, "power_default_w": 700.0}, "700 W", False),
+    ("power_limit", {"power_default_w": 700.0}, "? W (default 700 W)", True),
     ("ecc", {"ecc_current": False}, "off", False), ("ecc", {}, "unknown", True),
     ("mig", {"mig_current": False}, "off", False), ("mig", {"mig_pending": False}, "unknown", True),
     ("persistence", {"persistence_mode": True}, "on", False),
@@ -439,11 +445,12 @@ def test_a_fact_whose_text_says_what_a_gap_means_is_judged_even_where_not_read()
     ("nvlinks", {"nvlink_links": 18, "nvlink_active": 14}, "14 of 18", None),
     ("nvlinks", {"nvlink_links": 0}, "none", None),
     ("nvlinks", {}, "none", None),
-    ("ib_rate", {"ib_rates": "2x 400 Gb/s"}, "2x 400 Gb/s", None), ("ib_rate", {}, "not read", None),
+    ("ib_rate", {"ib_rates": "2x 400 Gb/s"}, "2x 400 Gb/s", False), ("ib_rate", {}, "not read", True),
+    ("ib_rate", {"ib_rates": "no active port"}, "no active port", False),
     ("cpu_governor", {"cpu_governor": "performance"}, "performance", None),
     ("cpu_governor", {"cpu_governor": ""}, "not exposed", None),
     ("vbios", {"vbios": "96.00.A5.00.1A"}, "96.00.A5.00.1A", False), ("vbios", {}, "not recorded", True),
-    ("hca_firmware", {"hca_firmware": "no HCA"}, "no HCA", None), ("hca_firmware", {}, "not recorded", None),
+    ("hca_firmware", {"hca_firmware": "no HCA"}, "no HCA", False), ("hca_firmware", {}, "not recorded", True),
     ("fabric_manager", {}, "not running", True),
 ])
 def test_each_keys_text_and_whether_it_counts_as_not_read(fact, values, text, unread):
@@ -451,3 +458,61 @@ def test_each_keys_text_and_whether_it_counts_as_not_read(fact, values, text, un
     assert shown(fact, **values) == text
     test = facts.BY_NAME[fact].unread
     assert (None if test is None else test(row(fact, **values))) is unread
+
+
+# --- a fact not read on a host, through the comparison an operator reads --------------------------------
+
+
+def _each_gpu(**fields):
+    def edit(health):
+        for g in health["gpus"]:
+            for path, value in fields.items():
+                *section, name = path.split("__")
+                (g[section[0]] if section else g)[name] = value
+    return edit
+
+
+def _host(section, field, value):
+    def edit(health):
+        health[section] = {**(health.get(section) or {}), field: value}
+    return edit
+
+
+UNREAD = [
+    ("ecc", _each_gpu(ecc__current=None), "on"), ("persistence", _each_gpu(persistence_mode=None), "on"),
+    ("memory", _each_gpu(memory_total_bytes=None), "143771 MiB"), ("gpu_model", _each_gpu(name=None), "NVIDIA H200"),
+    ("mig", _each_gpu(mig__current=None), "off"), ("driver", _host("driver", "version", None), "580.159.04"),
+    ("cuda_driver", _host("driver", "cuda_driver_version", None), "CUDA 13.0"),
+    ("power_limit", _each_gpu(power__enforced_limit_w=None), "700 W"),
+]
+
+
+@pytest.mark.parametrize("key, edit, reference", UNREAD, ids=[u[0] for u in UNREAD])
+def test_a_fact_not_read_on_a_host_splits_it_off_and_says_not_read_instead_of_judging_it(tmp_path, key, edit,
+                                                                                           reference):
+    """The host is compared (its other keys match), but on this key it cannot be shown alike: its impact says
+    the fact was not read and how to get it, never what a real difference of that key would do."""
+    from test_facts import fleet_health, write_run
+    found = compare(load_fleet([write_run(tmp_path / "run", 1, fleet_health(3, gpu03=edit))]))
+    assert [c.hosts for c in found.classes] == [("gpu01", "gpu02"), ("gpu03",)] and not found.excluded
+    (difference,) = found.classes[1].differs
+    assert (difference.key, difference.reference) == (key, reference)
+    assert difference.impact == texts.UNKNOWN.format(where="this host")
+
+
+def test_ports_and_hca_firmware_not_read_are_said_so_not_a_half_done_firmware_upgrade(tmp_path):
+    from test_facts import fleet_health, hca, write_run
+    healths = fleet_health(3, gpu01=hca("28.39.1002"), gpu02=hca("28.39.1002"))  # gpu03: no ib_ports read
+    found = compare(load_fleet([write_run(tmp_path / "run", 1, healths)]))
+    assert [c.hosts for c in found.classes] == [("gpu01", "gpu02"), ("gpu03",)]
+    differs = {d.key: d for d in found.classes[1].differs}
+    assert set(differs) == {"ib_rate", "hca_firmware"}
+    assert (differs["hca_firmware"].value, differs["ib_rate"].value) == ("not recorded", "not read")
+    for d in differs.values():
+        assert d.impact == texts.UNKNOWN.format(where="this host"), d.impact
+    # the reference hosts not read, this one read: said of the reference
+    healths = fleet_health(3, gpu03=hca("28.39.1002"))
+    (odd,) = compare(load_fleet([write_run(tmp_path / "again", 1, healths)])).classes[1:]
+    assert odd.hosts == ("gpu03",)
+    assert {d.key: d.impact for d in odd.differs} == dict.fromkeys(
+        ("ib_rate", "hca_firmware"), texts.UNKNOWN.format(where="the reference hosts"))

@@ -86,7 +86,8 @@ def power(w):
     ([power(701.0)], [power(700.0)], "a higher power cap"),
     ([power(450.0)], [power(500.0), power(400.0)], "a higher power cap"),  # against the reference's lowest
     ([power(400.0)], [power(500.0), power(450.0)], "a lower power cap"),
-    ([power(None)], [power(700.0)], "a higher power cap"),  # nothing read to be lower
+    ([power(None)], [power(700.0)], "a higher power cap"),  # nothing read to be lower (the rule alone: through
+    # the fact table the power limit's "not read" test says so first, test_facts_inprocess)
     ([power(400.0)], [power(None)], "a higher power cap"),
     ([power(700.0), power(250.0)], [power(700.0)], "one or more GPUs capped lower than the others"),
 ])
