@@ -36,8 +36,9 @@ SRC[compare]="sweep/analysis/compare.py";       TESTS[compare]="tests/unit/test_
 SRC[speed]="sweep/analysis/speed.py sweep/analysis/speed_reference.py"
 TESTS[speed]="tests/unit/test_speed_judge.py tests/unit/test_judging_boundaries.py"
 SRC[bench]="sweep/analysis/bench.py";           TESTS[bench]="tests/unit/test_bench_figures.py tests/unit/test_judging_boundaries.py"
-SRC[facts]="sweep/analysis/facts.py";           TESTS[facts]="tests/unit/test_facts.py"
-SRC[impact]="sweep/analysis/impact.py";         TESTS[impact]="tests/unit/test_facts.py tests/unit/test_compare.py"
+SRC[facts]="sweep/analysis/facts.py";           TESTS[facts]="tests/unit/test_facts.py tests/unit/test_facts_inprocess.py"
+SRC[impact]="sweep/analysis/impact.py"
+TESTS[impact]="tests/unit/test_facts.py tests/unit/test_compare.py tests/unit/test_facts_inprocess.py tests/unit/test_impact_rules.py"
 SRC[mask]="probe_agent/mask.py";                TESTS[mask]="tests/unit/test_mask_oracle.py"
 SRC[chain]="probe_agent/chain.py";              TESTS[chain]="tests/unit/test_contract_table.py"
 # (not test_agent.py, test_hostchecks.py: they judge through the agent run as a subprocess, which mutmut's
