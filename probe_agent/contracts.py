@@ -379,6 +379,12 @@ def link_rank(link):
     return LINK_RANK.get(link, 6)
 
 
+def link_order(link):
+    """The worse the link, the higher: its class, then among NVLinks the fewer the worse (NV4 below NV18)."""
+    count = link[2:] if link.startswith("NV") else ""
+    return link_rank(link), -int(count) if count.isdigit() else 0
+
+
 def worst_link(facts):
     """The worst link class among the pairs of GPUs the mask selects (None for fewer than 2)."""
     topo = facts.get("topology") or {}
@@ -387,7 +393,7 @@ def worst_link(facts):
     for a in range(len(idx)):
         for b in range(a + 1, len(idx)):
             link = (topo.get("pairs") or {}).get("%d-%d" % (idx[a], idx[b]))
-            if link is not None and (worst is None or link_rank(link) > link_rank(worst)):
+            if link is not None and (worst is None or link_order(link) > link_order(worst)):
                 worst = link
     return worst
 

@@ -863,3 +863,102 @@ def test_a_probe_stopped_inside_nvml_does_not_say_nvml_sees_no_gpu(h, driver):
     assert r["status"] == "broken" and r["message"].startswith("NVML not read: the probe stopped before")
     h["driver"] = dict(driver, gpu_count=None)  # NVML answered, without a count: it sees none
     assert c.check_driver(driver_facts(h))["message"] == "NVML initialised but sees no GPU"
+
+
+# ---- after the whole-module run -------------------------------------------------------------------
+
+def test_every_judged_branch_keeps_its_evidence(h):
+    """health.json's contracts[].evidence on the broken and warning paths, not only the ok one."""
+    checks = []
+    g = copy.deepcopy(h)
+    g["gpus"][6]["lost"] = True
+    checks.append((c.check_driver(driver_facts(g)), "pci"))                      # a GPU missing from NVML
+    g = copy.deepcopy(h)
+    g["driver"] = {"gpu_count": 0}
+    checks.append((c.check_driver(driver_facts(g)), "pci"))                      # NVML sees no GPU
+    g["driver"] = {}
+    checks.append((c.check_driver(driver_facts(g)), "pci"))                      # NVML not read
+    for value in ("9", "GPU-", "3,x,5", "3x", "%s" % h["gpus"][0]["uuid"][:12]):
+        checks.append((masked(copy.deepcopy(h), CUDA_VISIBLE_DEVICES=value), "state"))
+    checks.append((masked(copy.deepcopy(h), CUDA_DEVICE_ORDER="pci"), "state"))
+    gone = {"interpreter": "/opt/train/bin/python", "error": "not found", "not_found": True, "named": True}
+    checks.append((framework(copy.deepcopy(h), h["frameworks"][0], gone), "interpreters"))
+    checks.append((framework(copy.deepcopy(h), {"interpreter": "python3", "torch_version": None}), "interpreters"))
+    checks.append((judge(c.check_clocks, fv.app_clocks(copy.deepcopy(h), gpus={0})), "gpus"))
+    checks.append((judge(c.check_power, fv.power_cap(copy.deepcopy(h), watts=250.0)), "gpus"))
+    checks.append((judge(c.check_power, fv.power_cap(copy.deepcopy(h), watts=750.0)), "gpus"))
+    checks.append((judge(c.check_memory, fv.remap(copy.deepcopy(h), gpu=1, failure=True)), "gpus"))
+    checks.append((judge(c.check_memory, fv.ecc_off(copy.deepcopy(h))), "gpus"))
+    checks.append((judge(c.check_layout, fv.persistence_off(copy.deepcopy(h), gpus={0})), "gpus"))
+    for r, key in checks:
+        assert r["status"] in ("broken", "warning", "not_applicable"), r
+        assert r["evidence"].get(key) is not None, (r["name"], r["message"])
+    g = copy.deepcopy(h)
+    g["gpus"] = []
+    assert judge(c.check_power, g)["evidence"] == {"gpus": []}
+
+
+def test_the_not_read_drivers_fix_names_nvmlinit(h):
+    h["driver"] = {}
+    assert c.check_driver(driver_facts(h))["fix"] == (
+        "probe again with a longer --deadline; if nvmlInit itself hangs, read dmesg for the driver")
+
+
+def test_two_framework_warnings_are_said_in_one_sentence(h):
+    fv.torch(h, version="2.11.0+cu131", cuda="13.1")
+    r = framework(h, h["frameworks"][0], {"interpreter": "python3.11", "error": "not found", "not_found": True})
+    assert r["message"] == ("python3: torch's CUDA 13.1 is newer than the driver's 13.0 (minor-version compatibility: "
+                            "PTX JIT and new APIs may fail); python3.11: not found")
+
+
+def test_the_agents_own_process_does_not_hide_a_foreign_one_on_the_same_gpu(h):
+    h["gpus"][2]["processes"] = [{"pid": 77, "name": "probe", "used_memory_bytes": 1 << 20},
+                                 {"pid": 4242, "name": "python3", "used_memory_bytes": 8 << 30}]
+    h["own_pids"] = [77]
+    r = judge(c.check_processes, h)
+    assert r["message"] == "1 other process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2"
+
+
+def test_a_gpu_without_power_readings_does_not_stop_the_others_being_judged(h):
+    h["gpus"][0]["power"]["enforced_limit_w"] = None
+    h["gpus"][3]["power"]["enforced_limit_w"] = 250.0
+    r = judge(c.check_power, h)
+    assert (r["status"], r["message"]) == ("broken", "GPU 3: enforced power limit 250 W is below the default 700 W")
+
+
+def test_gpus_with_different_default_limits_are_each_at_theirs(h):
+    for g in h["gpus"][4:]:
+        g["power"].update(enforced_limit_w=600.0, default_limit_w=600.0)
+    r = judge(c.check_power, h)
+    assert (r["status"], r["message"]) == ("ok", "enforced limit = default (600, 700 W)")
+
+
+def test_unreadable_link_classes_are_said_so(h):
+    h["topology"]["pairs"] = {}
+    assert judge(c.check_topology, h)["message"] == "link classes could not be read"
+
+
+def test_a_mask_across_a_pcie_switch_on_an_nvlink_host_warns_too(h):
+    h["topology"]["pairs"]["0-4"] = "PIX"  # the best PCIe class, still not NVLink
+    h["environment"]["CUDA_VISIBLE_DEVICES"] = "0,4"
+    r = judge(c.check_topology, h)
+    assert r["status"] == "warning" and "talk over PIX although this host has NVLink" in r["message"]
+
+
+def test_the_worst_nvlink_is_the_one_with_fewest_links(h):
+    """Bug fixed here: every NVx ranked alike, so the first pair's NV18 was said over a later NV4."""
+    h["topology"]["pairs"]["5-6"] = "NV4"
+    r = judge(c.check_topology, h)
+    assert (r["status"], r["message"]) == ("ok", "worst link between the selected GPUs: NV4")
+    assert c.worst_link(facts(h)) == "NV4"
+    h["topology"]["pairs"]["5-6"] = "NV18"
+    h["topology"]["pairs"]["0-1"] = "NV4"  # the first pair: kept against the later, wider ones
+    assert c.worst_link(facts(h)) == "NV4"
+    assert [c.link_order(x) < c.link_order(y) for x, y in (("NV18", "NV4"), ("NV4", "PIX"), ("NV4", "NV"))] == [
+        True, True, True]
+
+
+def test_a_mig_change_from_on_to_off_names_both_modes(h):
+    h["gpus"][2]["mig"].update(current=True, pending=False)
+    r = judge(c.check_layout, h)
+    assert r["message"] == "GPU 2: MIG mode change pending (on -> off) until the next reset"
