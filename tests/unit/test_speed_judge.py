@@ -314,3 +314,88 @@ def test_a_model_the_table_lacks_has_no_reference_and_is_not_an_error(model):
     from sweep.analysis.speed_reference import reference_of
 
     assert [reference_of(model, f) for f in FIGURES] == [None] * len(FIGURES)
+
+
+def _lent(edit=None) -> dict:
+    """The lent H200's first --speed record (one GPU, gen5 x16, 700 W default and enforced), edited."""
+    health = json.loads((ROOT / "tests" / "fixtures" / "h200" / "speed" / "speed-1.health.json").read_text())
+    if edit:
+        edit(health, health["speed"]["samples"]["summary"][0], health["gpus"][0])
+    return health
+
+
+def _section(healths: dict) -> dict:
+    fleet = load_fleet_of(healths)
+    return speed_section(fleet, compare(fleet))
+
+
+def _evidence_of(section: dict) -> dict:
+    return {g["host"]: g["evidence"] for g in section["gpus"]}
+
+
+def test_a_judged_gpus_evidence_says_its_power_cap_only_below_its_default_limit():
+    """Issue 39 (mutation score): the envelope the tier sampled, as the GPU's record says it."""
+    def tier_limit(watts):
+        return lambda h, env, gpu: env.update(enforced_limit_w=watts)
+
+    def probe_limit(h, env, gpu):  # the tier sampled no limit: the probe's enforced limit stands in
+        env.pop("enforced_limit_w")
+        gpu["power"]["enforced_limit_w"] = 450.0
+
+    def no_default(h, env, gpu):  # a default limit NVML did not give: nothing to compare the cap with
+        env.update(enforced_limit_w=500.0)
+        gpu["power"]["default_limit_w"] = None
+    said = _evidence_of(_section({"capped": _lent(tier_limit(500.0)), "at-default": _lent(tier_limit(700.0)),
+                                  "just-under": _lent(tier_limit(699.0)), "probe": _lent(probe_limit),
+                                  "no-default": _lent(no_default)}))
+    assert said == {"capped": ["power capped at 500 W (default 700 W)"], "at-default": [],
+                    "just-under": ["power capped at 699 W (default 700 W)"],
+                    "probe": ["power capped at 450 W (default 700 W)"], "no-default": []}
+
+
+@pytest.mark.parametrize("share,said", [(0.099, []), (0.10, ["SW power cap in 10% of the tier's samples"]),
+                                        (0.91, ["SW power cap in 91% of the tier's samples"])])
+def test_a_sw_power_cap_in_a_tenth_of_the_tiers_samples_is_said(share, said):
+    section = _section({"h200": _lent(lambda h, env, gpu: env.update(sw_power_cap_fraction=share))})
+    assert _evidence_of(section) == {"h200": said}
+
+
+def test_a_hw_slowdown_and_other_processes_during_the_tier_are_said_with_their_share_and_count():
+    def slowed(h, env, gpu):
+        env.update(hw_slowdown_fraction=0.25)
+
+    def busy(n):
+        def edit(h, env, gpu):
+            gpu["processes"] = [{"pid": 800 + i, "name": "python3", "used_memory_bytes": 2**30} for i in range(n)]
+        return edit
+    said = _evidence_of(_section({"slowed": _lent(slowed), "one": _lent(busy(1)), "two": _lent(busy(2)),
+                                  "quiet": _lent(lambda h, env, gpu: env.update(hw_slowdown_fraction=0.0))}))
+    assert said == {"slowed": ["HW slowdown in 25% of the tier's samples"], "one": ["1 other process on the GPU"],
+                    "two": ["2 other processes on the GPU"], "quiet": []}
+
+
+def test_a_gpu_whose_first_figure_was_skipped_is_judged_on_the_rest_and_the_skip_reason_is_whole():
+    """A skipped HBM figure (the first the tier measures) leaves the other four judged; a reason
+    holding ': ' is the operator's to read whole."""
+    reason = "cuMemAlloc of 4 GiB failed: CUDA_ERROR_OUT_OF_MEMORY: out of memory"
+
+    def skip_hbm(h, env, gpu):
+        h["speed"]["gpus"][0]["figures"]["hbm"] = {"skipped": reason}
+    section = _section({"h200": _lent(skip_hbm)})
+    gpu = section["gpus"][0]
+    assert sorted(gpu["figures"]) == sorted(f for f in FIGURES if f != "hbm")
+    assert sorted((j["figure"], j["against"]) for j in gpu["judgments"]) == sorted(
+        [(f, "reference") for f in FIGURES if f != "hbm"] + [("pcie_d2h", "link"), ("pcie_h2d", "link")])
+    assert section["skipped"] == [{"host": "h200", "gpu": 0, "figure": "hbm", "reason": reason},
+                                  {"host": "h200", "gpu": None, "figure": "allreduce", "reason": "one GPU selected"}]
+
+
+def test_a_slow_pcie_copy_is_said_against_its_link_in_bytes_per_second():
+    def slow_h2d(h, env, gpu):
+        h["speed"]["gpus"][0]["figures"]["pcie_h2d"]["value"] = 30e9
+    section = _section({"h200": _lent(slow_h2d)})
+    link = [j for j in section["judgments"] if j["against"] == "link"]
+    assert [(j["host"], j["gpu"], j["figure"], j["severity"]) for j in link] == [("h200", 0, "pcie_h2d", "broken")]
+    message = link[0]["message"]
+    assert message.startswith("h200 GPU 0: PCIe host to device 30 GB/s is 56% of what its PCIe gen5 x16 link carries")
+    assert message.endswith("(63 GB/s raw, ~54 GB/s expected of a pinned copy)")
