@@ -185,7 +185,11 @@ def _not_run(wraps: dict, values: dict, metric: str | None, unit: str | None, ch
 
 
 def _command(wraps: dict) -> list | None:
+    """The command the hosts ran, where the manifest names none: the first record's whose provenance the
+    controller did not find forged (a mismatch's argv is the host's claim, not what was sent)."""
     for w in wraps.values():
+        if w.get("mismatches"):
+            continue
         prov = w.get("provenance") if isinstance(w.get("provenance"), dict) else {}
         argv = prov.get("command").get("argv") if isinstance(prov.get("command"), dict) else None
         if isinstance(argv, list) and argv:
