@@ -399,3 +399,20 @@ def test_a_slow_pcie_copy_is_said_against_its_link_in_bytes_per_second():
     message = link[0]["message"]
     assert message.startswith("h200 GPU 0: PCIe host to device 30 GB/s is 56% of what its PCIe gen5 x16 link carries")
     assert message.endswith("(63 GB/s raw, ~54 GB/s expected of a pinned copy)")
+
+
+def test_a_baseline_reference_says_how_many_known_good_hosts_and_which_it_is_the_median_of():
+    """Issue 39: the baseline's source, as summary.json's references and each judgment say it."""
+    def hbm(tbps):
+        return _lent(lambda h, env, gpu: h["speed"]["gpus"][0]["figures"]["hbm"].update(value=tbps * 1e12))
+    judged = {"gpu07": hbm(3.0)}
+    for baseline, source, value in (
+            ({"gpu01": {"health": hbm(4.0)}, "gpu02": {"health": hbm(4.2)}, "gpu03": {"health": hbm(4.1)}},
+             "baseline: median of 3 known-good hosts (gpu[01-03])", 4.1e12),
+            ({"gpu01": {"health": hbm(4.0)}}, "baseline: median of 1 known-good host (gpu01)", 4.0e12)):
+        fleet = load_fleet_of(judged)
+        section = speed_section(fleet, compare(fleet), baseline=baseline)
+        ref = next(r for r in section["references"] if r["figure"] == "hbm")
+        assert (ref["by"], ref["source"], ref["value"]) == ("baseline", source, pytest.approx(value))
+        j = next(j for j in section["judgments"] if j["figure"] == "hbm")
+        assert (j["reference_source"], j["fraction"]) == (source, pytest.approx(3.0e12 / value, abs=1e-4))
