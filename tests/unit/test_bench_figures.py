@@ -106,24 +106,38 @@ PROVENANCE = json.loads((Path(__file__).parents[1] / "fixtures" / "h200" / "matm
 SENT = tuple(PROVENANCE["command"]["argv"])  # the command the controller sent, as the fixture's host ran it
 
 
-def wrapped_run(tmp_path, outputs: dict, metrics=(), output_tail=65536) -> dict:
+def wrapped_run(tmp_path, outputs: dict, metrics=(), output_tail=65536, options=None, folder="run", edit=None) -> dict:
     """A `sweep run --wrap` folder: each host's record made by the controller's own split_record from
-    the fixture's provenance with `outputs[host]` as its output; returns summary.json's benchmark."""
+    the fixture's provenance with `outputs[host]` as its output; returns summary.json's benchmark.
+    `options`: the manifest's `options.wrap` where not the spec's own; `edit(host, doc)`: a host's
+    provenance edited before the controller splits it."""
+    run = write_wrapped(tmp_path / folder, outputs, metrics, output_tail, options, edit)
+    return report_of([run], tmp_path / f"{folder}-report")
+
+
+def write_wrapped(folder, outputs: dict, metrics=(), output_tail=65536, options=None, edit=None):
     from fleet_variants import record, write_run
-    from sweep.report.build import build_report
 
     spec = WrapSpec(SENT, tuple(Metric.parse(m) for m in metrics), output_tail=output_tail)
     records = []
     for name, tail in outputs.items():
         doc = copy.deepcopy(PROVENANCE)
         doc["output"] = {"tail": tail, "bytes": len(tail.encode()), "truncated": False, "tail_limit_bytes": 65536}
+        if edit:
+            edit(name, doc)
         health, wrap = split_record(doc, spec)
         health["host"]["hostname"] = name
         records.append(dict(record(name, health), wrap=wrap))
-    run = write_run(tmp_path / "run", records, {"format": "sweep-run", "record_version": 1, "state": "complete",
-                                                "hosts": list(outputs), "options": {"wrap": spec.to_dict()}})
-    build_report([run], run / "report")
-    return json.loads((run / "report" / "summary.json").read_text())["benchmark"]
+    return write_run(folder, records, {"format": "sweep-run", "record_version": 1, "state": "complete",
+                                       "hosts": list(outputs),
+                                       "options": {"wrap": spec.to_dict() if options is None else options}})
+
+
+def report_of(runs, out) -> dict:
+    from sweep.report.build import build_report
+
+    build_report(list(runs), out)
+    return json.loads((out / "summary.json").read_text())["benchmark"]
 
 
 def line(name, value, unit="TFLOP/s"):
@@ -306,3 +320,66 @@ def test_a_forged_host_is_never_the_fleets_quoted_figure(tmp_path):
     assert "999999" not in summary and bench["quote"]["value"] == 662.5 and bench["quote"]["n"] == 4
     assert bench["outliers"] == [] and [n["host"] for n in bench["not_run"]] == ["gpu05"]
     assert "command.argv" in bench["not_run"][0]["why"]
+
+
+# --- the command and the figure names the operator gave, read from the manifest (issue 39) -----------
+
+def test_the_command_shown_is_the_one_sent_never_a_hosts_claim(tmp_path):
+    """The first host's provenance names another argv: summary.json's command is still the manifest's."""
+    def claim(host, doc):
+        if host == "gpu00":
+            doc["command"]["argv"] = ["rm", "-rf", "/"]
+    b = wrapped_run(tmp_path, dict({"gpu00": line("tflops", 660.0)}, **HONEST), edit=claim)
+    assert b["command"] == list(SENT)
+
+
+@pytest.mark.parametrize("command", ["absent", None, "python3 bench.py", [], ["python3", 7]])
+def test_without_a_usable_command_in_the_manifest_the_command_is_the_records(tmp_path, command):
+    """An older manifest (no command, or not a list of strings): the command the hosts ran, from their
+    records."""
+    options = {k: v for k, v in WrapSpec(SENT).to_dict().items() if k != "command"}
+    if command != "absent":
+        options["command"] = command
+    b = wrapped_run(tmp_path, HONEST, options=options)
+    assert b["command"] == list(SENT) and b["quote"]["value"] == 662.5
+
+
+def test_without_a_command_in_the_manifest_a_forged_hosts_argv_is_never_the_one_shown(tmp_path):
+    def claim(host, doc):
+        if host == "gpu00":
+            doc["command"]["argv"] = ["rm", "-rf", "/"]
+    options = {k: v for k, v in WrapSpec(SENT).to_dict().items() if k != "command"}
+    b = wrapped_run(tmp_path, dict({"gpu00": line("tflops", 660.0)}, **HONEST), options=options, edit=claim)
+    assert b["command"] == list(SENT) and [n["host"] for n in b["not_run"]] == ["gpu00"]
+
+
+def test_the_first_run_folders_command_is_the_one_shown(tmp_path):
+    first = write_wrapped(tmp_path / "a", {"gpu01": line("tflops", 660.0), "gpu02": line("tflops", 661.0)},
+                          options=dict(WrapSpec(SENT).to_dict(), command=["bench", "--first"]))
+    second = write_wrapped(tmp_path / "b", {"gpu03": line("tflops", 662.0), "gpu04": line("tflops", 663.0)},
+                           options=dict(WrapSpec(SENT).to_dict(), command=["bench", "--second"]))
+    assert report_of([first, second], tmp_path / "r")["command"] == ["bench", "--first"]
+
+
+@pytest.mark.parametrize("metrics", [None, "tflops=x", [7, "t flops=TFLOP/s: ([0-9.]+)", "=([0-9.]+)"]])
+def test_metrics_in_the_manifest_that_are_no_names_leave_the_majoritys_figure(tmp_path, metrics):
+    b = wrapped_run(tmp_path, HONEST, options=dict(WrapSpec(SENT).to_dict(), metrics=metrics))
+    assert (b["metric"], b["metric_chosen_by"]) == ("tflops", "printed by 4 of the 4 hosts that ran the benchmark")
+
+
+def test_a_bad_name_before_a_good_one_in_the_manifest_is_passed_over(tmp_path):
+    outputs = {f"gpu0{i}": f"TFLOP/s: {660 + i}\n" for i in range(1, 5)}
+    metrics = ["t flops=x", r"tflops=TFLOP/s: ([0-9.]+)", r"tflops=other ([0-9.]+)"]
+    b = wrapped_run(tmp_path, outputs, metrics=[r"tflops=TFLOP/s: ([0-9.]+)"],
+                    options=dict(WrapSpec(SENT).to_dict(), metrics=metrics))
+    assert (b["metric"], b["metric_chosen_by"], b["quote"]["value"]) == ("tflops", "--metric", 662.5)
+
+
+def test_the_operators_figure_takes_its_unit_from_the_operators_matches_only(tmp_path):
+    """Two hosts match the operator's regex (no unit); three print only a JSON line of that name in
+    TFLOP/s: the fleet's unit is the operator's (none), and the JSON-line hosts have no figure."""
+    outputs = {"gpu01": "TFLOP/s: 660\n", "gpu02": "TFLOP/s: 662\n",
+               **{f"gpu0{i}": line("tflops", 99999.0) for i in range(3, 6)}}
+    b = wrapped_run(tmp_path, outputs, metrics=[r"tflops=TFLOP/s: ([0-9.]+)"])
+    assert b["unit"] is None and b["quote"]["value"] == 661.0 and b["quote"]["n"] == 2
+    assert sorted(n["host"] for n in b["not_run"]) == ["gpu03", "gpu04", "gpu05"]
