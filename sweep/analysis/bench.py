@@ -178,8 +178,12 @@ def _not_run(wraps: dict, values: dict, metric: str | None, unit: str | None, ch
         elif w.get("status") == "ok" and values[h] is None:
             printed = sorted(_figures_of(w))
             other = _figures_of(w).get(metric)
-            why = (f"its {metric} is in {other.get('unit')!s}, not the fleet's {unit}" if other and unit
-                   else f"printed no {metric} figure" + (f" (it printed {', '.join(printed[:5])})" if printed else ""))
+            if other and chosen_by == "--metric" and other.get("source") != "--metric":
+                why = f"its {metric} is from a JSON line, not the operator's --metric"
+            elif other and unit:
+                why = f"its {metric} is in {other.get('unit')!s}, not the fleet's {unit}"
+            else:
+                why = f"printed no {metric} figure" + (f" (it printed {', '.join(printed[:5])})" if printed else "")
             out[h] = ("no_figure", why)
     return out
 

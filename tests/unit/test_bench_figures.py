@@ -375,11 +375,15 @@ def test_a_bad_name_before_a_good_one_in_the_manifest_is_passed_over(tmp_path):
     assert (b["metric"], b["metric_chosen_by"], b["quote"]["value"]) == ("tflops", "--metric", 662.5)
 
 
-def test_the_operators_figure_takes_its_unit_from_the_operators_matches_only(tmp_path):
-    """Two hosts match the operator's regex (no unit); three print only a JSON line of that name in
-    TFLOP/s: the fleet's unit is the operator's (none), and the JSON-line hosts have no figure."""
-    outputs = {"gpu01": "TFLOP/s: 660\n", "gpu02": "TFLOP/s: 662\n",
-               **{f"gpu0{i}": line("tflops", 99999.0) for i in range(3, 6)}}
-    b = wrapped_run(tmp_path, outputs, metrics=[r"tflops=TFLOP/s: ([0-9.]+)"])
-    assert b["unit"] is None and b["quote"]["value"] == 661.0 and b["quote"]["n"] == 2
-    assert sorted(n["host"] for n in b["not_run"]) == ["gpu03", "gpu04", "gpu05"]
+def test_a_report_over_a_metric_run_and_a_json_line_run_takes_the_operators_figure_only(tmp_path):
+    """One run folder with --metric (two hosts, the regex gives no unit), one without (three hosts
+    printing a JSON line of that name in TFLOP/s): the report over both quotes the operator's figure in
+    the operator's unit (none), and the JSON-line hosts have no figure, said so."""
+    ran = write_wrapped(tmp_path / "a", {"gpu01": "TFLOP/s: 660\n", "gpu02": "TFLOP/s: 662\n"},
+                        metrics=[r"tflops=TFLOP/s: ([0-9.]+)"])
+    lines = write_wrapped(tmp_path / "b", {f"gpu0{i}": line("tflops", 99999.0) for i in range(3, 6)})
+    b = report_of([ran, lines], tmp_path / "r")
+    assert (b["metric"], b["metric_chosen_by"], b["unit"]) == ("tflops", "--metric", None)
+    assert (b["quote"]["value"], b["quote"]["n"]) == (661.0, 2)
+    assert [(n["host"], n["status"]) for n in b["not_run"]] == [(f"gpu0{i}", "no_figure") for i in range(3, 6)]
+    assert b["not_run"][0]["why"] == "its tflops is from a JSON line, not the operator's --metric"
