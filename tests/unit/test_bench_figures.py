@@ -387,3 +387,58 @@ def test_a_report_over_a_metric_run_and_a_json_line_run_takes_the_operators_figu
     assert (b["quote"]["value"], b["quote"]["n"]) == (661.0, 2)
     assert [(n["host"], n["status"]) for n in b["not_run"]] == [(f"gpu0{i}", "no_figure") for i in range(3, 6)]
     assert b["not_run"][0]["why"] == "its tflops is from a JSON line, not the operator's --metric"
+
+
+# --- classes, never pooled, and the benchmark's own exit code (issue 39) ------------------------------
+
+def _driver(version, hosts):
+    """A provenance edit: the hosts `hosts` probe driver `version` before and after (another class)."""
+    def edit(host, doc):
+        if host in hosts:
+            for probe in ("before", "after"):
+                doc[probe]["driver"]["version"] = version
+    return edit
+
+
+def test_two_classes_keep_each_its_own_outlier_and_are_never_pooled(tmp_path):
+    outputs = {f"gpu0{i}": line("tflops", 660.0 + i) for i in range(1, 5)}
+    outputs.update(gpu05=line("tflops", 500.0), gpu06=line("tflops", 700.0), gpu07=line("tflops", 701.0),
+                   gpu08=line("tflops", 702.0), gpu09=line("tflops", 560.0))
+    b = wrapped_run(tmp_path, outputs, edit=_driver("580.95.05", {"gpu06", "gpu07", "gpu08", "gpu09"}))
+    assert [(c["id"], c["n"], c["median"], c["reference"]) for c in b["classes"]] == [
+        ("A", 5, 662.0, True), ("B", 4, 700.5, False)]
+    assert [(o["host"], o["class"]) for o in b["outliers"]] == [("gpu05", "A"), ("gpu09", "B")]
+    assert b["hosts_with_figure"] == 9 and b["hosts_wrapped"] == 9
+    assert b["not_pooled"] == ("figures from 2 comparability classes are not pooled into one number: class B "
+                               "differs in Driver (580.95.05 vs 580.159.04). A median across them would mix "
+                               "machines that are not the same machine.")
+    assert (b["exit_code"], b["exit_meaning"]) == (
+        3, "the figures come from more than one comparability class: no pooled number")
+    assert (b["quote"]["class"], b["quote"]["value"], b["quote"]["outliers"]) == ("A", 662.0, ["gpu05"])
+
+
+def _command_edit(**by_host):
+    def edit(host, doc):
+        doc["command"].update(by_host.get(host, {}))
+    return edit
+
+
+@pytest.mark.parametrize("hosts,code", [
+    ({}, 0),
+    ({"gpu04": {"refused": "broken contract power"}}, 7),
+    ({"gpu04": {"exit_code": 3}}, 6),
+    ({"gpu04": {"timed_out": True, "timeout_s": 90.0}}, 6),
+    ({"gpu04": {"refused": "broken contract power"}, "gpu03": {"exit_code": 3}}, 6),  # a failure outranks a refusal
+])
+def test_the_benchmarks_exit_code_a_failure_before_a_refusal_before_one_class(tmp_path, hosts, code):
+    from sweep import exitcodes
+
+    b = wrapped_run(tmp_path, HONEST, edit=_command_edit(**hosts))
+    assert (b["exit_code"], b["exit_meaning"]) == (code, exitcodes.MEANING[code])
+    assert sorted(n["host"] for n in b["not_run"]) == sorted(hosts)
+
+
+def test_a_host_printing_nothing_is_a_failed_benchmark(tmp_path):
+    b = wrapped_run(tmp_path, dict(HONEST, gpu05="step 100 loss 2.31\n"))
+    assert [(n["host"], n["status"]) for n in b["not_run"]] == [("gpu05", "no_figure")]
+    assert b["exit_code"] == 6
