@@ -435,10 +435,32 @@ def test_the_benchmarks_exit_code_a_failure_before_a_refusal_before_one_class(tm
 
     b = wrapped_run(tmp_path, HONEST, edit=_command_edit(**hosts))
     assert (b["exit_code"], b["exit_meaning"]) == (code, exitcodes.MEANING[code])
-    assert sorted(n["host"] for n in b["not_run"]) == sorted(hosts)
+    status = {"refused": "refused", "exit_code": "failed", "timed_out": "timed_out"}
+    assert sorted((n["host"], n["status"]) for n in b["not_run"]) == sorted(
+        (h, status[next(iter(edit))]) for h, edit in hosts.items())
+    # a host whose benchmark did not end well printed its figure all the same: it is in no median
+    assert b["hosts_with_figure"] == b["quote"]["n"] == 4 - len(hosts)
 
 
 def test_a_host_printing_nothing_is_a_failed_benchmark(tmp_path):
     b = wrapped_run(tmp_path, dict(HONEST, gpu05="step 100 loss 2.31\n"))
     assert [(n["host"], n["status"]) for n in b["not_run"]] == [("gpu05", "no_figure")]
     assert b["exit_code"] == 6
+
+
+def test_the_fleets_unit_is_the_one_most_hosts_give_that_figure_in_not_that_of_other_names(tmp_path):
+    others = line("lat", 1.0, "ms") + line("img", 2.0, "images/s") + line("tok", 3.0, "tokens/s")
+    b = wrapped_run(tmp_path, {h: out + others for h, out in HONEST.items()})
+    assert (b["metric"], b["unit"], b["quote"]["value"]) == ("tflops", "TFLOP/s", 662.5)
+
+
+def test_the_operators_unit_is_the_one_its_regex_captures(tmp_path):
+    outputs = {f"gpu0{i}": f"throughput: {300 + i} samples/s\n" + line("tflops", 660.0) for i in range(1, 5)}
+    b = wrapped_run(tmp_path, outputs, metrics=[r"rate=throughput: ([0-9.]+) (samples/s)"])
+    assert (b["metric"], b["unit"], b["quote"]["value"]) == ("rate", "samples/s", 302.5)
+
+
+def test_when_no_figure_name_is_agreed_each_host_says_why_as_the_quote_does(tmp_path):
+    b = wrapped_run(tmp_path, {"gpu01": line("x", 1), "gpu02": line("x", 1), "gpu03": line("y", 1),
+                               "gpu04": line("y", 1)})
+    assert {n["why"] for n in b["not_run"]} == {b["quote"]["why"]} and b["metric"] is None
