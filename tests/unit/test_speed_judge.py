@@ -416,3 +416,11 @@ def test_a_baseline_reference_says_how_many_known_good_hosts_and_which_it_is_the
         assert (ref["by"], ref["source"], ref["value"]) == ("baseline", source, pytest.approx(value))
         j = next(j for j in section["judgments"] if j["figure"] == "hbm")
         assert (j["reference_source"], j["fraction"]) == (source, pytest.approx(3.0e12 / value, abs=1e-4))
+
+
+def test_summary_json_lists_the_gpus_worst_figure_first():
+    def hbm(fraction):
+        return _lent(lambda h, env, gpu: h["speed"]["gpus"][0]["figures"]["hbm"].update(value=fraction * 4.276e12))
+    section = _section({"a-fast": hbm(0.99), "b-slowest": hbm(0.6), "c-slow": hbm(0.8)})
+    assert [g["host"] for g in section["gpus"]] == ["b-slowest", "c-slow", "a-fast"]
+    assert [j["host"] for j in section["judgments"]] == ["b-slowest", "c-slow"]  # broken, then warning
