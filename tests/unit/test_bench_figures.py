@@ -464,3 +464,82 @@ def test_when_no_figure_name_is_agreed_each_host_says_why_as_the_quote_does(tmp_
     b = wrapped_run(tmp_path, {"gpu01": line("x", 1), "gpu02": line("x", 1), "gpu03": line("y", 1),
                                "gpu04": line("y", 1)})
     assert {n["why"] for n in b["not_run"]} == {b["quote"]["why"]} and b["metric"] is None
+
+
+# --- a class's table, as summary.json lists it (issue 39) --------------------------------------------
+
+def test_a_class_table_lists_its_hosts_lowest_first_each_with_status_deviation_envelope_and_evidence(tmp_path):
+    outputs = {"gpu01": line("tflops", 664.0), "gpu02": line("tflops", 500.0), "gpu03": line("tflops", 662.0),
+               "gpu04": line("tflops", 661.0), "gpu05": "no figure here\n", "gpu06": line("tflops", 1.7e308)}
+    b = wrapped_run(tmp_path, outputs)
+    (table,) = b["classes"]
+    rows = {r["host"]: r for r in table["hosts"]}
+    assert [r["host"] for r in table["hosts"]] == ["gpu02", "gpu04", "gpu03", "gpu01", "gpu06", "gpu05"]
+    assert (table["n"], table["median"], table["min"], table["max"]) == (4, 661.5, 500.0, 664.0)
+    assert table["spread_pct"] == round(100 * 164.0 / 661.5, 2) == 24.79
+    assert [(h, rows[h]["deviation_pct"]) for h in ("gpu02", "gpu04", "gpu01")] == [
+        ("gpu02", round(100 * (500.0 - 661.5) / 661.5, 2)), ("gpu04", -0.08), ("gpu01", 0.38)]
+    assert rows["gpu02"]["deviation_pct"] == -24.41
+    assert rows["gpu06"]["deviation_pct"] is None and rows["gpu06"]["outlier"]  # no deviation of a non-measurement
+    assert {h: rows[h]["status"] for h in rows} == dict.fromkeys(["gpu01", "gpu02", "gpu03", "gpu04", "gpu06"], "ok") | {
+        "gpu05": "no_figure"}
+    assert rows["gpu04"]["envelope"] == PROVENANCE["verdict"]["summary"]
+    assert rows["gpu04"]["evidence"] == [] and rows["gpu05"]["evidence"] == []
+    assert rows["gpu02"]["evidence"] == [
+        "nothing in the envelope explains it (power cap, clocks, processes and both probes match its class): "
+        "look at the benchmark or its inputs"]
+
+
+def test_two_figures_have_a_spread_and_no_outlier(tmp_path):
+    b = wrapped_run(tmp_path, {"gpu01": line("tflops", 600.0), "gpu02": line("tflops", 660.0)})
+    (table,) = b["classes"]
+    assert (table["n"], table["median"], table["spread_pct"]) == (2, 630.0, round(100 * 60 / 630, 2))
+    assert b["outliers"] == []
+
+
+def test_an_outliers_class_is_the_hosts_with_a_figure_not_those_without(tmp_path):
+    """The SW power cap an outlier is judged against is its class's hosts that gave a figure: two
+    hosts without one, capped in half their samples, do not move its class's 10%."""
+    def cap(host, doc):
+        doc["verdict"]["sw_power_cap_fraction"] = {"gpu01": 0.35, "gpu04": 0.5, "gpu05": 0.5}.get(host, 0.1)
+    outputs = {"gpu01": line("tflops", 500.0), "gpu02": line("tflops", 660.0), "gpu03": line("tflops", 661.0),
+               "gpu04": "nothing\n", "gpu05": "nothing\n"}
+    b = wrapped_run(tmp_path, outputs, edit=cap)
+    assert [o["host"] for o in b["outliers"]] == ["gpu01"]
+    assert b["outliers"][0]["evidence"] == ["SW power cap in 35% of samples (its class: 10%)"]
+
+
+def test_the_quote_names_its_records_and_how_its_figure_was_chosen(tmp_path):
+    b = wrapped_run(tmp_path, HONEST)
+    q = b["quote"]
+    assert q["metric_chosen_by"] == b["metric_chosen_by"] == "printed by 4 of the 4 hosts that ran the benchmark"
+    assert [Path(r).name for r in q["records"]] == [f"{h}.json" for h in q["hosts"]] and len(q["records"]) == 4
+    assert all(Path(r).is_file() for r in q["records"])
+
+
+def test_a_reference_class_without_a_figure_quotes_nothing_and_says_why(tmp_path):
+    outputs = {"gpu01": "nothing\n", "gpu02": "nothing\n", "gpu03": "nothing\n",
+               "gpu04": line("tflops", 660.0), "gpu05": line("tflops", 661.0)}
+    b = wrapped_run(tmp_path, outputs, metrics=[r"tflops=TFLOP/s: ([0-9.]+)"],
+                    edit=_driver("580.95.05", {"gpu04", "gpu05"}))
+    assert [(c["id"], c["n"], c["reference"]) for c in b["classes"]] == [("A", 0, True), ("B", 0, False)]
+    assert b["quote"] == {"value": None, "why": "no host of the reference class ran the benchmark to a figure"}
+
+
+def test_three_classes_each_say_what_keeps_them_apart(tmp_path):
+    outputs = {f"gpu0{i}": line("tflops", 660.0 + i) for i in range(1, 8)}
+    edits = [_driver("580.95.05", {"gpu04", "gpu05"}), _driver("575.57.08", {"gpu06", "gpu07"})]
+    b = wrapped_run(tmp_path, outputs, edit=lambda h, d: [e(h, d) for e in edits])
+    assert b["not_pooled"] == (
+        "figures from 3 comparability classes are not pooled into one number: class B differs in Driver "
+        "(580.95.05 vs 580.159.04); class C differs in Driver (575.57.08 vs 580.159.04). A median across them "
+        "would mix machines that are not the same machine.")
+
+
+def test_a_fleet_where_no_host_can_run_a_benchmark_quotes_nothing_and_says_so(tmp_path):
+    def blocked(host, doc):  # the probe before found the driver broken: the agent refused the command
+        doc["before"]["lowest_broken"] = "driver"
+        doc["command"]["refused"] = "broken contract driver"
+    b = wrapped_run(tmp_path, HONEST, metrics=[r"tflops=TFLOP/s: ([0-9.]+)"], edit=blocked)
+    assert b["classes"] == [] and b["quote"] == {"value": None, "why": "no host can run a benchmark"}
+    assert {n["status"] for n in b["not_run"]} == {"refused"} and b["exit_code"] == 7
