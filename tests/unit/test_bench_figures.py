@@ -443,8 +443,12 @@ def test_the_benchmarks_exit_code_a_failure_before_a_refusal_before_one_class(tm
 
 
 def test_a_host_printing_nothing_is_a_failed_benchmark(tmp_path):
-    b = wrapped_run(tmp_path, dict(HONEST, gpu05="step 100 loss 2.31\n"))
-    assert [(n["host"], n["status"]) for n in b["not_run"]] == [("gpu05", "no_figure")]
+    many = "".join(line(f"m{i}", 1.0) for i in range(7))
+    b = wrapped_run(tmp_path, dict(HONEST, gpu05="step 100 loss 2.31\n", gpu06=many))
+    assert [(n["host"], n["status"], n["why"]) for n in b["not_run"]] == [
+        ("gpu05", "no_figure", "the command printed no figure: give --metric NAME=REGEX, or print a JSON line "
+                               '{"metric": NAME, "value": NUMBER}'),
+        ("gpu06", "no_figure", "printed no tflops figure (it printed m0, m1, m2, m3, m4)")]  # five names at most
     assert b["exit_code"] == 6
 
 
