@@ -424,3 +424,80 @@ def test_summary_json_lists_the_gpus_worst_figure_first():
     section = _section({"a-fast": hbm(0.99), "b-slowest": hbm(0.6), "c-slow": hbm(0.8)})
     assert [g["host"] for g in section["gpus"]] == ["b-slowest", "c-slow", "a-fast"]
     assert [j["host"] for j in section["judgments"]] == ["b-slowest", "c-slow"]  # broken, then warning
+
+
+def _envelope(health: dict, gpu: int, **row) -> dict:
+    health["speed"]["samples"]["summary"][gpu].update(row)
+    return health
+
+
+def test_a_class_outlier_is_named_with_its_figure_its_classs_median_and_every_gpus_evidence(fleet_health):
+    """Three hosts of one class (the smallest a class median is taken of): gpu03's slowest GPU's HBM
+    at 77.777% of the others, two of its GPUs under the SW power cap (said once) and one in HW
+    slowdown; gpu01's FP32 at 70% with nothing in its envelope."""
+    def hosts(n_gpu01_fp32=0.7):
+        return {
+            "gpu01": with_speed(fleet_health["gpu01"], per_gpu=lambda i, f: n_gpu01_fp32 if (i, f) == (0, "fp32") else 1.0),
+            "gpu02": with_speed(fleet_health["gpu02"], per_gpu=lambda i, f: 1.002),
+            "gpu03": _envelope(_envelope(with_speed(fleet_health["gpu03"], per_gpu=lambda i, f: 0.77777 if (i, f) == (
+                2, "hbm") else 1.0), 2, sw_power_cap_fraction=0.5), 5, sw_power_cap_fraction=0.5,
+                hw_slowdown_fraction=0.3)}
+    section = _section(hosts())
+    out = section["class_outliers"]
+    assert [(o["host"], o["class"], o["figure"]) for o in out] == [("gpu03", "A", "hbm"), ("gpu01", "A", "fp32")]
+    hbm, fp32 = out
+    assert (hbm["value"], hbm["median"]) == (pytest.approx(0.77777 * HBM), pytest.approx(HBM))
+    assert hbm["deviation_pct"] == -22.22  # two decimals
+    assert hbm["message"] == (f"gpu03: HBM {0.77777 * HBM / 1e9:.0f} GB/s against its class A's median "
+                              f"{HBM / 1e9:.0f} GB/s (-22%)")
+    assert hbm["evidence"] == ["SW power cap in 50% of the tier's samples", "HW slowdown in 30% of the tier's samples"]
+    assert fp32["evidence"] == ["nothing in the envelope explains it (power cap, slowdown and processes match its "
+                                "class): look at the card"]
+    assert fp32["message"].endswith("(-30%)") and " TFLOP/s against its class A's median " in fp32["message"]
+    # two hosts tell nothing about which is off
+    two = _section({h: v for h, v in hosts().items() if h != "gpu02"})
+    assert two["class_outliers"] == []
+
+
+def test_a_slow_pool_names_its_figure_against_the_model_that_judged_it_and_its_one_power_limit():
+    """Three lent-H200 hosts, their bf16 GEMM at 85% of the table, their HBM judged against a baseline
+    (which names the model as NVML does): the pool's line names the table's model of that figure."""
+    def gemm(h, env, gpu):
+        h["speed"]["gpus"][0]["figures"]["bf16_gemm"]["value"] *= 0.85
+    def hbm_only(h, env, gpu):  # a known-good host that measured its HBM only
+        for f in FIGURES[1:]:
+            h["speed"]["gpus"][0]["figures"][f] = {"skipped": "not asked"}
+    baseline = {"base": {"health": _lent(hbm_only)}}
+    fleet = load_fleet_of({f"gpu0{i}": _lent(gemm) for i in range(1, 4)})
+    section = speed_section(fleet, compare(fleet), baseline=baseline)
+    assert [p["message"] for p in section["slow_pools"]] == [
+        "pool of 3: bf16 GEMM at 85% of the H200 reference; all 3 at 700 W"]
+    assert section["slow_pools"][0]["median_fraction"] == pytest.approx(0.85 * 764785e9 / 7.65e14, abs=1e-4)
+    assert next(r for r in section["references"] if r["figure"] == "hbm")["by"] == "baseline"
+
+
+def test_a_gpu_nobody_can_judge_is_listed_last_unjudged_and_its_references_say_unknown():
+    def k80(h, env, gpu):
+        gpu["name"] = "Tesla K80"
+        gpu["pcie"]["max_gen"] = None  # no link to judge its copies against either
+    section = _section({"a-k80": _lent(k80), "b-h200": _lent()})
+    assert [(g["host"], g["judgments"]) for g in section["gpus"]][1] == ("a-k80", [])
+    assert section["gpus"][0]["host"] == "b-h200"
+    k80_refs = [r for r in section["references"] if r["model"] == "Tesla K80"]
+    assert [(r["figure"], r["unit"], r["value"], r["by"]) for r in k80_refs] == [
+        ("hbm", "B/s", None, None), ("pcie_h2d", "B/s", None, None), ("pcie_d2h", "B/s", None, None),
+        ("fp32", "FLOP/s", None, None), ("bf16_gemm", "FLOP/s", None, None)]
+    assert {r["source"] for r in k80_refs} == {"unknown: no reference for this model and figure"}
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_a_slow_class_other_than_the_pool_is_named_by_its_id_and_its_power_limit_only_when_one(fleet_health, mixed):
+    healths = {h: with_speed(fleet_health[h]) for h in ("gpu01", "gpu02", "gpu03")}
+    healths.update({h: with_speed(fleet_health[h], scale={"bf16_gemm": 0.8}, power_w=500.0) for h in ("gpu09", "gpu10")})
+    if mixed:  # one GPU of each under another enforced limit: no host of the class has one limit to say
+        for h in ("gpu09", "gpu10"):
+            healths[h]["gpus"][3]["power"]["enforced_limit_w"] = 450.0
+    section = _section(healths)
+    assert [p["message"] for p in section["slow_pools"]] == [
+        "class B of 2: bf16 GEMM at 80% of the H200 reference" + ("" if mixed else "; all 2 at 500 W")]
+    assert [(p["class"], p["reference"], p["hosts"]) for p in section["slow_pools"]] == [("B", False, 2)]
