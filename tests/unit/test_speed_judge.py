@@ -500,4 +500,5 @@ def test_a_slow_class_other_than_the_pool_is_named_by_its_id_and_its_power_limit
     section = _section(healths)
     assert [p["message"] for p in section["slow_pools"]] == [
         "class B of 2: bf16 GEMM at 80% of the H200 reference" + ("" if mixed else "; all 2 at 500 W")]
-    assert [(p["class"], p["reference"], p["hosts"]) for p in section["slow_pools"]] == [("B", False, 2)]
+    assert [(p["class"], p["reference"], p["figure"], p["hosts"]) for p in section["slow_pools"]] == [
+        ("B", False, "bf16_gemm", 2)]
