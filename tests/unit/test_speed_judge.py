@@ -502,3 +502,16 @@ def test_a_slow_class_other_than_the_pool_is_named_by_its_id_and_its_power_limit
         "class B of 2: bf16 GEMM at 80% of the H200 reference" + ("" if mixed else "; all 2 at 500 W")]
     assert [(p["class"], p["reference"], p["figure"], p["hosts"]) for p in section["slow_pools"]] == [
         ("B", False, "bf16_gemm", 2)]
+
+
+@pytest.mark.parametrize("n,more", [(1, ""), (3, ""), (4, "; and 1 more"), (5, "; and 2 more")])
+def test_the_headline_names_the_three_worst_broken_hosts_and_counts_the_rest(n, more):
+    def hbm(fraction):
+        return _lent(lambda h, env, gpu: h["speed"]["gpus"][0]["figures"]["hbm"].update(value=fraction * 4.276e12))
+    section = _section({f"gpu0{i}": hbm(0.60 + 0.01 * i) for i in range(1, n + 1)})
+    shown = "; ".join(f"gpu0{i} GPU 0: HBM {(0.60 + 0.01 * i) * 4276:.0f} GB/s is {60 + i}% of the H200 reference "
+                      "(4276 GB/s)" for i in range(1, min(n, 3) + 1))
+    hosts = "gpu01" if n == 1 else f"gpu[01-0{n}]"
+    assert section["headline"][0].startswith(f"pool of {n}: HBM at ")  # the pool as a whole first
+    assert section["headline"][1:] == [f"speed: {n} host{'s' if n > 1 else ''} below 75% of reference ({hosts}): "
+                                       f"{shown}{more}"]
