@@ -515,3 +515,20 @@ def test_the_headline_names_the_three_worst_broken_hosts_and_counts_the_rest(n, 
     assert section["headline"][0].startswith(f"pool of {n}: HBM at ")  # the pool as a whole first
     assert section["headline"][1:] == [f"speed: {n} host{'s' if n > 1 else ''} below 75% of reference ({hosts}): "
                                        f"{shown}{more}"]
+
+
+def test_the_headline_counts_the_figures_and_hosts_rejected_as_no_measurement():
+    def beyond(*figures):  # above three times the fastest GPU's: no measurement
+        def edit(h, env, gpu):
+            for f in figures:
+                h["speed"]["gpus"][0]["figures"][f]["value"] = 9e15
+        return edit
+    one = _section({"gpu01": _lent(beyond("hbm"))})
+    assert one["headline"] == [
+        "speed: 1 figure of 1 host rejected as no measurement (gpu01): gpu01: speed.gpus[0].figures.hbm.value "
+        + one["rejected"][0]["message"].split("speed.gpus[0].figures.hbm.value ", 1)[1]]
+    assert one["headline"][0].endswith("the figure is left out (not shown as a measurement): probe the host again "
+                                       "with this sweep's agent")
+    three = _section({"gpu01": _lent(beyond("hbm", "fp32")), "gpu02": _lent(beyond("bf16_gemm"))})
+    assert three["headline"][0].startswith(
+        "speed: 3 figures of 2 hosts rejected as no measurement (gpu[01-02]): gpu01: speed.gpus[0].figures.hbm.value ")
