@@ -547,3 +547,12 @@ def test_a_fleet_where_no_host_can_run_a_benchmark_quotes_nothing_and_says_so(tm
     b = wrapped_run(tmp_path, HONEST, metrics=[r"tflops=TFLOP/s: ([0-9.]+)"], edit=blocked)
     assert b["classes"] == [] and b["quote"] == {"value": None, "why": "no host can run a benchmark"}
     assert {n["status"] for n in b["not_run"]} == {"refused"} and b["exit_code"] == 7
+
+
+def test_a_host_whose_operator_figure_is_in_another_unit_is_told_its_unit(tmp_path):
+    outputs = {f"gpu0{i}": f"throughput: {300 + i} samples/s\n" for i in range(1, 5)}
+    outputs["gpu05"] = "throughput: 9000 images/s\n"
+    b = wrapped_run(tmp_path, outputs, metrics=[r"rate=throughput: ([0-9.]+) (\S+)"])
+    assert (b["metric"], b["unit"], b["quote"]["value"]) == ("rate", "samples/s", 302.5)
+    assert b["not_run"] == [{"host": "gpu05", "status": "no_figure", "class": "A",
+                             "why": "its rate is in images/s, not the fleet's samples/s"}]
