@@ -532,3 +532,32 @@ def test_the_headline_counts_the_figures_and_hosts_rejected_as_no_measurement():
     three = _section({"gpu01": _lent(beyond("hbm", "fp32")), "gpu02": _lent(beyond("bf16_gemm"))})
     assert three["headline"][0].startswith(
         "speed: 3 figures of 2 hosts rejected as no measurement (gpu[01-02]): gpu01: speed.gpus[0].figures.hbm.value ")
+
+
+def test_each_host_that_ran_the_tier_has_its_status_its_reason_and_its_class():
+    busy = json.loads((ROOT / "tests" / "fixtures" / "h200" / "speed" / "busy.health.json").read_text())
+    section = _section({"busy": busy, "h200": _lent()})
+    assert section["status"] == {"busy": "refused", "h200": "measured"}
+    assert section["reasons"] == {"busy": busy["speed"]["reason"]} and "pid" in busy["speed"]["reason"]
+    assert [(g["host"], g["class"]) for g in section["gpus"]] == [("h200", "A")]
+
+
+def test_a_contended_hosts_figures_are_recorded_and_its_evidence_names_the_process_never_judged():
+    def contended(h, env, gpu):
+        h["speed"]["gpus"][0]["figures"]["hbm"]["value"] = 0.5 * 4.276e12  # slow, under another process
+        h["speed"]["contention"] = {"contended": True, "processes": [
+            {"gpu": 0, "pid": 4242, "name": "python3", "first_seen_s": 1.5}]}
+    section = _section({"h200": _lent(contended)})
+    assert section["contended"] == [{"host": "h200", "processes": "GPU 0: pid 4242 (python3)"}]
+    gpu = section["gpus"][0]
+    assert gpu["evidence"] == ["contended: GPU 0: pid 4242 (python3) appeared during the tier"]
+    assert gpu["figures"]["hbm"] == pytest.approx(0.5 * 4.276e12)
+    assert section["judgments"] == [] and section["broken_hosts"] == []
+
+
+@pytest.mark.parametrize("value,unit,shown", [(2501.5e9, "B/s", "2502 GB/s"), (2500.49e9, "B/s", "2500 GB/s"),
+                                              (776.75e12, "FLOP/s", "776.8 TFLOP/s"), (None, "B/s", "?")])
+def test_a_figure_is_shown_in_gb_s_or_tflop_s_rounded_to_the_nearest(value, unit, shown):
+    from sweep.analysis.speed import rate
+
+    assert rate(value, unit) == shown
