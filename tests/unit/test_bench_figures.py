@@ -556,3 +556,19 @@ def test_a_host_whose_operator_figure_is_in_another_unit_is_told_its_unit(tmp_pa
     assert (b["metric"], b["unit"], b["quote"]["value"]) == ("rate", "samples/s", 302.5)
     assert b["not_run"] == [{"host": "gpu05", "status": "no_figure", "class": "A",
                              "why": "its rate is in images/s, not the fleet's samples/s"}]
+
+
+def test_without_a_command_in_the_manifest_records_that_name_none_are_passed_over(tmp_path):
+    """Hand-edited records (the store reads them all the same): a provenance that is no object, a command
+    that is no object, an empty argv; the first record naming a command names the fleet's."""
+    options = {k: v for k, v in WrapSpec(SENT).to_dict().items() if k != "command"}
+    run = write_wrapped(tmp_path / "run", dict({"gpu00": line("tflops", 1.0), "gpu01": line("tflops", 2.0),
+                                                "gpu02": line("tflops", 3.0)}, **HONEST), options=options)
+    for host, edit in (("gpu00", lambda w: w.update(provenance="junk")),
+                       ("gpu01", lambda w: w["provenance"].update(command="junk")),
+                       ("gpu02", lambda w: w["provenance"]["command"].update(argv=[]))):
+        path = run / "hosts" / f"{host}.json"
+        rec = json.loads(path.read_text())
+        edit(rec["wrap"])
+        path.write_text(json.dumps(rec))
+    assert report_of([run], tmp_path / "r")["command"] == list(SENT)
