@@ -561,3 +561,23 @@ def test_a_figure_is_shown_in_gb_s_or_tflop_s_rounded_to_the_nearest(value, unit
     from sweep.analysis.speed import rate
 
     assert rate(value, unit) == shown
+
+
+def test_a_tier_that_failed_or_was_refused_is_not_measured_and_a_partial_one_is():
+    def status(value, reason):
+        return _lent(lambda h, env, gpu: h["speed"].update(status=value, reason=reason))
+    busy = json.loads((ROOT / "tests" / "fixtures" / "h200" / "speed" / "busy.health.json").read_text())
+    section = _section({"busy": busy, "died": status("failed", "the measuring child died: SIGKILL"),
+                        "half": status("partial", "bf16 GEMM skipped"), "h200": _lent()})
+    assert section["not_measured"] == [
+        {"host": "busy", "status": "refused", "reason": busy["speed"]["reason"]},
+        {"host": "died", "status": "failed", "reason": "the measuring child died: SIGKILL"}]
+    assert section["gpus_not_listed"] == 0 and len(section["gpus"]) == 3
+
+
+@pytest.mark.parametrize("gen,width,raw", [(5, 16, 16 * 3.938e9), (5, 32, 32 * 3.938e9), (5, 1, 3.938e9),
+                                           (5, 33, None), (5, 0, None), (7, 16, None), (0, 16, None),
+                                           (None, 16, None), (5, None, None)])
+def test_a_links_raw_rate_is_known_for_generations_1_to_6_and_1_to_32_lanes_only(gen, width, raw):
+    """A link of a generation or width the table does not know is not judged (never a crash)."""
+    assert link_raw_bps(gen, width) == (pytest.approx(raw) if raw else None)
