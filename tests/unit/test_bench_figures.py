@@ -572,3 +572,18 @@ def test_without_a_command_in_the_manifest_records_that_name_none_are_passed_ove
         edit(rec["wrap"])
         path.write_text(json.dumps(rec))
     assert report_of([run], tmp_path / "r")["command"] == list(SENT)
+
+
+def test_a_folder_without_a_manifest_before_a_metric_run_leaves_the_operators_metric_read(tmp_path):
+    bare = write_wrapped(tmp_path / "a", {"gpu01": "TFLOP/s: 660\n", "gpu02": "TFLOP/s: 661\n"})
+    (bare / "manifest.json").unlink()  # records only: nothing the operator asked is known of it
+    ran = write_wrapped(tmp_path / "b", {"gpu03": "TFLOP/s: 662\n", "gpu04": "TFLOP/s: 663\n"},
+                        metrics=[r"tflops=TFLOP/s: ([0-9.]+)"])
+    b = report_of([bare, ran], tmp_path / "r")
+    assert (b["metric"], b["metric_chosen_by"], b["quote"]["value"]) == ("tflops", "--metric", 662.5)
+
+
+def test_one_figure_has_no_spread(tmp_path):
+    b = wrapped_run(tmp_path, {"gpu01": line("tflops", 660.0), "gpu02": "nothing\n"})
+    (table,) = b["classes"]
+    assert (table["n"], table["median"], table["spread_pct"]) == (1, 660.0, None)
