@@ -564,14 +564,17 @@ def test_without_a_command_in_the_manifest_records_that_name_none_are_passed_ove
     options = {k: v for k, v in WrapSpec(SENT).to_dict().items() if k != "command"}
     run = write_wrapped(tmp_path / "run", dict({"gpu00": line("tflops", 1.0), "gpu01": line("tflops", 2.0),
                                                 "gpu02": line("tflops", 3.0)}, **HONEST), options=options)
-    for host, edit in (("gpu00", lambda w: w.update(provenance="junk")),
-                       ("gpu01", lambda w: w["provenance"].update(command="junk")),
+    for host, edit in (("gpu00", lambda w: w.update(provenance="junk", figures="junk")),
+                       ("gpu01", lambda w: (w["provenance"].update(command="junk"), w.update(figures={"tflops": 5}))),
                        ("gpu02", lambda w: w["provenance"]["command"].update(argv=[]))):
         path = run / "hosts" / f"{host}.json"
         rec = json.loads(path.read_text())
         edit(rec["wrap"])
         path.write_text(json.dumps(rec))
-    assert report_of([run], tmp_path / "r")["command"] == list(SENT)
+    b = report_of([run], tmp_path / "r")
+    assert b["command"] == list(SENT)
+    assert [(n["host"], n["why"]) for n in b["not_run"]] == [("gpu00", "printed no tflops figure"),
+                                                             ("gpu01", "printed no tflops figure")]
 
 
 def test_a_folder_without_a_manifest_before_a_metric_run_leaves_the_operators_metric_read(tmp_path):
@@ -587,3 +590,24 @@ def test_one_figure_has_no_spread(tmp_path):
     b = wrapped_run(tmp_path, {"gpu01": line("tflops", 660.0), "gpu02": "nothing\n"})
     (table,) = b["classes"]
     assert (table["n"], table["median"], table["spread_pct"]) == (1, 660.0, None)
+
+
+def test_an_operators_regex_may_hold_an_equals_sign(tmp_path):
+    outputs = {f"gpu0{i}": f"TFLOP/s={660 + i}\n" for i in range(1, 5)}
+    b = wrapped_run(tmp_path, outputs, metrics=[r"tflops=TFLOP/s=([0-9.]+)"])
+    assert (b["metric"], b["metric_chosen_by"], b["quote"]["value"]) == ("tflops", "--metric", 662.5)
+    assert (b["metrics"], b["metrics_not_listed"]) == (["tflops"], 0)
+
+
+def test_when_no_host_printed_a_figure_the_quote_says_so(tmp_path):
+    b = wrapped_run(tmp_path, {"gpu01": "loss 2.3\n", "gpu02": "loss 2.2\n", "gpu03": "loss 2.1\n"})
+    assert b["metric"] is None and b["quote"] == {"value": None, "why": "no host printed a figure"}
+
+
+def test_a_unit_no_more_than_half_of_the_hosts_give_is_not_the_fleets(tmp_path):
+    two_two = {"gpu01": line("tflops", 660.0), "gpu02": line("tflops", 661.0),
+               "gpu03": line("tflops", 662.0, "TFLOPS"), "gpu04": line("tflops", 663.0, "TFLOPS")}
+    assert wrapped_run(tmp_path, two_two, folder="a")["unit"] is None
+    three_one = dict(two_two, gpu04=line("tflops", 663.0))
+    b = wrapped_run(tmp_path, three_one, folder="b")
+    assert b["unit"] == "TFLOP/s" and [n["host"] for n in b["not_run"]] == ["gpu03"]
