@@ -611,3 +611,13 @@ def test_a_unit_no_more_than_half_of_the_hosts_give_is_not_the_fleets(tmp_path):
     three_one = dict(two_two, gpu04=line("tflops", 663.0))
     b = wrapped_run(tmp_path, three_one, folder="b")
     assert b["unit"] == "TFLOP/s" and [n["host"] for n in b["not_run"]] == ["gpu03"]
+
+
+def test_a_class_that_differs_in_two_keys_names_both(tmp_path):
+    def older(host, doc):
+        if host in ("gpu04", "gpu05"):
+            for probe in ("before", "after"):
+                doc[probe]["driver"].update(version="580.95.05", cuda_driver_version="12.9")
+    b = wrapped_run(tmp_path, {f"gpu0{i}": line("tflops", 660.0 + i) for i in range(1, 6)}, edit=older)
+    assert "class B differs in Driver (580.95.05 vs 580.159.04), CUDA (driver) (CUDA 12.9 vs CUDA 13.0). " in (
+        b["not_pooled"])
