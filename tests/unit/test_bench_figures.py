@@ -608,6 +608,13 @@ def test_a_unit_no_more_than_half_of_the_hosts_give_is_not_the_fleets(tmp_path):
     two_two = {"gpu01": line("tflops", 660.0), "gpu02": line("tflops", 661.0),
                "gpu03": line("tflops", 662.0, "TFLOPS"), "gpu04": line("tflops", 663.0, "TFLOPS")}
     assert wrapped_run(tmp_path, two_two, folder="a")["unit"] is None
+    # two units, two hosts each: no figure is compared (a median of 660 TFLOP/s and 662000 GFLOP/s was quoted)
+    mixed = dict(two_two, gpu03=line("tflops", 662000.0, "GFLOP/s"), gpu04=line("tflops", 663000.0, "GFLOP/s"))
+    b = wrapped_run(tmp_path, mixed, folder="m")
+    assert (b["unit"], b["quote"]["value"], b["hosts_with_figure"], b["exit_code"]) == (None, None, 0, 6)
+    assert {(n["status"], n["why"]) for n in b["not_run"]} == {(
+        "no_figure", "the hosts give tflops in no one unit (none by more than half of them): no tflops figure is "
+        "compared")} and len(b["not_run"]) == 4
     three_one = dict(two_two, gpu04=line("tflops", 663.0))
     b = wrapped_run(tmp_path, three_one, folder="b")
     assert b["unit"] == "TFLOP/s" and [n["host"] for n in b["not_run"]] == ["gpu03"]
