@@ -13,6 +13,7 @@
 #   RERUN=1 bench/mutation.sh compare     # the same work folder, the test files as they are now: re-run
 #                                         # every mutant checked and not killed (after new tests);
 #   RERUN=rest bench/mutation.sh compare  # ... or go on with the mutants a capped run left unchecked
+#   RERUN=sample SAMPLE=3 bench/mutation.sh speed  # ... or only those of a capped sample's (every 3rd) left unchecked
 #   TAG=before RERUN=1 NAME=limit bench/mutation.sh limit   # re-run the "before" run's survivors; report limit.txt
 #
 # Each module runs in a copy of the tracked tree under ${WORK:-/tmp}/mutation-KEY (mutmut writes its
@@ -97,6 +98,11 @@ for key in ${@:-$ALL $ALL_TABLES}; do
     mapfile -t names < <(cd "$work" && env -u PYTHONPATH mutmut results --all true 2>/dev/null \
       | sed -nE 's/^ *([^ ]+): (survived|no tests|suspicious|segfault)$/\1/p')
     (( ${#names[@]} )) || { echo "$key: nothing to re-run"; continue; }
+  elif [[ "${RERUN:-}" == sample ]]; then  # the sample's mutants (every SAMPLE-th of the listing) not checked yet
+    mapfile -t names < <(cd "$work" && env -u PYTHONPATH mutmut results --all true 2>/dev/null \
+      | sed -nE 's/^ *([^ ]+): (.*)$/\1 \2/p' | awk -v n="${SAMPLE:?RERUN=sample needs SAMPLE}" \
+      '(NR - 1) % n == 0 && $2 == "not" { print $1 }')
+    (( ${#names[@]} )) || { echo "$key: nothing of the sample left to check"; continue; }
   elif [[ -n "${SAMPLE:-}" && -z "${RERUN:-}" ]]; then
     # mutants are made (and the stats run) by a run whose filter matches nothing; then every SAMPLE-th
     (cd "$work" && env -u PYTHONPATH nice -n 19 mutmut run --max-children "$JOBS" no-such-mutant) > "$work/generate.log" 2>&1

@@ -86,8 +86,8 @@ def bench_section(fleet: Fleet, findings: Findings) -> dict | None:
         return None
     named, command = operator_metrics(fleet.sources)
     metric, chosen_by = _primary_metric(wraps, named)
-    unit = _unit(wraps, metric, bool(named))
-    values = {h: _figure(w, metric, unit, bool(named)) for h, w in wraps.items()}
+    unit, agreed = _unit(wraps, metric, bool(named))
+    values = {h: _figure(w, metric, unit, bool(named)) if agreed else None for h, w in wraps.items()}
     class_of = {h: c.id for c in findings.classes for h in c.hosts}
     classes, outliers = [], []
     for c in findings.classes:
@@ -97,7 +97,7 @@ def bench_section(fleet: Fleet, findings: Findings) -> dict | None:
             classes.append(table)
             outliers += [dict(h, **{"class": c.id}) for h in table["hosts"] if h["outlier"]]
     not_run = [{"host": h, "status": status, "why": why, "class": class_of.get(h)}
-               for h, (status, why) in sorted(_not_run(wraps, values, metric, unit, chosen_by).items())]
+               for h, (status, why) in sorted(_not_run(wraps, values, metric, unit, chosen_by, agreed).items())]
     ref = next((t for t in classes if t["reference"]), None)
     with_figures = [t for t in classes if t["n"]]
     reported = Counter(k for w in wraps.values() for k in _figures_of(w))
@@ -144,17 +144,18 @@ def _plain_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _unit(wraps: dict, metric: str | None, operator: bool) -> str | None:
-    """The unit most of the hosts with the figure give (more than half of them), else none."""
+def _unit(wraps: dict, metric: str | None, operator: bool) -> tuple[str | None, bool]:
+    """(the unit most of the hosts with the figure give, whether more than half of them agree on one):
+    where they do not, (None, False), and no figure is compared (figures in two units are no one number)."""
     if metric is None:
-        return None
+        return None, True
     units = [f.get("unit") if isinstance(f.get("unit"), str) else None
              for w in wraps.values() if w.get("status") == "ok" for k, f in _figures_of(w).items()
              if k == metric and (not operator or f.get("source") == "--metric")]
     if not units:
-        return None
+        return None, True
     unit, n = Counter(units).most_common(1)[0]
-    return unit if 2 * n > len(units) else None
+    return (unit, True) if 2 * n > len(units) else (None, False)
 
 
 def _figure(w: dict, metric: str | None, unit: str | None, operator: bool) -> float | None:
@@ -169,7 +170,8 @@ def _figure(w: dict, metric: str | None, unit: str | None, operator: bool) -> fl
     return float(fig["value"])
 
 
-def _not_run(wraps: dict, values: dict, metric: str | None, unit: str | None, chosen_by: str) -> dict:
+def _not_run(wraps: dict, values: dict, metric: str | None, unit: str | None, chosen_by: str,
+             agreed: bool = True) -> dict:
     """host -> (status, why) of each host without a figure to compare (no figure name agreed: every host)."""
     out = {h: (w.get("status"), w.get("why")) for h, w in wraps.items() if w.get("status") != "ok"}
     for h, w in wraps.items():
@@ -178,14 +180,25 @@ def _not_run(wraps: dict, values: dict, metric: str | None, unit: str | None, ch
         elif w.get("status") == "ok" and values[h] is None:
             printed = sorted(_figures_of(w))
             other = _figures_of(w).get(metric)
-            why = (f"its {metric} is in {other.get('unit')!s}, not the fleet's {unit}" if other and unit
-                   else f"printed no {metric} figure" + (f" (it printed {', '.join(printed[:5])})" if printed else ""))
+            if other and chosen_by == "--metric" and other.get("source") != "--metric":
+                why = f"its {metric} is from a JSON line, not the operator's --metric"
+            elif other and not agreed:
+                why = (f"the hosts give {metric} in no one unit (none by more than half of them): no {metric} "
+                       "figure is compared")
+            elif other and unit:
+                why = f"its {metric} is in {other.get('unit')!s}, not the fleet's {unit}"
+            else:
+                why = f"printed no {metric} figure" + (f" (it printed {', '.join(printed[:5])})" if printed else "")
             out[h] = ("no_figure", why)
     return out
 
 
 def _command(wraps: dict) -> list | None:
+    """The command the hosts ran, where the manifest names none: the first record's whose provenance the
+    controller did not find forged (a mismatch's argv is the host's claim, not what was sent)."""
     for w in wraps.values():
+        if w.get("mismatches"):
+            continue
         prov = w.get("provenance") if isinstance(w.get("provenance"), dict) else {}
         argv = prov.get("command").get("argv") if isinstance(prov.get("command"), dict) else None
         if isinstance(argv, list) and argv:

@@ -109,7 +109,7 @@ def test_an_sm_clock_2_percent_off_its_class_is_named(sm, said):
     assert any(line.startswith("SM clock median") for line in lines) is said
 
 
-@pytest.mark.parametrize("value,measured", [(9.5e29, True), (1.05e30, False)])
+@pytest.mark.parametrize("value,measured", [(9.5e29, True), (1e30, True), (1.05e30, False)])  # 1e30 itself: a figure
 def test_a_figure_beyond_1e30_is_not_a_measurement(tmp_path, value, measured):
     outputs = dict({f"gpu0{i}": line("tflops", 660.0 + i) for i in range(1, 5)}, gpu05=line("tflops", value))
     b = wrapped_run(tmp_path, outputs)
