@@ -171,7 +171,7 @@ def _figure(w: dict, metric: str | None, unit: str | None, operator: bool) -> fl
 
 
 def _not_run(wraps: dict, values: dict, metric: str | None, unit: str | None, chosen_by: str,
-             agreed: bool = True) -> dict:
+             agreed: bool) -> dict:
     """host -> (status, why) of each host without a figure to compare (no figure name agreed: every host)."""
     out = {h: (w.get("status"), w.get("why")) for h, w in wraps.items() if w.get("status") != "ok"}
     for h, w in wraps.items():

@@ -89,7 +89,7 @@ def _evidence(r: dict, forced: bool) -> list[str]:
     return out
 
 
-def _judge_gpu(r: dict, model, refs: dict, forced: bool) -> list[dict]:
+def _judge_gpu(r: dict, model, refs: dict) -> list[dict]:
     """The judgments of one GPU: one per figure with a reference, one per PCIe figure against its link."""
     out = []
     for figure in FIGURES:
@@ -141,7 +141,7 @@ def speed_section(fleet: Fleet, findings: Findings, baseline: dict | None = None
     gpus, judgments = [], []
     for r in _gpu_rows(fleet):
         host = str(r["host"])
-        js = _judge_gpu(r, r["name"], refs, forced.get(host, False))
+        js = _judge_gpu(r, r["name"], refs)
         evidence = _evidence(r, forced.get(host, False)) + (
             [f"contended: {contended[host]} appeared during the tier"] if host in contended else [])
         for j in js:
