@@ -178,6 +178,8 @@ def _mig(r) -> str:
 
 
 def _clocks(r) -> str:
+    if texts.clocks_unread(r):
+        return "not read"
     if texts.default_clocks(r):
         return "default"
     return f"app clocks {r['app_sm_mhz']} MHz"
@@ -331,7 +333,7 @@ FACTS: tuple[Fact, ...] = (
          render=_clocks, impact=texts.RULES["clock_policy"], diff_kind="clock policy",
          paths=("gpus#.clocks.app_sm_mhz", "gpus#.clocks.default_app_sm_mhz"),
          metric=Metric("sweep_gpu_application_sm_clock_hertz", "Application SM clock setting.", "app_sm_mhz", 1e6),
-         contract="clocks"),
+         contract="clocks", unread=texts.clocks_unread),  # "default" only where the clocks say so
     Fact(name="link", label="Worst link", scope="host", columns=("worst_link", "gpus_selected"), render=_link,
          impact=texts.RULES["link"], diff_kind="topology", paths=("topology.worst_link_selected",),
          metric=_info("sweep_host_worst_link_info", "The worst link between the selected GPUs (nvidia-smi topo -m: NV#, "

@@ -40,11 +40,21 @@ def _mig_on(c: Case, side: str = "rows") -> bool:
     return not _any(c, "mig_current", False, side) and _any(c, "mig_current", True, side)
 
 
+def clock_baseline(r: dict):
+    """The application clock a GPU runs by default (NVML often has no default application clock on
+    H100/H200: the max SM clock is the default then); None where neither was read."""
+    return r["default_app_sm_mhz"] if r["default_app_sm_mhz"] is not None else r["sm_max_mhz"]
+
+
+def clocks_unread(r: dict) -> bool:
+    """Whether a GPU's clock policy was not read: its application clock (NVML answers one on every GPU
+    that has them), or anything to tell it from the default, is missing."""
+    return r["app_sm_mhz"] is None or clock_baseline(r) is None
+
+
 def default_clocks(r: dict) -> bool:
-    """Whether a GPU runs its default clocks: no application clock set, or the default one (NVML often
-    has no default application clock on H100/H200: the max SM clock is the default then)."""
-    baseline = r["default_app_sm_mhz"] if r["default_app_sm_mhz"] is not None else r["sm_max_mhz"]
-    return r["app_sm_mhz"] is None or baseline is None or r["app_sm_mhz"] == baseline
+    """Whether a GPU runs its default clocks: its application clock read and the default one."""
+    return not clocks_unread(r) and r["app_sm_mhz"] == clock_baseline(r)
 
 
 def _off_bus(c: Case) -> bool:
@@ -146,7 +156,8 @@ RULES: dict[str, list[Rule]] = {
                "at a different cost"),
     ],
     "clock_policy": [
-        (lambda c: bool(c["rows"]) and all(default_clocks(r) for r in c["rows"]), "default clocks while the reference pins application clocks: this "
+        (lambda c: any(not clocks_unread(r) for r in c["rows"])
+         and all(default_clocks(r) for r in c["rows"] if not clocks_unread(r)), "default clocks while the reference pins application clocks: this "
                                             "host boosts freely, so compute-bound work runs at another SM clock"),
         (None, "{value} instead of {reference}: the SM clock under load is fixed by the operator, so "
                "compute-bound work runs at that clock, not at the boost clock; the result reflects the clock "

@@ -213,16 +213,19 @@ def test_mig_reads_its_layout_compacted_and_a_pending_change_only_where_both_mod
 
 
 @pytest.mark.parametrize("app, default, sm_max, text", [
-    (None, 1980, 1980, "default"),            # no application clock set
+    (None, 1980, 1980, "not read"),           # NVML answered no application clock: not read, never "default"
     (1980, 1980, 2100, "default"),            # the default application clock
     (1410, 1980, 1980, "app clocks 1410 MHz"),
     (1980, None, 1980, "default"),            # no default application clock (H100/H200): the max SM clock is
     (1410, None, 1980, "app clocks 1410 MHz"),
-    (1410, None, None, "default"),            # nothing to tell it from
+    (1410, None, None, "not read"),           # nothing to tell it from
 ])
 def test_the_clock_policy_is_default_unless_an_application_clock_other_than_the_default_is_set(app, default, sm_max,
                                                                                                text):
     assert shown("clock_policy", app_sm_mhz=app, default_app_sm_mhz=default, sm_max_mhz=sm_max) == text
+    unread = facts.BY_NAME["clock_policy"].unread(row("clock_policy", app_sm_mhz=app, default_app_sm_mhz=default,
+                                                      sm_max_mhz=sm_max))
+    assert unread is (text == "not read")
 
 
 def test_the_power_limit_reads_its_default_only_where_it_differs():
@@ -484,6 +487,7 @@ UNREAD = [
     ("mig", _each_gpu(mig__current=None), "off"), ("driver", _host("driver", "version", None), "580.159.04"),
     ("cuda_driver", _host("driver", "cuda_driver_version", None), "CUDA 13.0"),
     ("power_limit", _each_gpu(power__enforced_limit_w=None), "700 W"),
+    ("clock_policy", _each_gpu(clocks__app_sm_mhz=None), "default"),
 ]
 
 
@@ -516,3 +520,21 @@ def test_ports_and_hca_firmware_not_read_are_said_so_not_a_half_done_firmware_up
     assert odd.hosts == ("gpu03",)
     assert {d.key: d.impact for d in odd.differs} == dict.fromkeys(
         ("ib_rate", "hca_firmware"), texts.UNKNOWN.format(where="the reference hosts"))
+
+
+def test_clocks_not_read_are_not_judged_as_default_clocks_against_pinned_ones(tmp_path):
+    """The reference pins application clocks at 1410 MHz; gpu03's application clock was not read: it is
+    said so, never "default clocks while the reference pins application clocks: this host boosts freely"."""
+    from test_facts import fleet_health, write_run
+    pinned = _each_gpu(clocks__app_sm_mhz=1410)
+    healths = fleet_health(3, gpu01=pinned, gpu02=pinned, gpu03=_each_gpu(clocks__app_sm_mhz=None))
+    found = compare(load_fleet([write_run(tmp_path / "run", 1, healths)]))
+    assert [c.hosts for c in found.classes] == [("gpu01", "gpu02"), ("gpu03",)]
+    (difference,) = found.classes[1].differs
+    assert (difference.key, difference.value, difference.reference) == ("clock_policy", "not read",
+                                                                        "app clocks 1410 MHz")
+    assert difference.impact == texts.UNKNOWN.format(where="this host")
+    # read and default on gpu03: the real difference is still told
+    healths = fleet_health(3, gpu01=pinned, gpu02=pinned)
+    (difference,) = compare(load_fleet([write_run(tmp_path / "read", 1, healths)])).classes[1].differs
+    assert difference.value == "default" and difference.impact.startswith("default clocks while the reference pins")

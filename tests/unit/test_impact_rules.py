@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweep.analysis.impact import UNKNOWN, default_clocks, impact
+from sweep.analysis.impact import UNKNOWN, clocks_unread, default_clocks, impact
 
 
 def says(key, mine, ref, value="this", reference="that", **kw):
@@ -149,20 +149,22 @@ def clocks(app, default=None, sm_max=1980):
 
 
 @pytest.mark.parametrize("r, default", [
-    (clocks(None), True), (clocks(1980), True), (clocks(1979), False), (clocks(1410, 1410), True),
-    (clocks(1980, 1410), False), (clocks(1410, None, None), True), (clocks(1410, 1410, None), True),
+    (clocks(None), False), (clocks(1980), True), (clocks(1979), False), (clocks(1410, 1410), True),
+    (clocks(1980, 1410), False), (clocks(1410, None, None), False), (clocks(1410, 1410, None), True),
     (clocks(1980, 1410, 1980), False),  # the default application clock wins over the max SM clock
 ])
-def test_default_clocks_are_no_application_clock_or_the_default_one(r, default):
+def test_default_clocks_are_the_default_application_clock_read_never_a_clock_not_read(r, default):
     assert default_clocks(r) is default
+    assert clocks_unread(r) is (r["app_sm_mhz"] is None or r["default_app_sm_mhz"] is r["sm_max_mhz"] is None)
 
 
 def test_clock_policy_default_here_boosts_freely_else_the_pinned_clock_sets_the_result():
-    assert says("clock_policy", [clocks(None)], [clocks(1410)]).startswith("default clocks while the reference pins")
+    assert says("clock_policy", [clocks(1980)], [clocks(1410)]).startswith("default clocks while the reference pins")
     assert says("clock_policy", [clocks(None), clocks(1980)], [clocks(1410)]).startswith("default clocks")
-    assert says("clock_policy", [clocks(None), clocks(1410)], [clocks(None)], "a", "b").startswith(
+    assert says("clock_policy", [clocks(1980), clocks(1410)], [clocks(1980)], "a", "b").startswith(
         "a instead of b: the SM clock under load is fixed")  # one GPU pinned
-    assert says("clock_policy", [], [clocks(None)], "a", "b").startswith("a instead of b")  # nothing to call default
+    assert says("clock_policy", [], [clocks(1980)], "a", "b").startswith("a instead of b")  # nothing to call default
+    assert says("clock_policy", [clocks(None)], [clocks(1410)], "a", "b").startswith("a instead of b")  # not read
 
 
 # --- links -------------------------------------------------------------------------------------------
