@@ -203,6 +203,13 @@ def _link(r) -> str:
     return f"{link} ({'NVLink' if link.startswith('NV') else LINK_MEANING.get(link, '?')})"
 
 
+def _governor(r) -> str:
+    """'performance', 'not exposed' (sysfs has no cpufreq: a VM, or scaling left to the firmware), 'not read'."""
+    if texts.governor_unread(r):
+        return "not read"
+    return "not exposed" if r["cpufreq_exposed"] is False else r["cpu_governor"]
+
+
 def _framework(r) -> str:
     if r["torch"] is None:
         return "no torch found"
@@ -363,11 +370,12 @@ FACTS: tuple[Fact, ...] = (
          reads={"ib_slowest_gbps": ("Float64", lambda h: _port_rate(h, min)),
                 "ib_fastest_gbps": ("Float64", lambda h: _port_rate(h, max))},
          unread=lambda r: r["ib_rates"] is None),  # None: the ports were not read ("no active port" is a reading)
-    Fact(name="cpu_governor", label="CPU governor", scope="host", columns=("cpu_governor",),
-         render=lambda r: r["cpu_governor"] or "not exposed", impact=texts.RULES["cpu_governor"],
+    Fact(name="cpu_governor", label="CPU governor", scope="host", columns=("cpu_governor", "cpufreq_exposed"),
+         render=_governor, impact=texts.RULES["cpu_governor"],
          diff_kind="host settings", paths=("host_settings.cpu_governor*",),
          metric=_info("sweep_host_cpu_governor_info", "The CPU frequency governors of the host, value 1.",
-                      ("governor", "cpu_governor")), contract="host", expect=Expect("cpu_governor", "glob")),
+                      ("governor", "cpu_governor")), contract="host", expect=Expect("cpu_governor", "glob"),
+         unread=texts.governor_unread),  # "not exposed" (no cpufreq in sysfs) is a reading
     # firmware and platform versions (schema 1.3): a mixed fleet is a half-done change window
     Fact(name="vbios", label="VBIOS", scope="gpu", path="gpus#.vbios", impact=FIRMWARE, diff_kind="firmware",
          metric=_info("sweep_gpu_vbios_info", "The GPU's VBIOS version, value 1.", ("version", "vbios")),

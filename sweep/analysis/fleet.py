@@ -49,6 +49,7 @@ HOST_COLUMNS = {
     "framework_status": "category", "worst_link": "category", "lowest_broken": "category",
     "verdict": "category", "lowest_message": "category", "lowest_fix": "category", "summary": "category",
     "provenance": "string", "gpus_on_bus": "Int64", "gpus_missing": "string", "cpu_governor": "category",
+    "cpufreq_exposed": "boolean",  # False: sysfs exposes no cpufreq at all (a VM; scaling left to the firmware)
     "ib_rates": "category", "ib_ports_down": "Int64",
     # the speed tier (health.json speed, schema 1.4): its status, why, and the fields rejected as no measurement
     "speed_status": "category", "speed_reason": "string", "speed_rejected": "string", "speed_forced": "boolean",
@@ -498,9 +499,25 @@ def _platform(health: dict, contracts: list) -> dict:
     rates = Counter(f"{p['rate_gbps']:g}" for p in active if p.get("rate_gbps") is not None)
     return {"gpus_on_bus": pci.get("on_bus"), "gpus_missing": ",".join(pci.get("missing_from_nvml") or ()) or None,
             "cpu_governor": ",".join(sorted(governor)) if governor else None,
+            "cpufreq_exposed": _cpufreq_exposed(settings),
             "ib_rates": None if ports is None else (" + ".join(
                 f"{n}x {r} Gb/s" for r, n in sorted(rates.items(), key=lambda kv: -float(kv[0]))) or "no active port"),
             "ib_ports_down": None if ports is None else len(ports) - len(active)}
+
+
+# what the agent writes (host_settings.unreadable.cpu_governor) where sysfs has no cpufreq at all: a reading
+NO_CPUFREQ = ("FileNotFoundError", "no cpufreq policy")
+
+
+def _cpufreq_exposed(settings: dict):
+    """True where the host's CPU frequency governors were read, False where sysfs exposes none (no
+    /sys/devices/system/cpu/cpufreq, or no policy in it: a VM, or scaling left to the firmware), None
+    where they were not read (an older agent, a permission error, a capture without them)."""
+    governor = settings.get("cpu_governor")
+    if isinstance(governor, dict) and governor:
+        return True
+    why = (settings.get("unreadable") or {}).get("cpu_governor")
+    return False if governor is None and isinstance(why, str) and why.startswith(NO_CPUFREQ) else None
 
 
 @dataclass

@@ -227,6 +227,16 @@ def _slower_port(c: Case) -> bool:
     return bool(mine and ref and min(mine) < max(ref))
 
 
+def governor_unread(r: dict) -> bool:
+    """Whether a host's CPU governor was not read: no governor read (none, or only policies whose governor
+    could not be read) where sysfs was not seen to expose no cpufreq at all (that is a reading)."""
+    return r.get("cpufreq_exposed") is not False and r["cpu_governor"] in (None, "unreadable")
+
+
+def _no_cpufreq(c: Case, side: str = "rows") -> bool:
+    return any(r.get("cpufreq_exposed") is False for r in c[side])
+
+
 # the keys of schema 1.2: GPUs present, PCIe link, NVLinks, IB rate, CPU governor
 RULES.update({
     "gpus_present": [
@@ -246,7 +256,15 @@ RULES.update({
                        "port's rate, so multi-node scaling measured here is lower; a port trained down (cable, "
                        "transceiver) or on another fabric"),
         (None, "network ports {value} instead of {reference}: inter-node collectives run at another rate")],
-    "cpu_governor": [(None, "CPU governor {value} instead of {reference}: the CPUs change frequency under load, so "
-                            "data loading, kernel launch latency and host-side steps vary run to run; small-kernel "
-                            "and input-bound work slows")],
+    "cpu_governor": [
+        (_no_cpufreq, "no CPU frequency governor exposed here while the reference runs {reference}: a VM, or "
+                      "frequency scaling left to the BIOS, so the OS cannot tell how these CPUs clock under load; "
+                      "host-side steps (data loading, kernel launches) may run at another frequency; check the "
+                      "hypervisor's or the BIOS's power profile"),
+        (lambda c: _no_cpufreq(c, "ref_rows"),
+         "CPU governor {value} while the reference hosts expose none (VMs, or frequency scaling left to the "
+         "BIOS): the OS cannot tell how theirs clock under load, so host-side steps may not run alike"),
+        (None, "CPU governor {value} instead of {reference}: the CPUs change frequency under load, so data "
+               "loading, kernel launch latency and host-side steps vary run to run; small-kernel and input-bound "
+               "work slows")],
 })

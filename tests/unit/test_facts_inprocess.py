@@ -450,8 +450,9 @@ def test_a_fact_whose_text_says_what_a_gap_means_is_judged_even_where_not_read()
     ("nvlinks", {}, "none", None),
     ("ib_rate", {"ib_rates": "2x 400 Gb/s"}, "2x 400 Gb/s", False), ("ib_rate", {}, "not read", True),
     ("ib_rate", {"ib_rates": "no active port"}, "no active port", False),
-    ("cpu_governor", {"cpu_governor": "performance"}, "performance", None),
-    ("cpu_governor", {"cpu_governor": ""}, "not exposed", None),
+    ("cpu_governor", {"cpu_governor": "performance", "cpufreq_exposed": True}, "performance", False),
+    ("cpu_governor", {"cpufreq_exposed": False}, "not exposed", False),  # sysfs has no cpufreq: a reading
+    ("cpu_governor", {}, "not read", True), ("cpu_governor", {"cpu_governor": "unreadable"}, "not read", True),
     ("vbios", {"vbios": "96.00.A5.00.1A"}, "96.00.A5.00.1A", False), ("vbios", {}, "not recorded", True),
     ("hca_firmware", {"hca_firmware": "no HCA"}, "no HCA", False), ("hca_firmware", {}, "not recorded", True),
     ("fabric_manager", {}, "not running", True),
@@ -538,3 +539,49 @@ def test_clocks_not_read_are_not_judged_as_default_clocks_against_pinned_ones(tm
     healths = fleet_health(3, gpu01=pinned, gpu02=pinned)
     (difference,) = compare(load_fleet([write_run(tmp_path / "read", 1, healths)])).classes[1].differs
     assert difference.value == "default" and difference.impact.startswith("default clocks while the reference pins")
+
+
+def _governors(governors, why=None):
+    """host_settings as the agent writes them: the governors' policy counts, or None and why not."""
+    def edit(health):
+        health["host_settings"] = {"cpu_governor": governors, "unreadable": {"cpu_governor": why} if why else {}}
+    return edit
+
+
+PERFORMANCE = _governors({"performance": 64})
+VM = _governors(None, "no cpufreq policy (no frequency scaling exposed)")  # as the recorded H200 VM writes it
+
+
+@pytest.mark.parametrize("edit", [_governors(None, "PermissionError"), _governors({"unreadable": 64}),
+                                  lambda health: health.pop("host_settings", None)],
+                         ids=["permission", "every-policy-unreadable", "older-agent"])
+def test_a_cpu_governor_not_read_is_said_so_not_judged_as_a_governor_that_changes_frequency(tmp_path, edit):
+    from test_facts import fleet_health, write_run
+    healths = fleet_health(3, gpu01=PERFORMANCE, gpu02=PERFORMANCE, gpu03=edit)
+    found = compare(load_fleet([write_run(tmp_path / "run", 1, healths)]))
+    assert [c.hosts for c in found.classes] == [("gpu01", "gpu02"), ("gpu03",)]
+    (difference,) = found.classes[1].differs
+    assert (difference.key, difference.value, difference.reference) == ("cpu_governor", "not read", "performance")
+    assert difference.impact == texts.UNKNOWN.format(where="this host")
+
+
+def test_a_host_whose_sysfs_exposes_no_cpufreq_is_a_real_state_told_without_claiming_what_its_cpus_do(tmp_path):
+    """A VM (the recorded H200s) exposes no cpufreq at all: a reading, compared (never "not read", which
+    a probe again cannot cure) but never said to "change frequency under load" either."""
+    from test_facts import fleet_health, write_run
+    found = compare(load_fleet([write_run(tmp_path / "run", 1, fleet_health(
+        3, gpu01=PERFORMANCE, gpu02=PERFORMANCE, gpu03=VM))]))
+    assert [c.hosts for c in found.classes] == [("gpu01", "gpu02"), ("gpu03",)]
+    (difference,) = found.classes[1].differs
+    assert (difference.value, difference.reference) == ("not exposed", "performance")
+    assert difference.impact.startswith("no CPU frequency governor exposed here while the reference runs "
+                                        "performance: a VM, or frequency scaling left to the BIOS")
+    assert "change frequency" not in difference.impact
+    # the reference hosts are the VMs: said of them
+    (odd,) = compare(load_fleet([write_run(tmp_path / "vms", 1, fleet_health(3, gpu01=VM, gpu02=VM,
+                                                                             gpu03=PERFORMANCE))])).classes[1:]
+    assert odd.differs[0].impact.startswith("CPU governor performance while the reference hosts expose none")
+    # a fleet of VMs is alike on this key
+    found = compare(load_fleet([write_run(tmp_path / "all", 1, fleet_health(3, **dict.fromkeys(
+        ("gpu01", "gpu02", "gpu03"), VM)))]))
+    assert [c.hosts for c in found.classes] == [("gpu01", "gpu02", "gpu03")]
