@@ -203,6 +203,13 @@ def _link(r) -> str:
     return f"{link} ({'NVLink' if link.startswith('NV') else LINK_MEANING.get(link, '?')})"
 
 
+def _nvlinks(r) -> str:
+    """'18 of 18', 'none' (NVML: the GPU has no NVLink), 'not read'."""
+    if texts.nvlinks_unread(r):
+        return "not read"
+    return "none" if not r["nvlink_links"] else f"{r['nvlink_active']} of {r['nvlink_links']}"
+
+
 def _governor(r) -> str:
     """'performance', 'not exposed' (sysfs has no cpufreq: a VM, or scaling left to the firmware), 'not read'."""
     if texts.governor_unread(r):
@@ -358,10 +365,11 @@ FACTS: tuple[Fact, ...] = (
          impact=texts.RULES["pcie"], diff_kind="links", paths=("gpus#.pcie.max_gen", "gpus#.pcie.width"),
          metric=Metric("sweep_gpu_pcie_link_width", "Trained PCIe link width (lanes).", "pcie_width"),
          expect=Expect("pcie", "equal"), unread=lambda r: r["pcie_width"] is None),
-    Fact(name="nvlinks", label="NVLinks active", scope="gpu", columns=("nvlink_links", "nvlink_active"),
-         render=lambda r: "none" if not r["nvlink_links"] else f"{r['nvlink_active']} of {r['nvlink_links']}",
-         impact=texts.RULES["nvlinks"], diff_kind="links", paths=("gpus#.nvlink.links", "gpus#.nvlink.active"),
-         metric=Metric("sweep_gpu_nvlinks_active", "NVLinks up.", "nvlink_active")),
+    Fact(name="nvlinks", label="NVLinks active", scope="gpu", columns=("nvlink_links", "nvlink_active", "nvlink_error"),
+         render=_nvlinks, impact=texts.RULES["nvlinks"], diff_kind="links",
+         paths=("gpus#.nvlink.links", "gpus#.nvlink.active"),
+         metric=Metric("sweep_gpu_nvlinks_active", "NVLinks up.", "nvlink_active"),
+         unread=texts.nvlinks_unread),  # "none" only where NVML says the GPU has no NVLink
     Fact(name="ib_rate", label="IB/RoCE rate", scope="host", columns=("ib_rates", "ib_slowest_gbps", "ib_fastest_gbps"),
          render=lambda r: r["ib_rates"] or "not read", impact=texts.RULES["ib_rate"], diff_kind="host settings",
          paths=("host_settings.ib_ports#.rate*", "host_settings.ib_ports#.state"),

@@ -73,6 +73,7 @@ GPU_COLUMNS = {
     "load_sw_power_cap": "Float64", "load_hw_slowdown": "Float64",
     "pcie_gen": "Int64", "pcie_width": "Int64", "pcie_max_gen": "Int64", "pcie_max_width": "Int64",
     "pcie_replays": "Int64", "nvlink_links": "Int64", "nvlink_active": "Int64", "nvlink_errors": "Int64",
+    "nvlink_error": "category",  # why no NVLink answered a state (NVMLError_NotSupported: the GPU has none)
     "fabric_state": "category", "memory_temperature_c": "Float64", "memory_max_c": "Float64",
     # the envelope sampled during the speed tier (medians; NA where the tier did not run)
     "speed_sm_mhz": "Float64", "speed_power_w": "Float64", "speed_limit_w": "Float64",
@@ -436,7 +437,8 @@ LOAD_FIELDS = (("sm_load_mhz", "sm_mhz_median"), ("load_power_w", "power_w_media
                ("load_limit_w", "enforced_limit_w"), ("load_sw_power_cap", "sw_power_cap_fraction"),
                ("load_hw_slowdown", "hw_slowdown_fraction"))
 COMPUTED = ("reasons_active", "idle", "hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
-            "sw_thermal_slowdown", "compute_mode", "processes", "process_names", "nvlink_errors")
+            "sw_thermal_slowdown", "compute_mode", "processes", "process_names", "nvlink_errors",
+            "nvlink_error")
 SPEED_ENVELOPE = {"speed_sm_mhz": "sm_mhz_median", "speed_power_w": "power_w_median",
                   "speed_limit_w": "enforced_limit_w", "speed_sw_power_cap": "sw_power_cap_fraction",
                   "speed_hw_slowdown": "hw_slowdown_fraction"}
@@ -480,12 +482,14 @@ def _gpu_computed(g: dict) -> tuple:
     """The COMPUTED columns of one GPU, in COMPUTED's order."""
     active = _get(g, "clock_event_reasons", "active") or ()
     procs, compute_mode = g.get("processes"), g.get("compute_mode")
-    errors = (g.get("nvlink") or _EMPTY).get("errors")
+    nvlink = g.get("nvlink") or _EMPTY
+    errors = nvlink.get("errors")
     return (",".join(active), "idle" in active, "hw_slowdown" in active, "hw_thermal_slowdown" in active,
             "hw_power_brake_slowdown" in active, "sw_thermal_slowdown" in active,
             None if compute_mode is None else str(compute_mode), None if procs is None else len(procs),
             ",".join(str(p.get("name")) for p in procs) if procs else None,
-            None if not errors else sum(v for v in errors.values() if isinstance(v, int)))
+            None if not errors else sum(v for v in errors.values() if isinstance(v, int)),
+            (g.get("unsupported") or _EMPTY).get("nvlink") if nvlink.get("links") == 0 else None)
 
 
 def _platform(health: dict, contracts: list) -> dict:

@@ -227,6 +227,15 @@ def _slower_port(c: Case) -> bool:
     return bool(mine and ref and min(mine) < max(ref))
 
 
+NO_NVLINK = "NVMLError_NotSupported"  # the NVLink state query's answer on a GPU without NVLink
+
+
+def nvlinks_unread(r: dict) -> bool:
+    """Whether a GPU's NVLinks were not read: no nvlink section (an agent before schema 1.1, a GPU lost),
+    or no link answered for another reason than NVML's "not supported" (a GPU without NVLink: a reading)."""
+    return r["nvlink_links"] is None or (r["nvlink_links"] == 0 and r.get("nvlink_error") not in (None, NO_NVLINK))
+
+
 def governor_unread(r: dict) -> bool:
     """Whether a host's CPU governor was not read: no governor read (none, or only policies whose governor
     could not be read) where sysfs was not seen to expose no cpufreq at all (that is a reading)."""

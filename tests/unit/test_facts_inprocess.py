@@ -445,9 +445,11 @@ def test_a_fact_whose_text_says_what_a_gap_means_is_judged_even_where_not_read()
     ("gpus_present", {"gpus_on_bus": 8}, "unknown", True),
     ("pcie", {"pcie_max_gen": 5, "pcie_width": 16}, "gen5 x16", False), ("pcie", {"pcie_width": 8}, "gen? x8", False),
     ("pcie", {"pcie_max_gen": 5}, "unknown", True),
-    ("nvlinks", {"nvlink_links": 18, "nvlink_active": 14}, "14 of 18", None),
-    ("nvlinks", {"nvlink_links": 0}, "none", None),
-    ("nvlinks", {}, "none", None),
+    ("nvlinks", {"nvlink_links": 18, "nvlink_active": 14}, "14 of 18", False),
+    ("nvlinks", {"nvlink_links": 0, "nvlink_active": 0, "nvlink_error": "NVMLError_NotSupported"}, "none", False),
+    ("nvlinks", {"nvlink_links": 0, "nvlink_active": 0}, "none", False),
+    ("nvlinks", {"nvlink_links": 0, "nvlink_active": 0, "nvlink_error": "NVMLError_Unknown"}, "not read", True),
+    ("nvlinks", {}, "not read", True),
     ("ib_rate", {"ib_rates": "2x 400 Gb/s"}, "2x 400 Gb/s", False), ("ib_rate", {}, "not read", True),
     ("ib_rate", {"ib_rates": "no active port"}, "no active port", False),
     ("cpu_governor", {"cpu_governor": "performance", "cpufreq_exposed": True}, "performance", False),
@@ -585,3 +587,43 @@ def test_a_host_whose_sysfs_exposes_no_cpufreq_is_a_real_state_told_without_clai
     found = compare(load_fleet([write_run(tmp_path / "all", 1, fleet_health(3, **dict.fromkeys(
         ("gpu01", "gpu02", "gpu03"), VM)))]))
     assert [c.hosts for c in found.classes] == [("gpu01", "gpu02", "gpu03")]
+
+
+def _nvlink(links, active=None, error=None):
+    """Each GPU's nvlink section as the agent writes it (None: no section), and NVML's answer to the first
+    link's state where none answered."""
+    def edit(health):
+        for g in health["gpus"]:
+            if links is None:
+                g.pop("nvlink", None)
+            else:
+                g["nvlink"] = {"links": links, "active": links if active is None else active, "inactive_links": [],
+                               "errors": None, "errors_per_link": {}}
+            g["unsupported"] = {k: v for k, v in (g.get("unsupported") or {}).items() if k != "nvlink"}
+            if error:
+                g["unsupported"]["nvlink"] = error
+    return edit
+
+
+@pytest.mark.parametrize("edit", [_nvlink(None), _nvlink(0, error="NVMLError_Unknown")],
+                         ids=["older-agent", "nvml-error"])
+def test_nvlinks_not_read_are_said_so_not_judged_as_a_host_without_nvlink(tmp_path, edit):
+    from test_facts import fleet_health, write_run
+    nv18 = _nvlink(18)
+    found = compare(load_fleet([write_run(tmp_path / "run", 1, fleet_health(3, gpu01=nv18, gpu02=nv18, gpu03=edit))]))
+    assert [c.hosts for c in found.classes] == [("gpu01", "gpu02"), ("gpu03",)]
+    (difference,) = found.classes[1].differs
+    assert (difference.key, difference.value, difference.reference) == ("nvlinks", "not read", "18 of 18")
+    assert difference.impact == texts.UNKNOWN.format(where="this host")
+
+
+def test_a_gpu_nvml_says_has_no_nvlink_is_a_real_difference(tmp_path):
+    """NVML's "not supported" for the first link's state (the recorded H200 VM): the GPU has no NVLink,
+    a reading judged against hosts that have them."""
+    from test_facts import fleet_health, write_run
+    nv18 = _nvlink(18)
+    found = compare(load_fleet([write_run(tmp_path / "run", 1, fleet_health(
+        3, gpu01=nv18, gpu02=nv18, gpu03=_nvlink(0, error="NVMLError_NotSupported")))]))
+    (difference,) = found.classes[1].differs
+    assert (difference.value, difference.reference) == ("none", "18 of 18")
+    assert "fewer links carry GPU-to-GPU traffic" in difference.impact
