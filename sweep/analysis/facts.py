@@ -195,6 +195,8 @@ LINK_MEANING = {"PIX": "one PCIe switch", "PXB": "several PCIe switches", "PHB":
 
 
 def _link(r) -> str:
+    if r["gpus_selected"] == 0:  # the mask selects none: no link between selected GPUs (a reading)
+        return "no GPU selected"
     if r["gpus_selected"] is not None and r["gpus_selected"] < 2:
         return "single GPU"
     link = r["worst_link"]

@@ -84,6 +84,13 @@ def _single_gpu(c: Case, side: str = "rows") -> bool:
     return any(r.get("gpus_selected") is not None and r["gpus_selected"] < 2 for r in c[side])
 
 
+def _fewer_than_two(c: Case) -> str:
+    """The text of a side with no GPU or a single GPU selected (the mask selects none: not "single")."""
+    none = any(r.get("gpus_selected") == 0 for side in ("rows", "ref_rows") for r in c[side])
+    return (f"one side has {'no GPU' if none else 'a single GPU'} selected: no GPU-to-GPU traffic at all, so "
+            "multi-GPU results cannot be compared (see GPUs selected)")
+
+
 def _better_link(c: Case) -> bool:
     mine, ref = link_rank(c["mine"]), link_rank(c["ref"])
     return mine is not None and ref is not None and mine < ref
@@ -164,9 +171,7 @@ RULES: dict[str, list[Rule]] = {
                "setting, not the hardware"),
     ],
     "link": [
-        (lambda c: _single_gpu(c) or _single_gpu(c, "ref_rows"),
-         "one side has a single GPU selected: no GPU-to-GPU traffic at all, so multi-GPU results cannot be "
-         "compared (see GPUs selected)"),
+        (lambda c: _single_gpu(c) or _single_gpu(c, "ref_rows"), _fewer_than_two),
         (_nvlink_counts, "{mine} instead of {ref} between the selected GPUs: {more} NVLink links, so all-reduce "
                          "and other collectives run {speed} here"),
         (_better_link, "a better link than the reference ({value} vs {reference}): collectives are faster here; "

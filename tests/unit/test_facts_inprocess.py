@@ -239,12 +239,12 @@ def test_the_power_limit_reads_its_default_only_where_it_differs():
 @pytest.mark.parametrize("link, selected, text", [
     ("NV18", 8, "NV18 (NVLink)"), ("PIX", 8, "PIX (one PCIe switch)"), ("SYS", 2, "SYS (across NUMA nodes)"),
     ("PHB", None, "PHB (PCIe host bridge)"), ("XYZ", 4, "XYZ (?)"), (None, 8, "unknown"), (None, 1, "single GPU"),
-    ("NV18", 1, "single GPU"), (None, 0, "single GPU"),
+    ("NV18", 1, "single GPU"), (None, 0, "no GPU selected"),
 ])
 def test_the_worst_link_reads_its_code_and_meaning_and_one_gpu_reads_single(link, selected, text):
     assert shown("link", worst_link=link, gpus_selected=selected) == text
     unread = facts.BY_NAME["link"].unread(row("link", worst_link=link, gpus_selected=selected))
-    assert unread is (link is None and text != "single GPU")
+    assert unread is (text == "unknown")
 
 
 def test_the_framework_reads_torch_and_its_cuda_runtime():
@@ -627,3 +627,19 @@ def test_a_gpu_nvml_says_has_no_nvlink_is_a_real_difference(tmp_path):
     (difference,) = found.classes[1].differs
     assert (difference.value, difference.reference) == ("none", "18 of 18")
     assert "fewer links carry GPU-to-GPU traffic" in difference.impact
+
+
+def test_a_mask_that_selects_no_gpu_reads_no_gpu_selected_not_single_gpu(tmp_path):
+    """CUDA_VISIBLE_DEVICES='' (the demo's gpu29): the host is kept out (its device mask is broken), and
+    what it shows for the worst link is that no GPU is selected, never "single GPU"."""
+    from test_facts import fleet_health, write_run
+
+    def empty_mask(health):
+        health["environment"] = {**(health.get("environment") or {}), "CUDA_VISIBLE_DEVICES": ""}
+    found = compare(load_fleet([write_run(tmp_path / "run", 1, fleet_health(3, gpu03=empty_mask))]))
+    assert [(e["host"], e["contract"]) for e in found.excluded] == [("gpu03", "device_mask")]
+    assert (found.host_keys.loc["gpu03", "link"], found.host_keys.loc["gpu03", "gpu_count"]) == (
+        "no GPU selected", "0 GPUs")
+    assert facts.impact_of("link", "no GPU selected", "NV18 (NVLink)", [row("link", gpus_selected=0)],
+                           [row("link", worst_link="NV18", gpus_selected=8)]).startswith(
+        "one side has no GPU selected: no GPU-to-GPU traffic at all")
