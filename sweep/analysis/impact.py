@@ -251,6 +251,19 @@ def _no_cpufreq(c: Case, side: str = "rows") -> bool:
     return any(r.get("cpufreq_exposed") is False for r in c[side])
 
 
+def _more_nvlinks(c: Case) -> bool:
+    """Every GPU of this host has more NVLinks up than any of the reference's (the typed counts; "none" is 0)."""
+    mine, ref = (_typed(c, "nvlink_active", side) or [0 for r in c[side] if r.get("nvlink_links") == 0]
+                 for side in ("rows", "ref_rows"))
+    return bool(mine and ref) and min(mine) > max(ref)
+
+
+def _performance_here(c: Case) -> bool:
+    """This host's CPUs all run the performance governor and the reference's read do not."""
+    mine, ref = _typed(c, "cpu_governor"), _typed(c, "cpu_governor", "ref_rows")
+    return mine == ["performance"] * len(c["rows"]) and bool(ref) and "performance" not in ref
+
+
 # the keys of schema 1.2: GPUs present, PCIe link, NVLinks, IB rate, CPU governor
 RULES.update({
     "gpus_present": [
@@ -263,8 +276,12 @@ RULES.update({
         (_narrower, _trained_down),
         (None, "PCIe {value} instead of {reference}: host-to-GPU bandwidth differs (each generation doubles it), so "
                "copies and data loading run at another speed")],
-    "nvlinks": [(None, "{value} NVLinks active instead of {reference}: fewer links carry GPU-to-GPU traffic, so "
-                       "all-reduce and other collectives run slower on this host, and the step waits for them")],
+    "nvlinks": [
+        (_more_nvlinks, "{value} NVLinks active against {reference}: more links carry GPU-to-GPU traffic here, so "
+                        "all-reduce and other collectives run faster on this host; multi-GPU results overstate the "
+                        "reference hosts"),
+        (None, "{value} NVLinks active instead of {reference}: fewer links carry GPU-to-GPU traffic, so "
+               "all-reduce and other collectives run slower on this host, and the step waits for them")],
     "ib_rate": [
         (_slower_port, "network ports at {value} instead of {reference}: inter-node all-reduce runs at the slowest "
                        "port's rate, so multi-node scaling measured here is lower; a port trained down (cable, "
@@ -278,6 +295,9 @@ RULES.update({
         (lambda c: _no_cpufreq(c, "ref_rows"),
          "CPU governor {value} while the reference hosts expose none (VMs, or frequency scaling left to the "
          "BIOS): the OS cannot tell how theirs clock under load, so host-side steps may not run alike"),
+        (_performance_here, "CPU governor performance while the reference runs {reference}: these CPUs hold "
+                            "their frequency under load, so data loading, kernel launches and host-side steps run "
+                            "faster and steadier here than on the reference hosts, whose CPUs change frequency"),
         (None, "CPU governor {value} instead of {reference}: the CPUs change frequency under load, so data "
                "loading, kernel launch latency and host-side steps vary run to run; small-kernel and input-bound "
                "work slows")],

@@ -260,6 +260,33 @@ def test_fewer_nvlinks_and_the_cpu_governor_name_their_values():
         "CPU governor powersave instead of performance: the CPUs change frequency under load")
 
 
+def nv(links, active=None):
+    return {"nvlink_links": links, "nvlink_active": links if active is None else active}
+
+
+@pytest.mark.parametrize("mine, ref, more", [
+    ([nv(18)], [nv(0)], True),                      # NVLink here, none on the reference ("none" counts 0)
+    ([nv(18)], [nv(18, 17)], True), ([nv(18, 17)], [nv(18)], False), ([nv(18)], [nv(18)], False),
+    ([nv(18), nv(18, 17)], [nv(18, 17)], False),    # one GPU of this host no better than the reference
+    ([nv(0)], [nv(18)], False),
+])
+def test_more_nvlinks_than_the_reference_are_said_faster_never_fewer(mine, ref, more):
+    text = says("nvlinks", mine, ref, "a", "b")
+    assert text.startswith("a NVLinks active against b: more links carry GPU-to-GPU traffic here") is more
+    assert text.startswith("a NVLinks active instead of b: fewer links") is not more
+
+
+@pytest.mark.parametrize("mine, ref, faster", [
+    (["performance"], ["powersave"], True), (["performance"], ["schedutil,performance"], True),
+    (["powersave"], ["performance"], False), (["performance,powersave"], ["powersave"], False),
+    (["performance"], ["performance,powersave"], True),
+])
+def test_the_performance_governor_against_another_is_said_steadier_never_varying(mine, ref, faster):
+    text = says("cpu_governor", [{"cpu_governor": g} for g in mine], [{"cpu_governor": g} for g in ref], "a", "b")
+    assert text.startswith("CPU governor performance while the reference runs b: these CPUs hold") is faster
+    assert ("the CPUs change frequency under load" in text) is not faster
+
+
 def ports(slowest, fastest):
     return {"ib_slowest_gbps": slowest, "ib_fastest_gbps": fastest}
 
