@@ -1,6 +1,8 @@
 """What several test modules need: a run folder's records read strictly, and headless Chromium."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import random
@@ -40,6 +42,21 @@ def schema_validator(schema: dict):
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
+
+
+@contextlib.contextmanager
+def machine_wide_state(name: str = "machine-users"):
+    """Hold the machine's lock on state every test process shares (login users, /etc/sudoers.d files), from
+    creating it to removing it. Two xdist workers, or two checkouts' suites, then never create and remove it
+    under each other. The become modules also carry ``xdist_group("machine-users")`` for ``--dist loadgroup``,
+    but with pytest 9.2 and pytest-xdist 3.8 that grouping silently does nothing (pytest-xdist#1386: it edits
+    ``item._nodeid``, which pytest 9.2 no longer reads), and this lock keeps the modules right either way."""
+    with open(f"/tmp/sweep-tests-{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def loopback_address() -> tuple[str, int]:

@@ -20,11 +20,11 @@ import pytest
 
 from sweep.demo.loopback import FleetHost, LocalFleet
 
-from helpers import read_records, require
+from helpers import machine_wide_state, read_records, require
 
 # the machine-wide users and /etc/sudoers.d files these modules create in module fixtures are shared by every
-# xdist worker: both modules run on one worker (README command 2 runs --dist loadgroup), or two workers would
-# create and remove them under each other
+# xdist worker (and every checkout's suite on this machine): the fixtures hold helpers.machine_wide_state's lock
+# while they exist; the group keeps both modules on one worker where --dist loadgroup works (not on pytest 9.2)
 pytestmark = pytest.mark.xdist_group("machine-users")
 
 USER = "sweepbecome"
@@ -35,6 +35,12 @@ XID_79 = "NVRM: Xid (PCI:0000:18:00): 79, pid=1234, name=python3, GPU has fallen
 
 @pytest.fixture(scope="module")
 def sudo_user():
+    """`_sudo_user`, holding the machine-wide state's lock from creating its users to removing them."""
+    with machine_wide_state():
+        yield from _sudo_user()
+
+
+def _sudo_user():
     """An unprivileged login user with passwordless sudo for the agent's python (as root), removed after."""
     require(os.geteuid() == 0 and shutil.which("sudo") is not None and os.path.exists(PYTHON),
             "needs root, sudo (apt-get install -y sudo) and /usr/bin/python3")

@@ -21,11 +21,11 @@ import pytest
 
 from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
 
-from helpers import read_records, require
+from helpers import machine_wide_state, read_records, require
 
 # the machine-wide users and /etc/sudoers.d files these modules create in module fixtures are shared by every
-# xdist worker: both modules run on one worker (README command 2 runs --dist loadgroup), or two workers would
-# create and remove them under each other
+# xdist worker (and every checkout's suite on this machine): the fixtures hold helpers.machine_wide_state's lock
+# while they exist; the group keeps both modules on one worker where --dist loadgroup works (not on pytest 9.2)
 pytestmark = pytest.mark.xdist_group("machine-users")
 
 PYTHON = "/usr/bin/python3"
@@ -47,6 +47,12 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def hosts():
+    """`_hosts`, holding the machine-wide state's lock from creating its users to removing them."""
+    with machine_wide_state():
+        yield from _hosts()
+
+
+def _hosts():
     require(os.geteuid() == 0 and shutil.which("sudo") is not None and os.path.exists(SSHD),
             "needs root, sudo and OpenSSH's sshd (apt-get install -y sudo openssh-server)")
     require(os.path.exists("/usr/bin/zsh") and os.path.exists("/usr/bin/busybox"),
