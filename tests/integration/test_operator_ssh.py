@@ -197,7 +197,9 @@ def test_the_check_would_see_a_direct_connection(ca_fleet, tmp_path):
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_hung_proxy_command_ends_at_the_host_deadline_and_is_killed(ca_fleet, tmp_path, transport):
     fleet, _ = ca_fleet
-    marker = "317.25"
+    # a sleep of its own (this worker's pid, this transport): the other transport's case may run beside it on another
+    # xdist worker, and its proxy, still being ended, is not this one's
+    marker = f"317.{os.getpid()}{TRANSPORTS.index(transport)}"
     inventory = _inventory(tmp_path / "inv.yml", {"hung": {
         "ansible_host": fleet.addresses["inner"], "ansible_user": "root",
         "ansible_ssh_private_key_file": str(fleet.client_key_path),
@@ -208,9 +210,18 @@ def test_a_hung_proxy_command_ends_at_the_host_deadline_and_is_killed(ca_fleet, 
     assert time.monotonic() - started < 20  # the ProxyCommand sleeps 317 s: the 2 s deadline ended it
     record = read_records(result.run_dir)["hung"]
     assert record["failure"]["class"] == "timeout", record["failure"]
-    time.sleep(0.3)
-    left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _cmdline(pid).endswith(f"sleep {marker}")]
-    assert not left
+    left = _left(f"sleep {marker}", within=5.0)  # killed: gone within seconds, not at the end of its 317 s
+    assert not left, f"the hung ProxyCommand is still running: {left}"
+
+
+def _left(command: str, within: float) -> list[str]:
+    """The pids whose command line ends with `command`, once none is left or `within` seconds have passed."""
+    end = time.monotonic() + within
+    while True:
+        left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _cmdline(pid).endswith(command)]
+        if not left or time.monotonic() > end:
+            return left
+        time.sleep(0.1)
 
 
 def _cmdline(pid: str) -> str:
