@@ -181,6 +181,10 @@ def strip_code(value):
     return value.split(":", 1)[1].strip() if value and ":" in value else value
 
 
+# the reason written where sysfs lists no cpufreq policy: a reading (a VM, or scaling left to the firmware), not a failure
+NO_CPUFREQ_POLICY = "no cpufreq policy (no frequency scaling exposed)"
+
+
 def read_governors(src):
     policies = src.fs("list", "/sys/devices/system/cpu/cpufreq")
     if "error" in policies:
@@ -192,7 +196,7 @@ def read_governors(src):
         gov = text(src.fs("read", "/sys/devices/system/cpu/cpufreq/%s/scaling_governor" % pol))
         counts[gov or "unreadable"] = counts.get(gov or "unreadable", 0) + 1
     if not counts:
-        return None, "no cpufreq policy (no frequency scaling exposed)"
+        return None, NO_CPUFREQ_POLICY
     return counts, None
 
 

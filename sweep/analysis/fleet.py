@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from probe_agent.hostfacts import NO_CPUFREQ_POLICY
 from sweep.analysis.facts import FACTS, GPU_READS, HOST_READS
 from sweep.analysis.speed_record import (VALIDATED, gpu_view, read_contended, read_forced, read_reason,
                                          read_rejected, read_skipped, read_speed, read_status)
@@ -510,7 +511,8 @@ def _platform(health: dict, contracts: list) -> dict:
 
 
 # what the agent writes (host_settings.unreadable.cpu_governor) where sysfs has no cpufreq at all: a reading
-NO_CPUFREQ = ("FileNotFoundError", "no cpufreq policy")
+# (FileNotFoundError: no /sys/devices/system/cpu/cpufreq at all; NO_CPUFREQ_POLICY: the folder lists no policy)
+NO_CPUFREQ = ("FileNotFoundError", NO_CPUFREQ_POLICY)
 
 
 def _cpufreq_exposed(settings: dict):
