@@ -18,7 +18,7 @@ FACILITY_CAUSES = {  # reason -> (what it is called, its fix): one line and one 
     "hw_power_brake_slowdown": ("HW power brake", "the chassis asserts the power-brake signal: check PSUs and "
                                 "the rack's power budget"),
 }
-LINK_RANK = {"NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
+LINK_RANK = {"NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SOC": 5}  # SOC: older drivers' SYS
 
 NVML_INIT_ERRORS = {
     "NVMLError_LibraryNotFound": ("no NVIDIA driver is installed (libnvidia-ml.so not found)",
