@@ -14,7 +14,7 @@ from probe_agent.contracts import evaluate, worst_link, mig_layout
 from probe_agent.framework import inspect
 from probe_agent.hostfacts import gpu_functions, nearest_nics, read_firmware, read_host_settings, read_pci_gpus
 from probe_agent.mask import resolve_mask, smi_list_gpus
-from probe_agent.smi_text import parse_reason_counters, parse_smi_list
+from probe_agent.smi_text import parse_active_reasons, parse_reason_counters, parse_smi_list
 from probe_agent.xid import read_kernel_log
 
 
@@ -150,8 +150,8 @@ def read_gpus(src, facts, into, count):
     pt = None
     if count:
         def perf_read():
-            perf.update(parse_reason_counters(src.command(
-                ["nvidia-smi", "-q", "-d", "PERFORMANCE"], timeout=10.0).get("stdout", "")))
+            text = src.command(["nvidia-smi", "-q", "-d", "PERFORMANCE"], timeout=10.0).get("stdout", "")
+            perf.update(counters=parse_reason_counters(text), active=parse_active_reasons(text))
         pt = threading.Thread(target=perf_read, daemon=True)
         pt.start()
     gpus = []
@@ -164,7 +164,11 @@ def read_gpus(src, facts, into, count):
     if pt is not None:
         pt.join(12.0)
     for g in gpus:
-        g["reason_counters_us"] = perf.get(g.get("pci_bus_id"))
+        g["reason_counters_us"] = (perf.get("counters") or {}).get(g.get("pci_bus_id"))
+        reasons = g.get("clock_event_reasons") or {}
+        said = (perf.get("active") or {}).get(g.get("pci_bus_id"))
+        if reasons.get("active") is None and said is not None:  # NVML did not answer: nvidia-smi's words
+            reasons.update(active=said, source="nvidia-smi -q")
 
 
 def read_under_load(src, opts, facts, count, fw, fw_results):

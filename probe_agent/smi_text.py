@@ -127,6 +127,8 @@ def parse_smi_list(text):
 
 
 COUNTERS = re.compile(r"^\s+Clocks? (?:Event|Throttle) Reasons Counters\s*$")
+REASONS = re.compile(r"^\s+Clocks? (?:Event|Throttle) Reasons\s*$")
+REASON = re.compile(r"^\s+([A-Za-z][A-Za-z ]*?)\s*:\s*(Active|Not Active)\s*$")
 COUNTER = re.compile(r"^\s+([A-Za-z][A-Za-z ]*?)\s*:\s*(\d+) us\s*$")
 GPU_BLOCK = re.compile(r"^GPU ([0-9A-Fa-f:.]+)\s*$")
 
@@ -156,3 +158,30 @@ def parse_reason_counters(text):
         elif line.strip() and indent <= depth:
             depth = None
     return result
+
+
+def parse_active_reasons(text):
+    """The active clock event reasons of `nvidia-smi -q [-d PERFORMANCE]`, per GPU bus id (None for an excerpt
+    without its GPU line), named as probe_agent.collect.CLOCK_EVENT_REASONS names them ("SW Power Cap" ->
+    sw_power_cap): under 'Clocks Event Reasons' on current drivers, 'Clocks Throttle Reasons' before."""
+    result = {}
+    gpu, depth = None, None
+    for line in (text or "").splitlines():
+        m = GPU_BLOCK.match(line)
+        if m:
+            gpu, depth = m.group(1), None
+            continue
+        if REASONS.match(line):
+            depth = len(line) - len(line.lstrip())
+            result.setdefault(gpu, [])
+            continue
+        if depth is None:
+            continue
+        m = REASON.match(line)
+        if m and len(line) - len(line.lstrip()) > depth:
+            if m.group(2) == "Active":
+                result[gpu].append(m.group(1).strip().lower().replace(" ", "_"))
+        elif line.strip():
+            depth = None
+    return result
+
