@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from sweep.collect.run import run_sweep
@@ -46,7 +47,9 @@ def swept(tmp_path_factory):
     with LocalFleet(hosts, work / "fleet") as fleet:
         result = run_sweep(fleet.inventory_path, out=work / "run", ssh=fleet.ssh_settings())
     records = read_records(result.run_dir)
-    return records, build_report([result.run_dir], work / "report").summary
+    report = build_report([result.run_dir], work / "report")
+    links = report.fleet.hosts.set_index("host")["worst_link"]
+    return records, report.summary, {h: (None if pd.isna(v) else v) for h, v in links.items()}
 
 
 def health(records, host):
@@ -65,6 +68,7 @@ def test_a_merged_header_matrix_gives_each_gpu_its_own_affinity_and_nearest_nic(
         "0": ("NIC0", "PXB"), "1": ("NIC3", "PXB"), "2": ("NIC4", "PXB"), "3": ("NIC5", "PXB"),
         "4": ("NIC6", "PXB"), "5": ("NIC9", "PXB"), "6": ("NIC10", "PXB"), "7": ("NIC11", "PXB")}
     assert topo["worst_link_selected"] == "NV18" and set(topo["pairs"].values()) == {"NV18"} and len(topo["pairs"]) == 28
+    assert swept[2]["merged"] == "NV18"  # the report's worst-link column
 
 
 def test_an_mlx5_matrix_names_the_nics_and_leaves_the_cut_rows_unknown(swept):
@@ -78,10 +82,14 @@ def test_an_mlx5_matrix_names_the_nics_and_leaves_the_cut_rows_unknown(swept):
     assert sorted(topo["unread"]) == ["4", "5", "6", "7"]
     assert "GPU4's row of nvidia-smi topo -m" in topo["unread"]["4"]
     assert topo["pairs"]["0-4"] == "NV12" and "5-6" not in topo["pairs"]  # row 5 is not in the text
+    # all eight GPUs selected, three of their pairs not in the text: the worst link is unknown, not NV12
+    assert topo["worst_link_selected"] is None and swept[2]["mlx5"] is None
+    contract = next(c for c in h["contracts"] if c["name"] == "topology")
+    assert contract["status"] == "unknown" and "5-6, 5-7, 6-7" in contract["message"]
 
 
 def test_xid_154_pf_flr_is_a_gpu_reset_in_the_record_the_repair_section_and_the_drain_reason(swept):
-    records, summary = swept
+    records, summary, _ = swept
     [group] = health(records, "flr")["kernel_log"]["xid"]
     assert (group["code"], group["bus_id"], group["action"]) == (154, "0000:0d:00", "reset_gpu")
     assert "0x1 (PF FLR): NVML GPU_RESET" in group["meaning"]
