@@ -2,7 +2,8 @@
 (tests/fixtures/corpus), swept over real OpenSSH sshds on loopback with the agent pushed and run from
 memory as on a host (issue 51's must-show): the records' topology and nearest-NIC columns are the
 matrix's, and an Xid 154 "0x1 (PF FLR)" in the host's kernel log is a GPU reset in the report's repair
-section and in the drain reason.
+section and in the drain reason. Two fallbacks ride along: clock event reasons from nvidia-smi -q where
+NVML gives none, and a mask resolved against `nvidia-smi -L` (a real MIG listing) where NVML fails.
 
 - `merged`: vllm-project/vllm#13855, whose header runs NIC8NIC9 together and whose rows run NIC cells
   together (NODENODE): every GPU's CPU affinity, NUMA affinity and nearest NIC as the text gives them.
@@ -39,8 +40,15 @@ def swept(tmp_path_factory):
     for name, matrix in MATRICES.items():
         cap = synth.derive(synth.base_capture("h200-idle"), [synth.multi_gpu(8), synth.identity(name)], hostname=name)
         cap["commands"]["nvidia-smi topo -m"]["stdout"] = (CORPUS / matrix).read_text()
+        cap["nvml"]["gpu0.throttle_reasons"] = {"error": "NVMLError_NotSupported"}  # nvidia-smi -q says them
         synth.write(cap, work / f"{name}.json")
         hosts.append(FleetHost(name, capture=str(work / f"{name}.json")))
+    listing = (CORPUS / "smi_list" / "influxdata-telegraf-5812.txt").read_text()
+    cap = synth.derive(synth.base_capture("h200-idle"), [synth.env("CUDA_VISIBLE_DEVICES", "MIG-a45882f0")],
+                       hostname="nonvml")
+    cap["nvml"]["nvmlInit"] = {"error": "NVMLError_DriverNotLoaded", "message": "Driver Not Loaded"}
+    cap["commands"]["nvidia-smi -L"] = {"rc": 0, "stdout": listing[listing.index("GPU 0:"):], "stderr": ""}
+    hosts.append(FleetHost("nonvml", capture=str(synth.write(cap, work / "nonvml.json"))))
     log = work / "kern.log"
     log.write_text(PF_FLR)
     hosts.append(FleetHost("flr", env=(("SWEEP_KERNEL_LOG", str(log)),)))
@@ -69,6 +77,8 @@ def test_a_merged_header_matrix_gives_each_gpu_its_own_affinity_and_nearest_nic(
         "4": ("NIC6", "PXB"), "5": ("NIC9", "PXB"), "6": ("NIC10", "PXB"), "7": ("NIC11", "PXB")}
     assert topo["worst_link_selected"] == "NV18" and set(topo["pairs"].values()) == {"NV18"} and len(topo["pairs"]) == 28
     assert swept[2]["merged"] == "NV18"  # the report's worst-link column
+    assert h["gpus"][0]["clock_event_reasons"]["active"] == ["idle"]
+    assert h["gpus"][0]["clock_event_reasons"]["source"] == "nvidia-smi -q"
 
 
 def test_an_mlx5_matrix_names_the_nics_and_leaves_the_cut_rows_unknown(swept):
@@ -97,3 +107,12 @@ def test_xid_154_pf_flr_is_a_gpu_reset_in_the_record_the_repair_section_and_the_
     assert action["action"] == "reset_gpu" and action["label"] == "reset the GPU"
     [drain] = [d for d in summary["drain"] if "flr" in d["hosts"]]
     assert drain["reason"].startswith("sweep: reset the GPU: Xid 154 the GPU's recovery action changed to 0x1 (PF FLR)")
+
+
+def test_where_nvml_fails_the_mask_is_resolved_against_nvidia_smi_list(swept):
+    h = health(swept[0], "nonvml")
+    assert h["driver"]["nvml_error"] == "NVMLError_DriverNotLoaded" and len(h["driver"]["smi_list"]) == 4
+    assert h["mask"]["against"] == "nvidia-smi -L" and h["mask"]["state"] == "set"
+    [sel] = h["mask"]["selected"]
+    assert (sel["physical_index"], sel["mig_uuid"]) == (0, "MIG-a45882f0-9215-5733-a0c1-49286ab31cb5")
+
