@@ -45,6 +45,9 @@ for e in manifest["files"]:
         got = sorted([g["type"], g["bus_id"], g["code"], g["count"], g["action"]] for g in gs)
         for want in exp["groups"]:
             check(k, n + " %s %s %s" % tuple(want[:3]), want[:5] in got, "got %s" % [x for x in got if x[:3] == want[:3]])
+            if len(want) > 5:
+                at = next((g["first_at"] for g in gs if [g["type"], g["bus_id"], g["code"]] == want[:3]), None)
+                check(k, n + " %s %s %s wall time" % tuple(want[:3]), at == want[5], "got %r" % at)
     elif k == "smi_list":
         listed = parse_smi_list(t) if parse_smi_list else None
         check(k, n + " GPUs and MIG UUIDs", listed is not None and [[g["index"], g["uuid"], [m["uuid"] for m in g["mig"]]] for g in listed] == exp["gpus"], "no nvidia-smi -L parser (only its first line kept)")
