@@ -164,4 +164,5 @@ def read_kernel_log(src):
                      time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(booted_at))},
             "xid_lines": sum(g["count"] for g in groups if g["type"] == "xid"), "dropped": answer.get("dropped") or 0,
             "xid": [g for g in groups if g["type"] == "xid"], "sxid": [g for g in groups if g["type"] == "sxid"],
-            "catalogue": {"xid": cat.XID_CATALOGUE, "sxid": cat.SXID_CATALOGUE}, "docs": XID_DOCS}
+            "catalogue": {"xid": cat.XID_CATALOGUE, "sxid": cat.SXID_CATALOGUE,
+                          "xid154_recovery": cat.RECOVERY_SOURCE}, "docs": XID_DOCS}

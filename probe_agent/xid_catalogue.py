@@ -165,6 +165,7 @@ RECOVERY_SOURCE = {
             "Error Recovery and Response Flags)",
     "url": "https://nvidia.github.io/cuda-python/latest/cuda-bindings/module/generated/"
            "cuda.bindings.nvml.DeviceGpuRecoveryAction.html",
+    "version": "NVML recovery-action values 0-7",
     "date": "2026-12-05",
 }
 RECOVERY_ACTIONS = {  # value -> (NVML name, NVIDIA's description)

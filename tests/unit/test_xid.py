@@ -78,6 +78,7 @@ def test_the_catalogue_travels_in_the_bundle_and_the_bundled_agent_uses_it(tmp_p
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     log = json.loads(out.stdout)["kernel_log"]
     assert log["catalogue"]["xid"]["version"] == "Xid 1-173"
+    assert log["catalogue"]["xid154_recovery"]["version"] == "NVML recovery-action values 0-7"
     assert [(g["code"], g["count"], g["action"], g["last_at"]) for g in log["xid"]] == [
         (79, 2, "reboot", "2026-11-30T06:03:20Z")]
 
