@@ -34,8 +34,8 @@ def replay(cap, tmp_path):
 
 
 def test_where_nvml_fails_the_mask_is_resolved_against_nvidia_smi_list_with_its_mig_devices(tmp_path):
-    cap = synth.derive(synth.base_capture("h200-idle"), [synth.env("CUDA_VISIBLE_DEVICES",
-                                                                   "MIG-f00d722c-f4e1-52c9-aa31-750441ae1bfe,GPU-69ec2344")])
+    mask = "MIG-f00d722c-f4e1-52c9-aa31-750441ae1bfe,GPU-69ec2344"  # a MIG device of GPU 0, then GPU 3
+    cap = synth.derive(synth.base_capture("h200-idle"), [synth.env("CUDA_VISIBLE_DEVICES", mask)])
     cap["nvml"]["nvmlInit"] = {"error": "NVMLError_DriverNotLoaded", "message": "Driver Not Loaded"}
     cap["commands"]["nvidia-smi -L"] = {"rc": 0, "stdout": LISTING[LISTING.index("GPU 0:"):], "stderr": ""}
     h = replay(cap, tmp_path)
