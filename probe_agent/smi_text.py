@@ -56,6 +56,8 @@ def _row(i, tokens, header, out):
     while len(links) < len(cells) and _is_link(cells[len(links)]):
         links.append(cells[len(links)])
     rest = cells[len(links):]
+    if not rest and named and len(links) < gpus + len(nics):
+        links.pop()  # the row stops before its named columns: its last cell may be cut ("NV1" of "NV18")
     key = str(i)
     why = []
     if i < len(links) and links[i] == "X":

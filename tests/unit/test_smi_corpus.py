@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from probe_agent.contracts import check_topology, worst_link
 from probe_agent.hostfacts import nearest_nics
@@ -115,3 +116,83 @@ def test_clock_event_reasons_are_read_in_both_spellings_with_and_without_counter
     active = {("null" if k is None else k): v for k, v in parse_active_reasons(said).items()}
     assert active == entry["expected"]["active"]
     assert parse_reason_counters(said) == entry["expected"]["counters"]
+
+
+# --- generated matrices: the shapes the corpus shows, in every combination -------------------------------
+
+LINKS = st.sampled_from(["PIX", "PXB", "PHB", "NODE", "SYS", "SOC"]) | st.integers(1, 18).map(lambda n: "NV%d" % n)
+
+
+@st.composite
+def matrices(draw):
+    """(text as nvidia-smi writes it, then copied as people post it, the truth, the rows wholly in the text)."""
+    gpus, nics = draw(st.integers(2, 8)), draw(st.integers(0, 6))
+    style = draw(st.sampled_from(["NIC%d", "mlx5_%d", "mlx4_%d"]))
+    names = [style % k for k in range(nics)]
+    gpu_numa = draw(st.booleans())
+    link = {}
+    for i in range(gpus):
+        for j in range(i + 1, gpus):
+            link[(i, j)] = link[(j, i)] = draw(LINKS)
+    nic = {(i, k): draw(st.sampled_from(["PIX", "PXB", "PHB", "NODE", "SYS"])) for i in range(gpus) for k in range(nics)}
+    cpu = {i: draw(st.sampled_from(["0-55,112-167", "56-111,168-223", "0-7", "0,2,4,6"])) for i in range(gpus)}
+    numa = {i: draw(st.sampled_from(["0", "1", "N/A", "0,3-9,11-17"])) for i in range(gpus)}
+    named = ["CPU Affinity", "NUMA Affinity"] + (["GPU NUMA ID"] if gpu_numa else [])
+    header = [""] + ["GPU%d" % i for i in range(gpus)] + names + named
+    if nics > 1 and draw(st.booleans()):  # a header whose NIC names run together (vllm-project/vllm#13855)
+        k = draw(st.integers(0, nics - 2))
+        header[1 + gpus + k:3 + gpus + k] = [header[1 + gpus + k] + header[2 + gpus + k]]
+    rows = []
+    for i in range(gpus):
+        cells = [" X " if i == j else link[(i, j)] for j in range(gpus)] + [nic[(i, k)] for k in range(nics)]
+        if nics > 1 and draw(st.booleans()):  # two NIC cells run together (NODENODE)
+            k = draw(st.integers(gpus, len(cells) - 2))
+            cells[k:k + 2] = [cells[k] + cells[k + 1]]
+        rows.append("\t".join(["GPU%d" % i] + cells + [cpu[i], numa[i]] + (["", "N/A"] if gpu_numa else [])))
+    lines = ["\t".join(header)] + rows + ["", "Legend:", ""] + ["  %s: mlx5_%d" % (n, k) for k, n in enumerate(names)
+                                                                if style == "NIC%d"]
+    cut = draw(st.integers(1, gpus))  # the quote keeps rows 0..cut-1 whole, and maybe part of the next row
+    kept = lines[:1 + cut]
+    if cut < gpus and draw(st.booleans()):
+        parts = rows[cut].split("\t")  # cut inside one of the row's link cells, anywhere in it
+        p = draw(st.integers(1, len(parts) - 3 - (2 if gpu_numa else 0)))
+        kept.append("\t".join(parts[:p] + [parts[p][:draw(st.integers(0, len(parts[p])))]]))
+    text = "\n".join(kept if cut < gpus else lines) + "\n"
+    if draw(st.booleans()):
+        text = text.expandtabs(8)  # copied from a terminal: runs of spaces
+    truth = {"link": link, "nic": nic, "cpu": cpu, "numa": numa, "names": names, "gpus": gpus}
+    return text, truth, cut
+
+
+@settings(max_examples=300, deadline=None)
+@given(matrices())
+def test_a_generated_matrix_is_read_right_or_left_unread_never_from_another_column(generated):
+    text, truth, whole = generated
+    topo = parse_topo_matrix(text)
+    for key, value in topo["pairs"].items():
+        i, j = map(int, key.split("-"))
+        assert value == truth["link"][(i, j)], key
+    for g, value in topo["cpu_affinity"].items():
+        assert value == truth["cpu"][int(g)], g
+    for g, value in topo["numa_affinity"].items():
+        assert value == truth["numa"][int(g)], g
+    for g, row in topo["nics"].items():
+        assert row == {n: truth["nic"][(int(g), k)] for k, n in enumerate(truth["names"])}, g
+    for i in range(whole):  # the rows the text holds whole are read whole
+        assert topo["cpu_affinity"][str(i)] == truth["cpu"][i] and str(i) not in topo["unread"]
+        for j in range(i + 1, truth["gpus"]):
+            assert topo["pairs"]["%d-%d" % (i, j)] == truth["link"][(i, j)]
+    for i in range(whole, truth["gpus"]):
+        assert str(i) in topo["unread"]
+
+
+def test_a_row_cut_inside_its_last_cell_leaves_that_pair_unknown():
+    """vllm-project/vllm#13855 cut after 'NV1' of GPU5's GPU7 cell (a quote can stop anywhere): GPU5's pairs
+    up to GPU6 are read, 5-7 is unknown rather than NV1, and GPU5's NICs and affinities are unread."""
+    text = (CORPUS / "topo" / "vllm-13855.txt").read_text()
+    row5 = next(line for line in text.splitlines() if line.startswith("GPU5"))
+    cut = text[:text.index(row5)] + row5[:row5.index("\tNV18\tSYS") + len("\tNV1")] + "\n"
+    topo = parse_topo_matrix(cut)
+    assert topo["pairs"]["5-6"] == "NV18" and "5-7" not in topo["pairs"]
+    assert "5" in topo["unread"] and "5" not in topo["cpu_affinity"] and "5" not in topo["nics"]
+    assert topo["cpu_affinity"]["4"] == "56-111,168-223"
