@@ -13,6 +13,7 @@ NVML gives none, and a mask resolved against `nvidia-smi -L` (a real MIG listing
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -57,7 +58,8 @@ def swept(tmp_path_factory):
     records = read_records(result.run_dir)
     report = build_report([result.run_dir], work / "report")
     links = report.fleet.hosts.set_index("host")["worst_link"]
-    return records, report.summary, {h: (None if pd.isna(v) else v) for h, v in links.items()}
+    return records, report.summary, {h: (None if pd.isna(v) else v) for h, v in links.items()}, \
+        report.files["html"].read_text()
 
 
 def health(records, host):
@@ -100,7 +102,7 @@ def test_an_mlx5_matrix_names_the_nics_and_leaves_the_cut_rows_unknown(swept):
 
 
 def test_xid_154_pf_flr_is_a_gpu_reset_in_the_record_the_repair_section_and_the_drain_reason(swept):
-    records, summary, _ = swept
+    records, summary, _, html = swept
     [group] = health(records, "flr")["kernel_log"]["xid"]
     assert (group["code"], group["bus_id"], group["action"]) == (154, "0000:0d:00", "reset_gpu")
     assert "0x1 (PF FLR): NVML GPU_RESET" in group["meaning"]
@@ -108,6 +110,10 @@ def test_xid_154_pf_flr_is_a_gpu_reset_in_the_record_the_repair_section_and_the_
     assert action["action"] == "reset_gpu" and action["label"] == "reset the GPU"
     [drain] = [d for d in summary["drain"] if "flr" in d["hosts"]]
     assert drain["reason"].startswith("sweep: reset the GPU: Xid 154 the GPU's recovery action changed to 0x1 (PF FLR)")
+    repair = html[html.index('<section id="repair">'):]
+    row = re.search(r'<li class="xid-action" data-action="(\w+)"><span class="badge [\w-]+">([^<]*)</span>\s*'
+                    r'<span class="hosts">([^<]*)</span>', repair)
+    assert row.groups() == ("reset_gpu", "reset the GPU", "flr")  # the report's repair section
 
 
 def test_where_nvml_fails_the_mask_is_resolved_against_nvidia_smi_list(swept):
