@@ -8,6 +8,7 @@ short by its deadline still emits what it has.
 import re
 
 from probe_agent.links import read_fabric, read_fields, read_nvlink, read_pcie
+from probe_agent.smi_text import parse_topo_matrix
 from probe_agent.source import NVMLQueryError
 
 # nvmlClocksEventReasons bits (nvml.h), in the order a person reads them.
@@ -272,7 +273,7 @@ def profile_of(name):
 
 def read_topology(src, facts, count):
     """Link class of every GPU pair: `nvidia-smi topo -m` first (it knows NV#), NVML otherwise."""
-    topo = {"source": None, "pairs": {}, "cpu_affinity": {}, "numa_affinity": {}}
+    topo = {"source": None, "pairs": {}, "cpu_affinity": {}, "numa_affinity": {}, "unread": {}}
     facts["topology"] = topo
     if not count or count < 2:
         topo["source"] = "single_gpu" if count == 1 else None
@@ -294,66 +295,3 @@ def read_topology(src, facts, count):
                 topo["pairs"]["%d-%d" % (i, j)] = TOPOLOGY_LEVELS.get(level, str(level))
     topo["source"] = "nvml" if topo["pairs"] else None
     return topo
-
-
-ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def parse_topo_matrix(text):
-    """Parse `nvidia-smi topo -m`: GPU-pair link classes and each GPU's CPU / NUMA affinity."""
-    lines = [ANSI.sub("", line) for line in text.splitlines()]
-    header = None
-    out = {"pairs": {}, "cpu_affinity": {}, "numa_affinity": {}, "nics": {}, "nic_legend": {}}
-    for line in lines:
-        m = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", line)
-        if m:
-            out["nic_legend"][m.group(1)] = m.group(2)
-            continue
-        cells = [c.strip() for c in line.split("\t")]
-        if header is None:
-            if any(c.startswith("GPU") for c in cells) and "CPU Affinity" in line:
-                header = [c for c in cells if c != ""]
-            continue
-        if not cells or not re.match(r"^GPU\d+$", cells[0]):
-            continue
-        row = cells[0]
-        i = int(row[3:])
-        values = cells[1:]
-        for col, value in zip(header, values):
-            m = re.match(r"^GPU(\d+)$", col)
-            if m:
-                j = int(m.group(1))
-                if i < j:
-                    out["pairs"]["%d-%d" % (i, j)] = value
-            elif re.match(r"^NIC\d+$", col):
-                out["nics"].setdefault(str(i), {})[col] = value
-            elif col == "CPU Affinity":
-                out["cpu_affinity"][str(i)] = value
-            elif col == "NUMA Affinity":
-                out["numa_affinity"][str(i)] = value
-    return out
-
-
-def parse_reason_counters(text):
-    """The 'Clocks Event Reasons Counters' block of `nvidia-smi -q -d PERFORMANCE`, per GPU, in us."""
-    result = {}
-    gpu = None
-    in_block = False
-    for line in text.splitlines():
-        m = re.match(r"^GPU ([0-9A-Fa-f:.]+)\s*$", line)
-        if m:
-            gpu = m.group(1)
-            in_block = False
-            continue
-        if re.match(r"^\s+Clocks (Event|Throttle) Reasons Counters", line):
-            in_block = True
-            result.setdefault(gpu, {})
-            continue
-        if in_block:
-            m = re.match(r"^\s{8,}([A-Za-z ]+?)\s*:\s*(\d+) us", line)
-            if m:
-                key = m.group(1).strip().lower().replace(" ", "_")
-                result[gpu][key] = int(m.group(2))
-            elif line.strip() and not line.startswith("        "):
-                in_block = False
-    return result

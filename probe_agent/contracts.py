@@ -18,7 +18,7 @@ FACILITY_CAUSES = {  # reason -> (what it is called, its fix): one line and one 
     "hw_power_brake_slowdown": ("HW power brake", "the chassis asserts the power-brake signal: check PSUs and "
                                 "the rack's power budget"),
 }
-LINK_RANK = {"NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
+LINK_RANK = {"NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SOC": 5}  # SOC: older drivers' SYS
 
 NVML_INIT_ERRORS = {
     "NVMLError_LibraryNotFound": ("no NVIDIA driver is installed (libnvidia-ml.so not found)",
@@ -385,16 +385,22 @@ def link_order(link):
     return link_rank(link), -int(count) if count.isdigit() else 0
 
 
-def worst_link(facts):
-    """The worst link class among the pairs of GPUs the mask selects (None for fewer than 2)."""
-    topo = facts.get("topology") or {}
+def selected_pairs(facts):
     idx = sorted(g.get("index") for g in selected_gpus(facts))
+    return ["%d-%d" % (idx[a], idx[b]) for a in range(len(idx)) for b in range(a + 1, len(idx))]
+
+
+def worst_link(facts):
+    """The worst link class among the pairs of GPUs the mask selects: None for fewer than 2, and None where
+    a selected pair's link was not read (a lower bound is no worst link)."""
+    pairs = (facts.get("topology") or {}).get("pairs") or {}
     worst = None
-    for a in range(len(idx)):
-        for b in range(a + 1, len(idx)):
-            link = (topo.get("pairs") or {}).get("%d-%d" % (idx[a], idx[b]))
-            if link is not None and (worst is None or link_order(link) > link_order(worst)):
-                worst = link
+    for pair in selected_pairs(facts):
+        link = pairs.get(pair)
+        if link is None:
+            return None
+        if worst is None or link_order(link) > link_order(worst):
+            worst = link
     return worst
 
 
@@ -402,12 +408,19 @@ def check_topology(facts):
     topo = facts.get("topology") or {}
     sel = selected_gpus(facts)
     ev = {"pairs": topo.get("pairs"), "source": topo.get("source"), "cpu_affinity": topo.get("cpu_affinity"),
-          "numa_affinity": topo.get("numa_affinity"), "selected": [g.get("index") for g in sel]}
+          "numa_affinity": topo.get("numa_affinity"), "selected": [g.get("index") for g in sel],
+          "unread": topo.get("unread") or {}}
     if len(sel) < 2:
         return contract("topology", "not_applicable", "fewer than two GPUs selected: no GPU-to-GPU link", ev)
     worst = worst_link(facts)
     ev["worst_link"] = worst
     if worst is None:
+        missing = [p for p in selected_pairs(facts) if p not in (topo.get("pairs") or {})]
+        unread = "; ".join(sorted(set((topo.get("unread") or {}).values())))[:300]
+        if topo.get("pairs"):
+            return contract("topology", "unknown", "links between the selected GPUs not read: %s%s" % (
+                ", ".join(missing[:8]) + (" and %d more" % (len(missing) - 8) if len(missing) > 8 else ""),
+                " (%s)" % unread if unread else ""), ev, "run nvidia-smi topo -m on the host and read those rows")
         return contract("topology", "unknown", "link classes could not be read", ev,
                         "run nvidia-smi topo -m on the host")
     all_links = list((topo.get("pairs") or {}).values())

@@ -236,19 +236,20 @@ def read_host_settings(src, pci_gpus):
 
 
 LINK_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+OLD_NAMES = {"SOC": "SYS"}  # older drivers' topo -m wrote SOC where current ones write SYS
 
 
 def nearest_nics(gpus, pci_gpus, ports, topo):
-    """Each GPU's nearest NIC: from `nvidia-smi topo -m` where it was read, else from the PCI paths."""
+    """Each GPU's nearest NIC: from `nvidia-smi topo -m` where its row names NIC columns (under whatever name
+    the driver gives them, NICn mapped through the legend), else from the PCI paths of the InfiniBand ports.
+    The first of equally near NICs, in the matrix's column order."""
     out = {}
+    topo_nics = (topo or {}).get("nics") or {}
+    legend = (topo or {}).get("nic_legend") or {}
     nics = {}
     for p in ports or []:
         nics.setdefault(p["device"], p)
-    if not nics:
-        return out
     by_bus = {g["bus_id"]: g for g in pci_gpus}
-    topo_nics = (topo or {}).get("nics") or {}
-    legend = (topo or {}).get("nic_legend") or {}
     for nv in gpus:
         gpu_index, gpu = str(nv.get("index")), norm_bus_id(nv.get("pci_bus_id"))
         row = topo_nics.get(gpu_index)
@@ -257,7 +258,7 @@ def nearest_nics(gpus, pci_gpus, ports, topo):
             out[gpu_index] = {"nic": legend.get(name, name), "link": level, "source": "nvidia-smi topo -m"}
             continue
         g = by_bus.get(gpu)
-        if g is None:
+        if g is None or not nics:
             continue
         best = None
         for dev, port in nics.items():
@@ -270,6 +271,7 @@ def nearest_nics(gpus, pci_gpus, ports, topo):
 
 
 def rank(level):
+    level = OLD_NAMES.get(level, level)
     return LINK_ORDER.index(level) if level in LINK_ORDER else len(LINK_ORDER)
 
 

@@ -174,3 +174,20 @@ def match_mig(text, hexpart, gpus):
                     if str(d.get("gpu_instance_id")) == m.group(2) and str(d.get("compute_instance_id")) == m.group(3):
                         return g, d
     return None
+
+
+def smi_list_gpus(listed):
+    """`nvidia-smi -L`'s GPUs (probe_agent.smi_text.parse_smi_list) in the form resolve_mask reads, for a host
+    where NVML failed: index, UUID and MIG devices (GPU and compute instance from a MIG-GPU-.../gi/ci UUID)."""
+    gpus = []
+    for g in listed or ():
+        devices = []
+        for d in g.get("mig") or ():
+            m = re.match(r"^MIG-GPU-[0-9a-fA-F-]+/(\d+)/(\d+)$", d.get("uuid") or "")
+            devices.append({"uuid": d.get("uuid"), "profile": d.get("profile"),
+                            "gpu_instance_id": int(m.group(1)) if m else None,
+                            "compute_instance_id": int(m.group(2)) if m else None})
+        gpus.append({"index": g.get("index"), "uuid": g.get("uuid"), "pci_bus_id": None, "name": g.get("name"),
+                     "mig": {"devices": devices} if devices else None})
+    return gpus
+

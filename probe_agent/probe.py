@@ -9,11 +9,12 @@ import threading
 import time
 
 from probe_agent import AGENT_VERSION, HEALTH_SCHEMA_VERSION
-from probe_agent.collect import parse_reason_counters, read_driver, read_gpu, read_topology
+from probe_agent.collect import read_driver, read_gpu, read_topology
 from probe_agent.contracts import evaluate, worst_link, mig_layout
 from probe_agent.framework import inspect
 from probe_agent.hostfacts import gpu_functions, nearest_nics, read_firmware, read_host_settings, read_pci_gpus
-from probe_agent.mask import resolve_mask
+from probe_agent.mask import resolve_mask, smi_list_gpus
+from probe_agent.smi_text import parse_active_reasons, parse_reason_counters, parse_smi_list
 from probe_agent.xid import read_kernel_log
 
 
@@ -61,6 +62,9 @@ def collect(src, opts, facts):
         smi = src.command(["nvidia-smi", "-L"], timeout=10.0)
         facts["smi_present"] = smi.get("rc") != 127
         facts["smi_answer"] = first_line(smi.get("stdout")) or first_line(smi.get("stderr"))
+        listed = parse_smi_list(smi.get("stdout")) if smi.get("rc") == 0 else []
+        if listed:  # NVML failed but nvidia-smi lists the GPUs: the mask is still resolved against them
+            facts["driver"]["smi_list"] = listed
     count = facts["driver"].get("gpu_count") or 0
     step(facts, "kernel log")
     facts["kernel_log"] = read_kernel_log(src)
@@ -75,7 +79,9 @@ def collect(src, opts, facts):
     step(facts, "firmware")
     facts["firmware"] = read_firmware(src, facts.get("gpus") or [])
     step(facts, "device mask")
-    facts["mask"] = resolve_mask(facts["env"], facts.get("gpus") or [])
+    listed = facts["driver"].get("smi_list")
+    facts["mask"] = resolve_mask(facts["env"], facts.get("gpus") or smi_list_gpus(listed))
+    facts["mask"]["against"] = "nvidia-smi -L" if listed and not facts.get("gpus") else "nvml"
     step(facts, "framework")
     fw.join(opts.framework_timeout + 5)
     facts["frameworks"] = list(fw_results)
@@ -144,8 +150,8 @@ def read_gpus(src, facts, into, count):
     pt = None
     if count:
         def perf_read():
-            perf.update(parse_reason_counters(src.command(
-                ["nvidia-smi", "-q", "-d", "PERFORMANCE"], timeout=10.0).get("stdout", "")))
+            text = src.command(["nvidia-smi", "-q", "-d", "PERFORMANCE"], timeout=10.0).get("stdout", "")
+            perf.update(counters=parse_reason_counters(text), active=parse_active_reasons(text))
         pt = threading.Thread(target=perf_read, daemon=True)
         pt.start()
     gpus = []
@@ -158,7 +164,11 @@ def read_gpus(src, facts, into, count):
     if pt is not None:
         pt.join(12.0)
     for g in gpus:
-        g["reason_counters_us"] = perf.get(g.get("pci_bus_id"))
+        g["reason_counters_us"] = (perf.get("counters") or {}).get(g.get("pci_bus_id"))
+        reasons = g.get("clock_event_reasons") or {}
+        said = (perf.get("active") or {}).get(g.get("pci_bus_id"))
+        if reasons.get("active") is None and said is not None:  # NVML did not answer: nvidia-smi's words
+            reasons.update(active=said, source="nvidia-smi -q")
 
 
 def read_under_load(src, opts, facts, count, fw, fw_results):

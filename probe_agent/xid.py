@@ -21,6 +21,8 @@ ACTIONS = (
     ("unknown", "not in the catalogue", "broken", HARDWARE,
      "look the code up in NVIDIA's Xid catalogue, newer than the one sweep carries"),
     ("reboot", "reboot", "broken", HARDWARE, "drain the host and reboot it"),
+    ("recover_imex", "recover the IMEX domain", "broken", HARDWARE,
+     "drain the jobs of the GPU's NVLink domain and recover its IMEX domain (restart nvidia-imex on its nodes)"),
     ("reset_gpu", "reset the GPU", "broken", HARDWARE,
      "drain the GPU's jobs and reset it (nvidia-smi -r), or reboot the host"),
     ("software", "update or check the driver stack", "broken", HARDWARE,
@@ -41,12 +43,17 @@ BUCKET_ACTION = {
     "CHECK_FM_CONFIG": "software", "CHECK_LINK_MECHANICAL_CONNECTIONS": "inspect",
     "INVESTIGATE_LINK_SI": "inspect", "UNEXPECTED_ERR_REPORT_ISSUE": "inspect", "RUN_FIELDDIAG": "inspect",
 }
-# Xid 154 names the recovery the driver wants: "... changed from 0x0 (None) to 0x2 (Node Reboot Required)"
-RECOVERY = (("reboot", "reboot"), ("reset", "reset_gpu"), ("drain", "reset_gpu"), ("none", "ignore"))
+# Xid 154: NVML's recovery-action value (xid_catalogue.RECOVERY_ACTIONS) -> sweep's action. Drain P2P, drain
+# and reset and a bus reset all end in the GPU's jobs drained and the GPU reset.
+RECOVERY_ACTION = {0: "ignore", 1: "reset_gpu", 2: "reboot", 3: "reset_gpu", 4: "reset_gpu", 5: "recover_imex",
+                   6: "reset_gpu", 7: "reboot"}
+RECOVERY_TO = re.compile(r"\bto\s+(0x[0-9a-fA-F]+|\d+)?\s*(?:\(([^)]*)\))?\s*$")
 LINE = re.compile(r"(S?)Xid \((?:PCI:)?([0-9a-fA-F:.]+)\):\s*(\d+)\s*,?\s*(.*)$")
 SINCE_BOOT = re.compile(r"^\[\s*(\d+(?:\.\d+)?)\]")
 KERN_LOG_STAMP = re.compile(r"kernel: \[\s*(\d+(?:\.\d+)?)\]")  # "Nov 30 12:00:01 host kernel: [ 12.3] ..."
-WALL = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(Z|[+-]\d\d:?\d\d)?")
+# ISO wall times: journalctl -o short-iso at the line's start, dmesg --time-format iso after its facility
+# ("kern  :warn  : 2025-01-21T04:41:44,283302+00:00 NVRM: ...")
+WALL = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:[.,]\d+)?(Z|[+-]\d\d:?\d\d)?")
 
 
 def judge(kind, code, text):
@@ -57,12 +64,32 @@ def judge(kind, code, text):
         name = "NVSwitch SXid" if kind == "sxid" else "Xid"
         low = text.lower() if kind == "sxid" else ""
         said = " (the line says %s)" % ("Non-fatal" if "non-fatal" in low else "Fatal") if "fatal" in low else ""
-        return None, "unknown", "%s not in the catalogue sweep carries (%s)%s" % (name, catalogue(kind)["version"], said)
-    action = BUCKET_ACTION.get(bucket, "unknown")
+        if meaning:  # documented, but NVIDIA gives no resolution for it
+            return None, "unknown", "%s: NVIDIA's catalogue gives no resolution for it (%s)" % (meaning, _said(text))
+        return None, "unknown", "%s not in the catalogue sweep carries (%s)%s: %s" % (
+            name, catalogue(kind)["version"], said, _said(text))
     if bucket == "XID_154":
-        wanted = text.lower().rsplit(" to ", 1)[-1]
-        action = next((a for word, a in RECOVERY if word in wanted), "inspect")
-    return bucket, action, meaning
+        return (bucket,) + recovery(text)
+    return bucket, BUCKET_ACTION.get(bucket, "unknown"), meaning
+
+
+def _said(text):
+    return "the line says %r" % (text or "").strip()[:160]
+
+
+def recovery(text):
+    """(action, meaning) of an Xid 154 line: "GPU recovery action changed from 0x0 (None) to 0x1 (PF FLR)". The
+    value after "to" is NVML's recovery action; the words beside it only where the line gives no value; a value
+    NVML does not document, or a line that names none, is unknown, with the line's words."""
+    m = RECOVERY_TO.search(text or "")
+    number, words = (m.group(1), (m.group(2) or "").strip()) if m else (None, "")
+    value = int(number, 0) if number else cat.RECOVERY_WORDS.get(words.lower())
+    if value not in RECOVERY_ACTION:
+        return "unknown", "the GPU's recovery action changed to one NVML does not document (%s)" % _said(text)
+    name, what = cat.RECOVERY_ACTIONS[value]
+    shown = ("0x%x" % value if number is None or number.lower().startswith("0x") else number) + \
+        (" (%s)" % words if words else "")
+    return RECOVERY_ACTION[value], "the GPU's recovery action changed to %s: NVML %s, %s" % (shown, name, what)
 
 
 def judged(kind, code, text):
@@ -81,9 +108,9 @@ def stamp(line, booted_at):
     since = SINCE_BOOT.search(line) or KERN_LOG_STAMP.search(line[:80])
     seconds = float(since.group(1)) if since else None
     wall = None
-    m = WALL.search(line)
+    m = WALL.search(line[:80])
     if m:
-        wall = m.group(1)[:19] + "Z" if m.group(2) in (None, "Z", "+00:00", "+0000") else m.group(0)
+        wall = m.group(1) + ("Z" if m.group(2) in (None, "Z", "+00:00", "+0000") else m.group(2))
     elif seconds is not None and isinstance(booted_at, (int, float)):
         wall = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(booted_at + seconds))
     return seconds, wall
@@ -106,7 +133,7 @@ def parse_events(events, booted_at=None):
         g["last"] = (LINE.search(last) or m).group(4).strip()[:300]
         if g["code"] == 154 and kind == "xid":
             j = judged(kind, 154, g["last"])
-            g["bucket"], g["action"], g["kind"] = j["bucket"], j["action"], j["kind"]
+            g["bucket"], g["action"], g["kind"], g["meaning"] = j["bucket"], j["action"], j["kind"], j["meaning"]
     return sorted(groups.values(), key=lambda g: (RANK[g["action"]], g["bus_id"], g["code"]))
 
 
@@ -137,4 +164,5 @@ def read_kernel_log(src):
                      time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(booted_at))},
             "xid_lines": sum(g["count"] for g in groups if g["type"] == "xid"), "dropped": answer.get("dropped") or 0,
             "xid": [g for g in groups if g["type"] == "xid"], "sxid": [g for g in groups if g["type"] == "sxid"],
-            "catalogue": {"xid": cat.XID_CATALOGUE, "sxid": cat.SXID_CATALOGUE}, "docs": XID_DOCS}
+            "catalogue": {"xid": cat.XID_CATALOGUE, "sxid": cat.SXID_CATALOGUE,
+                          "xid154_recovery": cat.RECOVERY_SOURCE}, "docs": XID_DOCS}

@@ -2,7 +2,9 @@
 bucket, what the event means).
 
 The Xid rows follow NVIDIA's published catalogue (XID_CATALOGUE: every code it lists, 1-172, with
-its "Resolution Bucket (Immediate Action)"); the SXid rows follow the NVSwitch error table NVIDIA
+its "Resolution Bucket (Immediate Action)"), and the codes current drivers document past it
+(`LATER`: each with where it was read, and no bucket where NVIDIA gives none: such a code is
+reported as not judged, never put in a bucket by guesswork); the SXid rows follow the NVSwitch error table NVIDIA
 ships with NVSentinel (SXID_CATALOGUE). The descriptions are sweep's own words. Codes the catalogue
 lists without a bucket (162-172, added last) carry the bucket sweep chose, marked in
 `SWEEP_CHOSEN`. The agent turns a bucket into the action an operator takes (`probe_agent.xid`).
@@ -11,8 +13,8 @@ lists without a bucket (162-172, added last) carry the bucket sweep chose, marke
 XID_CATALOGUE = {
     "name": "NVIDIA Xid Catalog (Analyzing Xid Errors with the Xid Catalog)",
     "url": "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html",
-    "version": "Xid 1-172",
-    "date": "2025-10-29",
+    "version": "Xid 1-173",
+    "date": "2026-12-05",
 }
 SXID_CATALOGUE = {
     "name": "NVSwitch SXid errors (NVIDIA Fabric Manager user guide; NVSentinel sxiderrorsmapping.csv)",
@@ -143,6 +145,42 @@ XIDS = {
 }
 XIDS.update({code: ("CONTACT_SUPPORT", "a code the catalogue lists as unused by current drivers") for code in UNUSED})
 SWEEP_CHOSEN = frozenset(range(162, 173))
+
+# Codes past NVIDIA's catalogue page (1-172) that current drivers document: code -> (bucket or None, meaning),
+# and where each was read. None: NVIDIA gives no resolution for it, so the agent judges it `unknown`.
+LATER = {
+    173: (None, "C2C (chip-to-chip) fatal link failure"),
+}
+LATER_SOURCE = {
+    173: "leptonai/gpud components/accelerator/nvidia/xid/xid.go at 4a8de33 (copied from NVIDIA's Xid "
+         "documentation: 'C2C Fatal Link Failure'), read 2026-12-05",
+}
+XIDS.update(LATER)
+
+# Xid 154 says the GPU's new recovery action as NVML's nvmlDeviceGpuRecoveryAction_t value, with words beside it
+# that differ between drivers ("0x1 (PF FLR)", "0x1 (GPU Reset Required)", "0x2 (OS Reboot)"): the value decides.
+RECOVERY_SOURCE = {
+    "name": "NVML nvmlDeviceGpuRecoveryAction_t (cuda.bindings.nvml.DeviceGpuRecoveryAction; NVML change log: "
+            "BUS_RESET and SYSTEM_REBOOT added between v610 and v615; A100 memory error management: "
+            "Error Recovery and Response Flags)",
+    "url": "https://nvidia.github.io/cuda-python/latest/cuda-bindings/module/generated/"
+           "cuda.bindings.nvml.DeviceGpuRecoveryAction.html",
+    "version": "NVML recovery-action values 0-7",
+    "date": "2026-12-05",
+}
+RECOVERY_ACTIONS = {  # value -> (NVML name, NVIDIA's description)
+    0: ("NONE", "no action needed"),
+    1: ("GPU_RESET", "reset the GPU"),
+    2: ("NODE_REBOOT", "reboot the node"),
+    3: ("DRAIN_P2P", "drain peer-to-peer traffic"),
+    4: ("DRAIN_AND_RESET", "drain P2P and reset the GPU"),
+    5: ("RECOVER_IMEX_DOMAIN", "recover the IMEX domain"),
+    6: ("BUS_RESET", "reset the GPU's PCIe bus"),
+    7: ("SYSTEM_REBOOT", "reboot the system"),
+}
+# The words drivers print beside the value (as real kernel logs show them), for a line that gives no number
+RECOVERY_WORDS = {"none": 0, "gpu reset required": 1, "pf flr": 1, "node reboot required": 2, "os reboot": 2,
+                  "drain p2p": 3, "drain and reset": 4}
 
 # SXid: code -> (bucket, what it means); the line itself says Fatal or Non-fatal.
 SXIDS = {

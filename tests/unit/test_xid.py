@@ -37,9 +37,10 @@ def xid_line(code, bus="0000:18:00", at=100.0, text="pid=1, name=python3, x"):
 # --- the catalogue -------------------------------------------------------------------------------
 
 def test_the_catalogue_lists_every_xid_nvidia_publishes_with_a_bucket_that_is_an_action():
-    assert sorted(cat.XIDS) == list(range(1, 173))
-    assert cat.XID_CATALOGUE["version"] == "Xid 1-172" and cat.XID_CATALOGUE["date"]
-    buckets = {b for b, _ in list(cat.XIDS.values()) + list(cat.SXIDS.values())}
+    assert sorted(cat.XIDS) == list(range(1, 174))  # NVIDIA's page lists 1-172; 173 from current drivers' docs
+    assert cat.XID_CATALOGUE["version"] == "Xid 1-173" and cat.XID_CATALOGUE["date"]
+    assert set(cat.LATER) == set(cat.LATER_SOURCE) == {173} and cat.XIDS[173][0] is None
+    buckets = {b for b, _ in list(cat.XIDS.values()) + list(cat.SXIDS.values()) if b is not None}
     assert buckets <= set(BUCKET_ACTION), buckets - set(BUCKET_ACTION)
     assert all(isinstance(m, str) and m for _, m in list(cat.XIDS.values()) + list(cat.SXIDS.values()))
     # NVIDIA's buckets as sweep's actions, for the codes operators meet most
@@ -47,7 +48,7 @@ def test_the_catalogue_lists_every_xid_nvidia_publishes_with_a_bucket_that_is_an
         "restart_app", "restart_app", "reset_gpu", "ignore", "reboot", "restart_app", "reset_gpu", "reset_gpu"]
 
 
-@pytest.mark.parametrize("kind,code", [("xid", 0), ("xid", 173), ("xid", 999), ("sxid", 12999), ("sxid", 99999)])
+@pytest.mark.parametrize("kind,code", [("xid", 0), ("xid", 174), ("xid", 999), ("sxid", 12999), ("sxid", 99999)])
 def test_every_code_the_agent_can_read_has_an_action_and_unknown_ones_say_so(kind, code):
     line = ("nvidia-nvswitch0: SXid (PCI:0000:05:00.0): %d, Fatal, x" % code if kind == "sxid"
             else "NVRM: Xid (PCI:0000:18:00): %d, x" % code)
@@ -76,7 +77,8 @@ def test_the_catalogue_travels_in_the_bundle_and_the_bundled_agent_uses_it(tmp_p
     out = subprocess.run([sys.executable, "-I", "-S", str(tmp_path / "agent.pyz"), "--replay", str(tmp_path / "cap.json")],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     log = json.loads(out.stdout)["kernel_log"]
-    assert log["catalogue"]["xid"]["version"] == "Xid 1-172"
+    assert log["catalogue"]["xid"]["version"] == "Xid 1-173"
+    assert log["catalogue"]["xid154_recovery"]["version"] == "NVML recovery-action values 0-7"
     assert [(g["code"], g["count"], g["action"], g["last_at"]) for g in log["xid"]] == [
         (79, 2, "reboot", "2026-11-30T06:03:20Z")]
 
