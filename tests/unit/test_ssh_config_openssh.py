@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from sweep.collect.ssh.config import SSHConfigFile
 from sweep.errors import SSHConfigError
-from sweep.collect.ssh.openssh_config import ConfigReader, command_line
+from sweep.collect.ssh.openssh_config import ConfigReader, SSHConfigRejected, command_line
+from sweep.collect.ssh.policy import KEYWORDS
 from sweep.inventory.model import Host
 
 from helpers import require
@@ -155,12 +156,95 @@ def test_a_token_openssh_does_not_accept_is_refused_with_its_line(tmp_path):
     assert "%x" in err.value.message and "%h" in err.value.message
 
 
-def test_match_criteria_sweep_does_not_read_are_refused(tmp_path):
+def test_match_criteria_ssh_does_not_know_refuse_the_whole_file_as_ssh_does(tmp_path):
+    require(SSH is not None, "needs OpenSSH's ssh")
     config = tmp_path / "config"
-    config.write_text("Host gpu*\n  User a\nMatch canonical\n  User b\n")
-    with pytest.raises(SSHConfigError) as err:
-        ConfigReader(str(config)).resolve("gpu01")
-    assert err.value.where == f"{config}:3" and "canonical" in err.value.message
+    config.write_text("Host gpu*\n  User a\nMatch localnetwork 10.0.0.0/8\n  User b\n")
+    assert "Bad Match condition" in _ssh_g(config, "web1", [], refused=True)
+    with pytest.raises(SSHConfigRejected) as err:
+        ConfigReader(str(config)).resolve("web1")  # a host the block does not concern: the file is refused
+    assert err.value.where == f"{config}:3" and "localnetwork" in err.value.message
+
+
+FINAL_PASS = """Host alias
+  HostName Real
+Match host zzz final
+Host real
+  User realuser
+Match canonical host can*
+  User canuser
+Match final originalhost Mixed*
+  Port 2201
+Host Mixed*
+  Port 2202
+Host v6
+  HostName FD00::0001
+Host colon
+  HostName AbC:x
+Host ka
+  KeepAlive no
+"""
+
+
+@pytest.mark.parametrize("name", ["alias", "ALIAS", "real", "can1", "Can1", "Mixed1", "mixed1", "v6", "colon", "ka",
+                                  "nothing"])
+def test_match_final_and_canonical_and_the_final_name_agree_with_ssh_G(tmp_path, name):
+    """Issue 50: `Match final` anywhere makes ssh read the file again, Host lines then matching the final
+    name (lower-cased, addresses canonical: FD00::0001 is fd00::1, a name with ':' kept as written)."""
+    require(SSH is not None, "needs OpenSSH's ssh")
+    config = tmp_path / "config"
+    config.write_text(FINAL_PASS)
+    theirs = _ssh_g(config, name, [])
+    ours = ConfigReader(str(config), local_user="root", known=KEYWORDS).resolve(name)
+    assert (ours.hostname, str(ours.port), ours.user("root")) == (
+        theirs["hostname"][0], theirs["port"][0], theirs["user"][0])
+    assert theirs["tcpkeepalive"] == [{"no": "no"}.get(ours.get("tcpkeepalive"), "yes")]
+
+
+@pytest.mark.parametrize("line", [
+    'ProxyCommand ssh -o "ProxyCommand nc %h %p" -W %h:%p jump',
+    "ProxyCommand sh -c 'nc %h %p'  # a comment kept, as ssh keeps it",
+    "ProxyCommand=nc  -X 5   %h %p",
+    'LocalCommand echo "a  b"',
+])
+def test_command_values_are_the_rest_of_the_line_as_ssh_keeps_them(tmp_path, line):
+    require(SSH is not None, "needs OpenSSH's ssh")
+    config = tmp_path / "config"
+    config.write_text(f"Host *\n  {line}\n")
+    (setting,) = ConfigReader(str(config), known=KEYWORDS).resolve("gpu01").settings
+    assert _ssh_g(config, "gpu01", [])[setting.keyword] == [setting.value]
+
+
+@pytest.mark.parametrize("text, refused", [
+    ('Match exec "test -n \\"$SSH_AGENT\\""\n  User x\n', True),  # ssh splits it by strdelim and refuses it
+    ('Match exec "test %h = gpu01" user root\n  User x\n', False),
+    ("Match exec 'true'\n  User x\n", False),  # strdelim keeps single quotes: the shell runs 'true'
+    ("Match exec 'true' user nobody\n  User x\n", False),
+    ("Match exec a\\ b\n  User x\n", True),  # strdelim: exec 'a\\', then a criterion 'b' 
+    ('Match host="gpu*"\n  User x\n', False),
+    ("Host a\n  Ciphers bogus-cipher\nHost gpu01\n  User x\n", True),  # refused wherever it stands
+    ("Host a\n  User one two\nHost gpu01\n  User x\n", True),
+    ("Host a\n  Port abc\n", True),
+    ("Host a\n  Port ssh\n  ForwardAgent maybe\n", False),
+    ("Host a\n  Frobnicate yes\n", True),
+    ("IgnoreUnknown frob*\nHost a\n  Frobnicate yes\n", False),
+    ("Host a\n  HostName 'unclosed\n", True),
+    ("Host a\n  Compression true\n", True),
+])
+def test_lines_ssh_refuses_refuse_the_whole_file_and_only_those(tmp_path, text, refused):
+    require(SSH is not None, "needs OpenSSH's ssh")
+    config = tmp_path / "config"
+    config.write_text(text)
+    theirs = _ssh_g(config, "gpu01", [], refused=True)
+    assert isinstance(theirs, str) == refused, theirs
+    reader = ConfigReader(str(config), local_user="root", known=KEYWORDS)
+    if refused:
+        with pytest.raises(SSHConfigRejected) as err:
+            reader.resolve("gpu01")
+        assert err.value.where.startswith(f"{config}:")
+        assert f"line {err.value.where.rsplit(':', 1)[1]}" in theirs  # the line ssh names
+    else:
+        assert reader.resolve("gpu01").user("root") == theirs["user"][0]
 
 
 @pytest.mark.parametrize("line", [
