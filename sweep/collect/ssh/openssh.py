@@ -41,7 +41,7 @@ SSH = os.environ.get("SWEEP_SSH", "ssh")
 # no connection and leaves nothing running, whatever the config asks (docs/ssh.md: "left unused")
 PROBE_OPTIONS = ("RemoteCommand=none", "SessionType=default", "StdinNull=no", "ForkAfterAuthentication=no",
                  "ForwardAgent=no", "ForwardX11=no", "ClearAllForwardings=yes", "PermitLocalCommand=no",
-                 "Tunnel=no", "ControlMaster=no", "ControlPath=none")
+                 "Tunnel=no", "ControlMaster=no", "ControlPath=none", "ControlPersist=no")
 _RELAXED = ("no", "off", "false")  # StrictHostKeyChecking values taken as accept-new
 PREFER_KEX = "^curve25519-sha256,curve25519-sha256@libssh.org"
 _CHUNK = 65536

@@ -40,7 +40,7 @@ class AutoProber(Prober):
         self._checked: set[str] = set()
         self._auto_lock = threading.Lock()
 
-    def _ssh(self) -> Prober:
+    def _through_ssh(self) -> Prober:
         with self._auto_lock:
             if self._openssh is None:
                 from sweep.collect.ssh.openssh import OpenSSHProber
@@ -54,7 +54,7 @@ class AutoProber(Prober):
         try:
             self.config.check(host)
         except NeedsOpenSSH as need:
-            self._ssh().check(host)
+            self._through_ssh().check(host)
             with self._auto_lock:
                 self.through_ssh[host.name] = need.why
         with self._auto_lock:
@@ -64,7 +64,7 @@ class AutoProber(Prober):
         if host.name not in self._checked:
             self.check(host)
         if host.name in self.through_ssh:
-            return self._ssh().probe(host)
+            return self._through_ssh().probe(host)
         return super().probe(host)
 
     def stop(self) -> None:
