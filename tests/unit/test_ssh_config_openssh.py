@@ -300,3 +300,17 @@ def test_match_all_with_other_attributes_is_refused_as_ssh_refuses_it(tmp_path):
     with pytest.raises(SSHConfigError) as err:
         ConfigReader(str(config)).resolve("x")
     assert err.value.where == f"{config}:3" and "cannot be combined with other Match attributes" in err.value.message
+
+
+def test_strict_host_key_checking_no_is_taken_as_accept_new_with_a_note(tmp_path):
+    """Issue 50: `StrictHostKeyChecking no` no longer stops the run; sweep records a new key (accept-new) and still
+    refuses a changed one: never less strict than accept-new, and the run says so once."""
+    config = tmp_path / "config"
+    config.write_text("Host gpu*\n  StrictHostKeyChecking no\n  ForwardAgent yes\n")
+    file = SSHConfigFile(str(config), local_user="root")
+    for name in ("gpu01", "gpu02"):
+        (hop,) = file.check(_host_named(name))
+        assert hop.accept_new
+    assert set(file.notes) == {"stricthostkeychecking", "forwardagent"}
+    why, where, hosts = file.notes["stricthostkeychecking"]
+    assert where == f"{config}:2" and hosts == {"gpu01", "gpu02"} and "accept-new" in why

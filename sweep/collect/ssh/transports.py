@@ -76,6 +76,5 @@ class AutoProber(Prober):
         by_why: dict[str, list[str]] = {}
         for name, why in self.through_ssh.items():
             by_why.setdefault(why, []).append(name)
-        return super().notes() + [f"{hosts_named(names)} through OpenSSH's ssh: {why}, which sweep's own transport "
-                                  "does not do (--transport paramiko refuses it instead)"
-                                  for why, names in sorted(by_why.items())]
+        return super().notes() + [f"{hosts_named(names)} through OpenSSH's ssh: {why}; --transport paramiko would "
+                                  "refuse it instead" for why, names in sorted(by_why.items())]
