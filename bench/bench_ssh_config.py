@@ -1,11 +1,12 @@
 """Controller CPU per host of a loopback sweep whose hosts are named through an ssh_config paramiko honours,
 two source trees in paired runs (issue 50: reading the config as ssh does must cost no CPU).
 
-    python bench/bench_ssh_config.py --hosts 300 --pairs 3 --before /tmp/before-50 [--after .]
+    python bench/bench_ssh_config.py --hosts 300 --pairs 3 --before /tmp/before-50 [--after .] [--config star]
 
-One LocalFleet (a real sshd per host); the inventory names hosts h000...; the config gives each its HostName
-and, under ``Host h*``, User, IdentityFile, IdentitiesOnly, ServerAliveInterval, ConnectTimeout and
-StrictHostKeyChecking yes. Each run is a child process started in its tree (cwd and PYTHONPATH); its CPU
+One LocalFleet (a real sshd per host). ``--config blocks`` (default): the inventory names hosts h000...,
+the config gives each its HostName and, under ``Host h*``, User, IdentityFile, IdentitiesOnly,
+ServerAliveInterval, ConnectTimeout and StrictHostKeyChecking yes. ``--config star``: the inventory
+gives each host's address, the config is those settings under ``Host *`` alone. Each run is a child process started in its tree (cwd and PYTHONPATH); its CPU
 is its user+system time and that of every process it waited for (os.wait4). Runs alternate before/after;
 the ratio is after/before of CPU per host, per pair. Not part of the test suite.
 """
@@ -59,18 +60,24 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--before", required=True, help="the tree to compare with (a git worktree of 970fdb3)")
     parser.add_argument("--after", default=str(REPO))
+    parser.add_argument("--config", choices=("blocks", "star"), default="blocks")
     args = parser.parse_args()
     trees = {"before": Path(args.before).resolve(), "after": Path(args.after).resolve()}
     with tempfile.TemporaryDirectory(prefix="sweep-bench-config-") as tmp:
         tmp = Path(tmp)
         hosts = [FleetHost(f"h{i:03d}") for i in range(args.hosts)]
         with LocalFleet(hosts, tmp / "fleet") as fleet:
+            star = args.config == "star"
             config = tmp / "ssh_config"
-            config.write_text("".join(f"Host {h.name}\n  HostName {fleet.addresses[h.name]}\n" for h in hosts) +
-                              f"Host h*\n  User root\n  IdentityFile {fleet.client_key_path}\n  IdentitiesOnly yes\n"
-                              "  ServerAliveInterval 30\n  ConnectTimeout 10\n  StrictHostKeyChecking yes\n")
+            config.write_text(("" if star else "".join(f"Host {h.name}\n  HostName {fleet.addresses[h.name]}\n"
+                                                      for h in hosts)) +
+                              f"Host {'*' if star else 'h*'}\n  User root\n  IdentityFile {fleet.client_key_path}\n"
+                              "  IdentitiesOnly yes\n  ServerAliveInterval 30\n  ConnectTimeout 10\n"
+                              "  StrictHostKeyChecking yes\n")
             inventory = tmp / "inv.yml"
-            inventory.write_text("all:\n  hosts:\n" + "".join(f"    {h.name}:\n" for h in hosts))
+            inventory.write_text("all:\n  hosts:\n" + "".join(
+                f"    {h.name}: {{ansible_host: '{fleet.addresses[h.name]}'}}\n" if star else f"    {h.name}:\n"
+                for h in hosts))
             ratios = []
             for pair in range(args.pairs):
                 per_host = {}
