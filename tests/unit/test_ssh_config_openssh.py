@@ -30,22 +30,28 @@ NAMES = ["gpu01", "gpu02", "GPU01", "Gpu02", "gpu1", "gpu[12]", "web1", "bastion
 PATTERNS = ["gpu*", "gpu0?", "*", "web1", "!gpu02", "*.example.org", "bast*", "db*", "GPU*", "Gpu0?", "gpu[12]",
             "gpu?", "gpu??", "*\u00e9", "\u212a*", "k*", "KUBE", "!GPU01", "*.EXAMPLE.org"]
 KEYWORDS_VALUES = st.one_of(
-    st.tuples(st.just("HostName"), st.sampled_from(["10.1.2.3", "%h.internal", "real-%h", "%%h"])),
+    st.tuples(st.just("HostName"), st.sampled_from(["10.1.2.3", "%h.internal", "real-%h", "%%h", "FD00::0001",
+                                                   "AbC:x", "Real-%h.Example", "127.1", "GPU01"])),
     st.tuples(st.just("User"), st.sampled_from(["alice", "bob", "ops"])),
     st.tuples(st.just("Port"), st.sampled_from(["22", "2222", "8022"])),
     st.tuples(st.just("IdentityFile"), st.sampled_from(["/keys/a", "/keys/%h_%r", "/keys/b"])),
     st.tuples(st.just("CertificateFile"), st.sampled_from(["/keys/a-cert.pub", "/certs/%n"])),
-    st.tuples(st.just("ProxyCommand"), st.sampled_from(["ssh -W %h:%p bastion", "nc %h %p", "none"])),
+    st.tuples(st.just("ProxyCommand"), st.sampled_from(["ssh -W %h:%p bastion", "nc %h %p", "none",
+                                                       'ssh -o "ProxyCommand nc %h %p" -W %h:%p jump',
+                                                       "sh -c 'nc %h %p'  # kept"])),
     st.tuples(st.just("ProxyJump"), st.sampled_from(["bastion", "ops@jump:2200", "a,b", "none", "NONE"])),
 )
 
 
 def _match_line(draw, top: bool = True) -> str:
-    kinds = ["host", "originalhost", "user", "localuser", "all", "exec"] + (["all+", "+all"] if top else [])
+    kinds = ["host", "originalhost", "user", "localuser", "all", "exec", "final", "canonical"] + (
+        ["all+", "+all"] if top else [])
     kind = draw(st.sampled_from(kinds))
     neg = "!" if draw(st.booleans()) and kind != "all" else ""
     if kind == "all":
         return "Match all"
+    if kind in ("final", "canonical"):  # ssh's second pass: Host lines then match the final name
+        return f"Match {neg}{kind} host {draw(st.sampled_from(['gpu*', '10.*', 'fd00::1', '*']))}"
     if kind == "all+":  # ssh refuses the file: 'all' cannot be combined with other Match attributes
         return f"Match {neg}all host {draw(st.sampled_from(PATTERNS))}"
     if kind == "+all":  # after another attribute ssh takes it
