@@ -136,8 +136,9 @@ def fields_of(resolved, file) -> dict[str, list[str]]:
         values = [s.value for s in resolved.all(key)]
         if values:
             out[key] = values
+    alias = getattr(type(resolved), "host_key_alias", None)  # before issue 50: the value as written
     for key in ("proxyjump", "proxycommand", "hostkeyalias"):
-        value = resolved.get(key)
+        value = resolved.host_key_alias if key == "hostkeyalias" and alias is not None else resolved.get(key)
         if value and not (key != "hostkeyalias" and value.lower() == "none"):
             out[key] = [value]
     return out

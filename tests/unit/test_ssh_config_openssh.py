@@ -189,14 +189,20 @@ Host colon
   HostName AbC:x
 Host ka
   KeepAlive no
+Host mapped
+  HostName ::FFFF:1.2.3.4
+Host upper6
+  HostName FD00::1
+  HostKeyAlias Gpu-Alias
 """
 
 
 @pytest.mark.parametrize("name", ["alias", "ALIAS", "real", "can1", "Can1", "Mixed1", "mixed1", "v6", "colon", "ka",
-                                  "nothing"])
+                                  "mapped", "upper6", "nothing"])
 def test_match_final_and_canonical_and_the_final_name_agree_with_ssh_G(tmp_path, name):
     """Issue 50: `Match final` anywhere makes ssh read the file again, Host lines then matching the final
-    name (lower-cased, addresses canonical: FD00::0001 is fd00::1, a name with ':' kept as written)."""
+    name (lower-cased, addresses canonical: FD00::0001 is fd00::1, but FD00::1 kept as written, a name with ':'
+    kept as written); HostKeyAlias lower-cased, as ssh looks it up in known_hosts."""
     require(SSH is not None, "needs OpenSSH's ssh")
     config = tmp_path / "config"
     config.write_text(FINAL_PASS)
@@ -205,6 +211,7 @@ def test_match_final_and_canonical_and_the_final_name_agree_with_ssh_G(tmp_path,
     assert (ours.hostname, str(ours.port), ours.user("root")) == (
         theirs["hostname"][0], theirs["port"][0], theirs["user"][0])
     assert theirs["tcpkeepalive"] == [{"no": "no"}.get(ours.get("tcpkeepalive"), "yes")]
+    assert theirs.get("hostkeyalias") == ([ours.host_key_alias] if ours.host_key_alias else None)
 
 
 @pytest.mark.parametrize("line", [

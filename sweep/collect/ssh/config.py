@@ -192,7 +192,7 @@ class SSHConfigFile:
         timeout = resolved.get("connecttimeout")
         return Hop(
             address=resolved.hostname, port=resolved.port, user=user, key_files=files("identityfile"),
-            key_alias=resolved.get("hostkeyalias") or resolved.hostname, cert_files=files("certificatefile"),
+            key_alias=resolved.host_key_alias or resolved.hostname, cert_files=files("certificatefile"),
             proxy_command=command, agent=agent, known_hosts=known_files,
             accept_new=(resolved.get("stricthostkeychecking") or "").lower() in ("accept-new", "no", "off", "false"),
             connect_timeout=float(seconds(timeout)) if timeout and seconds(timeout) else None,

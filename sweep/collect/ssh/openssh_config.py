@@ -101,6 +101,12 @@ class Resolved:
         return expand(setting.value, {"h": self.original}, setting.name, setting.where)
 
     @property
+    def host_key_alias(self) -> str | None:
+        """HostKeyAlias, ASCII lower-cased as ssh.c lower-cases it (known_hosts hashes the lower-case name)."""
+        alias = self.get("hostkeyalias")
+        return ascii_lower(alias) if alias is not None else None
+
+    @property
     def port(self) -> int:
         setting = self.first("port")
         if setting is None:
@@ -119,8 +125,8 @@ def canonical_host(name: str, family: str = "any") -> str:
     holding ':' or '%', or only digits and dots, counts as an address); other names lower-cased."""
     fast = "%" in name or ":" in name or all(ch in "0123456789." for ch in name)
     canonical = _numeric_address(name, family)
-    if canonical is not None:
-        return canonical
+    if canonical is not None:  # resolve_canonicalize keeps the name when only its case differs
+        return name if ascii_lower(canonical) == ascii_lower(name) else canonical
     return name if fast else ascii_lower(name)
 
 
