@@ -196,7 +196,8 @@ class SSHConfigFile:
             proxy_command=command, agent=agent, known_hosts=known_files,
             accept_new=(resolved.get("stricthostkeychecking") or "").lower() in ("accept-new", "no", "off", "false"),
             connect_timeout=float(seconds(timeout)) if timeout and seconds(timeout) else None,
-            compression=_yes(resolved.get("compression")), keepalive_s=seconds((resolved.get("serveraliveinterval") or "0").lower()) or 0,
+            compression=_yes(resolved.get("compression")),
+            keepalive_s=seconds((resolved.get("serveraliveinterval") or "0").lower()) or 0,
             bind_address=resolved.get("bindaddress"), family=(resolved.get("addressfamily") or "any").lower(),
             tcp_keepalive=_yes(resolved.get("tcpkeepalive") or "yes"),
         )

@@ -2,13 +2,14 @@
 
 Each attempt is one ``ssh`` process in BatchMode, in a session of its own, killed (with its
 ProxyCommand and ``ssh -W`` children) by the watchdog at the host's deadline. OpenSSH reads the
-operator's ssh_config itself, so GSSAPI, smart cards, FIDO keys and every other keyword that
-decides how the host is reached work unchanged; what only an interactive session wants (agent and X11
+operator's ssh_config itself, so GSSAPI, smart cards, FIDO keys and every other keyword that decides
+how the host is reached work unchanged; what only an interactive session wants (agent and X11
 forwarding, forwardings, ControlMaster, a RemoteCommand) is overridden on the command line
-(`PROBE_OPTIONS`), as sweep's own transport leaves it unused. Host keys are checked as strictly as by sweep's own transport:
-``StrictHostKeyChecking=yes`` (``accept-new`` only with ``--accept-new-host-keys`` or the config's
-own ``accept-new``, or its ``no``, taken as ``accept-new``) against the run's known_hosts files first; no global file, no KnownHostsCommand,
-no key rewriting. curve25519 is put first unless the config or the inventory chooses KexAlgorithms.
+(`PROBE_OPTIONS`), as sweep's own transport leaves it unused. Host keys are checked as strictly as
+by sweep's own transport: ``StrictHostKeyChecking=yes`` (``accept-new`` only with
+``--accept-new-host-keys`` or the config's own ``accept-new``, or its ``no``, taken as
+``accept-new``) against the run's known_hosts files first; no global file, no KnownHostsCommand, no
+key rewriting. curve25519 is put first unless the config or the inventory chooses KexAlgorithms.
 """
 from __future__ import annotations
 
