@@ -327,3 +327,18 @@ def test_strict_host_key_checking_no_is_taken_as_accept_new_with_a_note(tmp_path
     assert set(file.notes) == {"stricthostkeychecking", "forwardagent"}
     why, where, hosts = file.notes["stricthostkeychecking"]
     assert where == f"{config}:2" and hosts == {"gpu01", "gpu02"} and "accept-new" in why
+
+
+def test_a_host_sent_through_ssh_is_named_in_the_notes_of_what_it_leaves_unused(tmp_path):
+    """A host going through OpenSSH's ssh has its ForwardAgent overridden there too (PROBE_OPTIONS): the run's note
+    names it beside the hosts of sweep's own transport; the reason it goes through ssh is the first such setting."""
+    from sweep.collect.ssh.config import NeedsOpenSSH
+
+    config = tmp_path / "config"
+    config.write_text("Host gpu02\n  Ciphers aes128-ctr\n  KexAlgorithms curve25519-sha256\nHost *\n  ForwardAgent yes\n")
+    file = SSHConfigFile(str(config), local_user="root")
+    file.check(_host_named("gpu01"))
+    with pytest.raises(NeedsOpenSSH) as need:
+        file.check(_host_named("gpu02"))
+    assert need.value.why.startswith("Ciphers aes128-ctr asks for choosing ciphers") and need.value.where.endswith(":2")
+    assert file.notes["forwardagent"][2] == {"gpu01", "gpu02"}

@@ -140,13 +140,16 @@ class SSHConfigFile:
                                     self.path or "the inventory")
         resolved = self.reader.resolve(name, given)
         ignore = (resolved.get("ignoreunknown") or "").lower()
+        needs: NeedsOpenSSH | None = None
         for setting in resolved.settings:
             if setting.keyword not in KEYWORDS:
                 if ignore and pattern_list_match(setting.keyword, ignore):
                     continue  # OpenSSH skips an unknown keyword that IgnoreUnknown names
                 raise SSHSettingRefused(f"{host_name}: {setting.name} is not an ssh_config keyword OpenSSH 9.2 "
                                         "knows (ssh refuses it too)", setting.where)
-            self._judge(setting, host_name)
+            needs = needs or self._judge(setting, host_name)  # every setting's note, then the first need
+        if needs is not None:
+            raise needs
         hop = self._hop(resolved)
         jump = resolved.first("proxyjump")
         if jump is None or jump.value.lower() == "none":
@@ -163,15 +166,17 @@ class SSHConfigFile:
             via.append(Setting("proxyjump", (",".join(specs[:-1]),), jump.where, "ProxyJump"))
         return [*self._chain(last_name, via, depth + 1, host_name), hop]
 
-    def _judge(self, setting: Setting, host_name: str) -> None:
+    def _judge(self, setting: Setting, host_name: str) -> NeedsOpenSSH | None:
+        """A note kept for the run, or what sends the host through ssh (None: honoured)."""
         finding = check(setting)
         if finding is None:
-            return
+            return None
         if finding.kind == "openssh":
-            raise NeedsOpenSSH(f"{host_name}: {finding.why}; {FIX}", setting.where, f"{finding.why} ({setting.where})")
+            return NeedsOpenSSH(f"{host_name}: {finding.why}; {FIX}", setting.where, f"{finding.why} ({setting.where})")
         with self._lock:
             why, where, hosts = self.notes.setdefault(setting.keyword, (finding.why, setting.where, set()))
             hosts.add(host_name)
+        return None
 
     def _hop(self, resolved: Resolved) -> Hop:
         user = resolved.user(self.local_user)
