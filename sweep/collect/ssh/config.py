@@ -147,7 +147,8 @@ class SSHConfigFile:
                     continue  # OpenSSH skips an unknown keyword that IgnoreUnknown names
                 raise SSHSettingRefused(f"{host_name}: {setting.name} is not an ssh_config keyword OpenSSH 9.2 "
                                         "knows (ssh refuses it too)", setting.where)
-            needs = needs or self._judge(setting, host_name)  # every setting's note, then the first need
+            found = self._judge(setting, host_name)  # every setting's note; then the first need, raised
+            needs = needs or found
         if needs is not None:
             raise needs
         hop = self._hop(resolved)
