@@ -5,7 +5,8 @@ name, the same name in mixed case, and one name nothing matches), sweep's readin
 decide the connection must be what ``ssh -G`` prints, and sweep must not refuse a name ssh reads. A
 ``Match exec`` command is replaced by ``true`` (and the config read again with ``false``). ssh runs
 under ``unshare -rmn`` with a scratch home bind-mounted over its passwd home (it takes ``~`` from
-passwd, not $HOME: ../shared/NOTES.md) and no network; sweep's side gets the scratch home as $HOME.
+passwd, not $HOME: ../shared/NOTES.md) and no network; sweep's side gets the scratch home as $HOME;
+both see XDG_RUNTIME_DIR set, as in a login session (configs name ${XDG_RUNTIME_DIR} in forwardings).
 
 ``python tests/unit/ssh_config_corpus.py`` prints the figures (the issue's before/after: run it with
 PYTHONPATH of another tree to measure that tree; it uses only the API 970fdb3 already had).
@@ -120,6 +121,12 @@ def fields_of(resolved, file) -> dict[str, list[str]]:
     """The FIELDS as ssh -G prints them (unset ones: ssh's defaults for the few it always prints)."""
     from sweep.collect.ssh.openssh_config import expand, local_tokens, tilde
 
+    try:
+        from sweep.collect.ssh.openssh_config import dollar_expand
+    except ImportError:  # before issue 50: no ${NAME}
+        def dollar_expand(text, *_):
+            return text
+
     user = resolved.user("root")
     tokens = local_tokens(resolved, user, "root")
     strict = (resolved.get("stricthostkeychecking") or "ask").lower()
@@ -130,7 +137,8 @@ def fields_of(resolved, file) -> dict[str, list[str]]:
            "identitiesonly": [{"true": "yes", "false": "no"}.get((resolved.get("identitiesonly") or "no").lower(),
                                                                   (resolved.get("identitiesonly") or "no").lower())],
            "connecttimeout": [_timeout(timeout)],
-           "userknownhostsfile": [" ".join(tilde(expand(w, tokens, "UserKnownHostsFile", "")) for w in _words(known))]
+           "userknownhostsfile": [" ".join(tilde(expand(dollar_expand(w, "", ""), tokens, "UserKnownHostsFile", ""))
+                                           for w in _words(known))]
            if known else [f"{tilde('~')}/.ssh/known_hosts {tilde('~')}/.ssh/known_hosts2"]}
     for key in ("identityfile", "certificatefile"):
         values = [s.value for s in resolved.all(key)]
@@ -191,15 +199,19 @@ def run() -> Tally:
     with tempfile.TemporaryDirectory(prefix="sweep-ssh-corpus-") as scratch:
         home = Path(scratch) / "home"
         (home / ".ssh").mkdir(parents=True)
-        old_home = os.environ.get("HOME")
-        os.environ["HOME"] = str(home)
+        saved = {name: os.environ.get(name) for name in ("HOME", "XDG_RUNTIME_DIR")}
+        os.environ.update(HOME=str(home), XDG_RUNTIME_DIR=str(home / "run"))  # as in a login session, both sides
         try:
             for entry in entries():
                 text = (CORPUS / entry["file"]).read_text(errors="replace")
                 for label, variant in variants(text):
                     _one(tally, f"{entry['file']}{label}", variant, home)
         finally:
-            os.environ["HOME"] = old_home or ""
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
     return tally
 
 

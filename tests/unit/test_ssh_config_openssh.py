@@ -243,6 +243,8 @@ def test_command_values_are_the_rest_of_the_line_as_ssh_keeps_them(tmp_path, lin
     ("IgnoreUnknown frob*\nHost a\n  Frobnicate yes\n", False),
     ("Host a\n  HostName 'unclosed\n", True),
     ("Host a\n  Compression true\n", True),
+    ("Host a\n  RemoteForward ${SWEEP_UNSET_50}/S.gpg-agent /tmp/S.extra\n", True),  # readconf expands it as it reads
+    ("Host a\n  RemoteForward ${HOME}/S.gpg-agent /tmp/S.extra\n", False),
 ])
 def test_lines_ssh_refuses_refuse_the_whole_file_and_only_those(tmp_path, text, refused):
     require(SSH is not None, "needs OpenSSH's ssh")
@@ -342,3 +344,20 @@ def test_a_host_sent_through_ssh_is_named_in_the_notes_of_what_it_leaves_unused(
         file.check(_host_named("gpu02"))
     assert need.value.why.startswith("Ciphers aes128-ctr asks for choosing ciphers") and need.value.where.endswith(":2")
     assert file.notes["forwardagent"][2] == {"gpu01", "gpu02"}
+
+
+def test_environment_variables_in_paths_are_expanded_and_an_unset_one_refused_as_ssh_refuses(tmp_path, monkeypatch):
+    """${NAME} in IdentityFile and UserKnownHostsFile is the environment's value (ssh expands it before %-tokens);
+    a ControlPath naming a variable this environment lacks makes ssh refuse the host, and sweep too."""
+    require(SSH is not None, "needs OpenSSH's ssh")
+    monkeypatch.setenv("SWEEP_KEYS_50", "/keys")
+    monkeypatch.delenv("SWEEP_UNSET_50", raising=False)
+    config = tmp_path / "config"
+    config.write_text("Host gpu01\n  IdentityFile ${SWEEP_KEYS_50}/%h\n  UserKnownHostsFile ${SWEEP_KEYS_50}/kh\n"
+                      "Host gpu02\n  ControlPath ${SWEEP_UNSET_50}/cm\n")
+    (hop,) = SSHConfigFile(str(config)).check(_host_named("gpu01"))
+    assert hop.key_files == ("/keys/gpu01",) and hop.known_hosts == ("/keys/kh",)
+    assert _ssh_g(config, "gpu01", [])["userknownhostsfile"] == ["/keys/kh"]
+    assert "SWEEP_UNSET_50" in _ssh_g(config, "gpu02", [], refused=True)
+    with pytest.raises(SSHConfigError, match=r"ControlPath uses \$\{SWEEP_UNSET_50\}, which has no value"):
+        SSHConfigFile(str(config)).check(_host_named("gpu02"))

@@ -21,12 +21,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sweep.collect.ssh.openssh_config import (ConfigReader, Resolved, Setting, SSHArgsError, SSHConfigRejected,
-                                              command_line, expand, local_tokens, pattern_list_match, tilde)
+                                              command_line, dollar_expand, expand, local_tokens, pattern_list_match,
+                                              tilde)
 from sweep.collect.ssh.policy import KEYWORDS, check, seconds
 from sweep.errors import SSHConfigError
 from sweep.inventory.names import RULE_FIX, RULE_WHY, hostname_problem, ruser_problem
 
 MAX_JUMPS = 8
+DOLLAR_EXPANDED = {"controlpath", "identityagent"}  # and the files, in _hop; the forwardings: config_grammar
 FIX = ("drop it for these hosts, or sweep without --transport paramiko (the host then goes through OpenSSH's "
        "ssh); docs/ssh.md lists what sweep's own transport honours")
 
@@ -147,6 +149,11 @@ class SSHConfigFile:
                     continue  # OpenSSH skips an unknown keyword that IgnoreUnknown names
                 raise SSHSettingRefused(f"{host_name}: {setting.name} is not an ssh_config keyword OpenSSH 9.2 "
                                         "knows (ssh refuses it too)", setting.where)
+            if setting.keyword in DOLLAR_EXPANDED and setting.value.lower() != "none":
+                try:  # ssh expands ${NAME} in these before it connects, and refuses the host without NAME
+                    dollar_expand(setting.value, setting.name, setting.where)
+                except SSHConfigError as exc:
+                    raise SSHSettingRefused(f"{host_name}: {exc.message}", exc.where) from None
             found = self._judge(setting, host_name)  # every setting's note; then the first need, raised
             needs = needs or found
         if needs is not None:
@@ -184,7 +191,8 @@ class SSHConfigFile:
         tokens = local_tokens(resolved, user, self.local_user)
 
         def files(keyword: str) -> tuple[str, ...]:
-            return tuple(tilde(expand(s.value, tokens, s.name, s.where)) for s in resolved.all(keyword)
+            return tuple(tilde(expand(dollar_expand(s.value, s.name, s.where), tokens, s.name, s.where))
+                         for s in resolved.all(keyword)
                          if s.value.lower() != "none")
 
         proxy = resolved.first("proxycommand")
@@ -219,7 +227,8 @@ def user_known_hosts(known: Setting | None, tokens: dict[str, str]) -> tuple[str
         if len(words) > 1:
             raise SSHConfigError(f'{known.name} "none" must appear alone (OpenSSH refuses the file)', known.where)
         return (os.devnull,)
-    return tuple(tilde(expand(f, tokens, known.name, known.where)) for f in words)
+    return tuple(tilde(expand(dollar_expand(f, known.name, known.where), tokens, known.name, known.where))
+                 for f in words)
 
 
 def _check_jump(jump: Setting, name: str, user: str | None, host_name: str) -> None:

@@ -13,6 +13,8 @@ names are ``ssh -Q cipher|mac|kex|key-sig|sig`` there.
 """
 from __future__ import annotations
 
+import os
+import re
 import socket
 from dataclasses import dataclass
 
@@ -176,6 +178,10 @@ def value_problem(keyword: str, args: tuple[str, ...]) -> str | None:
             return f"{unknown[0]!r} is not a {what} OpenSSH 9.2 knows"
     if keyword == "setenv" and any("=" not in arg for arg in args):
         return "holds a word without NAME=value"
+    if keyword in ("localforward", "remoteforward", "dynamicforward"):  # readconf expands ${NAME} as it reads
+        for name in re.findall(r"\$\{([^}]*)\}", " ".join(args)):
+            if not name or os.environ.get(name) is None:
+                return f"uses ${{{name}}}, which has no value in this environment"
     return None
 
 

@@ -30,8 +30,8 @@ from sweep.collect.bundle import become_user, remote_command
 from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
 from sweep.collect.ssh.config import SSHSettingRefused, inventory_settings, user_known_hosts
 from sweep.errors import SSHConfigError
-from sweep.collect.ssh.openssh_config import (ConfigReader, Resolved, SSHConfigRejected, expand, local_tokens,
-                                              tilde)
+from sweep.collect.ssh.openssh_config import (ConfigReader, Resolved, SSHConfigRejected, dollar_expand, expand,
+                                              local_tokens, tilde)
 from sweep.collect.ssh.policy import KEYWORDS
 from sweep.collect.ssh.prober import HostFailure, Prober, SSHOptions, host_agent_args, judge_output
 from sweep.collect.ssh.watchdog import Attempt
@@ -280,8 +280,10 @@ def offered_certificates(resolved: Resolved | None, host: Any, allow_agent: bool
     if resolved is not None:
         tokens = local_tokens(resolved, resolved.user(_local_user()), _local_user())
         try:
-            keys += [tilde(expand(s.value, tokens, s.name, s.where)) for s in resolved.all("identityfile")]
-            files = [tilde(expand(s.value, tokens, s.name, s.where)) for s in resolved.all("certificatefile")]
+            keys += [tilde(expand(dollar_expand(s.value, s.name, s.where), tokens, s.name, s.where))
+                     for s in resolved.all("identityfile")]
+            files = [tilde(expand(dollar_expand(s.value, s.name, s.where), tokens, s.name, s.where))
+                     for s in resolved.all("certificatefile")]
         except SSHConfigError:
             pass
     found = []

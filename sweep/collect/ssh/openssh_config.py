@@ -159,6 +159,26 @@ def split_line(line: str) -> list[str]:
     return [parsed.keyword, *parsed.args]
 
 
+def dollar_expand(text: str, keyword: str, where: str) -> str:
+    """misc.c's ``${NAME}`` expansion (before the %-tokens) of the keywords ssh gives it (IdentityFile,
+    CertificateFile, UserKnownHostsFile, ControlPath, IdentityAgent, the forwardings' socket paths): a variable
+    this environment does not set makes ssh refuse the host, so SSHConfigError says which."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("${", i):
+            end = text.find("}", i + 2)
+            name = text[i + 2:end] if end > i + 2 else ""
+            if not name or os.environ.get(name) is None:
+                raise SSHConfigError(f"{keyword} uses ${{{name}}}, which has no value in this environment (ssh "
+                                     "refuses the host too); set it, or write the path out", where)
+            out.append(os.environ[name])
+            i = end + 1
+            continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
 def expand(text: str, tokens: dict[str, str], keyword: str, where: str, *, shell: bool = False) -> str:
     """OpenSSH's percent_expand: every %x must be one of `tokens` (or %%), else SSHConfigError.
 
