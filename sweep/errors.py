@@ -11,8 +11,9 @@ several modules raise it:
   + ConfigError .................... an option or input file of the user's
   |   + SSHConfigError ............. ssh_config line, ssh argument or setting a connection cannot honour
   |   |   + SSHSettingRefused ...... (collect.ssh.config) the same, said for one host (its name first)
+  |   |   |   + NeedsOpenSSH ....... (collect.ssh.config) what only OpenSSH's ssh does (auto: sent there)
   |   |   + SSHArgsError ........... (collect.ssh.openssh_config) an ssh(1) argument list
-  |   |   + SSHOptionRefused ....... (collect.ssh.policy) a keyword sweep's transport would not carry out
+  |   |   + SSHConfigRejected ...... (collect.ssh.openssh_config) a line ssh refuses the whole file for
   |   + KeyFileError ............... (collect.ssh.prober) a private key file that cannot be used
   |   |   + KeyFileMissing
   |   |   + KeyFileEncrypted
@@ -32,6 +33,7 @@ several modules raise it:
   + InventoryWarning ............... also a UserWarning: the inventory reads, but likely holds a mistake
   |   + ExpectationsWarning ........ an expectations file names a host or group no audited host matches
   + ReadBackWarning ................ also a UserWarning: a file of a run folder is left out (named, with why)
+  + SSHConfigNote .................. also a UserWarning: an ssh_config keyword left unused, hosts sent through ssh
 """
 from __future__ import annotations
 
@@ -88,6 +90,10 @@ class InventoryWarning(SweepError, UserWarning):
 
 class ExpectationsWarning(InventoryWarning):
     """An expectations file reads, but names a host or group that none of the audited hosts matches."""
+
+
+class SSHConfigNote(SweepError, UserWarning):
+    """An ssh_config keyword a run leaves unused, or hosts that go through OpenSSH's ssh: said once per run."""
 
 
 class ReadBackWarning(SweepError, UserWarning):

@@ -43,10 +43,12 @@ def main(argv: Optional[list] = None) -> int:
     """Entry point: the one place where a SweepError becomes a message and an exit code."""
     import warnings
 
-    from sweep.errors import InventoryWarning, ReadBackWarning
+    from sweep.errors import InventoryWarning, ReadBackWarning, SSHConfigNote
 
     def show(message, category, *args, **kwargs):
-        if issubclass(category, (InventoryWarning, ReadBackWarning)):
+        if issubclass(category, SSHConfigNote):
+            say("note", message)
+        elif issubclass(category, (InventoryWarning, ReadBackWarning)):
             say("warning", message)
         else:
             previous(message, category, *args, **kwargs)
@@ -56,6 +58,7 @@ def main(argv: Optional[list] = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("always", InventoryWarning)
             warnings.simplefilter("always", ReadBackWarning)
+            warnings.simplefilter("always", SSHConfigNote)
             warnings.showwarning = show
             args = retry_failed_argv(list(sys.argv[1:] if argv is None else argv))
             rv = command().main(args=args, prog_name="sweep", standalone_mode=False)

@@ -110,10 +110,11 @@ RUN: dict[str, RunOption] = {
         help="slurm engine, no inventory: this partition's nodes"),
     "nodelist": _sets(ENGINE, None, "--nodelist", metavar="NODES",
         help="slurm engine, no inventory: these nodes (gpu[01-64])"),
-    "transport": _kept("transport", "--transport", metavar="paramiko|openssh",
-        help="ssh engine: paramiko (sweep's own, default) or openssh (the system "
-        "ssh in BatchMode: every ssh_config option, certificates, GSSAPI, "
-        "smart cards); docs/ssh.md"),
+    "transport": _kept("transport", "--transport", metavar="auto|paramiko|openssh",
+        help="ssh engine: auto (default: sweep's own, and the system ssh for each "
+        "host whose ssh_config asks what only ssh does, named on stderr), paramiko "
+        "(sweep's own only: such hosts refused) or openssh (the system ssh in "
+        "BatchMode for every host); docs/ssh.md"),
     "shard": _sets(("shard",), None, "--shard", metavar="I/N", help="sweep only the I-th of N shares of the "
         "hosts (by a stable hash of the name; report the N run folders together)"),
     "shard_by": _sets(("shard",), "hash", "--shard-by", metavar="hash|index",

@@ -46,7 +46,7 @@ class SSHOptions:
     output_limit: int = 16 * 1024 * 1024
     stderr_limit: int = 64 * 1024
     fast_kex: bool = True
-    transport: str = "paramiko"  # or "openssh": the system ssh binary (sweep.collect.ssh.openssh)
+    transport: str = "auto"  # "paramiko" (sweep's own only), "openssh" (the system ssh), "auto": ssh where needed
     backoff_s: float = 0.5
     # for encrypted key files (SWEEP_KEY_PASSPHRASE); never written anywhere, kept out of repr
     key_passphrase: str | None = field(default=None, repr=False)
@@ -88,7 +88,7 @@ class SSHSettings:
     ssh_config: str | None = "~/.ssh/config"  # None: no ssh_config at all
     allow_agent: bool = True
     look_for_keys: bool = True
-    transport: str | None = None  # "paramiko" (None) or "openssh", the system ssh
+    transport: str | None = None  # "auto" (None), "paramiko" or "openssh", the system ssh
     # for encrypted key files (else SWEEP_KEY_PASSPHRASE); never written anywhere, kept out of repr
     key_passphrase: str | None = field(default=None, repr=False)
 
@@ -109,7 +109,7 @@ class SSHSettings:
         return SSHOptions(known_hosts=(*self.known_hosts, "~/.ssh/known_hosts"),
                           accept_new_host_keys=self.accept_new_host_keys, ssh_config=self.ssh_config,
                           allow_agent=self.allow_agent, look_for_keys=self.look_for_keys,
-                          key_passphrase=passphrase, transport=self.transport or "paramiko")
+                          key_passphrase=passphrase, transport=self.transport or "auto")
 
 
 @dataclass(frozen=True)

@@ -179,7 +179,7 @@ def resolve(asked: Mapping[str, Any], given: Collection[str] | None, stored: Map
     return Resolved(live, kept, set_now)
 
 
-_PLAIN = {"transport": ("paramiko",)}  # values as harmless as the default (the run's own transport, resolved)
+_PLAIN = {"transport": ("auto", "paramiko")}  # values as harmless as the default (the run's own transport, resolved)
 
 
 def foreign(stored: Mapping[str, Any], inventory: str | None, given: Collection[str]) -> dict[str, Any]:

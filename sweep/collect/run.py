@@ -10,6 +10,7 @@ import hashlib
 import os
 import signal
 import threading
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,7 +27,7 @@ from sweep.collect.outcome import Outcome
 from sweep.collect.ssh.prober import (KeyFileEncrypted, KeyFileError, KeyFileMissing, KeyFileWrongPassphrase,
                                       load_private_key)
 from sweep.collect.ssh.transports import TRANSPORTS, make_prober
-from sweep.errors import ConfigError, InventoryError, RunFolderError
+from sweep.errors import ConfigError, InventoryError, RunFolderError, SSHConfigNote
 from sweep.failures import FAILURE_CLASSES
 from sweep.inventory.command_line import VarLayers, is_inline
 from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory, refuse_unrendered
@@ -105,7 +106,7 @@ def run_sweep(
     `hosts` selects them (`HostSelection`: --limit, --shard, the inventory's reader and bounds), `ssh` says how
     they are reached (`SSHSettings`: its timeouts and retries win over a host's ``sweep_*`` settings, then the
     defaults: 10 s, 120 s, 3), `agent` what the agent does there (`AgentOptions`: its arguments, `wrap`'s
-    benchmark, ssh engine only). `engine` is "ssh" (through ``ssh.transport``: "paramiko", or "openssh", the
+    benchmark, ssh engine only). `engine` is "ssh" (through ``ssh.transport``: "auto", "paramiko", or "openssh", the
     system ssh), "ansible", "slurm" or an Engine object. Before any host is contacted: key files (decrypted
     with ``ssh.key_passphrase`` or SWEEP_KEY_PASSPHRASE, written nowhere), every host's ssh settings, the
     inventory's bounds (alias bombs, host ranges). The run folder is locked for the sweep; SIGTERM ends it
@@ -255,6 +256,8 @@ def _check_ssh_settings(runner: Engine, hosts: Sequence[Host], options: SSHOptio
     checker = make_prober(options.transport if runner.name == "ssh" else "openssh", b"", (), options)
     for host in hosts:
         checker.check(host)  # an SSHConfigError names the host, the setting, where it is and the fix
+    for note in checker.notes() if runner.name == "ssh" else ():  # once per run: left unused, through ssh
+        warnings.warn(SSHConfigNote(note))
 
 
 def _select(inventory: Inventory, limit: str | None, shard: tuple[int, int, str] | None,

@@ -84,7 +84,7 @@ def test_resume_reuses_the_options_the_run_was_started_with(twenty, tmp_path, mo
     assert main(["run", "--resume", str(run)]) == 1  # r-new1's unknown key, as before; nothing else failed
     assert classes(run) == {"r01": "ok", "r02": "ok", "r03": "ok", "r-new1": "host_key_unknown"}
     after = manifest(run)
-    assert after["state"] == "complete" and after["options"] == options | {"transport": "paramiko"}
+    assert after["state"] == "complete" and after["options"] == options | {"transport": "auto"}
     assert after["sessions"][1]["options_set"] == {} and after["sessions"][1]["hosts_swept"] == 2
     assert not (run / "report").exists()  # --no-report was kept too
     # an option given again wins, and the session that set it says so

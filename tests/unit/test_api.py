@@ -51,7 +51,7 @@ def test_run_sweep_takes_its_options_as_a_few_frozen_objects():
     ssh = sweep.SSHSettings(known_hosts="fleet_known_hosts", key_passphrase="secret")
     assert ssh.known_hosts == ("fleet_known_hosts",) and "secret" not in repr(ssh)
     resolved = ssh.resolved()
-    assert resolved.known_hosts == ("fleet_known_hosts", "~/.ssh/known_hosts") and resolved.transport == "paramiko"
+    assert resolved.known_hosts == ("fleet_known_hosts", "~/.ssh/known_hosts") and resolved.transport == "auto"
     try:
         ssh.host_deadline = 5
     except dataclasses.FrozenInstanceError:

@@ -29,7 +29,7 @@ EXCEPTIONS = dict(_exception_classes())
 
 def test_the_walk_finds_the_exceptions_raised_across_the_tree():
     found = {name.rsplit(".", 1)[1] for name in EXCEPTIONS}
-    assert {"HostFailure", "KeyFileMissing", "UnknownHostKey", "SSHOptionRefused", "DepthError",
+    assert {"HostFailure", "KeyFileMissing", "UnknownHostKey", "NeedsOpenSSH", "DepthError",
             "CertificateError", "EngineError", "InventoryWarning"} <= found
 
 
@@ -67,7 +67,7 @@ def test_one_class_for_an_ssh_setting_sweep_cannot_read_or_honour(tmp_path):
     host = Host(name="gpu01", address="gpu01", port=None, user=None, key_file=None, python="python3",
                 ssh_common_args=None, proxy_jump=None, groups=(), vars={}, settings={})
     config = tmp_path / "config"
-    config.write_text("Host gpu*\n  User a\nMatch canonical\n  User b\n")
+    config.write_text("Host gpu*\n  User a\nMatch localnetwork 10.0.0.0/8\n  User b\n")
     with pytest.raises(SSHConfigError) as unreadable:
         ConfigReader(str(config)).resolve("gpu01")
     config.write_text("Host *\n  UseKeychain yes\n")
@@ -75,4 +75,4 @@ def test_one_class_for_an_ssh_setting_sweep_cannot_read_or_honour(tmp_path):
         SSHConfigFile(str(config)).check(host)
     for err in (unreadable.value, refused.value):
         assert isinstance(err, ConfigError) and err.exit_code == 2
-    assert str(refused.value).startswith(f"{config}:2: gpu01: UseKeychain yes is not an ssh_config keyword")
+    assert str(refused.value).startswith(f"{config}:2: gpu01: ssh_config UseKeychain is not an ssh_config keyword")

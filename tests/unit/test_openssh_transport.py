@@ -83,9 +83,22 @@ def test_accept_new_only_when_asked(options, hermetic_home):
     assert _resolved(OpenSSHProber(b"", [], replace(options, accept_new_host_keys=True)),
                      _host())["stricthostkeychecking"] == "accept-new"
     (hermetic_home / ".ssh" / "config").write_text("Host gpu07\n  StrictHostKeyChecking no\n")
-    with pytest.raises(SSHConfigError) as refused:
-        OpenSSHProber(b"", [], options).check(_host())
-    assert refused.value.where.endswith(".ssh/config:2") and "--accept-new-host-keys" in refused.value.message
+    OpenSSHProber(b"", [], options).check(_host())  # issue 50: no refusal, and no less strict than accept-new
+    assert _resolved(OpenSSHProber(b"", [], options), _host())["stricthostkeychecking"] == "accept-new"
+
+
+def test_what_only_an_interactive_session_wants_is_overridden_on_the_command_line(options, hermetic_home):
+    """Issue 50: the config's conveniences reach no host through ssh either: no agent or X11 forwarded, no
+    forwarding, no connection shared (nothing left running), the agent run as the command."""
+    (hermetic_home / ".ssh" / "config").write_text(
+        "Host *\n  ForwardAgent yes\n  ForwardX11 yes\n  ControlMaster auto\n  ControlPath ~/.ssh/cm-%C\n"
+        "  ControlPersist 10m\n  LocalForward 8080 localhost:80\n  RemoteCommand htop\n  RequestTTY force\n"
+        "  PermitLocalCommand yes\n  LocalCommand touch /tmp/x\n")
+    found = _resolved(OpenSSHProber(b"", [], options), _host())
+    assert (found["forwardagent"], found["forwardx11"], found["controlmaster"]) == ("no", "no", "false")
+    assert "controlpath" not in found and found["controlpersist"] == "no"
+    assert (found["clearallforwardings"], found["permitlocalcommand"], found["sessiontype"]) == ("yes", "no", "default")
+    assert "remotecommand" not in found
 
 
 def test_the_inventory_args_reach_ssh(options):

@@ -6,8 +6,11 @@ Ansible puts them on ssh's command line (``-o Port=``, ``-o User=``, ``-o Identi
 file, so they win (OpenSSH keeps a keyword's first value). ProxyJump is followed as OpenSSH follows
 it: ``-J a,b`` reaches ``b`` through ``a``, and the first hop's own ProxyJump or ProxyCommand applies.
 
-`SSHConfigFile.check(host)` reads everything that applies to a host and each of its hops and
-refuses (`SSHSettingRefused`) what sweep's transport would not carry out, before any host is contacted.
+`SSHConfigFile.check(host)` reads everything that applies to a host and each of its hops, before
+any host is contacted: what ssh itself refuses is `SSHSettingRefused`; what only OpenSSH's ssh
+does (`policy.KEYWORDS`: a cipher list, an agent socket, GSSAPI, ...) is `NeedsOpenSSH`, which the
+default transport answers by sending that host through ssh and ``--transport paramiko`` refuses;
+what sweep leaves unused (ForwardAgent, ControlMaster, ...) is kept in `notes`, said once per run.
 """
 from __future__ import annotations
 
@@ -17,20 +20,29 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sweep.collect.ssh.openssh_config import (ConfigReader, Resolved, Setting, SSHArgsError,
-                                              command_line, expand, local_tokens, pattern_list_match, tilde)
-from sweep.collect.ssh.policy import KEYWORDS, SSHOptionRefused, check
+from sweep.collect.ssh.openssh_config import (ConfigReader, Resolved, Setting, SSHArgsError, SSHConfigRejected,
+                                              command_line, dollar_expand, expand, local_tokens, pattern_list_match,
+                                              tilde)
+from sweep.collect.ssh.policy import KEYWORDS, check, seconds
 from sweep.errors import SSHConfigError
 from sweep.inventory.names import RULE_FIX, RULE_WHY, hostname_problem, ruser_problem
 
 MAX_JUMPS = 8
-FIX = ("drop it for these hosts, or sweep with --transport openssh (OpenSSH itself then reads "
-       "every option); docs/ssh.md lists what sweep's own transport honours")
-
+DOLLAR_EXPANDED = {"controlpath", "identityagent"}  # and the files, in _hop; the forwardings: config_grammar
+FIX = ("drop it for these hosts, or sweep without --transport paramiko (the host then goes through OpenSSH's "
+       "ssh); docs/ssh.md lists what sweep's own transport honours")
 
 
 class SSHSettingRefused(SSHConfigError):
     """An ssh setting, config line or argument a host's connection cannot honour; the message names the host."""
+
+
+class NeedsOpenSSH(SSHSettingRefused):
+    """A host whose ssh settings ask for what only OpenSSH's ssh does; `why` says which setting, where."""
+
+    def __init__(self, message: str, where: str | None, why: str):
+        super().__init__(message, where)
+        self.why = why
 
 
 @dataclass(frozen=True)
@@ -95,9 +107,10 @@ class SSHConfigFile:
         full = tilde(path) if path else None
         self.path = full if full and os.path.isfile(full) else None
         self.local_user = local_user or _local_user()
-        self.reader = ConfigReader(self.path, local_user=self.local_user)
+        self.reader = ConfigReader(self.path, local_user=self.local_user, known=KEYWORDS)
         self._routes: dict[str, list[Hop]] = {}
         self._lock = threading.Lock()
+        self.notes: dict[str, tuple[str, str, set[str]]] = {}  # keyword -> (why, where, host names)
 
     def route(self, host: Any) -> list[Hop]:
         """The hops that reach `host`, first to last (the last is the host itself)."""
@@ -113,8 +126,12 @@ class SSHConfigFile:
             hops = self._chain(host.address, inventory_settings(host), 0, host.name)
         except SSHSettingRefused:
             raise
-        except SSHConfigError as exc:  # a line the reader cannot read as OpenSSH would: said for this host
-            raise SSHSettingRefused(f"{host.name}: ssh_config {exc.message}", exc.where) from None
+        except SSHConfigRejected as exc:  # ssh refuses the file too
+            raise SSHSettingRefused(f"{host.name}: ssh_config {exc.message}", exc.where,
+                                    fix="fix that line: ssh refuses the file as it is") from None
+        except SSHConfigError as exc:  # what sweep cannot expand or run as ssh would: ssh itself can
+            raise NeedsOpenSSH(f"{host.name}: ssh_config {exc.message}; {FIX}", exc.where,
+                               f"{exc.message} ({exc.where})") from None
         with self._lock:
             self._routes[host.name] = hops
         return hops
@@ -125,14 +142,22 @@ class SSHConfigFile:
                                     self.path or "the inventory")
         resolved = self.reader.resolve(name, given)
         ignore = (resolved.get("ignoreunknown") or "").lower()
+        needs: NeedsOpenSSH | None = None
         for setting in resolved.settings:
-            if ignore and setting.keyword not in KEYWORDS and pattern_list_match(setting.keyword, ignore):
-                continue  # OpenSSH skips an unknown keyword that IgnoreUnknown names
-            try:
-                check(setting)
-            except SSHOptionRefused as exc:
-                raise SSHSettingRefused(
-                    f"{host_name}: {setting.name} {setting.value} {exc.why}; {FIX}", setting.where) from None
+            if setting.keyword not in KEYWORDS:
+                if ignore and pattern_list_match(setting.keyword, ignore):
+                    continue  # OpenSSH skips an unknown keyword that IgnoreUnknown names
+                raise SSHSettingRefused(f"{host_name}: {setting.name} is not an ssh_config keyword OpenSSH 9.2 "
+                                        "knows (ssh refuses it too)", setting.where)
+            if setting.keyword in DOLLAR_EXPANDED and setting.value.lower() != "none":
+                try:  # ssh expands ${NAME} in these before it connects, and refuses the host without NAME
+                    dollar_expand(setting.value, setting.name, setting.where)
+                except SSHConfigError as exc:
+                    raise SSHSettingRefused(f"{host_name}: {exc.message}", exc.where) from None
+            found = self._judge(setting, host_name)  # every setting's note; then the first need, raised
+            needs = needs or found
+        if needs is not None:
+            raise needs
         hop = self._hop(resolved)
         jump = resolved.first("proxyjump")
         if jump is None or jump.value.lower() == "none":
@@ -149,12 +174,25 @@ class SSHConfigFile:
             via.append(Setting("proxyjump", (",".join(specs[:-1]),), jump.where, "ProxyJump"))
         return [*self._chain(last_name, via, depth + 1, host_name), hop]
 
+    def _judge(self, setting: Setting, host_name: str) -> NeedsOpenSSH | None:
+        """A note kept for the run, or what sends the host through ssh (None: honoured)."""
+        finding = check(setting)
+        if finding is None:
+            return None
+        if finding.kind == "openssh":
+            return NeedsOpenSSH(f"{host_name}: {finding.why}; {FIX}", setting.where, f"{finding.why} ({setting.where})")
+        with self._lock:
+            why, where, hosts = self.notes.setdefault(setting.keyword, (finding.why, setting.where, set()))
+            hosts.add(host_name)
+        return None
+
     def _hop(self, resolved: Resolved) -> Hop:
         user = resolved.user(self.local_user)
         tokens = local_tokens(resolved, user, self.local_user)
 
         def files(keyword: str) -> tuple[str, ...]:
-            return tuple(tilde(expand(s.value, tokens, s.name, s.where)) for s in resolved.all(keyword)
+            return tuple(tilde(expand(dollar_expand(s.value, s.name, s.where), tokens, s.name, s.where))
+                         for s in resolved.all(keyword)
                          if s.value.lower() != "none")
 
         proxy = resolved.first("proxycommand")
@@ -168,11 +206,12 @@ class SSHConfigFile:
         timeout = resolved.get("connecttimeout")
         return Hop(
             address=resolved.hostname, port=resolved.port, user=user, key_files=files("identityfile"),
-            key_alias=resolved.get("hostkeyalias") or resolved.hostname, cert_files=files("certificatefile"),
+            key_alias=resolved.host_key_alias or resolved.hostname, cert_files=files("certificatefile"),
             proxy_command=command, agent=agent, known_hosts=known_files,
-            accept_new=(resolved.get("stricthostkeychecking") or "").lower() == "accept-new",
-            connect_timeout=float(timeout) if timeout and timeout.isdigit() else None,
-            compression=_yes(resolved.get("compression")), keepalive_s=int(resolved.get("serveraliveinterval") or 0),
+            accept_new=(resolved.get("stricthostkeychecking") or "").lower() in ("accept-new", "no", "off", "false"),
+            connect_timeout=float(seconds(timeout)) if timeout and seconds(timeout) else None,
+            compression=_yes(resolved.get("compression")),
+            keepalive_s=seconds((resolved.get("serveraliveinterval") or "0").lower()) or 0,
             bind_address=resolved.get("bindaddress"), family=(resolved.get("addressfamily") or "any").lower(),
             tcp_keepalive=_yes(resolved.get("tcpkeepalive") or "yes"),
         )
@@ -188,7 +227,8 @@ def user_known_hosts(known: Setting | None, tokens: dict[str, str]) -> tuple[str
         if len(words) > 1:
             raise SSHConfigError(f'{known.name} "none" must appear alone (OpenSSH refuses the file)', known.where)
         return (os.devnull,)
-    return tuple(tilde(expand(f, tokens, known.name, known.where)) for f in words)
+    return tuple(tilde(expand(dollar_expand(f, known.name, known.where), tokens, known.name, known.where))
+                 for f in words)
 
 
 def _check_jump(jump: Setting, name: str, user: str | None, host_name: str) -> None:

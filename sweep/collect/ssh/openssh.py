@@ -2,11 +2,14 @@
 
 Each attempt is one ``ssh`` process in BatchMode, in a session of its own, killed (with its
 ProxyCommand and ``ssh -W`` children) by the watchdog at the host's deadline. OpenSSH reads the
-operator's ssh_config itself, so GSSAPI, smart cards, FIDO keys, ControlMaster and every other
-keyword work unchanged. Host keys are checked as strictly as by sweep's own transport:
-``StrictHostKeyChecking=yes`` (``accept-new`` only with ``--accept-new-host-keys`` or the config's
-own ``accept-new``) against the run's known_hosts files first; no global file, no KnownHostsCommand,
-no key rewriting. curve25519 is put first unless the config or the inventory chooses KexAlgorithms.
+operator's ssh_config itself, so GSSAPI, smart cards, FIDO keys and every other keyword that decides
+how the host is reached work unchanged; what only an interactive session wants (agent and X11
+forwarding, forwardings, ControlMaster, a RemoteCommand) is overridden on the command line
+(`PROBE_OPTIONS`), as sweep's own transport leaves it unused. Host keys are checked as strictly as
+by sweep's own transport: ``StrictHostKeyChecking=yes`` (``accept-new`` only with
+``--accept-new-host-keys`` or the config's own ``accept-new``, or its ``no``, taken as
+``accept-new``) against the run's known_hosts files first; no global file, no KnownHostsCommand, no
+key rewriting. curve25519 is put first unless the config or the inventory chooses KexAlgorithms.
 """
 from __future__ import annotations
 
@@ -27,15 +30,20 @@ from sweep.collect.bundle import become_user, remote_command
 from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
 from sweep.collect.ssh.config import SSHSettingRefused, inventory_settings, user_known_hosts
 from sweep.errors import SSHConfigError
-from sweep.collect.ssh.openssh_config import ConfigReader, Resolved, expand, local_tokens, tilde
+from sweep.collect.ssh.openssh_config import (ConfigReader, Resolved, SSHConfigRejected, dollar_expand, expand,
+                                              local_tokens, tilde)
+from sweep.collect.ssh.policy import KEYWORDS
 from sweep.collect.ssh.prober import HostFailure, Prober, SSHOptions, host_agent_args, judge_output
 from sweep.collect.ssh.watchdog import Attempt
 from sweep.text import visible
 
 SSH = os.environ.get("SWEEP_SSH", "ssh")
-# keyword -> the values that let the agent run and answer on stdout
-_BREAKS_THE_PROBE = {"remotecommand": ("none",), "sessiontype": ("default",), "stdinnull": ("no",),
-                     "forkafterauthentication": ("no",), "requesttty": ("no", "auto")}
+# on ssh's command line (which wins over the config): the probe runs its agent, forwards nothing, shares
+# no connection and leaves nothing running, whatever the config asks (docs/ssh.md: "left unused")
+PROBE_OPTIONS = ("RemoteCommand=none", "SessionType=default", "StdinNull=no", "ForkAfterAuthentication=no",
+                 "ForwardAgent=no", "ForwardX11=no", "ClearAllForwardings=yes", "PermitLocalCommand=no",
+                 "Tunnel=no", "ControlMaster=no", "ControlPath=none", "ControlPersist=no")
+_RELAXED = ("no", "off", "false")  # StrictHostKeyChecking values taken as accept-new
 PREFER_KEX = "^curve25519-sha256,curve25519-sha256@libssh.org"
 _CHUNK = 65536
 
@@ -71,7 +79,7 @@ class OpenSSHProber(Prober):
         self.config_path = tilde(options.ssh_config) if options.ssh_config else None
         if self.config_path and not os.path.isfile(self.config_path):
             self.config_path = None
-        self.reader = ConfigReader(self.config_path, local_user=_local_user())
+        self.reader = ConfigReader(self.config_path, local_user=_local_user(), known=KEYWORDS)
         self.run_config = self._write_run_config(options)
         self._resolved: dict[str, Resolved | None] = {}
 
@@ -82,6 +90,9 @@ class OpenSSHProber(Prober):
             settings = inventory_settings(host)  # SSHSettingRefused: the inventory's own args are refused
             try:
                 found = self.reader.resolve(host.address, settings)
+            except SSHConfigRejected as exc:  # ssh refuses the whole file: said before any host is contacted
+                raise SSHSettingRefused(f"{host.name}: ssh_config {exc.message}", exc.where,
+                                        fix="fix that line: ssh refuses the file as it is") from None
             except SSHConfigError:
                 found = None
             self._resolved[host.name] = found
@@ -111,20 +122,8 @@ class OpenSSHProber(Prober):
 
     def check(self, host: Any) -> None:
         """Refuse what would break the sweep even through OpenSSH: ssh arguments that are not settings
-        (``-W``, ``-F``, a host name), and host key checking turned off."""
-        resolved = self._resolve(host)
-        if resolved is None:
-            return  # what sweep's reader does not follow, ssh itself reads
-        setting = resolved.first("stricthostkeychecking")
-        if setting is not None and setting.value.lower() not in ("yes", "ask", "accept-new"):
-            raise SSHSettingRefused(
-                f"{host.name}: {setting.name} {setting.value} would trust any host key; sweep checks host keys "
-                "strictly with either transport: drop it, or sweep with --accept-new-host-keys", setting.where)
-        for setting in resolved.settings:
-            if setting.keyword in _BREAKS_THE_PROBE and setting.value.lower() not in _BREAKS_THE_PROBE[setting.keyword]:
-                raise SSHSettingRefused(
-                    f"{host.name}: {setting.name} {setting.value} would keep the agent from running or its "
-                    "output from coming back; drop it for these hosts", setting.where)
+        (``-W``, ``-F``, a host name), a config file ssh itself refuses."""
+        self._resolve(host)
 
     def argv(self, host: Any, opts: SSHOptions, deadline: float | None = None) -> list[str]:
         """The ssh command line for one host (the remote command last)."""
@@ -132,7 +131,7 @@ class OpenSSHProber(Prober):
         configured: list[str] = []
         resolved = self._resolve(host)
         if resolved is not None:
-            if (resolved.get("stricthostkeychecking") or "").lower() == "accept-new":
+            if (resolved.get("stricthostkeychecking") or "").lower() in ("accept-new", *_RELAXED):
                 strict = "accept-new"
             tokens = local_tokens(resolved, resolved.user(_local_user()), _local_user())
             configured = list(user_known_hosts(resolved.first("userknownhostsfile"), tokens))
@@ -140,6 +139,8 @@ class OpenSSHProber(Prober):
         argv = [self.ssh, "-F", self.run_config, "-T", "-o", f"StrictHostKeyChecking={strict}",
                 "-o", "UserKnownHostsFile=" + " ".join(_quote(p) for p in known),
                 "-o", "ConnectionAttempts=1", "-o", f"ConnectTimeout={max(1, int(opts.connect_timeout + 0.999))}"]
+        for option in PROBE_OPTIONS:
+            argv += ["-o", option]
         if host.port:
             argv += ["-p", str(host.port)]
         if host.user:
@@ -279,8 +280,10 @@ def offered_certificates(resolved: Resolved | None, host: Any, allow_agent: bool
     if resolved is not None:
         tokens = local_tokens(resolved, resolved.user(_local_user()), _local_user())
         try:
-            keys += [tilde(expand(s.value, tokens, s.name, s.where)) for s in resolved.all("identityfile")]
-            files = [tilde(expand(s.value, tokens, s.name, s.where)) for s in resolved.all("certificatefile")]
+            keys += [tilde(expand(dollar_expand(s.value, s.name, s.where), tokens, s.name, s.where))
+                     for s in resolved.all("identityfile")]
+            files = [tilde(expand(dollar_expand(s.value, s.name, s.where), tokens, s.name, s.where))
+                     for s in resolved.all("certificatefile")]
         except SSHConfigError:
             pass
     found = []

@@ -8,8 +8,11 @@ accumulate (IdentityFile, CertificateFile, SendEnv, SetEnv, the forwardings). Pa
 far) and ``Match originalhost`` compare with ASCII case folded, as ``match_hostname`` does (never
 Python's ``str.lower``, which folds the Kelvin sign to ``k``); ``Include`` is read
 in place (relative paths under ``~/.ssh``, globs sorted) and cannot change the enclosing block.
-What OpenSSH does that this reader does not (``Match canonical/final/localnetwork``, a token
-it does not know) is a `SSHConfigError`, never a guess. The tests hold it to ``ssh -G``.
+Lines are split as ssh splits them (`config_grammar`: ProxyCommand whole, Match by strdelim);
+``Match final`` (anywhere in the file) and CanonicalizeHostname make ssh read the file a second
+time, Host lines then matching the final host name, ``Match final``/``canonical`` true; that name is
+ssh's (addresses canonicalised, other names lower-cased). A line ssh refuses wherever it stands is
+`SSHConfigRejected` for the whole file, with its file:line. The tests hold it to ``ssh -G``.
 """
 from __future__ import annotations
 
@@ -20,8 +23,10 @@ import re
 import shlex
 import subprocess
 from dataclasses import dataclass, field
+from typing import Collection
 from pathlib import Path
 
+from sweep.collect.ssh.config_grammar import COMMANDS, Line, command_value, parse_line, strdelim, value_problem
 from sweep.errors import SSHConfigError
 
 MAX_INCLUDE_DEPTH = 16
@@ -33,7 +38,7 @@ ALIASES = {"challengeresponseauthentication": "kbdinteractiveauthentication",
            "skeyauthentication": "kbdinteractiveauthentication", "tisauthentication": "kbdinteractiveauthentication",
            "pubkeyacceptedkeytypes": "pubkeyacceptedalgorithms", "hostbasedkeytypes": "hostbasedacceptedalgorithms",
            "dsaauthentication": "pubkeyauthentication", "identityfile2": "identityfile",
-           "smartcarddevice": "pkcs11provider"}
+           "smartcarddevice": "pkcs11provider", "keepalive": "tcpkeepalive"}
 IGNORED_BY_OPENSSH = {"protocol", "cipher", "fallbacktorsh", "globalknownhostsfile2", "rhostsauthentication",
                       "userknownhostsfile2", "useroaming", "usersh", "useprivilegedport", "afstokenpassing",
                       "kerberosauthentication", "kerberostgtpassing", "rsaauthentication",
@@ -64,6 +69,7 @@ class Resolved:
 
     original: str
     settings: list[Setting] = field(default_factory=list)
+    final_host: str | None = None  # ssh's final pass: the host name it was made (Match final, CanonicalizeHostname)
 
     def first(self, keyword: str) -> Setting | None:
         for setting in self.settings:
@@ -80,16 +86,25 @@ class Resolved:
 
     @property
     def hostname(self) -> str:
-        """The name connected to, ASCII lower-cased as ssh.c lowercases it after reading the config."""
-        return ascii_lower(self.hostname_so_far)
+        """The name connected to, as ssh.c makes it after reading the config: an address in its canonical
+        form (``FD00::0001`` -> ``fd00::1``), any other name ASCII lower-cased."""
+        return canonical_host(self.hostname_so_far, (self.get("addressfamily") or "any").lower())
 
     @property
     def hostname_so_far(self) -> str:
         """HostName with %h expanded (the host as given without one), before ssh lower-cases it."""
         setting = self.first("hostname")
+        if self.final_host is not None:
+            return self.final_host
         if setting is None:
             return self.original
         return expand(setting.value, {"h": self.original}, setting.name, setting.where)
+
+    @property
+    def host_key_alias(self) -> str | None:
+        """HostKeyAlias, ASCII lower-cased as ssh.c lower-cases it (known_hosts hashes the lower-case name)."""
+        alias = self.get("hostkeyalias")
+        return ascii_lower(alias) if alias is not None else None
 
     @property
     def port(self) -> int:
@@ -104,28 +119,64 @@ class Resolved:
         return self.get("user") or local_user
 
 
+def canonical_host(name: str, family: str = "any") -> str:
+    """ssh.c's treatment of the host name after the config: is_addr() names are canonicalised by
+    getaddrinfo/getnameinfo (numeric only, no lookup) and left as they are when that fails (a name
+    holding ':' or '%', or only digits and dots, counts as an address); other names lower-cased."""
+    fast = "%" in name or ":" in name or all(ch in "0123456789." for ch in name)
+    canonical = _numeric_address(name, family)
+    if canonical is not None:  # resolve_canonicalize keeps the name when only its case differs
+        return name if ascii_lower(canonical) == ascii_lower(name) else canonical
+    return name if fast else ascii_lower(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _numeric_address(name: str, family: str) -> str | None:
+    import socket
+
+    families = {"inet": socket.AF_INET, "inet6": socket.AF_INET6}
+    try:
+        found = socket.getaddrinfo(name, "22", families.get(family, socket.AF_UNSPEC), socket.SOCK_STREAM, 0,
+                                   socket.AI_NUMERICHOST | socket.AI_NUMERICSERV)
+        if len(found) != 1:
+            return None
+        return socket.getnameinfo(found[0][4], socket.NI_NUMERICHOST | socket.NI_NUMERICSERV)[0]
+    except (OSError, UnicodeError, ValueError):
+        return None
+
+
 def split_line(line: str) -> list[str]:
-    """A config line's words as OpenSSH's argv_split sees them (double quotes group; ``key=value``)."""
-    line = line.strip()
-    match = re.match(r"([A-Za-z0-9]+)\s*(?:=\s*|\s+|$)(.*)$", line)
-    if not match:
+    """A line's words as OpenSSH splits them (`config_grammar`): the keyword, then argv_split's words,
+    or the rest of the line, whole, for a command keyword (ProxyCommand, ...)."""
+    try:
+        parsed = parse_line(line)
+    except ValueError as exc:
+        raise ValueError(str(exc)) from None
+    if parsed is None:
         raise ValueError("no keyword")
-    words = [match.group(1)]
-    rest = match.group(2)
-    lexer = shlex.shlex(rest, posix=True)
-    lexer.whitespace_split = True
-    lexer.quotes = '"'
-    lexer.escape = ""
-    lexer.commenters = ""
-    words += list(lexer)
-    return words
+    if parsed.keyword.lower() in COMMANDS:
+        return [parsed.keyword, command_value(parsed.rest)]
+    return [parsed.keyword, *parsed.args]
 
 
-def _strip_comment(words: list[str]) -> list[str]:
-    for index, word in enumerate(words):
-        if index and word.startswith("#"):
-            return words[:index]
-    return words
+def dollar_expand(text: str, keyword: str, where: str) -> str:
+    """misc.c's ``${NAME}`` expansion (before the %-tokens) of the keywords ssh gives it (IdentityFile,
+    CertificateFile, UserKnownHostsFile, ControlPath, IdentityAgent, the forwardings' socket paths): a variable
+    this environment does not set makes ssh refuse the host, so SSHConfigError says which."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("${", i):
+            end = text.find("}", i + 2)
+            name = text[i + 2:end] if end > i + 2 else ""
+            if not name or os.environ.get(name) is None:
+                raise SSHConfigError(f"{keyword} uses ${{{name}}}, which has no value in this environment (ssh "
+                                     "refuses the host too); set it, or write the path out", where)
+            out.append(os.environ[name])
+            i = end + 1
+            continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
 
 
 def expand(text: str, tokens: dict[str, str], keyword: str, where: str, *, shell: bool = False) -> str:
@@ -196,22 +247,47 @@ def pattern_list_match(name: str, patterns: str, *, fold: bool = False) -> bool:
     return result
 
 
-class ConfigReader:
-    """One ssh_config file (user config rules: relative Includes under ~/.ssh), read per host."""
+class SSHConfigRejected(SSHConfigError):
+    """A line OpenSSH refuses wherever it stands: ssh refuses the whole file, for every host, and so does sweep."""
 
-    def __init__(self, path: str | None, *, local_user: str = "root"):
+
+@dataclass(frozen=True)
+class _Read:
+    """One line of a file as ssh reads it: the parsed line, or why ssh refuses it."""
+
+    number: int
+    line: Line | None
+    problem: str | None = None
+
+
+class ConfigReader:
+    """One ssh_config file (user config rules: relative Includes under ~/.ssh), read per host.
+
+    `known`: the keywords OpenSSH knows (an unknown one, unless IgnoreUnknown names it, makes ssh
+    refuse the whole file); None: not checked."""
+
+    def __init__(self, path: str | None, *, local_user: str = "root", known: Collection[str] | None = None):
         self.path = tilde(path) if path else None
         self.local_user = local_user
-        self._lines: dict[str, list[str]] = {}  # each file read once per sweep
+        self.known = frozenset(known) if known is not None else None
+        self._lines: dict[str, list[_Read]] = {}  # each file read and split once per sweep
 
     def resolve(self, host: str, command_line: list[Setting] = ()) -> Resolved:
-        """What applies to `host` (as ``ssh ... host``), command-line settings first."""
+        """What applies to `host` (as ``ssh ... host``), command-line settings first; then, where the file
+        asks for it (``Match final``, CanonicalizeHostname), ssh's second pass over the file."""
         resolved = Resolved(original=host)
         seen: set[str] = set()
         for setting in command_line:
             self._take(resolved, setting, seen)
         if self.path and os.path.isfile(self.path):
-            self._read(self.path, resolved, seen, active=True, depth=0)
+            state = _Pass(name=host, ignore_unknown=resolved.get("ignoreunknown"))
+            self._read(self.path, resolved, seen, state, active=True, depth=0)
+            canonicalize = (resolved.get("canonicalizehostname") or "no").lower() not in ("no", "false")
+            if state.want_final or canonicalize:  # ssh.c sets HostName to the final name, then reads again
+                resolved.final_host = resolved.hostname
+                seen.add("hostname")
+                final = _Pass(name=resolved.hostname, final=True, ignore_unknown=resolved.get("ignoreunknown"))
+                self._read(self.path, resolved, seen, final, active=True, depth=0)
         return resolved
 
     @staticmethod
@@ -232,43 +308,52 @@ class ConfigReader:
         seen.add(key)
         resolved.settings.append(setting)
 
-    def _read(self, path: str, resolved: Resolved, seen: set[str], *, active: bool, depth: int,
+    def lines(self, path: str) -> list[_Read]:
+        """The file's lines as ssh splits them, read once; SSHConfigError when it cannot be read."""
+        found = self._lines.get(path)
+        if found is None:
+            try:
+                text = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError as exc:
+                raise SSHConfigError(f"cannot be read ({exc.strerror})", path) from None
+            found = [read for read in (_split(number, raw) for number, raw in enumerate(text, 1))
+                     if read is not None]
+            self._lines[path] = found
+        return found
+
+    def _read(self, path: str, resolved: Resolved, seen: set[str], state: "_Pass", *, active: bool, depth: int,
               never: bool = False) -> None:
         if depth > MAX_INCLUDE_DEPTH:
             raise SSHConfigError(f"Include nested deeper than {MAX_INCLUDE_DEPTH}", path)
-        lines = self._lines.get(path)
-        if lines is None:
-            try:
-                lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError as exc:
-                raise SSHConfigError(f"cannot be read ({exc.strerror})", path) from None
-            self._lines[path] = lines
-        for number, line in enumerate(lines, 1):
-            where = f"{path}:{number}"
-            if not line.strip() or line.strip().startswith("#"):
-                continue
-            try:
-                words = _strip_comment(split_line(line))
-            except ValueError as exc:
-                raise SSHConfigError(f"cannot be split into words ({exc})", where) from None
-            key, args = ALIASES.get(words[0].lower(), words[0].lower()), words[1:]
+        for read in self.lines(path):
+            where = f"{path}:{read.number}"
+            if read.problem is not None:
+                raise SSHConfigRejected(f"{read.problem} (OpenSSH refuses the whole file)", where)
+            line = read.line
+            key, args = ALIASES.get(line.keyword.lower(), line.keyword.lower()), line.args
             if key in IGNORED_BY_OPENSSH:
                 continue  # OpenSSH reads these and does nothing with them
+            if self.known is not None and key not in self.known and key not in STRUCTURE:
+                ignore = state.ignore_unknown
+                if not (ignore and pattern_list_match(key, ignore)):
+                    raise SSHConfigRejected(f"{line.keyword} is not an ssh_config keyword OpenSSH 9.2 knows "
+                                            "(OpenSSH refuses the whole file)", where)
+                continue
             if key == "host":
-                active = not never and self._host_matches(resolved.original, args)
+                active = not never and self._host_matches(state.name, args)
             elif key == "match":
-                active = not never and self._match(resolved, args, where)
+                matched = self._match(resolved, line.rest, where, state)
+                active = not never and matched
             elif key == "include":
-                if not args:
-                    raise SSHConfigError("Include names no file", where)
                 for pattern in args:
                     for found in self._include_paths(pattern):
-                        self._read(found, resolved, seen, active=active, depth=depth + 1,
+                        self._read(found, resolved, seen, state, active=active, depth=depth + 1,
                                    never=never or not active)
             elif active:
-                if not args:
-                    raise SSHConfigError(f"{words[0]} has no value", where)
-                self._take(resolved, Setting(key, tuple(args), where, words[0]), seen)
+                if key == "ignoreunknown" and state.ignore_unknown is None:
+                    state.ignore_unknown = args[0].lower()
+                value = (command_value(line.rest),) if key in COMMANDS else args
+                self._take(resolved, Setting(key, tuple(value), where, line.keyword), seen)
 
     @staticmethod
     def _include_paths(pattern: str) -> list[str]:
@@ -278,9 +363,11 @@ class ConfigReader:
         return sorted(p for p in glob.glob(path) if os.path.isfile(p))
 
     @staticmethod
-    def _host_matches(host: str, patterns: list[str]) -> bool:
+    def _host_matches(host: str, patterns: tuple[str, ...]) -> bool:
         result = False
         for pattern in patterns:
+            if not pattern or pattern.startswith("#"):
+                break
             negated = pattern.startswith("!")
             if match_pattern(host, pattern[1:] if negated else pattern):
                 if negated:
@@ -288,32 +375,42 @@ class ConfigReader:
                 result = True
         return result
 
-    def _match(self, resolved: Resolved, args: list[str], where: str) -> bool:
-        if not args:
-            raise SSHConfigError("Match has no criteria", where)
-        result, i = True, 0
-        while i < len(args):
-            word = args[i]
+    def _match(self, resolved: Resolved, rest: str, where: str, state: "_Pass") -> bool:
+        """readconf.c's match_cfg_line: criteria split by strdelim, evaluated left to right."""
+        result, count, text = True, 0, rest
+        while True:
+            word, text = strdelim(text)
+            if not word:
+                break
+            if word.startswith("#"):
+                break
             negated = word.startswith("!")
-            criterion = word[1:].lower() if negated else word.lower()
+            criterion = (word[1:] if negated else word).lower()
             if criterion == "all":
-                if i == 0 and len(args) > 1:  # readconf.c: "'all' cannot be combined with other Match attributes"
-                    raise SSHConfigError(f"Match {word} cannot be combined with other Match attributes "
-                                         "(OpenSSH refuses the file)", where)
-                this = True
-                i += 1
+                following, _ = strdelim(text)
+                if count > 1 or (following and not following.startswith("#")):
+                    raise SSHConfigRejected(f"Match {word} cannot be combined with other Match attributes "
+                                            "(OpenSSH refuses the whole file)", where)
+                return result and not negated
+            count += 1
+            if criterion in ("canonical", "final"):
+                state.want_final |= criterion == "final" and not negated
+                this = state.final
             elif criterion in ("host", "originalhost", "user", "localuser", "exec"):
-                if i + 1 >= len(args):
-                    raise SSHConfigError(f"Match {criterion} needs an argument", where)
-                this = self._criterion(resolved, criterion, args[i + 1], where)
-                i += 2
+                arg, text = strdelim(text)
+                if not arg or arg.startswith("#"):
+                    raise SSHConfigRejected(f"Match {criterion} needs an argument (OpenSSH refuses the whole "
+                                            "file)", where)
+                # ssh runs no exec once an earlier criterion failed
+                this = self._criterion(resolved, criterion, arg, where) if criterion != "exec" or result else False
             else:
-                raise SSHConfigError(
-                    f"Match {criterion} is not supported by sweep's SSH transport (it reads all, host, "
-                    "originalhost, user, localuser and exec)", where)
-            if negated:
-                this = not this
-            result = result and this
+                raise SSHConfigRejected(f"Match {criterion} is not a Match criterion OpenSSH 9.2 knows (it reads "
+                                        "all, canonical, final, exec, host, originalhost, user and localuser); "
+                                        "OpenSSH refuses the whole file", where)
+            if this == negated:
+                result = False
+        if count == 0:
+            raise SSHConfigRejected("Match has no criteria (OpenSSH refuses the whole file)", where)
         return result
 
     def _criterion(self, resolved: Resolved, criterion: str, arg: str, where: str) -> bool:
@@ -338,6 +435,29 @@ class ConfigReader:
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise SSHConfigError(f"Match exec {command!r} could not run ({exc})", where) from None
         return done.returncode == 0
+
+
+@dataclass
+class _Pass:
+    """One pass of ssh over the file: the name Host lines match, whether it is the final pass, and what the
+    pass learns (a ``Match final`` asks for a final pass; IgnoreUnknown's patterns)."""
+
+    name: str
+    final: bool = False
+    want_final: bool = False
+    ignore_unknown: str | None = None
+
+
+def _split(number: int, raw: str) -> _Read | None:
+    try:
+        line = parse_line(raw)
+    except ValueError as exc:
+        return _Read(number, None, f"cannot be split into words as OpenSSH splits it ({exc})")
+    if line is None:
+        return None
+    key = ALIASES.get(line.keyword.lower(), line.keyword.lower())
+    problem = value_problem(key, line.args)
+    return _Read(number, line, None if problem is None else f"{line.keyword} {problem}")
 
 
 def _short_host() -> str:
@@ -426,7 +546,7 @@ def command_line(text: str | None, where: str) -> list[Setting]:
 
 def _option(text: str, where: str) -> Setting:
     try:
-        words = _strip_comment(split_line(text))
+        words = split_line(text)
     except ValueError:
         raise SSHArgsError(f"holds -o {text!r}, which is not Keyword=value") from None
     if len(words) < 2:

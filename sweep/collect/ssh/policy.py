@@ -1,184 +1,220 @@
-"""Every ssh_config keyword, honoured or refused by sweep's own (paramiko) transport: none ignored.
+"""Every ssh_config keyword, as sweep's own (paramiko) transport takes it: none ignored silently.
 
 `KEYWORDS` holds OpenSSH 9.2's ssh_config(5) keywords. Each is one of:
 
-- ``use``: sweep reads the value and does what OpenSSH does with it;
-- ``only``: sweep behaves one fixed way; the values that ask for that way are honoured, any other
-  value is refused (``ForwardAgent yes``: sweep forwards nothing);
-- ``inert``: the keyword acts only through another one that sweep refuses when it is switched on
-  (``ForwardX11Timeout`` without ``ForwardX11``), or only on a terminal sweep never has;
-- ``refuse``: sweep cannot do it at all; any value is refused.
+- ``use``: sweep reads the value and does what OpenSSH does with it; a value outside ``values``
+  (when given) asks for what paramiko cannot do, and the host goes through OpenSSH's ssh;
+- ``unused``: a client convenience or side effect a non-interactive probe never has (agent and X11
+  forwarding, connection sharing, port forwards, environment sent, keys added to an agent, ...):
+  sweep does none of it, whatever the value; a value outside ``values`` (those asking for what sweep
+  does anyway) gets one note per keyword and run (`Finding` "note");
+- ``openssh``: changes how the host is reached or proves who it is, and paramiko cannot do it (a
+  cipher list, GSSAPI, a PKCS#11 provider, ...): any value outside ``values`` sends the host through
+  OpenSSH's ssh (`Finding` "openssh"); ``--transport paramiko`` refuses it instead.
 
-A refusal is a `SSHOptionRefused` raised before any host is contacted; its fix is to drop the
-option for these hosts or to sweep with ``--transport openssh``, where OpenSSH itself reads it.
+Nothing here makes sweep less safe than the config asks: it forwards nothing, sends no
+environment but SetEnv's (through ssh), and keeps host keys strict; ``StrictHostKeyChecking no``
+(or ``off``) is taken as ``accept-new``: a new key is recorded, a changed key is still refused.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sweep.collect.ssh.openssh_config import Setting
-from sweep.errors import SSHConfigError
 
 
 @dataclass(frozen=True)
 class Rule:
-    kind: str  # use, only, inert, refuse
-    accepted: tuple[str, ...] = ()  # for "only" (lower case first word); for "use": accepted values, () any
+    kind: str  # use, unused, openssh
+    values: tuple[str, ...] = ()  # lower case first word; "*": every value
     note: str = ""
 
 
-def _use(note: str, *accepted: str) -> Rule:
-    return Rule("use", accepted, note)
+def _use(note: str, *values: str) -> Rule:
+    return Rule("use", values, note)
 
 
-def _only(note: str, *accepted: str) -> Rule:
-    return Rule("only", accepted, note)
+def _unused(note: str, *quiet: str) -> Rule:
+    return Rule("unused", quiet, note)
 
 
 def _inert(note: str) -> Rule:
-    return Rule("inert", (), note)
+    return Rule("unused", ("*",), note)
 
 
-def _refuse(note: str) -> Rule:
-    return Rule("refuse", (), note)
+def _openssh(note: str, *values: str) -> Rule:
+    return Rule("openssh", values, note)
 
 
+@dataclass(frozen=True)
+class Finding:
+    """What a setting asks that sweep's own transport does not do: "note" (left unused, said once per run)
+    or "openssh" (the host goes through OpenSSH's ssh); `why` says what and why."""
+
+    kind: str
+    why: str
+
+
+_SHARING = "sweep does not share connections: each host's probe is a connection of its own"
+_FORWARD = "sweep opens no forwarding"
+_GSSAPI = "acts only with GSSAPIAuthentication, which goes through OpenSSH"
 KEYWORDS: dict[str, Rule] = {
-    "addkeystoagent": _only("sweep adds no key to an agent", "no"),
-    "addressfamily": _use("the address families tried", "any", "inet", "inet6"),
-    "batchmode": _use("sweep never prompts, in either case", "yes", "no"),
+    "addkeystoagent": _unused("sweep adds no key to an agent", "no", "false"),
+    "addressfamily": _use("the address families tried"),
+    "batchmode": _use("sweep never prompts, in either case"),
     "bindaddress": _use("the local address the TCP connection is made from"),
-    "bindinterface": _refuse("binding to an interface by name"),
-    "canonicaldomains": _inert("acts only with CanonicalizeHostname, refused unless no"),
-    "canonicalizefallbacklocal": _inert("acts only with CanonicalizeHostname, refused unless no"),
-    "canonicalizehostname": _only("sweep does not canonicalize host names", "no", "false"),
-    "canonicalizemaxdots": _inert("acts only with CanonicalizeHostname, refused unless no"),
-    "canonicalizepermittedcnames": _inert("acts only with CanonicalizeHostname, refused unless no"),
-    "casignaturealgorithms": _inert("host certificates (@cert-authority) are not trusted by sweep's transport"),
+    "bindinterface": _openssh("binding to an interface by name"),
+    "canonicaldomains": _inert("acts only with CanonicalizeHostname, which goes through OpenSSH"),
+    "canonicalizefallbacklocal": _inert("acts only with CanonicalizeHostname, which goes through OpenSSH"),
+    "canonicalizehostname": _openssh("canonicalizing host names through DNS", "no", "false"),
+    "canonicalizemaxdots": _inert("acts only with CanonicalizeHostname, which goes through OpenSSH"),
+    "canonicalizepermittedcnames": _inert("acts only with CanonicalizeHostname, which goes through OpenSSH"),
+    "casignaturealgorithms": _inert("sweep's transport trusts no host certificate (@cert-authority) at all"),
     "certificatefile": _use("the user certificates offered with the identities"),
-    "checkhostip": _only("sweep checks the host key under the host's name only", "no"),
-    "ciphers": _refuse("choosing ciphers"),
-    "clearallforwardings": _use("sweep opens no forwarding, in either case", "yes", "no"),
-    "compression": _use("zlib compression of the session", "yes", "no"),
-    "connectionattempts": _only("sweep retries transient failures itself (sweep_retries)", "1"),
+    "checkhostip": _unused("sweep checks the host key under the host's name only", "no", "false"),
+    "ciphers": _openssh("choosing ciphers"),
+    "clearallforwardings": _inert(_FORWARD),
+    "compression": _use("zlib compression of the session"),
+    "connectionattempts": _unused("sweep retries transient failures itself (sweep_retries)", "1"),
     "connecttimeout": _use("the timeout of the TCP connect, banner and authentication (sweep_connect_timeout)"),
-    "controlmaster": _only("sweep does not multiplex connections", "no"),
-    "controlpath": _only("sweep does not multiplex connections", "none"),
-    "controlpersist": _only("sweep does not multiplex connections", "no"),
-    "dynamicforward": _refuse("forwarding"),
+    "controlmaster": _unused(_SHARING, "no", "false"),
+    "controlpath": _unused(_SHARING, "none"),
+    "controlpersist": _unused(_SHARING, "no", "false"),
+    "dynamicforward": _unused(_FORWARD),
     "enableescapecommandline": _inert("acts only on a terminal; sweep's session has none"),
-    "enablesshkeysign": _inert("acts only with HostbasedAuthentication, refused unless no"),
+    "enablesshkeysign": _inert("acts only with HostbasedAuthentication, which goes through OpenSSH"),
     "escapechar": _inert("acts only on a terminal; sweep's session has none"),
-    "exitonforwardfailure": _inert("acts only with forwardings, which are refused"),
-    "fingerprinthash": _only("sweep shows SHA256 fingerprints", "sha256"),
-    "forkafterauthentication": _only("sweep waits for the agent's output", "no"),
-    "forwardagent": _only("sweep forwards no agent", "no"),
-    "forwardx11": _only("sweep forwards no X11", "no"),
-    "forwardx11timeout": _inert("acts only with ForwardX11, refused unless no"),
-    "forwardx11trusted": _inert("acts only with ForwardX11, refused unless no"),
-    "gatewayports": _inert("acts only with forwardings, which are refused"),
-    "globalknownhostsfile": _refuse("a global known_hosts file (give it with --known-hosts)"),
-    "gssapiauthentication": _only("sweep authenticates with keys and certificates only", "no"),
-    "gssapiclientidentity": _inert("acts only with GSSAPIAuthentication, refused unless no"),
-    "gssapidelegatecredentials": _inert("acts only with GSSAPIAuthentication, refused unless no"),
-    "gssapikeyexchange": _only("no GSSAPI key exchange", "no"),
-    "gssapikexalgorithms": _inert("acts only with GSSAPIKeyExchange, refused unless no"),
-    "gssapirenewalforcesrekey": _inert("acts only with GSSAPIKeyExchange, refused unless no"),
-    "gssapiserveridentity": _inert("acts only with GSSAPIAuthentication, refused unless no"),
-    "gssapitrustdns": _inert("acts only with GSSAPIAuthentication, refused unless no"),
-    "hashknownhosts": _only("keys accepted with --accept-new-host-keys are written hashed", "yes"),
+    "exitonforwardfailure": _inert(_FORWARD),
+    "fingerprinthash": _unused("sweep shows SHA256 fingerprints", "sha256"),
+    "forkafterauthentication": _unused("sweep waits for the agent's output", "no", "false"),
+    "forwardagent": _unused("sweep forwards no agent", "no", "false"),
+    "forwardx11": _unused("sweep forwards no X11", "no", "false"),
+    "forwardx11timeout": _inert("acts only with ForwardX11, which sweep never does"),
+    "forwardx11trusted": _inert("acts only with ForwardX11, which sweep never does"),
+    "gatewayports": _inert(_FORWARD),
+    "globalknownhostsfile": _unused("host keys are checked against the run's known_hosts files only; give this "
+                                    "file with --known-hosts to trust it"),
+    "gssapiauthentication": _openssh("GSSAPI authentication", "no", "false"),
+    "gssapiclientidentity": _inert(_GSSAPI),
+    "gssapidelegatecredentials": _inert(_GSSAPI),
+    "gssapikeyexchange": _openssh("GSSAPI key exchange", "no", "false"),
+    "gssapikexalgorithms": _inert(_GSSAPI),
+    "gssapirenewalforcesrekey": _inert(_GSSAPI),
+    "gssapiserveridentity": _inert(_GSSAPI),
+    "gssapitrustdns": _inert(_GSSAPI),
+    "hashknownhosts": _unused("keys sweep records (accept-new) are written hashed", "yes", "true"),
     "host": _use("the block's patterns, matched as OpenSSH does"),
-    "hostbasedacceptedalgorithms": _inert("acts only with HostbasedAuthentication, refused unless no"),
-    "hostbasedauthentication": _only("no host-based authentication", "no"),
-    "hostkeyalgorithms": _refuse("choosing host key algorithms"),
+    "hostbasedacceptedalgorithms": _inert("acts only with HostbasedAuthentication, which goes through OpenSSH"),
+    "hostbasedauthentication": _openssh("host-based authentication", "no", "false"),
+    "hostkeyalgorithms": _openssh("choosing host key algorithms"),
     "hostkeyalias": _use("the name the host key is looked up under in known_hosts"),
     "hostname": _use("the address connected to (%h expanded)"),
-    "identitiesonly": _use("yes: the ssh-agent's keys are not offered", "yes", "no"),
-    "identityagent": _use("none: no agent; SSH_AUTH_SOCK: the environment's agent", "none", "ssh_auth_sock",
-                          "$ssh_auth_sock"),
+    "identitiesonly": _use("yes: the ssh-agent's keys are not offered"),
+    "identityagent": _use("an agent socket other than SSH_AUTH_SOCK", "none", "ssh_auth_sock", "$ssh_auth_sock"),
     "identityfile": _use("the private keys offered (with their -cert.pub)"),
     "ignoreunknown": _use("unknown keywords matching it are skipped, as OpenSSH skips them"),
     "include": _use("the files are read in place, as OpenSSH reads them"),
-    "ipqos": _refuse("setting IP type-of-service"),
-    "kbdinteractiveauthentication": _use("sweep never prompts, in either case", "yes", "no"),
+    "ipqos": _unused("sweep leaves the IP type-of-service as the system sets it"),
+    "kbdinteractiveauthentication": _use("sweep never prompts, in either case"),
     "kbdinteractivedevices": _inert("acts only on prompts, which sweep never answers"),
-    "kexalgorithms": _refuse("choosing key exchange algorithms"),
-    "knownhostscommand": _refuse("a command that lists host keys"),
-    "localcommand": _inert("acts only with PermitLocalCommand, refused unless no"),
-    "localforward": _refuse("forwarding"),
-    "loglevel": _only("sweep's transport logs nothing of its own", "quiet", "fatal", "error", "info"),
-    "logverbose": _refuse("verbose logging of source locations"),
-    "macs": _refuse("choosing MACs"),
-    "match": _use("host, originalhost, user, localuser, exec and all, as OpenSSH evaluates them"),
-    "nohostauthenticationforlocalhost": _only("sweep checks the host key of localhost too", "no"),
+    "kexalgorithms": _openssh("choosing key exchange algorithms"),
+    "knownhostscommand": _unused("host keys are checked against the run's known_hosts files only", "none"),
+    "localcommand": _inert("acts only with PermitLocalCommand, which sweep never does"),
+    "localforward": _unused(_FORWARD),
+    "loglevel": _inert("sweep's transport logs nothing of its own"),
+    "logverbose": _inert("sweep's transport logs nothing of its own"),
+    "macs": _openssh("choosing MACs"),
+    "match": _use("all, canonical, final, exec, host, originalhost, user and localuser, as OpenSSH evaluates them"),
+    "nohostauthenticationforlocalhost": _unused("sweep checks the host key of localhost too", "no", "false"),
     "numberofpasswordprompts": _inert("acts only on prompts, which sweep never answers"),
-    "passwordauthentication": _use("sweep never prompts, in either case", "yes", "no"),
-    "permitlocalcommand": _only("sweep runs no local command", "no"),
-    "permitremoteopen": _inert("acts only with RemoteForward, which is refused"),
-    "pkcs11provider": _only("no PKCS#11 smart cards in sweep's transport", "none"),
+    "passwordauthentication": _use("sweep never prompts, in either case"),
+    "permitlocalcommand": _unused("sweep runs no local command", "no", "false"),
+    "permitremoteopen": _inert(_FORWARD),
+    "pkcs11provider": _openssh("PKCS#11 smart cards", "none"),
     "port": _use("the port connected to"),
-    "preferredauthentications": _use("must list publickey: sweep authenticates with keys and certificates"),
+    "preferredauthentications": _use("authentication other than keys and certificates (publickey left out)"),
     "proxycommand": _use("run with /bin/sh (%h %p %r %n expanded) as the connection, under the host deadline"),
     "proxyjump": _use("the hosts tunnelled through, in order"),
-    "proxyusefdpass": _only("the ProxyCommand's stdin and stdout carry the connection", "no"),
-    "pubkeyacceptedalgorithms": _refuse("choosing public key algorithms"),
-    "pubkeyauthentication": _only("sweep authenticates with keys and certificates", "yes", "unbound", "host-bound"),
-    "rekeylimit": _refuse("rekeying limits"),
-    "remotecommand": _only("sweep runs its agent as the command", "none"),
-    "remoteforward": _refuse("forwarding"),
-    "requesttty": _only("sweep's session has no terminal", "no", "auto"),
-    "requiredrsasize": _refuse("a minimum RSA key size"),
-    "revokedhostkeys": _refuse("revoked host key lists"),
-    "securitykeyprovider": _refuse("FIDO security keys"),
-    "sendenv": _refuse("sending environment variables"),
+    "proxyusefdpass": _openssh("a ProxyCommand that passes a connected descriptor back", "no", "false"),
+    "pubkeyacceptedalgorithms": _openssh("choosing public key algorithms"),
+    "pubkeyauthentication": _use("authentication without keys", "yes", "true", "unbound", "host-bound"),
+    "rekeylimit": _unused("the session rekeys on paramiko's schedule", "default"),
+    "remotecommand": _unused("sweep runs its agent as the command", "none"),
+    "remoteforward": _unused(_FORWARD),
+    "requesttty": _unused("sweep's session has no terminal", "no", "false", "auto"),
+    "requiredrsasize": _openssh("a minimum RSA key size"),
+    "revokedhostkeys": _openssh("revoked host key lists", "none"),
+    "securitykeyprovider": _openssh("FIDO security keys", "internal"),
+    "sendenv": _unused("sweep sends no environment variable of the controller's: every host's agent sees the same "
+                       "environment, whoever runs the sweep"),
     "serveralivecountmax": _inert("the host deadline ends a host that stops answering"),
     "serveraliveinterval": _use("keepalive messages every N seconds"),
-    "sessiontype": _only("sweep runs one command", "default"),
-    "setenv": _refuse("setting environment variables on the host"),
-    "stdinnull": _only("the agent is sent on stdin", "no"),
-    "streamlocalbindmask": _inert("acts only with forwardings, which are refused"),
-    "streamlocalbindunlink": _inert("acts only with forwardings, which are refused"),
-    "stricthostkeychecking": _use("yes and ask: unknown keys refused; accept-new: recorded; a changed key is "
-                                  "always refused", "yes", "ask", "accept-new"),
+    "sessiontype": _unused("sweep runs its agent as the command", "default"),
+    "setenv": _openssh("environment variables set on the host (ssh sends them; the host's AcceptEnv decides)"),
+    "stdinnull": _unused("the agent is sent on stdin", "no", "false"),
+    "streamlocalbindmask": _inert(_FORWARD),
+    "streamlocalbindunlink": _inert(_FORWARD),
+    "stricthostkeychecking": _use("yes and ask: unknown keys refused; accept-new: recorded; no: taken as accept-new; "
+                                  "a changed key is always refused", "yes", "true", "ask", "accept-new"),
     "syslogfacility": _inert("sweep's transport writes nothing to syslog"),
-    "tcpkeepalive": _use("TCP keepalives on the connection", "yes", "no"),
-    "tunnel": _only("sweep opens no tun device", "no"),
-    "tunneldevice": _inert("acts only with Tunnel, refused unless no"),
-    "updatehostkeys": _only("sweep does not rewrite known_hosts from the host's offer", "no"),
+    "tcpkeepalive": _use("TCP keepalives on the connection"),
+    "tunnel": _unused("sweep opens no tun device", "no", "false"),
+    "tunneldevice": _inert("acts only with Tunnel, which sweep never does"),
+    "updatehostkeys": _unused("sweep does not rewrite known_hosts from the host's offer", "no", "false"),
     "user": _use("the user logged in as"),
     "userknownhostsfile": _use("the known_hosts files (after --known-hosts), %-tokens expanded"),
-    "verifyhostkeydns": _only("host keys are checked against known_hosts only", "no"),
-    "visualhostkey": _only("sweep draws no host key art", "no"),
-    "xauthlocation": _inert("acts only with ForwardX11, refused unless no"),
+    "verifyhostkeydns": _unused("host keys are checked against known_hosts only", "no", "false"),
+    "visualhostkey": _unused("sweep draws no host key art", "no", "false"),
+    "xauthlocation": _inert("acts only with ForwardX11, which sweep never does"),
 }
 BOOLEAN_SYNONYMS = {"true": "yes", "false": "no", "off": "no", "on": "yes"}  # readconf's multistate
 
 
-
-class SSHOptionRefused(SSHConfigError):
-    """A keyword or -o option that sweep's SSH transport would not carry out; the text says why and the fix."""
-
-    def __init__(self, setting: Setting, why: str):
-        super().__init__(why, setting.where)
-        self.setting, self.why = setting, why
-
-
-def check(setting: Setting) -> None:
-    """Raise SSHOptionRefused unless sweep's transport does what `setting` asks."""
-    rule = KEYWORDS.get(setting.keyword)
-    if rule is None:
-        raise SSHOptionRefused(setting, "is not an ssh_config keyword OpenSSH 9.2 knows")
+def check(setting: Setting) -> Finding | None:
+    """What `setting` asks that sweep's own transport does not do (None: honoured as asked)."""
+    rule = KEYWORDS[setting.keyword]  # the reader refuses a keyword OpenSSH does not know, for the whole file
     value = setting.value.lower()
     first = BOOLEAN_SYNONYMS.get(value.split()[0], value.split()[0]) if value else ""
-    if rule.kind == "refuse":
-        raise SSHOptionRefused(setting, f"asks for {rule.note}, which sweep's SSH transport does not do")
-    if rule.kind in ("only", "use") and rule.accepted and first not in rule.accepted:
-        wanted = " or ".join(rule.accepted)
-        raise SSHOptionRefused(setting, f"is honoured only as {wanted} ({rule.note})")
+    accepted = {BOOLEAN_SYNONYMS.get(v, v) for v in rule.values}
+    asked = f"{setting.name} {setting.value}"
+    if setting.keyword == "stricthostkeychecking" and first == "no":
+        return Finding("note", f"{asked} is taken as accept-new: a new host key is recorded, a changed one is "
+                               "still refused (sweep never connects to a host whose key changed)")
     if setting.keyword == "preferredauthentications" and "publickey" not in value.split(","):
-        raise SSHOptionRefused(setting, "leaves out publickey, the only method sweep uses")
-    if setting.keyword == "port" and not (value.isdigit() and 0 < int(value) < 65536):
-        raise SSHOptionRefused(setting, "is not a port number (1 to 65535)")
-    if setting.keyword in ("connecttimeout", "serveraliveinterval") and not (
-            value.isdigit() or value == "none" and setting.keyword == "connecttimeout"):
-        raise SSHOptionRefused(setting, "is not a whole number of seconds")
+        return Finding("openssh", f"{asked} asks for {rule.note}")
+    if rule.kind == "unused":
+        if "*" in rule.values or first in accepted or not rule.values and value in ("", "none"):
+            return None
+        return Finding("note", f"{asked} is left unused: {rule.note}")
+    if (rule.kind == "openssh" or rule.values) and first not in accepted:
+        return Finding("openssh", f"{asked} asks for {rule.note}, which sweep's own transport does not do")
+    if setting.keyword in ("connecttimeout", "serveraliveinterval") and seconds(value) is None:
+        return Finding("openssh", f"{asked} is a time sweep does not read")
+    return None
+
+
+def describe(keyword: str) -> str:
+    """The docs table's second column for `keyword` (docs/ssh.md; tests/unit/test_ssh_options_table.py)."""
+    rule = KEYWORDS[keyword]
+    values = " / ".join(rule.values)
+    if keyword == "stricthostkeychecking":
+        return f"honoured ({values}); no / off taken as accept-new, noted"
+    if rule.kind == "use":
+        return "honoured" + (f" ({values}); other values: through OpenSSH" if rule.values else "")
+    if rule.kind == "openssh":
+        return (f"honoured as {values}; other values: " if rule.values else "") + "through OpenSSH"
+    if "*" in rule.values:
+        return "left unused (no effect on a probe)"
+    return "left unused" + (f"; other than {values}: noted" if rule.values else ", noted")
+
+
+def seconds(text: str) -> int | None:
+    """misc.c's convtime: ``90``, ``1m30s``, ``2h`` as seconds (``none`` for ConnectTimeout: 0); None: not a time."""
+    if text == "none":
+        return 0
+    parts = re.findall(r"(\d+)([smhdwSMHDW]?)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    scale = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    return sum(int(n) * scale[u.lower()] for n, u in parts)

@@ -134,6 +134,11 @@ class Prober:
         """Refuse (SSHSettingRefused) what this host's ssh settings ask and this transport would not do."""
         self.config.check(host)
 
+    def notes(self) -> list[str]:
+        """One line per ssh_config keyword this run leaves unused (where first seen, which hosts)."""
+        return [f"{where}: {why} ({hosts_named(sorted(hosts))})"
+                for _, (why, where, hosts) in sorted(self.config.notes.items())]
+
     def _store(self, hop: Hop) -> HostKeyStore:
         """The host keys a hop is checked against: the run's files, then the config's UserKnownHostsFile."""
         if not hop.known_hosts and not hop.accept_new:
@@ -550,6 +555,12 @@ def _changed_key(name: str, hop: Hop, key_name: str, exc: paramiko.BadHostKeyExc
         f"but {where} records {exc.expected_key.fingerprint}; someone may be intercepting the "
         f"connection (man-in-the-middle), or the host was reinstalled; if you know the change is "
         f"expected, remove the old key with: ssh-keygen -R {shlex.quote(key_name)} -f {shlex.quote(where)}"))
+
+
+def hosts_named(names: list[str], shown: int = 5) -> str:
+    """``gpu01, gpu02`` or ``gpu01, ... gpu05 and 295 more hosts``: hosts named on one line."""
+    more = f" and {len(names) - shown} more hosts" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def host_agent_args(host: Any, agent_args: list[str]) -> list[str]:
