@@ -24,8 +24,8 @@ def test_every_field_that_decides_the_connection_agrees_with_ssh_G_and_no_host_s
     require(shutil.which("ssh") is not None, "needs OpenSSH's ssh (apt-get install -y openssh-client)")
     require(shutil.which("unshare") is not None, "needs unshare (util-linux)")
     tally = run()
-    assert tally.configs >= 60 and tally.names >= 280 and tally.read_by_ssh >= 220
+    assert tally.configs >= 30 and tally.names >= 116 and tally.read_by_ssh >= 96
     assert tally.differences == []  # every field of every name ssh reads; every name ssh refuses, refused
-    assert tally.fields["differ"] == 0 and tally.fields["agree"] >= 220 * len(FIELDS)
+    assert tally.fields["differ"] == 0 and tally.fields["agree"] >= 94 * len(FIELDS)
     assert {line.split(": ", 1)[0] for line in tally.refused_where_ssh_reads} == JUMPHOST_LOOPS
     assert tally.through_ssh  # IdentityAgent sockets, SetEnv, cipher lists: swept through OpenSSH's ssh
