@@ -33,7 +33,7 @@ import warnings
 from sweep.failures import FAILURE_CLASSES, TRANSIENT_CLASSES
 from sweep.errors import ConfigError, ReadBackWarning
 from sweep.text import visible
-from sweep.inventory.command_line import VarLayers
+from sweep.inventory.command_line import VarLayers, is_secret, without_secrets
 from sweep.inventory.formats import InventoryLimits
 
 
@@ -85,9 +85,13 @@ DROPPED = "dropped"  # the manifest's inventory_vars key for the -e names whose 
 
 
 def _layers(value: Any) -> dict:
-    kept = dict(value) if isinstance(value, Mapping) else value.to_dict()
+    """The command line's variables as the manifest keeps them: the values of those sweep reads (`KEPT_VARS`),
+    secrets left out at any depth (`without_secrets`), and the names of the others (`DROPPED`)."""
+    raw = dict(value) if isinstance(value, Mapping) else {"over": value.over}
+    names = [*(raw.get("over") or {}), *raw.get(DROPPED, ())]
+    kept = without_secrets(dict(value)) if isinstance(value, Mapping) else value.to_dict()
     over = kept.get("over") or {}
-    dropped = sorted({*kept.get(DROPPED, ()), *(k for k in over if not KEPT_VARS.match(k))})
+    dropped = sorted({k for k in names if not KEPT_VARS.match(k) or is_secret(k)})
     kept["over"] = {k: v for k, v in over.items() if KEPT_VARS.match(k)}
     return {**kept, DROPPED: dropped} if dropped else kept
 

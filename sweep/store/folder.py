@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweep.inventory.command_line import is_inline
+from sweep.inventory.command_line import is_inline, without_secrets
 from sweep import __version__
 from sweep.errors import HealthFileError, RunFolderError
 from sweep.inventory.formats import IMPLICIT_GROUPS
@@ -27,6 +27,20 @@ from sweep.store.files import (DIGESTS, HOSTS, LOCK, MACS, MANIFEST, MANIFEST_MA
 from sweep.store.records import left_out, normalize_health, read_digests, read_record
 
 _held: dict[str, int] = {}  # run folder (real path) -> fd of its .lock, held by this process
+
+
+def _without_secrets(manifest: dict) -> dict:
+    """`manifest` (changed in place) with no value under a secret's name (`without_secrets`) in what holds
+    variables: the options, each session's options, the snapshot's per-host settings."""
+    manifest["options"] = without_secrets(manifest.get("options") or {})
+    for session in manifest.get("sessions") or ():
+        if isinstance(session, dict) and isinstance(session.get("options_set"), dict):
+            session["options_set"] = without_secrets(session["options_set"])
+    snapshot = (manifest.get("inventory") or {}).get("snapshot")
+    for host in (snapshot.get("hosts") or ()) if isinstance(snapshot, dict) else ():
+        if isinstance(host, dict) and "settings" in host:
+            host["settings"] = without_secrets(host["settings"])
+    return manifest
 
 
 def new_manifest(inventory_path: str | Path, snapshot: dict, hosts: list[str], options: dict) -> dict:
@@ -194,7 +208,7 @@ class RunFolder:
     def write_manifest(self, manifest: dict) -> None:
         if manifest.get("state") not in STATES:
             raise ValueError(f"manifest state must be one of {STATES}")
-        write_json_atomic(self.manifest_path, sign(manifest), sync_dir=True, indent=1)
+        write_json_atomic(self.manifest_path, sign(_without_secrets(manifest)), sync_dir=True, indent=1)
 
     def begin_session(self, manifest: dict, **about: Any) -> dict:
         """Mark the run running again with a new session (written now; `about` goes into it: the options it

@@ -97,3 +97,88 @@ def test_control_characters_in_a_taken_value_are_escaped_not_sent_to_the_termina
     with pytest.raises(ManifestNotTrusted) as err:
         run_sweep(None, resume=run)
     assert "\x1b" not in err.value.message and "\r" not in err.value.message and "clean" in err.value.message
+
+
+# --- 2. one secret rule, at any depth, for every writer of the run folder and stdout -------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+SECRET_WORDS = ("pass", "password", "secret", "token", "credential", "api_key", "apikey", "private_key", "pw")
+_label = st.text("abcdefghijklmnopqrstuvwxyz0123456789_", min_size=0, max_size=8)
+_secret_name = st.builds(lambda a, w, b, upper: f"{a}_{w.upper() if upper else w}_{b}".strip("_") or w,
+                         _label, st.sampled_from(SECRET_WORDS), _label, st.booleans())
+_plain_name = st.sampled_from(("host", "port", "db", "region", "ansible_user", "sweep_connect_timeout", "groups",
+                               "ansible_ssh_private_key_file", "key_file", "known_hosts", "retries", "nested"))
+
+
+def _tree(leaf):
+    """JSON-like values nesting mappings (secret or plain names) and lists to any depth, the secrets' leaves
+    all S3CRET."""
+    return st.recursive(leaf, lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(_plain_name, inner, max_size=3),
+        st.dictionaries(_secret_name, st.just("S3CRET"), min_size=1, max_size=2).flatmap(
+            lambda secrets: st.dictionaries(_plain_name, inner, max_size=2).map(lambda plain: {**plain, **secrets}))),
+        max_leaves=20)
+
+
+@given(_tree(st.one_of(st.integers(0, 9), st.sampled_from(["ops", "10.0.0.1", None]))))
+@settings(max_examples=300, deadline=None)
+def test_no_value_under_a_secrets_name_survives_at_any_depth(value):
+    from sweep.inventory.command_line import without_secrets
+
+    kept = json.dumps(without_secrets(value))
+    assert "S3CRET" not in kept
+    assert without_secrets(without_secrets(value)) == without_secrets(value)
+
+
+@given(_secret_name)
+def test_every_generated_secret_name_is_a_secret_and_key_files_are_not(name):
+    from sweep.inventory.command_line import is_secret
+
+    assert is_secret(name)
+    assert not is_secret("ansible_ssh_private_key_file") and not is_secret("ansible_private_key_file")
+
+
+@pytest.fixture
+def nested_inventory(tmp_path):
+    """The attack's inventory: a host at a loopback address where nothing listens, a nested password in
+    its group vars and its host vars."""
+    inv = tmp_path / "inv"
+    (inv / "group_vars").mkdir(parents=True)
+    (inv / "host_vars").mkdir()
+    (inv / "hosts.yml").write_text("all:\n  hosts:\n    h01:\n      ansible_host: 127.219.0.250\n      ansible_port: 9\n")
+    (inv / "group_vars" / "all.yml").write_text("sweep_db:\n  password: S3CRET\n  user: ops\n"
+                                                "sweep_vault:\n  - {token: S3CRET}\n")
+    (inv / "host_vars" / "h01.yml").write_text("sweep_deep:\n  a:\n    b:\n      c:\n        Api_Key: S3CRET\n")
+    return inv / "hosts.yml"
+
+
+def _sweep_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "sweep.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=300, check=False, cwd=tmp_path)
+
+
+SECRET_VARS = ("-e", "sweep_api_token=S3CRET", "-e", '{"sweep_db": {"password": "S3CRET", "user": "ops"}}',
+               "-e", "sweep_connect_timeout=2")
+
+
+def test_extra_vars_and_nested_passwords_never_reach_the_run_folder(tmp_path, nested_inventory):
+    done = _sweep_cli(tmp_path, "run", str(nested_inventory), "-o", str(tmp_path / "run"), *SECRET_VARS)
+    assert "Traceback" not in done.stderr and (tmp_path / "run" / "manifest.json").is_file()
+    assert (tmp_path / "run" / "report").is_dir(), done.stderr
+    found = subprocess.run(["grep", "-r", "-l", "S3CRET", str(tmp_path / "run")], capture_output=True, text=True)
+    assert found.stdout == "", f"S3CRET written under the run folder: {found.stdout}"
+    assert "S3CRET" not in done.stdout + done.stderr
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    settings = manifest["inventory"]["snapshot"]["hosts"][0]["settings"]
+    assert settings["db"] == {"user": "ops"} and settings["connect_timeout"] == "2"  # what is no secret stays
+    assert manifest["options"]["inventory_vars"]["over"]["sweep_db"][0] == {"user": "ops"}
+
+
+def test_list_hosts_json_shows_no_secret(tmp_path, nested_inventory):
+    done = _sweep_cli(tmp_path, "run", str(nested_inventory), "--list-hosts", "--json", *SECRET_VARS)
+    assert done.returncode == 0, done.stderr
+    assert "S3CRET" not in done.stdout + done.stderr and json.loads(done.stdout)["hosts"][0]["name"] == "h01"
