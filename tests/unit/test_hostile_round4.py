@@ -182,3 +182,69 @@ def test_list_hosts_json_shows_no_secret(tmp_path, nested_inventory):
     done = _sweep_cli(tmp_path, "run", str(nested_inventory), "--list-hosts", "--json", *SECRET_VARS)
     assert done.returncode == 0, done.stderr
     assert "S3CRET" not in done.stdout + done.stderr and json.loads(done.stdout)["hosts"][0]["name"] == "h01"
+
+
+# --- 3. a foreign run folder is checked before what it names is read ------------------------------------------
+
+
+def _foreign_naming(tmp_path: Path, monkeypatch, named: Path) -> Path:
+    """A colleague's interrupted run whose manifest names `named` as its inventory."""
+    monkeypatch.setenv("HOME", str(tmp_path / "colleague"))
+    folder = RunFolder.create(tmp_path / "run")
+    manifest = new_manifest(named, {"hosts": []}, ["h01", "h02"], _options())
+    manifest["state"] = "interrupted"
+    folder.write_manifest(manifest)
+    folder.write_record(fv.record("h01", fv.h200(1, "h01")))
+    folder.close()
+    monkeypatch.setenv("HOME", str(tmp_path / "operator"))
+    return folder.path
+
+
+def test_list_hosts_of_a_foreign_resume_refuses_before_reading_the_inventory_it_names(tmp_path, monkeypatch):
+    private = tmp_path / "private"
+    private.write_text("secretuser:HUNTER2HASH:19000:0:99999:7:::\n")
+    run = _foreign_naming(tmp_path, monkeypatch, private)
+    env = dict(os.environ, HOME=str(tmp_path / "operator"), PYTHONPATH=str(ROOT))
+    for extra in ([], ["--json"]):
+        done = subprocess.run([sys.executable, "-m", "sweep.cli", "run", "--resume", str(run), "--list-hosts", *extra],
+                              env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 2 and "HUNTER2HASH" not in done.stdout + done.stderr, done.stderr
+        assert done.stderr.startswith(f"sweep: error: {run / 'manifest.json'}: was not written by this user's sweep")
+        assert f'inventory = "{private}"' in done.stderr
+
+
+def test_list_hosts_of_a_foreign_resume_reads_the_inventory_given_again_or_trusted(tmp_path, monkeypatch):
+    inventory = tmp_path / "mine.yml"
+    inventory.write_text("all:\n  hosts:\n    h01:\n    h02:\n")
+    run = _foreign_naming(tmp_path, monkeypatch, inventory)
+    env = dict(os.environ, HOME=str(tmp_path / "operator"), PYTHONPATH=str(ROOT))
+    for args in ([str(inventory)], ["--trust-manifest"]):
+        done = subprocess.run([sys.executable, "-m", "sweep.cli", "run", *args, "--resume", str(run), "--list-hosts"],
+                              env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0 and done.stdout.split() == ["hosts", "(1):", "h02"], done.stderr
+    assert "--trust-manifest takes" in done.stderr and f'inventory = "{inventory}"' in done.stderr
+
+
+@pytest.mark.parametrize("command", [["report", "{run}", "-o", "{tmp}/out"], ["audit", "{run}", "--expect", "{tmp}/expect.yml"],
+                                     ["diff", "{run}", "{run}"], ["export", "prometheus", "{run}"],
+                                     ["history", "{tmp}/root", "-o", "{tmp}/hist"]])
+def test_commands_reading_a_foreign_run_folder_never_open_what_its_manifest_names(tmp_path, monkeypatch, command):
+    """report, audit, diff, export and history read the folder's own files (each checked, docs/security.md),
+    never a path its manifest names: here a FIFO that would hang the command if it were opened."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "expect.yml").write_text("defaults:\n  ecc: true\n")
+    monkeypatch.setenv("HOME", str(tmp_path / "colleague"))
+    folder = RunFolder.create(tmp_path / "root" / "run")
+    manifest = new_manifest(fifo, {"hosts": []}, ["h01"], _options(
+        ssh_config=str(fifo), known_hosts=[str(fifo)], expect=str(fifo), baseline=str(fifo),
+        inventory_vars=command_line_vars(private_key=str(fifo))))
+    manifest["state"] = "complete"
+    folder.write_manifest(manifest)
+    folder.write_record(fv.record("h01", fv.h200(1, "h01")))
+    folder.close()
+    env = dict(os.environ, HOME=str(tmp_path / "operator"), PYTHONPATH=str(ROOT))
+    argv = [word.format(run=folder.path, tmp=tmp_path) for word in command]
+    done = subprocess.run([sys.executable, "-m", "sweep.cli", *argv], env=env, capture_output=True, text=True,
+                          timeout=240, check=False)
+    assert done.returncode in (0, 1, 5) and "Traceback" not in done.stderr, done.stderr
