@@ -248,3 +248,43 @@ def test_commands_reading_a_foreign_run_folder_never_open_what_its_manifest_name
     done = subprocess.run([sys.executable, "-m", "sweep.cli", *argv], env=env, capture_output=True, text=True,
                           timeout=240, check=False)
     assert done.returncode in (0, 1, 5) and "Traceback" not in done.stderr, done.stderr
+
+
+# --- 5. the agent's bootstrap runs isolated, as its children do -----------------------------------------------
+
+IDLE = ROOT / "sweep" / "demo" / "captures" / "h200-idle.json"
+
+
+def test_the_bootstrap_loads_nothing_of_the_login_session(tmp_path):
+    """A login session's PYTHONPATH with a sitecustomize, a user site-packages and a zipfile.py in the login
+    folder: none of them loads into the agent (each would leave a mark)."""
+    import shlex
+
+    from sweep.collect.bundle import bundle_bytes, remote_command
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    evil = tmp_path / "pythonpath"
+    evil.mkdir()
+    (evil / "sitecustomize.py").write_text(f"open({str(marks / 'sitecustomize')!r}, 'w').close()\n")
+    home = tmp_path / "home"
+    site = home / ".local" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "usercustomize.py").write_text(f"open({str(marks / 'usercustomize')!r}, 'w').close()\n")
+    login = tmp_path / "login"
+    login.mkdir()
+    (login / "zipfile.py").write_text(f"open({str(marks / 'zipfile')!r}, 'w').close()\n"
+                                      "import sys; del sys.modules['zipfile']\n"
+                                      "sys.path = [p for p in sys.path if p not in ('', '.')]\n"
+                                      "import zipfile as _z; sys.modules['zipfile'] = _z\n")
+    payload = bundle_bytes()
+    cmd = remote_command(sys.executable, len(payload), ["--replay", str(IDLE)])
+    env = dict(os.environ, PYTHONPATH=str(evil), HOME=str(home), PYTHONUSERBASE=str(home / ".local"))
+    env.pop("PYTHONNOUSERSITE", None)
+    proc = subprocess.run(["sh", "-c", cmd], input=payload, capture_output=True, cwd=login, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert json.loads(proc.stdout)["gpus"][0]["name"] == "NVIDIA H200"
+    loaded = sorted(p.name for p in marks.iterdir())
+    assert loaded == [], f"the login session's python code loaded into the agent: {loaded}"
+    become = shlex.split(remote_command("python3", 10, [], lifetime=30.0, become_user="root"))
+    assert [become[n + 1] for n, word in enumerate(become) if word == "python3"] == ["-I", "-I"]
