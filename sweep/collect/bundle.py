@@ -17,6 +17,7 @@ from pathlib import Path
 import probe_agent
 from probe_agent.children import IMPORTER
 from sweep.collect import become
+from sweep.folders import SHARED, make_dirs
 from sweep.collect.become import SUDO, become_user  # noqa: F401  (the engines' names for them)
 
 MAIN = "import sys\nfrom probe_agent.main import main\nsys.exit(main())\n"
@@ -115,11 +116,13 @@ def bundle_bytes() -> bytes:
 
 
 def build_bundle(dest: str | Path) -> Path:
-    """Write the zipapp to `dest` (mode 0755) and return its path."""
+    """Write the zipapp to `dest` (mode 0755 from its creation, whole, never through a link: sweep.store's one
+    writer) and return its path."""
+    from sweep.store import write_bytes_atomic
+
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_bytes(bundle_bytes())
-    dest.chmod(0o755)
+    make_dirs(dest.parent, SHARED)
+    write_bytes_atomic(dest, bundle_bytes(), mode=0o755)
     return dest
 
 

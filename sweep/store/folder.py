@@ -19,6 +19,7 @@ from sweep.inventory.formats import IMPLICIT_GROUPS
 from sweep.schema import manifest_problem
 from sweep.strictjson import dumps, loads
 from sweep.text import host_key
+from sweep.folders import SHARED, make_dirs
 from sweep.trust import line_mac, sign
 from sweep.store.files import (DIGESTS, HOSTS, LOCK, MACS, MANIFEST, MANIFEST_MAX_BYTES, NOFOLLOW_DIR, RECORD_KEYS,
                                RECORD_MAX_BYTES, RECORD_VERSION, RUN_FORMAT, STATES, TMP_PREFIX, fix_for,
@@ -72,11 +73,14 @@ class RunFolder:
     def create(cls, path: str | Path) -> "RunFolder":
         """Make a new, empty run folder (its parents too) and lock it; refuse one that already holds files."""
         folder = cls(path)
+        if folder.path.is_symlink():
+            raise RunFolderError("is a symbolic link; sweep never writes through one", where=str(folder.path),
+                                 fix="choose another path with --out, or remove the link")
         if folder.path.exists() and not folder.path.is_dir():
             raise RunFolderError("is a file, not a folder", where=str(folder.path),
                                  fix="choose another path with --out")
         try:
-            folder.path.mkdir(parents=True, exist_ok=True)
+            make_dirs(folder.path, SHARED)
         except OSError as err:
             raise RunFolderError(f"cannot create the run folder ({err.strerror or err})",
                                  where=str(folder.path), fix=fix_for(err)) from None
@@ -88,7 +92,7 @@ class RunFolder:
             if any(entry.name != LOCK for entry in os.scandir(folder.path)):
                 raise RunFolderError("is not empty", where=str(folder.path),
                                      fix="choose a new or empty folder with --out")
-            os.mkdir(folder.hosts_dir)
+            os.mkdir(folder.hosts_dir, SHARED)
         except OSError as err:
             folder.close()
             raise RunFolderError(f"cannot create the run folder ({err.strerror or err})",
@@ -162,7 +166,7 @@ class RunFolder:
         folder.lock()
         try:
             if not os.path.isdir(folder.hosts_dir):
-                os.mkdir(folder.hosts_dir)
+                os.mkdir(folder.hosts_dir, SHARED)
             for where in (folder.hosts_dir, folder.path):
                 dir_fd = os.open(where, NOFOLLOW_DIR)
                 try:

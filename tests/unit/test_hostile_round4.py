@@ -288,3 +288,22 @@ def test_the_bootstrap_loads_nothing_of_the_login_session(tmp_path):
     assert loaded == [], f"the login session's python code loaded into the agent: {loaded}"
     become = shlex.split(remote_command("python3", 10, [], lifetime=30.0, become_user="root"))
     assert [become[n + 1] for n, word in enumerate(become) if word == "python3"] == ["-I", "-I"]
+
+
+# --- 6. folders made with their mode, parents included, whatever the umask -------------------------------------
+
+
+def test_under_umask_000_the_run_keys_folder_and_its_parents_are_made_private(tmp_path):
+    """The attack: HOME without ~/.local; making ~/.local/state/sweep left ~/.local and ~/.local/state 0777."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    code = ("import os, sys; os.umask(0); from sweep.trust import run_key, key_path; "
+            "sys.exit(0 if run_key() is not None else 3)")
+    env = {k: v for k, v in os.environ.items() if k != "XDG_STATE_HOME"}
+    done = subprocess.run([sys.executable, "-c", code], env={**env, "HOME": str(home), "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    modes = {str(p.relative_to(home)): oct(p.stat().st_mode & 0o777) for p in
+             (home / ".local", home / ".local" / "state", home / ".local" / "state" / "sweep")}
+    assert modes == {".local": "0o700", ".local/state": "0o700", ".local/state/sweep": "0o700"}
+    assert oct((home / ".local" / "state" / "sweep" / "run.key").stat().st_mode & 0o777) == "0o600"
