@@ -41,9 +41,9 @@ class Bounds:
 
     def problem(self, value: float) -> str | None:
         """Why `value` is outside these bounds, or None."""
-        if not math.isfinite(value) or value > self.high or value < self.low or (self.above and value == self.low):
-            return f"it must be {'more than' if self.above else 'at least'} {self.low:g} and at most {self.high:g}" \
-                   f"{' ' + self.unit if self.unit else ''}"
+        if not math.isfinite(value) or not self.low <= value <= self.high or (self.above and value == self.low):
+            least = "more than" if self.above else "at least"
+            return f"it must be {least} {self.low:g} and at most {self.high:g}{' ' + self.unit if self.unit else ''}"
         return None
 
 
@@ -96,7 +96,8 @@ def _kept(name: str, *decls: str, bounds: Bounds | None = None, **kwargs: Any) -
     return _sets((name,), run_default(name), *decls, bounds=bounds, **kwargs)
 
 
-def _sets(sets: tuple[str, ...], default: Any, *decls: str, bounds: Bounds | None = None, **kwargs: Any) -> RunOption:
+def _sets(sets: tuple[str, ...], default: Any, *decls: str, bounds: Bounds | None = None,
+          **kwargs: Any) -> RunOption:
     if bounds is not None:
         return RunOption(number(default, *decls, bounds=bounds, **kwargs), sets)
     return RunOption(typer.Option(default, *decls, **kwargs), sets)
@@ -137,7 +138,8 @@ RUN: dict[str, RunOption] = {
     "host_deadline": _kept("host_deadline", "--host-deadline", metavar="SECONDS", bounds=SECONDS,
         help="seconds a host may take in all (default 120)"),
     "deep": _sets(AGENT, False, "--deep", help="the agent imports torch and asks CUDA"),
-    "load": _sets(AGENT, 0.0, "--load", metavar="SECONDS", bounds=LOAD_SECONDS, help="each host runs a GPU load for SECONDS and "
+    "load": _sets(AGENT, 0.0, "--load", metavar="SECONDS", bounds=LOAD_SECONDS,
+        help="each host runs a GPU load for SECONDS and "
         "samples clocks and power (refused on GPUs in use); what sweep history measures drift on"),
     # sets nothing kept of its own: agent_args are made with --load, so given alone on --resume it changes nothing
     "load_engine": _sets((), "auto", "--load-engine", metavar="auto|torch|ptx", help="what --load runs on each "
@@ -178,7 +180,8 @@ RUN: dict[str, RunOption] = {
         "counts too"),
     "force": _sets(WRAP + AGENT, False, "--force", help="--wrap: run on hosts with a broken contract or another "
         "process on the GPUs too; --speed: measure beside other processes (recorded in each record)"),
-    "interval": _sets(WRAP, 0.2, "--interval", metavar="S", bounds=SAMPLE_SECONDS, help="--wrap: seconds between GPU samples"),
+    "interval": _sets(WRAP, 0.2, "--interval", metavar="S", bounds=SAMPLE_SECONDS,
+        help="--wrap: seconds between GPU samples"),
     "user": _sets(VARS, None, "--user", "-u", metavar="USER", help="log in as USER where the inventory "
         "sets no ansible_user (as ansible -u: the inventory wins over it)"),
     "private_key": _sets(VARS, None, "--private-key", "--key-file", metavar="FILE", help="the key file where "

@@ -224,7 +224,8 @@ def check_foreign(taken: Mapping[str, Any], manifest: str, trust: bool) -> None:
                                           f"did not sign: {name} = {text}"), stacklevel=2)
         return
     listed = "; ".join(f"{name} = {text}" if name not in too_long else
-                       f"{name} = a value of {len(text)} characters, too long to show whole" for name, text in shown.items())
+                       f"{name} = a value of {len(text)} characters, too long to show whole"
+                       for name, text in shown.items())
     if too_long:
         raise ManifestNotTrusted(
             f"was not written by this user's sweep, and a resume would take from it {', '.join(too_long)}: "

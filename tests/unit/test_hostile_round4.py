@@ -148,7 +148,8 @@ def nested_inventory(tmp_path):
     inv = tmp_path / "inv"
     (inv / "group_vars").mkdir(parents=True)
     (inv / "host_vars").mkdir()
-    (inv / "hosts.yml").write_text("all:\n  hosts:\n    h01:\n      ansible_host: 127.219.0.250\n      ansible_port: 9\n")
+    (inv / "hosts.yml").write_text("all:\n  hosts:\n    h01:\n      ansible_host: 127.219.0.250\n"
+                                   "      ansible_port: 9\n")
     (inv / "group_vars" / "all.yml").write_text("sweep_db:\n  password: S3CRET\n  user: ops\n"
                                                 "sweep_vault:\n  - {token: S3CRET}\n")
     (inv / "host_vars" / "h01.yml").write_text("sweep_deep:\n  a:\n    b:\n      c:\n        Api_Key: S3CRET\n")
@@ -225,7 +226,8 @@ def test_list_hosts_of_a_foreign_resume_reads_the_inventory_given_again_or_trust
     assert "--trust-manifest takes" in done.stderr and f'inventory = "{inventory}"' in done.stderr
 
 
-@pytest.mark.parametrize("command", [["report", "{run}", "-o", "{tmp}/out"], ["audit", "{run}", "--expect", "{tmp}/expect.yml"],
+@pytest.mark.parametrize("command", [["report", "{run}", "-o", "{tmp}/out"],
+                                     ["audit", "{run}", "--expect", "{tmp}/expect.yml"],
                                      ["diff", "{run}", "{run}"], ["export", "prometheus", "{run}"],
                                      ["history", "{tmp}/root", "-o", "{tmp}/hist"]])
 def test_commands_reading_a_foreign_run_folder_never_open_what_its_manifest_names(tmp_path, monkeypatch, command):

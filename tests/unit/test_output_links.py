@@ -13,7 +13,8 @@ import pytest
 from sweep.cli import main
 from test_cli_bad_values import KINDS, Place, argv_for, walk
 
-OUTPUTS = sorted((path, param.name) for path, param in walk() if KINDS.get((path, param.name)) in ("out_dir", "out_file"))
+OUTPUTS = sorted((path, param.name) for path, param in walk()
+                 if KINDS.get((path, param.name)) in ("out_dir", "out_file"))
 
 
 def test_the_walk_finds_every_output_option():
