@@ -78,6 +78,34 @@ def test_trust_manifest_names_the_whole_proxycommand_before_it_takes_it(tmp_path
     assert f"ProxyCommand='touch {mark}; nc %h %p'" in text and not mark.exists()
 
 
+def test_with_trust_manifest_the_proxycommand_runs_only_after_it_was_shown_whole(tmp_path, monkeypatch):
+    """The attack run to its end: the resume goes on and the ProxyCommand runs, but only after the line
+    that shows it whole was written (loopback addresses where nothing listens; no nc here: the proxy fails)."""
+    from sweep.collect.options import SSHSettings
+
+    mark = tmp_path / "PWNED"
+    names = ["127.219.0.251", "127.219.0.252"]
+    monkeypatch.setenv("HOME", str(tmp_path / "colleague"))
+    folder = RunFolder.create(tmp_path / "run")
+    manifest = new_manifest(",".join(names) + ",", {"hosts": [{"name": n} for n in names]}, names, _options(
+        inventory_vars=command_line_vars(extra=[json.dumps({"ansible_ssh_common_args": _proxy_args(mark)})])))
+    manifest["state"] = "interrupted"
+    folder.write_manifest(manifest)
+    folder.write_record(fv.record(names[0], fv.h200(1, names[0])))
+    folder.close()
+    monkeypatch.setenv("HOME", str(tmp_path / "operator"))
+    said = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda message, *args, **kwargs: said.append((str(message), mark.exists()))
+        result = run_sweep(None, resume=folder.path, trust_manifest=True,
+                           ssh=SSHSettings(connect_timeout=5, host_deadline=20))
+    assert mark.exists(), "--trust-manifest took the ProxyCommand"
+    shown = [(text, ran) for text, ran in said if f"ProxyCommand='touch {mark}; nc %h %p'" in text]
+    assert shown and not shown[0][1], f"the ProxyCommand ran before it was shown whole: {said}"
+    assert result.by_class and "ok" not in result.by_class
+
+
 def test_a_value_too_long_to_show_whole_is_refused_even_with_trust_manifest(tmp_path, monkeypatch):
     mark = tmp_path / "PWNED"
     value = _proxy_args(mark, pad=400)  # 10,000 characters
