@@ -3,6 +3,7 @@
 Used by the agent's command line (`main`) and by `--wrap` (`wrap`), before and after the command.
 """
 import copy
+import errno
 import os
 import sys
 import threading
@@ -272,11 +273,13 @@ def build_health(facts, opts, started, complete, replay):
 
 def path_problem(path, want_dir):
     """Why `path` cannot be written as a folder (want_dir) or a file, or None; creates a missing folder."""
+    if os.path.islink(path):
+        return "is a symbolic link; the agent never writes through one"
     if want_dir:
         if os.path.exists(path) and not os.path.isdir(path):
             return "is a file, not a folder"
         try:
-            os.makedirs(path, exist_ok=True)
+            make_dirs(path)
         except OSError as exc:
             return "cannot be created (%s)" % (exc.strerror or exc)
         return None if os.access(path, os.W_OK) else "is not writable"
@@ -312,24 +315,55 @@ def temp_name(path):
     return os.path.join(folder, ".%s.%d.%s.tmp" % (name, os.getpid(), os.urandom(6).hex()))
 
 
+def make_dirs(path, mode=0o755):
+    """Make `path` and each missing parent with `mode` (the umask can take bits away, never add them:
+    os.makedirs gives its mode to the last folder only, the parents 0777 less the umask)."""
+    path = os.path.abspath(path)
+    missing = []
+    while not os.path.lexists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, mode)
+        except FileExistsError:
+            if not os.path.isdir(folder):
+                raise
+
+
 def write_atomic(path, text):
-    """Write `text` to `path` whole or not at all (a temporary file of its own beside it, then a rename);
-    the temporary file is removed when the write or the rename fails."""
-    tmp = temp_name(path)
+    """Write `text` to `path` whole or not at all, never through a link (the controller's rule,
+    sweep.store.write_bytes_atomic): the folder opened with O_NOFOLLOW, a temporary file of its own made
+    beside it with O_EXCL | O_NOFOLLOW and mode 0644, renamed over `path`; a link at `path` is refused.
+    The temporary file is removed when the write or the rename fails."""
+    folder, name = os.path.split(os.path.abspath(path))
+    tmp = os.path.basename(temp_name(path))
+    dir_fd = None
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # open()'s mode, umask applied
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        if os.path.islink(path):
+            raise OSError(errno.ELOOP, "it is a symbolic link; the agent never writes through one")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                     dir_fd=dir_fd)
     except OSError as err:
-        err.filename = path  # the file the user asked for, not our temporary name
+        if dir_fd is not None:
+            os.close(dir_fd)
+        err.filename, err.filename2 = path, None  # the file the user asked for, not our temporary name
         raise
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException as err:
         try:
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         except OSError:
             pass
         if isinstance(err, OSError):
             err.filename, err.filename2 = path, None
         raise
+    finally:
+        os.close(dir_fd)

@@ -30,6 +30,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from sweep.folders import PRIVATE, make_dirs
+
 KEY_BYTES = 32
 KEY_NAME = "run.key"
 SIGNATURE = "signature"
@@ -59,7 +61,7 @@ def _private(info: os.stat_result, mask: int) -> bool:
 
 
 def _load_key(path: Path) -> bytes | None:
-    os.makedirs(path.parent, mode=0o700, exist_ok=True)
+    make_dirs(path.parent, PRIVATE)  # its parents too (~/.local, ~/.local/state), whatever the umask
     dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         if not _private(os.fstat(dir_fd), 0o022):

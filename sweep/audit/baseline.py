@@ -36,6 +36,7 @@ from sweep.analysis.facts import path_labels
 from sweep.analysis.names import fold_hosts, fold_numbers, host_key
 from sweep.audit.rundiff import FieldChange, host_changes
 from sweep.text import noun, show_value, plural
+from sweep.folders import SHARED, make_dirs
 from sweep.store import Run, load_run, read_json, safe_name, utc_now, write_json_atomic
 
 BASELINE_VERSION = 1
@@ -77,7 +78,7 @@ def host_state(health: dict) -> dict:
 def _write_json(path: Path, data: Any) -> None:
     """Whole or not at all (store.write_json_atomic); a failure names the baseline folder's fix."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(path.parent, SHARED)
         write_json_atomic(path, data, indent=1)
     except (OSError, RunFolderError) as err:
         reason = err.strerror if isinstance(err, OSError) else err.message

@@ -10,6 +10,7 @@ import typer
 
 from sweep import exitcodes
 from sweep.cli import paths
+from sweep.cli.options import Bounds, number
 from sweep.cli.output import console, results, say
 from sweep.cli.report import print_report
 from sweep.cli.run import run_with_progress
@@ -18,7 +19,8 @@ from sweep.text import plural
 
 
 def demo(
-    hosts: int = typer.Option(40, "--hosts", metavar="N", help="hosts replaying captures (3 unreachable hosts are added)"),
+    hosts: int = number(40, "--hosts", metavar="N", bounds=Bounds(1, 1_000, unit="hosts"),
+                        help="hosts replaying captures (3 unreachable hosts are added)"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
                                        help="run folder (default: reports/demo/<UTC time>-demo under the current "
                                        "directory, apart from the runs of reports/ and their history)"),

@@ -80,11 +80,15 @@ def _run_diff(before: Path, after: Path, as_json: bool, html: Optional[Path]) ->
                           fix="give two run folders, or two health.json files")
     result = diff_runs(load_run(before), load_run(after))
     if html is not None:
+        from sweep.errors import RunFolderError
+        from sweep.folders import SHARED, make_dirs
+        from sweep.store import write_bytes_atomic
+
         try:
-            html.write_text(render_html(result), encoding="utf-8")
-        except OSError as err:
-            raise ConfigError(f"cannot write the HTML ({err.strerror or err})", where=str(html),
-                              fix="choose a writable path with --html") from None
+            make_dirs(html.parent, SHARED)
+            write_bytes_atomic(html, render_html(result).encode("utf-8"))
+        except RunFolderError as err:
+            raise ConfigError(err.message, where=err.where, fix="choose a writable path with --html") from None
         console.print(f"wrote {safe(html)}")
     if as_json:
         print(json_text(result.as_dict()))

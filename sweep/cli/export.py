@@ -8,6 +8,7 @@ import typer
 
 from sweep.cli import paths
 from sweep.cli.app import command, group
+from sweep.cli.options import MHZ, number
 from sweep.cli.output import console, safe
 from sweep.errors import ConfigError
 
@@ -24,8 +25,8 @@ def prometheus(
     expect: Optional[Path] = typer.Option(None, "--expect", metavar="FILE",
                                           help="with --rules: expectations file (intended power limits, approved "
                                                "drivers, SM clock floors; docs/expectations.md)"),
-    floor: float = typer.Option(1200.0, "--floor", metavar="MHZ",
-                                help="with --rules, where --expect sets no floor: SM clock floor under load"),
+    floor: float = number(1200.0, "--floor", metavar="MHZ", bounds=MHZ,
+                          help="with --rules, where --expect sets no floor: SM clock floor under load"),
     output: Optional[Path] = typer.Option(None, "--output", hidden=True),
 ):
     """Write a run as node_exporter textfile-collector metrics, or (--rules) the alerting rules that

@@ -9,6 +9,7 @@ import typer
 
 from sweep import exitcodes
 from sweep.cli import paths
+from sweep.cli.options import MHZ, Bounds, number
 from sweep.cli.output import console, print_lines, results, safe
 from sweep.text import plural
 
@@ -33,11 +34,11 @@ def history(
     out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR", help="output folder (default ROOT/history)"),
     index: Optional[Path] = typer.Option(None, "--index", metavar="FILE",
                                          help="history index file (default ROOT/.sweep-history.sqlite)"),
-    threshold: float = typer.Option(3.0, "--threshold", metavar="PERCENT",
-                                    help="how far the SM clock under load may fall since a host's last "
+    threshold: float = number(3.0, "--threshold", metavar="PERCENT", bounds=Bounds(0, 100, above=True, unit="%"),
+                              help="how far the SM clock under load may fall since a host's last "
                                          "configuration change before the host counts as drifted"),
-    floor: Optional[float] = typer.Option(None, "--floor", metavar="MHZ",
-                                          help="fixed SM clock floor under load, shown beside the drift"),
+    floor: Optional[float] = number(None, "--floor", metavar="MHZ", bounds=MHZ,
+                                    help="fixed SM clock floor under load, shown beside the drift"),
 ):
     """Per host and GPU, the timeline of every comparability key and health fact with its change
     points, and drift of the SM clock under load against each host's own first runs (drifted hosts

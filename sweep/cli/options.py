@@ -10,6 +10,7 @@ the signature of `sweep run` and `RUN` differ, or when an option sets what resum
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import typer
 
 from sweep.collect.resume import OPTIONS
+from sweep.errors import ConfigError
 
 REFERENCE = typer.Option(None, "--reference", metavar="HOST|GROUP", help="host or group the others are compared with")
 EXPECT = typer.Option(None, "--expect", metavar="FILE",
@@ -25,6 +27,45 @@ BASELINE = typer.Option(None, "--baseline", metavar="DIR", help="baseline folder
                         "sets exit 5")
 HOSTS = typer.Option([], "--host", metavar="HOST", help="only this host (repeatable)")
 BASELINE_DIR = typer.Option(Path("baseline"), "--baseline", metavar="DIR", help="baseline folder")
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What a numeric option means: from `low` (`above`: more than `low`, else `low` itself included) to
+    `high`, finite; `unit` names what it counts."""
+
+    low: float
+    high: float
+    above: bool = False
+    unit: str = ""
+
+    def problem(self, value: float) -> str | None:
+        """Why `value` is outside these bounds, or None."""
+        if not math.isfinite(value) or not self.low <= value <= self.high or (self.above and value == self.low):
+            least = "more than" if self.above else "at least"
+            return f"it must be {least} {self.low:g} and at most {self.high:g}{' ' + self.unit if self.unit else ''}"
+        return None
+
+
+SECONDS = Bounds(0, 86_400, above=True, unit="seconds")  # a deadline or a timeout: up to a day
+LOAD_SECONDS = Bounds(0, 3_600, unit="seconds (0: no load)")
+SAMPLE_SECONDS = Bounds(0, 60, above=True, unit="seconds")
+MHZ = Bounds(0, 100_000, above=True, unit="MHz")
+
+
+def number(default: Any, *decls: str, bounds: Bounds, **kwargs: Any):
+    """A numeric option bounded to its meaning: a value outside `bounds` (0 where it means nothing, a
+    negative one, one past any use, NaN, infinity) is refused naming the option (exit 2), before any work.
+    tests/unit/test_cli_numbers.py walks every numeric option of every command with 0, -1 and a huge value."""
+    name = decls[0]
+
+    def check(value):
+        why = None if value is None else bounds.problem(value)
+        if why is not None:
+            raise ConfigError(f"{name} is {value}; {why}", fix=f"give {name} a number in that range")
+        return value
+
+    return typer.Option(default, *decls, callback=check, **kwargs)
 
 
 def json_flag(what: str):
@@ -50,12 +91,15 @@ def run_default(name: str) -> Any:
     return OPTIONS[name].default
 
 
-def _kept(name: str, *decls: str, **kwargs: Any) -> RunOption:
-    """A flag that sets the kept option `name` alone, with the run's default."""
-    return RunOption(typer.Option(run_default(name), *decls, **kwargs), (name,))
+def _kept(name: str, *decls: str, bounds: Bounds | None = None, **kwargs: Any) -> RunOption:
+    """A flag that sets the kept option `name` alone, with the run's default (a number: within `bounds`)."""
+    return _sets((name,), run_default(name), *decls, bounds=bounds, **kwargs)
 
 
-def _sets(sets: tuple[str, ...], default: Any, *decls: str, **kwargs: Any) -> RunOption:
+def _sets(sets: tuple[str, ...], default: Any, *decls: str, bounds: Bounds | None = None,
+          **kwargs: Any) -> RunOption:
+    if bounds is not None:
+        return RunOption(number(default, *decls, bounds=bounds, **kwargs), sets)
     return RunOption(typer.Option(default, *decls, **kwargs), sets)
 
 
@@ -83,16 +127,19 @@ RUN: dict[str, RunOption] = {
     "trust_manifest": _sets((), False, "--trust-manifest", help="with --resume of a folder this user's sweep "
         "did not write: take the options of its manifest that name programs, commands, files or ssh options, and its "
         "inventory, as they are (each one is named first; docs/security.md)"),
-    "forks": _kept("forks", "--forks", "-f", metavar="N", help="hosts probed at once"),
+    "forks": _kept("forks", "--forks", "-f", metavar="N", bounds=Bounds(1, 4_096, unit="hosts at once"),
+                   help="hosts probed at once"),
     "accept_new_host_keys": _kept("accept_new_host_keys", "--accept-new-host-keys",
         help="trust unknown host keys and remember them (changed keys are always refused)"),
     "known_hosts": _sets(("known_hosts",), None, "--known-hosts", metavar="FILE",
         help="extra known_hosts file, read first"),
-    "connect_timeout": _kept("connect_timeout", "--connect-timeout", metavar="SECONDS", help="seconds (default 10)"),
-    "host_deadline": _kept("host_deadline", "--host-deadline", metavar="SECONDS",
+    "connect_timeout": _kept("connect_timeout", "--connect-timeout", metavar="SECONDS", bounds=SECONDS,
+                             help="seconds (default 10)"),
+    "host_deadline": _kept("host_deadline", "--host-deadline", metavar="SECONDS", bounds=SECONDS,
         help="seconds a host may take in all (default 120)"),
     "deep": _sets(AGENT, False, "--deep", help="the agent imports torch and asks CUDA"),
-    "load": _sets(AGENT, 0.0, "--load", metavar="SECONDS", help="each host runs a GPU load for SECONDS and "
+    "load": _sets(AGENT, 0.0, "--load", metavar="SECONDS", bounds=LOAD_SECONDS,
+        help="each host runs a GPU load for SECONDS and "
         "samples clocks and power (refused on GPUs in use); what sweep history measures drift on"),
     # sets nothing kept of its own: agent_args are made with --load, so given alone on --resume it changes nothing
     "load_engine": _sets((), "auto", "--load-engine", metavar="auto|torch|ptx", help="what --load runs on each "
@@ -120,9 +167,11 @@ RUN: dict[str, RunOption] = {
     "shard_by": _sets(("shard",), "hash", "--shard-by", metavar="hash|index",
         help="hash (stable per host) or index (every N-th host)"),
     "max_yaml_values": _sets(("inventory_limits",), run_default("inventory_limits").yaml_values, "--max-yaml-values",
-        metavar="N", help="most values YAML aliases may add to an inventory file once expanded (alias bombs)"),
+        metavar="N", bounds=Bounds(1, 10**9, unit="values"),
+        help="most values YAML aliases may add to an inventory file once expanded (alias bombs)"),
     "max_range_hosts": _sets(("inventory_limits",), run_default("inventory_limits").range_hosts, "--max-range-hosts",
-        metavar="N", help="most hosts one host range (gpu[0001:9999]) may name"),
+        metavar="N", bounds=Bounds(1, 10**7, unit="hosts"),
+        help="most hosts one host range (gpu[0001:9999]) may name"),
     "wrap": _sets(WRAP, False, "--wrap", help="run the COMMAND after -- on every host inside the agent's "
         "envelope (probe before, samples during, probe after); the report compares its "
         "figures within each comparability class (docs/fleet-benchmark.md)"),
@@ -132,7 +181,8 @@ RUN: dict[str, RunOption] = {
         "counts too"),
     "force": _sets(WRAP + AGENT, False, "--force", help="--wrap: run on hosts with a broken contract or another "
         "process on the GPUs too; --speed: measure beside other processes (recorded in each record)"),
-    "interval": _sets(WRAP, 0.2, "--interval", metavar="S", help="--wrap: seconds between GPU samples"),
+    "interval": _sets(WRAP, 0.2, "--interval", metavar="S", bounds=SAMPLE_SECONDS,
+        help="--wrap: seconds between GPU samples"),
     "user": _sets(VARS, None, "--user", "-u", metavar="USER", help="log in as USER where the inventory "
         "sets no ansible_user (as ansible -u: the inventory wins over it)"),
     "private_key": _sets(VARS, None, "--private-key", "--key-file", metavar="FILE", help="the key file where "

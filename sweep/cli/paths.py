@@ -21,10 +21,19 @@ def _first_existing_parent(path: Path) -> Path:
     return parent
 
 
+def _not_a_link(path: Path, option: str, what: str) -> None:
+    """Refuse an output path that is a symbolic link: sweep never writes through one (docs/security.md)."""
+    if path.is_symlink():
+        raise ConfigError(f"is a symbolic link; sweep never writes through one ({option})", where=str(path),
+                          fix=f"give another path for {what}, or remove the link")
+
+
 def output_dir(path: Path | None, option: str, what: str) -> Path | None:
-    """A folder sweep will create (or write into): not a file, and creatable under a folder it can write."""
+    """A folder sweep will create (or write into): not a link, not a file, and creatable under a folder it
+    can write."""
     if path is None:
         return None
+    _not_a_link(path, option, what)
     if path.exists():
         if not path.is_dir():
             raise ConfigError(f"is a file, not a folder ({option})", where=str(path),
@@ -43,9 +52,11 @@ def output_dir(path: Path | None, option: str, what: str) -> Path | None:
 
 
 def output_file(path: Path | None, option: str, what: str) -> Path | None:
-    """A file sweep will write: not a folder, in a folder that exists (or can be made) and can be written."""
+    """A file sweep will write: not a link, not a folder, in a folder that exists (or can be made) and can be
+    written."""
     if path is None:
         return None
+    _not_a_link(path, option, what)
     if path.is_dir():
         raise ConfigError(f"is a folder, not a file ({option})", where=str(path), fix=f"give a file path for {what}")
     parent = _first_existing_parent(path)

@@ -11,6 +11,7 @@ import typer
 
 from sweep import exitcodes
 from sweep.cli import paths
+from sweep.cli.options import LOAD_SECONDS, SECONDS, number
 from sweep.cli.output import console
 from sweep.errors import SweepError
 
@@ -21,15 +22,15 @@ def probe(
     deep: bool = typer.Option(False, "--deep", help="import torch and ask CUDA (seconds)"),
     interpreter: List[str] = typer.Option([], "--interpreter", metavar="PYTHON",
                                           help="python whose torch build to check (repeatable)"),
-    load: float = typer.Option(0.0, "--load", metavar="SECONDS",
-                               help="run a GPU load for SECONDS and sample clocks and power"),
+    load: float = number(0.0, "--load", metavar="SECONDS", bounds=LOAD_SECONDS,
+                         help="run a GPU load for SECONDS and sample clocks and power"),
     force: bool = typer.Option(False, "--force", help="--load even when other processes use the GPUs"),
     record: Optional[Path] = typer.Option(None, "--record", metavar="FILE",
                                           help="save every raw answer into this capture file"),
     replay: Optional[Path] = typer.Option(None, "--replay", metavar="FILE",
                                           help="answer from a capture file instead of the driver"),
-    deadline: float = typer.Option(30.0, "--deadline", metavar="SECONDS",
-                                   help="emit what was read after SECONDS, marked incomplete"),
+    deadline: float = number(30.0, "--deadline", metavar="SECONDS", bounds=SECONDS,
+                             help="emit what was read after SECONDS, marked incomplete"),
 ):
     """Probe this host with the agent: write DIR/health.json and DIR/health-report.md."""
     import shutil

@@ -74,7 +74,7 @@ def run(
                                 deep, (load, _load_engine(load_engine)), spec, speed, force)
     plan = dict(hosts=hosts, ssh=ssh, forks=forks, engine=runner, resume=resume, retry_failed=_retry_classes(retry_failed))
     if list_hosts or as_json:  # after the same checks as a run: --forks 0 is as wrong here as there
-        raise typer.Exit(_list_hosts(inventory, (list_hosts, as_json), **plan))
+        raise typer.Exit(_list_hosts(inventory, (list_hosts, as_json), trust=trust_manifest, **plan))
     report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)
     raise typer.Exit(_finish_run(run_with_progress(dict(inventory_path=inventory, agent=agent, out=out, report=report,
                                                          given=given_options(ctx), trust_manifest=trust_manifest,

@@ -9,17 +9,19 @@ from typing import List, Optional
 import typer
 
 from sweep.cli import paths
+from sweep.cli.options import SAMPLE_SECONDS, SECONDS, number
 
 
 def wrap(
     command: List[str] = typer.Argument(..., metavar="COMMAND", help="the command and its arguments, after --"),
-    interval: float = typer.Option(0.2, "--interval", metavar="SECONDS",
-                                   help="seconds between GPU samples while the command runs"),
+    interval: float = number(0.2, "--interval", metavar="SECONDS", bounds=SAMPLE_SECONDS,
+                             help="seconds between GPU samples while the command runs"),
     out: Path = typer.Option(Path("results"), "--out", "-o", metavar="DIR", help="folder for provenance.json"),
     replay: Optional[Path] = typer.Option(None, "--replay", metavar="FILE",
                                           help="GPU answers from a capture (env SWEEP_REPLAY); the command runs"),
     deep: bool = typer.Option(False, "--deep", help="the probes import torch and ask CUDA (seconds)"),
-    deadline: float = typer.Option(30.0, "--deadline", metavar="SECONDS", help="seconds each probe may take"),
+    deadline: float = number(30.0, "--deadline", metavar="SECONDS", bounds=SECONDS,
+                             help="seconds each probe may take"),
 ):
     """Run COMMAND with the evidence of the machine it ran on: probe before, sample during, probe
     after, into OUT/provenance.json. The command's stdin, stdout, stderr and exit code pass through

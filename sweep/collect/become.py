@@ -1,7 +1,7 @@
 """Become on the host (sudo -n), and every way it fails read back as one `become_failed` with its cause.
 
 Under become the host runs a small guard under the login user's python (`GUARD`): it starts
-``sudo -n -u USER -- PYTHON -c BOOTSTRAP`` in a session of its own and passes its stderr on. The
+``sudo -n -u USER -- PYTHON -I -c BOOTSTRAP`` in a session of its own and passes its stderr on. The
 bootstrap, once sudo has started it, says so on stderr (`STARTED_MARK`, which the guard swallows). A sudo
 that has neither started the agent nor ended after `SUDO_WAIT_S` (a sudo that prompts, reads a tty, or
 hangs in PAM) is ended with everything it started, and the guard says so (`HUNG_MARK`, exit `HUNG_EXIT`)

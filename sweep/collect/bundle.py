@@ -17,6 +17,7 @@ from pathlib import Path
 import probe_agent
 from probe_agent.children import IMPORTER
 from sweep.collect import become
+from sweep.folders import SHARED, make_dirs
 from sweep.collect.become import SUDO, become_user  # noqa: F401  (the engines' names for them)
 
 MAIN = "import sys\nfrom probe_agent.main import main\nsys.exit(main())\n"
@@ -31,6 +32,14 @@ DEADLINE_EXIT = 124
 # the kernel's SIGALRM backstop, for an agent whose every thread is stuck (the mark's thread included):
 # later than the controller's deadline, which has then already recorded the timeout
 BACKSTOP_S = 2.0
+
+# The bootstrap's (and the become guard's) python runs isolated, as the agent's children run `-I -S`: with
+# `-I` (Python 3.4 and later, 3.8 included) it reads no PYTHON* variable of the login session (PYTHONPATH,
+# PYTHONSTARTUP, PYTHONHOME), no user site-packages (~/.local/lib/pythonX.Y: a sitecustomize there) and
+# puts neither the working folder nor the script's on sys.path (a zipfile.py in the login folder), so
+# nothing of the login user's loads into the agent, nor into root's python under --become. A python
+# without -I (2.x, 3.0-3.3) answers "Unknown option: -I": python_too_old (sweep.collect.outcome).
+ISOLATED = "-I"
 
 MAIN_CALL = "from probe_agent.main import main\nsys.exit(main())\n"  # the bootstrap's last lines
 
@@ -107,11 +116,13 @@ def bundle_bytes() -> bytes:
 
 
 def build_bundle(dest: str | Path) -> Path:
-    """Write the zipapp to `dest` (mode 0755) and return its path."""
+    """Write the zipapp to `dest` (mode 0755 from its creation, whole, never through a link: sweep.store's one
+    writer) and return its path."""
+    from sweep.store import write_bytes_atomic
+
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_bytes(bundle_bytes())
-    dest.chmod(0o755)
+    make_dirs(dest.parent, SHARED)
+    write_bytes_atomic(dest, bundle_bytes(), mode=0o755)
     return dest
 
 
@@ -130,11 +141,12 @@ def remote_command(python: str, payload_size: int, agent_args: list[str], lifeti
     (sweep.collect.become) under the login user's `python`: a sudo that would ask for a password fails
     at once, with its own words on stderr; one that prompts or hangs anyway is ended, with what it
     started, after `become.sudo_wait(lifetime)`, and says so.
+    Every python it starts runs isolated (`ISOLATED`), as the agent's children do.
     """
     size = str(payload_size) if lifetime is None else f"{payload_size}/{lifetime:.1f}"
     if not become_user:
-        parts = [python, "-c", BOOTSTRAP, size, *agent_args]
+        parts = [python, ISOLATED, "-c", BOOTSTRAP, size, *agent_args]
     else:
-        parts = [python, "-c", become.guard(TOO_OLD_MARK), f"{become.sudo_wait(lifetime):.1f}", *SUDO, "-u",
-                 become_user, "--", python, "-c", BOOTSTRAP, size + "+", *agent_args]
+        parts = [python, ISOLATED, "-c", become.guard(TOO_OLD_MARK), f"{become.sudo_wait(lifetime):.1f}", *SUDO, "-u",
+                 become_user, "--", python, ISOLATED, "-c", BOOTSTRAP, size + "+", *agent_args]
     return " ".join(shlex.quote(p) for p in parts)

@@ -79,7 +79,9 @@ def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
     refused = sudo_refusal(host, exit_status, stderr)
     if refused is not None:
         raise refused
-    if TOO_OLD_MARK in stderr or (exit_status == 1 and _python_syntax_error(stderr)):
+    if exit_status == 2 and NO_ISOLATED in stderr:  # python 2.x, 3.0-3.3: too old to know -I
+        last = NO_ISOLATED
+    if TOO_OLD_MARK in stderr or (exit_status == 1 and _python_syntax_error(stderr)) or last == NO_ISOLATED:
         found = _old_version(stderr)
         raise HostFailure("python_too_old", (
             f"{host.name}: '{host.python}' is {'Python ' + found if found else 'a python'} older than the 3.8 "
@@ -104,6 +106,10 @@ def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return visible(lines[-1][:300], keep="") if lines else ""
+
+
+# what a python too old for the bootstrap's -I says (2.7's and 3.3's Modules/main.c), with exit 2
+NO_ISOLATED = "Unknown option: -I"
 
 
 def _python_syntax_error(stderr: str) -> bool:

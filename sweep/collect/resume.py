@@ -33,7 +33,7 @@ import warnings
 from sweep.failures import FAILURE_CLASSES, TRANSIENT_CLASSES
 from sweep.errors import ConfigError, ReadBackWarning
 from sweep.text import visible
-from sweep.inventory.command_line import VarLayers
+from sweep.inventory.command_line import VarLayers, is_secret, without_secrets
 from sweep.inventory.formats import InventoryLimits
 
 
@@ -85,9 +85,13 @@ DROPPED = "dropped"  # the manifest's inventory_vars key for the -e names whose 
 
 
 def _layers(value: Any) -> dict:
-    kept = dict(value) if isinstance(value, Mapping) else value.to_dict()
+    """The command line's variables as the manifest keeps them: the values of those sweep reads (`KEPT_VARS`),
+    secrets left out at any depth (`without_secrets`), and the names of the others (`DROPPED`)."""
+    raw = dict(value) if isinstance(value, Mapping) else {"over": value.over}
+    names = [*(raw.get("over") or {}), *raw.get(DROPPED, ())]
+    kept = without_secrets(dict(value)) if isinstance(value, Mapping) else value.to_dict()
     over = kept.get("over") or {}
-    dropped = sorted({*kept.get(DROPPED, ()), *(k for k in over if not KEPT_VARS.match(k))})
+    dropped = sorted({k for k in names if not KEPT_VARS.match(k) or is_secret(k)})
     kept["over"] = {k: v for k, v in over.items() if KEPT_VARS.match(k)}
     return {**kept, DROPPED: dropped} if dropped else kept
 
@@ -200,16 +204,35 @@ class ManifestNotTrusted(ConfigError):
     """A resume would take commands, programs or files from a manifest this user's sweep did not sign."""
 
 
+SHOWN_MAX = 2000  # characters of a value --trust-manifest may take: one a person can read whole, every character
+
+
 def check_foreign(taken: Mapping[str, Any], manifest: str, trust: bool) -> None:
     """Refuse (ManifestNotTrusted) a resume that would take `taken` from a foreign manifest, or (`trust`,
-    ``--trust-manifest``) say each one it takes, before anything is read or run."""
+    ``--trust-manifest``) say each one it takes, whole, on a line of its own, before anything is read or run.
+
+    A value is never shortened: what is taken is what was shown (a 250-character ssh option list ending
+    in a ProxyCommand is shown to its last character). A value longer than `SHOWN_MAX` characters cannot
+    be read whole on a terminal, so it is refused even with ``--trust-manifest``: give it again."""
     if not taken:
         return
-    listed = "; ".join(f"{name} = {_shown(value)}" for name, value in taken.items())
-    if trust:
-        warnings.warn(ReadBackWarning(f"{manifest}: --trust-manifest takes from a manifest this user's sweep did "
-                                      f"not sign: {listed}"), stacklevel=2)
+    shown = {name: _shown(value) for name, value in taken.items()}
+    too_long = [name for name, text in shown.items() if len(text) > SHOWN_MAX]
+    if trust and not too_long:
+        for name, text in shown.items():
+            warnings.warn(ReadBackWarning(f"{manifest}: --trust-manifest takes from a manifest this user's sweep "
+                                          f"did not sign: {name} = {text}"), stacklevel=2)
         return
+    listed = "; ".join(f"{name} = {text}" if name not in too_long else
+                       f"{name} = a value of {len(text)} characters, too long to show whole"
+                       for name, text in shown.items())
+    if too_long:
+        raise ManifestNotTrusted(
+            f"was not written by this user's sweep, and a resume would take from it {', '.join(too_long)}: "
+            f"longer than the {SHOWN_MAX} characters --trust-manifest shows whole, so not taken even with "
+            f"--trust-manifest; all it would take: {listed}", where=manifest,
+            fix="give them again on the command line (INVENTORY, --engine, --known-hosts, -e, --wrap ...); "
+                "sweep never takes a value it did not show (docs/security.md)")
     raise ManifestNotTrusted(
         f"was not written by this user's sweep (no signature of this user's key, sweep.trust), and a resume "
         f"would take from it what names programs, commands, files or ssh options: {listed}", where=manifest,
@@ -218,8 +241,8 @@ def check_foreign(taken: Mapping[str, Any], manifest: str, trust: bool) -> None:
 
 
 def _shown(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return visible(text if len(text) <= 200 else text[:197] + "...", keep="")
+    """`value` whole as JSON, every control, bidi or invisible character written as its escape."""
+    return visible(json.dumps(value, ensure_ascii=False, default=str), keep="")
 
 
 def dropped_vars(stored: Mapping[str, Any], given: Collection[str]) -> None:

@@ -456,14 +456,21 @@ def _no_check(hosts, options, inventory_path) -> None:
 
 def planned_hosts(inventory_path: str | Path | None, *, hosts: HostSelection = HostSelection(),
                   resume: str | Path | None = None, engine: "str | Engine" = "ssh", forks: int = 1,
-                  ssh: SSHSettings = SSHSettings(), retry_failed: Collection[str] | None = None) -> list[Host]:
+                  ssh: SSHSettings = SSHSettings(), retry_failed: Collection[str] | None = None,
+                  trust: bool = False) -> list[Host]:
     """The hosts `run_sweep` with these arguments would contact, in the order it would; contacts none and
     writes nothing (``sweep run --list-hosts``, Ansible's ``--list-hosts``), after the same checks of
-    `forks`, `ssh` and `retry_failed` as `run_sweep`. With `resume`: the run's hosts without a record."""
+    `forks`, `ssh` and `retry_failed` as `run_sweep`. With `resume`: the run's hosts without a record; the
+    inventory a manifest this user's sweep did not sign names is read only when `trust` (--trust-manifest)
+    says so, as a resume does (`check_foreign`)."""
     _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard)
     runner = create_engine(engine) if isinstance(engine, str) else engine
     if resume is not None:
         folder, manifest = RunFolder.existing(resume)
+        named = _sources(manifest.get("inventory") or {"path": None})
+        if inventory_path is None and not signed(manifest) and named is not None and not (
+                isinstance(named, str) and is_inline(named)):
+            check_foreign({"inventory": named}, str(folder.manifest_path), trust)
         inventory = _inventory(inventory_path or _sources(manifest.get("inventory") or {"path": None}), hosts.loader, runner,
                                hosts.inventory_limits, hosts.variables)
         done = folder.read_records()

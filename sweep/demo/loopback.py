@@ -53,7 +53,7 @@ KINDS = {
     "agent_error": "the agent exits 1 with a traceback",
     "bad_output": "prints a banner line instead of health.json",
     "slow_banner": "sends its SSH banner only after `delay_s` seconds",
-    "old_python": "its python3 is Python 2.7: compiling the agent's bootstrap fails with a SyntaxError",
+    "old_python": "its python3 is Python 2.7: it refuses the bootstrap's -I (Unknown option: -I)",
     "huge_output": "its python prints 100 MiB instead of health.json",
     "bad_schema": "prints JSON of schema_version 1.0 that breaks the health.json schema",
     "drop_mid_output": "the connection is cut after the first 64 KiB the host sends, mid-output",
@@ -64,11 +64,11 @@ _SCRIPTS = {
     "agent_error": ('cat >/dev/null\necho "Traceback (most recent call last):" >&2\n'
                     'echo "RuntimeError: demo agent failure on $SWEEP_REPLAY_HOSTNAME" >&2\nexit 1\n'),
     "bad_output": 'cat >/dev/null\necho "Welcome to $SWEEP_REPLAY_HOSTNAME! Unauthorized access prohibited."\n',
-    # what python 2.7 answers to `python -c CODE` when CODE is Python 3 it cannot compile
+    # what python 2.7 answers to `python -I -c CODE` (Modules/main.c: an unknown option, then usage(2))
     "old_python": ('case "$1" in -V|--version) echo "Python 2.7.18" >&2; exit 0;; esac\ncat >/dev/null\n'
-                   'echo \'  File "<string>", line 9\' >&2\necho \'    def find_spec(self, name, path=None, '
-                   'target=None) -> None:\' >&2\necho \'                                                 ^\' >&2\n'
-                   'echo "SyntaxError: invalid syntax" >&2\nexit 1\n'),
+                   'echo "Unknown option: -I" >&2\n'
+                   'echo "usage: $0 [option] ... [-c cmd | -m mod | file | -] [arg] ..." >&2\n'
+                   'echo "Try \\`python -h\' for more information." >&2\nexit 2\n'),
     "huge_output": 'cat >/dev/null\nhead -c 104857600 /dev/zero | tr "\\000" "x"\n',
     "bad_schema": ('cat >/dev/null\necho \'{"schema_version": "1.0", "kind": "sweep.health", "probe": {}, '
                    '"gpus": "eight, all fine"}\'\n'),

@@ -9,13 +9,11 @@ target, so node_exporter never reads half a file (its docs ask for exactly this)
 from __future__ import annotations
 
 import math
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
-from sweep.errors import ConfigError
+from sweep.errors import ConfigError, RunFolderError
 
 _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -73,28 +71,22 @@ class Metrics:
 
 
 def write_output(text: str, path: str | Path | None) -> None:
-    """`text` to stdout (path None or "-"), or into `path` atomically (temp file, fsync, rename)."""
+    """`text` to stdout (path None or "-"), or into `path` whole (sweep.store's one writer: a temporary file
+    beside it, fsync, rename; never through a link)."""
     if path is None or str(path) == "-":
         sys.stdout.write(text)
         return
-    path = Path(path)
-    tmp = None
+    from sweep.folders import SHARED, make_dirs
+    from sweep.store import write_bytes_atomic
+
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.fchmod(fh.fileno(), 0o644)
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        tmp = None
+        make_dirs(Path(path).parent, SHARED)
+        write_bytes_atomic(Path(path), text.encode("utf-8"))
     except OSError as err:
-        raise ConfigError(f"cannot write {path.name} ({err.strerror or err})", where=str(path.parent),
+        raise ConfigError(f"cannot write {Path(path).name} ({err.strerror or err})", where=str(Path(path).parent),
                           fix="make the folder writable (node_exporter's textfile directory), or choose "
                               "another with -o") from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+    except RunFolderError as err:
+        raise ConfigError(err.message, where=err.where,
+                          fix="make the folder writable (node_exporter's textfile directory), or choose "
+                              "another with -o") from None

@@ -39,6 +39,7 @@ from sweep.history.speeddrift import SpeedDrift, speed_drift
 from sweep.history.index import HistoryIndex, IndexDamaged, Skipped, UpdateResult, damaged, default_index_path, run_folders
 from sweep.history.timeline import HOST, Change, Selection, changes, day, iso, select, spans
 from sweep.store import write_bytes_atomic, write_json_atomic
+from sweep.folders import SHARED, make_dirs
 from sweep.text import csv_cell, plural
 
 MEASURE_FIX = "`sweep run INVENTORY --load 60` samples the SM clock under load on every host"
@@ -184,7 +185,7 @@ def build_history(paths, out_dir: str | Path, **options) -> History:
     out = Path(out_dir)
     refuse_output_links(out, OUTPUT_FILES)  # before anything is read or written
     history = build(paths, **options)
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out, SHARED)
     _csv(pd.DataFrame([c.as_dict() for c in history.changes],
                       columns=["host", "date", "time", "key", "label", "before", "after", "run", "time_before",
                                "run_before", "text", "gpu"]),

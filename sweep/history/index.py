@@ -50,6 +50,7 @@ from sweep.analysis.facts import mixed_text, signature as fact_signature
 from sweep.analysis.fleet import GPU_COLUMNS, HOST_COLUMNS, usable_cpus
 from sweep.history.files import IndexLock, refuse_index_links, remove_index
 from sweep.history.runs import HW_KEY, REACHABILITY, RunRows, Skipped, read_all
+from sweep.folders import SHARED, make_dirs
 from sweep.store import MANIFEST
 
 INDEX_VERSION = 5  # 4: typed values (JSON), not rendered labels; 5: the speed tier's figures
@@ -156,7 +157,7 @@ class HistoryIndex:
         self.path = Path(path)
         self.rebuilt: str | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.path.parent, SHARED)
         except OSError as err:
             raise RunFolderError(f"cannot open the history index ({err})", where=str(self.path),
                                  fix="make the folder writable, or choose another with --index") from None

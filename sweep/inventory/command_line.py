@@ -25,7 +25,10 @@ from sweep.inventory.keyvalue import parse_kv
 # Ansible's boolean(): what true and false are written as (ansible.module_utils.parsing.convert_bool)
 TRUE_WORDS = frozenset({"y", "yes", "on", "1", "true", "t"})
 FALSE_WORDS = frozenset({"n", "no", "off", "0", "false", "f", ""})
-SECRET = re.compile(r"pass|secret|token", re.I)  # extra vars the run's manifest does not keep
+# The one rule of what is a secret, by name, at any depth: a variable, a mapping key inside a variable's
+# value. No value under such a name is written to the run folder or stdout (`without_secrets`); a key file's
+# path (`..._key_file`) is a path, not a secret
+SECRET = re.compile(r"pass|secret|token|credential|api_?key|private_?key(?!_?file)|(?:\A|_)pw(?:_|\Z)", re.I)
 INLINE_NAME = "inline"  # the run folder's name part for an inline inventory (reports/<time>-inline)
 # `name:port` as ansible's parse_address reads it: a host name of labels that neither start nor end with - or _
 # (else the whole entry is the name), or a bracketed address
@@ -45,14 +48,44 @@ class VarLayers:
         return bool(self.under or self.over)
 
     def to_dict(self) -> dict:
-        """As a run's manifest keeps it: values and where, secrets (password, token) left out."""
-        return {layer: {k: list(v) for k, v in getattr(self, layer).items() if not SECRET.search(k)}
+        """As a run's manifest keeps it: values and where, secrets left out at any depth (`without_secrets`)."""
+        return {layer: without_secrets({k: list(v) for k, v in getattr(self, layer).items()})
                 for layer in ("under", "over")}
 
     @classmethod
     def from_dict(cls, kept: Mapping | None) -> "VarLayers":
         kept = kept or {}
         return cls(**{layer: {k: tuple(v) for k, v in (kept.get(layer) or {}).items()} for layer in ("under", "over")})
+
+
+def is_secret(name: Any) -> bool:
+    """Whether a variable or key of this name holds a secret (`SECRET`: pass, secret, token, credential,
+    api_key, private_key, pw)."""
+    return isinstance(name, str) and SECRET.search(name) is not None
+
+
+def without_secrets(value: Any) -> Any:
+    """`value` (JSON-like) with every mapping entry whose key `is_secret` left out, at any depth: what
+    every writer of the run folder and of stdout keeps of variables (the manifest's ``inventory_vars``,
+    the inventory snapshot's ``settings``, ``--list-hosts --json``). Walked without recursion."""
+    out: list = [None]
+    stack = [(value, out, 0)]
+    while stack:
+        item, parent, slot = stack.pop()
+        if isinstance(item, Mapping):
+            kept: dict = {}
+            parent[slot] = kept
+            for key, inner in item.items():
+                if not is_secret(key):
+                    kept[key] = None
+                    stack.append((inner, kept, key))
+        elif isinstance(item, (list, tuple)):
+            made = [None] * len(item)
+            parent[slot] = made
+            stack.extend((inner, made, n) for n, inner in enumerate(item))
+        else:
+            parent[slot] = item
+    return out[0]
 
 
 def command_line_vars(user: str | None = None, private_key: str | None = None, become: bool = False,

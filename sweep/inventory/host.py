@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from sweep.errors import InventoryError
-from sweep.inventory.command_line import ansible_bool
+from sweep.inventory.command_line import ansible_bool, without_secrets
 from sweep.inventory.groups import IMPLICIT_GROUPS
 from sweep.inventory.names import RULE_FIX, RULE_WHY, hostname_problem, ruser_problem
 from sweep.inventory.yaml_lines import Vaulted, value_kind
@@ -70,14 +70,14 @@ def describe(host: Host) -> dict:
     origins = {name: f"{var} at {where}" if where else var for name, (var, where) in host.origins.items()}
     if "proxy_jump" not in origins and "ssh_common_args" in origins and host.proxy_jump:
         origins["proxy_jump"] = origins["ssh_common_args"]
-    return {
+    return without_secrets({
         "name": host.name,
         **{name: getattr(host, name) for name in LISTED_FIELDS},
         "groups": list(host.groups),
         "from": {name: origins[name] for name in LISTED_FIELDS if name in origins},
         "unrendered": {name: {"variable": var, "value": text, "at": where}
                        for name, (var, text, where) in host.unrendered.items()},
-    }
+    })
 
 
 class _Template(InventoryError):

@@ -55,7 +55,7 @@ from typing import Any
 
 from sweep.errors import InventoryError, InventoryWarning, LimitError
 from sweep.inventory.ansible_loader import load_with_ansible
-from sweep.inventory.command_line import VarLayers, inline_hosts, is_inline
+from sweep.inventory.command_line import VarLayers, inline_hosts, is_inline, without_secrets
 from sweep.inventory.files import read_text
 from sweep.inventory.formats import parse_ini, parse_yaml, sniff_yaml
 from sweep.inventory.groups import IMPLICIT_GROUPS, GroupGraph, GroupMembers, InventoryLimits
@@ -101,12 +101,12 @@ class Inventory:
         return [by_name[name] for name in chosen]
 
     def snapshot(self) -> dict:
-        """A JSON-able record of the hosts and groups, for a run manifest (vars left out: secrets)."""
+        """A JSON-able record of the hosts and groups, for a run manifest (no secret: `without_secrets`)."""
         hosts = [
             {
                 "name": h.name, "address": h.address, "port": h.port, "user": h.user,
                 "key_file": h.key_file, "python": h.python, "ssh_common_args": h.ssh_common_args,
-                "proxy_jump": h.proxy_jump, "groups": list(h.groups), "settings": thaw(h.settings),
+                "proxy_jump": h.proxy_jump, "groups": list(h.groups), "settings": without_secrets(thaw(h.settings)),
                 **({"become_user": h.become_user} if h.become else {}),
             }
             for h in self.hosts

@@ -52,6 +52,7 @@ from sweep.report.markdown import render_markdown
 from sweep.report.page import render_html
 from sweep.report.summary import summary_dict, write_summary_json
 from sweep.report.topbox import states_line
+from sweep.folders import SHARED, make_dirs
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     refuse_links(out.parent, [out.name, *(f"{out.name}/{path.name}" for path in files.values())],
                  fix="remove the link, or write the report elsewhere with --out")
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        make_dirs(out, SHARED)
         # fleet.csv (one row per GPU) is the slowest file to write: a forked process writes it
         # while this one renders the rest
         writer = _start(write_fleet_csv, fleet, files["fleet_csv"])

@@ -24,6 +24,7 @@ from sweep.report.charts import chart, speed_chart
 from sweep.report.findings import by_host, fold
 from sweep.report.summary import ROWS_MAX, audit_hosts, fold_failures, list_files
 from sweep.report.topbox import HELD_OUT_SHOWN, held_out_rows, keepout_rows, tiles, watch_line
+from sweep.folders import PRIVATE, make_dirs
 from sweep.text import breakable_html, plural, visible
 
 DETAIL_HOSTS_MAX = 300    # per-host <details> blocks; the rest are in hosts.csv
@@ -68,7 +69,7 @@ def template_cache_dir() -> Path | None:
     base = os.environ.get("XDG_CACHE_HOME") or ""
     root = Path(base) if os.path.isabs(base) else Path(os.path.expanduser("~")) / ".cache"
     if not os.path.isdir(root):
-        os.makedirs(root, mode=0o700)
+        make_dirs(root, PRIVATE)
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the user's own cache home, as set
     try:
         for name, mask in (("sweep", 0o022), ("templates", 0o077)):

@@ -98,10 +98,12 @@ def write_json_atomic(path: Path, data: Any, *, sync_dir: bool = False, indent: 
     write_bytes_atomic(path, (dumps(data, indent=indent) + "\n").encode("utf-8"), sync_dir=sync_dir)
 
 
-def write_bytes_atomic(path: Path, blob: bytes, *, sync_dir: bool = False) -> None:
-    """`blob` into `path` whole or not at all, never through a symbolic link (the folder or the file).
+def write_bytes_atomic(path: Path, blob: bytes, *, sync_dir: bool = False, mode: int = 0o644) -> None:
+    """`blob` into `path` whole or not at all, never through a symbolic link (the folder or the file): the
+    one writer of every file sweep writes (run folders, report, history, export, baseline, bundle).
 
-    The folder is opened with O_NOFOLLOW and the file created beside it with O_EXCL | O_NOFOLLOW,
+    The folder is opened with O_NOFOLLOW and the file created beside it with O_EXCL | O_NOFOLLOW and
+    `mode` (0755 for the agent bundle; the umask can take bits away, never add them: no chmod after),
     then renamed over `path`; a link already at `path` is refused, not replaced or followed.
     """
     path = Path(path)
@@ -114,7 +116,7 @@ def write_bytes_atomic(path: Path, blob: bytes, *, sync_dir: bool = False) -> No
         except FileNotFoundError:
             pass
         tmp = f"{TMP_PREFIX}{secrets.token_hex(8)}{path.suffix}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
                      dir_fd=dir_fd)
         with os.fdopen(fd, "wb") as fh:
             fh.write(blob)

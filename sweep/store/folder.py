@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweep.inventory.command_line import is_inline
+from sweep.inventory.command_line import is_inline, without_secrets
 from sweep import __version__
 from sweep.errors import HealthFileError, RunFolderError
 from sweep.inventory.formats import IMPLICIT_GROUPS
 from sweep.schema import manifest_problem
 from sweep.strictjson import dumps, loads
 from sweep.text import host_key
+from sweep.folders import SHARED, make_dirs
 from sweep.trust import line_mac, sign
 from sweep.store.files import (DIGESTS, HOSTS, LOCK, MACS, MANIFEST, MANIFEST_MAX_BYTES, NOFOLLOW_DIR, RECORD_KEYS,
                                RECORD_MAX_BYTES, RECORD_VERSION, RUN_FORMAT, STATES, TMP_PREFIX, fix_for,
@@ -27,6 +28,20 @@ from sweep.store.files import (DIGESTS, HOSTS, LOCK, MACS, MANIFEST, MANIFEST_MA
 from sweep.store.records import left_out, normalize_health, read_digests, read_record
 
 _held: dict[str, int] = {}  # run folder (real path) -> fd of its .lock, held by this process
+
+
+def _without_secrets(manifest: dict) -> dict:
+    """`manifest` (changed in place) with no value under a secret's name (`without_secrets`) in what holds
+    variables: the options, each session's options, the snapshot's per-host settings."""
+    manifest["options"] = without_secrets(manifest.get("options") or {})
+    for session in manifest.get("sessions") or ():
+        if isinstance(session, dict) and isinstance(session.get("options_set"), dict):
+            session["options_set"] = without_secrets(session["options_set"])
+    snapshot = (manifest.get("inventory") or {}).get("snapshot")
+    for host in (snapshot.get("hosts") or ()) if isinstance(snapshot, dict) else ():
+        if isinstance(host, dict) and "settings" in host:
+            host["settings"] = without_secrets(host["settings"])
+    return manifest
 
 
 def new_manifest(inventory_path: str | Path, snapshot: dict, hosts: list[str], options: dict) -> dict:
@@ -58,11 +73,14 @@ class RunFolder:
     def create(cls, path: str | Path) -> "RunFolder":
         """Make a new, empty run folder (its parents too) and lock it; refuse one that already holds files."""
         folder = cls(path)
+        if folder.path.is_symlink():
+            raise RunFolderError("is a symbolic link; sweep never writes through one", where=str(folder.path),
+                                 fix="choose another path with --out, or remove the link")
         if folder.path.exists() and not folder.path.is_dir():
             raise RunFolderError("is a file, not a folder", where=str(folder.path),
                                  fix="choose another path with --out")
         try:
-            folder.path.mkdir(parents=True, exist_ok=True)
+            make_dirs(folder.path, SHARED)
         except OSError as err:
             raise RunFolderError(f"cannot create the run folder ({err.strerror or err})",
                                  where=str(folder.path), fix=fix_for(err)) from None
@@ -74,7 +92,7 @@ class RunFolder:
             if any(entry.name != LOCK for entry in os.scandir(folder.path)):
                 raise RunFolderError("is not empty", where=str(folder.path),
                                      fix="choose a new or empty folder with --out")
-            os.mkdir(folder.hosts_dir)
+            os.mkdir(folder.hosts_dir, SHARED)
         except OSError as err:
             folder.close()
             raise RunFolderError(f"cannot create the run folder ({err.strerror or err})",
@@ -148,7 +166,7 @@ class RunFolder:
         folder.lock()
         try:
             if not os.path.isdir(folder.hosts_dir):
-                os.mkdir(folder.hosts_dir)
+                os.mkdir(folder.hosts_dir, SHARED)
             for where in (folder.hosts_dir, folder.path):
                 dir_fd = os.open(where, NOFOLLOW_DIR)
                 try:
@@ -194,7 +212,7 @@ class RunFolder:
     def write_manifest(self, manifest: dict) -> None:
         if manifest.get("state") not in STATES:
             raise ValueError(f"manifest state must be one of {STATES}")
-        write_json_atomic(self.manifest_path, sign(manifest), sync_dir=True, indent=1)
+        write_json_atomic(self.manifest_path, sign(_without_secrets(manifest)), sync_dir=True, indent=1)
 
     def begin_session(self, manifest: dict, **about: Any) -> dict:
         """Mark the run running again with a new session (written now; `about` goes into it: the options it

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 PWNED = "document.title='pwned'"
 # C0 controls but newline and tab, DEL, and the C1 controls as UTF-8 (U+0080..U+009F)
 RAW_CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")
-PY36 = ("shift  # -c: run the bootstrap under a real python3 that says it is 3.6.15\n"
+PY36 = ("shift 2  # -I -c: run the bootstrap under a real python3 that says it is 3.6.15\n"
         "exec python3 -c 'import sys; sys.version_info = (3, 6, 15, \"final\", 0); "
         "sys.version = \"3.6.15 (pretend)\"; code = sys.argv.pop(1); exec(compile(code, \"<string>\", \"exec\"))' \"$@\"\n")
 TRUNCATED = "cat >/dev/null\nprintf '{\"schema_version\": \"1.0\", \"kind\": \"sweep.health\", \"gpus\": [{\"ind'\n"
@@ -122,7 +122,7 @@ def test_a_python_older_than_3_8_is_named_with_its_fix(faults, tmp_path):
     bin_dir = faults.workdir / "bin"
     assert found["f-py27"]["failure"] == {"class": "python_too_old", "message": (
         f"f-py27: '{bin_dir}/python-old_python' is a python older than the 3.8 the agent needs "
-        "(SyntaxError: invalid syntax); install python3 >= 3.8 or set ansible_python_interpreter to one")}
+        "(Unknown option: -I); install python3 >= 3.8 or set ansible_python_interpreter to one")}
     assert found["f-py36"]["failure"] == {"class": "python_too_old", "message": (
         f"f-py36: '{bin_dir}/python-host-f-py36' is Python 3.6.15 older than the 3.8 the agent needs "
         "(sweep-agent: this python is too old: Python 3.6.15; the agent needs 3.8 or later); "

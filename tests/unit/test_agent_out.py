@@ -32,11 +32,11 @@ def test_a_writer_that_starts_while_another_renames_leaves_both_whole(tmp_path, 
     target = str(tmp_path / "health.json")
     real_replace, nested = os.replace, []
 
-    def replace(src, dst):
+    def replace(src, dst, **fds):
         if not nested:
             nested.append(src)
             write_atomic(target, '{"writer": "B"}\n')
-        real_replace(src, dst)
+        real_replace(src, dst, **fds)
 
     monkeypatch.setattr(probe.os, "replace", replace)
     write_atomic(target, '{"writer": "A"}\n')
@@ -47,7 +47,7 @@ def test_a_writer_that_starts_while_another_renames_leaves_both_whole(tmp_path, 
 def test_a_failed_write_removes_its_temporary_file_and_names_the_file_asked_for(tmp_path, monkeypatch):
     target = str(tmp_path / "health.json")
 
-    def refuse(src, dst):
+    def refuse(src, dst, **fds):
         raise OSError(28, "No space left on device", src)
 
     monkeypatch.setattr(probe.os, "replace", refuse)

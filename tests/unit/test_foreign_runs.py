@@ -130,7 +130,8 @@ def test_extra_vars_keep_their_names_but_no_value_unless_sweep_reads_them(tmp_pa
         assert secret not in text
     kept = json.loads(text)["options"]["inventory_vars"]
     assert set(kept["over"]) == {"ansible_user", "sweep_connect_timeout"}
-    assert kept["dropped"] == ["api_key", "credential", "vault_pw"]  # a pass/secret/token name: not even its name
+    # the names alone (a resume says to give them again); api_key, credential, vault_pw are secrets (issue 53)
+    assert kept["dropped"] == ["ansible_password", "api_key", "credential", "vault_pw"]
 
 
 def test_the_cli_refuses_a_foreign_resume_in_one_line_and_exit_2(tmp_path, monkeypatch, script):

@@ -34,6 +34,7 @@ from typing import Any
 
 from sweep.collect.engines.ansible_vars import check_hosts
 from sweep.collect.engines.base import ProcessEngine, EngineError, failed, judged, tail
+from sweep.collect.bundle import ISOLATED
 from sweep.collect.options import FAST_KEX, SSHOptions
 from sweep.text import plural
 
@@ -129,7 +130,7 @@ class AnsibleEngine(ProcessEngine):
         cmd = " ".join(shlex.quote(a) for a in (str(pyz), *job.agent_args)) + " </dev/null"
         argv = [self.ansible or find_ansible(), "all", "-i", str(job.inventory_path), "--limit", f"@{limit}",
                 "-f", str(job.forks), "-m", "ansible.builtin.script",
-                "-a", json.dumps({"cmd": cmd, "executable": PYTHON}),
+                "-a", json.dumps({"cmd": cmd, "executable": f"{PYTHON} {ISOLATED}"}),  # -I: as the bootstrap
                 "-T", f"{max(1, round(opts.connect_timeout))}",
                 "--task-timeout", f"{max(1, round(opts.host_deadline))}", *command_line_args(job.variables),
                 *self.extra_args]

@@ -16,6 +16,7 @@ import paramiko
 from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
 from sweep.errors import SweepError
+from sweep.folders import PRIVATE, make_dirs
 
 
 class UnknownHostKey(SweepError):
@@ -95,7 +96,7 @@ class HostKeyStore:
             salt = os.urandom(20)
             digest = hmac.new(salt, name.encode(), hashlib.sha1).digest()
             hashed = f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
-            self.write_to.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_dirs(self.write_to.parent, PRIVATE)
             with open(self.write_to, "a", encoding="ascii") as fh:
                 fh.write(f"{hashed} {key.get_name()} {key.get_base64()}\n")
             self._hashed.append((salt, digest, self.write_to, key))
