@@ -1,6 +1,8 @@
 """drain.sh and resume.sh applied to a real one-node Slurm (slurmctld + slurmd on loopback): the
 report's broken host is this machine's Slurm node, with an Xid 79 in its kernel log; a later report
-finds it healthy again (issue 43: sweep never overwrites nor resumes a drain that is not its own)."""
+finds it healthy again (issue 43: sweep never overwrites nor resumes a drain that is not its own). The
+cluster knows a second node, otherhost, outside every report and drained by hand: no script may touch it,
+whatever a reason holds (issue 49: a reason with a newline read as another node's line)."""
 from __future__ import annotations
 
 import os
@@ -19,11 +21,13 @@ from sweep.report.build import build_report  # noqa: E402
 from slurm_parts import one_node_slurm  # noqa: E402
 
 pytestmark = pytest.mark.integration
+OTHER = "otherhost"  # a node of the cluster in no report, drained by hand
+OTHERS_REASON = "held by ops"
 
 
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
-    with one_node_slurm(tmp_path_factory.mktemp("slurm")) as cluster:
+    with one_node_slurm(tmp_path_factory.mktemp("slurm"), others=(OTHER,)) as cluster:
         yield cluster
 
 
@@ -58,8 +62,8 @@ def _sh(env: dict, script: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def _plain(stderr: str) -> str:
-    """`stderr` without the flag Slurm appends to a state (``drained*``: the node is not responding now)."""
-    return re.sub(r"\b(drained|draining|idle)[*~#%$@^!-]", r"\1", stderr)
+    """`stderr` without the flag Slurm adds to a state while slurmd has not answered a ping (a loaded machine)."""
+    return stderr.replace("+NOT_RESPONDING", "")
 
 
 def _state(env: dict, node: str) -> tuple[bool, str | None]:
@@ -69,12 +73,16 @@ def _state(env: dict, node: str) -> tuple[bool, str | None]:
 
 @pytest.fixture
 def cluster(slurm):
-    """The cluster's node idle and undrained at the start of each test."""
+    """The cluster's node idle and undrained at the start of each test; otherhost drained by hand, and so
+    at its end."""
     env = dict(os.environ, SLURM_CONF=slurm["conf"])
     if _state(env, slurm["node"])[0]:
         _slurm(env, "scontrol", "update", f"NodeName={slurm['node']}", "State=RESUME")
     assert _state(env, slurm["node"]) == (False, None)
-    return slurm["node"], env
+    _slurm(env, "scontrol", "update", f"NodeName={OTHER}", "State=DRAIN", f"Reason={OTHERS_REASON}")
+    other = _node(env, OTHER)
+    yield slurm["node"], env
+    assert _node(env, OTHER) == other  # state, reason and its [user@time]: untouched
 
 
 def test_drain_sh_drains_the_broken_node_with_its_reason(cluster, tmp_path):
@@ -88,7 +96,7 @@ def test_drain_sh_drains_the_broken_node_with_its_reason(cluster, tmp_path):
     shown = _node(env, node)
     assert "DRAIN" in shown["State"].split("+")
     assert shown["Reason"].startswith(drain["reason"] + " [")  # Slurm appends [user@time]
-    assert _slurm(env, "sinfo", "-R", "-h", "-N", "-o", "%N|%E").strip() == f"{node}|{drain['reason']}"
+    assert _slurm(env, "sinfo", "-R", "-h", "-N", "-n", node, "-o", "%N|%E").strip() == f"{node}|{drain['reason']}"
     assert done.stdout == f"drained {node}: {drain['reason']}\n" and done.stderr == ""
 
 
@@ -98,7 +106,7 @@ def test_a_node_drained_by_hand_keeps_its_reason_through_drain_sh_and_is_never_r
     broken = _report(tmp_path, node, "broken", broken=True)
     done = _sh(env, broken.files["drain"])
     assert _state(env, node) == (True, "disk replace")
-    assert _plain(done.stderr) == f"{broken.files['drain']}: {node} left alone: drained by someone else, Reason=disk replace\n"
+    assert _plain(done.stderr) == f"{broken.files['drain']}: {node} left alone: IDLE+DRAIN by someone else, Reason=disk replace\n"
     for name, broken_now in (("still-broken", True), ("healthy", False)):
         report = _report(tmp_path, node, name, broken=broken_now)
         done = _sh(env, report.files["resume"])
@@ -117,7 +125,7 @@ def test_a_node_sweep_drained_is_resumed_by_the_report_that_finds_it_healthy(clu
     done = _sh(env, healthy.files["resume"])
     assert _state(env, node) == (False, None)
     assert done.stdout == f"resumed {node}\n"
-    assert _slurm(env, "sinfo", "-R", "-h", "-N", "-o", "%N|%E").strip() == ""
+    assert _slurm(env, "sinfo", "-R", "-h", "-N", "-n", node, "-o", "%N|%E").strip() == ""
 
 
 def test_a_node_sweep_drained_and_still_broken_stays_drained(cluster, tmp_path):
@@ -127,7 +135,7 @@ def test_a_node_sweep_drained_and_still_broken_stays_drained(cluster, tmp_path):
     done = _sh(env, again.files["resume"])
     assert _state(env, node) == (True, "sweep: reboot: Xid 79 GPU has fallen off the bus")
     assert _plain(done.stderr) == (f"{again.files['resume']}: {node} left alone: still held out or broken in this report, "
-                           "drained, Reason=sweep: reboot: Xid 79 GPU has fallen off the bus\n")
+                           "IDLE+DRAIN, Reason=sweep: reboot: Xid 79 GPU has fallen off the bus\n")
 
 
 def test_dry_run_prints_the_commands_and_changes_nothing(cluster, tmp_path):
@@ -143,3 +151,61 @@ def test_dry_run_prints_the_commands_and_changes_nothing(cluster, tmp_path):
     done = _sh(env, healthy.files["resume"], "-n")
     assert done.stdout == f"would run: scontrol update NodeName={node} State=RESUME\n"
     assert _state(env, node) == (True, "sweep: reboot: Xid 79 GPU has fallen off the bus")
+
+
+FORGED = f"x\n{OTHER}|drained|sweep: x $(touch PWNED) `touch PWNED2`"  # a second line, as sinfo printed it
+
+
+@pytest.mark.parametrize("script", ["drain", "resume"])
+def test_a_reason_holding_a_newline_and_a_forged_node_line_never_reaches_another_node(cluster, tmp_path, script):
+    """Whoever may drain one node of the report writes a reason whose second line reads as otherhost's, drained
+    by sweep: neither drain.sh (of a report that finds the node broken) nor resume.sh (of one that finds it
+    healthy) touches otherhost (the cluster fixture checks its state and reason after the test), nor runs the
+    reason's shell text. drain.sh leaves the node as it is (drained by someone else); resume.sh resumes it
+    (its reason starts with sweep's)."""
+    node, env = cluster
+    reason = ("sweep: " if script == "resume" else "") + FORGED
+    _slurm(env, "scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    report = _report(tmp_path, node, script, broken=script == "drain")
+    done = subprocess.run(["sh", str(report.files[script])], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert OTHER not in done.stdout and list(work.iterdir()) == []
+    if script == "drain":
+        assert _state(env, node)[0] and _node(env, node)["Reason"].startswith("x ")
+        assert done.stderr.startswith(f"{report.files['drain']}: {node} left alone: IDLE+DRAIN") or \
+            done.stderr.startswith(f"{report.files['drain']}: {node} left alone: IDLE+DRAIN+NOT_RESPONDING")
+        assert done.stderr.count("\n") == 1  # the reason shown on its node's one line, as text
+    else:
+        assert done.stdout == f"resumed {node}\n" and _state(env, node) == (False, None)
+
+
+def test_dry_run_without_a_controller_prints_one_line_per_reason_from_the_report(slurm, tmp_path):
+    """No slurmctld answers (its port closed): drain.sh -n prints what the report asks, each line marked, exit 0;
+    without -n it changes nothing and says why (exit 1); resume.sh -n the same."""
+    conf = Path(slurm["conf"]).read_text()
+    down = tmp_path / "slurm.conf"
+    down.write_text(re.sub(r"SlurmctldPort=\d+", "SlurmctldPort=9", conf))  # port 9 (discard): nothing listens
+    env = dict(os.environ, SLURM_CONF=str(down))
+    node = slurm["node"]
+    health = {node: fv.xid(fv.h200(8, node), code=79), "gpu02": fv.hw_thermal(fv.h200(8, "gpu02")),
+              "gpu03": fv.hw_thermal(fv.h200(8, "gpu03")), "gpu04": fv.h200(8, "gpu04")}
+    fv.write_run(tmp_path / "run", [fv.record(h, x) for h, x in health.items()])
+    report = build_report([tmp_path / "run"], tmp_path / "report")
+    drains = report.summary["drain"]
+    assert sorted(d["folded"] for d in drains) == sorted(["gpu[02-03]", node])
+    done = subprocess.run(["sh", str(report.files["drain"]), "-n"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"would run: scontrol update {'NodeName=' + d['folded'] if d['folded'] == node else repr('NodeName=' + d['folded'])} "
+        f"State=DRAIN 'Reason={d['reason']}'  # state not read" for d in drains]
+    assert "does not answer (scontrol ping)" in done.stderr
+    real = subprocess.run(["sh", str(report.files["drain"])], env=env, capture_output=True, text=True, timeout=120)
+    assert real.returncode == 1 and real.stdout == "" and "nothing done" in real.stderr
+    resumed = subprocess.run(["sh", str(report.files["resume"]), "-n"], env=env, capture_output=True, text=True,
+                             timeout=120)
+    assert resumed.returncode == 0 and resumed.stdout == (
+        "would run: scontrol update NodeName=gpu04 State=RESUME  # state not read: resumes only the nodes drained "
+        "with a sweep: reason\n")
