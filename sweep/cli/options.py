@@ -23,6 +23,9 @@ EXPECT = typer.Option(None, "--expect", metavar="FILE",
                       help="expectations file: hosts off it set exit 5 (docs/expectations.md)")
 BASELINE = typer.Option(None, "--baseline", metavar="DIR", help="baseline folder (sweep baseline set): drift from it "
                         "sets exit 5")
+DRAIN_CONFIG = typer.Option(False, "--drain-config", help="drain.sh drains the hosts held out for their configuration "
+                            "too (a power cap, ECC mode, MIG layout, clocks: a policy, not a fault; default: named with "
+                            "their fix, not drained)")
 HOSTS = typer.Option([], "--host", metavar="HOST", help="only this host (repeatable)")
 BASELINE_DIR = typer.Option(Path("baseline"), "--baseline", metavar="DIR", help="baseline folder")
 

@@ -108,17 +108,24 @@ def test_the_reports_node_sets_are_its_sets_for_clustershell_and_slurm(must_show
 def test_summary_json_carries_the_sets_and_the_drain_reasons(must_show):
     summary = json.loads(must_show.files["summary"].read_text())
     sets = summary["host_sets"]
-    assert set(sets) == {"hosts", "pool", "held_out", "broken", "drain", "other_classes", "cannot_run", "unreachable"}
+    assert set(sets) == {"hosts", "pool", "held_out", "broken", "drain", "busy", "other_classes", "cannot_run",
+                         "unreachable"}
     assert sets["broken"]["hosts"] == ["gpu07", "gpu08", "gpu09", "gpu16", "gpu25", "gpu26"]
-    assert sets["broken"]["folded"] == "gpu[07-09,16,25-26]" and sets["drain"]["folded"] == "gpu[07-09,14,16,25-26]"
-    assert [(d["folded"], d["taint"]) for d in summary["drain"]] == [
-        ("gpu[07-09]", "power"), ("gpu14", "processes"), ("gpu16", "clocks"), ("gpu25", "device_mask"),
-        ("gpu26", "framework")]
+    # drained: the node's faults only (issue 49); the power caps, the foreign process and the probe's environment
+    # are named with their owner and fix
+    assert sets["broken"]["folded"] == "gpu[07-09,16,25-26]" and sets["drain"]["folded"] == "gpu16"
+    assert [(d["folded"], d["taint"]) for d in summary["drain"]] == [("gpu16", "clocks")]
+    assert [(o["host"], o["owner"]) for o in summary["owners"]] == [
+        ("gpu07", "config"), ("gpu08", "config"), ("gpu09", "config"), ("gpu14", "process"), ("gpu25", "probe_env"),
+        ("gpu26", "probe_env")]
+
+
+def test_drain_config_drains_the_power_caps_under_one_reason(must_show, tmp_path):
+    summary = build_report([must_show.out_dir.parent], tmp_path / "asked", drain_config=True).summary
+    assert [(d["folded"], d["taint"]) for d in summary["drain"]] == [("gpu[07-09]", "power"), ("gpu16", "clocks")]
     # the lowest broken contract and its fix; the host's own figures left out, so that gpu07-09 share it
     assert summary["drain"][0]["reason"] == ("sweep: power: restore it with nvidia-smi -pl 700 "
                                              "(or record the intended cap in the expectations file)")
-    assert summary["drain"][1]["reason"] == ("sweep: processes: stop them, or benchmark elsewhere: "
-                                             "they take memory and SM time")
 
 
 def test_summary_md_and_the_html_name_each_file_with_its_command(must_show):
@@ -134,23 +141,24 @@ def test_summary_md_and_the_html_name_each_file_with_its_command(must_show):
 
 def test_drain_sh_folds_the_hosts_of_one_reason_into_one_line_and_resume_sh_resumes_only_sweeps_drains(
         must_show, tmp_path):
-    drain = must_show.files["drain"].read_text().splitlines()
-    assert drain[0] == "#!/bin/sh" and len([line for line in drain if line.startswith("drain ")]) == 5
+    asked = build_report([must_show.out_dir.parent], tmp_path / "asked", drain_config=True)  # the caps drained too
+    drain = asked.files["drain"].read_text().splitlines()
+    assert drain[0] == "#!/bin/sh" and len([line for line in drain if line.startswith("drain ")]) == 2
     bin_dir, log = fakes.install(tmp_path / "bin"), tmp_path / "argv.jsonl"
-    assert fakes.run(must_show.files["drain"], bin_dir, log).returncode == 0  # every node idle
+    assert fakes.run(asked.files["drain"], bin_dir, log).returncode == 0  # every node idle
     [first, *others] = fakes.updates(log)
     assert first == ["update", "NodeName=gpu[07-09]", "State=DRAIN", "Reason=sweep: power: restore it with "
                      "nvidia-smi -pl 700 (or record the intended cap in the expectations file)"]
-    assert [argv[1] for argv in others] == [f"NodeName={n}" for n in ("gpu14", "gpu16", "gpu25", "gpu26")]
+    assert [argv[1] for argv in others] == ["NodeName=gpu16"]
     # a later sweep: gpu01 (drained by sweep) and gpu02 (by hand) are in the pool, gpu07 still broken
     state = tmp_path / "slurm.json"
     state.write_text(json.dumps({"gpu01": ["IDLE+DRAIN", "sweep: power: restore it"],
                                  "gpu02": ["IDLE+DRAIN+NOT_RESPONDING", "disk replace"], "gpu03": ["IDLE", None],
                                  "gpu07": ["MIXED+DRAIN", "sweep: power: restore it"]}))
-    done = fakes.run(must_show.files["resume"], bin_dir, log, SLURM_NODES=str(state))
+    done = fakes.run(asked.files["resume"], bin_dir, log, SLURM_NODES=str(state))
     assert fakes.updates(log)[len(others) + 1:] == [["update", "NodeName=gpu01", "State=RESUME"]]
     assert done.returncode == 0 and done.stdout == "resumed gpu01\n"
-    script = must_show.files["resume"]
+    script = asked.files["resume"]
     assert done.stderr.splitlines() == [
         f"{script}: gpu02 left alone: IDLE+DRAIN+NOT_RESPONDING by someone else, Reason=disk replace",
         f"{script}: gpu07 left alone: still held out or broken in this report, MIXED+DRAIN, Reason=sweep: power: restore it"]
@@ -183,8 +191,8 @@ def _hostile_fleet(tmp_path: Path):
                fv.record("gpu`touch PWNED5`\nx", fv.hw_thermal(fv.h200(2, "y"), gpu=1)),
                fv.record("gpu03", fv.h200(2, "gpu03")), fv.record("gpu04", fv.h200(2, "gpu04"))]
     fv.write_run(tmp_path / "run", records)
-    with pytest.warns(Warning, match="left out"):
-        return build_report([tmp_path / "run"], tmp_path / "out")
+    with pytest.warns(Warning, match="left out"):  # --drain-config: gpu01's power cap drained, its hostile fix the reason
+        return build_report([tmp_path / "run"], tmp_path / "out", drain_config=True)
 
 
 @pytest.mark.parametrize("shell", ["sh", "bash"])
@@ -194,9 +202,9 @@ def test_hostile_names_and_messages_reach_scontrol_and_kubectl_as_arguments_only
     assert reasons[0].startswith("sweep: power: `touch PWNED2`$(touch PWNED) 'q' \"dq\"")  # one line, kept as text
     assert all(r.isprintable() and r.isascii() for r in reasons)
     log = _run_script(result.files["drain"], shell, tmp_path)
-    assert fakes.updates(log) == [["update", "NodeName=gpu01", "State=DRAIN", f"Reason={reasons[0]}"],
-                                          ["update", "NodeName=gpu02", "State=DRAIN", f"Reason={reasons[1]}"]]
-    asked = [["show", "node", "-o", n] for n in ("gpu03", "gpu04", "gpu01", "gpu02")]
+    # gpu02's process of no job is named, not drained (issue 49)
+    assert fakes.updates(log) == [["update", "NodeName=gpu01", "State=DRAIN", f"Reason={reasons[0]}"]]
+    asked = [["show", "node", "-o", n] for n in ("gpu03", "gpu04", "gpu01")]
     reads = [argv for argv in fakes.ran(log, "scontrol") if argv[0] != "update"]
     assert reads == [["ping"], *asked[2:]]  # one node per query, by the report's own names
     assert fakes.ran(_run_script(result.files["resume"], shell, tmp_path), "scontrol") == [["ping"], *asked]
@@ -206,8 +214,7 @@ def test_hostile_names_and_messages_reach_scontrol_and_kubectl_as_arguments_only
         return [["annotate", "node", n, "sweep/cordoned=true", "--overwrite"], ["cordon", n],
                 ["taint", "nodes", n, f"sweep/broken={taint}:NoSchedule", "--overwrite"]]
     assert fakes.ran(_run_script(result.files["kubectl"], shell, tmp_path, KUBE_NODES=str(kube)), "kubectl") == [
-        ["get", "nodes", "-o", "json"], *(argv for n, taint in (("gpu01", "power"), ("gpu02", "processes"))
-                                          for argv in held(n, taint))]
+        ["get", "nodes", "-o", "json"], *held("gpu01", "power")]
     drain = result.files["drain"].read_text()
     # the names no node set can hold are named in a comment, escaped onto its one line
     assert "# left out (not a Slurm node name): 'gpu$(touch PWNED4)'" in drain
