@@ -5,10 +5,12 @@ cluster knows a second node, otherhost, outside every report and drained by hand
 whatever a reason holds (issue 49: a reason with a newline read as another node's line)."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 import fleet_variants as fv  # noqa: E402
 
+from probe_agent.jobs import attach_jobs  # noqa: E402
+from probe_agent.source import RecordingSource  # noqa: E402
+from sweep.demo import synth  # noqa: E402
 from sweep.report.build import build_report  # noqa: E402
 
 from slurm_parts import one_node_slurm  # noqa: E402
@@ -209,3 +214,91 @@ def test_dry_run_without_a_controller_prints_one_line_per_reason_from_the_report
     assert resumed.returncode == 0 and resumed.stdout == (
         "would run: scontrol update NodeName=gpu04 State=RESUME  # state not read: resumes only the nodes drained "
         "with a sweep: reason\n")
+
+
+# --- a node running a job is busy, not faulty (issue 49) --------------------------------------------
+
+
+def _capture(tmp_path: Path, node: str, name: str, edits=()) -> Path:
+    """A replayed 8-GPU H200 capture of `node` (the demo's), with `edits`."""
+    cap = synth.derive(synth.base_capture("h200-idle"), [synth.multi_gpu(8, lambda i, j: "NV18"), synth.hgx_platform(),
+                                                         synth.identity(node), *edits], hostname=node)
+    return synth.write(cap, tmp_path / f"{name}.json")
+
+
+def _with_process(capture: Path, pid: int, monkeypatch, env: dict) -> Path:
+    """`capture` with `pid` on GPU 2, and the answers this machine gives about that pid (its cgroup and status,
+    /etc/passwd, scontrol pidinfo, squeue) recorded as the agent's RecordingSource records them on a host."""
+    cap = json.loads(capture.read_text())
+    synth.foreign_process(pid=pid, name="python3 train.py", mib=11264, gpus=[2])(cap)
+    monkeypatch.setenv("SLURM_CONF", env["SLURM_CONF"])
+    recording = RecordingSource()
+    attach_jobs(recording, [{"processes": [{"pid": pid}]}])
+    cap.setdefault("paths", {}).update(recording.path_answers)
+    cap.setdefault("commands", {}).update(recording.command_answers)
+    capture.write_text(json.dumps(cap))
+    return capture
+
+
+def _replayed(capture: Path) -> dict:
+    done = subprocess.run([sys.executable, "-m", "probe_agent", "--replay", str(capture)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _replayed_report(tmp_path: Path, node: str, capture: Path, name: str):
+    """A report of `node` (replaying `capture`) and two healthy twins."""
+    records = [fv.record(node, _replayed(capture))]
+    records += [fv.record(h, _replayed(_capture(tmp_path, h, f"{name}-{h}"))) for h in ("gpu02", "gpu03")]
+    fv.write_run(tmp_path / f"run-{name}", records)
+    return build_report([tmp_path / f"run-{name}"], tmp_path / f"report-{name}")
+
+
+@pytest.fixture
+def job(cluster, tmp_path):
+    """A real batch job running on the node: (job id, the pid of its process)."""
+    node, env = cluster
+    pidfile = tmp_path / "job.pid"
+    job = _slurm(env, "sbatch", "--parsable", "-o", str(tmp_path / "job.out"), "--wrap",
+                 f"echo $$ > {pidfile}; exec sleep 300").strip().split(";")[0]
+    end = time.monotonic() + 60
+    while not (pidfile.exists() and pidfile.read_text().strip()):
+        assert time.monotonic() < end, _slurm(env, "squeue", "-h", "-o", "%i %T %R")
+        time.sleep(0.2)
+    yield job, int(pidfile.read_text())
+    subprocess.run(["scancel", job], env=env, capture_output=True, timeout=60)
+
+
+def test_a_node_whose_gpu_process_belongs_to_a_running_job_is_busy_not_drained(cluster, job, tmp_path, monkeypatch):
+    node, env = cluster
+    job_id, pid = job
+    capture = _with_process(_capture(tmp_path, node, "busy"), pid, monkeypatch, env)
+    report = _replayed_report(tmp_path, node, capture, "busy")
+    summary = report.summary
+    assert summary["verdict_model"]["states"][node] == "busy"
+    [owner] = summary["owners"]
+    assert owner["host"] == node and owner["owner"] == "busy"
+    assert owner["cause"].startswith(f"busy: job {job_id} (user root): python3 train.py (pid {pid}, user root, ")
+    assert summary["host_sets"]["pool"]["hosts"] == ["gpu02", "gpu03"] and summary["host_sets"]["busy"]["hosts"] == [node]
+    assert summary["drain"] == [] and report.exit_code != 4 and report.exit_code == 0
+    done = _sh(env, report.files["drain"])
+    assert done.stdout == "" and _state(env, node) == (False, None)  # the job's node stays in service
+
+
+def test_the_same_node_with_a_process_of_no_job_is_held_out_as_before(cluster, tmp_path, monkeypatch):
+    node, env = cluster
+    stray = subprocess.Popen(["sleep", "300"])  # started outside Slurm: no job's
+    try:
+        capture = _with_process(_capture(tmp_path, node, "stray"), stray.pid, monkeypatch, env)
+        report = _replayed_report(tmp_path, node, capture, "stray")
+    finally:
+        stray.kill()
+        stray.wait()
+    summary = report.summary
+    assert summary["verdict_model"]["states"][node] == "held_out" and report.exit_code == 4
+    assert summary["host_sets"]["held_out"]["hosts"] == [node]
+    [owner] = summary["owners"]
+    assert owner["owner"] == "process"
+    assert f"python3 train.py (pid {stray.pid}, user root, 11264 MiB) on GPU 2" in owner["cause"]
+    assert summary["drain"] == []  # a process of no job: its owner stops it, a drain would not
