@@ -40,8 +40,8 @@ class Owner:
 
 
 PROBE_ENV_FIX = ("the probe ran in the SSH session's environment, not a job's: probe the job's environment with the "
-                 "Slurm engine (sweep run --engine slurm), an interpreter per group (sweep_python / "
-                 "sweep_interpreters in the inventory), or the prolog / HealthCheckProgram (docs/slurm.md)")
+                 "Slurm engine (sweep run --engine slurm), the job's interpreter per group (sweep_interpreters in "
+                 "the inventory), or the agent from a prolog / HealthCheckProgram (docs/slurm.md)")
 
 OWNERS = {o.name: o for o in (
     Owner("node", "the node", "always", "drain it, repair it, probe it again, then resume it (resume.sh)"),

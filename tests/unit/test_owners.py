@@ -82,7 +82,7 @@ def test_the_probes_environment_never_drains_a_host_and_says_how_to_probe_the_jo
         assert _drained(_report(tmp_path, variant, drain_config=drain_config)) == []
     owner = _owner(report, "gpu03")
     assert owner["owner"] == "probe_env" and owner["cause"].startswith(contract + ":")
-    assert "--engine slurm" in owner["action"] and "sweep_python" in owner["action"] and "prolog" in owner["action"]
+    assert "--engine slurm" in owner["action"] and "sweep_interpreters" in owner["action"] and "prolog" in owner["action"]
     assert any(line.startswith("not drained: gpu03: the probe's environment: ") for line in report.next_lines)
 
 
