@@ -102,16 +102,6 @@ def owner_rows(summary: dict) -> list[dict]:
     return list(summary.get("owners") or ())
 
 
-def owner_groups(summary: dict) -> list[dict]:
-    """`owner_rows` with the same owner and fix as one line: {"owner", "label", "hosts" (folded), "size", "cause" (the
-    first host's), "fix", "action"}, for the top box (which names each host once: its row above says why)."""
-    groups: dict = {}
-    for r in owner_rows(summary):
-        g = groups.setdefault((r["owner"], r["fix"]), dict(r, hosts=[]))
-        g["hosts"].append(r["host"])
-    return [dict(g, hosts=fold_hosts(g["hosts"]), size=len(g["hosts"])) for g in groups.values()]
-
-
 def owner_lines(summary: dict) -> list[str]:
     """`owner_rows` in words, one line each, for the terminal and summary.md."""
     return [f"not drained: {r['host']}: {r['label']}: {r['cause']}" + (f"; fix: {r['fix']}" if r["fix"] else "")

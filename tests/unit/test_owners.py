@@ -6,6 +6,7 @@ and user. One test per owner through the verdict, and the demo fleet the issue w
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -167,4 +168,10 @@ def test_demo_fleet_gpu21_gpu29_gpu33_are_named_with_owner_and_fix_and_not_in_dr
     assert {"gpu11", "gpu12", "gpu13"} <= set(_drained(asked))
     assert not {"gpu21", "gpu29", "gpu33"} & set(_drained(asked))
     html = report.files["html"].read_text()
-    assert 'id="owners"' in html and 'id="next"' in html and "sh drain.sh -n" in html
+    box = html[html.index('id="verdict"'):html.index("</section>")]
+    owned = dict(re.findall(r'data-hosts="([^"]+)">(?:(?!</li>).)*?data-owner="(\w+)"', box, re.S))
+    # each host named once, in its row, with whose cause keeps it out: the caps' classes, the process, the masks
+    assert {h: owned.get(h) for h in ("gpu[11-12]", "gpu13", "gpu21")} == {
+        "gpu[11-12]": "config", "gpu13": "config", "gpu21": "process"}
+    assert box.count('data-owner="probe_env"') == 2  # gpu29 and gpu33, in the cannot-run row
+    assert 'id="next"' in box and "sh drain.sh -n" in box
