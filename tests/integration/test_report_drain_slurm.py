@@ -18,7 +18,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 import fleet_variants as fv  # noqa: E402
 
-from probe_agent.jobs import attach_jobs  # noqa: E402
 from probe_agent.source import RecordingSource  # noqa: E402
 from sweep.collect.run import run_sweep  # noqa: E402
 from sweep.demo import synth  # noqa: E402
@@ -233,6 +232,8 @@ def _capture(tmp_path: Path, node: str, name: str, edits=()) -> Path:
 def _with_process(capture: Path, pid: int, monkeypatch, env: dict) -> Path:
     """`capture` with `pid` on GPU 2, and the answers this machine gives about that pid (its cgroup and status,
     /etc/passwd, scontrol pidinfo, squeue) recorded as the agent's RecordingSource records them on a host."""
+    from probe_agent.jobs import attach_jobs  # issue 49's: imported here so that the module collects on main
+
     cap = json.loads(capture.read_text())
     synth.foreign_process(pid=pid, name="python3 train.py", mib=11264, gpus=[2])(cap)
     monkeypatch.setenv("SLURM_CONF", env["SLURM_CONF"])
