@@ -249,7 +249,7 @@ def test_an_unreachable_host_and_a_fleet_not_swept_for_hours_fire_and_a_fresh_fl
     stale_hours (the test's clock starts at 0: a run stamped 0 is 5 h old at 5h) fires SweepFleetNotSwept, and
     so does no export at all; a run stamped 3 h ago does not."""
     rules_path = tmp_path / "sweep.rules.yml"
-    rules_path.write_text(rules_text(None, stale_hours=4))
+    assert main(["export", "prometheus", "--rules", "--stale-hours", "4", "-o", str(rules_path)]) == 0
     series = [{"series": 'sweep_host_up{host="gpu01"}', "values": "1 1 1 1 1 1"},
               {"series": 'sweep_host_up{host="gpu02"}', "values": "1 1 1 0 0 0"},
               {"series": "sweep_run_timestamp_seconds", "values": "0 0 0 0 0 0"}]
