@@ -51,6 +51,7 @@ from sweep.report.files import write_limit_file, write_text
 from sweep.report.markdown import render_markdown
 from sweep.report.page import render_html
 from sweep.report.summary import summary_dict, write_summary_json
+from sweep.audit.expect import load_expectations
 from sweep.report.topbox import next_commands, owner_lines, states_line
 
 
@@ -82,6 +83,8 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     a failed host is data, never an error.
     """
     audited = expect is not None or baseline is not None
+    if expect is not None and "config" in load_expectations(expect).drain:  # the file's `drain: [config]`
+        drain_config = True
     fleet = load_fleet(paths, keep_health=audited)  # the audit judges the health.json the frames were made from
     findings = compare(fleet, reference=reference)  # bad input stops here, before any file is written
     audit = None

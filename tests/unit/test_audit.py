@@ -479,7 +479,7 @@ def test_error_wrong_type_names_file_line_and_key():
 
 @pytest.mark.parametrize("text, message", [
     ("grups: {}\n", "{p}:1: unknown key 'grups' at the top level; did you mean 'groups'? valid keys: version, "
-                    "defaults, models, groups, hosts"),
+                    "defaults, models, groups, hosts, drain"),
     ("defaults:\n  driver: 580.95\n", "{p}:2: defaults.driver must be a driver version (glob) or a list of them, "
                                       "not a number (580.95) (quote version numbers); write e.g. driver: "
                                       "['590.44.01', '580.*']"),

@@ -17,6 +17,7 @@ import pytest
 import fleet_variants as fv
 from sweep.analysis.owners import CAUSES, OWNERS
 from sweep.collect.resume import is_busy, retry_classes, to_retry
+from sweep.errors import ConfigError
 from sweep.demo.fleet import demo_fleet
 from sweep.report.build import build_report
 
@@ -175,3 +176,17 @@ def test_demo_fleet_gpu21_gpu29_gpu33_are_named_with_owner_and_fix_and_not_in_dr
         "gpu[11-12]": "config", "gpu13": "config", "gpu21": "process"}
     assert box.count('data-owner="probe_env"') == 2  # gpu29 and gpu33, in the cannot-run row
     assert 'id="next"' in box and "sh drain.sh -n" in box
+
+
+def test_the_expectations_file_can_ask_for_the_configurations_drain_and_names_a_bad_value(tmp_path):
+    expect = tmp_path / "fleet.yml"
+    expect.write_text("version: 1\ndefaults: {ecc: true}\ndrain: [config]\n")
+    records = [fv.record(h, fv.power_cap(fv.h200(8, h), 250.0, gpus={3}) if h == "gpu03" else fv.h200(8, h))
+               for h in ("gpu01", "gpu02", "gpu03", "gpu04")]
+    fv.write_run(tmp_path / "run", records)
+    report = build_report([tmp_path / "run"], tmp_path / "report", expect=expect)
+    assert _drained(report) == ["gpu03"] and report.summary["drain_config"] is True
+    expect.write_text("version: 1\ndefaults: {ecc: true}\ndrain: [node]\n")
+    with pytest.raises(ConfigError, match="drain must be a list of config") as err:
+        build_report([tmp_path / "run"], tmp_path / "bad", expect=expect)
+    assert err.value.where == f"{expect}:3"
