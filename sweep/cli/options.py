@@ -81,8 +81,8 @@ RUN: dict[str, RunOption] = {
         "given again wins, and the manifest records it)"),
     "retry_failed": _sets((), None, "--retry-failed", metavar="[CLASS...]",
         help="with --resume: sweep again the hosts whose record failed with these classes (none named: the "
-        "transient ones, dns refused timeout host_key_unknown); the old record is kept as "
-        "hosts/HOST~attempt-N.json"),
+        "transient ones, dns refused timeout host_key_unknown), and with busy the hosts found running a Slurm job; "
+        "the old record is kept as hosts/HOST~attempt-N.json"),
     "trust_manifest": _sets((), False, "--trust-manifest", help="with --resume of a folder this user's sweep "
         "did not write: take the options of its manifest that name programs, commands, files or ssh options, and its "
         "inventory, as they are (each one is named first; docs/security.md)"),
