@@ -342,3 +342,29 @@ def test_a_node_sweep_drained_is_probed_again_after_its_fix_over_ssh_and_resumed
     assert healthy.summary["host_sets"]["pool"]["hosts"] == [node] and healthy.exit_code == 0
     done = _sh(env, healthy.files["resume"])
     assert done.stdout == f"resumed {node}\n" and _state(env, node) == (False, None)
+
+
+def test_retry_failed_busy_probes_again_the_hosts_found_running_a_job(tmp_path):
+    """A sweep over real sshds finds gpu02 busy (its process's job recorded in its capture, as a recorded host
+    answers); `--resume RUN --retry-failed busy` sets its record aside and probes it again, now idle; gpu01
+    (healthy) keeps its record."""
+    if not os.path.exists(SSHD):
+        require(False, "needs OpenSSH's sshd (apt-get install -y openssh-server)")
+    busy = _capture(tmp_path, "gpu02", "gpu02", [synth.foreign_process(pid=4242, name="python3 train.py", gpus=[1])])
+    cap = json.loads(busy.read_text())
+    cap.setdefault("paths", {})["read /proc/4242/cgroup"] = {"text": "0::/system.slice/slurmstepd.scope/job_41234/step_0\n"}
+    cap.setdefault("commands", {})["squeue -h -j 41234 -o %u"] = {"rc": 0, "stdout": "op\n", "stderr": "", "seconds": 0.01}
+    busy.write_text(json.dumps(cap))
+    hosts = [FleetHost("gpu01", capture=str(_capture(tmp_path, "gpu01", "gpu01"))), FleetHost("gpu02", capture=str(busy))]
+    with LocalFleet(hosts, tmp_path / "fleet") as fleet:
+        ssh = fleet.ssh_settings(connect_timeout=5)
+        first = run_sweep(fleet.inventory_path, out=tmp_path / "run", ssh=ssh)
+        report = build_report([first.run_dir], tmp_path / "report-1")
+        assert report.summary["host_sets"]["busy"]["hosts"] == ["gpu02"]
+        assert "sweep run --resume RUN_DIR --retry-failed busy" in report.files["markdown"].read_text()
+        _capture(tmp_path, "gpu02", "gpu02")  # the job ended: the same host, idle
+        again = run_sweep(fleet.inventory_path, resume=first.run_dir, retry_failed=["busy"], ssh=ssh)
+    hosts_dir = again.run_dir / "hosts"
+    assert sorted(p.name for p in hosts_dir.iterdir()) == ["gpu01.json", "gpu02.json", "gpu02~attempt-1.json"]
+    report = build_report([again.run_dir], tmp_path / "report-2")
+    assert report.summary["host_sets"]["pool"]["hosts"] == ["gpu01", "gpu02"] and report.exit_code == 0
