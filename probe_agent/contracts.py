@@ -250,6 +250,20 @@ def selected_gpus(facts):
     return [g for g in gpus if g.get("index") in idx]
 
 
+BUSY_FIX = "the node runs a job: probe it again when the job ends (sweep run --retry-failed busy)"
+
+
+def jobs_text(processes):
+    """'job 41234 (user op)', 'job 41234 (user op), job 41240 (user ml)': each job once, in order."""
+    said = []
+    for p in processes:
+        job = p.get("job") or {}
+        text = "job %s (user %s)" % (job.get("id"), job.get("user") or p.get("user") or "?")
+        if text not in said:
+            said.append(text)
+    return ", ".join(said[:5]) + (" and %d more" % (len(said) - 5) if len(said) > 5 else "")
+
+
 def check_processes(facts):
     own = set(facts.get("own_pids") or [])
     found = []
@@ -261,9 +275,13 @@ def check_processes(facts):
     ev = {"processes": found}
     if any((g.get("processes") is None) for g in facts.get("gpus") or []):
         ev["note"] = "process list not readable on some GPUs"
+    if found and all(p.get("job") for p in found):  # every one a running job's: the node is busy, not faulty
+        return contract("processes", "warning", "busy: %s" % jobs_text(found), ev, BUSY_FIX)
     if found:
-        desc = ", ".join("%s (pid %s, %s) on GPU %s" % (p.get("name"), p.get("pid"), mib(p.get("used_memory_bytes")),
-                                                       p.get("gpu")) for p in found[:5])
+        desc = ", ".join("%s (pid %s%s, %s) on GPU %s" % (p.get("name"), p.get("pid"),
+                                                         ", user %s" % p["user"] if p.get("user") else "",
+                                                         mib(p.get("used_memory_bytes")), p.get("gpu"))
+                         for p in found[:5])
         return contract("processes", "warning", "%s on the GPUs: %s" % (plural(len(found), "other process",
                                                                                "other processes"), desc), ev,
                         "stop them, or benchmark elsewhere: they take memory and SM time")

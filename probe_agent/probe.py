@@ -13,6 +13,7 @@ from probe_agent import AGENT_VERSION, HEALTH_SCHEMA_VERSION
 from probe_agent.collect import read_driver, read_gpu, read_topology
 from probe_agent.contracts import evaluate, worst_link, mig_layout
 from probe_agent.framework import inspect
+from probe_agent.jobs import attach_jobs
 from probe_agent.hostfacts import gpu_functions, nearest_nics, read_firmware, read_host_settings, read_pci_gpus
 from probe_agent.mask import resolve_mask, smi_list_gpus
 from probe_agent.smi_text import parse_active_reasons, parse_reason_counters, parse_smi_list
@@ -75,6 +76,8 @@ def collect(src, opts, facts):
         read_under_load(src, opts, facts, count, fw, fw_results)
     else:
         read_gpus(src, facts, facts, count)
+    step(facts, "process owners")
+    attach_jobs(src, facts.get("gpus"))  # the Slurm job and user of each process on the GPUs (none: no read)
     facts["nearest_nic"] = nearest_nics(facts.get("gpus") or [], facts["pci"]["gpus"],
                                         facts["host_settings"].get("ib_ports"), facts.get("topology"))
     step(facts, "firmware")

@@ -47,13 +47,15 @@ SlurmctldLogFile={dir}/slurmctld.log
 SlurmdLogFile={dir}/slurmd.log
 ReturnToService=2
 NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+{others}PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
 
 @contextmanager
-def one_node_slurm(work: Path):
-    """Start the cluster with its state under `work`; yield {"conf": its slurm.conf, "node": its one node}."""
+def one_node_slurm(work: Path, others=()):
+    """Start the cluster with its state under `work`; yield {"conf": its slurm.conf, "node": its one node}.
+    `others`: names of more nodes Slurm knows, with no slurmd behind them (a port nothing listens on): nodes
+    of the cluster outside a report, that a script must never touch."""
     if shutil.which("slurmctld") is None or shutil.which("slurmd") is None or shutil.which("srun") is None:
         require(False, "Slurm is not installed (apt-get install -y slurm-wlm)")
     if os.geteuid() != 0:
@@ -63,7 +65,9 @@ def one_node_slurm(work: Path):
     node = socket.gethostname()
     conf = work / "slurm.conf"
     conf.write_text(SLURM_CONF.format(node=node, ctld_port=_free_port(), d_port=_free_port(), dir=work,
-                                      cpus=os.cpu_count() or 1))
+                                      cpus=os.cpu_count() or 1,
+                                      others="".join(f"NodeName={o} NodeAddr=127.0.0.1 Port={_free_port()} CPUs=1 "
+                                                     "State=UNKNOWN\n" for o in others)))
     env = {**os.environ, "SLURM_CONF": str(conf)}
     procs = [subprocess.Popen([daemon, "-D", "-f", str(conf)], env=env, stdout=subprocess.DEVNULL,
                               stderr=open(work / f"{daemon}.out", "wb"))
@@ -71,7 +75,7 @@ def one_node_slurm(work: Path):
     try:
         end = time.monotonic() + 120  # a bound on coming up, generous for a loaded machine
         while True:
-            state = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=env, capture_output=True, text=True)
+            state = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], env=env, capture_output=True, text=True)
             if state.returncode == 0 and state.stdout.strip() in ("idle", "mixed"):
                 break
             if time.monotonic() > end or any(p.poll() is not None for p in procs):

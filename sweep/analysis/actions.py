@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from sweep.analysis.compare import Findings
+from sweep.analysis.owners import drain_entries, drain_hosts
 from sweep.analysis.verdict import Entry, Verdict
 from sweep.analysis.names import NODE_NAME, fold_nodeset, host_key
 from sweep.analysis.xid import event_name
@@ -40,13 +41,15 @@ def _fold(hosts) -> tuple[str, tuple[str, ...]]:
     return fold_nodeset(node_name(h) for h in hosts)
 
 
-def host_records(verdict: Verdict, xid_hosts: dict[str, dict] | None = None) -> dict[str, dict]:
+def host_records(verdict: Verdict, xid_hosts: dict[str, dict] | None = None,
+                 drain_config: bool = False) -> dict[str, dict]:
     """Host -> {"host", "findings": its verdict entries as the finding dicts a drain reason reads, the most
     severe first, "xid": its entry of summary.json's "xid" hosts (the repair its Xid events need) or None}
-    for every host to drain (`Verdict.drain`)."""
+    for every host to drain (`sweep.analysis.owners.drain_hosts`: a cause whose owner drains), its findings
+    those causes only."""
     records = {}
-    for host in verdict.drain:
-        items = [_as_finding(e) for e in verdict.of(host) if e.severity == "broken" or e.holds_out]
+    for host in drain_hosts(verdict, drain_config):
+        items = [_as_finding(e) for e in drain_entries(verdict, host, drain_config)]
         records[host] = {"host": host, "findings": items, "xid": (xid_hosts or {}).get(host)}
     return records
 
@@ -103,11 +106,12 @@ def _xid_event(host_record: dict, cause: dict) -> dict | None:
     return xid["events"][0]
 
 
-def drain_groups(verdict: Verdict, xid_hosts: dict[str, dict] | None = None) -> list[dict]:
+def drain_groups(verdict: Verdict, xid_hosts: dict[str, dict] | None = None, drain_config: bool = False) -> list[dict]:
     """One entry per drain reason, in host order of its first host: hosts, folded, not_folded, reason, taint.
-    `xid_hosts`: summary.json's "xid" hosts by name, so that an Xid host's reason is its repair."""
+    `xid_hosts`: summary.json's "xid" hosts by name, so that an Xid host's reason is its repair; `drain_config`:
+    drain for the node's configuration too (a power cap, ECC mode...: `sweep.analysis.owners`)."""
     groups: dict[str, dict] = {}
-    for host, record in host_records(verdict, xid_hosts).items():
+    for host, record in host_records(verdict, xid_hosts, drain_config).items():
         entry = groups.setdefault(drain_reason(record), {"hosts": [], "taint": taint_value(record)})
         entry["hosts"].append(host)
     out = []
@@ -125,12 +129,14 @@ def host_set(hosts) -> dict:
     return {"hosts": hosts, "folded": folded, "not_folded": list(odd), "size": len(hosts)}
 
 
-def host_sets(verdict: Verdict, findings: Findings) -> dict:
+def host_sets(verdict: Verdict, findings: Findings, drain_config: bool = False) -> dict:
     """Every set a view names, each as `host_set`: hosts (all), pool, held_out, broken, drain (held out or
-    broken), other_classes, cannot_run and unreachable; each tile of the report is one of these."""
+    broken for a cause its owner drains: `sweep.analysis.owners`), busy (running a job), other_classes,
+    cannot_run and unreachable; each tile of the report is one of these."""
     others = [h for c in findings.classes[1:] for h in c.hosts]
     return {"hosts": host_set(sorted(verdict.states, key=host_key)), "pool": host_set(verdict.pool),
             "held_out": host_set(verdict.held_out), "broken": host_set(verdict.broken),
-            "drain": host_set(verdict.drain), "other_classes": host_set(sorted(others, key=host_key)),
+            "drain": host_set(drain_hosts(verdict, drain_config)), "busy": host_set(verdict.hosts_in("busy")),
+            "other_classes": host_set(sorted(others, key=host_key)),
             "cannot_run": host_set(verdict.hosts_in("cannot_run")),
             "unreachable": host_set(verdict.hosts_in("unreachable"))}

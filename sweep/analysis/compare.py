@@ -10,8 +10,8 @@ stops any benchmark (driver, device_mask, framework), and the health findings (`
 
 The pool is what can be benchmarked together: the hosts of the reference class that are also
 healthy. A host of that class is held out of the pool, with its reasons, when it has a broken
-contract (HW slowdown, a row-remap failure...), a foreign process on its GPUs, or a probe that
-stopped before it read everything (`HELD_OUT_BY`).
+contract (HW slowdown, a row-remap failure...), a foreign process on its GPUs, processes of a running
+Slurm job (busy), or a probe that stopped before it read everything (`HELD_OUT_BY`).
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from sweep.text import plural
 # Contracts below which a host cannot run the benchmark at all (the agent's contract table says which).
 BLOCKING = tuple(c.name for c in CONTRACTS if c.blocks_benchmark)
 # Health findings that keep a comparable, runnable host out of the pool (any of severity "broken" too).
-HELD_OUT_BY = ("foreign_process", "probe_incomplete")
+HELD_OUT_BY = ("foreign_process", "probe_incomplete", "busy")
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,7 @@ def _foreign_processes(health: dict, contracts: list) -> set:
 
 PROCESS_COLUMNS = {
     "host": "category", "gpu": "Int64", "pid": "Int64", "name": "string", "used_memory_bytes": "Int64",
+    "user": "string", "job": "string", "job_user": "string",  # the Slurm job it belongs to (health.json 1.7), or <NA>
 }
 
 
@@ -352,8 +353,10 @@ class _Builder:
             self.gpus.append(_gpu_facts(gpu_view(g, speed), under_load.get(g.get("index")) or _EMPTY, position,
                                         g.get("index") in picked))
             for p in (p for p in g.get("processes") or () if (g.get("index"), p.get("pid")) in foreign):
+                job = p.get("job") if isinstance(p.get("job"), dict) else {}
                 self.processes.append({"host": position, "gpu": g.get("index"), "pid": p.get("pid"),
-                                       "name": p.get("name"), "used_memory_bytes": p.get("used_memory_bytes")})
+                                       "name": p.get("name"), "used_memory_bytes": p.get("used_memory_bytes"),
+                                       "user": p.get("user"), "job": job.get("id"), "job_user": job.get("user")})
 
     def typed(self) -> "_Chunk":
         """This chunk's rows as typed frames (their host column still the host's position)."""

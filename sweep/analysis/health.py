@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from probe_agent.chain import CONTRACTS
+from probe_agent.contracts import BUSY_FIX
 from sweep.analysis.fleet import rows_at
 from sweep.analysis import facts as fact_table
 from sweep.analysis.keys import as_number, as_text
@@ -94,16 +95,7 @@ def health_findings(fleet, hosts, keys, mixed) -> tuple[Finding, ...]:
         out += [Finding(h, kind, severity, title, f"{what} on " + "; ".join(
                     f"GPU {fold_numbers(ix)}{said}" for said, ix in d.items()), fix) for h, d in per_host.items()]
 
-    per_host = {}
-    for p in rows_at(fleet.processes, np.arange(len(fleet.processes))):  # one row per foreign process
-        used = "?" if p["used_memory_bytes"] is None else p["used_memory_bytes"] // 2**20
-        per_host.setdefault(p["host"], []).append(f"{p['name']} (pid {p['pid']}, {used} MiB) on GPU {p['gpu']}")
-    for h, items in per_host.items():
-        out.append(Finding(h, "foreign_process", "warning", "Foreign processes",
-                           f"{plural(len(items), 'other process', 'other processes')} on the GPUs: {', '.join(items[:5])}"
-                           + (f" and {len(items) - 5} more" if len(items) > 5 else ""),
-                           "stop them, or benchmark elsewhere: they take memory and SM time", "processes"))
-
+    out += _process_findings(fleet)
     mixed = mixed[[k for k in mixed.columns if fact_table.BY_NAME[k].history == "value"]]  # not measured figures
     mixed_hosts = mixed[mixed.any(axis=1)]
     for h, row in mixed_hosts.iterrows():  # rare: hosts whose selected GPUs differ among themselves
@@ -115,6 +107,31 @@ def health_findings(fleet, hosts, keys, mixed) -> tuple[Finding, ...]:
                            fact_table.BY_NAME[differ[0]].contract if len(differ) == 1 else None))
     order = {"unreachable": 0, "broken": 1, "warning": 2}
     return tuple(sorted(out + _platform_findings(fleet, hosts), key=lambda f: (order[f.severity], f.kind, f.host)))
+
+
+def _process_findings(fleet) -> list[Finding]:
+    """Per host, its foreign processes: "busy" when every one belongs to a running Slurm job (the node runs a
+    job: not a fault), else "foreign_process" (a process of no job holding memory), each with pid and user."""
+    per_host, jobs = {}, {}
+    for p in rows_at(fleet.processes, np.arange(len(fleet.processes))):  # one row per foreign process
+        used = "?" if p["used_memory_bytes"] is None else p["used_memory_bytes"] // 2**20
+        user = f", user {p['user']}" if p.get("user") else ""
+        per_host.setdefault(p["host"], []).append(f"{p['name']} (pid {p['pid']}{user}, {used} MiB) on GPU {p['gpu']}")
+        job = f"job {p['job']} (user {p.get('job_user') or p.get('user') or '?'})" if p.get("job") else None
+        jobs.setdefault(p["host"], []).append(job)
+    out = []
+    for h, items in per_host.items():
+        if all(jobs[h]):
+            said = list(dict.fromkeys(jobs[h]))
+            out.append(Finding(h, "busy", "warning", "Busy: running a job", "busy: " + ", ".join(said[:5])
+                               + (f" and {len(said) - 5} more" if len(said) > 5 else "") + ": " + ", ".join(items[:5]),
+                               BUSY_FIX, "processes"))
+            continue
+        out.append(Finding(h, "foreign_process", "warning", "Foreign processes",
+                           f"{plural(len(items), 'other process', 'other processes')} on the GPUs: {', '.join(items[:5])}"
+                           + (f" and {len(items) - 5} more" if len(items) > 5 else ""),
+                           "stop them, or benchmark elsewhere: they take memory and SM time", "processes"))
+    return out
 
 
 def _gpu_flags(g) -> dict:

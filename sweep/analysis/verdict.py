@@ -23,6 +23,8 @@ A host's state, the first that applies (`STATES`):
     cannot_run    its lowest broken contract stops any benchmark (driver, fabric, device mask, framework)
     broken        an entry of severity broken
     held_out      of the reference class, but an entry holds it out (a foreign process, an incomplete probe)
+    busy          of the reference class, held out only because it runs a Slurm job (its processes are a
+                  running job's: `sweep.analysis.owners`): out of the pool, no fault, no exit code of its own
     other_class   runnable and healthy, in another comparability class
     pool          everything else: the reference class, no broken entry, nothing holding it out
 
@@ -46,7 +48,7 @@ from sweep.analysis.speed_reference import LABELS, UNITS
 from sweep.text import plural
 
 SEVERITIES = ("ok", "watch", "unknown", "broken")
-STATES = ("pool", "held_out", "broken", "other_class", "cannot_run", "unreachable")
+STATES = ("pool", "held_out", "broken", "other_class", "cannot_run", "unreachable", "busy")
 NOT_APPLICABLE = ("one GPU selected",)
 NOT_MEASURED = ("partial", "refused", "failed", "invalid")  # speed tier statuses that measured not all it was asked  # a skipped figure that cannot exist on the host: no measurement missing
 TIERS_INCOMPLETE = ("speed", "load")  # a tier of these not measured makes the run incomplete (exit 1)
@@ -210,6 +212,9 @@ def judge(fleet: Fleet, findings: Findings, speed: dict | None = None, bench: di
             states[host] = "held_out" if host in holds else "pool"
         else:
             states[host] = "other_class"
+    for host in _busy_only(entries):  # held out only by the processes of a running job: busy, not a fault
+        if states.get(host) == "held_out":
+            states[host] = "busy"
     code = bench["exit_code"] if bench else None
     rank = {s: n for n, s in enumerate(reversed(SEVERITIES))}
     by_host: dict = {}
@@ -218,12 +223,21 @@ def judge(fleet: Fleet, findings: Findings, speed: dict | None = None, bench: di
     return Verdict(states, tuple(entries), reference, code, by_host)
 
 
+def _busy_only(entries) -> set:
+    """The hosts whose every entry that holds them out is a running job's processes ("busy")."""
+    holding: dict = {}
+    for e in entries:
+        if e.holds_out:
+            holding.setdefault(e.host, set()).add(e.finding)
+    return {host for host, kinds in holding.items() if kinds == {"busy"}}
+
+
 def with_verdict(findings: Findings, verdict: Verdict) -> Findings:
     """`findings` whose hosts held out are the verdict's (so its sentence and pool say what the verdict says):
     each with its reasons, the findings' own first, then the broken entries they do not say."""
     known = {h["host"]: h for h in findings.held_out}
     held = []
-    for host in verdict.held_out:
+    for host in [*verdict.held_out, *verdict.hosts_in("busy")]:  # a busy host is out of the pool too
         entry = known.get(host) or {"host": host, "kinds": [], "reasons": []}
         more = [e for e in verdict.of(host) if e.source in ("speed", "xid") and e.severity == "broken"]
         kept = [(k, r) for k, r in zip(entry["kinds"], entry["reasons"])

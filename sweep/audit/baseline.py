@@ -140,7 +140,7 @@ class SetResult:
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
-    skipped: list[dict] = field(default_factory=list)  # {"host", "reason"}: failed in that run
+    skipped: list[dict] = field(default_factory=list)  # {"host", "reason"}: failed in that run, or not healthy
 
     def lines(self) -> list[str]:
         out = [f"{self.baseline_dir}: {len(self.added)} added, {len(self.updated)} updated, "
@@ -149,9 +149,35 @@ class SetResult:
         return out
 
 
+HEALTHY_STATES = ("pool", "other_class")  # the verdict's states without a fault: what a baseline may take as known-good
+
+
+def unhealthy_hosts(run: Run) -> dict[str, str]:
+    """Host -> why the verdict of `run` does not call it healthy ("broken: power: GPU 0-7: enforced power limit
+    250 W ..."), for every answering host not in the pool or another class (`HEALTHY_STATES`)."""
+    from sweep.analysis.compare import compare
+    from sweep.analysis.fleet import load_fleet
+    from sweep.analysis.speed import speed_section
+    from sweep.analysis.verdict import judge
+    from sweep.analysis.xid import xid_section
+
+    fleet = load_fleet([run.path])
+    findings = compare(fleet)
+    verdict = judge(fleet, findings, speed_section(fleet, findings), None, xid_section(fleet))
+    out = {}
+    for host, state in verdict.states.items():
+        if state in HEALTHY_STATES or state == "unreachable":
+            continue
+        first = next((e for e in verdict.of(host) if e.severity == "broken" or e.holds_out), None)
+        out[host] = state.replace("_", " ") + (f": {first.cause}" if first else "")
+    return out
+
+
 def set_baseline(run: Run | str | Path, baseline_dir: str | Path, *, update: bool = False,
-                 hosts: Iterable[str] = ()) -> SetResult:
-    """Record each reachable host of `run` as its baseline; existing hosts are kept unless `update`."""
+                 hosts: Iterable[str] = (), unhealthy: bool = False) -> SetResult:
+    """Record each reachable host of `run` that its verdict calls healthy as its baseline (`unhealthy`: every
+    reachable host); the others are skipped, each named with its state and cause; existing hosts are kept
+    unless `update`."""
     run = run if isinstance(run, Run) else load_run(run)
     root = Path(baseline_dir)
     if root.exists() and not root.is_dir():
@@ -166,12 +192,16 @@ def set_baseline(run: Run | str | Path, baseline_dir: str | Path, *, update: boo
         _write_json(root / INDEX, {"format": FORMAT, "baseline_version": BASELINE_VERSION, "created_at": utc_now()})
     result = SetResult(str(root))
     now = utc_now()
+    not_healthy = {} if unhealthy else unhealthy_hosts(run)
     for name, rec in run.records.items():
         if wanted and name not in wanted:
             continue
         failed = _failure_of(rec)
         if failed:
             result.skipped.append({"host": name, "reason": f"{failed[0]} in that run ({failed[1]})"})
+            continue
+        if name in not_healthy:
+            result.skipped.append({"host": name, "reason": f"{not_healthy[name]} (not known-good: --unhealthy takes it)"})
             continue
         if name in existing and not update:
             result.kept.append(name)

@@ -41,7 +41,8 @@ from sweep.errors import ConfigError
 from sweep.inventory.formats import LineLoader, LineMapping
 from sweep.text import noun, plural
 
-SECTIONS = ("version", "defaults", "models", "groups", "hosts")
+SECTIONS = ("version", "defaults", "models", "groups", "hosts", "drain")
+DRAINABLE = ("config",)  # `drain: [config]`: drain.sh drains for the node's configuration too (sweep.analysis.owners)
 POWER_TOLERANCE_W = 0.5
 
 
@@ -63,6 +64,7 @@ class Expectations:
     groups: dict
     hosts: dict
     lines: dict = field(default_factory=dict, compare=False)  # (section, name) -> "file:line" of the name
+    drain: tuple = ()  # the owners whose causes drain.sh drains besides the node's (`DRAINABLE`): ("config",) or ()
 
     @property
     def rule_count(self) -> int:
@@ -446,6 +448,17 @@ def _rules(body: Any, path: Path, line: int, place: str, allowed: dict) -> dict:
     return out
 
 
+def _drain(value: Any, where: str) -> tuple:
+    """The top-level `drain:` list: which owners' causes drain.sh drains too (a policy the operator states)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or any(v not in DRAINABLE for v in value):
+        raise ConfigError(f"drain must be a list of {', '.join(DRAINABLE)}, not {value!r}"[:200], where=where,
+                          fix="write 'drain: [config]' to drain the hosts held out for their configuration (a power "
+                              "cap, ECC mode...), or leave it out")
+    return tuple(dict.fromkeys(value))
+
+
 def load_expectations(path: str | Path) -> Expectations:
     """Read and validate an expectations file (errors name the file, line and key)."""
     path = Path(path)
@@ -459,7 +472,7 @@ def load_expectations(path: str | Path) -> Expectations:
                           fix="check the path and its permissions") from None
     data = _parse(text, path)
     if not isinstance(data, LineMapping) or not data:
-        raise ConfigError(f"must be a mapping with {', '.join(SECTIONS[1:])}, not {_type_name(data)}",
+        raise ConfigError(f"must be a mapping with {', '.join(SECTIONS[1:5])}, not {_type_name(data)}",
                           where=f"{path}:1", fix="start from inventories/expectations.example.yml")
     for key in data:
         if key not in SECTIONS:
@@ -480,7 +493,8 @@ def load_expectations(path: str | Path) -> Expectations:
         named[section] = {str(name): _rules(rules, path, body.key_lines[name], f"{section}.{name}", allowed)
                           for name, rules in body.items()}
         lines.update({(section, str(name)): f"{path}:{body.key_lines[name]}" for name in body})
-    exp = Expectations(path, defaults, named["models"], named["groups"], named["hosts"], lines)
+    exp = Expectations(path, defaults, named["models"], named["groups"], named["hosts"], lines,
+                       _drain(data.get("drain"), f"{path}:{data.key_lines.get('drain', 1)}"))
     if exp.rule_count == 0:
         raise ConfigError("holds no rule", where=f"{path}:1", fix="add rules under defaults, models, groups or hosts")
     return exp

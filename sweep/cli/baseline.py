@@ -22,16 +22,19 @@ def baseline_set(
     out: Path = typer.Option(Path("baseline"), "--out", "-o", metavar="DIR", help="baseline folder (one file per host)"),
     update: bool = typer.Option(False, "--update", help="replace hosts the baseline already holds"),
     host: List[str] = HOSTS,
+    unhealthy: bool = typer.Option(False, "--unhealthy", help="take the hosts the run's verdict does not call "
+                                   "healthy too (broken, held out, cannot run, busy); default: each is named, not taken"),
     directory: Optional[Path] = old_spelling("--dir"),
 ):
-    """Record each host's state from RUN_DIR: new hosts are added, existing ones kept unless --update."""
+    """Record each healthy host's state from RUN_DIR (the pool and the other classes of its verdict): new hosts
+    are added, existing ones kept unless --update; a host the verdict does not call healthy is named, not taken."""
     from sweep.audit.baseline import set_baseline
 
     paths.input_dir(run_dir, "RUN_DIR", "a run folder (sweep run)")
     paths.output_dir(directory, "--dir", "the baseline")
     directory = directory if directory is not None else paths.output_dir(out, "--out", "the baseline")
 
-    print_lines(set_baseline(run_dir, directory, update=update, hosts=host).lines())
+    print_lines(set_baseline(run_dir, directory, update=update, hosts=host, unhealthy=unhealthy).lines())
 
 
 @command(baseline_app, "show")

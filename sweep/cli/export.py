@@ -8,7 +8,7 @@ import typer
 
 from sweep.cli import paths
 from sweep.cli.app import command, group
-from sweep.cli.options import MHZ, number
+from sweep.cli.options import MHZ, STALE_HOURS, number
 from sweep.cli.output import console, safe
 from sweep.errors import ConfigError
 
@@ -27,11 +27,14 @@ def prometheus(
                                                "drivers, SM clock floors; docs/expectations.md)"),
     floor: float = number(1200.0, "--floor", metavar="MHZ", bounds=MHZ,
                           help="with --rules, where --expect sets no floor: SM clock floor under load"),
+    stale_hours: float = number(24.0, "--stale-hours", metavar="HOURS", bounds=STALE_HOURS,
+                                help="with --rules: SweepFleetNotSwept fires when the newest export is older"),
     output: Optional[Path] = typer.Option(None, "--output", hidden=True),
 ):
     """Write a run as node_exporter textfile-collector metrics, or (--rules) the alerting rules that
     judge them: power limit not the intended one, HW slowdown / thermal / power brake, an ECC mode
-    change, a driver not approved, SM clock under load below the floor; never SW power cap alone."""
+    change, a driver not approved, SM clock under load below the floor, a host broken (to drain), an Xid that
+    needs a repair, a host unreachable, no sweep for --stale-hours; never SW power cap alone."""
     from sweep.export.textfile import write_output
 
     paths.input_file(expect, "--expect", "an expectations file (docs/expectations.md)")
@@ -40,7 +43,7 @@ def prometheus(
     if rules:
         from sweep.export.rules import rules_text
 
-        text = rules_text(expect, floor_mhz=floor)
+        text = rules_text(expect, floor_mhz=floor, stale_hours=stale_hours)
     else:
         if run_dir is None:
             raise ConfigError("no run folder given", fix="sweep export prometheus RUN_DIR -o FILE")

@@ -25,6 +25,9 @@ EXPECT = typer.Option(None, "--expect", metavar="FILE",
                       help="expectations file: hosts off it set exit 5 (docs/expectations.md)")
 BASELINE = typer.Option(None, "--baseline", metavar="DIR", help="baseline folder (sweep baseline set): drift from it "
                         "sets exit 5")
+DRAIN_CONFIG = typer.Option(False, "--drain-config", help="drain.sh drains the hosts held out for their configuration "
+                            "too (a power cap, ECC mode, MIG layout, clocks: a policy, not a fault; default: named with "
+                            "their fix, not drained)")
 HOSTS = typer.Option([], "--host", metavar="HOST", help="only this host (repeatable)")
 BASELINE_DIR = typer.Option(Path("baseline"), "--baseline", metavar="DIR", help="baseline folder")
 
@@ -51,6 +54,7 @@ SECONDS = Bounds(0, 86_400, above=True, unit="seconds")  # a deadline or a timeo
 LOAD_SECONDS = Bounds(0, 3_600, unit="seconds (0: no load)")
 SAMPLE_SECONDS = Bounds(0, 60, above=True, unit="seconds")
 MHZ = Bounds(0, 100_000, above=True, unit="MHz")
+STALE_HOURS = Bounds(0, 24 * 365, above=True, unit="hours")
 
 
 def number(default: Any, *decls: str, bounds: Bounds, **kwargs: Any):
@@ -122,8 +126,8 @@ RUN: dict[str, RunOption] = {
         "given again wins, and the manifest records it)"),
     "retry_failed": _sets((), None, "--retry-failed", metavar="[CLASS...]",
         help="with --resume: sweep again the hosts whose record failed with these classes (none named: the "
-        "transient ones, dns refused timeout host_key_unknown); the old record is kept as "
-        "hosts/HOST~attempt-N.json"),
+        "transient ones, dns refused timeout host_key_unknown), and with busy the hosts found running a Slurm job; "
+        "the old record is kept as hosts/HOST~attempt-N.json"),
     "trust_manifest": _sets((), False, "--trust-manifest", help="with --resume of a folder this user's sweep "
         "did not write: take the options of its manifest that name programs, commands, files or ssh options, and its "
         "inventory, as they are (each one is named first; docs/security.md)"),

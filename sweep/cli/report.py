@@ -7,24 +7,27 @@ from typing import List, Optional
 import typer
 
 from sweep.cli import paths
-from sweep.cli.options import BASELINE, EXPECT, REFERENCE
+from sweep.cli.options import BASELINE, DRAIN_CONFIG, EXPECT, REFERENCE
 from sweep.cli.output import results, safe, say
 from sweep.errors import SweepError
 from sweep.text import plural
 
 
 def print_report(inputs, out_dir: Path, reference: Optional[str], expect: Optional[Path] = None,
-                 baseline: Optional[Path] = None) -> int:
+                 baseline: Optional[Path] = None, drain_config: bool = False) -> int:
     """Build the report of `inputs` into `out_dir` and print its headline, notes and findings (`sweep report`,
     and after `sweep run` and `sweep demo`); the report's exit code."""
     from sweep.report.build import build_report
 
-    result = build_report([Path(p) for p in inputs], out_dir, reference=reference, expect=expect, baseline=baseline)
+    result = build_report([Path(p) for p in inputs], out_dir, reference=reference, expect=expect, baseline=baseline,
+                          drain_config=drain_config)
     results.print(safe(result.headline), soft_wrap=True)
     for line in result.notes:  # the verdict's: a tier asked for and not measured, a contract not read, with its fix
         results.print(safe(line), soft_wrap=True)
     for line in result.findings_lines:  # the health findings, folded across hosts (clubak -b)
         results.print(f"- {safe(line)}", soft_wrap=True)
+    for line in result.next_lines:  # whose cause keeps each host out undrained, then the commands that act next
+        results.print(safe(line), soft_wrap=True)
     results.print(f"report: {(out_dir / 'report.html').resolve()}", soft_wrap=True)
     return result.exit_code
 
@@ -38,6 +41,7 @@ def report(
     reference: Optional[str] = REFERENCE,
     expect: Optional[Path] = EXPECT,
     baseline: Optional[Path] = BASELINE,
+    drain_config: bool = DRAIN_CONFIG,
 ):
     """Compare hosts: which cannot be benchmarked together, and why (HTML, CSV, JSON, Markdown).
 
@@ -53,7 +57,7 @@ def report(
     if out is None:
         out = inputs[0] / "report" if len(inputs) == 1 and inputs[0].is_dir() else Path("reports/report")
     _warn_doubled([p for p in inputs if (p / "manifest.json").is_file()])
-    raise typer.Exit(print_report(inputs, out, reference, expect, baseline))
+    raise typer.Exit(print_report(inputs, out, reference, expect, baseline, drain_config))
 
 
 def _warn_doubled(run_dirs: List[Path]) -> None:

@@ -18,7 +18,8 @@ takes; otherwise the resume is refused before anything is read or run, listing t
 ``--retry-failed [CLASS...]`` sets aside the failed records of the classes named (none named: the
 transient classes, `sweep.failures.TRANSIENT_CLASSES`) as ``hosts/<name>~attempt-N.json`` before the hosts are
 swept again: no record is ever lost, and the readers of a run folder skip these files
-(`sweep.store.is_attempt_file`).
+(`sweep.store.is_attempt_file`). ``--retry-failed busy`` probes again the hosts whose record found them busy
+(every process on their GPUs a running Slurm job's): not a failure, but a host not yet judged.
 """
 from __future__ import annotations
 
@@ -254,22 +255,37 @@ def dropped_vars(stored: Mapping[str, Any], given: Collection[str]) -> None:
                       stacklevel=2)
 
 
+BUSY = "busy"  # --retry-failed busy: the hosts found running a job (a record, not a failure)
+
+
 def retry_classes(named: Collection[str] | None) -> tuple[str, ...] | None:
-    """The failure classes ``--retry-failed`` retries: those named, or (none named) the transient ones."""
+    """The failure classes ``--retry-failed`` retries: those named, or (none named) the transient ones; ``busy``
+    names the hosts found running a job."""
     if named is None:
         return None
-    unknown = [name for name in named if name not in FAILURE_CLASSES]
+    unknown = [name for name in named if name not in FAILURE_CLASSES and name != BUSY]
     if unknown:
         raise ConfigError(f"--retry-failed {unknown[0]!r} is not a failure class", where="--retry-failed",
-                          fix=f"name one of {', '.join(FAILURE_CLASSES)}, or none for the transient ones "
+                          fix=f"name one of {', '.join(FAILURE_CLASSES)} or {BUSY}, or none for the transient ones "
                               f"({', '.join(TRANSIENT_CLASSES)})")
     return tuple(named) or TRANSIENT_CLASSES
 
 
 def to_retry(records: Mapping[str, dict], classes: Collection[str], listed: Collection[str]) -> list[str]:
-    """The hosts of the run whose record failed with one of `classes`, in the run's order."""
-    return [name for name in listed if (records.get(name) or {}).get("status") == "failed"
-            and ((records[name].get("failure") or {}).get("class")) in classes]
+    """The hosts of the run whose record failed with one of `classes` (or, with ``busy``, found them running
+    a job), in the run's order."""
+    return [name for name in listed if ((records.get(name) or {}).get("status") == "failed"
+                                        and ((records[name].get("failure") or {}).get("class")) in classes)
+            or (BUSY in classes and is_busy(records.get(name)))]
+
+
+def is_busy(record: Any) -> bool:
+    """Whether a host record found every process on the GPUs a running Slurm job's (health.json 1.7)."""
+    health = record.get("health") if isinstance(record, dict) and record.get("status") == "ok" else None
+    contracts = health.get("contracts") if isinstance(health, dict) else None
+    judged = next((c for c in contracts or () if isinstance(c, dict) and c.get("name") == "processes"), None)
+    listed = ((judged or {}).get("evidence") or {}).get("processes") if (judged or {}).get("status") == "warning" else None
+    return bool(listed) and isinstance(listed, list) and all(isinstance(p, dict) and p.get("job") for p in listed)
 
 
 def engine_of(name: str, settings: Mapping[str, Any]):

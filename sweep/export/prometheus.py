@@ -25,6 +25,7 @@ from sweep.analysis import facts as fact_table
 from sweep.analysis.bench import bench_section
 from sweep.analysis.compare import compare
 from sweep.analysis.speed import speed_section
+from sweep.analysis.owners import drain_hosts
 from sweep.analysis.verdict import STATES, judge
 from sweep.analysis.xid import xid_section
 from sweep.export.textfile import Metrics, write_output
@@ -45,7 +46,9 @@ FAMILIES = {
     "sweep_host_comparability_class_info": "The host's comparability class (A is the reference), value 1.",
     "sweep_host_in_reference_class": "1 when the host is in the reference comparability class.",
     "sweep_host_state": "The host's state in the verdict (pool, held_out, broken, other_class, cannot_run, "
-                        "unreachable): 1 for its state, 0 for the others.",
+                        "unreachable, busy): 1 for its state, 0 for the others.",
+    "sweep_host_to_drain": "1 when the verdict drains the host: held out or broken for a cause the node owns (a "
+                           "fault, not its configuration, the probe's environment, a job or a process).",
     "sweep_gpu_ecc_pending_enabled": "ECC mode after the next reset (1 on, 0 off).",
     "sweep_gpu_power_limit_default_watts": "Default power limit.",
     "sweep_gpu_power_draw_watts": "Power draw when probed.",
@@ -141,9 +144,11 @@ def _classes(findings) -> dict[str, tuple[str, bool]]:
 def _states(m: Metrics, fleet: Fleet, findings) -> None:
     """Each host's state as the report's verdict has it (`sweep.analysis.verdict`: the same rule, the same inputs)."""
     verdict = judge(fleet, findings, speed_section(fleet, findings), bench_section(fleet, findings), xid_section(fleet))
+    drained = set(drain_hosts(verdict))
     for host, state in verdict.states.items():
         for name in STATES:
             m.add("sweep_host_state", state == name, host=host, state=name)
+        m.add("sweep_host_to_drain", host in drained, host=host)
 
 
 def _host(m: Metrics, host: str, health: dict, cls) -> None:

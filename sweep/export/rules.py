@@ -7,6 +7,11 @@ The policy: alert on
   - any change of ECC mode (seen over the last day, or pending after the next reset),
   - a driver not in the approved list (the expectations file's `driver`; no alert without one),
   - an SM clock under load below a fixed floor (`sm_clock_floor_mhz`, else `--floor`),
+  - a host the verdict drains (`sweep_host_to_drain`: broken for a cause the node owns, not its
+    configuration, the probe's environment, a job or a process: `sweep.analysis.owners`),
+  - an Xid (or SXid) that needs a repair (the xid contract broken: a GPU reset, a reboot, an inspection),
+  - a host that did not answer the sweep (`sweep_host_up == 0`),
+  - no sweep for `stale_hours` (the newest export's `sweep_run_timestamp_seconds`, or no export at all),
 and never on the SW power cap alone: a loaded GPU at its power limit shows it all the time.
 
 The expectations file is layered (defaults -> models -> groups -> hosts, later wins, null unsets;
@@ -22,6 +27,7 @@ import yaml
 from sweep.audit.expect import POWER_TOLERANCE_W, Expectations, load_expectations
 
 ECC_WINDOW = "1d"
+STALE_HOURS = 24.0  # no sweep for this long: SweepFleetNotSwept
 HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 _SPECIAL = set("\\.^$|?*+()[]{}")
 
@@ -95,7 +101,29 @@ def _alert(name, expr, severity, summary, description) -> dict:
             "annotations": {"summary": summary, "description": description}}
 
 
-def rules(expectations: Expectations | None = None, floor_mhz: float = 1200.0) -> dict:
+def on_call_alerts(stale_hours: float = STALE_HOURS) -> list[dict]:
+    """The states an on-call engineer acts on: a host to drain, an Xid that needs a repair, a host that did not
+    answer, a fleet not swept for `stale_hours`."""
+    host = "{{ $labels.host }}"
+    return [
+        _alert("SweepHostBroken", "sweep_host_to_drain == 1", "critical", f"{host}: broken, to drain",
+               "The verdict holds the host out for a fault of the node (hardware, driver, fabric, a repair): drain it "
+               "(the report's drain.sh), repair it, sweep it again, resume it (resume.sh)."),
+        _alert("SweepHostXidNeedsRepair", 'sweep_host_contract_status{contract="xid",status="broken"} == 1',
+               "critical", f"{host}: an Xid event needs a repair",
+               "The kernel log holds an Xid or SXid whose NVIDIA resolution is more than restarting the application "
+               "(a GPU reset, a reboot, an inspection): the report's Xid repair section names it."),
+        _alert("SweepHostUnreachable", "sweep_host_up == 0", "warning", f"{host}: did not answer the sweep",
+               "No health record: its failure class is sweep_host_failure_info; sweep run --resume RUN "
+               "--retry-failed probes it again."),
+        _alert("SweepFleetNotSwept", f"(time() - max(sweep_run_timestamp_seconds) > {stale_hours * 3600:.0f}) or "
+               "absent(sweep_run_timestamp_seconds)", "warning", f"no sweep for {stale_hours:g} hours",
+               "The newest export is older than the sweep schedule allows (or there is none): check the timer "
+               "or cron job that runs sweep run and sweep export prometheus (docs/scheduling.md)."),
+    ]
+
+
+def rules(expectations: Expectations | None = None, floor_mhz: float = 1200.0, stale_hours: float = STALE_HOURS) -> dict:
     """The rules file as a dict (one group, `sweep`): the policy of the module docstring."""
     exp = expectations
     gpu = "{{ $labels.host }} GPU {{ $labels.gpu }}"
@@ -124,6 +152,7 @@ def rules(expectations: Expectations | None = None, floor_mhz: float = 1200.0) -
                "The SM clock under the probe's load fell below the fixed floor. SW power cap alone is normal; "
                "check cooling, power delivery and clock settings."),
     ]
+    alerts += on_call_alerts(stale_hours)
     driver = layered(exp, "driver", lambda v: "sweep_host_driver_info{driver_version!~"
                      + _quote("|".join(glob_regex(p) for p in v)) + "}", False)
     if driver is not None:
@@ -133,11 +162,11 @@ def rules(expectations: Expectations | None = None, floor_mhz: float = 1200.0) -
     return {"groups": [{"name": "sweep", "rules": alerts}]}
 
 
-def rules_text(expect: str | Path | None = None, floor_mhz: float = 1200.0) -> str:
+def rules_text(expect: str | Path | None = None, floor_mhz: float = 1200.0, stale_hours: float = STALE_HOURS) -> str:
     """The Prometheus rules file (YAML) of the policy, with the expectations file `expect` if given."""
     exp = load_expectations(expect) if expect is not None else None
     head = ("# Alerting rules for sweep's node_exporter metrics (sweep export prometheus --rules"
             + (f" --expect {expect}" if expect else "") + ").\n"
             + ("" if exp else "# No expectations file: intended power limit = the default limit; no driver alert.\n")
             + "# Never alerts on the SW power cap alone.\n")
-    return head + yaml.safe_dump(rules(exp, floor_mhz), sort_keys=False, width=1000)
+    return head + yaml.safe_dump(rules(exp, floor_mhz, stale_hours), sort_keys=False, width=1000)

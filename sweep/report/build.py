@@ -51,7 +51,8 @@ from sweep.report.files import write_limit_file, write_text
 from sweep.report.markdown import render_markdown
 from sweep.report.page import render_html
 from sweep.report.summary import summary_dict, write_summary_json
-from sweep.report.topbox import states_line
+from sweep.audit.expect import load_expectations
+from sweep.report.topbox import next_commands, owner_lines, states_line
 from sweep.folders import SHARED, make_dirs
 
 
@@ -69,18 +70,22 @@ class ReportResult:
     findings_lines: tuple = ()  # the health findings folded across hosts, one line each, for the terminal
     verdict: Verdict | None = None  # the one verdict every file and the exit code were made from
     notes: tuple = ()  # what was asked for and not measured, what was not read: each with its hosts and fix
+    next_lines: tuple = ()  # the hosts out of the pool and not drained, with whose cause it is; the next commands
 
 
 def build_report(paths, out_dir, reference: str | None = None, expect: Path | None = None,
-                 baseline: Path | None = None) -> ReportResult:
+                 baseline: Path | None = None, drain_config: bool = False) -> ReportResult:
     """Read `paths` (run folders, host records, health.json or provenance files), compare, write the report folder.
 
     `reference` names a host or an inventory group whose class is the reference (default: the
     largest class). `expect` (an expectations file) and `baseline` (a `sweep baseline set`
-    folder) add an audit of the same hosts (docs/audits.md). Raises a SweepError for bad input;
+    folder) add an audit of the same hosts (docs/audits.md). `drain_config`: drain.sh drains the hosts out of the
+    pool for their configuration too (a power cap, ECC mode...: `sweep.analysis.owners`). Raises a SweepError for bad input;
     a failed host is data, never an error.
     """
     audited = expect is not None or baseline is not None
+    if expect is not None and "config" in load_expectations(expect).drain:  # the file's `drain: [config]`
+        drain_config = True
     fleet = load_fleet(paths, keep_health=audited)  # the audit judges the health.json the frames were made from
     findings = compare(fleet, reference=reference)  # bad input stops here, before any file is written
     audit = None
@@ -93,7 +98,7 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     findings = with_verdict(findings, verdict)
     code = verdict.exit_code
     summary = summary_dict(findings, code, verdict.exit_meaning, fleet.sources, audit, bench, xid=xid, speed=speed,
-                           verdict=verdict)
+                           verdict=verdict, drain_config=drain_config)
     folded = fold(summary["findings"])  # the health findings folded across hosts, for every view of them
     out = Path(out_dir)
     files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
@@ -120,7 +125,8 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     headline = "\n".join([findings.headline(), *action_lines(summary["xid"]),
                           *(audit["headline"] if audit else ()), *bench_lines(bench), *(speed["headline"] if speed else ())])
     return ReportResult(out, files, code, headline, summary, findings, fleet, tuple(terminal_lines(folded)), verdict,
-                        (*verdict.notes(), states_line(summary)))
+                        (*verdict.notes(), states_line(summary)),
+                        (*owner_lines(summary), *(f"next: {c['command']}: {c['what']}" for c in next_commands(summary))))
 
 
 def _baseline_of(baseline: Path | None) -> dict | None:

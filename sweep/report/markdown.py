@@ -10,7 +10,7 @@ from sweep.analysis.names import fold_hosts
 from sweep.report.bench import markdown_bench
 from sweep.report.findings import fold
 from sweep.report.summary import ROWS_MAX, audit_hosts, fold_failures, list_files
-from sweep.report.topbox import SETS_SAID
+from sweep.report.topbox import SETS_SAID, next_commands, owner_rows
 from sweep.text import plural
 
 
@@ -45,6 +45,20 @@ _BACKTICKS = re.compile(r"`+")
 
 
 
+def _markdown_owners(summary: dict) -> list[str]:
+    """The hosts out of the pool that drain.sh leaves alone, with whose cause it is; then the next commands."""
+    lines = []
+    if owner_rows(summary):
+        lines += ["## Out of the pool, not drained: whose cause it is", "", "| Host | Owner | Cause | Fix | What to do |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {mdcode(r['host'])} | {md(r['label'])} | {md(r['cause'])} | {md(r['fix'] or '')} | {md(r['action'])} |"
+                  for r in owner_rows(summary)[:ROWS_MAX]]
+        lines.append("")
+    if next_commands(summary):
+        lines += ["## Next", ""] + [f"- {mdcode(c['command'])}: {md(c['what'])}" for c in next_commands(summary)] + [""]
+    return lines
+
+
 def render_markdown(summary: dict, folded: list | None = None) -> str:
     """summary.md: the verdict, classes against the reference, hosts kept out, findings; for a ticket.
     `folded`: `findings.fold(summary["findings"])` when the caller has it already."""
@@ -74,6 +88,7 @@ def render_markdown(summary: dict, folded: list | None = None) -> str:
         lines += [f"| {mdcode(h['host'])} | {'<br>'.join(md(r) for r in h['reasons'])} |"
                   for h in summary["held_out"][:ROWS_MAX]]
         lines.append("")
+    lines += _markdown_owners(summary)
     if summary["excluded"]:
         lines += ["## Cannot run a benchmark", "", "| Host | Contract | Why | Fix |", "|---|---|---|---|"]
         lines += [f"| {mdcode(e['host'])} | {md(e['contract'])} | {md(e['message'])} | {md(e['fix'])} |"

@@ -23,7 +23,8 @@ from sweep.analysis.xid import event_name, when
 from sweep.report.charts import chart, speed_chart
 from sweep.report.findings import by_host, fold
 from sweep.report.summary import ROWS_MAX, audit_hosts, fold_failures, list_files
-from sweep.report.topbox import HELD_OUT_SHOWN, held_out_rows, keepout_rows, tiles, watch_line
+from sweep.report.topbox import (HELD_OUT_SHOWN, held_out_rows, keepout_rows, next_commands, owner_rows,
+                                  tiles, watch_line)
 from sweep.folders import PRIVATE, make_dirs
 from sweep.text import breakable_html, plural, visible
 
@@ -154,7 +155,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
         "unreachable_by": Counter(u["failure_class"] for u in summary["unreachable"]).most_common(),
         "tone": _tone(summary["exit_code"]), "chart": chart(fleet, findings),
         "hosts": hosts, "sources": summary.get("sources", []),
-        "list_files": list_files(summary),
+        "list_files": list_files(summary), "owners": {r["host"]: r for r in owner_rows(summary)}, "next": next_commands(summary),
         "xid": _xid_box(summary.get("xid")),
         "speed": summary.get("speed"), "speed_chart": speed_chart(summary.get("speed")),
     }

@@ -6,10 +6,12 @@ with its reason (and taint value), and the hosts of the pool. sweep writes them,
 They act on what the scheduler says now, not on what the report assumes, and never undo someone
 else's work (as LBNL NHC's ``node-mark-online`` onlines a node only when the reason is its own):
 
-    drain.sh    reads each node's state and reason (``sinfo -h -N -n SET -o '%N|%T|%E'``) and drains it
-                with the ``sweep: ...`` reason, unless it is drained, down or failed for another reason:
-                that node keeps its state and reason, and the script says so on stderr (sweep does not
-                append to another reason: its resume could not take its part back out cleanly).
+    drain.sh    reads each node of the report, one node per query (``scontrol show node -o NODE``: its State
+                field, and whether its Reason starts with ``sweep:``), and drains it with the ``sweep: ...``
+                reason, unless it is drained, down or failed for another reason: that node keeps its state and
+                reason, and the script says so on stderr (sweep does not append to another reason: its resume
+                could not take its part back out cleanly). A reason is free text (a newline, ``|``, shell
+                text): asked of one node, it can only be that node's, and the nodes acted on are the report's.
     resume.sh   resumes a node of this report's pool only when it is drained with a ``sweep:`` reason;
                 every other drained node of the report is named on stderr as left alone, with its reason.
     kubectl.sh  cordons (marking the node with the ``sweep/cordoned`` annotation when sweep is the one
@@ -18,7 +20,9 @@ else's work (as LBNL NHC's ``node-mark-online`` onlines a node only when the rea
                 sweep cordoned it. It reads the nodes with ``kubectl get nodes -o json`` (read by python3).
 
 ``sh SCRIPT -n`` (or ``DRY_RUN=1 sh SCRIPT``) runs only the reads and prints each command it would run,
-quoted as a shell reads it. Every word that came from a host or an inventory is `word`-quoted, so it
+quoted as a shell reads it. Where the scheduler does not answer (``scontrol ping`` fails, ``kubectl get
+nodes`` fails) ``-n`` prints what the report asks from the report alone, one line per drain reason, each
+marked ``# state not read``, and exits 0; without ``-n`` the script does nothing and exits 1. Every word that came from a host or an inventory is `word`-quoted, so it
 reaches scontrol and kubectl as one argument; a name no node set can hold is left out, named in a comment.
 """
 from __future__ import annotations
@@ -70,76 +74,98 @@ def scheduler_scripts(drain: Sequence[Mapping], pool: Iterable[str], stamp: str)
 _COMMON = r"""set -u
 case ${DRY_RUN:-0} in 0) DRY_RUN=0 ;; *) DRY_RUN=1 ;; esac  # DRY_RUN=1, =yes, ...: a dry run
 [ "${1-}" = -n ] && DRY_RUN=1
-status=0
+status=0 note=
 say() { printf '%s\n' "$*" >&2; }
+shown() { printf '%s' "$1" | tr -c ' -~' '?'; }  # text a scheduler answered, as one line of printable ASCII
 quoted() {  # one word as a shell reads it back
   case $1 in
     '' | *[!A-Za-z0-9._/=:,+@%-]*) printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")" ;;
     *) printf '%s' "$1" ;;
   esac
 }
-act() {  # run a command; with -n (DRY_RUN=1) print it instead
+act() {  # run a command; with -n (DRY_RUN=1) print it instead (marked when the scheduler's state was not read)
   if [ "$DRY_RUN" = 1 ]; then
-    line=; for w in "$@"; do line="$line $(quoted "$w")"; done
-    printf 'would run:%s\n' "$line"
+    cmd=; for w in "$@"; do cmd="$cmd $(quoted "$w")"; done
+    printf 'would run:%s%s\n' "$cmd" "${note:+  # $note}"
   else
     "$@" || { status=1; return 1; }
   fi
 }
 """
 
-_SLURM = r"""held() { case $1 in drain* | down* | fail*) return 0 ;; esac; return 1; }
-nodes() {  # nodes SET: "name|state|reason" per Slurm node of SET, once each (sinfo -N repeats it per partition)
-  out=$(sinfo -h -N -n "$1" -o '%N|%T|%E') || return 1
-  printf '%s\n' "$out" | awk -F'|' 'NF && !seen[$1]++'
+# Slurm is read one node per query (`scontrol show node -o NODE`), so an answer names only the node asked for,
+# whatever its reason holds (a reason may hold a newline and `|`: sinfo prints it raw, and a line of it would
+# read as another node). Only the node's State field and whether its Reason starts with "sweep:" are used; the
+# nodes acted on are always the report's own names.
+_SLURM = r"""held() { case $1 in *DRAIN* | *DOWN* | *FAIL*) return 0 ;; esac; return 1; }
+read_node() {  # read_node NODE: set state and reason of NODE; 2: Slurm does not know NODE, 1: not read
+  line=$(scontrol show node -o "$1" 2>&1) || { case $line in *" not found"*) return 2 ;; esac; return 1; }
+  fields=${line%% Reason=*}  # the fields before the reason (its text is last and may hold anything)
+  case $fields in "NodeName=$1 "*" State="*) ;; *) return 1 ;; esac
+  state=${fields#* State=}; state=${state%% *}
+  reason=; case $line in *" Reason="*) reason=${line#* Reason=}; reason=${reason% \[*@*\]} ;; esac
+  return 0
 }
+reads=1
+if ! scontrol ping >/dev/null 2>&1; then  # no controller answers: a dry run prints what the report asks
+  [ "$DRY_RUN" = 1 ] || { say "$0: the Slurm controller does not answer (scontrol ping): nothing done"; exit 1; }
+  say "$0: the Slurm controller does not answer (scontrol ping): each line is what this report asks, state not read"
+  reads=0 note="state not read"
+fi
 """
 
-_DRAIN = r"""drain() {  # drain SET COUNT REASON: drain the nodes of SET that nobody else drained
-  listed=$(nodes "$1") || { say "$0: sinfo failed for $1: nothing drained there"; status=1; return; }
+_DRAIN = r"""drain() {  # drain SET REASON NODE...: drain the nodes of SET (NODE...) that nobody else drained
+  nodeset=$1 why=$2; shift 2
+  [ "$reads" = 1 ] || { act scontrol update NodeName="$nodeset" State=DRAIN Reason="$why"; return; }
   todo= seen=0 kept=0
-  while IFS='|' read -r node state reason; do
-    [ -n "$node" ] || continue
+  for node in "$@"; do
+    read_node "$node"; got=$?
+    [ "$got" = 2 ] && continue
+    [ "$got" = 0 ] || { say "$0: $node not drained: scontrol show node -o $node failed: $(shown "$line")"; status=1; seen=$((seen + 1)); kept=$((kept + 1)); continue; }
     seen=$((seen + 1))
     case $reason in sweep:*) ours=1 ;; *) ours=0 ;; esac
     if held "$state" && [ "$ours" = 0 ]; then
-      say "$0: $node left alone: $state by someone else, Reason=$reason"
+      say "$0: $node left alone: $state by someone else, Reason=$(shown "$reason")"
       kept=$((kept + 1))
     else
       todo=${todo:+$todo,}$node
     fi
-  done <<EOF
-$listed
-EOF
-  [ "$seen" -ge "$2" ] || say "$0: $(($2 - seen)) of the $2 nodes of $1 not drained: Slurm does not list them (sinfo -n $1)"
-  [ "$kept" -gt 0 ] || [ "$seen" -lt "$2" ] || todo=$1  # every node of SET: keep it folded
-  [ -n "$todo" ] && act scontrol update NodeName="$todo" State=DRAIN Reason="$3" && [ "$DRY_RUN" = 0 ] &&
-    echo "drained $todo: $3"
+  done
+  [ "$seen" -ge "$#" ] || say "$0: $(($# - seen)) of the $# nodes of $nodeset not drained: Slurm does not know them (scontrol show node)"
+  [ "$kept" -gt 0 ] || [ "$seen" -lt "$#" ] || todo=$nodeset  # every node of SET: keep it folded
+  [ -n "$todo" ] && act scontrol update NodeName="$todo" State=DRAIN Reason="$why" && [ "$DRY_RUN" = 0 ] &&
+    echo "drained $todo: $why"
 }
 """
 
-_RESUME = r"""resume() {  # resume SET: resume the nodes of SET that sweep drained
-  listed=$(nodes "$1") || { say "$0: sinfo failed for $1: nothing resumed there"; status=1; return; }
+_RESUME = r"""resume() {  # resume SET NODE...: resume the nodes of SET that sweep drained
+  nodeset=$1; shift
+  if [ "$reads" = 0 ]; then
+    note="state not read: resumes only the nodes drained with a sweep: reason"
+    act scontrol update NodeName="$nodeset" State=RESUME
+    note="state not read"; return
+  fi
   todo=
-  while IFS='|' read -r node state reason; do
-    [ -n "$node" ] && held "$state" || continue
+  for node in "$@"; do
+    read_node "$node"; got=$?
+    [ "$got" = 2 ] && continue
+    [ "$got" = 0 ] || { say "$0: $node not resumed: scontrol show node -o $node failed: $(shown "$line")"; status=1; continue; }
+    held "$state" || continue
     case $reason in
       sweep:*) todo=${todo:+$todo,}$node ;;
-      *) say "$0: $node left alone: $state by someone else, Reason=$reason" ;;
+      *) say "$0: $node left alone: $state by someone else, Reason=$(shown "$reason")" ;;
     esac
-  done <<EOF
-$listed
-EOF
+  done
   [ -n "$todo" ] && act scontrol update NodeName="$todo" State=RESUME && [ "$DRY_RUN" = 0 ] && echo "resumed $todo"
 }
-keep() {  # keep SET: name the drained nodes of SET, which this report still holds out or finds broken
-  listed=$(nodes "$1") || { say "$0: sinfo failed for $1"; status=1; return; }
-  while IFS='|' read -r node state reason; do
-    [ -n "$node" ] && held "$state" || continue
-    say "$0: $node left alone: still held out or broken in this report, $state, Reason=$reason"
-  done <<EOF
-$listed
-EOF
+keep() {  # keep SET NODE...: name the drained nodes of SET, which this report still holds out or finds broken
+  [ "$reads" = 1 ] || return 0
+  shift
+  for node in "$@"; do
+    read_node "$node" || continue
+    held "$state" || continue
+    say "$0: $node left alone: still held out or broken in this report, $state, Reason=$(shown "$reason")"
+  done
 }
 """
 
@@ -154,6 +180,11 @@ def _left_out(names, why: str) -> list[str]:
     return [f"# left out ({why}): {comment(name)}" for name in names]
 
 
+def _names(hosts, odd) -> str:
+    """The nodes of a set, one word each (the script asks Slurm of each by its name, never of a set)."""
+    return " ".join(word(n) for n in dict.fromkeys(node_name(h) for h in hosts) if n not in odd)
+
+
 def drain_script(groups: list[dict], stamp: str) -> str:
     """drain.sh: one `drain SET COUNT REASON` line per reason, its hosts folded into one node set."""
     lines = _header("Drain in Slurm the hosts this report holds out or finds broken (after a repair and a new "
@@ -166,8 +197,7 @@ def drain_script(groups: list[dict], stamp: str) -> str:
         folded, odd = g["nodes"]
         lines += _left_out(odd, "not a Slurm node name")
         if folded:
-            count = len(dict.fromkeys(node_name(h) for h in g["hosts"])) - len(odd)
-            lines.append(f"drain {word(folded)} {count} {word(g['reason'])}")
+            lines.append(f"drain {word(folded)} {word(g['reason'])} {_names(g['hosts'], odd)}")
     return "\n".join(lines + ([] if groups else ["# nothing to drain"]) + ['exit "$status"']) + "\n"
 
 
@@ -181,10 +211,10 @@ def resume_script(groups: list[dict], pool: list[str], stamp: str) -> str:
                      "still holds out or finds broken."])
     lines += [_COMMON + _SLURM + _RESUME] + _left_out(odd, "not a Slurm node name")
     if folded:
-        lines.append(f"resume {word(folded)}")
+        lines.append(f"resume {word(folded)} {_names(pool, odd)}")
     for g in groups:
         if g["nodes"][0]:
-            lines.append(f"keep {word(g['nodes'][0])}")
+            lines.append(f"keep {word(g['nodes'][0])} {_names(g['hosts'], g['nodes'][1])}")
     return "\n".join(lines + ([] if folded else ["# nothing to resume: the pool is empty"]) + ['exit "$status"']) + "\n"
 
 
@@ -195,11 +225,17 @@ for n in json.load(sys.stdin)["items"]:
     taint = [t.get("value", "") for t in spec.get("taints") or [] if t.get("key") == "KEY"]
     print("|".join((meta["name"], "yes" if spec.get("unschedulable") else "no",
                     "yes" if "CORDONED" in (meta.get("annotations") or {}) else "no", taint[0] if taint else "")))'
-listed=$(kubectl get nodes -o json) || { say "$0: kubectl get nodes -o json failed: nothing done"; exit 1; }
-facts=$(printf '%s\n' "$listed" | "$PYTHON" -c "$FACTS") || { say "$0: $PYTHON could not read kubectl get nodes -o json: nothing done"; exit 1; }
+reads=1 facts=
+if ! listed=$(kubectl get nodes -o json); then
+  [ "$DRY_RUN" = 1 ] || { say "$0: kubectl get nodes -o json failed: nothing done"; exit 1; }
+  say "$0: kubectl get nodes -o json failed: each line is what this report asks, state not read"
+  reads=0 note="state not read"
+else
+  facts=$(printf '%s\n' "$listed" | "$PYTHON" -c "$FACTS") || { say "$0: $PYTHON could not read kubectl get nodes -o json: nothing done"; exit 1; }
+fi
 fact() { printf '%s\n' "$facts" | awk -F'|' -v n="$1" '$1 == n'; }
 hold() {  # hold NODE CAUSE: taint NODE with sweep's taint, and cordon it unless it is cordoned
-  line=$(fact "$1")
+  if [ "$reads" = 0 ]; then line="$1|no|no|"; else line=$(fact "$1"); fi
   [ -n "$line" ] || { say "$0: $1 left out: not a node of this cluster (kubectl get nodes)"; return; }
   IFS='|' read -r name unschedulable ours taint <<EOF
 $line

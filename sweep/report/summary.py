@@ -9,6 +9,7 @@ from pathlib import Path
 from sweep import __version__
 from sweep.analysis.actions import drain_groups, host_sets
 from sweep.analysis.compare import Findings
+from sweep.analysis.owners import held_back
 from sweep.analysis.names import fold_failures as names_fold_failures
 from sweep.analysis.names import fold_hosts, host_key
 from sweep.analysis.verdict import Verdict
@@ -24,15 +25,19 @@ ROWS_MAX = 200            # rows per findings kind / unreachable table
 
 def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=(), audit: dict | None = None,
                  bench: dict | None = None, xid: dict | None = None, speed: dict | None = None,
-                 verdict: Verdict | None = None) -> dict:
+                 verdict: Verdict | None = None, drain_config: bool = False) -> dict:
     """The machine-readable verdict written to summary.json (`audit`: sweep.audit.baseline.audit_section, or None;
     `bench`: sweep.analysis.bench.bench_section of a `sweep run --wrap` run, or None; `verdict`: the one
-    verdict (`sweep.analysis.verdict.judge`) its sets, reasons and code are read from)."""
+    verdict (`sweep.analysis.verdict.judge`) its sets, reasons and code are read from; `drain_config`: drain for
+    the node's configuration too). "owners": each host out of the pool and not drained, with the owner of its
+    cause (`sweep.analysis.owners`), the cause, its fix and what to do."""
     out = {"schema": SUMMARY_SCHEMA, "generated_at": _now(), "sweep_version": __version__,
            "sources": list(sources)}
     out.update(findings.to_dict())
-    out["host_sets"] = host_sets(verdict, findings)
-    out["drain"] = drain_groups(verdict, {h["host"]: h for h in (xid or {}).get("hosts", [])})
+    out["host_sets"] = host_sets(verdict, findings, drain_config)
+    out["drain"] = drain_groups(verdict, {h["host"]: h for h in (xid or {}).get("hosts", [])}, drain_config)
+    out["drain_config"] = drain_config
+    out["owners"] = held_back(verdict, drain_config)
     out["verdict_model"] = verdict.to_dict()  # every host's state and the entries it comes from
     out["xid"] = xid
     out["audit"] = audit

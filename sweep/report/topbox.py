@@ -10,7 +10,8 @@ from sweep.text import plural
 HELD_OUT_SHOWN = 12       # hosts held out for health named in the top box (the rest: Health findings)
 
 
-SETS_SAID = (("pool", "in the pool"), ("held_out", "held out of the pool"), ("broken", "broken"),
+SETS_SAID = (("pool", "in the pool"), ("held_out", "held out of the pool"), ("busy", "busy (running a job)"),
+             ("broken", "broken"),
              ("drain", "to drain"), ("other_classes", "in other classes"), ("cannot_run", "cannot run"),
              ("unreachable", "unreachable"))
 
@@ -19,7 +20,7 @@ def states_line(summary: dict) -> str:
     """The verdict's sets in one line, for the terminal: 'pool 6: gpu[01-02]; broken 2: gpu[03,06]; ...'."""
     sets = summary["host_sets"]
     return "hosts: " + "; ".join(f"{said} {sets[key]['size']}: {sets[key]['folded'] or ', '.join(sets[key]['hosts'])}"
-                                 for key, said in SETS_SAID if sets[key]["size"])
+                                 for key, said in SETS_SAID if sets.get(key, {}).get("size"))
 
 
 def tiles(summary: dict) -> list[dict]:
@@ -92,3 +93,36 @@ def held_out_rows(summary: dict) -> list[dict]:
     return [dict(h, severity="broken" if h["host"] in broken else "warning",
                  fix=fixes.get(h["host"]) if h["host"] in broken else None)
             for h in summary["held_out"][:HELD_OUT_SHOWN]]
+
+
+def owner_rows(summary: dict) -> list[dict]:
+    """The hosts out of the pool that drain.sh leaves alone, each with whose cause it is (summary.json's
+    "owners": busy with a job, the node's configuration, the probe's environment, a process of no job), the
+    cause, its fix and what to do: {"host", "owner", "label", "cause", "fix", "action"}."""
+    return list(summary.get("owners") or ())
+
+
+def owner_lines(summary: dict) -> list[str]:
+    """`owner_rows` in words, one line each, for the terminal and summary.md."""
+    return [f"not drained: {r['host']}: {r['label']}: {r['cause']}" + (f"; fix: {r['fix']}" if r["fix"] else "")
+            + f"; {r['action']}" for r in owner_rows(summary)]
+
+
+def next_commands(summary: dict) -> list[dict]:
+    """What acts on this verdict, in the order an operator runs it: preview and run the drain, benchmark the pool,
+    probe the busy hosts again, resume what sweep drained: [{"command", "what"}]."""
+    sets = summary["host_sets"]
+    out = []
+    if summary["drain"]:
+        out.append({"command": "sh drain.sh -n", "what": f"preview draining {plural(sets['drain']['size'], 'host')} "
+                                                         f"({sets['drain']['folded']}), then sh drain.sh"})
+    if sets["pool"]["size"]:
+        pool = sets["pool"]["folded"] if sets["pool"]["folded"] and len(sets["pool"]["folded"]) <= 80 else '"$(cat pool.nodeset)"'
+        out.append({"command": f"srun --nodelist={pool} ...",
+                    "what": f"benchmark the pool ({plural(sets['pool']['size'], 'host')}; pool.nodeset)"})
+        out.append({"command": "sh resume.sh -n", "what": "preview resuming the pool's nodes that sweep drained"})
+    if sets.get("busy", {}).get("size"):
+        out.append({"command": "sweep run --resume RUN_DIR --retry-failed busy",
+                    "what": f"probe again the {plural(sets['busy']['size'], 'host')} running a job "
+                            f"({sets['busy']['folded']}) once the jobs end"})
+    return out

@@ -1,6 +1,8 @@
-"""Recording stand-ins for scontrol, sinfo and kubectl, for running drain.sh, resume.sh and kubectl.sh
-where no scheduler runs. Each appends its argv, as JSON, to $ARGV_LOG. sinfo answers from
-$SLURM_NODES ({"node": [state, reason]}; without it every node asked for is idle); kubectl answers
+"""Recording stand-ins for scontrol and kubectl, for running drain.sh, resume.sh and kubectl.sh
+where no scheduler runs. Each appends its argv, as JSON, to $ARGV_LOG. scontrol answers ``ping``
+(refused with $SLURM_DOWN) and ``show node -o NODE`` as Slurm 22.05 prints it, from $SLURM_NODES
+({"node": [State, reason]}, State as scontrol says it: IDLE, IDLE+DRAIN...; without it every node
+asked for is idle; a node not in it is not found); kubectl answers
 ``get nodes -o json`` from $KUBE_NODES (a NodeList; without it, no nodes; with $KUBE_DOWN, refused) and applies cordon,
 uncordon, taint and annotate to it as the API server would, so that a later script meets what an
 earlier one did. The real Slurm runs in tests/integration/test_report_drain_slurm.py."""
@@ -15,14 +17,19 @@ from pathlib import Path
 _LOG = ("import json, os, sys\nwith open(os.environ['ARGV_LOG'], 'a') as fh:\n"
         "    fh.write(json.dumps([os.path.basename(sys.argv[0]), *sys.argv[1:]]) + '\\n')\n")
 
-_SINFO = _LOG + '''from ClusterShell.NodeSet import NodeSet
-args = sys.argv[1:]
-wanted = NodeSet(args[args.index("-n") + 1])
-path = os.environ.get("SLURM_NODES")
-known = json.load(open(path)) if path else {n: ["idle", "none"] for n in wanted}
-for name in wanted:
-    if name in known:
-        print("|".join([name, *known[name]]))
+_SCONTROL = _LOG + '''args = sys.argv[1:]
+if os.environ.get("SLURM_DOWN") and args[:1] in (["ping"], ["show"]):
+    print("Slurmctld(primary) at ctl is DOWN")
+    sys.exit(1)
+if args[:3] == ["show", "node", "-o"]:
+    path = os.environ.get("SLURM_NODES")
+    known = json.load(open(path)) if path else {args[3]: ["IDLE", None]}
+    if args[3] not in known:
+        print(f"Node {args[3]} not found")
+        sys.exit(1)
+    state, reason = known[args[3]]
+    print(f"NodeName={args[3]} Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUTot=2 State={state} Partitions=gpu"
+          + (f" Reason={reason} [root@2026-12-05T08:42:01]" if reason else ""))
 '''
 
 _KUBECTL = _LOG + '''args = sys.argv[1:]
@@ -58,9 +65,9 @@ json.dump({"items": items}, open(path, "w"))
 
 
 def install(bin_dir: Path) -> Path:
-    """Write the fakes of scontrol, sinfo and kubectl into `bin_dir`; return it."""
+    """Write the fakes of scontrol and kubectl into `bin_dir`; return it."""
     bin_dir.mkdir(exist_ok=True)
-    for name, body in (("scontrol", _LOG), ("sinfo", _SINFO), ("kubectl", _KUBECTL)):
+    for name, body in (("scontrol", _SCONTROL), ("kubectl", _KUBECTL)):
         path = bin_dir / name
         path.write_text(f"#!{sys.executable}\n{body}")
         path.chmod(0o755)
@@ -75,9 +82,14 @@ def run(script: Path, bin_dir: Path, log: Path, *args: str, shell: str = "sh", c
 
 
 def ran(log: Path, *commands: str) -> list[list[str]]:
-    """The arguments of every call of `commands` (scontrol, sinfo, kubectl), in order; [] when none ran."""
+    """The arguments of every call of `commands` (scontrol, kubectl), in order; [] when none ran."""
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return [argv for prog, *argv in calls if prog in commands]
+
+
+def updates(log: Path) -> list[list[str]]:
+    """The scontrol calls that change Slurm (update), in order: what a script did, its reads left out."""
+    return [argv for argv in ran(log, "scontrol") if argv[0] == "update"]
 
 
 def node(name: str, unschedulable: bool = False, taints=(), annotations=None) -> dict:

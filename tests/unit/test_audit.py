@@ -479,7 +479,7 @@ def test_error_wrong_type_names_file_line_and_key():
 
 @pytest.mark.parametrize("text, message", [
     ("grups: {}\n", "{p}:1: unknown key 'grups' at the top level; did you mean 'groups'? valid keys: version, "
-                    "defaults, models, groups, hosts"),
+                    "defaults, models, groups, hosts, drain"),
     ("defaults:\n  driver: 580.95\n", "{p}:2: defaults.driver must be a driver version (glob) or a list of them, "
                                       "not a number (580.95) (quote version numbers); write e.g. driver: "
                                       "['590.44.01', '580.*']"),
@@ -596,3 +596,25 @@ def test_expectations_naming_no_audited_host_or_group_warn_with_file_and_line(wi
     unmatched = json.loads(capsys.readouterr().out)["expectations"]["unmatched"]
     assert [(u["section"], u["name"], u["where"]) for u in unmatched] == [
         ("groups", "rack_c", f"{expect}:4"), ("hosts", "gpu99", f"{expect}:7")]
+
+
+def test_baseline_set_takes_only_the_hosts_the_verdict_calls_healthy_and_names_those_left_out(tmp_path, capsys):
+    """A 250 W cap (gpu03, broken contract) and an Xid 79 (gpu04) are no known-good state: `sweep baseline set`
+    names each with its state and cause and takes the rest (gpu02, a 7-GPU host, is healthy in a class of its own);
+    --unhealthy takes them (issue 49)."""
+    import fleet_variants as fv
+
+    variants = {"gpu02": lambda h: fv.rejudge(dict(h, gpus=h["gpus"][:7])), "gpu03": lambda h: fv.power_cap(h, 250.0),
+                "gpu04": lambda h: fv.xid(h, 79)}
+    records = [fv.record(n, variants.get(n, lambda h: h)(fv.h200(8, n))) for n in ("gpu01", "gpu02", "gpu03", "gpu04",
+                                                                                    "gpu05")]
+    run = fv.write_run(tmp_path / "run", records)
+    assert main(["baseline", "set", str(run), "-o", str(tmp_path / "base")]) == 0
+    out = capsys.readouterr().out
+    assert sorted(read_baseline(tmp_path / "base")) == ["gpu01", "gpu02", "gpu05"]
+    skipped = {line.split()[1].rstrip(":"): line for line in out.splitlines() if line.startswith("skipped ")}
+    assert sorted(skipped) == ["gpu03", "gpu04"]
+    assert "broken: power: GPU 0-7: enforced power limit 250 W is below the default 700 W" in skipped["gpu03"]
+    assert "--unhealthy" in skipped["gpu03"] and skipped["gpu04"].startswith("skipped gpu04: broken")
+    assert main(["baseline", "set", str(run), "-o", str(tmp_path / "all"), "--unhealthy"]) == 0
+    assert sorted(read_baseline(tmp_path / "all")) == ["gpu01", "gpu02", "gpu03", "gpu04", "gpu05"]

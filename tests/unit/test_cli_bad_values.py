@@ -60,6 +60,7 @@ KINDS = {
     ("export prometheus", "run_dir"): "in_dir", ("export prometheus", "out"): "out_file",
     ("export prometheus", "output"): "out_file",
     ("export prometheus", "expect"): "in_file", ("export prometheus", "floor"): "number",
+    ("export prometheus", "stale_hours"): "number",
 }
 # Bad words: a value sweep cannot use, per option.
 WORDS = {

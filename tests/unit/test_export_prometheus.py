@@ -133,6 +133,15 @@ def _oracle(alert: str, a: dict, b: dict) -> list[dict]:
                                                                                      tuple(sorted(l.items())))]]
     if alert == "SweepHostDriverNotApproved":
         return gpus("sweep_host_driver_info", b, lambda l, v: not l["driver_version"].startswith("580.159."))
+    if alert == "SweepHostBroken":
+        return gpus("sweep_host_to_drain", b, lambda l, v: v == 1)
+    if alert == "SweepHostXidNeedsRepair":
+        return gpus("sweep_host_contract_status", b, lambda l, v: v == 1 and l["contract"] == "xid"
+                    and l["status"] == "broken")
+    if alert == "SweepHostUnreachable":
+        return gpus("sweep_host_up", b, lambda l, v: v == 0)
+    if alert == "SweepFleetNotSwept":  # the exports' timestamps are of 2026, the test's clock of 1970: fresh
+        return []
     if alert == "SweepGpuSmClockUnderLoadBelowFloor":
         return gpus("sweep_gpu_load_sm_clock_median_hertz", b,
                     lambda l, v: v < (1420e6 if l["host"] == "gpu30" else 1300e6))
@@ -188,6 +197,12 @@ def test_promtool_test_rules_each_alert_fires_on_its_fault(history, tmp_path):
         "SweepGpuEccModeChanged": {"gpu22"},
         "SweepHostDriverNotApproved": {"gpu15", "gpu37", "gpu38", "gpu39", "gpu40"},
         "SweepGpuSmClockUnderLoadBelowFloor": {"gpu30"},
+        # the node's faults only: not the power caps (gpu11-13, the configuration's), not gpu21's process of no job,
+        # not the probe's environment (gpu29's empty mask, gpu33's CPU torch) (issue 49)
+        "SweepHostBroken": {"gpu03", "gpu09", "gpu15", "gpu19", "gpu23", "gpu25", "gpu27"},
+        "SweepHostXidNeedsRepair": {"gpu19", "gpu23"},  # Xid 79 (reboot), Xid 48 (reset); gpu21's Xid 31 is the app's
+        "SweepHostUnreachable": set(),  # every host of the history answers: test_unreachable_and_stale_...
+        "SweepFleetNotSwept": set(),
     }
     done = _rules_test(tmp_path, rules_path, _input_series(a, b), expected)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
@@ -198,7 +213,7 @@ def test_sw_power_cap_alone_fires_nothing(history, tmp_path):
     rules_path = tmp_path / "sweep.rules.yml"
     rules_path.write_text(rules_text(None, floor_mhz=1300))
     a, b = (parse(metrics_text(_day(reports, n))) for n in (19, 29))
-    healthy = {"gpu01", "gpu02", "gpu03", "gpu04"}
+    healthy = {"gpu01", "gpu02", "gpu04", "gpu08"}  # gpu03 is broken (a GPU missing from NVML): SweepHostBroken
     capped = [k for k, v in b.items() if k[0] == "sweep_gpu_clock_event_reason_active" and v == 1
               and dict(k[1])["host"] in healthy]
     assert {dict(k[1])["reason"] for k in capped} == {"sw_power_cap"}  # the only reason active on them
@@ -227,3 +242,27 @@ def test_a_duplicate_gpu_index_keeps_both_series_and_promtool_accepts_it(tmp_pat
     limits = {k[1]: v for k, v in parse(text).items() if k[0] == "sweep_gpu_power_limit_enforced_watts"}
     assert limits == {(("gpu", "0"), ("gpu_position", "0"), ("host", "gpu01")): 700,
                       (("gpu", "0"), ("gpu_position", "1"), ("host", "gpu01")): 123}
+
+
+def test_an_unreachable_host_and_a_fleet_not_swept_for_hours_fire_and_a_fresh_fleet_does_not(tmp_path):
+    """sweep_host_up 0 fires SweepHostUnreachable for that host; the newest sweep_run_timestamp_seconds older than
+    stale_hours (the test's clock starts at 0: a run stamped 0 is 5 h old at 5h) fires SweepFleetNotSwept, and
+    so does no export at all; a run stamped 3 h ago does not."""
+    rules_path = tmp_path / "sweep.rules.yml"
+    assert main(["export", "prometheus", "--rules", "--stale-hours", "4", "-o", str(rules_path)]) == 0
+    series = [{"series": 'sweep_host_up{host="gpu01"}', "values": "1 1 1 1 1 1"},
+              {"series": 'sweep_host_up{host="gpu02"}', "values": "1 1 1 0 0 0"},
+              {"series": "sweep_run_timestamp_seconds", "values": "0 0 0 0 0 0"}]
+    spec = {a["alert"]: a for a in rules(None, stale_hours=4)["groups"][0]["rules"]}
+    def fired(name, **labels):
+        rule = spec[name]
+        return [{"exp_labels": dict(labels, **rule["labels"]),
+                 "exp_annotations": {k: _render(v, labels) for k, v in rule["annotations"].items()}}]
+    done = _rules_test(tmp_path, rules_path, series, {"SweepHostUnreachable": fired("SweepHostUnreachable", host="gpu02"),
+                                                      "SweepFleetNotSwept": fired("SweepFleetNotSwept")})
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    fresh = [*series[:2], {"series": "sweep_run_timestamp_seconds", "values": "0 0 0 7200 7200 7200"}]
+    done = _rules_test(tmp_path, rules_path, fresh, {"SweepFleetNotSwept": []})
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    done = _rules_test(tmp_path, rules_path, series[:2], {"SweepFleetNotSwept": fired("SweepFleetNotSwept")})
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]

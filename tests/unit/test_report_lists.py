@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import socket
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -107,17 +108,24 @@ def test_the_reports_node_sets_are_its_sets_for_clustershell_and_slurm(must_show
 def test_summary_json_carries_the_sets_and_the_drain_reasons(must_show):
     summary = json.loads(must_show.files["summary"].read_text())
     sets = summary["host_sets"]
-    assert set(sets) == {"hosts", "pool", "held_out", "broken", "drain", "other_classes", "cannot_run", "unreachable"}
+    assert set(sets) == {"hosts", "pool", "held_out", "broken", "drain", "busy", "other_classes", "cannot_run",
+                         "unreachable"}
     assert sets["broken"]["hosts"] == ["gpu07", "gpu08", "gpu09", "gpu16", "gpu25", "gpu26"]
-    assert sets["broken"]["folded"] == "gpu[07-09,16,25-26]" and sets["drain"]["folded"] == "gpu[07-09,14,16,25-26]"
-    assert [(d["folded"], d["taint"]) for d in summary["drain"]] == [
-        ("gpu[07-09]", "power"), ("gpu14", "processes"), ("gpu16", "clocks"), ("gpu25", "device_mask"),
-        ("gpu26", "framework")]
+    # drained: the node's faults only (issue 49); the power caps, the foreign process and the probe's environment
+    # are named with their owner and fix
+    assert sets["broken"]["folded"] == "gpu[07-09,16,25-26]" and sets["drain"]["folded"] == "gpu16"
+    assert [(d["folded"], d["taint"]) for d in summary["drain"]] == [("gpu16", "clocks")]
+    assert [(o["host"], o["owner"]) for o in summary["owners"]] == [
+        ("gpu07", "config"), ("gpu08", "config"), ("gpu09", "config"), ("gpu14", "process"), ("gpu25", "probe_env"),
+        ("gpu26", "probe_env")]
+
+
+def test_drain_config_drains_the_power_caps_under_one_reason(must_show, tmp_path):
+    summary = build_report([must_show.out_dir.parent], tmp_path / "asked", drain_config=True).summary
+    assert [(d["folded"], d["taint"]) for d in summary["drain"]] == [("gpu[07-09]", "power"), ("gpu16", "clocks")]
     # the lowest broken contract and its fix; the host's own figures left out, so that gpu07-09 share it
     assert summary["drain"][0]["reason"] == ("sweep: power: restore it with nvidia-smi -pl 700 "
                                              "(or record the intended cap in the expectations file)")
-    assert summary["drain"][1]["reason"] == ("sweep: processes: stop them, or benchmark elsewhere: "
-                                             "they take memory and SM time")
 
 
 def test_summary_md_and_the_html_name_each_file_with_its_command(must_show):
@@ -133,25 +141,27 @@ def test_summary_md_and_the_html_name_each_file_with_its_command(must_show):
 
 def test_drain_sh_folds_the_hosts_of_one_reason_into_one_line_and_resume_sh_resumes_only_sweeps_drains(
         must_show, tmp_path):
-    drain = must_show.files["drain"].read_text().splitlines()
-    assert drain[0] == "#!/bin/sh" and len([line for line in drain if line.startswith("drain ")]) == 5
+    asked = build_report([must_show.out_dir.parent], tmp_path / "asked", drain_config=True)  # the caps drained too
+    drain = asked.files["drain"].read_text().splitlines()
+    assert drain[0] == "#!/bin/sh" and len([line for line in drain if line.startswith("drain ")]) == 2
     bin_dir, log = fakes.install(tmp_path / "bin"), tmp_path / "argv.jsonl"
-    assert fakes.run(must_show.files["drain"], bin_dir, log).returncode == 0  # every node idle
-    [first, *others] = fakes.ran(log, "scontrol")
+    assert fakes.run(asked.files["drain"], bin_dir, log).returncode == 0  # every node idle
+    [first, *others] = fakes.updates(log)
     assert first == ["update", "NodeName=gpu[07-09]", "State=DRAIN", "Reason=sweep: power: restore it with "
                      "nvidia-smi -pl 700 (or record the intended cap in the expectations file)"]
-    assert [argv[1] for argv in others] == [f"NodeName={n}" for n in ("gpu14", "gpu16", "gpu25", "gpu26")]
+    assert [argv[1] for argv in others] == ["NodeName=gpu16"]
     # a later sweep: gpu01 (drained by sweep) and gpu02 (by hand) are in the pool, gpu07 still broken
     state = tmp_path / "slurm.json"
-    state.write_text(json.dumps({"gpu01": ["drained", "sweep: power: restore it"], "gpu02": ["drained*", "disk replace"],
-                                 "gpu03": ["idle", "none"], "gpu07": ["draining", "sweep: power: restore it"]}))
-    done = fakes.run(must_show.files["resume"], bin_dir, log, SLURM_NODES=str(state))
-    assert fakes.ran(log, "scontrol")[len(others) + 1:] == [["update", "NodeName=gpu01", "State=RESUME"]]
+    state.write_text(json.dumps({"gpu01": ["IDLE+DRAIN", "sweep: power: restore it"],
+                                 "gpu02": ["IDLE+DRAIN+NOT_RESPONDING", "disk replace"], "gpu03": ["IDLE", None],
+                                 "gpu07": ["MIXED+DRAIN", "sweep: power: restore it"]}))
+    done = fakes.run(asked.files["resume"], bin_dir, log, SLURM_NODES=str(state))
+    assert fakes.updates(log)[len(others) + 1:] == [["update", "NodeName=gpu01", "State=RESUME"]]
     assert done.returncode == 0 and done.stdout == "resumed gpu01\n"
-    script = must_show.files["resume"]
+    script = asked.files["resume"]
     assert done.stderr.splitlines() == [
-        f"{script}: gpu02 left alone: drained* by someone else, Reason=disk replace",
-        f"{script}: gpu07 left alone: still held out or broken in this report, draining, Reason=sweep: power: restore it"]
+        f"{script}: gpu02 left alone: IDLE+DRAIN+NOT_RESPONDING by someone else, Reason=disk replace",
+        f"{script}: gpu07 left alone: still held out or broken in this report, MIXED+DRAIN, Reason=sweep: power: restore it"]
 
 
 # --- hostile names and messages -------------------------------------------------------------------
@@ -181,8 +191,8 @@ def _hostile_fleet(tmp_path: Path):
                fv.record("gpu`touch PWNED5`\nx", fv.hw_thermal(fv.h200(2, "y"), gpu=1)),
                fv.record("gpu03", fv.h200(2, "gpu03")), fv.record("gpu04", fv.h200(2, "gpu04"))]
     fv.write_run(tmp_path / "run", records)
-    with pytest.warns(Warning, match="left out"):
-        return build_report([tmp_path / "run"], tmp_path / "out")
+    with pytest.warns(Warning, match="left out"):  # --drain-config: gpu01's power cap drained, its hostile fix the reason
+        return build_report([tmp_path / "run"], tmp_path / "out", drain_config=True)
 
 
 @pytest.mark.parametrize("shell", ["sh", "bash"])
@@ -192,19 +202,19 @@ def test_hostile_names_and_messages_reach_scontrol_and_kubectl_as_arguments_only
     assert reasons[0].startswith("sweep: power: `touch PWNED2`$(touch PWNED) 'q' \"dq\"")  # one line, kept as text
     assert all(r.isprintable() and r.isascii() for r in reasons)
     log = _run_script(result.files["drain"], shell, tmp_path)
-    assert fakes.ran(log, "scontrol") == [["update", "NodeName=gpu01", "State=DRAIN", f"Reason={reasons[0]}"],
-                                          ["update", "NodeName=gpu02", "State=DRAIN", f"Reason={reasons[1]}"]]
-    asked = [["-h", "-N", "-n", n, "-o", "%N|%T|%E"] for n in ("gpu[03-04]", "gpu01", "gpu02")]
-    assert fakes.ran(log, "sinfo") == asked[1:]
-    assert fakes.ran(_run_script(result.files["resume"], shell, tmp_path), "sinfo", "scontrol") == asked
+    # gpu02's process of no job is named, not drained (issue 49)
+    assert fakes.updates(log) == [["update", "NodeName=gpu01", "State=DRAIN", f"Reason={reasons[0]}"]]
+    asked = [["show", "node", "-o", n] for n in ("gpu03", "gpu04", "gpu01")]
+    reads = [argv for argv in fakes.ran(log, "scontrol") if argv[0] != "update"]
+    assert reads == [["ping"], *asked[2:]]  # one node per query, by the report's own names
+    assert fakes.ran(_run_script(result.files["resume"], shell, tmp_path), "scontrol") == [["ping"], *asked]
     kube = tmp_path / f"nodes-{shell}.json"
     kube.write_text(json.dumps({"items": [fakes.node(n) for n in ("gpu01", "gpu02", "gpu03", "gpu04")]}))
     def held(n, taint):
         return [["annotate", "node", n, "sweep/cordoned=true", "--overwrite"], ["cordon", n],
                 ["taint", "nodes", n, f"sweep/broken={taint}:NoSchedule", "--overwrite"]]
     assert fakes.ran(_run_script(result.files["kubectl"], shell, tmp_path, KUBE_NODES=str(kube)), "kubectl") == [
-        ["get", "nodes", "-o", "json"], *(argv for n, taint in (("gpu01", "power"), ("gpu02", "processes"))
-                                          for argv in held(n, taint))]
+        ["get", "nodes", "-o", "json"], *held("gpu01", "power")]
     drain = result.files["drain"].read_text()
     # the names no node set can hold are named in a comment, escaped onto its one line
     assert "# left out (not a Slurm node name): 'gpu$(touch PWNED4)'" in drain
@@ -274,9 +284,10 @@ def test_a_host_met_in_two_run_folders_is_one_node_in_the_node_sets_and_scripts(
     sets = result.summary["host_sets"]
     assert sets["held_out"]["hosts"] == ["gpu02#2"] and sets["held_out"]["folded"] == "gpu02"
     assert sets["pool"]["folded"] == "gpu[01-02]" and not sets["pool"]["not_folded"]
-    assert "\ndrain gpu02 1 " in result.files["drain"].read_text()
+    assert "\ndrain gpu02 \"sweep: clocks: check fans, airflow and inlet temperature; the GPU is too hot for its clocks\" gpu02\n" \
+        in result.files["drain"].read_text()
     assert "\nhold gpu02 clocks\n" in result.files["kubectl"].read_text()
-    assert "\nresume gpu01\nkeep gpu02\n" in result.files["resume"].read_text()  # the pool's gpu02 is gpu02#2 too
+    assert "\nresume gpu01 gpu01\nkeep gpu02 gpu02\n" in result.files["resume"].read_text()  # the pool's gpu02 is gpu02#2 too
 
 
 def test_xid_hosts_are_drained_for_the_repair_nvidia_prescribes_one_line_per_repair_and_event(tmp_path):
@@ -292,5 +303,28 @@ def test_xid_hosts_are_drained_for_the_repair_nvidia_prescribes_one_line_per_rep
     assert [(d["folded"], d["taint"]) for d in xid_lines] == [("gpu[03,09]", "xid79")]
     assert xid_lines[0]["reason"] == "sweep: reboot: Xid 79 GPU has fallen off the bus"
     drain = result.files["drain"].read_text()
-    assert '\ndrain "gpu[03,09]" 2 "sweep: reboot: Xid 79 GPU has fallen off the bus"\n' in drain
+    assert '\ndrain "gpu[03,09]" "sweep: reboot: Xid 79 GPU has fallen off the bus" gpu03 gpu09\n' in drain
     assert "gpu11" not in drain and "\nhold gpu03 xid79\nhold gpu09 xid79\n" in result.files["kubectl"].read_text()
+
+
+def test_dry_runs_without_a_scheduler_print_what_the_report_asks_each_line_marked_and_exit_0(must_show, tmp_path):
+    """No controller answers (scontrol ping fails) and no API server (kubectl refused): `-n` prints the
+    commands from the report alone, each marked "state not read", and runs nothing; without -n nothing is done."""
+    bin_dir, log = fakes.install(tmp_path / "bin"), tmp_path / "argv.jsonl"
+    groups = must_show.summary["drain"]
+    done = fakes.run(must_show.files["drain"], bin_dir, log, "-n", SLURM_DOWN="1")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(groups) and all(line.startswith("would run: scontrol update ") and
+                                             line.endswith("  # state not read") for line in lines)
+    assert [shlex.split(line[len("would run:"):])[2] for line in lines] == [f"NodeName={g['folded']}" for g in groups]
+    assert fakes.updates(log) == []
+    refused = fakes.run(must_show.files["drain"], bin_dir, log, SLURM_DOWN="1")
+    assert refused.returncode == 1 and refused.stdout == "" and "nothing done" in refused.stderr
+    assert fakes.updates(log) == []
+    kube = fakes.run(must_show.files["kubectl"], bin_dir, log, "-n", KUBE_DOWN="1")
+    assert kube.returncode == 0, kube.stderr
+    hosts = [h for g in groups for h in g["hosts"]]
+    assert len(kube.stdout.splitlines()) == 3 * len(hosts)  # annotate, cordon, taint per host to hold
+    assert all(line.endswith("# state not read") for line in kube.stdout.splitlines())
+    assert [argv for argv in fakes.ran(log, "kubectl")] == [["get", "nodes", "-o", "json"]]

@@ -3,7 +3,9 @@
 Nodes are the inventory's host names (Slurm node names), or, without an inventory, the nodes of
 ``--nodelist`` (a Slurm hostlist, expanded by ``scontrol show hostnames``) or ``--partition``, or
 every node of the cluster. Nodes that Slurm knows as down, drained or not responding are recorded
-as failed from ``sinfo`` and left out of the step, so that one bad node does not hold the others.
+as failed from ``sinfo`` and left out of the step, so that one bad node does not hold the others; a
+drained node's record says what to use instead (`drained_message`: the ssh engine, which closes the
+drain loop: drain.sh, repair, a sweep over ssh, resume.sh).
 
 The agent travels as with SSH: srun broadcasts the bundle on every task's stdin (``--input=all``)
 to the same bootstrap (`sweep.collect.bundle.remote_command`); nothing is written on the nodes. Each task
@@ -53,6 +55,16 @@ def _query(argv: list[str], what: str) -> str:
         raise EngineError(f"{what}: {' '.join(argv[:3])} failed: {tail(proc.stderr, 300).strip()}",
                           fix="check the node list / partition and that slurmctld is up (scontrol ping)")
     return proc.stdout.decode("utf-8", "replace")
+
+
+def drained_message(node: str, state: str) -> str:
+    """What to use for a drained node: no job step runs there, so the Slurm engine cannot probe it; the ssh
+    engine does not read Slurm's state (a node sweep drained is probed again that way, and resume.sh resumes
+    it when the report finds it healthy)."""
+    return (f"{node}: Slurm has the node {state}, so no job step runs there: probe it with the ssh engine, which "
+            f"does not read Slurm's state (sweep run INVENTORY --engine ssh --limit {node}), then sweep report; "
+            f"that report's resume.sh resumes the node when sweep drained it and finds it healthy "
+            f"(scontrol show node {node}: Reason=)")
 
 
 class TaskOutput:
@@ -194,6 +206,8 @@ class SlurmEngine(ProcessEngine):
                 self._emit(host, failed(host, started, "dns", (
                     f"{host.name}: Slurm knows no node of that name; check the name with sinfo -N, or "
                     "use the Slurm node names in the inventory")))
+            elif "drain" in state and not state.endswith("*"):  # sweep's drain loop: probe it another way
+                self._emit(host, failed(host, started, "refused", drained_message(host.name, state)))
             elif any(bad in state for bad in _BAD_STATES) or state.endswith("*"):
                 cls = "timeout" if state.endswith("*") or "down" in state else "refused"
                 self._emit(host, failed(host, started, cls, (
