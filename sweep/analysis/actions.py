@@ -5,10 +5,9 @@ hosts that can be benchmarked together), the hosts of the reference class held o
 their health or broken), the broken hosts (every answering host with a broken entry: a broken
 contract, HW slowdown, a row-remap failure, a speed figure below 75% of its reference, an Xid that
 needs a repair...), and the others each tile counts. The hosts to drain are the held-out and the
-broken ones; `drain_reason` is the one place that says why, from the host's lowest broken contract
-and its fix (else its first broken entry: a broken speed figure is the reason itself, ``sweep: GPU 5
-HBM 2993 GB/s, 70% of the H200 reference``; for a host held out without one, the entry that holds it
-out); hosts with the same reason are drained together (`drain_groups`: the interface to the script
+broken ones; `drain_reason` says why from the verdict's cause of the host (`Verdict.cause`, the
+one cause every view says) and its fix (a broken speed figure is the reason itself, ``sweep: GPU 5
+HBM 2993 GB/s, 70% of the H200 reference``; an Xid, the repair and the event); hosts with the same reason are drained together (`drain_groups`: the interface to the script
 renderers of `sweep.report.lists`, a list of {hosts, folded, not_folded, reason, taint}).
 
 Each set is kept as a list and as one folded node set (`sweep.analysis.names.fold_nodeset`) that
@@ -20,7 +19,7 @@ from __future__ import annotations
 import re
 
 from sweep.analysis.compare import Findings
-from sweep.analysis.verdict import Entry, Verdict
+from sweep.analysis.verdict import Entry, Verdict, cause_key
 from sweep.analysis.names import NODE_NAME, fold_nodeset, host_key
 from sweep.analysis.xid import event_name
 from sweep.text import visible
@@ -41,29 +40,10 @@ def _fold(hosts) -> tuple[str, tuple[str, ...]]:
 
 
 def host_records(verdict: Verdict, xid_hosts: dict[str, dict] | None = None) -> dict[str, dict]:
-    """Host -> {"host", "findings": its verdict entries as the finding dicts a drain reason reads, the most
-    severe first, "xid": its entry of summary.json's "xid" hosts (the repair its Xid events need) or None}
-    for every host to drain (`Verdict.drain`)."""
-    records = {}
-    for host in verdict.drain:
-        items = [_as_finding(e) for e in verdict.of(host) if e.severity == "broken" or e.holds_out]
-        records[host] = {"host": host, "findings": items, "xid": (xid_hosts or {}).get(host)}
-    return records
-
-
-def _as_finding(e: Entry) -> dict:
-    """An entry as a drain reason reads it: kind, severity, contract, title, fix (and where it came from)."""
-    return {"kind": e.finding or e.source, "severity": "broken" if e.severity == "broken" else "warning",
-            "contract": e.contract, "title": e.cause, "fix": e.fix, "source": e.source, "cause": e.cause}
-
-
-def _cause(host_record: dict) -> dict:
-    """The finding a drain is for: the lowest broken contract, else the first broken finding, else
-    the first finding that holds the host out of the pool."""
-    items = host_record["findings"]
-    return (next((f for f in items if f["kind"] == "lowest_broken"), None)
-            or next((f for f in items if f["severity"] == "broken" and f["source"] != "speed"), None)
-            or next((f for f in items if f["severity"] == "broken"), None) or items[0])
+    """Host -> {"host", "cause": the verdict's cause of the host (`Verdict.cause`), "xid": its entry of
+    summary.json's "xid" hosts (the repair its Xid events need) or None} for every host to drain."""
+    return {host: {"host": host, "cause": verdict.cause(host), "xid": (xid_hosts or {}).get(host)}
+            for host in verdict.drain}
 
 
 def drain_reason(host_record: dict) -> str:
@@ -72,11 +52,10 @@ def drain_reason(host_record: dict) -> str:
     The contract (or finding) and its fix, without the host's own figures, so that hosts broken the
     same way share one reason and one drain line. `host_record` is an entry of `host_records`.
     """
-    cause = _cause(host_record)
-    what = cause["contract"] or cause["kind"]
-    text = f"sweep: {what}: {cause['fix'] or cause['title']}"
-    if cause["source"] == "speed":  # the figure is the reason: "sweep: GPU 5 HBM 2993 GB/s, 70% of the H200 reference"
-        text = f"sweep: {cause['cause']}"
+    cause = host_record["cause"]
+    text = f"sweep: {cause_key(cause)}: {cause.fix or cause.cause}"
+    if cause.source == "speed":  # the figure is the reason: "sweep: GPU 5 HBM 2993 GB/s, 70% of the H200 reference"
+        text = f"sweep: {cause.cause}"
     event = _xid_event(host_record, cause)
     if event is not None:  # the repair NVIDIA prescribes, then the event: "sweep: reboot: Xid 79 GPU has fallen off the bus"
         text = f"sweep: {host_record['xid']['label']}: {event_name(event)} {event.get('meaning') or ''}"
@@ -86,19 +65,17 @@ def drain_reason(host_record: dict) -> str:
 
 def taint_value(host_record: dict) -> str:
     """The value of the host's ``sweep/broken`` taint: a Kubernetes label value naming its cause (``xid``)."""
-    cause = _cause(host_record)
+    cause = host_record["cause"]
     event = _xid_event(host_record, cause)
-    name = f"{event.get('type') or 'xid'}{event.get('code')}" if event is not None else cause["contract"] or cause["kind"]
-    if cause["source"] == "speed" and event is None:
-        name = "speed"
+    name = f"{event.get('type') or 'xid'}{event.get('code')}" if event is not None else cause_key(cause)
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(name)).strip("-_.")[:63]
     return slug.strip("-_.") or "broken"
 
 
-def _xid_event(host_record: dict, cause: dict) -> dict | None:
+def _xid_event(host_record: dict, cause: Entry) -> dict | None:
     """The worst Xid / SXid event of a host drained for its xid contract, or None."""
     xid = host_record.get("xid")
-    if cause.get("contract") != "xid" or not xid or not xid.get("events"):
+    if cause.contract != "xid" or not xid or not xid.get("events"):
         return None
     return xid["events"][0]
 

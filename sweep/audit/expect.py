@@ -78,11 +78,15 @@ class Violation:
     rule: str
     expected: Any
     actual: Any
-    message: str
+    detail: str  # what is off, without the host (entries carry the host beside the text)
+
+    @property
+    def message(self) -> str:
+        return f"{self.host}: {self.detail}"
 
     def as_dict(self) -> dict:
         return {"host": self.host, "rule": self.rule, "expected": self.expected, "actual": self.actual,
-                "message": self.message}
+                "message": self.message, "detail": self.detail}
 
 
 # --- validation ------------------------------------------------------------------------------
@@ -567,7 +571,7 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
 
     def add(rule, expected, actual, said, where):
         text, want, fix = said
-        out.append(Violation(host, rule, expected, actual, f"{host}: {text}; expected {want} ({where}); {fix}"))
+        out.append(Violation(host, rule, expected, actual, f"{text}; expected {want} ({where}); {fix}"))
 
     rules = resolve(exp, host, groups)
     for rule in TABLE:

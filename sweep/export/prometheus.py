@@ -22,11 +22,8 @@ from pathlib import Path
 
 from probe_agent.chain import STATUS_NAMES
 from sweep.analysis import facts as fact_table
-from sweep.analysis.bench import bench_section
-from sweep.analysis.compare import compare
-from sweep.analysis.speed import speed_section
-from sweep.analysis.verdict import STATES, judge
-from sweep.analysis.xid import xid_section
+from sweep.analysis.assess import Assessment, assess
+from sweep.analysis.verdict import STATES, cause_key
 from sweep.export.textfile import Metrics, write_output
 from sweep.analysis.fleet import Fleet, load_fleet, rows_at
 from sweep.store import load_run
@@ -46,6 +43,8 @@ FAMILIES = {
     "sweep_host_in_reference_class": "1 when the host is in the reference comparability class.",
     "sweep_host_state": "The host's state in the verdict (pool, held_out, broken, other_class, cannot_run, "
                         "unreachable): 1 for its state, 0 for the others.",
+    "sweep_host_cause_info": "The one cause the verdict gives a host kept out or warned (its contract, figure "
+                             "or tier: thermal, xid, speed, processes...) and its severity, value 1.",
     "sweep_gpu_ecc_pending_enabled": "ECC mode after the next reset (1 on, 0 off).",
     "sweep_gpu_power_limit_default_watts": "Default power limit.",
     "sweep_gpu_power_draw_watts": "Power draw when probed.",
@@ -85,9 +84,8 @@ def metrics_text(run_dir: str | Path) -> str:
     m.add("sweep_run_hosts", len(ok), outcome="ok")
     m.add("sweep_run_hosts", len(run.records) - len(ok), outcome="failed")
     m.add("sweep_run_hosts", len([h for h in listed if h not in run.records]), outcome="pending")
-    fleet = load_fleet([Path(run_dir)]) if ok else None
-    findings = compare(fleet) if ok else None  # once: the classes and the verdict's states both read it
-    classes = _classes(findings) if ok else {}
+    judged = _assess(run) if ok else None  # the report's judgment: the same call, the run's own report options
+    classes = _classes(judged.findings) if ok else {}
     for host, rec in run.records.items():
         for group in rec.get("groups") or ():
             m.add("sweep_host_group_info", 1, host=host, group=group)
@@ -98,10 +96,20 @@ def metrics_text(run_dir: str | Path) -> str:
                   or "unknown")
             continue
         _host(m, host, health, classes.get(host))
-    if fleet is not None:
-        _facts(m, fleet)
-        _states(m, fleet, findings)
+    if judged is not None:
+        _facts(m, judged.fleet)
+        _states(m, judged)
     return m.text()
+
+
+def _assess(run) -> Assessment:
+    """The run folder judged as `sweep run` reported it: its reference, expectations file and baseline
+    (the manifest's options), so that the states and causes exported are the report's."""
+    options = run.manifest.get("options") or {}
+    expect, baseline = (options.get(key) for key in ("expect", "baseline"))
+    audited = expect is not None or baseline is not None
+    fleet = load_fleet([Path(run.path)], keep_health=audited)
+    return assess(fleet, baseline, expect, reference=options.get("reference"))
 
 
 def _gpu_labels(gpus) -> list[dict]:
@@ -138,12 +146,15 @@ def _classes(findings) -> dict[str, tuple[str, bool]]:
     return {h: (c.id, c is ref) for c in findings.classes for h in c.hosts}
 
 
-def _states(m: Metrics, fleet: Fleet, findings) -> None:
-    """Each host's state as the report's verdict has it (`sweep.analysis.verdict`: the same rule, the same inputs)."""
-    verdict = judge(fleet, findings, speed_section(fleet, findings), bench_section(fleet, findings), xid_section(fleet))
+def _states(m: Metrics, judged: Assessment) -> None:
+    """Each host's state and cause as the report has them (`sweep.assess`: the same call)."""
+    verdict = judged.verdict
     for host, state in verdict.states.items():
         for name in STATES:
             m.add("sweep_host_state", state == name, host=host, state=name)
+        cause = verdict.cause(host)
+        if cause is not None:
+            m.add("sweep_host_cause_info", 1, host=host, cause=cause_key(cause), severity=cause.severity)
 
 
 def _host(m: Metrics, host: str, health: dict, cls) -> None:

@@ -23,6 +23,7 @@ from sweep.text import plural
 SEVERITY_ORDER = {"unreachable": 0, "broken": 1, "warning": 2}
 # The contract a finding of the analysis is about, where the finding does not name it (the agent's table).
 KIND_CONTRACT = {kind: c.name for c in CONTRACTS for kind in c.findings}
+CHAIN = {c.name: c for c in CONTRACTS}
 
 
 def contract_of(finding: dict) -> str:
@@ -41,25 +42,60 @@ def _merge(items: list[dict]) -> list[dict]:
     kinds = sorted({f["kind"] for f in items})
     out = []
     for f in items:
-        detail = f["detail"]
-        prefix = f"{contract_of(f)}: "  # the title names the contract already
-        detail = detail[len(prefix):] if f["kind"] == "lowest_broken" and detail.startswith(prefix) else detail
         out.append({"kind": f["kind"], "severity": f["severity"], "title": f["title"], "contract": contract_of(f),
-                    "detail": detail, "fix": f["fix"], "kinds": kinds})
+                    "detail": f["detail"], "fix": f["fix"], "kinds": kinds})
     return out
 
 
-def by_host(findings: list[dict]) -> list[dict]:
+def causes_of(summary: dict) -> dict[str, dict]:
+    """Host -> its one cause (summary.json's verdict_model "causes", `Verdict.cause`)."""
+    return {c["host"]: c for c in summary["verdict_model"]["causes"]}
+
+
+CAUSE_TITLES = {"xid": "Xid repair", "speed": "Speed figure below its reference"}
+
+
+def _cause_finding(cause: dict, items: list[dict]) -> dict:
+    """A host's cause as the findings say it: its own finding's title where it is one, else its source's."""
+    own = next((f for f in items if f["kind"] == cause["finding"] and cause["source"] == "health"), None)
+    title = own["title"] if own else CAUSE_TITLES.get(cause["source"], cause["key"])
+    return {"kind": cause["finding"] or cause["source"], "severity": "broken" if cause["severity"] == "broken"
+            else "warning", "title": title, "contract": cause["key"], "detail": cause["cause"], "fix": cause["fix"],
+            "kinds": [cause["finding"] or cause["source"]], "is_cause": True}
+
+
+def _said_by_cause(cause: dict, f: dict) -> bool:
+    """Whether finding `f` says the fault of the host's cause again: the cause's contract, or one standing on it
+    in the chain (HW thermal slowdown under broken thermal headroom), or an Xid the repair names."""
+    mine, theirs = cause["key"], contract_of(f)
+    return theirs == mine or (theirs in CHAIN and mine in CHAIN[theirs].consequence_of)
+
+
+def by_host(findings: list[dict], causes: dict[str, dict] | None = None) -> list[dict]:
     """[{host, severity, findings: [...]}] for the reachable hosts with a finding: broken hosts first,
-    then in natural host order; within a host, broken findings first."""
+    then in natural host order; within a host, broken findings first. `causes` (`causes_of`): a host kept
+    out for a broken or holding-out cause has that cause said once, in its words, and no finding that
+    says the same fault again."""
+    causes = causes or {}
     hosts: dict[str, dict[str, list[dict]]] = {}
     for f in findings:
         if f["kind"] != "unreachable":
             hosts.setdefault(f["host"], {}).setdefault(contract_of(f), []).append(f)
+    for host, cause in causes.items():
+        if cause["severity"] == "broken" or cause["holds_out"]:
+            hosts.setdefault(host, {})
     out = []
     for host, contracts in hosts.items():
-        merged = sorted((f for items in contracts.values() for f in _merge(items)),
-                        key=lambda f: (SEVERITY_ORDER[f["severity"]], f["kind"] != "lowest_broken"))
+        cause = causes.get(host)
+        merged = [f for items in contracts.values() for f in _merge(items)]
+        if cause is not None and (cause["severity"] == "broken" or cause["holds_out"]):
+            mine = [f for items in contracts.values() for f in items]
+            merged = [_cause_finding(cause, mine)] + [f for f in merged if not _said_by_cause(cause, f)]
+        elif not merged:
+            continue
+        merged = sorted(merged,
+                        key=lambda f: (SEVERITY_ORDER[f["severity"]], not f.get("is_cause"),
+                                       f["kind"] != "lowest_broken"))
         out.append({"host": host, "severity": merged[0]["severity"], "findings": merged})
     return sorted(out, key=lambda h: (SEVERITY_ORDER[h["severity"]], host_key(h["host"])))
 
@@ -84,7 +120,7 @@ def shape_of(text: str) -> tuple[str, tuple[str, ...]]:
     return _VALUE.sub(mask, text or ""), tuple(values)
 
 
-def fold(findings: list[dict]) -> list[dict]:
+def fold(findings: list[dict], causes: dict[str, dict] | None = None) -> list[dict]:
     """One entry per finding many hosts share: [{contract, severity, title, detail, fix, hosts, count,
     folded, variants: [{detail, values, hosts, folded, count}], spread}], broken first, then the most hosts.
 
@@ -92,7 +128,7 @@ def fold(findings: list[dict]) -> list[dict]:
     values that differ between the variants, with their counts and, past the most common, their hosts.
     """
     groups: dict[tuple, dict] = {}
-    for entry in by_host(findings):
+    for entry in by_host(findings, causes):
         for f in entry["findings"]:
             shape, values = shape_of(f["detail"])
             key = (f["contract"], f["severity"], f["title"], shape)

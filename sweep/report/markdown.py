@@ -8,7 +8,7 @@ import re
 from sweep.analysis.xid import event_name, when
 from sweep.analysis.names import fold_hosts
 from sweep.report.bench import markdown_bench
-from sweep.report.findings import fold
+from sweep.report.findings import causes_of, fold
 from sweep.report.summary import ROWS_MAX, audit_hosts, fold_failures, list_files
 from sweep.report.topbox import SETS_SAID
 from sweep.text import plural
@@ -71,7 +71,7 @@ def render_markdown(summary: dict, folded: list | None = None) -> str:
         lines.append("")
     if summary["held_out"]:
         lines += ["## Held out of the pool for health", "", "| Host | Why |", "|---|---|"]
-        lines += [f"| {mdcode(h['host'])} | {'<br>'.join(md(r) for r in h['reasons'])} |"
+        lines += [f"| {mdcode(h['host'])} | {md(h['cause'])} |"
                   for h in summary["held_out"][:ROWS_MAX]]
         lines.append("")
     if summary["excluded"]:
@@ -85,7 +85,7 @@ def render_markdown(summary: dict, folded: list | None = None) -> str:
                   for u in fold_failures(summary["unreachable"])[:ROWS_MAX]]
         lines.append("")
     lines += _markdown_xid(summary.get("xid"))
-    health = fold(summary["findings"]) if folded is None else folded  # one row per finding the hosts share
+    health = fold(summary["findings"], causes_of(summary)) if folded is None else folded  # one row per finding the hosts share
     if health:
         lines += ["## Health findings", "", "| Severity | Hosts | Finding | Detail | Values | Fix |",
                   "|---|---|---|---|---|---|"]
