@@ -140,13 +140,15 @@ def _capital(text: str) -> str:
 
 
 def assess(fleet: Fleet, baseline: str | Path | None = None, expectations: str | Path | None = None,
-           references: str | Path | dict | None = None, reference: str | None = None) -> Assessment:
+           references: str | Path | dict | None = None, reference: str | None = None,
+           audited=None) -> Assessment:
     """Judge `fleet`: its classes and findings, the speed / bench / Xid sections, the audit against
     `expectations` (a file) and `baseline` (a `sweep baseline set` folder), and the one verdict.
 
     `references`: the known-good hosts whose speed figures the speed tier is judged against (a baseline
     folder, or `read_baseline`'s answer; default: `baseline`'s). `reference` names the host or group
-    whose class is the reference. Raises a SweepError for bad input (an unknown reference, a bad
+    whose class is the reference. `audited`: what the audit reads when it is not the fleet's own records
+    (`sweep audit` gives the run folder, whose manifest lists hosts that have no record yet). Raises a SweepError for bad input (an unknown reference, a bad
     expectations file); a failed host is data. The audit reads the records the fleet was loaded with:
     load it with `load_fleet(paths, keep_health=True)` to audit it."""
     findings = compare(fleet, reference=reference)
@@ -154,7 +156,8 @@ def assess(fleet: Fleet, baseline: str | Path | None = None, expectations: str |
     if expectations is not None or baseline is not None:
         from sweep.audit.baseline import audit_section
 
-        audit = audit_section(records_of(fleet), _path(expectations), _path(baseline))
+        records = records_of(fleet) if audited is None else audited
+        audit = audit_section(records, _path(expectations), _path(baseline))
     references = baseline if references is None else references
     speed = speed_section(fleet, findings, _read_references(references))
     bench = bench_section(fleet, findings)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, fields
 from probe_agent.chain import BY_NAME as CONTRACT_BY_NAME, CONTRACTS
 from probe_agent.xid import ACTION
 from sweep import exitcodes
-from sweep.analysis.compare import BLOCKING, HELD_OUT_BY, Findings
+from sweep.analysis.compare import HELD_OUT_BY, Findings
 from sweep.analysis.fleet import Fleet, rows_at
 from sweep.analysis.names import fold_hosts, host_key
 from sweep.analysis.speed_reference import LABELS, UNITS
@@ -241,15 +241,14 @@ def judge(fleet: Fleet, findings: Findings, speed: dict | None = None, bench: di
     entries = [*_health_entries(findings, xid), *_unknown_contracts(fleet), *_speed_entries(speed),
                *_tier_entries(fleet, speed, bench), *_xid_entries(xid), *_audit_entries(audit)]
     reference = frozenset(findings.reference.hosts) if findings.reference else frozenset()
-    excluded = {e["host"] for e in findings.excluded}
+    excluded = {e["host"] for e in findings.excluded}  # compare's one cannot-run rule (BLOCKING), not a second
     broken = {e.host for e in entries if e.severity == "broken"}
     holds = {e.host for e in entries if e.holds_out}
     states = {}
-    for host, status, lowest in zip(fleet.hosts["host"].astype(str), fleet.hosts["status"].astype(object),
-                                    fleet.hosts["lowest_broken"].astype(object)):
+    for host, status in zip(fleet.hosts["host"].astype(str), fleet.hosts["status"].astype(object)):
         if status != "ok":
             states[host] = "unreachable"
-        elif host in excluded or lowest in BLOCKING:
+        elif host in excluded:
             states[host] = "cannot_run"
         elif host in broken:
             states[host] = "broken"
