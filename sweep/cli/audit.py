@@ -21,8 +21,7 @@ def audit(
     as_json: bool = json_flag("the audit section"),
 ):
     """Judge RUN_DIR against an expectations file and/or a baseline: one line per finding, one per
-    reason a host of the run was not judged; exit 5 when a host is off, 1 when a host of the run
-    was not judged (docs/audits.md)."""
+    reason a host of the run was not judged (docs/audits.md)."""
     from sweep.analysis.assess import assess
     from sweep.analysis.fleet import load_fleet
     from sweep.errors import ConfigError
