@@ -12,7 +12,9 @@ published schema's enums (tests/unit/test_contract_table.py asserts they equal i
 controller (`sweep.analysis.compare`: which contracts stop a benchmark; `sweep.analysis.health`:
 which contracts' states are fleet findings of their own; `sweep.report.findings`: which findings
 are about which contract; `sweep.export.prometheus`: the states). Adding a contract is one entry
-here, its check in `contracts.CHECKS`, and the schema's enums.
+here, its check in `contracts.CHECKS` and a fixture; the schema's contract names, lowest_broken names and
+contracts.maxItems are generated from this table (`python -m sweep.schema --from-chain`), and
+tests/unit/test_contract_declaration.py names whatever is missing.
 """
 from collections import namedtuple
 

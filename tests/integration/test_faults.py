@@ -187,7 +187,8 @@ def test_output_that_is_not_json_or_breaks_the_schema_is_bad_output(faults, tmp_
     assert truncated["class"] == "bad_output"
     assert truncated["message"].startswith("f-truncated: the agent's output is not JSON (")
     assert found["f-schema"]["failure"] == {"class": "bad_output", "message": (
-        "f-schema: the agent's output is JSON but not a health.json of schema 1.x (health.json: 'host' is "
+        "f-schema: the agent's output is JSON but not a health.json of schema 1.x: it does not match the schema "
+        "this sweep reads (health.json: 'host' is "
         "missing); the host runs another or a modified agent: sweep it with this sweep's agent")}
     assert found["f-schema"]["health"] is None
 

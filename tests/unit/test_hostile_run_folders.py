@@ -121,7 +121,8 @@ def test_a_record_of_the_wrong_shape_is_its_hosts_bad_output_naming_the_file(tmp
     assert code == 1 and "Traceback" not in err, err  # exit 1: a host without a readable record
     hosts = load_fleet([run]).hosts.set_index("host")
     assert hosts.loc["gpu02", "failure_class"] == "bad_output"
-    assert hosts.loc["gpu02", "failure_message"].startswith(f"{path}: not a host record sweep can read (record")
+    assert hosts.loc["gpu02", "failure_message"].startswith(f"{path}: not a host record sweep can read: it does "
+                                                            "not match the ")  # issue 48: what it is
     assert (hosts.loc[["gpu01", "gpu03"], "status"] == "ok").all()
     code, out, err = _cli(capsys, "export", "prometheus", str(run))
     assert code == 0 and 'host="gpu02"' in out and "Traceback" not in err
