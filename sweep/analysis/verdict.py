@@ -95,15 +95,6 @@ class Verdict:
         the host (held-out reason, terminal, top box, findings, drain reason, hosts.csv, Prometheus)."""
         return self.causes.get(host)
 
-    def said_by_cause(self, host: str, contract: str | None) -> bool:
-        """Whether a judgment of `host` about `contract` is its cause's fault said again: the cause's own
-        contract, or a contract that stands on it in the chain (HW thermal slowdown under broken thermal)."""
-        cause = self.causes.get(host)
-        mine = cause and contract_of(cause)
-        if not mine or not contract:
-            return False
-        return contract == mine or mine in CONTRACT_BY_NAME[contract].consequence_of
-
     def hosts_in(self, *states: str) -> list[str]:
         return sorted((h for h, s in self.states.items() if s in states), key=host_key)
 
@@ -209,16 +200,24 @@ def cause_key(e: Entry) -> str:
     return contract_of(e) or e.tier or e.finding or e.what
 
 
-def cause_rank(e: Entry) -> tuple:
-    """The order a host's entries explain it in, best first: a broken entry about the lowest contract of the
-    chain (the Xid repair, then the finding that says it precisely, then the lowest broken contract's own
-    sentence), a broken entry about no contract (a speed figure last), an entry that holds the host out,
-    its unreachability, what was not read or measured, a warning."""
+def cause_rank(e: Entry, lowest: str | None = None) -> tuple:
+    """The order a host's entries explain it in, best first: a broken entry about the lowest fault of the chain
+    (a contract standing on the host's lowest broken one, `lowest`, is that fault: HW thermal slowdown under
+    broken thermal headroom), there the Xid repair, then the finding that says it precisely, then the lowest
+    broken contract's own sentence; a broken entry about no contract (a speed figure last); an entry that holds
+    the host out; its unreachability; what was not read or measured; a warning."""
     if e.severity == "broken":
         contract = contract_of(e)
+        if contract and lowest and lowest in CONTRACT_BY_NAME[contract].consequence_of:
+            contract = lowest
         return (0, CHAIN.get(contract, len(CHAIN)) if contract else len(CHAIN) + (e.source == "speed"),
                 e.source != "xid", e.finding == "lowest_broken")
     return (1 if e.holds_out else 2 if e.source == "reach" else 3 if e.severity == "unknown" else 4,)
+
+
+def _cause(items: list[Entry]) -> Entry:
+    lowest = next((e.contract for e in items if e.finding == "lowest_broken"), None)
+    return min(items, key=lambda e: cause_rank(e, lowest))
 
 
 def _grouped(entries, key) -> list[list[Entry]]:
@@ -261,7 +260,7 @@ def judge(fleet: Fleet, findings: Findings, speed: dict | None = None, bench: di
     by_host: dict = {}
     for e in sorted(entries, key=lambda e: rank[e.severity]):  # stable: each source's order kept
         by_host.setdefault(e.host, []).append(e)
-    causes = {host: min(items, key=cause_rank) for host, items in by_host.items()}
+    causes = {host: _cause(items) for host, items in by_host.items()}
     return Verdict(states, tuple(entries), reference, code, by_host, causes)
 
 

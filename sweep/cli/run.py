@@ -267,10 +267,15 @@ def _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by
 
 
 def _check_engine_inputs(engine: str, transport: Optional[str], inventory, resume) -> None:
-    """--transport only with the ssh engine; an inventory unless the slurm engine lists its own nodes."""
-    if transport is not None and engine != "ssh":
-        raise SweepError("--transport belongs to the ssh engine", fix="drop --transport, or use --engine ssh")
-    if inventory is None and resume is None and engine != "slurm":
+    """--transport only with an engine that connects with the run's transport; an inventory unless the engine
+    lists its own nodes (as slurm does): what the engine declares (`sweep.collect.engines.base.Engine`)."""
+    from sweep.collect.engines import engine_class
+
+    declared = engine_class(engine)
+    if transport is not None and declared.transport != "run":
+        raise SweepError(f"--transport belongs to the ssh engine, not {engine}",
+                         fix="drop --transport, or use --engine ssh")
+    if inventory is None and resume is None and not declared.lists_nodes:
         raise SweepError("no inventory given", fix="sweep run INVENTORY.yml, or sweep run --resume RUN_DIR")
 
 

@@ -250,7 +250,7 @@ def to_retry(records: Mapping[str, dict], classes: Collection[str], listed: Coll
 
 
 def engine_of(name: str, settings: Mapping[str, Any]):
-    """The engine a manifest names ("ssh", or an Engine made with its settings)."""
+    """The engine a manifest names: its name, or (with settings, as slurm's --partition) an Engine made with them."""
     from sweep.collect.engines import create_engine
 
-    return name if name == "ssh" else create_engine(name, **settings)
+    return create_engine(name, **settings) if settings else name  # a name alone: run_sweep makes the engine

@@ -65,10 +65,15 @@ def _cause_finding(cause: dict, items: list[dict]) -> dict:
 
 
 def _said_by_cause(cause: dict, f: dict) -> bool:
-    """Whether finding `f` says the fault of the host's cause again: the cause's contract, or one standing on it
-    in the chain (HW thermal slowdown under broken thermal headroom), or an Xid the repair names."""
+    """Whether finding `f` says the fault of the host's cause again: the cause's contract (the Xid its repair
+    names), or a broken finding one stands on the other in the chain (HW thermal slowdown and broken thermal
+    headroom: one fault)."""
     mine, theirs = cause["key"], contract_of(f)
-    return theirs == mine or (theirs in CHAIN and mine in CHAIN[theirs].consequence_of)
+    if theirs == mine:
+        return True
+    related = (theirs in CHAIN and mine in CHAIN[theirs].consequence_of) or \
+        (mine in CHAIN and theirs in CHAIN[mine].consequence_of)
+    return f["severity"] == "broken" and related
 
 
 def by_host(findings: list[dict], causes: dict[str, dict] | None = None) -> list[dict]:
