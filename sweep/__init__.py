@@ -34,8 +34,8 @@ _API = {
     "AgentOptions": "sweep.collect.options",
     "load_fleet": "sweep.analysis.fleet",
     "Fleet": "sweep.analysis.fleet",
-    "assess": "sweep.analysis.assess",
-    "Assessment": "sweep.analysis.assess",
+    "assess": "sweep.judgment",
+    "Assessment": "sweep.judgment",
     "compare": "sweep.analysis.compare",
     "Findings": "sweep.analysis.compare",
     "build_report": "sweep.report.build",
@@ -49,7 +49,7 @@ _API = {
 __all__ = ["__version__", *_API]
 
 if TYPE_CHECKING:
-    from sweep.analysis.assess import Assessment, assess
+    from sweep.judgment import Assessment, assess
     from sweep.analysis.compare import Findings, compare
     from sweep.analysis.fleet import Fleet, load_fleet
     from sweep.collect.options import AgentOptions, HostSelection, SSHSettings

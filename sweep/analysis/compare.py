@@ -9,7 +9,7 @@ Kept apart from the classes: hosts that failed (unreachable), hosts whose lowest
 stops any benchmark (driver, device_mask, framework), and the health findings (`sweep.analysis.health`).
 
 The pool, the hosts held out of it and the sentence that says so are not decided here: they are the
-verdict's (`sweep.analysis.verdict`), which `sweep.analysis.assess.assess` makes from these classes and
+verdict's (`sweep.analysis.verdict`), which `sweep.judgment.assess` makes from these classes and
 findings with every other section. A host of the reference class is held out when it has a broken
 entry, a foreign process on its GPUs, or a probe that stopped before it read everything (`HELD_OUT_BY`).
 """

@@ -22,7 +22,7 @@ def audit(
 ):
     """Judge RUN_DIR against an expectations file and/or a baseline: one line per finding, one per
     reason a host of the run was not judged (docs/audits.md)."""
-    from sweep.analysis.assess import assess
+    from sweep.judgment import assess
     from sweep.analysis.fleet import load_fleet
     from sweep.errors import ConfigError
     from sweep.store import load_run

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from probe_agent.chain import STATUS_NAMES
 from sweep.analysis import facts as fact_table
-from sweep.analysis.assess import Assessment, assess
+from sweep.judgment import Assessment, assess
 from sweep.analysis.verdict import STATES, cause_key
 from sweep.export.textfile import Metrics, write_output
 from sweep.analysis.fleet import Fleet, load_fleet, rows_at

@@ -34,7 +34,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.analysis.assess import Assessment, assess
+from sweep.judgment import Assessment, assess
 from sweep.analysis.compare import Findings
 from sweep.analysis.speed import headline_lines
 from sweep.analysis.verdict import Verdict

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sweep import __version__
 from sweep.analysis.actions import drain_groups, host_sets
-from sweep.analysis.assess import Assessment
+from sweep.judgment import Assessment
 from sweep.analysis.names import fold_failures as names_fold_failures
 from sweep.analysis.names import fold_hosts, host_key
 from sweep.report.files import write_text
@@ -22,7 +22,7 @@ ROWS_MAX = 200            # rows per findings kind / unreachable table
 
 
 def summary_dict(judged: Assessment, sources=()) -> dict:
-    """The machine-readable verdict written to summary.json: the assessment (`sweep.analysis.assess`) as
+    """The machine-readable verdict written to summary.json: the assessment (`sweep.assess`) as
     data; its sets, causes, reasons and code are the verdict's."""
     verdict = judged.verdict
     out = {"schema": SUMMARY_SCHEMA, "generated_at": _now(), "sweep_version": __version__,

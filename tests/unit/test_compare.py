@@ -8,7 +8,7 @@ import pytest
 
 import fleet_variants as fv
 from sweep.report import build as report_module
-from sweep.analysis.assess import assess
+from sweep.judgment import assess
 from sweep.analysis.verdict import judge
 from sweep.analysis.compare import compare, fold_hosts, impact
 from sweep.errors import ConfigError, InventoryWarning

@@ -228,8 +228,7 @@ class HostProcessEngine(Engine):
 
     def remote(self, host: Any) -> str:
         """The shell command that runs the agent on `host` from stdin (`sweep.collect.bundle.remote_command`)."""
-        from sweep.collect.bundle import remote_command
-        from sweep.collect.ssh.prober import host_agent_args
+        from sweep.collect.bundle import host_agent_args, remote_command
 
         job = self.job
         return remote_command(host.python, len(job.payload), host_agent_args(host, list(job.agent_args)),
@@ -293,6 +292,11 @@ class HostProcessEngine(Engine):
             children = list(self._children.values())
         for proc in children:
             kill_group(proc, signal.SIGTERM)
+
+
+def declared(engine: Any, what: str) -> Any:
+    """What `engine` declares (`Engine`'s attributes), the base's answer for one that does not subclass it."""
+    return getattr(engine, what, getattr(Engine, what))
 
 
 def kill_group(proc: subprocess.Popen, sig: int) -> None:
