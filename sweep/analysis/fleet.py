@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from probe_agent.hostfacts import NO_CPUFREQ_POLICY
+from sweep.analysis.load_record import load_summary
 from sweep.analysis.facts import FACTS, GPU_READS, HOST_READS
 from sweep.analysis.speed_record import (VALIDATED, gpu_view, read_contended, read_forced, read_reason,
                                          read_rejected, read_skipped, read_speed, read_status)
@@ -344,9 +345,8 @@ class _Builder:
 
     def _add_gpus(self, position: int, health: dict, gpus: list, picked: set, foreign: set) -> None:
         """One row per GPU, and per process the agent counts as foreign; each carries its host's position."""
-        summary = _get(health, "load", "summary")
-        under_load = {row.get("gpu"): row for row in (summary if isinstance(summary, list) else ())
-                      if isinstance(row, dict) and type(row.get("sm_mhz_median")) in (int, float)}
+        under_load = {gpu: row for gpu, row in load_summary(health).items()
+                      if type(row.get("sm_mhz_median")) in (int, float)}
         speed = read_speed(health) if health.get("speed") is not None else None
         for g in gpus:
             self.gpus.append(_gpu_facts(gpu_view(g, speed), under_load.get(g.get("index")) or _EMPTY, position,

@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 import yaml
 
+from sweep.analysis.load_record import load_summary
 from sweep.analysis import facts as table
 from sweep.analysis.facts import path_reader
 from sweep.analysis.speed_record import read_speed
@@ -581,7 +582,7 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
         if actual is not None:
             add(rule.name, s.value, actual, rule.says(s.value, raw), s.where)
     _judge_speed(health, host, groups, exp, add)
-    load = {e.get("gpu"): e for e in ((health.get("load") or {}).get("summary") or []) if isinstance(e, dict)}
+    load = load_summary(health)
     for (name, _, _, where), (expected, actual, idx) in _gpu_checks(host, groups, health, exp, load).items():
         add(name, expected, actual, BY_NAME[name].says(expected, actual, _gpus_text(idx), idx, load), where)
     return out

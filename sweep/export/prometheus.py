@@ -23,6 +23,7 @@ from pathlib import Path
 from probe_agent.chain import STATUS_NAMES
 from sweep.analysis import facts as fact_table
 from sweep.judgment import Assessment, assess
+from sweep.analysis.load_record import load_summary
 from sweep.analysis.verdict import STATES, cause_key
 from sweep.export.textfile import Metrics, write_output
 from sweep.analysis.fleet import Fleet, load_fleet, rows_at
@@ -165,7 +166,7 @@ def _host(m: Metrics, host: str, health: dict, cls) -> None:
     if cls is not None:
         m.add("sweep_host_comparability_class_info", 1, host=host, **{"class": cls[0]})
         m.add("sweep_host_in_reference_class", cls[1], host=host)
-    load = {s.get("gpu"): s for s in ((health.get("load") or {}).get("summary") or ()) if isinstance(s, dict)}
+    load = load_summary(health)
     gpus = [g for g in health.get("gpus") or () if isinstance(g, dict)]
     seen = Counter(str(g.get("index")) for g in gpus)
     for position, g in enumerate(gpus):

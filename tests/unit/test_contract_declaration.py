@@ -96,3 +96,12 @@ def test_a_record_that_does_not_fit_the_schema_says_what_it_is_not_that_it_was_c
     message = read_record(path, hashlib.sha256(b"other bytes").hexdigest())["failure"]["message"]
     assert "its bytes are not the ones this sweep wrote (records.sha256): the file was changed after the sweep" \
         in message
+
+
+def test_the_load_summary_has_one_reader():
+    """Issue 48: `sweep.analysis.load_record.load_summary` reads the load's per-GPU summary for every consumer."""
+    reads = re.compile(r'"load"\)?\)?[^\n]{0,40}"summary"|\["load"\]\["summary"\]')
+    found = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((ROOT / "sweep").rglob("*.py"))
+             if path.name != "load_record.py" and "demo" not in path.parts
+             for n, line in enumerate(path.read_text().splitlines(), 1) if reads.search(line)]
+    assert found == [], "read the load summary with sweep.analysis.load_record.load_summary"
