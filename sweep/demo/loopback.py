@@ -15,6 +15,7 @@ thread.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import re
 import random
@@ -375,6 +376,20 @@ class LocalFleet:
             values["ansible_python_interpreter"] = str(self.workdir / "bin" / f"python-{host.kind}")
         return values
 
+    def _readable(self, capture: Path) -> Path:
+        """The capture as the hosts' login user reads it: where that user is not the fleet's owner, a copy in
+        the fleet's folder (a checkout under a 0700 folder, as a clone under /root, is not theirs to read)."""
+        if self.user is None:
+            return capture
+        folder = self.workdir / "captures"
+        folder.mkdir(exist_ok=True)
+        folder.chmod(0o755)
+        copy = folder / f"{hashlib.sha256(str(capture).encode()).hexdigest()[:12]}-{capture.name}"
+        if not copy.exists():
+            shutil.copyfile(capture, copy)
+            copy.chmod(0o644)
+        return copy
+
     def _launch(self) -> None:
         wd = self.workdir
         capture = self.capture or default_capture()
@@ -396,7 +411,8 @@ class LocalFleet:
                     (address, self.port), listen, host.drops if host.kind == "flaky" else 0,
                     delay_s=host.delay_s if host.kind == "slow_banner" else 0.0,
                     cut_after=DROP_AFTER_BYTES if host.kind == "drop_mid_output" else 0))
-            env = {"HOME": str(wd / "remote-home"), "SWEEP_REPLAY": str(Path(host.capture or capture).resolve()),
+            replay = "" if host.capture == "live" else str(self._readable(Path(host.capture or capture).resolve()))
+            env = {"HOME": str(wd / "remote-home"), "SWEEP_REPLAY": replay,
                    "SWEEP_REPLAY_HOSTNAME": host.name, "SWEEP_DEMO_DELAY": f"{host.delay_s:g}", **dict(host.env)}
             if host.capture == "live":  # the agent reads this machine's own driver (none: no GPU here)
                 del env["SWEEP_REPLAY"]
