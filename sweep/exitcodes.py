@@ -20,9 +20,11 @@ BENCH_FAILED = 6  # --wrap: the benchmark itself failed on a host (non-zero exit
 REFUSED = 7  # --wrap: the agent refused to start it on a host (broken contract, another process; --force)
 INTERRUPTED = 130  # Ctrl-C: the run folder is marked interrupted; --resume finishes it
 
-PRECEDENCE = (BAD_INPUT, INTERRUPTED, INCOMPLETE, BENCH_FAILED, REFUSED, NOT_COMPARABLE, BROKEN, OFF, OK)
+PRECEDENCE = (BAD_INPUT, INTERRUPTED, INCOMPLETE, BENCH_FAILED, REFUSED, NOT_COMPARABLE, BROKEN,
+              OFF, OK)
 
-# code -> (its meaning in a line: summary.json's exit_meaning and every command's --help; the README's row)
+# code -> (its meaning in a line: summary.json's exit_meaning and every command's --help; the
+# README's row)
 TABLE = {
     OK: ("every host reachable, no broken contract, all in one comparability class",
          "success: every host reachable, no broken contract, one comparability class"),
@@ -54,7 +56,8 @@ TABLE = {
 }
 MEANING = {code: line for code, (line, _) in TABLE.items()}
 
-# the codes each command can exit with, as its --help lists them (`help_rows`); a command not named here
+# the codes each command can exit with, as its --help lists them (`help_rows`); a command not named
+# here
 # exits 0, or 2 on bad input
 _VERDICT = (OK, INCOMPLETE, BAD_INPUT, NOT_COMPARABLE, BROKEN, OFF, BENCH_FAILED, REFUSED)
 COMMANDS = {
@@ -67,7 +70,8 @@ COMMANDS = {
 }
 # where a command gives a code a meaning of its own
 OWN_MEANING = {
-    ("audit", INCOMPLETE): "a host the run lists was not judged by every audit asked for (each is named)",
+    ("audit",
+     INCOMPLETE): "a host the run lists was not judged by every audit asked for (each is named)",
     ("audit", OFF): "a host is off its expectations or drifted from its baseline",
     ("diff", OFF): "the machine changed (two probes) or anything changed (two run folders), like diff(1)",
     ("diff", OK): "nothing changed",
@@ -80,11 +84,13 @@ OWN_MEANING = {
 
 def help_rows(command: str) -> list[tuple[str, str]]:
     """(code, meaning) of each code `command` ("report", "baseline check") exits with, for its --help."""
-    return [(str(code), OWN_MEANING.get((command, code), MEANING[code])) for code in COMMANDS.get(command, ())]
+    return [(str(code), OWN_MEANING.get((command, code),
+                                        MEANING[code])) for code in COMMANDS.get(command, ())]
 
 
 def markdown_table() -> str:
     """The README's table of exit codes, and the precedence line under it."""
     rows = [f"| {code} | {readme} |" for code, (_, readme) in sorted(TABLE.items())]
     order = ", ".join(str(code) for code in PRECEDENCE)
-    return "\n".join(["| code | meaning |", "|---|---|", *rows, "", f"Precedence when several apply: {order}"])
+    return "\n".join(["| code | meaning |", "|---|---|", *rows, "",
+                      f"Precedence when several apply: {order}"])

@@ -36,12 +36,14 @@ class Assessment:
     """Everything judged of one fleet; every view reads it and decides nothing."""
 
     fleet: Fleet
-    findings: Findings  # classes (reference first), hosts that cannot run or did not answer, health findings
+    # classes (reference first), hosts that cannot run or did not answer, health findings
+    findings: Findings
     verdict: Verdict  # each host's state, its entries and its cause; the exit code
     speed: dict | None = None  # sweep.analysis.speed.speed_section
     bench: dict | None = None  # sweep.analysis.bench.bench_section (a --wrap run)
     xid: dict | None = None  # sweep.analysis.xid.xid_section
-    audit: dict | None = None  # sweep.audit.baseline.audit_section (with expectations or a baseline)
+    # sweep.audit.baseline.audit_section (with expectations or a baseline)
+    audit: dict | None = None
 
     @property
     def pool(self) -> list[str]:
@@ -74,7 +76,8 @@ class Assessment:
 
     def sentence(self, brief: bool = False, causes: bool = True) -> tuple[str, str]:
         """(the answer in a few words, the sentence that backs it); `brief`: the sentence without the hosts
-        kept out and why (the view lists them under it); `causes`: False names the hosts held out without
+        kept out and why (the view lists them under it); `causes`: False names the hosts held out
+        without
         their causes (the terminal says each host's cause on a line of its own)."""
         ref, total, pool = self.findings.reference, self.findings.hosts_total, self.pool
         held, kept = self.held_out, total - len(pool)
@@ -128,7 +131,8 @@ class Assessment:
         answer, detail = self.sentence()
         return {**self.findings.to_dict(), "headline": self.headline(), "verdict": answer,
                 "verdict_detail": _capital(detail), "verdict_brief": _capital(self.sentence(brief=True)[1]),
-                "pool": {"hosts": list(self.pool), "folded": fold_hosts(self.pool), "size": len(self.pool)},
+                "pool": {"hosts": list(self.pool), "folded": fold_hosts(self.pool),
+                         "size": len(self.pool)},
                 "held_out": self.held_out_items()}
 
 
@@ -145,11 +149,12 @@ def assess(fleet: Fleet, baseline: str | Path | None = None, expectations: str |
     """Judge `fleet`: its classes and findings, the speed / bench / Xid sections, the audit against
     `expectations` (a file) and `baseline` (a `sweep baseline set` folder), and the one verdict.
 
-    `references`: the known-good hosts whose speed figures the speed tier is judged against (a baseline
-    folder, or `read_baseline`'s answer; default: `baseline`'s). `reference` names the host or group
-    whose class is the reference. `audited`: what the audit reads when it is not the fleet's own records
-    (`sweep audit` gives the run folder, whose manifest lists hosts that have no record yet). Raises a SweepError for bad input (an unknown reference, a bad
-    expectations file); a failed host is data. The audit reads the records the fleet was loaded with:
+    `references`: the known-good hosts whose speed figures the speed tier is judged against (a
+    baseline folder, or `read_baseline`'s answer; default: `baseline`'s). `reference` names the host
+    or group whose class is the reference. `audited`: what the audit reads when it is not the
+    fleet's own records (`sweep audit` gives the run folder, whose manifest lists hosts that have no
+    record yet). Raises a SweepError for bad input (an unknown reference, a bad expectations file);
+    a failed host is data. The audit reads the records the fleet was loaded with:
     load it with `load_fleet(paths, keep_health=True)` to audit it."""
     findings = compare(fleet, reference=reference)
     audit = None

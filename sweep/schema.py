@@ -312,7 +312,8 @@ def manifest_problem(manifest: Any, where: str = "manifest.json") -> str | None:
     return _compiled("MANIFEST")(manifest, where)
 
 
-# ---------------------------------------------------------------- the contract chain's part of the schema
+# ---------------------------------------------------------------- the contract chain's part of the
+# schema
 
 _CHAIN_SPOTS = {  # what the chain declares -> where the schema's text says it
     "contracts.maxItems": re.compile(r'("contracts": \{\s*"type": "array",\s*"minItems": \d+, "maxItems": )(\d+)'),
@@ -349,13 +350,16 @@ def schema_from_chain(text: str) -> str:
         text, count = _CHAIN_SPOTS[place].subn(lambda m, v=value: m.group(1) + json.dumps(v), text)
         if count != 1:
             raise UnsupportedSchema(f"{place} is not where the generator looks for it ({count} places)",
-                                    where=str(HEALTH_SCHEMA), fix="keep the schema's layout, or update _CHAIN_SPOTS")
+                                    where=str(HEALTH_SCHEMA),
+                                    fix="keep the schema's layout, or update _CHAIN_SPOTS")
     return text
 
 
-if __name__ == "__main__":  # python -m sweep.schema --from-chain: write the chain's parts into the schema
+# python -m sweep.schema --from-chain: write the chain's parts into the schema
+if __name__ == "__main__":
     import sys
 
     if sys.argv[1:] != ["--from-chain"]:
         sys.exit("usage: python -m sweep.schema --from-chain")
-    HEALTH_SCHEMA.write_text(schema_from_chain(HEALTH_SCHEMA.read_text(encoding="utf-8")), encoding="utf-8")
+    HEALTH_SCHEMA.write_text(schema_from_chain(HEALTH_SCHEMA.read_text(encoding="utf-8")),
+                             encoding="utf-8")

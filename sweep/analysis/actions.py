@@ -5,10 +5,11 @@ hosts that can be benchmarked together), the hosts of the reference class held o
 their health or broken), the broken hosts (every answering host with a broken entry: a broken
 contract, HW slowdown, a row-remap failure, a speed figure below 75% of its reference, an Xid that
 needs a repair...), and the others each tile counts. The hosts to drain are the held-out and the
-broken ones; `drain_reason` says why from the verdict's cause of the host (`Verdict.cause`, the
-one cause every view says) and its fix (a broken speed figure is the reason itself, ``sweep: GPU 5
-HBM 2993 GB/s, 70% of the H200 reference``; an Xid, the repair and the event); hosts with the same reason are drained together (`drain_groups`: the interface to the script
-renderers of `sweep.report.lists`, a list of {hosts, folded, not_folded, reason, taint}).
+broken ones; `drain_reason` says why from the verdict's cause of the host (`Verdict.cause`, the one
+cause every view says) and its fix (a broken speed figure is the reason itself, ``sweep: GPU 5 HBM
+2993 GB/s, 70% of the H200 reference``; an Xid, the repair and the event); hosts with the same
+reason are drained together (`drain_groups`: the interface to the script renderers of
+`sweep.report.lists`, a list of {hosts, folded, not_folded, reason, taint}).
 
 Each set is kept as a list and as one folded node set (`sweep.analysis.names.fold_nodeset`) that
 Slurm and ClusterShell read back as exactly that list (a host met again in another run folder,
@@ -54,7 +55,8 @@ def drain_reason(host_record: dict) -> str:
     """
     cause = host_record["cause"]
     text = f"sweep: {cause_key(cause)}: {cause.fix or cause.cause}"
-    if cause.source == "speed":  # the figure is the reason: "sweep: GPU 5 HBM 2993 GB/s, 70% of the H200 reference"
+    # the figure is the reason: "sweep: GPU 5 HBM 2993 GB/s, 70% of the H200 reference"
+    if cause.source == "speed":
         text = f"sweep: {cause.cause}"
     event = _xid_event(host_record, cause)
     if event is not None:  # the repair NVIDIA prescribes, then the event: "sweep: reboot: Xid 79 GPU has fallen off the bus"

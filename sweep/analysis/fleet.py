@@ -359,7 +359,8 @@ class _Builder:
         return _Chunk(typed_frame(self.hosts, HOST_COLUMNS, "host"),
                       layout_frame(self.gpus, GPU_ROW, GPU_COLUMNS, "GPU"),
                       layout_frame(self.contracts, CONTRACT_ROW, CONTRACT_COLUMNS, "contract"),
-                      typed_frame(self.processes, PROCESS_COLUMNS, "process"), self.plain, self.health,
+                      typed_frame(self.processes, PROCESS_COLUMNS,
+                                  "process"), self.plain, self.health,
                       self.wraps, self.kernel)
 
 
@@ -383,7 +384,8 @@ def _host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
         "cuda_runtime": framework_build.get("cuda_runtime"), "framework_status": framework.get("status"),
         "worst_link": _get(health, "topology", "worst_link_selected"), "lowest_broken": health.get("lowest_broken"),
         "verdict": health.get("verdict"), "lowest_message": low.get("message"), "lowest_fix": low.get("fix"),
-        "summary": health.get("summary"), **_platform(health, contracts), "load_problem": load_problem(health),
+        "summary": health.get("summary"), **_platform(health,
+                                                      contracts), "load_problem": load_problem(health),
     }
     if health.get("speed") is not None:  # the opt-in tier: its columns stay NA (left out) without it
         row.update(speed_status=read_status(health), speed_reason=read_reason(health),

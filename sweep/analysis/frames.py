@@ -18,8 +18,10 @@ def concat_frames(frames) -> pd.DataFrame:
         parts = [f[column].array for f in frames]
         if isinstance(parts[0], pd.Categorical):
             out[column] = union_categoricals(parts)
-        elif all(type(part) is type(parts[0]) for part in parts):  # each chunk typed the column alike
-            out[column] = type(parts[0])._concat_same_type(parts)  # the extension-array interface's own concat
+        # each chunk typed the column alike
+        elif all(type(part) is type(parts[0]) for part in parts):
+            # the extension-array interface's own concat
+            out[column] = type(parts[0])._concat_same_type(parts)
         else:
             out[column] = pd.concat([f[column] for f in frames], ignore_index=True).array
     return pd.DataFrame(out)
@@ -30,9 +32,11 @@ def union_categoricals(parts) -> pd.Categorical:
     seen: dict = {}
     codes = []
     for part in parts:
-        remap = np.array([seen.setdefault(v, len(seen)) for v in part.categories] + [-1], dtype=np.int64)
+        remap = np.array([seen.setdefault(v, len(seen)) for v in part.categories] + [-1],
+                         dtype=np.int64)
         codes.append(remap[part.codes])  # code -1 (NA) picks the trailing -1
-    return pd.Categorical.from_codes(np.concatenate(codes), dtype=pd.CategoricalDtype(index_of(list(seen))))
+    return pd.Categorical.from_codes(np.concatenate(codes),
+                                     dtype=pd.CategoricalDtype(index_of(list(seen))))
 
 
 def index_of(values) -> pd.Index:
@@ -41,16 +45,19 @@ def index_of(values) -> pd.Index:
 
 def typed_frame(rows: list[dict], columns: dict, what: str) -> pd.DataFrame:
     """Type the rows (dicts: column -> value) column by column, each by its name's dtype in `columns`;
-    a column a row leaves out is NA there, a value under a name `columns` does not declare is an error.
+    a column a row leaves out is NA there, a value under a name `columns` does not declare is an
+    error.
 
-    Each row is taken apart by name in one C call (`operator.itemgetter` of the declared names; a row
+    Each row is taken apart by name in one C call (`operator.itemgetter` of the declared names; a
+    row
     that leaves columns out is completed first) and the tuples are transposed by `zip`."""
     names = tuple(columns)
     if not rows:
         return pd.DataFrame({name: typed_array([], dtype) for name, dtype in columns.items()})
     get, blank, width = itemgetter(*names), dict.fromkeys(names), len(names)
     try:
-        tuples = [get(row) if len(row) == width else get(completed_row(row, blank, what)) for row in rows]
+        tuples = [get(row) if len(row) == width else get(completed_row(row, blank,
+                                                                       what)) for row in rows]
     except KeyError:  # a full-width row with an undeclared name: completed names it
         tuples = [get(completed_row(row, blank, what)) for row in rows]
     return pd.DataFrame({name: typed_array(list(column), dtype)
@@ -74,9 +81,11 @@ def layout_frame(rows: list, layout: tuple, columns: dict, what: str) -> pd.Data
     undeclared = [name for name in layout if name not in columns]
     if undeclared:
         raise KeyError(f"{what} column(s) {', '.join(undeclared)} have no dtype in the {what} columns")
-    by_name = dict(zip(layout, zip(*rows, strict=True), strict=True)) if rows else {}  # ValueError: a short row
+    # ValueError: a short row
+    by_name = dict(zip(layout, zip(*rows, strict=True), strict=True)) if rows else {}
     blank = (None,) * len(rows)
-    return pd.DataFrame({name: typed_array(by_name.get(name, blank), dtype) for name, dtype in columns.items()})
+    return pd.DataFrame({name: typed_array(by_name.get(name, blank), dtype) for name,
+                         dtype in columns.items()})
 
 
 def object_array(values: list) -> np.ndarray:
@@ -101,9 +110,11 @@ def missing_array(n: int, dtype: str):
     """n NA values of `dtype`, without looking at n values."""
     if dtype == "category":
         return pd.Categorical.from_codes(np.full(n, -1), dtype=pd.CategoricalDtype(index_of([])))
-    masked = {"Int64": pd.arrays.IntegerArray, "Float64": pd.arrays.FloatingArray, "boolean": pd.arrays.BooleanArray}
+    masked = {"Int64": pd.arrays.IntegerArray, "Float64": pd.arrays.FloatingArray,
+              "boolean": pd.arrays.BooleanArray}
     if dtype in masked:
-        zeros = np.zeros(n, dtype={"Int64": np.int64, "Float64": np.float64, "boolean": np.bool_}[dtype])
+        zeros = np.zeros(n, dtype={"Int64": np.int64, "Float64": np.float64,
+                                   "boolean": np.bool_}[dtype])
         return masked[dtype](zeros, np.ones(n, dtype=np.bool_))
     return pd.array(np.full(n, None, dtype=object), dtype=dtype)
 
@@ -115,7 +126,8 @@ def typed_array(values, dtype: str):
     if dtype == "category":
         try:
             codes, uniques = pd.factorize(object_array(values))
-            return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(index_of(list(uniques))))
+            return pd.Categorical.from_codes(codes,
+                                             dtype=pd.CategoricalDtype(index_of(list(uniques))))
         except (TypeError, ValueError):  # unhashable or odd values: categories of their text
             return typed_array([None if v is None else str(v) for v in values], dtype)
     try:
@@ -123,14 +135,16 @@ def typed_array(values, dtype: str):
             return number_array(values, dtype)
         if dtype == "boolean":
             array = object_array(values)
-            return pd.arrays.BooleanArray(array == True, (array != True) & (array != False))  # noqa: E712
+            # noqa: E712
+            return pd.arrays.BooleanArray(array == True, (array != True) & (array != False))
         return pd.array(values, dtype=dtype)
     except (TypeError, ValueError, OverflowError):
         pass
     if dtype in ("Int64", "Float64"):
         numbers = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
         if dtype == "Int64":
-            numbers = numbers.where((numbers % 1 == 0) & (numbers.abs() < 2**53))  # whole, and exact in int64
+            # whole, and exact in int64
+            numbers = numbers.where((numbers % 1 == 0) & (numbers.abs() < 2**53))
         return numbers.astype(dtype).array
     if dtype == "boolean":
         return pd.array([v if isinstance(v, bool) else None for v in values], dtype="boolean")

@@ -88,7 +88,8 @@ class Verdict:
     reference_hosts: frozenset = field(default_factory=frozenset)
     bench_code: int | None = None  # bench_section's 6 / 7 of a --wrap run, else None
     by_host: dict = field(default_factory=dict, repr=False)  # host -> its entries, broken first (`of`)
-    causes: dict = field(default_factory=dict, repr=False)  # host -> the entry that explains it (`cause`)
+    # host -> the entry that explains it (`cause`)
+    causes: dict = field(default_factory=dict, repr=False)
 
     def cause(self, host: str) -> Entry | None:
         """The one entry that explains `host` best, with its fix (`cause_rank`): what every view says of
@@ -202,9 +203,10 @@ def cause_key(e: Entry) -> str:
 
 def cause_rank(e: Entry, lowest: str | None = None) -> tuple:
     """The order a host's entries explain it in, best first: a broken entry about the lowest fault of the chain
-    (a contract standing on the host's lowest broken one, `lowest`, is that fault: HW thermal slowdown under
-    broken thermal headroom), there the Xid repair, then the finding that says it precisely, then the lowest
-    broken contract's own sentence; a broken entry about no contract (a speed figure last); an entry that holds
+    (a contract standing on the host's lowest broken one, `lowest`, is that fault: HW thermal
+    slowdown under broken thermal headroom), there the Xid repair, then the finding that says it
+    precisely, then the lowest broken contract's own sentence; a broken entry about no contract (a
+    speed figure last); an entry that holds
     the host out; its unreachability; what was not read or measured; a warning."""
     if e.severity == "broken":
         contract = contract_of(e)
@@ -240,7 +242,8 @@ def judge(fleet: Fleet, findings: Findings, speed: dict | None = None, bench: di
     entries = [*_health_entries(findings, xid), *_unknown_contracts(fleet), *_speed_entries(speed),
                *_tier_entries(fleet, speed, bench), *_xid_entries(xid), *_audit_entries(audit)]
     reference = frozenset(findings.reference.hosts) if findings.reference else frozenset()
-    excluded = {e["host"] for e in findings.excluded}  # compare's one cannot-run rule (BLOCKING), not a second
+    # compare's one cannot-run rule (BLOCKING), not a second
+    excluded = {e["host"] for e in findings.excluded}
     broken = {e.host for e in entries if e.severity == "broken"}
     holds = {e.host for e in entries if e.holds_out}
     states = {}

@@ -38,7 +38,8 @@ from sweep.analysis.facts import path_reader
 from sweep.analysis.speed_record import read_speed
 from sweep.analysis.names import fold_numbers
 from sweep.audit.expect_values import (TypeProblem as _TypeProblem, boolean as _boolean, layout as _layout,
-                                       number as _number, pcie as _pcie, strings as _strings, type_name as _type_name)
+                                       number as _number, pcie as _pcie, strings as _strings,
+                                       type_name as _type_name)
 from sweep.errors import ConfigError
 from sweep.inventory.formats import LineLoader, LineMapping
 from sweep.text import noun, plural
@@ -512,7 +513,8 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
 
     def add(rule, expected, actual, said, where):
         text, want, fix = said
-        out.append(Violation(host, rule, expected, actual, f"{text}; expected {want} ({where}); {fix}"))
+        out.append(Violation(host, rule, expected, actual,
+                             f"{text}; expected {want} ({where}); {fix}"))
 
     rules = resolve(exp, host, groups)
     for rule in TABLE:

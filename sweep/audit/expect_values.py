@@ -17,8 +17,11 @@ def strings(what: str, example: str) -> Callable:
     def check(v, key):
         items = [v] if isinstance(v, str) else v
         if not isinstance(items, list) or not items or not all(isinstance(i, str) for i in items):
-            bad = next((i for i in items if not isinstance(i, str)), v) if isinstance(items, list) and items else v
-            hint = " (quote version numbers)" if isinstance(bad, (int, float)) and not isinstance(bad, bool) else ""
+            bad = next((i for i in items if not isinstance(i, str)), v) if isinstance(items,
+                                                                                      list) and items else v
+            hint = " (quote version numbers)" if isinstance(bad, (int,
+                                                                  float)) and not isinstance(bad,
+                                                                                             bool) else ""
             raise TypeProblem(f"must be {what} or a list of them, not {type_name(bad)} ({bad!r}){hint}",
                                f"write e.g. {key}: [{example}]")
         return sorted(set(items), key=items.index)
@@ -39,7 +42,8 @@ def number(unit: str, example: str, integer: bool = False) -> Callable:
 
 def boolean(v, key):
     if not isinstance(v, bool):
-        raise TypeProblem(f"must be true or false, not {type_name(v)} ({v!r})", f"write {key}: true or {key}: false")
+        raise TypeProblem(f"must be true or false, not {type_name(v)} ({v!r})",
+                          f"write {key}: true or {key}: false")
     return v
 
 
@@ -48,9 +52,11 @@ def layout(v, key):
     if v is False or (isinstance(v, str) and v.strip().lower() == "off"):
         return "off"
     items = v.split("+") if isinstance(v, str) else v
-    if not isinstance(items, list) or not items or not all(isinstance(i, str) and i.strip() for i in items):
+    if not isinstance(items, list) or not items or not all(isinstance(i,
+                                                                      str) and i.strip() for i in items):
         raise TypeProblem(f"must be off, a layout like '3g.71gb+3g.71gb' or a list of MIG profiles, "
-                           f"not {type_name(v)} ({v!r})", f"write e.g. {key}: off, or {key}: [3g.71gb, 3g.71gb]")
+                           f"not {type_name(v)} ({v!r})",
+                           f"write e.g. {key}: off, or {key}: [3g.71gb, 3g.71gb]")
     return "+".join(sorted(i.strip() for i in items))
 
 
@@ -58,7 +64,8 @@ def pcie(v, key):
     """A PCIe link as gen and width: 'gen5x16' (also 'Gen5 x16')."""
     m = re.match(r"^\s*gen\s*(\d)\s*x\s*(\d{1,2})\s*$", v, re.I) if isinstance(v, str) else None
     if not m:
-        raise TypeProblem(f"must be a PCIe link like gen5x16, not {type_name(v)} ({v!r})", f"write e.g. {key}: gen5x16")
+        raise TypeProblem(f"must be a PCIe link like gen5x16, not {type_name(v)} ({v!r})",
+                          f"write e.g. {key}: gen5x16")
     return f"gen{int(m.group(1))}x{int(m.group(2))}"
 
 

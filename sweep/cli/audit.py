@@ -33,7 +33,8 @@ def audit(
     if expect is None and baseline is None:
         raise ConfigError("nothing to audit against", fix="give --expect FILE, --baseline DIR, or both")
     run = load_run(run_dir)
-    # the run judged as `sweep report` judges it (`sweep.assess`): its audit section is this command's answer
+    # the run judged as `sweep report` judges it (`sweep.assess`): its audit section is this
+    # command's answer
     section = assess(load_fleet([run_dir], keep_health=True), baseline, expect, audited=run).audit
     if as_json:
         print(json_text(section))

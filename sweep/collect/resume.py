@@ -253,4 +253,5 @@ def engine_of(name: str, settings: Mapping[str, Any]):
     """The engine a manifest names: its name, or (with settings, as slurm's --partition) an Engine made with them."""
     from sweep.collect.engines import create_engine
 
-    return create_engine(name, **settings) if settings else name  # a name alone: run_sweep makes the engine
+    # a name alone: run_sweep makes the engine
+    return create_engine(name, **settings) if settings else name

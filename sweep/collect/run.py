@@ -145,7 +145,8 @@ def _run(session: Resolved, inventory_path, out: tuple, resumed: tuple, payload:
                           ssh_config=run["ssh_config"], allow_agent=run["allow_agent"],
                           look_for_keys=run["look_for_keys"], transport=run["transport"],
                           key_passphrase=key_passphrase).resolved()
-    session.kept["transport"] = options.transport if declared(runner, "transport") == "run" else None
+    session.kept["transport"] = options.transport if declared(runner,
+                                                              "transport") == "run" else None
     wrap, agent_args = _wrapped(run["wrap"], runner, run["agent_args"], run["host_deadline"])
     if resume is None:  # 1. resolve the hosts (a new run: before its folder exists)
         inventory = _inventory(inventory_path, run["loader"], runner, run["inventory_limits"], run["inventory_vars"])

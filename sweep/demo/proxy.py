@@ -48,7 +48,8 @@ class DropProxy:
         self._links.append(upstream)
         cut = (conn, upstream) if self.cut_after else None
         threading.Thread(target=_pipe, args=(conn, upstream), daemon=True).start()
-        threading.Thread(target=_pipe, args=(upstream, conn, self.cut_after, cut), daemon=True).start()
+        threading.Thread(target=_pipe, args=(upstream, conn, self.cut_after, cut),
+                         daemon=True).start()
 
     def close(self) -> None:
         self._closed = True
@@ -71,8 +72,10 @@ def _pipe(src: socket.socket, dst: socket.socket, limit: int = 0, cut=None) -> N
                 dst.sendall(data[:limit - sent])
                 for sock in cut:  # the network drops the connection: both ends go, mid-stream (RST)
                     try:
-                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                        sock.shutdown(socket.SHUT_RDWR)  # wakes the other relay thread out of recv()
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                        b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                        # wakes the other relay thread out of recv()
+                        sock.shutdown(socket.SHUT_RDWR)
                     except OSError:
                         pass
                     sock.close()

@@ -85,7 +85,8 @@ def metrics_text(run_dir: str | Path) -> str:
     m.add("sweep_run_hosts", len(ok), outcome="ok")
     m.add("sweep_run_hosts", len(run.records) - len(ok), outcome="failed")
     m.add("sweep_run_hosts", len([h for h in listed if h not in run.records]), outcome="pending")
-    judged = _assess(run) if ok else None  # the report's judgment: the same call, the run's own report options
+    # the report's judgment: the same call, the run's own report options
+    judged = _assess(run) if ok else None
     classes = _classes(judged.findings) if ok else {}
     for host, rec in run.records.items():
         for group in rec.get("groups") or ():
@@ -155,7 +156,8 @@ def _states(m: Metrics, judged: Assessment) -> None:
             m.add("sweep_host_state", state == name, host=host, state=name)
         cause = verdict.cause(host)
         if cause is not None:
-            m.add("sweep_host_cause_info", 1, host=host, cause=cause_key(cause), severity=cause.severity)
+            m.add("sweep_host_cause_info", 1, host=host, cause=cause_key(cause),
+                  severity=cause.severity)
 
 
 def _host(m: Metrics, host: str, health: dict, cls) -> None:

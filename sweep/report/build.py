@@ -66,7 +66,8 @@ class ReportResult:
     findings_lines: tuple = ()  # the health findings folded across hosts, one line each, for the terminal
     verdict: Verdict | None = None  # the one verdict every file and the exit code were made from
     notes: tuple = ()  # what was asked for and not measured, what was not read: each with its hosts and fix
-    assessment: Assessment | None = None  # the whole judgment (`sweep.assess`) the files were written from
+    # the whole judgment (`sweep.assess`) the files were written from
+    assessment: Assessment | None = None
 
 
 def build_report(paths, out_dir, reference: str | None = None, expect: Path | None = None,
@@ -80,10 +81,12 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     """
     audited = expect is not None or baseline is not None
     fleet = load_fleet(paths, keep_health=audited)  # the audit judges the health.json the frames were made from
-    judged = assess(fleet, baseline, expect, reference=reference)  # bad input stops here, before any file
+    # bad input stops here, before any file
+    judged = assess(fleet, baseline, expect, reference=reference)
     verdict = judged.verdict  # the one verdict: every view below reads it
     summary = summary_dict(judged, fleet.sources)
-    folded = fold(summary["findings"], causes_of(summary))  # the findings folded across hosts, each host's cause once
+    # the findings folded across hosts, each host's cause once
+    folded = fold(summary["findings"], causes_of(summary))
     out = Path(out_dir)
     files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
              "hosts_csv": out / "hosts.csv", "fleet_csv": out / "fleet.csv", "pool": out / "pool.txt",
@@ -106,14 +109,17 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     except OSError as err:
         raise RunFolderError(f"cannot write the report ({err.strerror or err})", where=str(out),
                              fix="choose a writable folder for the report") from None
-    # the terminal's lines: the verdict's sentence (the hosts kept out are said below it, once each: their
-    # causes in the findings lines), the audit, the benchmark, the speed tier's classes and rejected figures
+    # the terminal's lines: the verdict's sentence (the hosts kept out are said below it, once each:
+    # their
+    # causes in the findings lines), the audit, the benchmark, the speed tier's classes and rejected
+    # figures
     audit, speed = judged.audit, judged.speed
     answer, detail = judged.sentence(causes=False)
     headline = "\n".join([f"{answer}: {detail}", *(audit["headline"] if audit else ()), *bench_lines(judged.bench),
                           *(headline_lines(speed, broken=False) if speed else ())])
     return ReportResult(out, files, verdict.exit_code, headline, summary, judged.findings, fleet,
-                        tuple(terminal_lines(folded)), verdict, (*verdict.notes(), states_line(summary)), judged)
+                        tuple(terminal_lines(folded)), verdict, (*verdict.notes(),
+                                                                 states_line(summary)), judged)
 
 
 def _start(task, *args):

@@ -57,7 +57,8 @@ CAUSE_TITLES = {"xid": "Xid repair", "speed": "Speed figure below its reference"
 
 def _cause_finding(cause: dict, items: list[dict]) -> dict:
     """A host's cause as the findings say it: its own finding's title where it is one, else its source's."""
-    own = next((f for f in items if f["kind"] == cause["finding"] and cause["source"] == "health"), None)
+    own = next((f for f in items if f["kind"] == cause["finding"] and cause["source"] == "health"),
+               None)
     title = own["title"] if own else CAUSE_TITLES.get(cause["source"], cause["key"])
     return {"kind": cause["finding"] or cause["source"], "severity": "broken" if cause["severity"] == "broken"
             else "warning", "title": title, "contract": cause["key"], "detail": cause["cause"], "fix": cause["fix"],
@@ -66,7 +67,8 @@ def _cause_finding(cause: dict, items: list[dict]) -> dict:
 
 def _said_by_cause(cause: dict, f: dict) -> bool:
     """Whether finding `f` says the fault of the host's cause again: the cause's contract (the Xid its repair
-    names), or a broken finding one stands on the other in the chain (HW thermal slowdown and broken thermal
+    names), or a broken finding one stands on the other in the chain (HW thermal slowdown and broken
+    thermal
     headroom: one fault)."""
     mine, theirs = cause["key"], contract_of(f)
     if theirs == mine:
@@ -78,8 +80,9 @@ def _said_by_cause(cause: dict, f: dict) -> bool:
 
 def by_host(findings: list[dict], causes: dict[str, dict] | None = None) -> list[dict]:
     """[{host, severity, findings: [...]}] for the reachable hosts with a finding: broken hosts first,
-    then in natural host order; within a host, broken findings first. `causes` (`causes_of`): a host kept
-    out for a broken or holding-out cause has that cause said once, in its words, and no finding that
+    then in natural host order; within a host, broken findings first. `causes` (`causes_of`): a host
+    kept out for a broken or holding-out cause has that cause said once, in its words, and no
+    finding that
     says the same fault again."""
     causes = causes or {}
     hosts: dict[str, dict[str, list[dict]]] = {}
@@ -95,7 +98,8 @@ def by_host(findings: list[dict], causes: dict[str, dict] | None = None) -> list
         merged = [f for items in contracts.values() for f in _merge(items)]
         if cause is not None and (cause["severity"] == "broken" or cause["holds_out"]):
             mine = [f for items in contracts.values() for f in items]
-            merged = [_cause_finding(cause, mine)] + [f for f in merged if not _said_by_cause(cause, f)]
+            merged = [_cause_finding(cause, mine)] + [f for f in merged if not _said_by_cause(cause,
+                                                                                              f)]
         elif not merged:
             continue
         merged = sorted(merged,

@@ -85,7 +85,8 @@ def render_markdown(summary: dict, folded: list | None = None) -> str:
                   for u in fold_failures(summary["unreachable"])[:ROWS_MAX]]
         lines.append("")
     lines += _markdown_xid(summary.get("xid"))
-    health = fold(summary["findings"], causes_of(summary)) if folded is None else folded  # one row per finding the hosts share
+    # one row per finding the hosts share
+    health = fold(summary["findings"], causes_of(summary)) if folded is None else folded
     if health:
         lines += ["## Health findings", "", "| Severity | Hosts | Finding | Detail | Values | Fix |",
                   "|---|---|---|---|---|---|"]

@@ -29,12 +29,15 @@ def summary_dict(judged: Assessment, sources=()) -> dict:
            "sources": list(sources)}
     out.update(judged.to_dict())
     out["host_sets"] = host_sets(verdict, judged.findings)
-    out["drain"] = drain_groups(verdict, {h["host"]: h for h in (judged.xid or {}).get("hosts", [])})
-    out["verdict_model"] = verdict.to_dict()  # every host's state, its cause and the entries they come from
+    out["drain"] = drain_groups(verdict, {h["host"]: h for h in (judged.xid or {}).get("hosts",
+                                                                                       [])})
+    # every host's state, its cause and the entries they come from
+    out["verdict_model"] = verdict.to_dict()
     out["xid"] = judged.xid
     out["audit"] = judged.audit
     out["benchmark"] = judged.bench
-    out["speed"] = judged.speed  # sweep.analysis.speed.speed_section: the speed tier's figures and judgments, or None
+    # sweep.analysis.speed.speed_section: the speed tier's figures and judgments, or None
+    out["speed"] = judged.speed
     out["exit_code"] = verdict.exit_code
     out["exit_meaning"] = verdict.exit_meaning
     return out

@@ -52,7 +52,8 @@ def read_record(path: Path, digest: str | None = None) -> Any:
 
 def bad_record_message(path: Path, problem: str, changed: bool) -> str:
     """Why a record is read as its host's bad_output: what it is, from what is known. `changed`: this user's
-    sweep listed the file's digest (records.sha256) and the bytes differ, so it was changed after the sweep;
+    sweep listed the file's digest (records.sha256) and the bytes differ, so it was changed after
+    the sweep;
     else it says which schema it does not match and how (``contracts has 15 items, at most 14``)."""
     if changed:
         return (f"{path}: not a host record sweep can read ({problem[:300]}); its bytes are not the ones this "
@@ -66,7 +67,8 @@ def bad_record_message(path: Path, problem: str, changed: bool) -> str:
 def _bad_record(path: Path, record: dict, problem: str, changed: bool = False) -> dict:
     """The failed record read in place of a host record that does not fit the schema."""
     return {"record_version": record.get("record_version"), "host": record["host"], "status": "failed",
-            "failure": {"class": "bad_output", "message": bad_record_message(path, problem, changed)},
+            "failure": {"class": "bad_output", "message": bad_record_message(path, problem,
+                                                                             changed)},
             "attempts": None, "started_at": None, "ended_at": None, "duration_s": None, "health": None,
             **({"groups": record["groups"]} if isinstance(record.get("groups"), list) else {})}
 

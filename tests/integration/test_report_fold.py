@@ -136,7 +136,8 @@ def test_hosts_differing_in_a_value_fold_under_one_entry_that_lists_the_values(d
     rows = page.evaluate("[...document.querySelectorAll('details.finding > summary')].map(s => s.innerText)")
     slow = [r for r in rows if "HW thermal slowdown" in r]  # each host's one cause (issue 48)
     assert len(slow) == 1 and "2 hosts gpu[02,16]" in slow[0], rows
-    assert not [r for r in rows if "Lowest broken contract: clocks" in r], rows  # the same fault, not said again
+    # the same fault, not said again
+    assert not [r for r in rows if "Lowest broken contract: clocks" in r], rows
     # gpu02 (GPU 3 at 1035 MHz) and gpu16 (GPU 5 at 1125 MHz): one sentence, the values that differ listed
     assert "values: (GPU 3, 1035) x1, (GPU 5, 1125) x1 (gpu16)" in slow[0]
 

@@ -249,7 +249,8 @@ def test_expectations_flag_the_hosts_off_the_approved_driver(window):
               "approved driver, or approve this one in the expectations file")
     assert by["gpu13", "driver"].as_dict() == {
         "host": "gpu13", "rule": "driver", "expected": ["590.44.01"], "actual": "580.159.04",
-        "message": f"gpu13: {detail}", "detail": detail}  # the host beside the text, for the verdict (issue 48)
+        "message": f"gpu13: {detail}",
+        "detail": detail}  # the host beside the text, for the verdict (issue 48)
     assert by["gpu09", "power_limit_w"].message == (
         f"gpu09: enforced power limit 500 W on GPUs 0-7; expected 700 W ({where}:11); sudo nvidia-smi -i 0-7 -pl 700")
     assert by["gpu08", "ecc"].message == (

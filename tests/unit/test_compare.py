@@ -525,7 +525,8 @@ def test_the_verdict_names_four_held_out_hosts_and_counts_the_rest(tmp_path, hel
 
 def test_summary_names_each_difference_by_its_key_and_opens_with_the_headline(tmp_path):
     records = healthy(["gpu1", "gpu2"]) + [fv.record("gpu3", fv.driver(fv.h200(2, "gpu3")))]
-    summary = assess(fleet_of(tmp_path, records)).to_dict()  # what summary.json says of the comparison
+    # what summary.json says of the comparison
+    summary = assess(fleet_of(tmp_path, records)).to_dict()
     assert [(d["key"], d["label"]) for d in summary["classes"][1]["differs"]] == [
         ("driver", "Driver"), ("cuda_driver", "CUDA (driver)")]
     assert summary["headline"] == ("Not one pool: 2 comparability classes: the pool is gpu[1-2] (2 of 3 hosts); "
@@ -585,8 +586,10 @@ def test_the_verdict_when_no_host_can_be_benchmarked(tmp_path, records, verdict,
 def test_a_held_out_host_has_one_cause_the_precise_finding_or_the_xid_repair(tmp_path):
     """Issue 48: the verdict picks one cause per host (`Verdict.cause`), the held-out reason reads it."""
     records = healthy(["gpu1", "gpu2"], n_gpus=8) + [
-        fv.record("gpu3", fv.hw_thermal(fv.h200(8, "gpu3"))),                  # broken: the slowdown finding says it
-        fv.record("gpu4", fv.xid(fv.foreign_process(fv.h200(8, "gpu4"))))]     # the Xid's repair, not the process
+        # broken: the slowdown finding says it
+        fv.record("gpu3", fv.hw_thermal(fv.h200(8, "gpu3"))),
+        fv.record("gpu4", fv.xid(fv.foreign_process(fv.h200(8,
+                                                            "gpu4"))))]     # the Xid's repair, not the process
     judged = assess(fleet_of(tmp_path, records))
     assert [(h["host"], h["source"], h["cause"]) for h in judged.held_out_items()] == [
         ("gpu3", "health", "HW thermal slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)"),

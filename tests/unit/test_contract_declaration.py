@@ -1,6 +1,7 @@
 """A contract is declared once, in the chain (issue 48): the health schema's contract names, lowest_broken
-names and contracts.maxItems are generated from `probe_agent.chain.CONTRACTS` (python -m sweep.schema
---from-chain) and checked against it; a record that does not fit the schema says which schema and how,
+names and contracts.maxItems are generated from `probe_agent.chain.CONTRACTS` (python -m
+sweep.schema --from-chain) and checked against it; a record that does not fit the schema says which
+schema and how,
 and says the file was changed only when its digest says so."""
 import copy
 import hashlib
@@ -67,21 +68,26 @@ def test_a_throwaway_contract_is_the_chain_its_check_and_a_generated_schema(thro
     assert all(p.endswith("run python -m sweep.schema --from-chain") for p in problems[1:])
     # its check: the agent judges it, in chain order, last
     monkeypatch.setitem(contracts.CHECKS, "scratch",
-                        lambda facts: chain.contract("scratch", "ok", "the throwaway contract holds"))
+                        lambda facts: chain.contract("scratch", "ok",
+                                                     "the throwaway contract holds"))
     out, _ = contracts.evaluate({"driver": {"nvml_error": "NVMLError_DriverNotLoaded"}})
     assert [c["name"] for c in out][-1] == "scratch" and len(declaration_problems(text)) == 3
-    # a fixture with the new contract does not fit the schema until it is generated: said as what it is
+    # a fixture with the new contract does not fit the schema until it is generated: said as what it
+    # is
     health = with_scratch(json.loads(IDLE.read_text()))
-    assert schema.compile_schema(json.loads(text))(health, "health.json") == "health.json.contracts has 15 items, at most 14"
+    assert schema.compile_schema(json.loads(text))(health,
+                                                   "health.json") == "health.json.contracts has 15 items, at most 14"
     generated = schema.schema_from_chain(text)
     assert declaration_problems(generated) == []
     assert schema.compile_schema(json.loads(generated))(health, "health.json") is None
-    assert re.sub(r'"scratch"\]|, "scratch"|"maxItems": 15', "", generated) == re.sub(r'"maxItems": 14', "", text)
+    assert re.sub(r'"scratch"\]|, "scratch"|"maxItems": 15', "",
+                  generated) == re.sub(r'"maxItems": 14', "", text)
 
 
 def record_file(tmp_path: Path, health: dict) -> Path:
     path = tmp_path / "gpu01.json"
-    path.write_text(json.dumps({"record_version": RECORD_VERSION, "host": "gpu01", "status": "ok", "health": health}))
+    path.write_text(json.dumps({"record_version": RECORD_VERSION, "host": "gpu01", "status": "ok",
+                                "health": health}))
     return path
 
 
@@ -92,7 +98,8 @@ def test_a_record_that_does_not_fit_the_schema_says_what_it_is_not_that_it_was_c
     assert "does not match the health schema this sweep reads (record.health.contracts has 15 items, at most 14)" \
         in failure["message"]
     assert "changed after the sweep" not in failure["message"]
-    # the digest this user's sweep listed for the file says its bytes changed: then, and only then, say so
+    # the digest this user's sweep listed for the file says its bytes changed: then, and only then,
+    # say so
     message = read_record(path, hashlib.sha256(b"other bytes").hexdigest())["failure"]["message"]
     assert "its bytes are not the ones this sweep wrote (records.sha256): the file was changed after the sweep" \
         in message

@@ -1,5 +1,6 @@
 """Engines declare what they are (issue 48): a new engine is one module (a `HostProcessEngine` with its
-`argv`, or an `Engine`) and one line of `sweep.collect.engines.ENGINES`; no code outside the engines asks
+`argv`, or an `Engine`) and one line of `sweep.collect.engines.ENGINES`; no code outside the engines
+asks
 an engine's name."""
 import ast
 import json
@@ -31,19 +32,24 @@ def test_a_new_engine_is_one_module_and_its_registration(tmp_path, monkeypatch, 
     (tmp_path / "scratch_engine.py").write_text(SCRATCH)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(engines.ENGINES, "local", "scratch_engine:LocalEngine")  # the registration
-    monkeypatch.setenv("SWEEP_REPLAY", str(CAPTURE))  # each host's agent answers from the H200 capture
+    # each host's agent answers from the H200 capture
+    monkeypatch.setenv("SWEEP_REPLAY", str(CAPTURE))
     inventory = tmp_path / "pods.yml"
     inventory.write_text("all:\n  hosts:\n    pod1: {}\n    pod2: {}\n  vars:\n"
                          f"    ansible_python_interpreter: {sys.executable}\n")
-    code = main(["run", str(inventory), "--engine", "local", "--out", str(tmp_path / "run"), "--forks", "2"])
+    code = main(["run", str(inventory), "--engine", "local", "--out", str(tmp_path / "run"),
+                 "--forks", "2"])
     out = capsys.readouterr().out
     records = {p.stem: json.loads(p.read_text()) for p in (tmp_path / "run" / "hosts").glob("*.json")}
     assert {h: r["status"] for h, r in records.items()} == {"pod1": "ok", "pod2": "ok"}, out
     assert records["pod1"]["health"]["gpus"][0]["name"] == "NVIDIA H200"
     summary = json.loads((tmp_path / "run" / "report" / "summary.json").read_text())
-    assert summary["host_sets"]["pool"]["hosts"] == ["pod1", "pod2"] and code == summary["exit_code"]
-    # what it is not, declared by the base: --transport, --become and --wrap are refused by name, before any host
-    code = main(["run", str(inventory), "--engine", "local", "--transport", "openssh", "--out", str(tmp_path / "r2")])
+    assert summary["host_sets"]["pool"]["hosts"] == ["pod1",
+                                                     "pod2"] and code == summary["exit_code"]
+    # what it is not, declared by the base: --transport, --become and --wrap are refused by name,
+    # before any host
+    code = main(["run", str(inventory), "--engine", "local", "--transport", "openssh", "--out",
+                 str(tmp_path / "r2")])
     assert code == 2 and "--transport belongs to the ssh engine, not local" in capsys.readouterr().err
 
 
@@ -64,7 +70,8 @@ def names_asked(path: Path) -> list[str]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
-            words = [c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+            words = [c.value for c in ast.walk(node) if isinstance(c,
+                                                                   ast.Constant) and isinstance(c.value, str)]
             left = ast.unparse(node.left)
             if set(words) & set(engines.ENGINES) and ("name" in left or "engine" in left or "runner" in left):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")

@@ -1,5 +1,6 @@
 """One judgment (issue 48): for the `sweep demo --speed` fleet and generated fleets, the library
-(`sweep.assess`), summary.json, the terminal, the HTML, the lists, drain.sh, hosts.csv and the Prometheus
+(`sweep.assess`), summary.json, the terminal, the HTML, the lists, drain.sh, hosts.csv and the
+Prometheus
 export give the same pool, held-out and broken sets, the same exit code and the same one cause per host."""
 import csv
 import html
@@ -41,7 +42,8 @@ def drained_body(reason: str) -> str:
 def check_one_judgment(run: Path, report: Path, code: int, terminal: str) -> None:
     """Every view of `run` (reported into `report`, exit `code`, printing `terminal`) says what sweep.assess says."""
     judged = sweep.assess(sweep.load_fleet([run]))
-    sets = {"pool": set(judged.pool), "held_out": set(judged.held_out), "broken": set(judged.broken)}
+    sets = {"pool": set(judged.pool), "held_out": set(judged.held_out),
+            "broken": set(judged.broken)}
     summary = json.loads((report / "summary.json").read_text())
 
     # the sets and the exit code: library, summary.json, the command, the lists, the HTML tiles
@@ -53,8 +55,10 @@ def check_one_judgment(run: Path, report: Path, code: int, terminal: str) -> Non
     assert set(summary["pool"]["hosts"]) == sets["pool"]
     assert {h["host"] for h in summary["held_out"]} == sets["held_out"]
     page = (report / "report.html").read_text()
-    for tile, key in (("pool-size", "pool"), ("tile-held-out", "held_out"), ("tile-broken", "broken")):
-        assert re.search(rf'id="{tile}" href="#[\w-]+"><b>(\d+)</b>', page).group(1) == str(len(sets[key])), tile
+    for tile, key in (("pool-size", "pool"), ("tile-held-out", "held_out"), ("tile-broken",
+                                                                             "broken")):
+        assert re.search(rf'id="{tile}" href="#[\w-]+"><b>(\d+)</b>',
+                         page).group(1) == str(len(sets[key])), tile
 
     # one cause per host: the library's, and summary.json's (folded) the same
     causes = {h: judged.cause(h) for h in judged.verdict.states if judged.cause(h) is not None}
@@ -63,7 +67,8 @@ def check_one_judgment(run: Path, report: Path, code: int, terminal: str) -> Non
     kept_out = sets["held_out"] | sets["broken"]
     assert kept_out <= set(causes), "a host kept out has no cause"
     for item in summary["held_out"]:  # the held-out reason is the cause
-        assert (item["cause"], item["fix"]) == (causes[item["host"]].cause, causes[item["host"]].fix)
+        assert (item["cause"], item["fix"]) == (causes[item["host"]].cause,
+                                                causes[item["host"]].fix)
 
     # hosts.csv: each host's cause and its words
     with open(report / "hosts.csv", newline="") as fh:
@@ -72,7 +77,8 @@ def check_one_judgment(run: Path, report: Path, code: int, terminal: str) -> Non
         assert rows[host]["cause_text"] == e.cause and rows[host]["cause"] == written[host]["key"], host
     assert not [h for h, row in rows.items() if row["cause_text"] and h not in causes]
 
-    # drain.sh: every host kept out is drained for its cause (its fix, or the figure, or the Xid repair)
+    # drain.sh: every host kept out is drained for its cause (its fix, or the figure, or the Xid
+    # repair)
     drained = {}
     for line in (report / "drain.sh").read_text().splitlines():
         words = shlex.split(line, comments=True)
@@ -82,9 +88,11 @@ def check_one_judgment(run: Path, report: Path, code: int, terminal: str) -> Non
     assert set(drained) == kept_out
     for host, body in drained.items():
         e, key = causes[host], written[host]["key"]
-        assert body in (f"{key}: {e.fix or e.cause}", e.cause) or e.cause.startswith(body), (host, body, e)
+        assert body in (f"{key}: {e.fix or e.cause}", e.cause) or e.cause.startswith(body), (host,
+                                                                                             body, e)
 
-    # the terminal says each kept-out host's cause once, and no other broken finding of the same fault
+    # the terminal says each kept-out host's cause once, and no other broken finding of the same
+    # fault
     for host in kept_out:
         e = causes[host]
         said = [line for line in terminal.splitlines() if e.cause in line]
@@ -103,9 +111,11 @@ def check_one_judgment(run: Path, report: Path, code: int, terminal: str) -> Non
     from sweep.export.prometheus import metrics_text
 
     text = metrics_text(run)
-    states = {labels["host"]: labels["state"] for labels, value in series(text, "sweep_host_state") if value == "1"}
+    states = {labels["host"]: labels["state"] for labels, value in series(text,
+                                                                          "sweep_host_state") if value == "1"}
     assert states == judged.verdict.states
-    labelled = {labels["host"]: labels["cause"] for labels, _ in series(text, "sweep_host_cause_info")}
+    labelled = {labels["host"]: labels["cause"] for labels, _ in series(text,
+                                                                        "sweep_host_cause_info")}
     assert labelled == {h: written[h]["key"] for h in causes}
 
 
@@ -128,10 +138,13 @@ def report_fleet(variants: list[str], tmp: Path, capsys) -> None:
 @settings(max_examples=8, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @example(extra=SPEED_DEMO)
-@example(extra=["hw_thermal", "xid_79", "foreign_process"])  # three rules chose three causes before issue 48
+# three rules chose three causes before issue 48
+@example(extra=["hw_thermal", "xid_79", "foreign_process"])
 @example(extra=["power_cap", "empty_mask", "unreachable", "speed_broken"])
 @given(extra=st.lists(st.sampled_from(OTHERS), min_size=1, max_size=4))
-def test_every_view_gives_the_libraries_sets_exit_code_and_one_cause_per_host(extra, tmp_path_factory, capsys):
+def test_every_view_gives_the_libraries_sets_exit_code_and_one_cause_per_host(extra,
+                                                                              tmp_path_factory,
+                                                                              capsys):
     report_fleet(list(HEALTHY) + extra, tmp_path_factory.mktemp("judgment"), capsys)
 
 

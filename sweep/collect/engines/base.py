@@ -80,9 +80,11 @@ class Engine:
     What an engine is, declared here and read by `sweep.collect.run` and the CLI (never its name):"""
 
     name = "engine"
-    transport: str | None = None  # the SSH client it connects with: "run" (the run's --transport), "openssh",
+    # the SSH client it connects with: "run" (the run's --transport), "openssh",
+    transport: str | None = None
     #                               or None (no SSH from sweep: a scheduler or another tool reaches the hosts)
-    reads_ssh_config = False  # hosts' SSH settings (ssh_config, ansible_ssh_*) apply: held to `transport`'s rules
+    # hosts' SSH settings (ssh_config, ansible_ssh_*) apply: held to `transport`'s rules
+    reads_ssh_config = False
     become_applies = False  # --become / ansible_become is honoured (else refused before any host)
     one_inventory = False  # takes exactly one inventory source (its tool reads the file itself)
     wraps = False  # runs a --wrap benchmark in the agent's envelope
@@ -213,8 +215,9 @@ class ProcessEngine(Engine):
 
 class HostProcessEngine(Engine):
     """One child process per host (``kubectl exec``, ``docker exec``, a local runner): `argv(host)` is the
-    command that runs `remote(host)` (the bootstrap, reading the agent on its stdin) where the host is;
-    `forks` hosts at a time, each ended with its process group at the host deadline, each child's stdout
+    command that runs `remote(host)` (the bootstrap, reading the agent on its stdin) where the host
+    is; `forks` hosts at a time, each ended with its process group at the host deadline, each
+    child's stdout
     read up to the run's output limit. A subclass declares what it is (`Engine`'s attributes) and `argv`."""
 
     def __init__(self) -> None:

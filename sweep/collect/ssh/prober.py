@@ -34,7 +34,8 @@ from typing import Any
 
 import paramiko
 
-from sweep.collect.bundle import become_user, host_agent_args, remote_command  # noqa: F401  (openssh reads it here)
+# noqa: F401  (openssh reads it here)
+from sweep.collect.bundle import become_user, host_agent_args, remote_command
 from sweep.collect.ssh.hostkeys import HostKeyStore, KnownHostsPolicy, UnknownHostKey, known_hosts_name
 from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
 from sweep.collect.ssh.config import Hop, SSHConfigFile
