@@ -83,7 +83,8 @@ OWN_MEANING = {
 
 
 def help_rows(command: str) -> list[tuple[str, str]]:
-    """(code, meaning) of each code `command` ("report", "baseline check") exits with, for its --help."""
+    """(code, meaning) of each code `command` ("report", "baseline check") exits with, for its
+    --help."""
     return [(str(code), OWN_MEANING.get((command, code),
                                         MEANING[code])) for code in COMMANDS.get(command, ())]
 

@@ -65,7 +65,8 @@ class Assessment:
         return self.verdict.cause(host)
 
     def held_out_items(self) -> list[dict]:
-        """The hosts held out of the pool, each with its cause: [{host, what, source, cause, fix, severity}]."""
+        """The hosts held out of the pool, each with its cause: [{host, what, source, cause, fix,
+        severity}]."""
         out = []
         for host in self.verdict.held_out:
             e = self.verdict.cause(host)
@@ -75,10 +76,9 @@ class Assessment:
         return out
 
     def sentence(self, brief: bool = False, causes: bool = True) -> tuple[str, str]:
-        """(the answer in a few words, the sentence that backs it); `brief`: the sentence without the hosts
-        kept out and why (the view lists them under it); `causes`: False names the hosts held out
-        without
-        their causes (the terminal says each host's cause on a line of its own)."""
+        """(the answer in a few words, the sentence that backs it); `brief`: the sentence without
+        the hosts kept out and why (the view lists them under it); `causes`: False names the hosts
+        held out without their causes (the terminal says each host's cause on a line of its own)."""
         ref, total, pool = self.findings.reference, self.findings.hosts_total, self.pool
         held, kept = self.held_out, total - len(pool)
         tail = []
@@ -127,7 +127,8 @@ class Assessment:
         return f"{answer}: {detail}"
 
     def to_dict(self) -> dict:
-        """The comparison and the verdict's sentence, pool and hosts held out, as summary.json has them."""
+        """The comparison and the verdict's sentence, pool and hosts held out, as summary.json has
+        them."""
         answer, detail = self.sentence()
         return {**self.findings.to_dict(), "headline": self.headline(), "verdict": answer,
                 "verdict_detail": _capital(detail), "verdict_brief": _capital(self.sentence(brief=True)[1]),

@@ -323,8 +323,9 @@ _CHAIN_SPOTS = {  # what the chain declares -> where the schema's text says it
 
 
 def chain_parts() -> dict[str, Any]:
-    """The values of the health schema that `probe_agent.chain.CONTRACTS` (the one declaration of a contract)
-    decides: how many contracts a health.json holds at most, their names, the lowest broken one's names."""
+    """The values of the health schema that `probe_agent.chain.CONTRACTS` (the one declaration of a
+    contract) decides: how many contracts a health.json holds at most, their names, the lowest
+    broken one's names."""
     from probe_agent import chain
 
     names = [c.name for c in chain.CONTRACTS]
@@ -333,8 +334,8 @@ def chain_parts() -> dict[str, Any]:
 
 
 def chain_problems(schema: dict) -> list[str]:
-    """What in `schema` (the published health schema, parsed) disagrees with the contract chain, each
-    naming the place, both values and the fix; [] when it agrees."""
+    """What in `schema` (the published health schema, parsed) disagrees with the contract chain,
+    each naming the place, both values and the fix; [] when it agrees."""
     contracts = schema["properties"]["contracts"]
     found = {"contracts.maxItems": contracts.get("maxItems"),
              "contracts.items.name.enum": contracts["items"]["properties"]["name"].get("enum"),
@@ -345,7 +346,8 @@ def chain_problems(schema: dict) -> list[str]:
 
 
 def schema_from_chain(text: str) -> str:
-    """The health schema's text with the chain's parts written in (`chain_parts`), every other byte kept."""
+    """The health schema's text with the chain's parts written in (`chain_parts`), every other byte
+    kept."""
     for place, value in chain_parts().items():
         text, count = _CHAIN_SPOTS[place].subn(lambda m, v=value: m.group(1) + json.dumps(v), text)
         if count != 1:

@@ -1,4 +1,5 @@
-"""What an operator does next with a report: the host sets to hand to a scheduler, and why to drain each host.
+"""What an operator does next with a report: the host sets to hand to a scheduler, and why to drain
+each host.
 
 The sets of hosts (`host_sets`) are the verdict's (`sweep.analysis.verdict.Verdict`): the pool (the
 hosts that can be benchmarked together), the hosts of the reference class held out of the pool (for
@@ -13,7 +14,8 @@ reason are drained together (`drain_groups`: the interface to the script rendere
 
 Each set is kept as a list and as one folded node set (`sweep.analysis.names.fold_nodeset`) that
 Slurm and ClusterShell read back as exactly that list (a host met again in another run folder,
-``gpu01#2``, is its node ``gpu01``: `node_name`); names no node set can hold are listed apart. Nothing here runs a command: `sweep.report.lists` writes them as files for the operator.
+``gpu01#2``, is its node ``gpu01``: `node_name`); names no node set can hold are listed apart.
+Nothing here runs a command: `sweep.report.lists` writes them as files for the operator.
 """
 from __future__ import annotations
 
@@ -41,14 +43,16 @@ def _fold(hosts) -> tuple[str, tuple[str, ...]]:
 
 
 def host_records(verdict: Verdict, xid_hosts: dict[str, dict] | None = None) -> dict[str, dict]:
-    """Host -> {"host", "cause": the verdict's cause of the host (`Verdict.cause`), "xid": its entry of
-    summary.json's "xid" hosts (the repair its Xid events need) or None} for every host to drain."""
+    """Host -> {"host", "cause": the verdict's cause of the host (`Verdict.cause`), "xid": its entry
+    of summary.json's "xid" hosts (the repair its Xid events need) or None} for every host to drain.
+    """
     return {host: {"host": host, "cause": verdict.cause(host), "xid": (xid_hosts or {}).get(host)}
             for host in verdict.drain}
 
 
 def drain_reason(host_record: dict) -> str:
-    """Why to drain a host, in one line of printable ASCII: ``sweep: xid: Xid 79: drain the host; ...``.
+    """Why to drain a host, in one line of printable ASCII: ``sweep: xid: Xid 79: drain the host;
+    ...``.
 
     The contract (or finding) and its fix, without the host's own figures, so that hosts broken the
     same way share one reason and one drain line. `host_record` is an entry of `host_records`.

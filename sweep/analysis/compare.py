@@ -1,17 +1,19 @@
 """Comparability classes and health findings of a loaded Fleet.
 
-Every host that can run a benchmark gets one value per comparability key (`KEYS`), derived from
-the GPUs its device mask selects; hosts equal on every key form a class. The reference class is
-the largest one, or the class of the host or group the user names; every other class carries the
-keys that differ from it and what each difference does to a benchmark.
+Every host that can run a benchmark gets one value per comparability key (`KEYS`), derived from the
+GPUs its device mask selects; hosts equal on every key form a class. The reference class is the
+largest one, or the class of the host or group the user names; every other class carries the keys
+that differ from it and what each difference does to a benchmark.
 
 Kept apart from the classes: hosts that failed (unreachable), hosts whose lowest broken contract
-stops any benchmark (driver, device_mask, framework), and the health findings (`sweep.analysis.health`).
+stops any benchmark (driver, device_mask, framework), and the health findings
+(`sweep.analysis.health`).
 
 The pool, the hosts held out of it and the sentence that says so are not decided here: they are the
 verdict's (`sweep.analysis.verdict`), which `sweep.judgment.assess` makes from these classes and
 findings with every other section. A host of the reference class is held out when it has a broken
-entry, a foreign process on its GPUs, or a probe that stopped before it read everything (`HELD_OUT_BY`).
+entry, a foreign process on its GPUs, or a probe that stopped before it read everything
+(`HELD_OUT_BY`).
 """
 from __future__ import annotations
 
@@ -64,8 +66,8 @@ class ComparabilityClass:
 
 @dataclass(frozen=True)
 class Findings:
-    """The comparison of a fleet: classes (reference first), hosts that cannot run or did not answer,
-    health findings. No pool and no sentence: those are the verdict's (`sweep.assess`)."""
+    """The comparison of a fleet: classes (reference first), hosts that cannot run or did not
+    answer, health findings. No pool and no sentence: those are the verdict's (`sweep.assess`)."""
 
     hosts_total: int
     hosts_ok: int

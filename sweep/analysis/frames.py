@@ -1,6 +1,7 @@
-"""Typed pandas frames from the rows the fleet loader collects: each column by its declared dtype (masked
-Int64 / Float64 / boolean, string, category), in one pass per column; chunks concatenated with their
-categories united. What a value of the wrong type (a hand-edited file) becomes: NA, never an error.
+"""Typed pandas frames from the rows the fleet loader collects: each column by its declared dtype
+(masked Int64 / Float64 / boolean, string, category), in one pass per column; chunks concatenated
+with their categories united. What a value of the wrong type (a hand-edited file) becomes: NA, never
+an error.
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def concat_frames(frames) -> pd.DataFrame:
 
 
 def union_categoricals(parts) -> pd.Categorical:
-    """Concatenate categoricals whose categories differ (codes remapped, no Python loop over rows)."""
+    """Concatenate categoricals whose categories differ (codes remapped, no Python loop over
+    rows)."""
     seen: dict = {}
     codes = []
     for part in parts:
@@ -44,13 +46,12 @@ def index_of(values) -> pd.Index:
 
 
 def typed_frame(rows: list[dict], columns: dict, what: str) -> pd.DataFrame:
-    """Type the rows (dicts: column -> value) column by column, each by its name's dtype in `columns`;
-    a column a row leaves out is NA there, a value under a name `columns` does not declare is an
-    error.
+    """Type the rows (dicts: column -> value) column by column, each by its name's dtype in
+    `columns`; a column a row leaves out is NA there, a value under a name `columns` does not
+    declare is an error.
 
     Each row is taken apart by name in one C call (`operator.itemgetter` of the declared names; a
-    row
-    that leaves columns out is completed first) and the tuples are transposed by `zip`."""
+    row that leaves columns out is completed first) and the tuples are transposed by `zip`."""
     names = tuple(columns)
     if not rows:
         return pd.DataFrame({name: typed_array([], dtype) for name, dtype in columns.items()})
@@ -96,7 +97,8 @@ def object_array(values: list) -> np.ndarray:
 
 
 def number_array(values: list, dtype: str):
-    """Int64 / Float64 from a list with None, through one numpy float array (fast for 100,000 values)."""
+    """Int64 / Float64 from a list with None, through one numpy float array (fast for 100,000
+    values)."""
     floats = np.array(values, dtype=np.float64)  # None -> nan; a string raises
     missing = np.isnan(floats)
     if dtype == "Float64":
@@ -120,7 +122,8 @@ def missing_array(n: int, dtype: str):
 
 
 def typed_array(values, dtype: str):
-    """A typed array of a list or tuple of values; values of the wrong type (a hand-edited file) become NA rather than an error."""
+    """A typed array of a list or tuple of values; values of the wrong type (a hand-edited file)
+    become NA rather than an error."""
     if values.count(None) == len(values):  # a column no row fills (a tier that did not run)
         return missing_array(len(values), dtype)
     if dtype == "category":

@@ -284,7 +284,8 @@ def _power_limits(fleet: Fleet) -> dict:
 
 
 def headline_lines(section: dict, broken: bool = True) -> list[str]:
-    """The section in a few lines: its slow classes, its broken hosts' worst figures (`broken`: False where a
+    """The section in a few lines: its slow classes, its broken hosts' worst figures (`broken`:
+    False where a
     view says each broken host's figure as its cause already), its rejected figures."""
     lines = [p["message"] for p in section["slow_pools"]]
     worst = {}

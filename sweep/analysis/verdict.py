@@ -92,8 +92,9 @@ class Verdict:
     causes: dict = field(default_factory=dict, repr=False)
 
     def cause(self, host: str) -> Entry | None:
-        """The one entry that explains `host` best, with its fix (`cause_rank`): what every view says of
-        the host (held-out reason, terminal, top box, findings, drain reason, hosts.csv, Prometheus)."""
+        """The one entry that explains `host` best, with its fix (`cause_rank`): what every view
+        says of the host (held-out reason, terminal, top box, findings, drain reason, hosts.csv,
+        Prometheus)."""
         return self.causes.get(host)
 
     def hosts_in(self, *states: str) -> list[str]:
@@ -194,15 +195,16 @@ def contract_of(e: Entry) -> str | None:
 
 
 def cause_key(e: Entry) -> str:
-    """A cause as a short name (a label value, a column): its contract, else its finding, figure or tier
-    ("thermal", "xid", "speed", "processes", "unreachable")."""
+    """A cause as a short name (a label value, a column): its contract, else its finding, figure or
+    tier ("thermal", "xid", "speed", "processes", "unreachable")."""
     if e.source == "speed":
         return "speed"
     return contract_of(e) or e.tier or e.finding or e.what
 
 
 def cause_rank(e: Entry, lowest: str | None = None) -> tuple:
-    """The order a host's entries explain it in, best first: a broken entry about the lowest fault of the chain
+    """The order a host's entries explain it in, best first: a broken entry about the lowest fault
+    of the chain
     (a contract standing on the host's lowest broken one, `lowest`, is that fault: HW thermal
     slowdown under broken thermal headroom), there the Xid repair, then the finding that says it
     precisely, then the lowest broken contract's own sentence; a broken entry about no contract (a

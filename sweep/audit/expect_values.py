@@ -1,5 +1,7 @@
-"""The value checks of an expectations file (`sweep.audit.expect`): each takes the file's value and its key and
-returns the typed value, or raises `TypeProblem` saying how to write it (the caller adds the file and line)."""
+"""The value checks of an expectations file (`sweep.audit.expect`): each takes the file's value and
+its key and
+returns the typed value, or raises `TypeProblem` saying how to write it (the caller adds the file
+and line)."""
 from __future__ import annotations
 
 import re

@@ -56,7 +56,8 @@ class SweepCommand(TyperCommand):
                     formatter.write_dl(rows)
 
     def format_epilog(self, ctx, formatter) -> None:
-        """The command's exit codes, from the one table (`sweep.exitcodes.help_rows`), under its options."""
+        """The command's exit codes, from the one table (`sweep.exitcodes.help_rows`), under its
+        options."""
         super().format_epilog(ctx, formatter)
         rows = exitcodes.help_rows(" ".join(ctx.command_path.split()[1:]))
         if rows:

@@ -267,8 +267,9 @@ def _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by
 
 
 def _check_engine_inputs(engine: str, transport: Optional[str], inventory, resume) -> None:
-    """--transport only with an engine that connects with the run's transport; an inventory unless the engine
-    lists its own nodes (as slurm does): what the engine declares (`sweep.collect.engines.base.Engine`)."""
+    """--transport only with an engine that connects with the run's transport; an inventory unless
+    the engine lists its own nodes (as slurm does): what the engine declares
+    (`sweep.collect.engines.base.Engine`)."""
     from sweep.collect.engines import engine_class
 
     declared = engine_class(engine)

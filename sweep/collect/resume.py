@@ -250,7 +250,8 @@ def to_retry(records: Mapping[str, dict], classes: Collection[str], listed: Coll
 
 
 def engine_of(name: str, settings: Mapping[str, Any]):
-    """The engine a manifest names: its name, or (with settings, as slurm's --partition) an Engine made with them."""
+    """The engine a manifest names: its name, or (with settings, as slurm's --partition) an Engine
+    made with them."""
     from sweep.collect.engines import create_engine
 
     # a name alone: run_sweep makes the engine

@@ -377,8 +377,10 @@ class LocalFleet:
         return values
 
     def _readable(self, capture: Path) -> Path:
-        """The capture as the hosts' login user reads it: where that user is not the fleet's owner, a copy in
-        the fleet's folder (a checkout under a 0700 folder, as a clone under /root, is not theirs to read)."""
+        """The capture as the hosts' login user reads it: where that user is not the fleet's owner,
+        a copy in
+        the fleet's folder (a checkout under a 0700 folder, as a clone under /root, is not theirs to
+        read)."""
         if self.user is None:
             return capture
         folder = self.workdir / "captures"

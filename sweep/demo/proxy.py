@@ -1,5 +1,6 @@
-"""The loopback fleet's flaky network: a TCP relay in front of one sshd that drops, delays or cuts connections
-(`sweep.demo.loopback.LocalFleet`'s hosts of kind flaky, slow_banner and drop_mid_output)."""
+"""The loopback fleet's flaky network: a TCP relay in front of one sshd that drops, delays or cuts
+connections (`sweep.demo.loopback.LocalFleet`'s hosts of kind flaky, slow_banner and
+drop_mid_output)."""
 from __future__ import annotations
 
 import socket
@@ -8,8 +9,9 @@ import time
 
 
 class DropProxy:
-    """Closes its first `drops` connections at once (sshd's MaxStartups does that), then relays to sshd;
-    waits `delay_s` before relaying (a slow banner); cuts a connection after `cut_after` bytes from sshd."""
+    """Closes its first `drops` connections at once (sshd's MaxStartups does that), then relays to
+    sshd; waits `delay_s` before relaying (a slow banner); cuts a connection after `cut_after` bytes
+    from sshd."""
 
     def __init__(self, listen: tuple[str, int], backend: tuple[str, int], drops: int, *,
                  delay_s: float = 0.0, cut_after: int = 0):

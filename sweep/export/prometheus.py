@@ -105,8 +105,8 @@ def metrics_text(run_dir: str | Path) -> str:
 
 
 def _assess(run) -> Assessment:
-    """The run folder judged as `sweep run` reported it: its reference, expectations file and baseline
-    (the manifest's options), so that the states and causes exported are the report's."""
+    """The run folder judged as `sweep run` reported it: its reference, expectations file and
+    baseline (the manifest's options), so that the states and causes exported are the report's."""
     options = run.manifest.get("options") or {}
     expect, baseline = (options.get(key) for key in ("expect", "baseline"))
     audited = expect is not None or baseline is not None

@@ -19,8 +19,8 @@ def write_hosts_csv(fleet: Fleet, findings: Findings, path: Path,
                     verdict: Verdict | None = None) -> Path:
     """hosts.csv: one row per host, its facts, its comparability key values, its class and (from the
     `verdict`) its state (pool, held_out, broken, other_class, cannot_run, unreachable), its cause
-    (the
-    contract, finding or figure that explains it: `Verdict.cause`), the cause in words and its fix."""
+    (the contract, finding or figure that explains it: `Verdict.cause`), the cause in words and its
+    fix."""
     keys = findings.host_keys.add_prefix("key_").rename(columns={"key_comparability_class": "comparability_class"})
     frame = fleet.hosts.join(keys, on="host")
     if verdict is not None:

@@ -31,9 +31,9 @@ def contract_of(finding: dict) -> str:
 
 
 def _merge(items: list[dict]) -> list[dict]:
-    """The findings of one host about one contract: the lowest broken contract's alone when present (its
-    sentence says the contract's causes), else one per cause, each with its own fix (issue 41: never
-    "HW slowdown: ...; HW thermal slowdown: ..." under the first cause's fix)."""
+    """The findings of one host about one contract: the lowest broken contract's alone when present
+    (its sentence says the contract's causes), else one per cause, each with its own fix (issue 41:
+    never "HW slowdown: ...; HW thermal slowdown: ..." under the first cause's fix)."""
     if len(items) > 1:  # "the GPUs differ in persistence mode" says again what the per-GPU finding says
         items = [f for f in items if f["kind"] != "mixed_gpus"] or items
     items = sorted(items, key=lambda f: (f["kind"] != "lowest_broken", SEVERITY_ORDER[f["severity"]]))
@@ -56,7 +56,8 @@ CAUSE_TITLES = {"xid": "Xid repair", "speed": "Speed figure below its reference"
 
 
 def _cause_finding(cause: dict, items: list[dict]) -> dict:
-    """A host's cause as the findings say it: its own finding's title where it is one, else its source's."""
+    """A host's cause as the findings say it: its own finding's title where it is one, else its
+    source's."""
     own = next((f for f in items if f["kind"] == cause["finding"] and cause["source"] == "health"),
                None)
     title = own["title"] if own else CAUSE_TITLES.get(cause["source"], cause["key"])
@@ -66,10 +67,9 @@ def _cause_finding(cause: dict, items: list[dict]) -> dict:
 
 
 def _said_by_cause(cause: dict, f: dict) -> bool:
-    """Whether finding `f` says the fault of the host's cause again: the cause's contract (the Xid its repair
-    names), or a broken finding one stands on the other in the chain (HW thermal slowdown and broken
-    thermal
-    headroom: one fault)."""
+    """Whether finding `f` says the fault of the host's cause again: the cause's contract (the Xid
+    its repair names), or a broken finding one stands on the other in the chain (HW thermal slowdown
+    and broken thermal headroom: one fault)."""
     mine, theirs = cause["key"], contract_of(f)
     if theirs == mine:
         return True
@@ -79,11 +79,10 @@ def _said_by_cause(cause: dict, f: dict) -> bool:
 
 
 def by_host(findings: list[dict], causes: dict[str, dict] | None = None) -> list[dict]:
-    """[{host, severity, findings: [...]}] for the reachable hosts with a finding: broken hosts first,
-    then in natural host order; within a host, broken findings first. `causes` (`causes_of`): a host
-    kept out for a broken or holding-out cause has that cause said once, in its words, and no
-    finding that
-    says the same fault again."""
+    """[{host, severity, findings: [...]}] for the reachable hosts with a finding: broken hosts
+    first, then in natural host order; within a host, broken findings first. `causes` (`causes_of`):
+    a host kept out for a broken or holding-out cause has that cause said once, in its words, and no
+    finding that says the same fault again."""
     causes = causes or {}
     hosts: dict[str, dict[str, list[dict]]] = {}
     for f in findings:

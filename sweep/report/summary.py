@@ -92,7 +92,8 @@ def _same(values: set):
 
 
 def audit_hosts(audit: dict) -> list[dict]:
-    """One entry per host with an expectation finding or drift (natural host order): their details (the host beside them)."""
+    """One entry per host with an expectation finding or drift (natural host order): their details
+    (the host beside them)."""
     hosts: dict = {}
     for key, items in (("violations", (audit["expectations"] or {}).get("findings", [])),
                        ("drift", (audit["baseline"] or {}).get("drift", []))):

@@ -43,10 +43,10 @@ def tiles(summary: dict) -> list[dict]:
 
 
 def keepout_rows(summary: dict) -> dict:
-    """The top box's rows besides the hosts held out, each host named once: the other classes (a class whose
-    every host is broken is marked broken, with its first host's cause and fix), then the broken hosts outside
-    the reference class that no class row, cannot-run row or held-out row names, each with its cause and fix
-    (`Verdict.cause`)."""
+    """The top box's rows besides the hosts held out, each host named once: the other classes (a
+    class whose every host is broken is marked broken, with its first host's cause and fix), then
+    the broken hosts outside the reference class that no class row, cannot-run row or held-out row
+    names, each with its cause and fix (`Verdict.cause`)."""
     model = summary["verdict_model"]
     states, causes = model["states"], {c["host"]: c for c in model["causes"]}
     classes, named, held = [], set(), set(summary["host_sets"]["held_out"]["hosts"])
@@ -67,8 +67,9 @@ def keepout_rows(summary: dict) -> dict:
 
 
 def watch_line(summary: dict) -> list[dict]:
-    """The verdict's warnings on hosts of the pool (a GPU a few degrees from its slowdown threshold, an audit
-    finding), one line per what they say, with its hosts; the speed figures to watch are the verdict's notes."""
+    """The verdict's warnings on hosts of the pool (a GPU a few degrees from its slowdown threshold,
+    an audit finding), one line per what they say, with its hosts; the speed figures to watch are
+    the verdict's notes."""
     states = summary["verdict_model"]["states"]
     groups: dict = {}
     for e in summary["verdict_model"]["entries"]:
@@ -85,7 +86,7 @@ def watch_line(summary: dict) -> list[dict]:
 
 
 def held_out_rows(summary: dict) -> list[dict]:
-    """The first HELD_OUT_SHOWN hosts held out of the pool, each with its cause (`Verdict.cause`): its words,
-    its severity and, when broken, its fix."""
+    """The first HELD_OUT_SHOWN hosts held out of the pool, each with its cause (`Verdict.cause`):
+    its words, its severity and, when broken, its fix."""
     return [dict(h, fix=h["fix"] if h["severity"] == "broken" else None)
             for h in summary["held_out"][:HELD_OUT_SHOWN]]

@@ -51,10 +51,10 @@ def read_record(path: Path, digest: str | None = None) -> Any:
 
 
 def bad_record_message(path: Path, problem: str, changed: bool) -> str:
-    """Why a record is read as its host's bad_output: what it is, from what is known. `changed`: this user's
-    sweep listed the file's digest (records.sha256) and the bytes differ, so it was changed after
-    the sweep;
-    else it says which schema it does not match and how (``contracts has 15 items, at most 14``)."""
+    """Why a record is read as its host's bad_output: what it is, from what is known. `changed`:
+    this user's sweep listed the file's digest (records.sha256) and the bytes differ, so it was
+    changed after the sweep; else it says which schema it does not match and how (``contracts has 15
+    items, at most 14``)."""
     if changed:
         return (f"{path}: not a host record sweep can read ({problem[:300]}); its bytes are not the ones this "
                 "sweep wrote (records.sha256): the file was changed after the sweep: sweep the host again")

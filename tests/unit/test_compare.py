@@ -584,7 +584,8 @@ def test_the_verdict_when_no_host_can_be_benchmarked(tmp_path, records, verdict,
 
 
 def test_a_held_out_host_has_one_cause_the_precise_finding_or_the_xid_repair(tmp_path):
-    """Issue 48: the verdict picks one cause per host (`Verdict.cause`), the held-out reason reads it."""
+    """Issue 48: the verdict picks one cause per host (`Verdict.cause`), the held-out reason reads
+    it."""
     records = healthy(["gpu1", "gpu2"], n_gpus=8) + [
         # broken: the slowdown finding says it
         fv.record("gpu3", fv.hw_thermal(fv.h200(8, "gpu3"))),

@@ -1,8 +1,7 @@
-"""A contract is declared once, in the chain (issue 48): the health schema's contract names, lowest_broken
-names and contracts.maxItems are generated from `probe_agent.chain.CONTRACTS` (python -m
-sweep.schema --from-chain) and checked against it; a record that does not fit the schema says which
-schema and how,
-and says the file was changed only when its digest says so."""
+"""A contract is declared once, in the chain (issue 48): the health schema's contract names,
+lowest_broken names and contracts.maxItems are generated from `probe_agent.chain.CONTRACTS` (python
+-m sweep.schema --from-chain) and checked against it; a record that does not fit the schema says
+which schema and how, and says the file was changed only when its digest says so."""
 import copy
 import hashlib
 import json
@@ -21,7 +20,8 @@ IDLE = ROOT / "tests" / "fixtures" / "h200" / "idle.health.json"
 
 
 def declaration_problems(schema_text: str) -> list[str]:
-    """What a contract of the chain lacks: its check in the agent, its place in the published schema."""
+    """What a contract of the chain lacks: its check in the agent, its place in the published
+    schema."""
     out = [f"contract {name!r} is declared in probe_agent/chain.py but has no check in probe_agent/contracts.py "
            "CHECKS" for name in chain.NAMES if name not in contracts.CHECKS]
     out += [f"CHECKS has {name!r}, which the chain does not declare" for name in contracts.CHECKS
@@ -47,7 +47,8 @@ def throwaway(monkeypatch):
 
 
 def with_scratch(health: dict) -> dict:
-    """`health` with every contract of the chain this sweep declares, and the throwaway one after them."""
+    """`health` with every contract of the chain this sweep declares, and the throwaway one after
+    them."""
     out = copy.deepcopy(health)
     judged, _ = contracts.evaluate({"driver": {"nvml_error": "NVMLError_DriverNotLoaded"}})
     out["contracts"] = [c for c in judged if c["name"] != "scratch"] + [
@@ -106,7 +107,8 @@ def test_a_record_that_does_not_fit_the_schema_says_what_it_is_not_that_it_was_c
 
 
 def test_the_load_summary_has_one_reader():
-    """Issue 48: `sweep.analysis.load_record.load_summary` reads the load's per-GPU summary for every consumer."""
+    """Issue 48: `sweep.analysis.load_record.load_summary` reads the load's per-GPU summary for
+    every consumer."""
     reads = re.compile(r'"load"\)?\)?[^\n]{0,40}"summary"|\["load"\]\["summary"\]')
     found = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((ROOT / "sweep").rglob("*.py"))
              if path.name != "load_record.py" and "demo" not in path.parts

@@ -1,7 +1,6 @@
-"""Engines declare what they are (issue 48): a new engine is one module (a `HostProcessEngine` with its
-`argv`, or an `Engine`) and one line of `sweep.collect.engines.ENGINES`; no code outside the engines
-asks
-an engine's name."""
+"""Engines declare what they are (issue 48): a new engine is one module (a `HostProcessEngine` with
+its `argv`, or an `Engine`) and one line of `sweep.collect.engines.ENGINES`; no code outside the
+engines asks an engine's name."""
 import ast
 import json
 import sys

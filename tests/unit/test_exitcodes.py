@@ -1,5 +1,6 @@
-"""The exit codes and their words in one place (issue 48): sweep/exitcodes.py's table is the README's table
-and every command's --help section; `sweep report --help` lists the --wrap codes 6 and 7 too."""
+"""The exit codes and their words in one place (issue 48): sweep/exitcodes.py's table is the
+README's table and every command's --help section; `sweep report --help` lists the --wrap codes 6
+and 7 too."""
 import re
 from pathlib import Path
 

@@ -1,7 +1,7 @@
 """One judgment (issue 48): for the `sweep demo --speed` fleet and generated fleets, the library
 (`sweep.assess`), summary.json, the terminal, the HTML, the lists, drain.sh, hosts.csv and the
-Prometheus
-export give the same pool, held-out and broken sets, the same exit code and the same one cause per host."""
+Prometheus export give the same pool, held-out and broken sets, the same exit code and the same one
+cause per host."""
 import csv
 import html
 import json
@@ -40,7 +40,8 @@ def drained_body(reason: str) -> str:
 
 
 def check_one_judgment(run: Path, report: Path, code: int, terminal: str) -> None:
-    """Every view of `run` (reported into `report`, exit `code`, printing `terminal`) says what sweep.assess says."""
+    """Every view of `run` (reported into `report`, exit `code`, printing `terminal`) says what
+    sweep.assess says."""
     judged = sweep.assess(sweep.load_fleet([run]))
     sets = {"pool": set(judged.pool), "held_out": set(judged.held_out),
             "broken": set(judged.broken)}
@@ -149,7 +150,8 @@ def test_every_view_gives_the_libraries_sets_exit_code_and_one_cause_per_host(ex
 
 
 def test_the_demo_speed_fleet_is_judged_once(tmp_path, capsys):
-    """`sweep demo --speed`: the library's sets and causes are the report's (the library said 8 of 12 before)."""
+    """`sweep demo --speed`: the library's sets and causes are the report's (the library said 8 of
+    12 before)."""
     assert main(["demo", "--speed", "--out", str(tmp_path / "run")]) == 0
     capsys.readouterr()
     code = main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "report")])

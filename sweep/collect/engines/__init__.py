@@ -1,8 +1,10 @@
-"""Engines that run the agent on hosts: SSH (built in), ansible and slurm behind one interface (`base.Engine`).
+"""Engines that run the agent on hosts: SSH (built in), ansible and slurm behind one interface
+(`base.Engine`).
 
 An engine is one module and one line of `ENGINES` (its name -> "module:Class"): what it is (its SSH
-client, whether hosts' SSH settings and --become apply, whether it lists its own nodes...) is declared
-by its class's attributes (`base.Engine`), and nothing outside the engines asks an engine's name.
+client, whether hosts' SSH settings and --become apply, whether it lists its own nodes...) is
+declared by its class's attributes (`base.Engine`), and nothing outside the engines asks an engine's
+name.
 """
 from __future__ import annotations
 

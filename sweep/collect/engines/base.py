@@ -75,9 +75,11 @@ def failed(host: Any, started: float, failure_class: str, message: str, *, stder
 
 
 class Engine:
-    """What run_sweep needs of an engine: `bind` a job, `run` hosts, `stop` on Ctrl-C, `drain` after it.
+    """What run_sweep needs of an engine: `bind` a job, `run` hosts, `stop` on Ctrl-C, `drain` after
+    it.
 
-    What an engine is, declared here and read by `sweep.collect.run` and the CLI (never its name):"""
+    What an engine is, declared here and read by `sweep.collect.run` and the CLI (never its
+    name):"""
 
     name = "engine"
     # the SSH client it connects with: "run" (the run's --transport), "openssh",
@@ -214,11 +216,11 @@ class ProcessEngine(Engine):
 
 
 class HostProcessEngine(Engine):
-    """One child process per host (``kubectl exec``, ``docker exec``, a local runner): `argv(host)` is the
-    command that runs `remote(host)` (the bootstrap, reading the agent on its stdin) where the host
-    is; `forks` hosts at a time, each ended with its process group at the host deadline, each
-    child's stdout
-    read up to the run's output limit. A subclass declares what it is (`Engine`'s attributes) and `argv`."""
+    """One child process per host (``kubectl exec``, ``docker exec``, a local runner): `argv(host)`
+    is the command that runs `remote(host)` (the bootstrap, reading the agent on its stdin) where
+    the host is; `forks` hosts at a time, each ended with its process group at the host deadline,
+    each child's stdout read up to the run's output limit. A subclass declares what it is
+    (`Engine`'s attributes) and `argv`."""
 
     def __init__(self) -> None:
         self.job: EngineJob | None = None
@@ -230,7 +232,8 @@ class HostProcessEngine(Engine):
         raise NotImplementedError
 
     def remote(self, host: Any) -> str:
-        """The shell command that runs the agent on `host` from stdin (`sweep.collect.bundle.remote_command`)."""
+        """The shell command that runs the agent on `host` from stdin
+        (`sweep.collect.bundle.remote_command`)."""
         from sweep.collect.bundle import host_agent_args, remote_command
 
         job = self.job
@@ -298,7 +301,8 @@ class HostProcessEngine(Engine):
 
 
 def declared(engine: Any, what: str) -> Any:
-    """What `engine` declares (`Engine`'s attributes), the base's answer for one that does not subclass it."""
+    """What `engine` declares (`Engine`'s attributes), the base's answer for one that does not
+    subclass it."""
     return getattr(engine, what, getattr(Engine, what))
 
 
