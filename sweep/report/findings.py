@@ -130,7 +130,9 @@ def shape_of(text: str) -> tuple[str, tuple[str, ...]]:
 
 def fold(findings: list[dict], causes: dict[str, dict] | None = None) -> list[dict]:
     """One entry per finding many hosts share: [{contract, severity, title, detail, fix, hosts, count,
-    folded, variants: [{detail, values, hosts, folded, count}], spread}], broken first, then the most hosts.
+    folded, variants: [{detail, values, hosts, folded, count}], spread, cause}], broken first, then
+    the hosts' causes (a host kept out is said before a warning of a host in the pool), then the most
+    hosts.
 
     `detail` and `fix` are the most common variant's; `spread` ("91 C x3, 92 C x1 (gpu36)") names the
     values that differ between the variants, with their counts and, past the most common, their hosts.
@@ -145,8 +147,10 @@ def fold(findings: list[dict], causes: dict[str, dict] | None = None) -> list[di
             variant = group["variants"].setdefault(values, {"detail": f["detail"], "fix": f["fix"],
                                                              "values": values, "hosts": []})
             variant["hosts"].append(entry["host"])
+            group["cause"] = group.get("cause", False) or bool(f.get("is_cause"))
     out = [_folded_entry(g) for g in groups.values()]
-    return sorted(out, key=lambda e: (SEVERITY_ORDER[e["severity"]], -e["count"], host_key(e["hosts"][0])))
+    return sorted(out, key=lambda e: (SEVERITY_ORDER[e["severity"]], not e["cause"], -e["count"],
+                                      host_key(e["hosts"][0])))
 
 
 def _folded_entry(group: dict) -> dict:
@@ -157,7 +161,8 @@ def _folded_entry(group: dict) -> dict:
     first = variants[0]
     return {"contract": group["contract"], "severity": group["severity"], "title": group["title"],
             "detail": first["detail"], "fix": first["fix"], "hosts": hosts, "count": len(hosts),
-            "folded": fold_hosts(hosts), "variants": variants, "spread": values_text(variants)}
+            "folded": fold_hosts(hosts), "variants": variants, "spread": values_text(variants),
+            "cause": group.get("cause", False)}
 
 
 def values_text(variants: list[dict]) -> str:
