@@ -26,6 +26,11 @@ A host's state, the first that applies (`STATES`):
     other_class   runnable and healthy, in another comparability class
     pool          everything else: the reference class, no broken entry, nothing holding it out
 
+One cause per host (`Verdict.cause`, chosen once by `cause_rank`): the entry that explains the host
+best, with its fix. The held-out reason, the terminal's and the report's findings, the top box, the
+drain reasons, hosts.csv and the Prometheus label all say it; an entry carries its host beside its
+text (`Entry.host`), never inside it.
+
 The exit code (`Verdict.exit_code`; sweep/exitcodes.py, the README's table), the first that applies:
 1 a host unreachable, or a tier asked for by --speed or --load not measured on a host (the run is
 incomplete: the verdict covers only what was measured); 6 / 7 a --wrap benchmark failed / refused on
