@@ -82,6 +82,11 @@ OWN_MEANING = {
 }
 
 
+def first(codes) -> int:
+    """The code that wins among `codes` (a run's and its report's), by `PRECEDENCE`."""
+    return min(codes, key=PRECEDENCE.index)
+
+
 def help_rows(command: str) -> list[tuple[str, str]]:
     """(code, meaning) of each code `command` ("report", "baseline check") exits with, for its
     --help."""

@@ -10,6 +10,7 @@ from typing import Any, List, Optional
 import typer
 from rich.console import Console
 
+from sweep import exitcodes
 from sweep.cli import paths
 from sweep.cli.history import keep_history
 from sweep.cli.options import RUN, given_sets
@@ -141,7 +142,7 @@ def _report_run(result, report: dict) -> int:
     expect, baseline = (Path(report[key]) if report[key] is not None else None for key in ("expect", "baseline"))
     # the report's code is the verdict over every host the run lists (its failed ones included): the table's order
     code = print_report([result.run_dir], result.run_dir / "report", report["reference"], expect, baseline)
-    return code or result.exit_code
+    return exitcodes.first((code, result.exit_code))  # the one table's precedence
 
 
 def given_options(ctx: typer.Context) -> set:

@@ -39,3 +39,10 @@ def test_sweep_report_help_lists_the_wrap_codes():
 def test_every_code_a_verdict_gives_is_in_the_table_and_in_its_precedence():
     assert set(exitcodes.PRECEDENCE) == set(exitcodes.TABLE) == set(exitcodes.MEANING)
     assert set(exitcodes.COMMANDS["report"]) | {exitcodes.INTERRUPTED} == set(exitcodes.COMMANDS["run"])
+
+
+def test_a_run_and_its_report_exit_with_the_code_the_table_puts_first():
+    assert exitcodes.first((exitcodes.OK, exitcodes.INCOMPLETE)) == exitcodes.INCOMPLETE
+    assert exitcodes.first((exitcodes.NOT_COMPARABLE, exitcodes.INCOMPLETE)) == exitcodes.INCOMPLETE
+    assert exitcodes.first((exitcodes.BROKEN, exitcodes.OK)) == exitcodes.BROKEN
+    assert exitcodes.first((exitcodes.OFF, exitcodes.INTERRUPTED)) == exitcodes.INTERRUPTED
