@@ -1,4 +1,5 @@
-"""The contract chain: one declaration per contract (`CONTRACTS`), in chain order, and one contract record.
+"""The contract chain: one declaration per contract (`CONTRACTS`), in chain order, and one contract
+record.
 
 Bottom-up: the driver (and the GPUs on the bus it must see), the GPU fabric right above it (CUDA
 error 802 without it), driver-reported faults (Xid), the device mask and the framework, then the
@@ -7,12 +8,14 @@ to the host (PCIe, NVLink), the topology the mask selects, the layout, and last 
 around the GPUs (CPU governor, IOMMU, network ports).
 
 Every reader of a contract's meaning iterates this table: the agent's chain (`contracts.evaluate`:
-order, what is read without NVML, `consequence_of`), health-report.md (status marks), the
-published schema's enums (tests/unit/test_contract_table.py asserts they equal it), and the
-controller (`sweep.analysis.compare`: which contracts stop a benchmark; `sweep.analysis.health`:
-which contracts' states are fleet findings of their own; `sweep.report.findings`: which findings
-are about which contract; `sweep.export.prometheus`: the states). Adding a contract is one entry
-here, its check in `contracts.CHECKS`, and the schema's enums.
+order, what is read without NVML, `consequence_of`), health-report.md (status marks), the published
+schema's enums (tests/unit/test_contract_table.py asserts they equal it), and the controller
+(`sweep.analysis.compare`: which contracts stop a benchmark; `sweep.analysis.health`: which
+contracts' states are fleet findings of their own; `sweep.report.findings`: which findings are about
+which contract; `sweep.export.prometheus`: the states). Adding a contract is one entry here, its
+check in `contracts.CHECKS` and a fixture; the schema's contract names, lowest_broken names and
+contracts.maxItems are generated from this table (`python -m sweep.schema --from-chain`), and
+tests/unit/test_contract_declaration.py names whatever is missing.
 """
 from collections import namedtuple
 

@@ -33,7 +33,6 @@ ENV_VARS = (
     "LD_LIBRARY_PATH",
 )
 HOST_FILES = ("/proc/driver/nvidia/version", "/etc/os-release")
-PATH_OPS = ("read", "bytes", "list", "link")
 JOURNALCTL = ("journalctl", "-k", "-b", "0", "--no-pager", "-q", "-o", "short-monotonic")
 STRUCT_QUERIES = {  # NVML queries that fill a structure the caller passes
     "nvmlDeviceGetGpuFabricInfoV": "c_nvmlGpuFabricInfoV_t",

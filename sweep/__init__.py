@@ -6,7 +6,8 @@
     run = sweep.run_sweep("inventory.yml", hosts=sweep.HostSelection(limit="dc1"),  # RunResult: .run_dir, .ok,
                           ssh=sweep.SSHSettings(host_deadline=60))                   # .failed, .exit_code
     fleet = sweep.load_fleet([run.run_dir])                     # Fleet: pandas frames of hosts, GPUs, contracts
-    findings = sweep.compare(fleet)                             # Findings: classes, unreachable hosts, findings
+    judged = sweep.assess(fleet)                                # Assessment: classes, sections, verdict:
+    judged.pool, judged.held_out, judged.broken, judged.cause("gpu03"), judged.exit_code, judged.headline()
     report = sweep.build_report([run.run_dir], "out/")          # ReportResult: files written, exit code
     history = sweep.build_history(["reports/"], "reports/history")  # History: .changes, .drift (sweep history)
     text = sweep.metrics_text(run.run_dir)                       # node_exporter textfile (sweep export prometheus)
@@ -33,6 +34,8 @@ _API = {
     "AgentOptions": "sweep.collect.options",
     "load_fleet": "sweep.analysis.fleet",
     "Fleet": "sweep.analysis.fleet",
+    "assess": "sweep.judgment",
+    "Assessment": "sweep.judgment",
     "compare": "sweep.analysis.compare",
     "Findings": "sweep.analysis.compare",
     "build_report": "sweep.report.build",
@@ -46,6 +49,7 @@ _API = {
 __all__ = ["__version__", *_API]
 
 if TYPE_CHECKING:
+    from sweep.judgment import Assessment, assess
     from sweep.analysis.compare import Findings, compare
     from sweep.analysis.fleet import Fleet, load_fleet
     from sweep.collect.options import AgentOptions, HostSelection, SSHSettings

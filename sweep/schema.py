@@ -159,8 +159,15 @@ def _pattern(c: _Compiler, node: dict) -> Check:
 
 def _length(c: _Compiler, node: dict) -> Check:
     low, high = node.get("minItems", 0), node.get("maxItems")
-    return lambda v, w: f"{w}: {len(v)} items, outside {low}..{high if high is not None else ''}" \
-        if isinstance(v, list) and (len(v) < low or (high is not None and len(v) > high)) else None
+
+    def length(v, w):
+        if not isinstance(v, list):
+            return None
+        if high is not None and len(v) > high:
+            return f"{w} has {len(v)} items, at most {high}"
+        return f"{w} has {len(v)} items, at least {low}" if len(v) < low else None
+
+    return length
 
 
 def _items(c: _Compiler, node: dict) -> Check:
@@ -303,3 +310,58 @@ def record_problem(record: Any, where: str = "record") -> str | None:
 def manifest_problem(manifest: Any, where: str = "manifest.json") -> str | None:
     """Why `manifest` is not a run manifest a reader can use (`MANIFEST`), or None."""
     return _compiled("MANIFEST")(manifest, where)
+
+
+# ---------------------------------------------------------------- the contract chain's part of the
+# schema
+
+_CHAIN_SPOTS = {  # what the chain declares -> where the schema's text says it
+    "contracts.maxItems": re.compile(r'("contracts": \{\s*"type": "array",\s*"minItems": \d+, "maxItems": )(\d+)'),
+    "contracts.items.name.enum": re.compile(r'("name": \{"enum": )(\[[^\]]*\])'),
+    "lowest_broken.enum": re.compile(r'("lowest_broken": \{"enum": )(\[[^\]]*\])'),
+}
+
+
+def chain_parts() -> dict[str, Any]:
+    """The values of the health schema that `probe_agent.chain.CONTRACTS` (the one declaration of a
+    contract) decides: how many contracts a health.json holds at most, their names, the lowest
+    broken one's names."""
+    from probe_agent import chain
+
+    names = [c.name for c in chain.CONTRACTS]
+    return {"contracts.maxItems": len(names), "contracts.items.name.enum": names,
+            "lowest_broken.enum": [None, *names]}
+
+
+def chain_problems(schema: dict) -> list[str]:
+    """What in `schema` (the published health schema, parsed) disagrees with the contract chain,
+    each naming the place, both values and the fix; [] when it agrees."""
+    contracts = schema["properties"]["contracts"]
+    found = {"contracts.maxItems": contracts.get("maxItems"),
+             "contracts.items.name.enum": contracts["items"]["properties"]["name"].get("enum"),
+             "lowest_broken.enum": schema["properties"]["lowest_broken"].get("enum")}
+    return [f"{HEALTH_SCHEMA.name}: {place} is {json.dumps(found[place])}, the contract chain "
+            f"(probe_agent/chain.py) declares {json.dumps(want)}: run python -m sweep.schema --from-chain"
+            for place, want in chain_parts().items() if found[place] != want]
+
+
+def schema_from_chain(text: str) -> str:
+    """The health schema's text with the chain's parts written in (`chain_parts`), every other byte
+    kept."""
+    for place, value in chain_parts().items():
+        text, count = _CHAIN_SPOTS[place].subn(lambda m, v=value: m.group(1) + json.dumps(v), text)
+        if count != 1:
+            raise UnsupportedSchema(f"{place} is not where the generator looks for it ({count} places)",
+                                    where=str(HEALTH_SCHEMA),
+                                    fix="keep the schema's layout, or update _CHAIN_SPOTS")
+    return text
+
+
+# python -m sweep.schema --from-chain: write the chain's parts into the schema
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--from-chain"]:
+        sys.exit("usage: python -m sweep.schema --from-chain")
+    HEALTH_SCHEMA.write_text(schema_from_chain(HEALTH_SCHEMA.read_text(encoding="utf-8")),
+                             encoding="utf-8")

@@ -15,7 +15,6 @@ import json
 import re
 from typing import Any
 
-BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 # characters that show nothing: soft hyphen, Arabic letter mark, Mongolian vowel separator, zero-width
 # space/joiners and LRM/RLM, word joiner and invisible operators, BOM, the tag characters
 INVISIBLE = "\u00ad\u061c\u180e\u200b-\u200f\u2060-\u2064\ufeff\U000e0000-\U000e007f"
@@ -26,11 +25,6 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _STRIPPED = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")
 _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
-
-
-def is_control(ch: str) -> bool:
-    """C0, DEL, C1 (ESC, CSI, ...), the Unicode line and paragraph separators and the bidi controls."""
-    return ch < " " or "\x7f" <= ch <= "\x9f" or ch in "\u2028\u2029" or ch in BIDI
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

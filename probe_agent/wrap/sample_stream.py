@@ -213,11 +213,3 @@ def counted_median(counter):
         if not want:
             break
     return got[0] if n % 2 else (got[0] + got[1]) / 2
-
-
-def from_samples(samples, max_samples=None):
-    """A finished Stream over a list of samples (replay of a recorded run, tests)."""
-    s = Stream(max_samples or max(DEFAULT_MAX_SAMPLES, len(samples) + 2))
-    for sample in samples:
-        s.add(sample)
-    return s.finish()

@@ -1,19 +1,21 @@
-"""What an operator does next with a report: the host sets to hand to a scheduler, and why to drain each host.
+"""What an operator does next with a report: the host sets to hand to a scheduler, and why to drain
+each host.
 
 The sets of hosts (`host_sets`) are the verdict's (`sweep.analysis.verdict.Verdict`): the pool (the
 hosts that can be benchmarked together), the hosts of the reference class held out of the pool (for
 their health or broken), the broken hosts (every answering host with a broken entry: a broken
 contract, HW slowdown, a row-remap failure, a speed figure below 75% of its reference, an Xid that
 needs a repair...), and the others each tile counts. The hosts to drain are the held-out and the
-broken ones; `drain_reason` is the one place that says why, from the host's lowest broken contract
-and its fix (else its first broken entry: a broken speed figure is the reason itself, ``sweep: GPU 5
-HBM 2993 GB/s, 70% of the H200 reference``; for a host held out without one, the entry that holds it
-out); hosts with the same reason are drained together (`drain_groups`: the interface to the script
-renderers of `sweep.report.lists`, a list of {hosts, folded, not_folded, reason, taint}).
+broken ones; `drain_reason` says why from the verdict's cause of the host (`Verdict.cause`, the one
+cause every view says) and its fix (a broken speed figure is the reason itself, ``sweep: GPU 5 HBM
+2993 GB/s, 70% of the H200 reference``; an Xid, the repair and the event); hosts with the same
+reason are drained together (`drain_groups`: the interface to the script renderers of
+`sweep.report.lists`, a list of {hosts, folded, not_folded, reason, taint}).
 
 Each set is kept as a list and as one folded node set (`sweep.analysis.names.fold_nodeset`) that
 Slurm and ClusterShell read back as exactly that list (a host met again in another run folder,
-``gpu01#2``, is its node ``gpu01``: `node_name`); names no node set can hold are listed apart. Nothing here runs a command: `sweep.report.lists` writes them as files for the operator.
+``gpu01#2``, is its node ``gpu01``: `node_name`); names no node set can hold are listed apart.
+Nothing here runs a command: `sweep.report.lists` writes them as files for the operator.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import re
 
 from sweep.analysis.compare import Findings
 from sweep.analysis.owners import drain_entries, drain_hosts
-from sweep.analysis.verdict import Entry, Verdict
+from sweep.analysis.verdict import Entry, Verdict, cause_key
 from sweep.analysis.names import NODE_NAME, fold_nodeset, host_key
 from sweep.analysis.xid import event_name
 from sweep.text import visible
@@ -43,43 +45,30 @@ def _fold(hosts) -> tuple[str, tuple[str, ...]]:
 
 def host_records(verdict: Verdict, xid_hosts: dict[str, dict] | None = None,
                  drain_config: bool = False) -> dict[str, dict]:
-    """Host -> {"host", "findings": its verdict entries as the finding dicts a drain reason reads, the most
-    severe first, "xid": its entry of summary.json's "xid" hosts (the repair its Xid events need) or None}
-    for every host to drain (`sweep.analysis.owners.drain_hosts`: a cause whose owner drains), its findings
-    those causes only."""
+    """Host -> {"host", "cause": the verdict's cause of the host (`Verdict.cause`), "xid": its entry
+    of summary.json's "xid" hosts (the repair its Xid events need) or None} for every host to drain
+    (`sweep.analysis.owners.drain_hosts`: a cause whose owner drains). Where the verdict's cause is
+    one its owner does not drain (a power cap beside a dead GPU), the most severe cause that drains."""
     records = {}
     for host in drain_hosts(verdict, drain_config):
-        items = [_as_finding(e) for e in drain_entries(verdict, host, drain_config)]
-        records[host] = {"host": host, "findings": items, "xid": (xid_hosts or {}).get(host)}
+        cause, drains = verdict.cause(host), drain_entries(verdict, host, drain_config)
+        records[host] = {"host": host, "cause": cause if cause in drains else drains[0],
+                         "xid": (xid_hosts or {}).get(host)}
     return records
 
 
-def _as_finding(e: Entry) -> dict:
-    """An entry as a drain reason reads it: kind, severity, contract, title, fix (and where it came from)."""
-    return {"kind": e.finding or e.source, "severity": "broken" if e.severity == "broken" else "warning",
-            "contract": e.contract, "title": e.cause, "fix": e.fix, "source": e.source, "cause": e.cause}
-
-
-def _cause(host_record: dict) -> dict:
-    """The finding a drain is for: the lowest broken contract, else the first broken finding, else
-    the first finding that holds the host out of the pool."""
-    items = host_record["findings"]
-    return (next((f for f in items if f["kind"] == "lowest_broken"), None)
-            or next((f for f in items if f["severity"] == "broken" and f["source"] != "speed"), None)
-            or next((f for f in items if f["severity"] == "broken"), None) or items[0])
-
-
 def drain_reason(host_record: dict) -> str:
-    """Why to drain a host, in one line of printable ASCII: ``sweep: xid: Xid 79: drain the host; ...``.
+    """Why to drain a host, in one line of printable ASCII: ``sweep: xid: Xid 79: drain the host;
+    ...``.
 
     The contract (or finding) and its fix, without the host's own figures, so that hosts broken the
     same way share one reason and one drain line. `host_record` is an entry of `host_records`.
     """
-    cause = _cause(host_record)
-    what = cause["contract"] or cause["kind"]
-    text = f"sweep: {what}: {cause['fix'] or cause['title']}"
-    if cause["source"] == "speed":  # the figure is the reason: "sweep: GPU 5 HBM 2993 GB/s, 70% of the H200 reference"
-        text = f"sweep: {cause['cause']}"
+    cause = host_record["cause"]
+    text = f"sweep: {cause_key(cause)}: {cause.fix or cause.cause}"
+    # the figure is the reason: "sweep: GPU 5 HBM 2993 GB/s, 70% of the H200 reference"
+    if cause.source == "speed":
+        text = f"sweep: {cause.cause}"
     event = _xid_event(host_record, cause)
     if event is not None:  # the repair NVIDIA prescribes, then the event: "sweep: reboot: Xid 79 GPU has fallen off the bus"
         text = f"sweep: {host_record['xid']['label']}: {event_name(event)} {event.get('meaning') or ''}"
@@ -89,19 +78,17 @@ def drain_reason(host_record: dict) -> str:
 
 def taint_value(host_record: dict) -> str:
     """The value of the host's ``sweep/broken`` taint: a Kubernetes label value naming its cause (``xid``)."""
-    cause = _cause(host_record)
+    cause = host_record["cause"]
     event = _xid_event(host_record, cause)
-    name = f"{event.get('type') or 'xid'}{event.get('code')}" if event is not None else cause["contract"] or cause["kind"]
-    if cause["source"] == "speed" and event is None:
-        name = "speed"
+    name = f"{event.get('type') or 'xid'}{event.get('code')}" if event is not None else cause_key(cause)
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(name)).strip("-_.")[:63]
     return slug.strip("-_.") or "broken"
 
 
-def _xid_event(host_record: dict, cause: dict) -> dict | None:
+def _xid_event(host_record: dict, cause: Entry) -> dict | None:
     """The worst Xid / SXid event of a host drained for its xid contract, or None."""
     xid = host_record.get("xid")
-    if cause.get("contract") != "xid" or not xid or not xid.get("events"):
+    if cause.contract != "xid" or not xid or not xid.get("events"):
         return None
     return xid["events"][0]
 

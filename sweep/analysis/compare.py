@@ -1,17 +1,19 @@
 """Comparability classes and health findings of a loaded Fleet.
 
-Every host that can run a benchmark gets one value per comparability key (`KEYS`), derived from
-the GPUs its device mask selects; hosts equal on every key form a class. The reference class is
-the largest one, or the class of the host or group the user names; every other class carries the
-keys that differ from it and what each difference does to a benchmark.
+Every host that can run a benchmark gets one value per comparability key (`KEYS`), derived from the
+GPUs its device mask selects; hosts equal on every key form a class. The reference class is the
+largest one, or the class of the host or group the user names; every other class carries the keys
+that differ from it and what each difference does to a benchmark.
 
 Kept apart from the classes: hosts that failed (unreachable), hosts whose lowest broken contract
-stops any benchmark (driver, device_mask, framework), and the health findings (`sweep.analysis.health`).
+stops any benchmark (driver, device_mask, framework), and the health findings
+(`sweep.analysis.health`).
 
-The pool is what can be benchmarked together: the hosts of the reference class that are also
-healthy. A host of that class is held out of the pool, with its reasons, when it has a broken
-contract (HW slowdown, a row-remap failure...), a foreign process on its GPUs, processes of a running
-Slurm job (busy), or a probe that stopped before it read everything (`HELD_OUT_BY`).
+The pool, the hosts held out of it and the sentence that says so are not decided here: they are the
+verdict's (`sweep.analysis.verdict`), which `sweep.judgment.assess` makes from these classes and
+findings with every other section. A host of the reference class is held out when it has a broken
+entry, a foreign process on its GPUs, processes of a running Slurm job (busy), or a probe that stopped before it read everything
+(`HELD_OUT_BY`).
 """
 from __future__ import annotations
 
@@ -28,8 +30,7 @@ from sweep.analysis import facts as fact_table
 from sweep.analysis.facts import impact_of
 from sweep.analysis.impact import impact  # noqa: F401  (re-exported: the text rules of one key)
 from sweep.analysis.keys import factorize, as_text, host_keys, typed_rows
-from sweep.analysis.names import abbreviate, fold_hosts
-from sweep.text import plural
+from sweep.analysis.names import fold_hosts
 
 # Contracts below which a host cannot run the benchmark at all (the agent's contract table says which).
 BLOCKING = tuple(c.name for c in CONTRACTS if c.blocks_benchmark)
@@ -65,7 +66,8 @@ class ComparabilityClass:
 
 @dataclass(frozen=True)
 class Findings:
-    """The comparison of a fleet: classes (reference first), hosts kept out, health findings."""
+    """The comparison of a fleet: classes (reference first), hosts that cannot run or did not
+    answer, health findings. No pool and no sentence: those are the verdict's (`sweep.assess`)."""
 
     hosts_total: int
     hosts_ok: int
@@ -75,68 +77,15 @@ class Findings:
     excluded: tuple[dict, ...]
     findings: tuple[Finding, ...]
     host_keys: pd.DataFrame = field(repr=False)
-    held_out: tuple[dict, ...] = ()  # hosts of the reference class kept out of the pool: host, reasons
 
     @property
     def reference(self) -> ComparabilityClass | None:
         return self.classes[0] if self.classes else None
 
     @property
-    def pool(self) -> tuple[str, ...]:
-        """The hosts that can be benchmarked together: comparable (the reference class), runnable, healthy."""
-        if self.reference is None:
-            return ()
-        out = {h["host"] for h in self.held_out}
-        return tuple(h for h in self.reference.hosts if h not in out)
-
-    @property
     def comparable(self) -> bool:
         """One class holds every host that can run: the fleet can be benchmarked as one pool."""
         return len(self.classes) == 1
-
-    def verdict(self, brief: bool = False) -> tuple[str, str]:
-        """(the answer in a few words, the sentence that backs it); `brief`: the sentence without the
-        hosts kept out and why (the report lists them under it)."""
-        ref, total, pool = self.reference, self.hosts_total, self.pool
-        kept = total - len(pool)
-        tail = []
-        if self.held_out:
-            tail.append(f"{len(self.held_out)} held out for health ({_held_out_text(self.held_out)})")
-        if self.excluded:
-            tail.append(f"{len(self.excluded)} cannot run a benchmark")
-        if self.unreachable:
-            tail.append(f"{len(self.unreachable)} unreachable")
-        tail = ("; " + "; ".join(tail)) if tail else ""
-        if brief and kept:
-            tail = f"; {plural(kept, 'host')} {'is' if kept == 1 else 'are'} kept out for the reasons listed below"
-        if ref is None:
-            none = "the one host did not reach" if total == 1 else f"none of the {total} hosts reached"
-            return "No host can run a benchmark", f"{none} a runnable state{tail}."
-        if not pool:
-            held = "the one comparable host of class {} is held out" if ref.size == 1 else \
-                f"the {ref.size} comparable hosts of class {{}} are all held out"
-            return "No healthy pool", f"{held.format(ref.id)} for health{tail}."
-        folded = abbreviate(fold_hosts(pool))
-        if self.comparable:
-            whole = "all " if len(pool) == total else ""
-            ready = (f"the one host ({folded}) can run a benchmark" if total == 1 else
-                     f"{whole}{len(pool)} of {plural(total, 'host')} ({folded}) can be benchmarked together")
-            return "One pool" if not tail else "One pool, hosts kept out", f"{ready}{tail}."
-        if brief:
-            return (f"Not one pool: {len(self.classes)} comparability classes",
-                    f"the pool is {folded} ({len(pool)} of {plural(total, 'host')}){tail}.")
-        others = sum(c.size for c in self.classes[1:])
-        keys = []
-        for c in self.classes[1:]:
-            keys.extend(d.label for d in c.differs if d.label not in keys)
-        return (f"Not one pool: {len(self.classes)} comparability classes",
-                f"the pool is {folded} ({len(pool)} of {plural(total, 'host')}); "
-                f"{plural(others, 'host')} in {plural(len(self.classes) - 1, 'other class', 'other classes')} {'differs' if others == 1 else 'differ'} in {', '.join(keys)}{tail}.")
-
-    def headline(self) -> str:
-        """The verdict in one sentence."""
-        answer, detail = self.verdict()
-        return f"{answer}: {detail}"
 
     def to_dict(self) -> dict:
         def cls(c):
@@ -144,50 +93,14 @@ class Findings:
                     "differs": [{"key": d.key, "label": d.label, "value": d.value, "reference": d.reference,
                                  "impact": d.impact} for d in c.differs]}
         ref = self.reference
-        answer, detail = self.verdict()
         return {
-            "comparable": self.comparable, "headline": self.headline(), "verdict": answer,
-            "verdict_detail": detail[:1].upper() + detail[1:], "verdict_brief": _capital(self.verdict(brief=True)[1]),
-            "hosts_total": self.hosts_total,
+            "comparable": self.comparable, "hosts_total": self.hosts_total,
             "hosts_ok": self.hosts_ok, "hosts_in_reference": ref.size if ref else 0,
-            "pool": {"hosts": list(self.pool), "folded": fold_hosts(self.pool), "size": len(self.pool)},
-            "held_out": list(self.held_out),
             "key_labels": dict(fact_table.COMPARED), "unreachable": list(self.unreachable),
             "reference_class": dict(cls(ref), chosen_by=self.reference_by) if ref else None,
             "classes": [cls(c) for c in self.classes], "excluded": list(self.excluded),
             "findings": [f.to_dict() for f in self.findings],
         }
-
-
-def _capital(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
-def _held_out_text(held_out: tuple[dict, ...], shown: int = 4) -> str:
-    """'gpu21: 1 other process ...; gpu25: HW slowdown ...' for the first `shown` hosts."""
-    text = "; ".join(f"{h['host']}: {h['reasons'][0]}" for h in held_out[:shown])
-    return text + (f"; and {len(held_out) - shown} more" if len(held_out) > shown else "")
-
-
-def held_out_for_health(classes: tuple[ComparabilityClass, ...], found: tuple[Finding, ...]) -> tuple[dict, ...]:
-    """Hosts of the reference class whose health keeps them out of the pool, each with its reasons
-    (the findings' own words, the most severe first; a lowest-broken-contract line is dropped where a
-    finding says the same thing more precisely)."""
-    if not classes:
-        return ()
-    members = set(classes[0].hosts)
-    reasons: dict[str, list[Finding]] = {}
-    for f in found:  # already sorted: broken before warning
-        if f.host in members and (f.severity == "broken" or f.kind in HELD_OUT_BY):
-            reasons.setdefault(f.host, []).append(f)
-    order = {host: i for i, host in enumerate(classes[0].hosts)}
-    out = []
-    for host in sorted(reasons, key=order.__getitem__):
-        items = reasons[host]
-        precise = [f for f in items if f.kind != "lowest_broken"]
-        chosen = precise if any(f.severity == "broken" for f in precise) else items
-        out.append({"host": host, "kinds": [f.kind for f in chosen], "reasons": [f.detail for f in chosen]})
-    return tuple(out)
 
 
 # ---------------------------------------------------------------- classes
@@ -244,7 +157,7 @@ def compare(fleet: Fleet, reference: str | None = None) -> Findings:
     found = health_findings(fleet, hosts, keys, mixed)
     classes = tuple(classes)
     return Findings(len(hosts), int(reachable.sum()), classes, reference_by, unreachable, excluded,
-                    found, keys, held_out_for_health(classes, found))
+                    found, keys)
 
 
 def _reference_code(reference, hosts, eligible, code, sizes):

@@ -22,13 +22,13 @@ import threading
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from operator import itemgetter
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from probe_agent.hostfacts import NO_CPUFREQ_POLICY
+from sweep.analysis.frames import concat_frames, layout_frame, typed_frame
+from sweep.analysis.load_record import load_problem, load_summary
 from sweep.analysis.facts import FACTS, GPU_READS, HOST_READS
 from sweep.analysis.speed_record import (VALIDATED, gpu_view, read_contended, read_forced, read_reason,
                                          read_rejected, read_skipped, read_speed, read_status)
@@ -345,9 +345,8 @@ class _Builder:
 
     def _add_gpus(self, position: int, health: dict, gpus: list, picked: set, foreign: set) -> None:
         """One row per GPU, and per process the agent counts as foreign; each carries its host's position."""
-        summary = _get(health, "load", "summary")
-        under_load = {row.get("gpu"): row for row in (summary if isinstance(summary, list) else ())
-                      if isinstance(row, dict) and type(row.get("sm_mhz_median")) in (int, float)}
+        under_load = {gpu: row for gpu, row in load_summary(health).items()
+                      if type(row.get("sm_mhz_median")) in (int, float)}
         speed = read_speed(health) if health.get("speed") is not None else None
         for g in gpus:
             self.gpus.append(_gpu_facts(gpu_view(g, speed), under_load.get(g.get("index")) or _EMPTY, position,
@@ -360,10 +359,12 @@ class _Builder:
 
     def typed(self) -> "_Chunk":
         """This chunk's rows as typed frames (their host column still the host's position)."""
-        return _Chunk(_frame(self.hosts, HOST_COLUMNS, "host"), _layout_frame(self.gpus, GPU_ROW, GPU_COLUMNS, "GPU"),
-                      _layout_frame(self.contracts, CONTRACT_ROW, CONTRACT_COLUMNS, "contract"),
-                      _frame(self.processes, PROCESS_COLUMNS, "process"), self.plain, self.health, self.wraps,
-                      self.kernel)
+        return _Chunk(typed_frame(self.hosts, HOST_COLUMNS, "host"),
+                      layout_frame(self.gpus, GPU_ROW, GPU_COLUMNS, "GPU"),
+                      layout_frame(self.contracts, CONTRACT_ROW, CONTRACT_COLUMNS, "contract"),
+                      typed_frame(self.processes, PROCESS_COLUMNS,
+                                  "process"), self.plain, self.health,
+                      self.wraps, self.kernel)
 
 
 def _host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
@@ -386,7 +387,8 @@ def _host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
         "cuda_runtime": framework_build.get("cuda_runtime"), "framework_status": framework.get("status"),
         "worst_link": _get(health, "topology", "worst_link_selected"), "lowest_broken": health.get("lowest_broken"),
         "verdict": health.get("verdict"), "lowest_message": low.get("message"), "lowest_fix": low.get("fix"),
-        "summary": health.get("summary"), **_platform(health, contracts), "load_problem": _load_problem(health),
+        "summary": health.get("summary"), **_platform(health,
+                                                      contracts), "load_problem": load_problem(health),
     }
     if health.get("speed") is not None:  # the opt-in tier: its columns stay NA (left out) without it
         row.update(speed_status=read_status(health), speed_reason=read_reason(health),
@@ -395,21 +397,6 @@ def _host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
     row.update((column, read(health)) for column, (_, read) in (HOST_READS if health.get("speed") is not None
                                                                  else HOST_PLAIN_READS).items())
     return row
-
-
-def _load_problem(health: dict):
-    """Why the probe's --load measured nothing (None without a load section, or when it measured)."""
-    load = health.get("load")
-    if not isinstance(load, dict):
-        return None
-    code, error = load.get("exit_code"), load.get("error")
-    if code not in (0, None) or (isinstance(error, str) and error):
-        said = f": {' '.join(error.split())[-200:]}" if isinstance(error, str) and error.strip() else ""
-        return f"the load exited {code}{said}"
-    rows = load.get("summary")
-    if not any(isinstance(r, dict) and type(r.get("sm_mhz_median")) in (int, float) for r in rows or ()):
-        return "no GPU sample under load"
-    return None
 
 
 # The GPU row, declared once: each section of a GPU's dict (None: the GPU's own keys) and the
@@ -543,7 +530,7 @@ class _Chunk:
 
 def _assemble(chunks, sources) -> Fleet:
     """One Fleet from the typed chunks, in file order, host positions turned into host names."""
-    hosts, gpus, contracts, processes = (_concat([getattr(c, t) for c in chunks])
+    hosts, gpus, contracts, processes = (concat_frames([getattr(c, t) for c in chunks])
                                          for t in ("hosts", "gpus", "contracts", "processes"))
     names = _host_names(hosts["host"].tolist(), [p for c in chunks for p in c.plain])
     hosts["host"] = pd.array(names, dtype="string")
@@ -568,35 +555,6 @@ def _host_names(names, plain) -> list[str]:
         if seen[name] > 1:
             names[i] = f"{name}#{seen[name]}"
     return names
-
-
-def _concat(frames) -> pd.DataFrame:
-    if len(frames) == 1:
-        return frames[0]
-    out = {}
-    for column in frames[0].columns:
-        parts = [f[column].array for f in frames]
-        if isinstance(parts[0], pd.Categorical):
-            out[column] = _union(parts)
-        elif all(type(part) is type(parts[0]) for part in parts):  # each chunk typed the column alike
-            out[column] = type(parts[0])._concat_same_type(parts)  # the extension-array interface's own concat
-        else:
-            out[column] = pd.concat([f[column] for f in frames], ignore_index=True).array
-    return pd.DataFrame(out)
-
-
-def _union(parts) -> pd.Categorical:
-    """Concatenate categoricals whose categories differ (codes remapped, no Python loop over rows)."""
-    seen: dict = {}
-    codes = []
-    for part in parts:
-        remap = np.array([seen.setdefault(v, len(seen)) for v in part.categories] + [-1], dtype=np.int64)
-        codes.append(remap[part.codes])  # code -1 (NA) picks the trailing -1
-    return pd.Categorical.from_codes(np.concatenate(codes), dtype=pd.CategoricalDtype(_index(list(seen))))
-
-
-def _index(values) -> pd.Index:
-    return pd.Index(values) if values else pd.Index([], dtype=object)
 
 
 def _provenance_health(path, doc) -> dict:
@@ -638,104 +596,6 @@ def _check_health(path, health, schema: bool = False):
         raise HealthFileError(f"is not a health.json sweep can read ({problem})", where=str(path),
                               fix="pass health.json as the agent printed it")
     normalize_health(health)
-
-
-def _frame(rows: list[dict], columns: dict, what: str) -> pd.DataFrame:
-    """Type the rows (dicts: column -> value) column by column, each by its name's dtype in `columns`;
-    a column a row leaves out is NA there, a value under a name `columns` does not declare is an error.
-
-    Each row is taken apart by name in one C call (`operator.itemgetter` of the declared names; a row
-    that leaves columns out is completed first) and the tuples are transposed by `zip`."""
-    names = tuple(columns)
-    if not rows:
-        return pd.DataFrame({name: _array([], dtype) for name, dtype in columns.items()})
-    get, blank, width = itemgetter(*names), dict.fromkeys(names), len(names)
-    try:
-        tuples = [get(row) if len(row) == width else get(_completed(row, blank, what)) for row in rows]
-    except KeyError:  # a full-width row with an undeclared name: _completed names it
-        tuples = [get(_completed(row, blank, what)) for row in rows]
-    return pd.DataFrame({name: _array(list(column), dtype)
-                         for (name, dtype), column in zip(columns.items(), zip(*tuples))})
-
-
-def _completed(row: dict, blank: dict, what: str) -> dict:
-    """The row with NA (None) for each declared column it leaves out; KeyError names a column no
-    declaration has."""
-    full = {**blank, **row}
-    if len(full) != len(blank):
-        undeclared = sorted(set(full) - blank.keys())
-        raise KeyError(f"{what} column(s) {', '.join(undeclared)} have no dtype in the {what} columns")
-    return full
-
-
-def _layout_frame(rows: list, layout: tuple, columns: dict, what: str) -> pd.DataFrame:
-    """Type rows of values in the order `layout` names them: each column of `columns` is picked from
-    them by its name (NA where the layout has no such name), so inserting a column shifts none;
-    a name of the layout that `columns` does not declare is an error."""
-    undeclared = [name for name in layout if name not in columns]
-    if undeclared:
-        raise KeyError(f"{what} column(s) {', '.join(undeclared)} have no dtype in the {what} columns")
-    by_name = dict(zip(layout, zip(*rows, strict=True), strict=True)) if rows else {}  # ValueError: a short row
-    blank = (None,) * len(rows)
-    return pd.DataFrame({name: _array(by_name.get(name, blank), dtype) for name, dtype in columns.items()})
-
-
-def _objects(values: list) -> np.ndarray:
-    """A 1-d object array of the values, even when some of them are lists."""
-    array = np.empty(len(values), dtype=object)
-    array[:] = values
-    return array
-
-
-def _numbers(values: list, dtype: str):
-    """Int64 / Float64 from a list with None, through one numpy float array (fast for 100,000 values)."""
-    floats = np.array(values, dtype=np.float64)  # None -> nan; a string raises
-    missing = np.isnan(floats)
-    if dtype == "Float64":
-        return pd.arrays.FloatingArray(floats, missing)
-    if np.abs(floats[~missing]).max(initial=0) >= 2**53 or (floats[~missing] % 1).any():
-        raise ValueError("not exact as a float")
-    return pd.arrays.IntegerArray(np.where(missing, 0, floats).astype(np.int64), missing)
-
-
-def _missing(n: int, dtype: str):
-    """n NA values of `dtype`, without looking at n values."""
-    if dtype == "category":
-        return pd.Categorical.from_codes(np.full(n, -1), dtype=pd.CategoricalDtype(_index([])))
-    masked = {"Int64": pd.arrays.IntegerArray, "Float64": pd.arrays.FloatingArray, "boolean": pd.arrays.BooleanArray}
-    if dtype in masked:
-        zeros = np.zeros(n, dtype={"Int64": np.int64, "Float64": np.float64, "boolean": np.bool_}[dtype])
-        return masked[dtype](zeros, np.ones(n, dtype=np.bool_))
-    return pd.array(np.full(n, None, dtype=object), dtype=dtype)
-
-
-def _array(values, dtype: str):
-    """A typed array of a list or tuple of values; values of the wrong type (a hand-edited file) become NA rather than an error."""
-    if values.count(None) == len(values):  # a column no row fills (a tier that did not run)
-        return _missing(len(values), dtype)
-    if dtype == "category":
-        try:
-            codes, uniques = pd.factorize(_objects(values))
-            return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(_index(list(uniques))))
-        except (TypeError, ValueError):  # unhashable or odd values: categories of their text
-            return _array([None if v is None else str(v) for v in values], dtype)
-    try:
-        if dtype in ("Int64", "Float64"):
-            return _numbers(values, dtype)
-        if dtype == "boolean":
-            array = _objects(values)
-            return pd.arrays.BooleanArray(array == True, (array != True) & (array != False))  # noqa: E712
-        return pd.array(values, dtype=dtype)
-    except (TypeError, ValueError, OverflowError):
-        pass
-    if dtype in ("Int64", "Float64"):
-        numbers = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
-        if dtype == "Int64":
-            numbers = numbers.where((numbers % 1 == 0) & (numbers.abs() < 2**53))  # whole, and exact in int64
-        return numbers.astype(dtype).array
-    if dtype == "boolean":
-        return pd.array([v if isinstance(v, bool) else None for v in values], dtype="boolean")
-    return pd.array([None if v is None else str(v) for v in values], dtype=dtype)
 
 
 def _read_json(path: Path, digest: str | None = None):

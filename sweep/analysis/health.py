@@ -73,7 +73,7 @@ def health_findings(fleet, hosts, keys, mixed) -> tuple[Finding, ...]:
             for h, r in zip(failed.index, failed[["failure_class", "failure_message"]].itertuples())]  # 2 columns, not all
     broken = hosts[hosts["lowest_broken"].notna()]
     out += [Finding(h, "lowest_broken", "broken", f"Lowest broken contract: {r.lowest_broken}",
-                    f"{r.lowest_broken}: {as_text(r.lowest_message)}", as_text(r.lowest_fix), str(r.lowest_broken))
+                    as_text(r.lowest_message) or "", as_text(r.lowest_fix), str(r.lowest_broken))
             for h, r in zip(broken.index, broken.itertuples())]
     incomplete = hosts[hosts["probe_complete"].eq(False).fillna(False)]
     out += [Finding(h, "probe_incomplete", "warning", "Probe incomplete",

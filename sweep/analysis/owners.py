@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sweep.analysis.names import host_key
-from sweep.analysis.verdict import Entry, Verdict
+from sweep.analysis.verdict import Entry, Verdict, cause_key
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def drain_hosts(verdict: Verdict, drain_config: bool = False) -> list[str]:
 
 def held_back(verdict: Verdict, drain_config: bool = False) -> list[dict]:
     """The hosts out of the pool and not drained (busy, held out or broken by a cause that is not the node's),
-    each once, with the owner of its first cause, the cause and its fix: {"host", "owner", "label", "cause", "fix",
+    each once, with the owner of its cause (`Verdict.cause`), the cause and its fix: {"host", "owner", "label", "key", "cause", "fix",
     "action"}."""
     drained = set(drain_hosts(verdict, drain_config))
     out = []
@@ -110,8 +110,10 @@ def held_back(verdict: Verdict, drain_config: bool = False) -> list[dict]:
         items = causes(verdict, host)
         if host in drained or not items:
             continue
-        first = items[0]
+        cause = verdict.cause(host)
+        first = cause if cause in items else items[0]  # the verdict's one cause of the host
         owner = OWNERS[owner_of(first)]
-        out.append({"host": host, "owner": owner.name, "label": owner.label, "cause": first.cause,
+        out.append({"host": host, "owner": owner.name, "label": owner.label, "key": cause_key(first),
+                    "cause": first.cause,
                     "fix": first.fix, "action": owner.action})
     return out

@@ -172,7 +172,7 @@ def speed_section(fleet: Fleet, findings: Findings, baseline: dict | None = None
     section["class_outliers"] = _class_outliers(quiet, findings)
     section["slow_pools"] = _slow_pools(quiet, findings, fleet)
     section["broken_hosts"] = sorted({j["host"] for j in judgments if j["severity"] == "broken"})
-    section["headline"] = _headline(section)
+    section["headline"] = headline_lines(section)
     return section
 
 
@@ -185,8 +185,9 @@ def _skipped(host: str, line: str) -> dict:
 
 def _rejected(host: str, line: str) -> dict:
     field, _, why = line.partition(": ")
-    return {"host": host, "field": field, "message": f"{host}: {field} {why}; the figure is left out (not shown as "
-                                                     f"a measurement): probe the host again with this sweep's agent"}
+    detail = f"{field} {why}; the figure is left out (not shown as a measurement)"
+    return {"host": host, "field": field, "detail": detail,
+            "message": f"{host}: {detail}: probe the host again with this sweep's agent"}
 
 
 def _worst(g: dict):
@@ -240,8 +241,9 @@ def _class_outliers(gpus: list, findings: Findings) -> list[dict]:
                                 "deviation_pct": round(100 * dev, 2), "evidence": evidence[host] or [
                                     "nothing in the envelope explains it (power cap, slowdown and processes match "
                                     "its class): look at the card"],
-                                "message": f"{host}: {LABELS[figure]} {rate(v, unit)} against its class {c.id}'s "
-                                           f"median {rate(median, unit)} ({100 * dev:+.0f}%)"})
+                                "detail": f"{LABELS[figure]} {rate(v, unit)} against its class {c.id}'s "
+                                          f"median {rate(median, unit)} ({100 * dev:+.0f}%)"})
+                    out[-1]["message"] = f"{host}: {out[-1]['detail']}"
     return out
 
 
@@ -281,13 +283,16 @@ def _power_limits(fleet: Fleet) -> dict:
     return out
 
 
-def _headline(section: dict) -> list[str]:
+def headline_lines(section: dict, broken: bool = True) -> list[str]:
+    """The section in a few lines: its slow classes, its broken hosts' worst figures (`broken`:
+    False where a
+    view says each broken host's figure as its cause already), its rejected figures."""
     lines = [p["message"] for p in section["slow_pools"]]
     worst = {}
     for j in section["judgments"]:  # sorted worst first: each host's worst broken figure
         if j["severity"] == "broken":
             worst.setdefault(j["host"], j)
-    if worst:
+    if worst and broken:
         shown = list(worst.values())[:3]
         lines.append(f"speed: {plural(len(worst), 'host')} below {BROKEN_BELOW:.0%} of reference "
                      f"({fold_hosts(sorted(worst))}): " + "; ".join(j["message"] for j in shown)
@@ -299,4 +304,4 @@ def _headline(section: dict) -> list[str]:
     return lines
 
 
-__all__ = ["baseline_references", "rate", "severity_of", "speed_section"]
+__all__ = ["baseline_references", "headline_lines", "rate", "severity_of", "speed_section"]

@@ -28,6 +28,11 @@ A host's state, the first that applies (`STATES`):
     other_class   runnable and healthy, in another comparability class
     pool          everything else: the reference class, no broken entry, nothing holding it out
 
+One cause per host (`Verdict.cause`, chosen once by `cause_rank`): the entry that explains the host
+best, with its fix. The held-out reason, the terminal's and the report's findings, the top box, the
+drain reasons, hosts.csv and the Prometheus label all say it; an entry carries its host beside its
+text (`Entry.host`), never inside it.
+
 The exit code (`Verdict.exit_code`; sweep/exitcodes.py, the README's table), the first that applies:
 1 a host unreachable, or a tier asked for by --speed or --load not measured on a host (the run is
 incomplete: the verdict covers only what was measured); 6 / 7 a --wrap benchmark failed / refused on
@@ -37,11 +42,12 @@ of a fault, and every one is counted and named with its fix (`Verdict.notes`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 
+from probe_agent.chain import BY_NAME as CONTRACT_BY_NAME, CONTRACTS
 from probe_agent.xid import ACTION
 from sweep import exitcodes
-from sweep.analysis.compare import BLOCKING, HELD_OUT_BY, Findings
+from sweep.analysis.compare import HELD_OUT_BY, Findings
 from sweep.analysis.fleet import Fleet, rows_at
 from sweep.analysis.names import fold_hosts, host_key
 from sweep.analysis.speed_reference import LABELS, UNITS
@@ -89,6 +95,14 @@ class Verdict:
     reference_hosts: frozenset = field(default_factory=frozenset)
     bench_code: int | None = None  # bench_section's 6 / 7 of a --wrap run, else None
     by_host: dict = field(default_factory=dict, repr=False)  # host -> its entries, broken first (`of`)
+    # host -> the entry that explains it (`cause`)
+    causes: dict = field(default_factory=dict, repr=False)
+
+    def cause(self, host: str) -> Entry | None:
+        """The one entry that explains `host` best, with its fix (`cause_rank`): what every view
+        says of the host (held-out reason, terminal, top box, findings, drain reason, hosts.csv,
+        Prometheus)."""
+        return self.causes.get(host)
 
     def hosts_in(self, *states: str) -> list[str]:
         return sorted((h for h, s in self.states.items() if s in states), key=host_key)
@@ -171,9 +185,50 @@ class Verdict:
         return {"states": dict(self.states), "counts": counts, "exit_code": self.exit_code,
                 "exit_meaning": self.exit_meaning, "notes": self.note_items(),
                 "not_measured": [e.to_dict() for e in self.not_measured],
+                # each host's one cause (`cause`), as every view says it
+                "causes": [dict(e.to_dict(), key=cause_key(e)) for e in self.causes.values()],
                 # a contract not read is in `notes`, once per contract with its hosts (on a fleet of old agents it
                 # is every host: 4 entries each would be most of the file)
                 "entries": [e.to_dict() for e in self.entries if e.source != "contract"]}
+
+
+# The contract a health finding is about, where the finding does not name it (the agent's table).
+KIND_CONTRACT = {kind: c.name for c in CONTRACTS for kind in c.findings}
+CHAIN = {c.name: n for n, c in enumerate(CONTRACTS)}
+
+
+def contract_of(e: Entry) -> str | None:
+    return e.contract or KIND_CONTRACT.get(e.finding or "")
+
+
+def cause_key(e: Entry) -> str:
+    """A cause as a short name (a label value, a column): its contract, else its finding, figure or
+    tier ("thermal", "xid", "speed", "processes", "unreachable")."""
+    if e.source == "speed":
+        return "speed"
+    return contract_of(e) or e.tier or e.finding or e.what
+
+
+def cause_rank(e: Entry, lowest: str | None = None) -> tuple:
+    """The order a host's entries explain it in, best first: a broken entry about the lowest fault
+    of the chain
+    (a contract standing on the host's lowest broken one, `lowest`, is that fault: HW thermal
+    slowdown under broken thermal headroom), there the Xid repair, then the finding that says it
+    precisely, then the lowest broken contract's own sentence; a broken entry about no contract (a
+    speed figure last); an entry that holds
+    the host out; its unreachability; what was not read or measured; a warning."""
+    if e.severity == "broken":
+        contract = contract_of(e)
+        if contract and lowest and lowest in CONTRACT_BY_NAME[contract].consequence_of:
+            contract = lowest
+        return (0, CHAIN.get(contract, len(CHAIN)) if contract else len(CHAIN) + (e.source == "speed"),
+                e.source != "xid", e.finding == "lowest_broken")
+    return (1 if e.holds_out else 2 if e.source == "reach" else 3 if e.severity == "unknown" else 4,)
+
+
+def _cause(items: list[Entry]) -> Entry:
+    lowest = next((e.contract for e in items if e.finding == "lowest_broken"), None)
+    return min(items, key=lambda e: cause_rank(e, lowest))
 
 
 def _grouped(entries, key) -> list[list[Entry]]:
@@ -196,15 +251,15 @@ def judge(fleet: Fleet, findings: Findings, speed: dict | None = None, bench: di
     entries = [*_health_entries(findings, xid), *_unknown_contracts(fleet), *_speed_entries(speed),
                *_tier_entries(fleet, speed, bench), *_xid_entries(xid), *_audit_entries(audit)]
     reference = frozenset(findings.reference.hosts) if findings.reference else frozenset()
+    # compare's one cannot-run rule (BLOCKING), not a second
     excluded = {e["host"] for e in findings.excluded}
     broken = {e.host for e in entries if e.severity == "broken"}
     holds = {e.host for e in entries if e.holds_out}
     states = {}
-    for host, status, lowest in zip(fleet.hosts["host"].astype(str), fleet.hosts["status"].astype(object),
-                                    fleet.hosts["lowest_broken"].astype(object)):
+    for host, status in zip(fleet.hosts["host"].astype(str), fleet.hosts["status"].astype(object)):
         if status != "ok":
             states[host] = "unreachable"
-        elif host in excluded or lowest in BLOCKING:
+        elif host in excluded:
             states[host] = "cannot_run"
         elif host in broken:
             states[host] = "broken"
@@ -220,7 +275,8 @@ def judge(fleet: Fleet, findings: Findings, speed: dict | None = None, bench: di
     by_host: dict = {}
     for e in sorted(entries, key=lambda e: rank[e.severity]):  # stable: each source's order kept
         by_host.setdefault(e.host, []).append(e)
-    return Verdict(states, tuple(entries), reference, code, by_host)
+    causes = {host: _cause(items) for host, items in by_host.items()}
+    return Verdict(states, tuple(entries), reference, code, by_host, causes)
 
 
 def _busy_only(entries) -> set:
@@ -230,21 +286,6 @@ def _busy_only(entries) -> set:
         if e.holds_out:
             holding.setdefault(e.host, set()).add(e.finding)
     return {host for host, kinds in holding.items() if kinds == {"busy"}}
-
-
-def with_verdict(findings: Findings, verdict: Verdict) -> Findings:
-    """`findings` whose hosts held out are the verdict's (so its sentence and pool say what the verdict says):
-    each with its reasons, the findings' own first, then the broken entries they do not say."""
-    known = {h["host"]: h for h in findings.held_out}
-    held = []
-    for host in [*verdict.held_out, *verdict.hosts_in("busy")]:  # a busy host is out of the pool too
-        entry = known.get(host) or {"host": host, "kinds": [], "reasons": []}
-        more = [e for e in verdict.of(host) if e.source in ("speed", "xid") and e.severity == "broken"]
-        kept = [(k, r) for k, r in zip(entry["kinds"], entry["reasons"])
-                if not (k == "xid" and any(e.source == "xid" for e in more))]  # the repair says it, with its event
-        kept += [(e.what, e.cause) for e in more]
-        held.append({"host": host, "kinds": [k for k, _ in kept], "reasons": [r for _, r in kept]})
-    return replace(findings, held_out=tuple(held))
 
 
 # ---------------------------------------------------------------- the entries of each source
@@ -288,9 +329,9 @@ def _speed_entries(speed: dict | None) -> list[Entry]:
         family = "pcie" if worst["figure"].startswith("pcie_") else "other"
         out.append(Entry(host, "broken" if severity == "broken" else "watch", "speed", worst["figure"], cause,
                          SPEED_FIX[family]))
-    out += [Entry(o["host"], "watch", "speed", o["figure"], o["message"].split(": ", 1)[-1],
+    out += [Entry(o["host"], "watch", "speed", o["figure"], o["detail"],
                   "; ".join(o["evidence"])) for o in speed.get("class_outliers", ())]
-    out += [Entry(r["host"], "unknown", "speed", r["field"], r["message"].split(": ", 1)[-1],
+    out += [Entry(r["host"], "unknown", "speed", r["field"], r["detail"],
                   "probe the host again with this sweep's agent") for r in speed.get("rejected", ())]
     out += [Entry(c["host"], "unknown", "speed", "contended", f"figures contended: {c['processes']} appeared during "
                   "the tier (recorded, not judged)", "measure again with sweep run --speed while no other process uses "
@@ -356,5 +397,4 @@ def _audit_entries(audit: dict | None) -> list[Entry]:
         return []
     items = [*((audit.get("expectations") or {}).get("findings") or ()), *((audit.get("baseline") or {}).get("drift") or ())]
     return [Entry(i["host"], "watch", "audit", i.get("rule") or i.get("kind") or "audit",
-                  i["message"][len(i["host"]) + 2:] if i["message"].startswith(i["host"] + ": ") else i["message"],
-                  i.get("fix"), off=True) for i in items]
+                  i["detail"], i.get("fix"), off=True) for i in items]

@@ -140,13 +140,6 @@ def _run_of(source) -> Path | None:
     return path.parent.parent if path.parent.name == HOSTS and (path.parent.parent / MANIFEST).is_file() else None
 
 
-def action_lines(section: dict) -> list[str]:
-    """The terminal's lines: "xid: reboot: gpu19; reset the GPU: gpu[23,27]" (empty when none)."""
-    if not section["actions"]:
-        return []
-    return ["Xid repair (NVIDIA's catalogue): " + "; ".join(f"{a['label']}: {a['folded']}" for a in section["actions"])]
-
-
 def when(event: dict) -> str:
     """'x3, first 2026-11-30T08:00:00Z, last 2026-11-30T09:12:00Z' (times since boot where no wall time)."""
     def at(wall, since):

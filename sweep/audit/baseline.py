@@ -158,7 +158,7 @@ def unhealthy_hosts(run: Run) -> dict[str, str]:
     from sweep.analysis.compare import compare
     from sweep.analysis.fleet import load_fleet
     from sweep.analysis.speed import speed_section
-    from sweep.analysis.verdict import judge
+    from sweep.analysis.verdict import cause_key, judge
     from sweep.analysis.xid import xid_section
 
     fleet = load_fleet([run.path])
@@ -168,8 +168,8 @@ def unhealthy_hosts(run: Run) -> dict[str, str]:
     for host, state in verdict.states.items():
         if state in HEALTHY_STATES or state == "unreachable":
             continue
-        first = next((e for e in verdict.of(host) if e.severity == "broken" or e.holds_out), None)
-        out[host] = state.replace("_", " ") + (f": {first.cause}" if first else "")
+        cause = verdict.cause(host)  # the verdict's one cause of the host
+        out[host] = state.replace("_", " ") + (f": {cause_key(cause)}: {cause.cause}" if cause else "")
     return out
 
 
@@ -227,11 +227,15 @@ class Drift:
 
     host: str
     kind: str
-    message: str
+    detail: str  # what drifted, without the host (entries carry the host beside the text)
     changes: tuple[FieldChange, ...]
 
+    @property
+    def message(self) -> str:
+        return f"{self.host}: {self.detail}"
+
     def as_dict(self) -> dict:
-        return {"host": self.host, "kind": self.kind, "message": self.message,
+        return {"host": self.host, "kind": self.kind, "message": self.message, "detail": self.detail,
                 "changes": [{k: v for k, v in c.as_dict().items() if k != "kind"} for c in self.changes]}
 
 
@@ -302,7 +306,7 @@ def drift_of(host: str, changes: list[FieldChange]) -> list[Drift]:
                     cards[i]["before"][c.field], cards[i]["after"][c.field] = c.before, c.after
                     cards[i]["changes"].append(FieldChange(c.kind, c.field, (i,), c.before, c.after))
             for i, card in cards.items():
-                out.append(Drift(host, kind, f"{host}: the card at GPU {i} was swapped: {_card_text(card['before'])} "
+                out.append(Drift(host, kind, f"the card at GPU {i} was swapped: {_card_text(card['before'])} "
                                              f"-> {_card_text(card['after'])}", tuple(card["changes"])))
             continue
         if kind == "gpus":
@@ -316,13 +320,13 @@ def drift_of(host: str, changes: list[FieldChange]) -> list[Drift]:
                     parts.append(f"{_val(c.before)} -> {_val(c.after)} GPUs")
                 else:
                     parts.append(f"GPU {fold_numbers(c.gpus)} index {_val(c.before)} -> {_val(c.after)}")
-            out.append(Drift(host, kind, f"{host}: " + "; ".join(parts), tuple(items)))
+            out.append(Drift(host, kind, "; ".join(parts), tuple(items)))
             continue
         head = [c for c in items if c.field in ("driver.version", "topology.worst_link_selected")] or items
         shown = head[:3] if kind != "topology" else head[:1]
         text = "; ".join(f"{_label(c)} {_val(c.before)} -> {_val(c.after)}{_on(c)}" for c in shown)
         more = len(items) - len(shown)
-        out.append(Drift(host, kind, f"{host}: {kind} changed: {text}"
+        out.append(Drift(host, kind, f"{kind} changed: {text}"
                                      + (f" (+{more} more {'field' if more == 1 else 'fields'})" if more > 0 else ""), tuple(items)))
     return out
 

@@ -26,17 +26,20 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import yaml
 
+from sweep.analysis.load_record import load_summary
 from sweep.analysis import facts as table
 from sweep.analysis.facts import path_reader
 from sweep.analysis.speed_record import read_speed
 from sweep.analysis.names import fold_numbers
+from sweep.audit.expect_values import (TypeProblem as _TypeProblem, boolean as _boolean, layout as _layout,
+                                       number as _number, pcie as _pcie, strings as _strings,
+                                       type_name as _type_name)
 from sweep.errors import ConfigError
 from sweep.inventory.formats import LineLoader, LineMapping
 from sweep.text import noun, plural
@@ -80,75 +83,18 @@ class Violation:
     rule: str
     expected: Any
     actual: Any
-    message: str
+    detail: str  # what is off, without the host (entries carry the host beside the text)
+
+    @property
+    def message(self) -> str:
+        return f"{self.host}: {self.detail}"
 
     def as_dict(self) -> dict:
         return {"host": self.host, "rule": self.rule, "expected": self.expected, "actual": self.actual,
-                "message": self.message}
+                "message": self.message, "detail": self.detail}
 
 
 # --- validation ------------------------------------------------------------------------------
-
-
-def _type_name(v: Any) -> str:
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
-            dict: "a mapping", type(None): "null"}.get(type(v), type(v).__name__)
-
-
-def _strings(what: str, example: str) -> Callable:
-    def check(v, key):
-        items = [v] if isinstance(v, str) else v
-        if not isinstance(items, list) or not items or not all(isinstance(i, str) for i in items):
-            bad = next((i for i in items if not isinstance(i, str)), v) if isinstance(items, list) and items else v
-            hint = " (quote version numbers)" if isinstance(bad, (int, float)) and not isinstance(bad, bool) else ""
-            raise _TypeProblem(f"must be {what} or a list of them, not {_type_name(bad)} ({bad!r}){hint}",
-                               f"write e.g. {key}: [{example}]")
-        return sorted(set(items), key=items.index)
-    return check
-
-
-def _number(unit: str, example: str, integer: bool = False) -> Callable:
-    def check(v, key):
-        ok = isinstance(v, int) if integer else isinstance(v, (int, float))
-        if isinstance(v, bool) or not ok:
-            raise _TypeProblem(f"must be {'a whole number' if integer else 'a number'} of {unit}, "
-                               f"not {_type_name(v)} ({v!r})", f"write e.g. {key}: {example}")
-        if v <= 0:
-            raise _TypeProblem(f"must be above 0, not {v!r}", f"write e.g. {key}: {example}")
-        return float(v) if not integer else int(v)
-    return check
-
-
-def _boolean(v, key):
-    if not isinstance(v, bool):
-        raise _TypeProblem(f"must be true or false, not {_type_name(v)} ({v!r})", f"write {key}: true or {key}: false")
-    return v
-
-
-def _layout(v, key):
-    """MIG layout: off (MIG disabled), a "3g.71gb+3g.71gb" string or a list of profiles."""
-    if v is False or (isinstance(v, str) and v.strip().lower() == "off"):
-        return "off"
-    items = v.split("+") if isinstance(v, str) else v
-    if not isinstance(items, list) or not items or not all(isinstance(i, str) and i.strip() for i in items):
-        raise _TypeProblem(f"must be off, a layout like '3g.71gb+3g.71gb' or a list of MIG profiles, "
-                           f"not {_type_name(v)} ({v!r})", f"write e.g. {key}: off, or {key}: [3g.71gb, 3g.71gb]")
-    return "+".join(sorted(i.strip() for i in items))
-
-
-def _pcie(v, key):
-    """A PCIe link as gen and width: 'gen5x16' (also 'Gen5 x16')."""
-    m = re.match(r"^\s*gen\s*(\d)\s*x\s*(\d{1,2})\s*$", v, re.I) if isinstance(v, str) else None
-    if not m:
-        raise _TypeProblem(f"must be a PCIe link like gen5x16, not {_type_name(v)} ({v!r})", f"write e.g. {key}: gen5x16")
-    return f"gen{int(m.group(1))}x{int(m.group(2))}"
-
-
-class _TypeProblem(ConfigError):
-    """An expectations value of the wrong type; the caller adds the file and line."""
-
-    def __init__(self, message: str, fix: str):
-        super().__init__(message, fix=fix)
 
 
 @dataclass(frozen=True)
@@ -581,7 +527,8 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
 
     def add(rule, expected, actual, said, where):
         text, want, fix = said
-        out.append(Violation(host, rule, expected, actual, f"{host}: {text}; expected {want} ({where}); {fix}"))
+        out.append(Violation(host, rule, expected, actual,
+                             f"{text}; expected {want} ({where}); {fix}"))
 
     rules = resolve(exp, host, groups)
     for rule in TABLE:
@@ -591,7 +538,7 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
         if actual is not None:
             add(rule.name, s.value, actual, rule.says(s.value, raw), s.where)
     _judge_speed(health, host, groups, exp, add)
-    load = {e.get("gpu"): e for e in ((health.get("load") or {}).get("summary") or []) if isinstance(e, dict)}
+    load = load_summary(health)
     for (name, _, _, where), (expected, actual, idx) in _gpu_checks(host, groups, health, exp, load).items():
         add(name, expected, actual, BY_NAME[name].says(expected, actual, _gpus_text(idx), idx, load), where)
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from probe_agent.contracts import FACILITY_CAUSES
+from sweep.analysis.load_record import load_summary
 from sweep.analysis.names import fold_numbers
 
 FACILITY = tuple(FACILITY_CAUSES)
@@ -130,7 +131,7 @@ def _read_after_the_load(health: dict) -> str | None:
     """The per-GPU fields of a --load probe read while no load ran (agents before sweep 0.1's fix read
     them a fixed time after starting the load child, which `import torch` alone could outlast; a load
     that ended early does the same): say so, or they mislead."""
-    summary = (health.get("load") or {}).get("summary") or []
+    summary = list(load_summary(health).values())
     if not summary or max(_num(g.get("sw_power_cap_fraction")) for g in summary) < 0.5:
         return None
     idle = [g for g in health.get("gpus") or []

@@ -55,6 +55,15 @@ class SweepCommand(TyperCommand):
                 with formatter.section(title):
                     formatter.write_dl(rows)
 
+    def format_epilog(self, ctx, formatter) -> None:
+        """The command's exit codes, from the one table (`sweep.exitcodes.help_rows`), under its
+        options."""
+        super().format_epilog(ctx, formatter)
+        rows = exitcodes.help_rows(" ".join(ctx.command_path.split()[1:]))
+        if rows:
+            with formatter.section("Exit codes"):
+                formatter.write_dl(rows)
+
 
 def group(help: str) -> typer.Typer:
     """A command group (`sweep baseline`, `sweep export`), added to `app` by `sweep.cli`."""

@@ -21,9 +21,9 @@ def audit(
     as_json: bool = json_flag("the audit section"),
 ):
     """Judge RUN_DIR against an expectations file and/or a baseline: one line per finding, one per
-    reason a host of the run was not judged; exit 5 when a host is off, 1 when a host of the run
-    was not judged (docs/audits.md)."""
-    from sweep.audit.baseline import audit_section
+    reason a host of the run was not judged (docs/audits.md)."""
+    from sweep.judgment import assess
+    from sweep.analysis.fleet import load_fleet
     from sweep.errors import ConfigError
     from sweep.store import load_run
 
@@ -32,7 +32,10 @@ def audit(
     paths.input_dir(baseline, "--baseline", "a baseline folder (sweep baseline set)")
     if expect is None and baseline is None:
         raise ConfigError("nothing to audit against", fix="give --expect FILE, --baseline DIR, or both")
-    section = audit_section(load_run(run_dir), expect, baseline)
+    run = load_run(run_dir)
+    # the run judged as `sweep report` judges it (`sweep.assess`): its audit section is this
+    # command's answer
+    section = assess(load_fleet([run_dir], keep_health=True), baseline, expect, audited=run).audit
     if as_json:
         print(json_text(section))
     else:

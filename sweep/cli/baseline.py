@@ -71,8 +71,8 @@ def baseline_check(
     as_json: bool = json_flag("the comparison"),
     directory: Optional[Path] = old_spelling("--dir"),
 ):
-    """Drift of each host of RUN_DIR from its baseline (driver, ECC, power, MIG, topology, swapped or
-    missing GPUs). Exit 5 when a host drifted."""
+    """Drift of each host of RUN_DIR from its baseline (driver, ECC, power, MIG, topology, swapped
+    or missing GPUs)."""
     from sweep.audit.baseline import compare_to_baseline
 
     paths.input_dir(run_dir, "RUN_DIR", "a run folder (sweep run)")

@@ -25,8 +25,8 @@ def diff(
     """What changed between two probes: the conclusion in a line or two, then the throttle evidence
     that proves it, then the rest; between two wrapped runs
     (provenance.json), the probes before them first, then what their samples saw. Between two run
-    folders: hosts added, removed, newly unreachable, recovered, and each host's changes by kind.
-    Exit 5 when the machine changed (probes) or anything changed (runs), 0 when not; docs/audits.md."""
+    folders: hosts added, removed, newly unreachable, recovered, and each host's changes by kind
+    (docs/audits.md)."""
     paths.input_path(before, "BEFORE", "a health.json, host record, provenance.json or run folder")
     paths.input_path(after, "AFTER", "a health.json, host record, provenance.json or run folder")
     paths.output_file(html, "--html", "the HTML diff")

@@ -43,12 +43,7 @@ def report(
     baseline: Optional[Path] = BASELINE,
     drain_config: bool = DRAIN_CONFIG,
 ):
-    """Compare hosts: which cannot be benchmarked together, and why (HTML, CSV, JSON, Markdown).
-
-    Exit codes: 0 one comparable pool, every host reachable and healthy; 1 hosts unreachable;
-    3 hosts in more than one comparability class; 4 a broken contract on a host; 5 a host off
-    --expect or drifted from --baseline (see README).
-    """
+    """Compare hosts: which cannot be benchmarked together, and why (HTML, CSV, JSON, Markdown)."""
     for path in inputs:
         paths.input_path(path, "PATH", "a run folder, host record, health.json or provenance.json")
     paths.output_dir(out, "--out", "the report")

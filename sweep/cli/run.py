@@ -10,6 +10,7 @@ from typing import Any, List, Optional
 import typer
 from rich.console import Console
 
+from sweep import exitcodes
 from sweep.cli import paths
 from sweep.cli.history import keep_history
 from sweep.cli.options import RUN, given_sets
@@ -141,7 +142,7 @@ def _report_run(result, report: dict) -> int:
     expect, baseline = (Path(report[key]) if report[key] is not None else None for key in ("expect", "baseline"))
     # the report's code is the verdict over every host the run lists (its failed ones included): the table's order
     code = print_report([result.run_dir], result.run_dir / "report", report["reference"], expect, baseline)
-    return code or result.exit_code
+    return exitcodes.first((code, result.exit_code))  # the one table's precedence
 
 
 def given_options(ctx: typer.Context) -> set:
@@ -267,10 +268,16 @@ def _check_run_inputs(inventory, resume, known_hosts, expect, baseline, shard_by
 
 
 def _check_engine_inputs(engine: str, transport: Optional[str], inventory, resume) -> None:
-    """--transport only with the ssh engine; an inventory unless the slurm engine lists its own nodes."""
-    if transport is not None and engine != "ssh":
-        raise SweepError("--transport belongs to the ssh engine", fix="drop --transport, or use --engine ssh")
-    if inventory is None and resume is None and engine != "slurm":
+    """--transport only with an engine that connects with the run's transport; an inventory unless
+    the engine lists its own nodes (as slurm does): what the engine declares
+    (`sweep.collect.engines.base.Engine`)."""
+    from sweep.collect.engines import engine_class
+
+    declared = engine_class(engine)
+    if transport is not None and declared.transport != "run":
+        raise SweepError(f"--transport belongs to the ssh engine, not {engine}",
+                         fix="drop --transport, or use --engine ssh")
+    if inventory is None and resume is None and not declared.lists_nodes:
         raise SweepError("no inventory given", fix="sweep run INVENTORY.yml, or sweep run --resume RUN_DIR")
 
 

@@ -13,6 +13,7 @@ import marshal
 import shlex
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import probe_agent
 from probe_agent.children import IMPORTER
@@ -150,3 +151,21 @@ def remote_command(python: str, payload_size: int, agent_args: list[str], lifeti
         parts = [python, ISOLATED, "-c", become.guard(TOO_OLD_MARK), f"{become.sudo_wait(lifetime):.1f}", *SUDO, "-u",
                  become_user, "--", python, ISOLATED, "-c", BOOTSTRAP, size + "+", *agent_args]
     return " ".join(shlex.quote(p) for p in parts)
+
+
+def host_agent_args(host: Any, agent_args: list[str]) -> list[str]:
+    """The agent's arguments for one host: the run's, plus the host's own sweep_* settings.
+
+    ``sweep_interpreters`` (a list, or one path) names the pythons whose torch build to check
+    (training usually runs in a venv or conda env); ``sweep_deep: true`` imports torch there.
+    """
+    settings = getattr(host, "settings", None) or {}
+    args = list(agent_args)
+    interpreters = settings.get("interpreters")
+    if isinstance(interpreters, str):
+        interpreters = [interpreters]
+    for interp in interpreters or ():
+        args += ["--interpreter", str(interp)]
+    if settings.get("deep") and "--deep" not in args:
+        args.append("--deep")
+    return args

@@ -44,10 +44,11 @@ def _check_document(host: Any, health: dict, wrapped: bool) -> None:
             "command's output", "run it"
     else:
         broken, what, action = health_problem(health), "a health.json of schema 1.x", "sweep it"
-    if broken is not None:
+    if broken is not None:  # what it is: the schema it does not match, and how
         raise HostFailure("bad_output", (
-            f"{host.name}: the agent's output is JSON but not {what} ({visible(broken, keep='')[:200]}); the "
-            f"host runs another or a modified agent: {action} with this sweep's agent"))
+            f"{host.name}: the agent's output is JSON but not {what}: it does not match the schema this sweep "
+            f"reads ({visible(broken, keep='')[:200]}); the host runs another or a modified agent: {action} "
+            "with this sweep's agent"))
 
 
 def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,

@@ -289,7 +289,9 @@ def is_busy(record: Any) -> bool:
 
 
 def engine_of(name: str, settings: Mapping[str, Any]):
-    """The engine a manifest names ("ssh", or an Engine made with its settings)."""
+    """The engine a manifest names: its name, or (with settings, as slurm's --partition) an Engine
+    made with them."""
     from sweep.collect.engines import create_engine
 
-    return name if name == "ssh" else create_engine(name, **settings)
+    # a name alone: run_sweep makes the engine
+    return create_engine(name, **settings) if settings else name

@@ -18,7 +18,7 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 
 from sweep import exitcodes
 from sweep.collect.engines import create_engine
-from sweep.collect.engines.base import Engine, EngineError, EngineJob
+from sweep.collect.engines.base import Engine, EngineError, EngineJob, declared
 from sweep.collect.resume import (OPTIONS, Resolved, check_foreign, dropped_vars, engine_of, foreign, resolve,
                                   retry_classes, to_retry)
 from sweep.collect.shard import select_shard
@@ -146,7 +146,8 @@ def _run(session: Resolved, inventory_path, out: tuple, resumed: tuple, payload:
                           ssh_config=run["ssh_config"], allow_agent=run["allow_agent"],
                           look_for_keys=run["look_for_keys"], transport=run["transport"],
                           key_passphrase=key_passphrase).resolved()
-    session.kept["transport"] = options.transport if runner.name == "ssh" else None
+    session.kept["transport"] = options.transport if declared(runner,
+                                                              "transport") == "run" else None
     wrap, agent_args = _wrapped(run["wrap"], runner, run["agent_args"], run["host_deadline"])
     if resume is None:  # 1. resolve the hosts (a new run: before its folder exists)
         inventory = _inventory(inventory_path, run["loader"], runner, run["inventory_limits"], run["inventory_vars"])
@@ -250,10 +251,11 @@ def _check_ssh_settings(runner: Engine, hosts: Sequence[Host], options: SSHOptio
     """Before any host is contacted: every host's ssh settings (inventory args, ssh_config) honoured by
     the run's transport (the ansible engine's: OpenSSH), or a ConfigError naming the first refused one,
     where it is set and the fix."""
-    if runner.name not in ("ssh", "ansible"):
+    if not declared(runner, "reads_ssh_config"):
         return
     # the ansible engine runs OpenSSH's ssh: its hosts' settings are held to --transport openssh's rules
-    checker = make_prober(options.transport if runner.name == "ssh" else "openssh", b"", (), options)
+    transport = declared(runner, "transport")
+    checker = make_prober(options.transport if transport == "run" else transport, b"", (), options)
     for host in hosts:
         checker.check(host)  # an SSHConfigError names the host, the setting, where it is and the fix
     for note in checker.notes() if runner.name == "ssh" else ():  # once per run: left unused, through ssh
@@ -267,8 +269,8 @@ def _select(inventory: Inventory, limit: str | None, shard: tuple[int, int, str]
     if shard is not None:
         hosts = select_shard(hosts, shard[0], shard[1], by=shard[2])
     refuse_unrendered(hosts)  # a Jinja template in a connection value: refused for the hosts contacted only
-    if runner.name == "ansible" and len(inventory.sources) > 1:  # its EngineJob carries one inventory path
-        raise ConfigError("the ansible engine takes one inventory source", where="--engine",
+    if declared(runner, "one_inventory") and len(inventory.sources) > 1:
+        raise ConfigError(f"the {runner.name} engine takes one inventory source", where="--engine",
                           fix="give one -i (a folder may hold the others), or sweep with --engine ssh")
     _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
     _check_ssh_settings(runner, hosts, options)
@@ -280,7 +282,7 @@ def _select(inventory: Inventory, limit: str | None, shard: tuple[int, int, str]
 def _check_become(runner: Engine, hosts: Sequence[Host]) -> None:
     """Become (--become, ansible_become) is sweep's own SSH transport's and ansible's: Slurm runs the job's user."""
     becoming = [host.name for host in hosts if host.become]
-    if becoming and runner.name not in ("ssh", "ansible"):
+    if becoming and not declared(runner, "become_applies"):
         raise ConfigError(f"{becoming[0]}: become (--become, ansible_become) runs the agent through sudo over SSH; "
                           f"the {runner.name} engine runs it as the job's user", where="--engine",
                           fix="drop --become (or set ansible_become: false), or sweep with --engine ssh")
@@ -591,7 +593,7 @@ def _wrapped(wrap: "WrapSpec | None", runner: Engine, agent_args: Sequence[str],
     """(the benchmark to wrap, if any; the agent's arguments)."""
     if wrap is None:
         return None, _agent_args(agent_args, host_deadline)
-    if runner.name != "ssh":
+    if not declared(runner, "wraps"):
         raise ConfigError("--wrap runs over sweep's own SSH transport only", where="--engine",
                           fix="drop --engine, or run the agent's --wrap through your engine (docs/provenance.md)")
     wrap.agent_args(host_deadline or DEFAULTS.host_deadline)  # too short for the probes and the command: now

@@ -15,6 +15,7 @@ thread.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import re
 import random
@@ -23,7 +24,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +33,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from sweep.demo.proxy import DropProxy
 from sweep.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -181,7 +182,7 @@ class LocalFleet:
         self.port = 22
         self._procs: dict[str, subprocess.Popen] = {}
         self._sockets: list[socket.socket] = []
-        self._proxies: list[_DropProxy] = []
+        self._proxies: list[DropProxy] = []
 
     # --- life cycle ---------------------------------------------------------------------------
 
@@ -375,6 +376,22 @@ class LocalFleet:
             values["ansible_python_interpreter"] = str(self.workdir / "bin" / f"python-{host.kind}")
         return values
 
+    def _readable(self, capture: Path) -> Path:
+        """The capture as the hosts' login user reads it: where that user is not the fleet's owner,
+        a copy in
+        the fleet's folder (a checkout under a 0700 folder, as a clone under /root, is not theirs to
+        read)."""
+        if self.user is None:
+            return capture
+        folder = self.workdir / "captures"
+        folder.mkdir(exist_ok=True)
+        folder.chmod(0o755)
+        copy = folder / f"{hashlib.sha256(str(capture).encode()).hexdigest()[:12]}-{capture.name}"
+        if not copy.exists():
+            shutil.copyfile(capture, copy)
+            copy.chmod(0o644)
+        return copy
+
     def _launch(self) -> None:
         wd = self.workdir
         capture = self.capture or default_capture()
@@ -392,11 +409,12 @@ class LocalFleet:
             listen = (address, self.port)
             if host.kind in ("flaky", "slow_banner", "drop_mid_output"):
                 listen = (address, _free_port(address))
-                self._proxies.append(_DropProxy(
+                self._proxies.append(DropProxy(
                     (address, self.port), listen, host.drops if host.kind == "flaky" else 0,
                     delay_s=host.delay_s if host.kind == "slow_banner" else 0.0,
                     cut_after=DROP_AFTER_BYTES if host.kind == "drop_mid_output" else 0))
-            env = {"HOME": str(wd / "remote-home"), "SWEEP_REPLAY": str(Path(host.capture or capture).resolve()),
+            replay = "" if host.capture == "live" else str(self._readable(Path(host.capture or capture).resolve()))
+            env = {"HOME": str(wd / "remote-home"), "SWEEP_REPLAY": replay,
                    "SWEEP_REPLAY_HOSTNAME": host.name, "SWEEP_DEMO_DELAY": f"{host.delay_s:g}", **dict(host.env)}
             if host.capture == "live":  # the agent reads this machine's own driver (none: no GPU here)
                 del env["SWEEP_REPLAY"]
@@ -527,84 +545,3 @@ def _descendants(roots: set[int]) -> list[int]:
         frontier = {pid for pid, ppid in parent.items() if ppid in frontier and pid not in found}
         found.extend(frontier)
     return list(reversed(found))
-
-
-class _DropProxy:
-    """Closes its first `drops` connections at once (sshd's MaxStartups does that), then relays to sshd;
-    waits `delay_s` before relaying (a slow banner); cuts a connection after `cut_after` bytes from sshd."""
-
-    def __init__(self, listen: tuple[str, int], backend: tuple[str, int], drops: int, *,
-                 delay_s: float = 0.0, cut_after: int = 0):
-        self.listen, self.backend, self.drops = listen, backend, drops
-        self.delay_s, self.cut_after = delay_s, cut_after
-        self._server = socket.socket()
-        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._server.bind(listen)
-        self._server.listen(64)
-        self._closed = False
-        self._links: list[socket.socket] = []
-        threading.Thread(target=self._accept, name="fleet-drop-proxy", daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                conn, _ = self._server.accept()
-            except OSError:
-                return
-            if self.drops > 0:
-                self.drops -= 1
-                conn.close()
-                continue
-            self._links.append(conn)
-            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
-
-    def _relay(self, conn: socket.socket) -> None:
-        if self.delay_s:
-            time.sleep(self.delay_s)
-        try:
-            upstream = socket.create_connection(self.backend, timeout=5)
-        except OSError:
-            conn.close()
-            return
-        upstream.settimeout(None)
-        self._links.append(upstream)
-        cut = (conn, upstream) if self.cut_after else None
-        threading.Thread(target=_pipe, args=(conn, upstream), daemon=True).start()
-        threading.Thread(target=_pipe, args=(upstream, conn, self.cut_after, cut), daemon=True).start()
-
-    def close(self) -> None:
-        self._closed = True
-        self._server.close()
-        for sock in self._links:
-            try:
-                sock.close()
-            except OSError:
-                pass
-
-
-def _pipe(src: socket.socket, dst: socket.socket, limit: int = 0, cut=None) -> None:
-    sent = 0
-    try:
-        while True:
-            data = src.recv(65536)
-            if not data:
-                break
-            if limit and sent + len(data) >= limit:
-                dst.sendall(data[:limit - sent])
-                for sock in cut:  # the network drops the connection: both ends go, mid-stream (RST)
-                    try:
-                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                        sock.shutdown(socket.SHUT_RDWR)  # wakes the other relay thread out of recv()
-                    except OSError:
-                        pass
-                    sock.close()
-                return
-            sent += len(data)
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        try:
-            dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass

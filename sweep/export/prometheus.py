@@ -22,12 +22,10 @@ from pathlib import Path
 
 from probe_agent.chain import STATUS_NAMES
 from sweep.analysis import facts as fact_table
-from sweep.analysis.bench import bench_section
-from sweep.analysis.compare import compare
-from sweep.analysis.speed import speed_section
+from sweep.judgment import Assessment, assess
+from sweep.analysis.load_record import load_summary
 from sweep.analysis.owners import drain_hosts
-from sweep.analysis.verdict import STATES, judge
-from sweep.analysis.xid import xid_section
+from sweep.analysis.verdict import STATES, cause_key
 from sweep.export.textfile import Metrics, write_output
 from sweep.analysis.fleet import Fleet, load_fleet, rows_at
 from sweep.store import load_run
@@ -49,6 +47,8 @@ FAMILIES = {
                         "unreachable, busy): 1 for its state, 0 for the others.",
     "sweep_host_to_drain": "1 when the verdict drains the host: held out or broken for a cause the node owns (a "
                            "fault, not its configuration, the probe's environment, a job or a process).",
+    "sweep_host_cause_info": "The one cause the verdict gives a host kept out or warned (its contract, figure "
+                             "or tier: thermal, xid, speed, processes...) and its severity, value 1.",
     "sweep_gpu_ecc_pending_enabled": "ECC mode after the next reset (1 on, 0 off).",
     "sweep_gpu_power_limit_default_watts": "Default power limit.",
     "sweep_gpu_power_draw_watts": "Power draw when probed.",
@@ -88,9 +88,9 @@ def metrics_text(run_dir: str | Path) -> str:
     m.add("sweep_run_hosts", len(ok), outcome="ok")
     m.add("sweep_run_hosts", len(run.records) - len(ok), outcome="failed")
     m.add("sweep_run_hosts", len([h for h in listed if h not in run.records]), outcome="pending")
-    fleet = load_fleet([Path(run_dir)]) if ok else None
-    findings = compare(fleet) if ok else None  # once: the classes and the verdict's states both read it
-    classes = _classes(findings) if ok else {}
+    # the report's judgment: the same call, the run's own report options
+    judged = _assess(run) if ok else None
+    classes = _classes(judged.findings) if ok else {}
     for host, rec in run.records.items():
         for group in rec.get("groups") or ():
             m.add("sweep_host_group_info", 1, host=host, group=group)
@@ -101,10 +101,20 @@ def metrics_text(run_dir: str | Path) -> str:
                   or "unknown")
             continue
         _host(m, host, health, classes.get(host))
-    if fleet is not None:
-        _facts(m, fleet)
-        _states(m, fleet, findings)
+    if judged is not None:
+        _facts(m, judged.fleet)
+        _states(m, judged)
     return m.text()
+
+
+def _assess(run) -> Assessment:
+    """The run folder judged as `sweep run` reported it: its reference, expectations file and
+    baseline (the manifest's options), so that the states and causes exported are the report's."""
+    options = run.manifest.get("options") or {}
+    expect, baseline = (options.get(key) for key in ("expect", "baseline"))
+    audited = expect is not None or baseline is not None
+    fleet = load_fleet([Path(run.path)], keep_health=audited)
+    return assess(fleet, baseline, expect, reference=options.get("reference"))
 
 
 def _gpu_labels(gpus) -> list[dict]:
@@ -141,14 +151,19 @@ def _classes(findings) -> dict[str, tuple[str, bool]]:
     return {h: (c.id, c is ref) for c in findings.classes for h in c.hosts}
 
 
-def _states(m: Metrics, fleet: Fleet, findings) -> None:
-    """Each host's state as the report's verdict has it (`sweep.analysis.verdict`: the same rule, the same inputs)."""
-    verdict = judge(fleet, findings, speed_section(fleet, findings), bench_section(fleet, findings), xid_section(fleet))
-    drained = set(drain_hosts(verdict))
+def _states(m: Metrics, judged: Assessment) -> None:
+    """Each host's state, whether it is drained, and its cause as the report has them (`sweep.assess`:
+    the same call)."""
+    verdict = judged.verdict
+    drained = set(drain_hosts(verdict, judged.drain_config))
     for host, state in verdict.states.items():
         for name in STATES:
             m.add("sweep_host_state", state == name, host=host, state=name)
         m.add("sweep_host_to_drain", host in drained, host=host)
+        cause = verdict.cause(host)
+        if cause is not None:
+            m.add("sweep_host_cause_info", 1, host=host, cause=cause_key(cause),
+                  severity=cause.severity)
 
 
 def _host(m: Metrics, host: str, health: dict, cls) -> None:
@@ -159,7 +174,7 @@ def _host(m: Metrics, host: str, health: dict, cls) -> None:
     if cls is not None:
         m.add("sweep_host_comparability_class_info", 1, host=host, **{"class": cls[0]})
         m.add("sweep_host_in_reference_class", cls[1], host=host)
-    load = {s.get("gpu"): s for s in ((health.get("load") or {}).get("summary") or ()) if isinstance(s, dict)}
+    load = load_summary(health)
     gpus = [g for g in health.get("gpus") or () if isinstance(g, dict)]
     seen = Counter(str(g.get("index")) for g in gpus)
     for position, g in enumerate(gpus):

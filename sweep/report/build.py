@@ -34,24 +34,21 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.audit.baseline import audit_section
-from sweep.analysis.bench import bench_section
-from sweep.analysis.compare import Findings, compare
-from sweep.analysis.speed import speed_section
-from sweep.analysis.verdict import Verdict, judge, with_verdict
+from sweep.judgment import Assessment, assess
+from sweep.analysis.compare import Findings
+from sweep.analysis.speed import headline_lines
+from sweep.analysis.verdict import Verdict
 from sweep.errors import RunFolderError
-from sweep.analysis.fleet import Fleet, load_fleet, records_of, usable_cpus
-from sweep.analysis.xid import action_lines, xid_section
+from sweep.analysis.fleet import Fleet, load_fleet, usable_cpus
 from sweep.report.bench import bench_lines
 from sweep.report.lists import FILES as LIST_FILES, write_lists
-from sweep.report.findings import fold, terminal_lines
+from sweep.report.findings import causes_of, fold, terminal_lines
 from sweep.store import refuse_links
 from sweep.report.csv_files import write_fleet_csv, write_hosts_csv
 from sweep.report.files import write_limit_file, write_text
 from sweep.report.markdown import render_markdown
 from sweep.report.page import render_html
 from sweep.report.summary import summary_dict, write_summary_json
-from sweep.audit.expect import load_expectations
 from sweep.report.topbox import next_commands, owner_lines, states_line
 from sweep.folders import SHARED, make_dirs
 
@@ -70,7 +67,10 @@ class ReportResult:
     findings_lines: tuple = ()  # the health findings folded across hosts, one line each, for the terminal
     verdict: Verdict | None = None  # the one verdict every file and the exit code were made from
     notes: tuple = ()  # what was asked for and not measured, what was not read: each with its hosts and fix
-    next_lines: tuple = ()  # the hosts out of the pool and not drained, with whose cause it is; the next commands
+    # the hosts out of the pool and not drained, with whose cause it is; the next commands
+    next_lines: tuple = ()
+    # the whole judgment (`sweep.assess`) the files were written from
+    assessment: Assessment | None = None
 
 
 def build_report(paths, out_dir, reference: str | None = None, expect: Path | None = None,
@@ -84,22 +84,13 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     a failed host is data, never an error.
     """
     audited = expect is not None or baseline is not None
-    if expect is not None and "config" in load_expectations(expect).drain:  # the file's `drain: [config]`
-        drain_config = True
     fleet = load_fleet(paths, keep_health=audited)  # the audit judges the health.json the frames were made from
-    findings = compare(fleet, reference=reference)  # bad input stops here, before any file is written
-    audit = None
-    if audited:
-        audit = audit_section(records_of(fleet), expect, baseline)
-    bench = bench_section(fleet, findings)
-    speed = speed_section(fleet, findings, _baseline_of(baseline))
-    xid = xid_section(fleet)
-    verdict = judge(fleet, findings, speed, bench, xid, audit)  # the one verdict: every view below reads it
-    findings = with_verdict(findings, verdict)
-    code = verdict.exit_code
-    summary = summary_dict(findings, code, verdict.exit_meaning, fleet.sources, audit, bench, xid=xid, speed=speed,
-                           verdict=verdict, drain_config=drain_config)
-    folded = fold(summary["findings"])  # the health findings folded across hosts, for every view of them
+    # bad input stops here, before any file
+    judged = assess(fleet, baseline, expect, reference=reference, drain_config=drain_config)
+    verdict = judged.verdict  # the one verdict: every view below reads it
+    summary = summary_dict(judged, fleet.sources)
+    # the findings folded across hosts, each host's cause once
+    folded = fold(summary["findings"], causes_of(summary))
     out = Path(out_dir)
     files = {"html": out / "report.html", "summary": out / "summary.json", "markdown": out / "summary.md",
              "hosts_csv": out / "hosts.csv", "fleet_csv": out / "fleet.csv", "pool": out / "pool.txt",
@@ -113,29 +104,27 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
         writer = _start(write_fleet_csv, fleet, files["fleet_csv"])
         write_summary_json(summary, files["summary"])
         write_text(files["markdown"], render_markdown(summary, folded))
-        write_hosts_csv(fleet, findings, files["hosts_csv"], verdict.states)
+        write_hosts_csv(fleet, judged.findings, files["hosts_csv"], verdict)
         for key in ("pool", "held_out", "broken"):
             write_limit_file(files[key], summary["host_sets"][key]["hosts"])
         write_lists(out, summary)
-        write_text(files["html"], render_html(fleet, findings, summary, folded))
+        write_text(files["html"], render_html(fleet, judged.findings, summary, folded))
         _finish(writer, write_fleet_csv, fleet, files["fleet_csv"])
     except OSError as err:
         raise RunFolderError(f"cannot write the report ({err.strerror or err})", where=str(out),
                              fix="choose a writable folder for the report") from None
-    headline = "\n".join([findings.headline(), *action_lines(summary["xid"]),
-                          *(audit["headline"] if audit else ()), *bench_lines(bench), *(speed["headline"] if speed else ())])
-    return ReportResult(out, files, code, headline, summary, findings, fleet, tuple(terminal_lines(folded)), verdict,
-                        (*verdict.notes(), states_line(summary)),
-                        (*owner_lines(summary), *(f"next: {c['command']}: {c['what']}" for c in next_commands(summary))))
-
-
-def _baseline_of(baseline: Path | None) -> dict | None:
-    """The baseline folder's hosts (their health.json holds the speed figures of known-good hosts), or None."""
-    if baseline is None:
-        return None
-    from sweep.audit.baseline import read_baseline
-
-    return read_baseline(baseline)
+    # the terminal's lines: the verdict's sentence (the hosts kept out are said below it, once each:
+    # their causes in the findings lines), the audit, the benchmark, the speed tier's classes and
+    # rejected figures
+    audit, speed = judged.audit, judged.speed
+    answer, detail = judged.sentence(causes=False)
+    headline = "\n".join([f"{answer}: {detail}", *(audit["headline"] if audit else ()),
+                          *bench_lines(judged.bench), *(headline_lines(speed, broken=False) if speed else ())])
+    next_lines = (*owner_lines(summary),
+                  *(f"next: {c['command']}: {c['what']}" for c in next_commands(summary)))
+    return ReportResult(out, files, verdict.exit_code, headline, summary, judged.findings, fleet,
+                        tuple(terminal_lines(folded)), verdict, (*verdict.notes(), states_line(summary)),
+                        next_lines, judged)
 
 
 def _start(task, *args):

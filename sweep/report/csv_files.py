@@ -10,17 +10,27 @@ import pandas as pd
 
 from sweep.analysis.compare import Findings
 from sweep.analysis.fleet import Fleet
+from sweep.analysis.verdict import Verdict, cause_key
 from sweep.report.files import write_text
 from sweep.text import csv_cell, csv_cells
 
 
-def write_hosts_csv(fleet: Fleet, findings: Findings, path: Path, states: dict | None = None) -> Path:
-    """hosts.csv: one row per host, its facts, its comparability key values, its class and (`states`: the
-    verdict's) its state: pool, held_out, broken, other_class, cannot_run, unreachable."""
+def write_hosts_csv(fleet: Fleet, findings: Findings, path: Path,
+                    verdict: Verdict | None = None) -> Path:
+    """hosts.csv: one row per host, its facts, its comparability key values, its class and (from the
+    `verdict`) its state (pool, held_out, broken, other_class, cannot_run, unreachable), its cause
+    (the contract, finding or figure that explains it: `Verdict.cause`), the cause in words and its
+    fix."""
     keys = findings.host_keys.add_prefix("key_").rename(columns={"key_comparability_class": "comparability_class"})
     frame = fleet.hosts.join(keys, on="host")
-    if states is not None:
-        frame = frame.assign(state=pd.array([states.get(h) for h in frame["host"].astype(str)], dtype="string"))
+    if verdict is not None:
+        names = frame["host"].astype(str).tolist()
+        causes = [verdict.cause(h) for h in names]
+        frame = frame.assign(
+            state=pd.array([verdict.states.get(h) for h in names], dtype="string"),
+            cause=pd.array([cause_key(e) if e else None for e in causes], dtype="string"),
+            cause_text=pd.array([e.cause if e else None for e in causes], dtype="string"),
+            cause_fix=pd.array([e.fix if e else None for e in causes], dtype="string"))
     _write_csv(frame, path)
     return path
 

@@ -23,6 +23,7 @@ from sweep.text import plural
 SEVERITY_ORDER = {"unreachable": 0, "broken": 1, "warning": 2}
 # The contract a finding of the analysis is about, where the finding does not name it (the agent's table).
 KIND_CONTRACT = {kind: c.name for c in CONTRACTS for kind in c.findings}
+CHAIN = {c.name: c for c in CONTRACTS}
 
 
 def contract_of(finding: dict) -> str:
@@ -30,9 +31,9 @@ def contract_of(finding: dict) -> str:
 
 
 def _merge(items: list[dict]) -> list[dict]:
-    """The findings of one host about one contract: the lowest broken contract's alone when present (its
-    sentence says the contract's causes), else one per cause, each with its own fix (issue 41: never
-    "HW slowdown: ...; HW thermal slowdown: ..." under the first cause's fix)."""
+    """The findings of one host about one contract: the lowest broken contract's alone when present
+    (its sentence says the contract's causes), else one per cause, each with its own fix (issue 41:
+    never "HW slowdown: ...; HW thermal slowdown: ..." under the first cause's fix)."""
     if len(items) > 1:  # "the GPUs differ in persistence mode" says again what the per-GPU finding says
         items = [f for f in items if f["kind"] != "mixed_gpus"] or items
     items = sorted(items, key=lambda f: (f["kind"] != "lowest_broken", SEVERITY_ORDER[f["severity"]]))
@@ -41,25 +42,68 @@ def _merge(items: list[dict]) -> list[dict]:
     kinds = sorted({f["kind"] for f in items})
     out = []
     for f in items:
-        detail = f["detail"]
-        prefix = f"{contract_of(f)}: "  # the title names the contract already
-        detail = detail[len(prefix):] if f["kind"] == "lowest_broken" and detail.startswith(prefix) else detail
         out.append({"kind": f["kind"], "severity": f["severity"], "title": f["title"], "contract": contract_of(f),
-                    "detail": detail, "fix": f["fix"], "kinds": kinds})
+                    "detail": f["detail"], "fix": f["fix"], "kinds": kinds})
     return out
 
 
-def by_host(findings: list[dict]) -> list[dict]:
-    """[{host, severity, findings: [...]}] for the reachable hosts with a finding: broken hosts first,
-    then in natural host order; within a host, broken findings first."""
+def causes_of(summary: dict) -> dict[str, dict]:
+    """Host -> its one cause (summary.json's verdict_model "causes", `Verdict.cause`)."""
+    return {c["host"]: c for c in summary["verdict_model"]["causes"]}
+
+
+CAUSE_TITLES = {"xid": "Xid repair", "speed": "Speed figure below its reference"}
+
+
+def _cause_finding(cause: dict, items: list[dict]) -> dict:
+    """A host's cause as the findings say it: its own finding's title where it is one, else its
+    source's."""
+    own = next((f for f in items if f["kind"] == cause["finding"] and cause["source"] == "health"),
+               None)
+    title = own["title"] if own else CAUSE_TITLES.get(cause["source"], cause["key"])
+    return {"kind": cause["finding"] or cause["source"], "severity": "broken" if cause["severity"] == "broken"
+            else "warning", "title": title, "contract": cause["key"], "detail": cause["cause"], "fix": cause["fix"],
+            "kinds": [cause["finding"] or cause["source"]], "is_cause": True}
+
+
+def _said_by_cause(cause: dict, f: dict) -> bool:
+    """Whether finding `f` says the fault of the host's cause again: the cause's contract (the Xid
+    its repair names), or a broken finding one stands on the other in the chain (HW thermal slowdown
+    and broken thermal headroom: one fault)."""
+    mine, theirs = cause["key"], contract_of(f)
+    if theirs == mine:
+        return True
+    related = (theirs in CHAIN and mine in CHAIN[theirs].consequence_of) or \
+        (mine in CHAIN and theirs in CHAIN[mine].consequence_of)
+    return f["severity"] == "broken" and related
+
+
+def by_host(findings: list[dict], causes: dict[str, dict] | None = None) -> list[dict]:
+    """[{host, severity, findings: [...]}] for the reachable hosts with a finding: broken hosts
+    first, then in natural host order; within a host, broken findings first. `causes` (`causes_of`):
+    a host kept out for a broken or holding-out cause has that cause said once, in its words, and no
+    finding that says the same fault again."""
+    causes = causes or {}
     hosts: dict[str, dict[str, list[dict]]] = {}
     for f in findings:
         if f["kind"] != "unreachable":
             hosts.setdefault(f["host"], {}).setdefault(contract_of(f), []).append(f)
+    for host, cause in causes.items():
+        if cause["severity"] == "broken" or cause["holds_out"]:
+            hosts.setdefault(host, {})
     out = []
     for host, contracts in hosts.items():
-        merged = sorted((f for items in contracts.values() for f in _merge(items)),
-                        key=lambda f: (SEVERITY_ORDER[f["severity"]], f["kind"] != "lowest_broken"))
+        cause = causes.get(host)
+        merged = [f for items in contracts.values() for f in _merge(items)]
+        if cause is not None and (cause["severity"] == "broken" or cause["holds_out"]):
+            mine = [f for items in contracts.values() for f in items]
+            merged = [_cause_finding(cause, mine)] + [f for f in merged if not _said_by_cause(cause,
+                                                                                              f)]
+        elif not merged:
+            continue
+        merged = sorted(merged,
+                        key=lambda f: (SEVERITY_ORDER[f["severity"]], not f.get("is_cause"),
+                                       f["kind"] != "lowest_broken"))
         out.append({"host": host, "severity": merged[0]["severity"], "findings": merged})
     return sorted(out, key=lambda h: (SEVERITY_ORDER[h["severity"]], host_key(h["host"])))
 
@@ -84,15 +128,17 @@ def shape_of(text: str) -> tuple[str, tuple[str, ...]]:
     return _VALUE.sub(mask, text or ""), tuple(values)
 
 
-def fold(findings: list[dict]) -> list[dict]:
+def fold(findings: list[dict], causes: dict[str, dict] | None = None) -> list[dict]:
     """One entry per finding many hosts share: [{contract, severity, title, detail, fix, hosts, count,
-    folded, variants: [{detail, values, hosts, folded, count}], spread}], broken first, then the most hosts.
+    folded, variants: [{detail, values, hosts, folded, count}], spread, cause}], broken first, then
+    the hosts' causes (a host kept out is said before a warning of a host in the pool), then the most
+    hosts.
 
     `detail` and `fix` are the most common variant's; `spread` ("91 C x3, 92 C x1 (gpu36)") names the
     values that differ between the variants, with their counts and, past the most common, their hosts.
     """
     groups: dict[tuple, dict] = {}
-    for entry in by_host(findings):
+    for entry in by_host(findings, causes):
         for f in entry["findings"]:
             shape, values = shape_of(f["detail"])
             key = (f["contract"], f["severity"], f["title"], shape)
@@ -101,8 +147,10 @@ def fold(findings: list[dict]) -> list[dict]:
             variant = group["variants"].setdefault(values, {"detail": f["detail"], "fix": f["fix"],
                                                              "values": values, "hosts": []})
             variant["hosts"].append(entry["host"])
+            group["cause"] = group.get("cause", False) or bool(f.get("is_cause"))
     out = [_folded_entry(g) for g in groups.values()]
-    return sorted(out, key=lambda e: (SEVERITY_ORDER[e["severity"]], -e["count"], host_key(e["hosts"][0])))
+    return sorted(out, key=lambda e: (SEVERITY_ORDER[e["severity"]], not e["cause"], -e["count"],
+                                      host_key(e["hosts"][0])))
 
 
 def _folded_entry(group: dict) -> dict:
@@ -113,7 +161,8 @@ def _folded_entry(group: dict) -> dict:
     first = variants[0]
     return {"contract": group["contract"], "severity": group["severity"], "title": group["title"],
             "detail": first["detail"], "fix": first["fix"], "hosts": hosts, "count": len(hosts),
-            "folded": fold_hosts(hosts), "variants": variants, "spread": values_text(variants)}
+            "folded": fold_hosts(hosts), "variants": variants, "spread": values_text(variants),
+            "cause": group.get("cause", False)}
 
 
 def values_text(variants: list[dict]) -> str:

@@ -8,7 +8,7 @@ import re
 from sweep.analysis.xid import event_name, when
 from sweep.analysis.names import fold_hosts
 from sweep.report.bench import markdown_bench
-from sweep.report.findings import fold
+from sweep.report.findings import causes_of, fold
 from sweep.report.summary import ROWS_MAX, audit_hosts, fold_failures, list_files
 from sweep.report.topbox import SETS_SAID, next_commands, owner_rows
 from sweep.text import plural
@@ -59,13 +59,9 @@ def _markdown_owners(summary: dict) -> list[str]:
     return lines
 
 
-def render_markdown(summary: dict, folded: list | None = None) -> str:
-    """summary.md: the verdict, classes against the reference, hosts kept out, findings; for a ticket.
-    `folded`: `findings.fold(summary["findings"])` when the caller has it already."""
-    lines = [f"# sweep report: {plural(summary['hosts_total'], 'host')}", "",
-             f"**{md(summary['verdict'])}**: {md(summary['verdict_detail'])}", "",
-             f"Exit code {summary['exit_code']}: {md(summary['exit_meaning'])}", ""]
-    lines += _markdown_states(summary)
+def _markdown_classes(summary: dict) -> list[str]:
+    """The comparability classes against the reference: its keys, then what each other class differs in."""
+    lines: list[str] = []
     classes = summary["classes"]
     if classes:
         ref = summary["reference_class"]
@@ -83,9 +79,20 @@ def render_markdown(summary: dict, folded: list | None = None) -> str:
             impacts = "<br>".join(md(d["impact"]) for d in c["differs"])
             lines.append(f"| {c['id']} | {mdcode(c['folded'])} ({c['size']}) | {differs} | {impacts} |")
         lines.append("")
+    return lines
+
+
+def render_markdown(summary: dict, folded: list | None = None) -> str:
+    """summary.md: the verdict, classes against the reference, hosts kept out, findings; for a ticket.
+    `folded`: `findings.fold(summary["findings"])` when the caller has it already."""
+    lines = [f"# sweep report: {plural(summary['hosts_total'], 'host')}", "",
+             f"**{md(summary['verdict'])}**: {md(summary['verdict_detail'])}", "",
+             f"Exit code {summary['exit_code']}: {md(summary['exit_meaning'])}", ""]
+    lines += _markdown_states(summary)
+    lines += _markdown_classes(summary)
     if summary["held_out"]:
         lines += ["## Held out of the pool for health", "", "| Host | Why |", "|---|---|"]
-        lines += [f"| {mdcode(h['host'])} | {'<br>'.join(md(r) for r in h['reasons'])} |"
+        lines += [f"| {mdcode(h['host'])} | {md(h['cause'])} |"
                   for h in summary["held_out"][:ROWS_MAX]]
         lines.append("")
     lines += _markdown_owners(summary)
@@ -100,7 +107,8 @@ def render_markdown(summary: dict, folded: list | None = None) -> str:
                   for u in fold_failures(summary["unreachable"])[:ROWS_MAX]]
         lines.append("")
     lines += _markdown_xid(summary.get("xid"))
-    health = fold(summary["findings"]) if folded is None else folded  # one row per finding the hosts share
+    # one row per finding the hosts share
+    health = fold(summary["findings"], causes_of(summary)) if folded is None else folded
     if health:
         lines += ["## Health findings", "", "| Severity | Hosts | Finding | Detail | Values | Fix |",
                   "|---|---|---|---|---|---|"]

@@ -21,7 +21,7 @@ from sweep.analysis.fleet import Fleet, rows_at
 from sweep.analysis.names import abbreviate, fold_hosts
 from sweep.analysis.xid import event_name, when
 from sweep.report.charts import chart, speed_chart
-from sweep.report.findings import by_host, fold
+from sweep.report.findings import by_host, causes_of, fold
 from sweep.report.summary import ROWS_MAX, audit_hosts, fold_failures, list_files
 from sweep.report.topbox import (HELD_OUT_SHOWN, held_out_rows, keepout_rows, next_commands, owner_rows,
                                   tiles, watch_line)
@@ -120,8 +120,9 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
                "cells": [{"value": c["keys"][k], "differs": c["keys"][k] != ref["keys"][k]}
                          for c in classes[:MATRIX_CLASSES_MAX]]}
               for k, label in fact_table.COMPARED.items()] if classes else []
-    finding_hosts = by_host(summary["findings"])
-    folded = fold(summary["findings"]) if folded is None else folded
+    causes = causes_of(summary)
+    finding_hosts = by_host(summary["findings"], causes)
+    folded = fold(summary["findings"], causes) if folded is None else folded
     audit = summary.get("audit")
     audited = audit_hosts(audit) if audit else []
     base = (audit or {}).get("baseline") or {}
@@ -130,7 +131,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
     broken = summary["host_sets"]["broken"]["hosts"]
     notes = summary["verdict_model"]["notes"]
     watch = [{"title": "speed", "detail": n["text"], "folded": ""}  # the speed figures to watch: the verdict's words
-             for n in notes if n["said"] == "to watch"] + watch_line(folded, summary["pool"]["hosts"])
+             for n in notes if n["said"] == "to watch"] + watch_line(summary)
     rows = keepout_rows(summary)
     return {
         "s": summary, "classes": classes, "ref": ref, "matrix": matrix,
@@ -142,8 +143,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
         "broken_rows": rows["broken"][:HELD_OUT_SHOWN], "broken_rows_more": max(0, len(rows["broken"]) - HELD_OUT_SHOWN),
         "class_rows": rows["classes"], "notes": [n for n in notes if n["said"] != "to watch"],
         "held_out_folded": fold_hosts(h["host"] for h in summary["held_out"]),
-        "keepout": bool(len(classes) > 1 or summary["excluded"] or summary["unreachable"] or summary["held_out"]
-                        or rows["broken"]),
+        "keepout": summary["host_sets"]["pool"]["size"] < summary["host_sets"]["hosts"]["size"],
         "tiles": tiles(summary), "watch": watch[:WATCH_SHOWN], "watch_more": max(0, len(watch) - WATCH_SHOWN),
         "folded_findings": folded[:ROWS_MAX], "folded_more": max(0, len(folded) - ROWS_MAX), "variants_max": VARIANTS_MAX,
         "broken_hosts": fold_hosts(broken), "broken_count": len(broken),

@@ -8,11 +8,10 @@ from pathlib import Path
 
 from sweep import __version__
 from sweep.analysis.actions import drain_groups, host_sets
-from sweep.analysis.compare import Findings
 from sweep.analysis.owners import held_back
+from sweep.judgment import Assessment
 from sweep.analysis.names import fold_failures as names_fold_failures
 from sweep.analysis.names import fold_hosts, host_key
-from sweep.analysis.verdict import Verdict
 from sweep.report.files import write_text
 from sweep.report.summary_file import folded_summary
 from sweep.strictjson import dumps, finite
@@ -23,28 +22,29 @@ SUMMARY_SCHEMA = "sweep.summary/1"  # the summary as rendered; summary.json is s
 ROWS_MAX = 200            # rows per findings kind / unreachable table
 
 
-def summary_dict(findings: Findings, exit_code: int, exit_meaning: str, sources=(), audit: dict | None = None,
-                 bench: dict | None = None, xid: dict | None = None, speed: dict | None = None,
-                 verdict: Verdict | None = None, drain_config: bool = False) -> dict:
-    """The machine-readable verdict written to summary.json (`audit`: sweep.audit.baseline.audit_section, or None;
-    `bench`: sweep.analysis.bench.bench_section of a `sweep run --wrap` run, or None; `verdict`: the one
-    verdict (`sweep.analysis.verdict.judge`) its sets, reasons and code are read from; `drain_config`: drain for
-    the node's configuration too). "owners": each host out of the pool and not drained, with the owner of its
-    cause (`sweep.analysis.owners`), the cause, its fix and what to do."""
+def summary_dict(judged: Assessment, sources=()) -> dict:
+    """The machine-readable verdict written to summary.json: the assessment (`sweep.assess`) as
+    data; its sets, causes, reasons and code are the verdict's. "owners": each host out of the pool
+    and not drained, with the owner of its cause (`sweep.analysis.owners`), the cause, its fix and
+    what to do."""
+    verdict, drain_config = judged.verdict, judged.drain_config
     out = {"schema": SUMMARY_SCHEMA, "generated_at": _now(), "sweep_version": __version__,
            "sources": list(sources)}
-    out.update(findings.to_dict())
-    out["host_sets"] = host_sets(verdict, findings, drain_config)
-    out["drain"] = drain_groups(verdict, {h["host"]: h for h in (xid or {}).get("hosts", [])}, drain_config)
+    out.update(judged.to_dict())
+    out["host_sets"] = host_sets(verdict, judged.findings, drain_config)
+    xid_hosts = {h["host"]: h for h in (judged.xid or {}).get("hosts", [])}
+    out["drain"] = drain_groups(verdict, xid_hosts, drain_config)
     out["drain_config"] = drain_config
     out["owners"] = held_back(verdict, drain_config)
-    out["verdict_model"] = verdict.to_dict()  # every host's state and the entries it comes from
-    out["xid"] = xid
-    out["audit"] = audit
-    out["benchmark"] = bench
-    out["speed"] = speed  # sweep.analysis.speed.speed_section: the speed tier's figures and judgments, or None
-    out["exit_code"] = exit_code
-    out["exit_meaning"] = exit_meaning
+    # every host's state, its cause and the entries they come from
+    out["verdict_model"] = verdict.to_dict()
+    out["xid"] = judged.xid
+    out["audit"] = judged.audit
+    out["benchmark"] = judged.bench
+    # sweep.analysis.speed.speed_section: the speed tier's figures and judgments, or None
+    out["speed"] = judged.speed
+    out["exit_code"] = verdict.exit_code
+    out["exit_meaning"] = verdict.exit_meaning
     return out
 
 
@@ -97,14 +97,14 @@ def _same(values: set):
 
 
 def audit_hosts(audit: dict) -> list[dict]:
-    """One entry per host with an expectation finding or drift (natural host order): the messages, host name cut."""
+    """One entry per host with an expectation finding or drift (natural host order): their details
+    (the host beside them)."""
     hosts: dict = {}
     for key, items in (("violations", (audit["expectations"] or {}).get("findings", [])),
                        ("drift", (audit["baseline"] or {}).get("drift", []))):
         for item in items:
             entry = hosts.setdefault(item["host"], {"host": item["host"], "violations": [], "drift": []})
-            message = item["message"]
-            entry[key].append(message[len(item["host"]) + 2:] if message.startswith(item["host"] + ": ") else message)
+            entry[key].append(item["detail"])
     return sorted(hosts.values(), key=lambda h: host_key(h["host"]))
 
 

@@ -9,6 +9,7 @@ itself is rendered from the unfolded summary (`sweep.report.summary.summary_dict
     findings               [{kind, severity, title, detail, fix, contract, folded, not_folded, count}]
     unreachable            [{failure_class, message, attempts, folded, not_folded, count}]
     verdict_model.entries  [{severity, source, what, cause, fix, ..., folded, not_folded, count}]
+    verdict_model.causes   each host's one cause, the same way (with `key`: its contract, figure or tier)
     verdict_model.states   {state: {folded, not_folded, count}}
 """
 from __future__ import annotations
@@ -50,6 +51,6 @@ def folded_summary(summary: dict) -> dict:
         by_state: dict[str, list] = {}
         for host, state in model["states"].items():
             by_state.setdefault(state, []).append(host)
-        out["verdict_model"] = dict(model, entries=fold_rows(model["entries"]),
+        out["verdict_model"] = dict(model, entries=fold_rows(model["entries"]), causes=fold_rows(model["causes"]),
                                     states={state: hosts_of(names) for state, names in by_state.items()})
     return out

@@ -4,7 +4,9 @@ verdict_model), deciding nothing: the tiles (each the size of one host set), the
 """
 from __future__ import annotations
 
+from probe_agent.chain import BY_NAME as CONTRACT_BY_NAME
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
+from sweep.report.findings import shape_of
 from sweep.text import plural
 
 HELD_OUT_SHOWN = 12       # hosts held out for health named in the top box (the rest: Health findings)
@@ -42,14 +44,12 @@ def tiles(summary: dict) -> list[dict]:
 
 
 def keepout_rows(summary: dict) -> dict:
-    """The top box's rows besides the hosts held out, each host named once: the other classes (a class whose
-    every host is broken is marked broken, with its fix), then the broken hosts outside the reference class
-    that no class row, cannot-run row or held-out row names, each with its cause and fix."""
+    """The top box's rows besides the hosts held out, each host named once: the other classes (a
+    class whose every host is broken is marked broken, with its first host's cause and fix), then
+    the broken hosts outside the reference class that no class row, cannot-run row or held-out row
+    names, each with its cause and fix (`Verdict.cause`)."""
     model = summary["verdict_model"]
-    states, entries = model["states"], {}
-    for e in model["entries"]:
-        if e["severity"] == "broken":
-            entries.setdefault(e["host"], []).append(e)
+    states, causes = model["states"], {c["host"]: c for c in model["causes"]}
     classes, named, held = [], set(), set(summary["host_sets"]["held_out"]["hosts"])
     for c in summary["classes"][1:]:
         others = [h for h in c["hosts"] if states.get(h) == "other_class"]
@@ -58,40 +58,38 @@ def keepout_rows(summary: dict) -> dict:
         if not shown:
             continue
         named.update(shown)
-        first = (entries.get(shown[0]) or [{}])[0] if broken else {}
+        first = causes.get(shown[0], {}) if broken else {}
         classes.append(dict(c, shown=fold_hosts(shown), shown_size=len(shown), broken=broken,
                             cause=first.get("cause"), fix=first.get("fix")))
-    rows = [{"host": h, "cause": entries[h][0]["cause"], "fix": entries[h][0]["fix"]}
+    rows = [{"host": h, "cause": causes[h]["cause"], "fix": causes[h]["fix"]}
             for h in summary["host_sets"]["broken"]["hosts"]
-            if states.get(h) == "broken" and h not in named and h not in held and h in entries]
+            if states.get(h) == "broken" and h not in named and h not in held and h in causes]
     return {"classes": classes, "broken": rows}
 
 
-def watch_line(folded: list[dict], pool) -> list[dict]:
-    """Warnings on hosts of the pool (a GPU a few degrees from its slowdown threshold): who and what."""
-    members = set(pool)
+def watch_line(summary: dict) -> list[dict]:
+    """The verdict's warnings on hosts of the pool (a GPU a few degrees from its slowdown threshold,
+    an audit finding), one line per what they say, with its hosts; the speed figures to watch are
+    the verdict's notes."""
+    states = summary["verdict_model"]["states"]
+    groups: dict = {}
+    for e in summary["verdict_model"]["entries"]:
+        if e["severity"] == "watch" and e["source"] != "speed" and states.get(e["host"]) == "pool":
+            shape = shape_of(e["cause"])[0]
+            groups.setdefault((e["source"], e["what"], shape), []).append(e)
     out = []
-    for e in folded:
-        if e["severity"] != "warning":
-            continue
-        hit = [v for v in e["variants"] if members.intersection(v["hosts"])]
-        if hit:
-            hosts = sorted((h for v in hit for h in v["hosts"] if h in members), key=host_key)
-            detail = hit[0]["detail"] if len(hit) == 1 else e["detail"] + " (values differ)"
-            out.append({"title": e["title"], "detail": detail, "folded": abbreviate(fold_hosts(hosts), 80)})
+    for items in groups.values():
+        hosts = sorted({e["host"] for e in items}, key=host_key)
+        detail = items[0]["cause"] if len({e["cause"] for e in items}) == 1 else items[0]["cause"] + " (values differ)"
+        title = CONTRACT_BY_NAME[items[0]["what"]].title if items[0]["what"] in CONTRACT_BY_NAME else items[0]["what"]
+        out.append({"title": title, "detail": detail, "folded": abbreviate(fold_hosts(hosts), 80)})
     return out
 
 
 def held_out_rows(summary: dict) -> list[dict]:
-    """The first HELD_OUT_SHOWN hosts held out of the pool, each with the severity of its worst reason
-    and, when broken, the fix of its first broken entry."""
-    broken = set(summary["host_sets"]["broken"]["hosts"])
-    fixes = {}
-    for e in summary["verdict_model"]["entries"]:
-        if e["severity"] == "broken" and e["fix"]:
-            fixes.setdefault(e["host"], e["fix"])
-    return [dict(h, severity="broken" if h["host"] in broken else "warning",
-                 fix=fixes.get(h["host"]) if h["host"] in broken else None)
+    """The first HELD_OUT_SHOWN hosts held out of the pool, each with its cause (`Verdict.cause`):
+    its words, its severity and, when broken, its fix."""
+    return [dict(h, fix=h["fix"] if h["severity"] == "broken" else None)
             for h in summary["held_out"][:HELD_OUT_SHOWN]]
 
 
@@ -103,9 +101,13 @@ def owner_rows(summary: dict) -> list[dict]:
 
 
 def owner_lines(summary: dict) -> list[str]:
-    """`owner_rows` in words, one line each, for the terminal and summary.md."""
-    return [f"not drained: {r['host']}: {r['label']}: {r['cause']}" + (f"; fix: {r['fix']}" if r["fix"] else "")
-            + f"; {r['action']}" for r in owner_rows(summary)]
+    """`owner_rows` in words for the terminal and summary.md: one line per owner and action, its hosts
+    folded. The cause itself is said once, in the findings lines (`Verdict.cause`), not again here."""
+    groups: dict = {}
+    for r in owner_rows(summary):
+        groups.setdefault((r["label"], r["action"]), []).append(r["host"])
+    return [f"not drained, {label}: {plural(len(hosts), 'host')} {fold_hosts(hosts)}: {action}"
+            for (label, action), hosts in groups.items()]
 
 
 def next_commands(summary: dict) -> list[dict]:

@@ -46,16 +46,29 @@ def read_record(path: Path, digest: str | None = None) -> Any:
     if isinstance(document, dict) and "record_version" in document:
         problem = record_problem(document, "record")
         if problem is not None and isinstance(document.get("host"), str):
-            return _bad_record(path, document, problem)
+            return _bad_record(path, document, problem, changed=digest is not None)
     return document
 
 
-def _bad_record(path: Path, record: dict, problem: str) -> dict:
+def bad_record_message(path: Path, problem: str, changed: bool) -> str:
+    """Why a record is read as its host's bad_output: what it is, from what is known. `changed`:
+    this user's sweep listed the file's digest (records.sha256) and the bytes differ, so it was
+    changed after the sweep; else it says which schema it does not match and how (``contracts has 15
+    items, at most 14``)."""
+    if changed:
+        return (f"{path}: not a host record sweep can read ({problem[:300]}); its bytes are not the ones this "
+                "sweep wrote (records.sha256): the file was changed after the sweep: sweep the host again")
+    what = "the health schema" if problem.startswith("record.health") else "the host-record format"
+    return (f"{path}: not a host record sweep can read: it does not match {what} this sweep reads "
+            f"({problem[:300]}); it was written by another version of sweep or its agent, or by another "
+            "program: sweep the host again with this sweep")
+
+
+def _bad_record(path: Path, record: dict, problem: str, changed: bool = False) -> dict:
     """The failed record read in place of a host record that does not fit the schema."""
     return {"record_version": record.get("record_version"), "host": record["host"], "status": "failed",
-            "failure": {"class": "bad_output",
-                        "message": f"{path}: not a host record sweep can read ({problem[:300]}); the file was "
-                                   "changed after the sweep, or written by another program: sweep the host again"},
+            "failure": {"class": "bad_output", "message": bad_record_message(path, problem,
+                                                                             changed)},
             "attempts": None, "started_at": None, "ended_at": None, "duration_s": None, "health": None,
             **({"groups": record["groups"]} if isinstance(record.get("groups"), list) else {})}
 

@@ -22,7 +22,7 @@ import pytest
 
 from sweep.demo import synth
 from sweep.cli import main
-from sweep.demo.loopback import FleetHost, LocalFleet
+from sweep.demo.loopback import DEMO_DIR as CAPTURES, FleetHost, LocalFleet
 from sweep.collect.run import run_sweep
 from sweep.collect.options import AgentOptions, HostSelection
 from sweep.store import safe_name
@@ -187,7 +187,8 @@ def test_output_that_is_not_json_or_breaks_the_schema_is_bad_output(faults, tmp_
     assert truncated["class"] == "bad_output"
     assert truncated["message"].startswith("f-truncated: the agent's output is not JSON (")
     assert found["f-schema"]["failure"] == {"class": "bad_output", "message": (
-        "f-schema: the agent's output is JSON but not a health.json of schema 1.x (health.json: 'host' is "
+        "f-schema: the agent's output is JSON but not a health.json of schema 1.x: it does not match the schema "
+        "this sweep reads (health.json: 'host' is "
         "missing); the host runs another or a modified agent: sweep it with this sweep's agent")}
     assert found["f-schema"]["health"] is None
 
@@ -450,6 +451,26 @@ def test_the_agent_is_read_only_and_needs_no_root(probe_user, tmp_path):
         assert not any(p.startswith(str(home) + "/") for p in after)  # nothing written in its HOME
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_a_capture_other_users_cannot_read_is_replayed_to_a_host_of_another_login_user(probe_user, tmp_path):
+    """Issue 48: a checkout under a 0700 folder (a clone under /root, a mktemp -d): the loopback fleet hands
+    its hosts' login user a copy of the capture it can read, so the agent replays it instead of failing
+    with Permission denied."""
+    private = Path(tempfile.mkdtemp(prefix="sweep-private-", dir="/tmp"))  # 0700, as mkdtemp makes it
+    workdir = Path(tempfile.mkdtemp(prefix="sweep-ro-", dir="/tmp"))
+    os.chmod(workdir, 0o755)
+    try:
+        capture = private / "h200-idle.json"
+        shutil.copyfile(CAPTURES / "h200-idle.json", capture)
+        with LocalFleet([FleetHost("ro-private", capture=str(capture))], workdir / "fleet",
+                        user=PROBE_USER) as fleet:
+            result = run_sweep(fleet.inventory_path, out=tmp_path / "run", ssh=fleet.ssh_settings())
+        assert result.fully_swept, result.failures
+        assert records(result.run_dir)["ro-private"]["health"]["gpus"][0]["name"] == "NVIDIA H200"
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(private, ignore_errors=True)
 
 
 # --- secrets -------------------------------------------------------------------------------------

@@ -92,9 +92,10 @@ def test_one_finding_per_host_and_contract_with_the_gpus_folded(report):
     capped = entry(dom, "gpu05")
     assert "GPU 0-7: enforced power limit 250 W is below the default 700 W" in capped
     assert capped.count("enforced power limit") == 1
-    throttled = entry(dom, "gpu06")  # the lowest broken contract and both slowdown flags: one clocks finding
+    # the lowest broken contract and both slowdown flags: one finding, its cause
+    throttled = entry(dom, "gpu06")
     assert throttled.count('class="finding"') == 1
-    assert "GPU 5: HW thermal slowdown active (SM 1035 of 1980 MHz)" in throttled
+    assert "HW thermal slowdown active on GPU 5 (SM 1035 of 1980 MHz" in throttled
 
 
 def test_a_host_with_several_findings_is_one_entry_listing_them(report):

@@ -70,6 +70,11 @@ def test_summary_md_and_the_terminal_say_the_same(report):
     assert "- **reboot**: `gpu19` (1 host): drain the host and reboot it" in md
     assert ("| `gpu23` | reset the GPU | Xid 95: uncontained memory error: every application on the GPU was affected "
             "| `0000:28:00` | x1870, first 2026-11-30T07:00:04Z, last 2026-11-30T08:02:22Z |") in md
-    assert ("Xid repair (NVIDIA's catalogue): reboot: gpu19; reset the GPU: gpu23; check the application: gpu21"
-            in result.headline.splitlines())
+    # the terminal says each Xid host's repair once, as its cause (issue 48: the repair in one
+    # place)
+    terminal = [result.headline, *result.notes, *result.findings_lines]
+    for line in ("broken: Xid repair: 1 host gpu19: reboot: Xid 79 GPU has fallen off the bus",
+                 "broken: Xid repair: 1 host gpu23: reset the GPU: Xid 48 double-bit ECC error"):
+        assert sum(t.startswith(line) for t in terminal) == 1, terminal
+    assert sum("Xid 79" in t for t in terminal) == 1
     assert [a["hosts"] for a in result.summary["xid"]["actions"]] == [["gpu19"], ["gpu23"], ["gpu21"]]

@@ -245,10 +245,12 @@ def test_expectations_flag_the_hosts_off_the_approved_driver(window):
         [(h, "driver") for h in rack_b_up] + [("gpu08", "ecc"), ("gpu09", "power_limit_w")])
     by = {(f.host, f.rule): f for f in findings}
     where = f"{EXPECT / 'fleet.yml'}"
+    detail = (f"driver 580.159.04 is not approved; expected 590.44.01 ({where}:4); install an "
+              "approved driver, or approve this one in the expectations file")
     assert by["gpu13", "driver"].as_dict() == {
         "host": "gpu13", "rule": "driver", "expected": ["590.44.01"], "actual": "580.159.04",
-        "message": f"gpu13: driver 580.159.04 is not approved; expected 590.44.01 ({where}:4); install an "
-                   "approved driver, or approve this one in the expectations file"}
+        "message": f"gpu13: {detail}",
+        "detail": detail}  # the host beside the text, for the verdict (issue 48)
     assert by["gpu09", "power_limit_w"].message == (
         f"gpu09: enforced power limit 500 W on GPUs 0-7; expected 700 W ({where}:11); sudo nvidia-smi -i 0-7 -pl 700")
     assert by["gpu08", "ecc"].message == (
@@ -430,8 +432,8 @@ def test_sm_clock_floor_is_judged_under_load_only_and_sw_power_cap_is_no_finding
     [f] = evaluate_expectations(recs, exp)
     summary = load["load"]["summary"][0]
     median, cap = summary["sm_mhz_median"], round(100 * summary["sw_power_cap_fraction"])
-    assert f.as_dict() == {
-        "host": "loaded", "rule": "sm_clock_floor_mhz", "expected": 1600.0, "actual": float(median),
+    assert dict(f.as_dict(), detail=None) == {
+        "host": "loaded", "rule": "sm_clock_floor_mhz", "expected": 1600.0, "actual": float(median), "detail": None,
         "message": f"loaded: median SM clock under load {median:g} MHz on GPU 0, below the floor (power cap {cap}% of "
                    f"samples, HW slowdown 0% of samples, SW thermal 0% of samples); expected at least 1600 MHz "
                    f"({tmp_path / 'exp.yml'}:2); check cooling, power delivery and clock settings on that GPU"}

@@ -8,6 +8,7 @@ import pytest
 
 import fleet_variants as fv
 from sweep.report import build as report_module
+from sweep.judgment import assess
 from sweep.analysis.verdict import judge
 from sweep.analysis.compare import compare, fold_hosts, impact
 from sweep.errors import ConfigError, InventoryWarning
@@ -101,7 +102,7 @@ def test_must_show_health_findings(must_show):
     # comparable, but not healthy: in the reference class, held out of the pool, each with its reason
     assert {"gpu14", "gpu16"} <= set(summary["reference_class"]["hosts"])
     assert not {"gpu14", "gpu16"} & set(summary["pool"]["hosts"])
-    assert [(h["host"], h["reasons"][0]) for h in summary["held_out"]] == [
+    assert [(h["host"], h["cause"]) for h in summary["held_out"]] == [
         ("gpu14", "1 other process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2"),
         ("gpu16", "HW thermal slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)")]
     assert summary["pool"]["hosts"] == [h for h in fv.reference_pool() if h not in ("gpu14", "gpu16")]
@@ -114,10 +115,14 @@ def test_must_show_headline(must_show):
     assert result.headline == (
         "Not one pool: 7 comparability classes: the pool is gpu[01-04,06,10-11,13,15,17-18,20,23-24,27-30,35-41] "
         "(25 of 44 hosts); 12 hosts in 6 other classes "
+        "differ in Driver, CUDA (driver), ECC, Power limit, MIG; 2 held out for health (gpu[14,16]); "
+        "2 cannot run a benchmark; 3 unreachable.")  # each host's cause: on its own line (issue 48)
+    assert summary["headline"] == result.summary["headline"] == (
+        "Not one pool: 7 comparability classes: the pool is gpu[01-04,06,10-11,13,15,17-18,20,23-24,27-30,35-41] "
+        "(25 of 44 hosts); 12 hosts in 6 other classes "
         "differ in Driver, CUDA (driver), ECC, Power limit, MIG; 2 held out for health (gpu14: 1 other "
         "process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2; gpu16: HW thermal slowdown active on GPU 5 "
         "(SM 1125 of 1980 MHz, 92 C)); 2 cannot run a benchmark; 3 unreachable.")
-    assert summary["headline"] == result.headline
 
 
 def test_report_folder_holds_every_output(must_show):
@@ -166,8 +171,8 @@ def test_one_pool_exits_0(tmp_path):
     fleet = fleet_of(tmp_path, healthy(["gpu1", "gpu2", "gpu3"]))
     findings = compare(fleet)
     assert findings.comparable and findings.findings == ()
-    assert judge(fleet, findings).exit_code == 0
-    assert findings.headline() == "One pool: all 3 of 3 hosts (gpu[1-3]) can be benchmarked together."
+    assert judge(fleet, findings).exit_code == assess(fleet).exit_code == 0
+    assert assess(fleet).headline() == "One pool: all 3 of 3 hosts (gpu[1-3]) can be benchmarked together."
 
 
 def test_comparable_but_broken_exits_4(tmp_path):
@@ -511,7 +516,7 @@ OTHER_PROCESS = "1 other process on the GPUs: python3 (pid 4242, 8192 MiB) on GP
 def test_the_verdict_names_four_held_out_hosts_and_counts_the_rest(tmp_path, held):
     names = [f"gpu{i}" for i in range(2, 2 + held)]
     records = healthy(["gpu1"], n_gpus=8) + [fv.record(n, fv.foreign_process(fv.h200(8, n))) for n in names]
-    answer, detail = compare(fleet_of(tmp_path, records)).verdict()
+    answer, detail = assess(fleet_of(tmp_path, records)).sentence()
     named = "; ".join(f"{n}: {OTHER_PROCESS}" for n in names[:4])
     rest = f"; and {held - 4} more" if held > 4 else ""
     assert (answer, detail) == ("One pool, hosts kept out", f"1 of {held + 1} hosts (gpu1) can be benchmarked "
@@ -520,7 +525,8 @@ def test_the_verdict_names_four_held_out_hosts_and_counts_the_rest(tmp_path, hel
 
 def test_summary_names_each_difference_by_its_key_and_opens_with_the_headline(tmp_path):
     records = healthy(["gpu1", "gpu2"]) + [fv.record("gpu3", fv.driver(fv.h200(2, "gpu3")))]
-    summary = compare(fleet_of(tmp_path, records)).to_dict()  # what summary.json says of the comparison
+    # what summary.json says of the comparison
+    summary = assess(fleet_of(tmp_path, records)).to_dict()
     assert [(d["key"], d["label"]) for d in summary["classes"][1]["differs"]] == [
         ("driver", "Driver"), ("cuda_driver", "CUDA (driver)")]
     assert summary["headline"] == ("Not one pool: 2 comparability classes: the pool is gpu[1-2] (2 of 3 hosts); "
@@ -535,8 +541,8 @@ def test_the_verdict_gives_every_reason_hosts_are_kept_out_and_the_summary_count
         fv.record("gpu3", fv.foreign_process(fv.h200(2, "gpu3"), gpu=1)),      # held out for health
         fv.record("gpu4", fv.empty_mask(fv.h200(2, "gpu4"))),                  # cannot run a benchmark
         fv.record("gpu5", None, ("dns", "Name or service not known"))]        # unreachable
-    findings = compare(fleet_of(tmp_path, records))
-    assert findings.verdict() == ("One pool, hosts kept out", (
+    findings = assess(fleet_of(tmp_path, records))
+    assert findings.sentence() == ("One pool, hosts kept out", (
         "2 of 5 hosts (gpu[1-2]) can be benchmarked together; 1 held out for health (gpu3: 1 other process on "
         "the GPUs: python3 (pid 4242, 8192 MiB) on GPU 1); 1 cannot run a benchmark; 1 unreachable."))
     summary = findings.to_dict()
@@ -572,25 +578,29 @@ PROCESS_ON_GPU_1 = "1 other process on the GPUs: python3 (pid 4242, 8192 MiB) on
      "the 2 comparable hosts of class A are all held out for health; 2 hosts are kept out for the reasons listed below."),
 ], ids=["one-unreachable", "all-unreachable", "one-held-out", "all-held-out"])
 def test_the_verdict_when_no_host_can_be_benchmarked(tmp_path, records, verdict, brief):
-    findings = compare(fleet_of(tmp_path, records))
-    assert findings.verdict() == verdict
-    assert findings.verdict(brief=True) == (verdict[0], brief)
+    judged = assess(fleet_of(tmp_path, records))
+    assert judged.sentence() == verdict
+    assert judged.sentence(brief=True) == (verdict[0], brief)
 
 
-def test_a_held_out_hosts_reasons_drop_the_contract_line_only_where_a_finding_says_it_more_precisely(tmp_path):
+def test_a_held_out_host_has_one_cause_the_precise_finding_or_the_xid_repair(tmp_path):
+    """Issue 48: the verdict picks one cause per host (`Verdict.cause`), the held-out reason reads
+    it."""
     records = healthy(["gpu1", "gpu2"], n_gpus=8) + [
-        fv.record("gpu3", fv.hw_thermal(fv.h200(8, "gpu3"))),                  # broken: the slowdown findings say it
-        fv.record("gpu4", fv.xid(fv.foreign_process(fv.h200(8, "gpu4"))))]     # no finding names the Xid: its line stays
-    assert compare(fleet_of(tmp_path, records)).held_out == (
-        {"host": "gpu3", "kinds": ["hw_thermal_slowdown"],  # one line per cause: the generic HW slowdown not said (issue 41)
-         "reasons": ["HW thermal slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)"]},
-        {"host": "gpu4", "kinds": ["lowest_broken", "foreign_process"],
-         "reasons": ["xid: Xid 79 on 0000:19:00.0 x1: GPU has fallen off the bus (kernel log, /dev/kmsg)",
-                     OTHER_PROCESS]})
+        # broken: the slowdown finding says it
+        fv.record("gpu3", fv.hw_thermal(fv.h200(8, "gpu3"))),
+        fv.record("gpu4", fv.xid(fv.foreign_process(fv.h200(8,
+                                                            "gpu4"))))]     # the Xid's repair, not the process
+    judged = assess(fleet_of(tmp_path, records))
+    assert [(h["host"], h["source"], h["cause"]) for h in judged.held_out_items()] == [
+        ("gpu3", "health", "HW thermal slowdown active on GPU 5 (SM 1125 of 1980 MHz, 92 C)"),
+        ("gpu4", "xid", "reboot: Xid 79 GPU has fallen off the bus (0000:19:00.0 x1)")]
+    assert judged.cause("gpu4").fix == "drain the host and reboot it"
+    assert judged.cause("gpu1") is None or judged.cause("gpu1").severity != "broken"
 
 
 def test_the_verdict_says_hosts_of_other_classes_differ(tmp_path):
     records = healthy(["gpu1", "gpu2", "gpu3"]) + [fv.record(n, fv.driver(fv.h200(2, n))) for n in ("gpu4", "gpu5")]
-    assert compare(fleet_of(tmp_path, records)).verdict() == (
+    assert assess(fleet_of(tmp_path, records)).sentence() == (
         "Not one pool: 2 comparability classes",
         "the pool is gpu[1-3] (3 of 5 hosts); 2 hosts in 1 other class differ in Driver, CUDA (driver).")

@@ -2,7 +2,7 @@
 from pathlib import Path
 
 from sweep.inventory.model import load_inventory
-from sweep.collect.ssh.prober import host_agent_args
+from sweep.collect.bundle import host_agent_args
 
 
 def test_sweep_interpreters_and_deep_become_agent_arguments(tmp_path: Path):

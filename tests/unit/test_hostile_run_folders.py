@@ -1,12 +1,13 @@
 """Issue 36, item 4: run folders sweep did not write neither crash nor hang it.
 
 Each hostile file is put in a run folder's hosts/ as someone with write access to it would: a record
-that is no object, 200,000 nested ``[``, a FIFO, a link to /dev/zero, a link to a huge (sparse) file,
-a huge regular file, and records edited after the sweep into shapes no reader expects. Then the
-readers run as the operator runs them, in this process (an uncaught exception fails the test):
+that is no object, 200,000 nested ``[``, a FIFO, a link to /dev/zero, a link to a huge (sparse)
+file, a huge regular file, and records edited after the sweep into shapes no reader expects. Then
+the readers run as the operator runs them, in this process (an uncaught exception fails the test):
 ``sweep report``, ``sweep export prometheus``, ``sweep run --resume`` (its reading of the records:
-``--list-hosts``) and the previous-sweep Xid comparison of a report. Each ends with a line naming the
-file, and an exit code of the documented table; none hangs (the FIFO case would block in open()).
+``--list-hosts``) and the previous-sweep Xid comparison of a report. Each ends with a line naming
+the file, and an exit code of the documented table; none hangs (the FIFO case would block in
+open()).
 """
 from __future__ import annotations
 
@@ -121,7 +122,8 @@ def test_a_record_of_the_wrong_shape_is_its_hosts_bad_output_naming_the_file(tmp
     assert code == 1 and "Traceback" not in err, err  # exit 1: a host without a readable record
     hosts = load_fleet([run]).hosts.set_index("host")
     assert hosts.loc["gpu02", "failure_class"] == "bad_output"
-    assert hosts.loc["gpu02", "failure_message"].startswith(f"{path}: not a host record sweep can read (record")
+    assert hosts.loc["gpu02", "failure_message"].startswith(f"{path}: not a host record sweep can read: it does "
+                                                            "not match the ")  # issue 48: what it is
     assert (hosts.loc[["gpu01", "gpu03"], "status"] == "ok").all()
     code, out, err = _cli(capsys, "export", "prometheus", str(run))
     assert code == 0 and 'host="gpu02"' in out and "Traceback" not in err

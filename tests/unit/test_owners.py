@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from ClusterShell.NodeSet import NodeSet
 
 import fleet_variants as fv
 from sweep.analysis.owners import CAUSES, OWNERS
@@ -77,15 +78,19 @@ def test_the_configuration_owns_a_power_cap_named_with_its_fix_and_drained_only_
     assert asked.summary["drain"][0]["reason"].startswith("sweep: power: restore it with nvidia-smi -pl 700")
 
 
+def hosts_of(folded: str) -> set:
+    return set(NodeSet(folded))
+
+
 @pytest.mark.parametrize("variant, contract", [(fv.empty_mask, "device_mask"), (fv.cpu_torch, "framework")])
 def test_the_probes_environment_never_drains_a_host_and_says_how_to_probe_the_jobs(tmp_path, variant, contract):
     report = _report(tmp_path, variant)
     for drain_config in (False, True):
         assert _drained(_report(tmp_path, variant, drain_config=drain_config)) == []
     owner = _owner(report, "gpu03")
-    assert owner["owner"] == "probe_env" and owner["cause"].startswith(contract + ":")
+    assert owner["owner"] == "probe_env" and owner["key"] == contract
     assert "--engine slurm" in owner["action"] and "sweep_interpreters" in owner["action"] and "prolog" in owner["action"]
-    assert any(line.startswith("not drained: gpu03: the probe's environment: ") for line in report.next_lines)
+    assert any(line.startswith("not drained, the probe's environment: 1 host gpu03: ") for line in report.next_lines)
 
 
 def test_a_running_jobs_processes_make_the_host_busy_out_of_the_pool_not_drained_not_exit_4(tmp_path):
@@ -161,7 +166,8 @@ def test_demo_fleet_gpu21_gpu29_gpu33_are_named_with_owner_and_fix_and_not_in_dr
         assert host not in drained and not [line for line in lines if host in line.split()]
         named = _owner(report, host)
         assert named["owner"] == owner and named["fix"].startswith(fix), host
-        assert f"not drained: {host}: {OWNERS[owner].label}: " in "\n".join(report.next_lines)
+        said = [line for line in report.next_lines if line.startswith(f"not drained, {OWNERS[owner].label}: ")]
+        assert len(said) == 1 and host in hosts_of(said[0].split(": ")[1].split(" ", 2)[2]), (host, said)
     assert {"gpu03", "gpu19", "gpu25"} <= set(drained)  # the node's faults still are
     for host in ("gpu11", "gpu12", "gpu13"):
         assert host not in drained and _owner(report, host)["owner"] == "config"

@@ -102,6 +102,10 @@ class AnsibleEngine(ProcessEngine):
     """``ansible -m script agent.pyz`` over the sweep's hosts; one JSON line per host back."""
 
     name = "ansible"
+    transport = "openssh"  # ansible runs OpenSSH's ssh
+    reads_ssh_config = True
+    become_applies = True
+    one_inventory = True  # its EngineJob carries one inventory path
 
     def __init__(self, ansible: str | None = None, extra_args: tuple[str, ...] = ()):
         super().__init__()

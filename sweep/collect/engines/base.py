@@ -75,9 +75,22 @@ def failed(host: Any, started: float, failure_class: str, message: str, *, stder
 
 
 class Engine:
-    """What run_sweep needs of an engine: `bind` a job, `run` hosts, `stop` on Ctrl-C, `drain` after it."""
+    """What run_sweep needs of an engine: `bind` a job, `run` hosts, `stop` on Ctrl-C, `drain` after
+    it.
+
+    What an engine is, declared here and read by `sweep.collect.run` and the CLI (never its
+    name):"""
 
     name = "engine"
+    # the SSH client it connects with: "run" (the run's --transport), "openssh",
+    transport: str | None = None
+    #                               or None (no SSH from sweep: a scheduler or another tool reaches the hosts)
+    # hosts' SSH settings (ssh_config, ansible_ssh_*) apply: held to `transport`'s rules
+    reads_ssh_config = False
+    become_applies = False  # --become / ansible_become is honoured (else refused before any host)
+    one_inventory = False  # takes exactly one inventory source (its tool reads the file itself)
+    wraps = False  # runs a --wrap benchmark in the agent's envelope
+    lists_nodes = False  # lists its own hosts (`inventory()`): no inventory file needed
 
     def check(self, hosts: Sequence[Any], options: SSHOptions, inventory_path: Path | None) -> None:
         """Before any host is contacted: refuse (a SweepError naming host, setting, file:line and fix) what
@@ -200,6 +213,97 @@ class ProcessEngine(Engine):
             if item is None:
                 return
             yield item
+
+
+class HostProcessEngine(Engine):
+    """One child process per host (``kubectl exec``, ``docker exec``, a local runner): `argv(host)`
+    is the command that runs `remote(host)` (the bootstrap, reading the agent on its stdin) where
+    the host is; `forks` hosts at a time, each ended with its process group at the host deadline,
+    each child's stdout read up to the run's output limit. A subclass declares what it is
+    (`Engine`'s attributes) and `argv`."""
+
+    def __init__(self) -> None:
+        self.job: EngineJob | None = None
+        self._fan: Any = None
+        self._children: dict[int, subprocess.Popen] = {}
+        self._lock = threading.Lock()
+
+    def argv(self, host: Any) -> list[str]:  # pragma: no cover - the engines implement it
+        raise NotImplementedError
+
+    def remote(self, host: Any) -> str:
+        """The shell command that runs the agent on `host` from stdin
+        (`sweep.collect.bundle.remote_command`)."""
+        from sweep.collect.bundle import host_agent_args, remote_command
+
+        job = self.job
+        return remote_command(host.python, len(job.payload), host_agent_args(host, list(job.agent_args)),
+                              lifetime=job.options.host_deadline)
+
+    def bind(self, job: EngineJob) -> "HostProcessEngine":
+        from sweep.collect.fanout import FanOut
+
+        self.job = replace(job, options=replace(job.options, **job.given_flags(retries=False)))
+        self._fan = FanOut(self._probe, forks=job.forks, on_stop=self._kill_all)
+        return self
+
+    def run(self, hosts: Sequence[Any]) -> Iterator[tuple[Any, Outcome]]:
+        if self._fan is None:
+            raise ValueError("bind() the engine to a job first")
+        return self._fan.run(hosts)
+
+    def stop(self) -> None:
+        self._fan.stop()
+
+    def drain(self, timeout: float = 10.0) -> Iterator[tuple[Any, Outcome]]:
+        return self._fan.drain(timeout=timeout)
+
+    def _probe(self, host: Any) -> Outcome:
+        started, options = time.time(), self.job.options
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            try:
+                proc = subprocess.Popen(self.argv(host), stdin=subprocess.PIPE, stdout=out, stderr=err,
+                                        start_new_session=True)
+            except OSError as exc:
+                return failed(host, started, "agent_error", f"{host.name}: cannot start the {self.name} "
+                              f"engine's command ({exc.strerror or exc})")
+            with self._lock:
+                self._children[proc.pid] = proc
+            try:
+                proc.communicate(self.job.payload, timeout=options.host_deadline)
+            except subprocess.TimeoutExpired:
+                kill_group(proc, signal.SIGKILL)
+                proc.wait()
+                return failed(host, started, "timeout", f"{host.name}: no answer within the host deadline "
+                              f"({options.host_deadline:g} s)")
+            finally:
+                with self._lock:
+                    self._children.pop(proc.pid, None)
+            return self._judged(host, started, out, err, proc.returncode)
+
+    def _judged(self, host: Any, started: float, out: Any, err: Any, code: int | None) -> Outcome:
+        limit = self.job.options.output_limit
+        out.seek(0)
+        stdout = out.read(limit + 1)
+        err.seek(0, os.SEEK_END)
+        err.seek(max(0, err.tell() - 65536))
+        stderr = err.read().decode("utf-8", "replace")
+        if len(stdout) > limit:
+            return failed(host, started, "output_too_large", f"{host.name}: the agent's output is over "
+                          f"{limit} bytes", stderr=stderr, exit_status=code)
+        return judged(host, started, stdout, code, stderr, self.job.options.host_deadline)
+
+    def _kill_all(self) -> None:
+        with self._lock:
+            children = list(self._children.values())
+        for proc in children:
+            kill_group(proc, signal.SIGTERM)
+
+
+def declared(engine: Any, what: str) -> Any:
+    """What `engine` declares (`Engine`'s attributes), the base's answer for one that does not
+    subclass it."""
+    return getattr(engine, what, getattr(Engine, what))
 
 
 def kill_group(proc: subprocess.Popen, sig: int) -> None:

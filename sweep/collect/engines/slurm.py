@@ -132,6 +132,7 @@ class SlurmEngine(ProcessEngine):
 
     name = "slurm"
     SOURCE = SOURCE
+    lists_nodes = True  # srun reaches the nodes: no SSH, no become (the job's user)
 
     def __init__(self, partition: str | None = None, nodelist: str | None = None,
                  extra_args: tuple[str, ...] = (), immediate: float | None = 30.0):

@@ -20,6 +20,10 @@ class SSHEngine(Engine):
     """The agent over SSH (`Prober`) in a bounded pool of threads (`FanOut`)."""
 
     name = "ssh"
+    transport = "run"  # the run's --transport: paramiko or openssh
+    reads_ssh_config = True
+    become_applies = True
+    wraps = True
 
     def __init__(self) -> None:
         self.job: EngineJob | None = None

@@ -34,7 +34,8 @@ from typing import Any
 
 import paramiko
 
-from sweep.collect.bundle import become_user, remote_command
+# noqa: F401  (openssh reads it here)
+from sweep.collect.bundle import become_user, host_agent_args, remote_command
 from sweep.collect.ssh.hostkeys import HostKeyStore, KnownHostsPolicy, UnknownHostKey, known_hosts_name
 from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
 from sweep.collect.ssh.config import Hop, SSHConfigFile
@@ -561,21 +562,3 @@ def hosts_named(names: list[str], shown: int = 5) -> str:
     """``gpu01, gpu02`` or ``gpu01, ... gpu05 and 295 more hosts``: hosts named on one line."""
     more = f" and {len(names) - shown} more hosts" if len(names) > shown else ""
     return ", ".join(names[:shown]) + more
-
-
-def host_agent_args(host: Any, agent_args: list[str]) -> list[str]:
-    """The agent's arguments for one host: the run's, plus the host's own sweep_* settings.
-
-    ``sweep_interpreters`` (a list, or one path) names the pythons whose torch build to check
-    (training usually runs in a venv or conda env); ``sweep_deep: true`` imports torch there.
-    """
-    settings = getattr(host, "settings", None) or {}
-    args = list(agent_args)
-    interpreters = settings.get("interpreters")
-    if isinstance(interpreters, str):
-        interpreters = [interpreters]
-    for interp in interpreters or ():
-        args += ["--interpreter", str(interp)]
-    if settings.get("deep") and "--deep" not in args:
-        args.append("--deep")
-    return args
