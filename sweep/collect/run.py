@@ -26,7 +26,7 @@ from sweep.collect.outcome import Outcome
 from sweep.collect.ssh.prober import (KeyFileEncrypted, KeyFileError, KeyFileMissing, KeyFileWrongPassphrase,
                                       load_private_key)
 from sweep.collect.ssh.transports import TRANSPORTS, make_prober
-from sweep.errors import ConfigError, InventoryError, RunFolderError
+from sweep.errors import ConfigError, InventoryError, RunFolderError, SweepError
 from sweep.failures import FAILURE_CLASSES
 from sweep.inventory.command_line import VarLayers, is_inline
 from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory, refuse_unrendered
@@ -126,11 +126,30 @@ def run_sweep(
                  engine=engine, engine_settings=engine, transport=ssh.transport,
                  shard=None if hosts.shard is None else (*hosts.shard, hosts.shard_by),
                  inventory_limits=hosts.inventory_limits, inventory_vars=hosts.variables, wrap=agent.wrap, **{**_REPORT_OPTIONS, **(report or {})})
-    _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard)
-    stored, checked = _stored(resume, inventory_path, given, asked, trust_manifest) if resume is not None else (None, "")
-    session = resolve(asked, given, stored)
-    return _run(session, inventory_path, (out, reports_dir), (resume, checked), agent.payload, progress,
-                ssh.key_passphrase, retry_failed)
+    try:
+        _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard)
+        stored, checked = (_stored(resume, inventory_path, given, asked, trust_manifest) if resume is not None
+                           else (None, ""))
+        session = resolve(asked, given, stored)
+        return _run(session, inventory_path, (out, reports_dir), (resume, checked), agent.payload, progress,
+                    ssh.key_passphrase, retry_failed)
+    except KeyboardInterrupt:  # once the folder is open, a Ctrl-C ends the sweep as interrupted instead
+        raise Interrupted.before_folder(out, resume) from None
+
+
+class Interrupted(SweepError):
+    """Ctrl-C before the run folder was made (or, --resume, reopened): nothing was written."""
+
+    exit_code = exitcodes.INTERRUPTED
+
+    @classmethod
+    def before_folder(cls, out, resume) -> "Interrupted":
+        if resume is not None:
+            return cls(f"Ctrl-C before the run folder {resume} was reopened: it is as it was",
+                       fix="run the same command again to finish it")
+        named = f" {out}" if out is not None else ""
+        return cls(f"Ctrl-C before the run folder{named} was made: no host was contacted and nothing was "
+                   "written", fix="run the same command again")
 
 
 def _run(session: Resolved, inventory_path, out: tuple, resumed: tuple, payload: bytes | None,
