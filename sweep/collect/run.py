@@ -71,6 +71,9 @@ class RunResult:
     by_class: dict[str, int] = field(default_factory=dict)
     failures: tuple[tuple[str, str, str], ...] = ()  # (host, class, message) of this session
     options: dict = field(default_factory=dict)  # the run's options as its manifest keeps them now
+    earlier_failed: tuple[tuple[str, str], ...] = ()  # (host, class): failed in an earlier session, not swept now
+    retry_classes: tuple[str, ...] | None = None  # --retry-failed: the classes asked for (None: not asked)
+    retried: tuple[str, ...] = ()  # --retry-failed: the hosts swept again, their old records set aside
 
     @property
     def fully_swept(self) -> bool:
@@ -188,7 +191,10 @@ def _run(session: Resolved, inventory_path, out: tuple, resumed: tuple, payload:
             hold.release()
             raise
         about = {"options_set": session.set_now, **({"retried": retried} if retry_failed is not None else {})}
-        return _sweep_hosts(folder, manifest, hosts, done, lambda: runner.bind(job()), progress, wrap, about, hold)
+        result = _sweep_hosts(folder, manifest, hosts, done, lambda: runner.bind(job()), progress, wrap, about, hold)
+    if retry_failed is None:
+        return result
+    return replace(result, retry_classes=retry_classes(retry_failed), retried=tuple(retried))
 
 
 _FLAGS = ("connect_timeout", "host_deadline", "retries")
@@ -373,11 +379,13 @@ class _Tally:
         for s, cls in self.status.values():
             if s == "failed" and cls in by_class:
                 by_class[cls] += 1
-        ok = self.ok
+        ok, now = self.ok, {host for host, *_ in self.failures}
+        earlier = tuple((name, cls) for name, (s, cls) in self.status.items() if s == "failed" and name not in now)
         return RunResult(
             run_dir=run_dir, state=state, total=self.total, ok=ok, failed=len(self.status) - ok,
             pending=self.total - len(self.status), resumed=self.resumed,
-            by_class={cls: n for cls, n in by_class.items() if n}, failures=tuple(self.failures), options=options)
+            by_class={cls: n for cls, n in by_class.items() if n}, failures=tuple(self.failures), options=options,
+            earlier_failed=earlier)
 
 
 def _collect(runner: Engine, todo: list[Host], folder: RunFolder, manifest: dict, tally: _Tally,
