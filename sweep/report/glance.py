@@ -26,10 +26,20 @@ CAUSE_CHARS = 90      # a cause or fix longer than this is cut in the glance (th
 SETS_CHARS = 100       # a node set longer than this is cut at a comma (the lists in the report keep it whole)
 
 
+EXPLAINS = {  # state -> which of a host's entries explains it (the verdict lists them broken first)
+    "cannot_run": lambda e: e.severity == "broken", "broken": lambda e: e.severity == "broken",
+    "held_out": lambda e: e.holds_out or e.severity == "broken", "unreachable": lambda e: e.source == "reach"}
+
+
 def state_and_cause(verdict: Verdict, host: str) -> tuple[str, Entry | None]:
-    """The host's state and the entry that explains it: the one place the views below read them."""
+    """The host's state and the entry that explains it (None for the pool and the other classes): the one
+    place the views below read them."""
+    state = verdict.states[host]
+    explains = EXPLAINS.get(state)
+    if explains is None:
+        return state, None
     entries = verdict.of(host)
-    return verdict.states[host], (entries[0] if entries else None)
+    return state, next((e for e in entries if explains(e)), entries[0] if entries else None)
 
 
 @dataclass(frozen=True)
@@ -127,6 +137,35 @@ def cause_text(c: Cause, chars: int = CAUSE_CHARS) -> str:
 
 def _cut(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[:chars - 1].rstrip(" ,;:") + "…"
+
+
+TILE_OF = {  # state -> (the tile's id, where it links to): the ids the top box always had
+    "pool": ("pool-size", "pool"), "other_class": ("tile-other-classes", "other-classes"),
+    "held_out": ("tile-held-out", "held-out"), "broken": ("tile-broken", "held-out"),
+    "cannot_run": ("tile-cannot-run", "held-out"), "unreachable": ("tile-unreachable", "held-out")}
+
+
+def tiles(g: Glance) -> list[dict]:
+    """The top box's tiles: the hosts, then one per state, each host counted once (they add up)."""
+    counts = {state: len(hosts) for state, _, hosts in g.states}
+    out = [{"id": "tile-hosts", "hosts": g.total, "label": "hosts", "target": "hosts", "state": None}]
+    for state, word in STATE_WORDS:
+        if state == "other_class":
+            word = "in " + plural(g.classes - 1, "other class", "other classes")
+        elif state == "pool":
+            word = "in the pool"
+        elif state == "held_out":
+            word = "held out for health"
+        tile_id, target = TILE_OF[state]
+        out.append({"id": tile_id, "hosts": counts.get(state, 0), "label": word, "target": target, "state": state})
+    return out
+
+
+def cause_rows(g: Glance) -> list[dict]:
+    """The causes as the report's first screen lists them: state, node set, count, text and fix."""
+    return [{"state": c.state, "word": c.state.replace("_", " "), "folded": fold_hosts(c.hosts),
+             "count": len(c.hosts), "what": c.what, "text": c.text, "fix": c.fix, "alike": c.alike}
+            for c in g.causes]
 
 
 def load_line(gpus: pd.DataFrame, seconds: float | None) -> str | None:

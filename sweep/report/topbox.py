@@ -1,14 +1,10 @@
 """The report's top box and the terminal's line of sets: views of the verdict (summary.json's host_sets,
-verdict_model), deciding nothing: the tiles (each the size of one host set), the rows of the hosts kept out
-(each host named once: held out, broken, a class, cannot run, unreachable), the watch line.
+verdict_model), deciding nothing: the rows of the other classes, the watch line, the sets in one line
+(the tiles and the causes are the verdict's glance: `sweep.report.glance`).
 """
 from __future__ import annotations
 
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
-from sweep.text import plural
-
-HELD_OUT_SHOWN = 12       # hosts held out for health named in the top box (the rest: Health findings)
-
 
 SETS_SAID = (("pool", "in the pool"), ("held_out", "held out of the pool"), ("broken", "broken"),
              ("drain", "to drain"), ("other_classes", "in other classes"), ("cannot_run", "cannot run"),
@@ -20,24 +16,6 @@ def states_line(summary: dict) -> str:
     sets = summary["host_sets"]
     return "hosts: " + "; ".join(f"{said} {sets[key]['size']}: {sets[key]['folded'] or ', '.join(sets[key]['hosts'])}"
                                  for key, said in SETS_SAID if sets[key]["size"])
-
-
-def tiles(summary: dict) -> list[dict]:
-    """The top box's tiles: each counts the hosts of one of summary.json's host sets and links to where they are listed."""
-    sets = summary["host_sets"]
-    ref = summary["reference_class"]
-    return [{"id": id_, "hosts": sets[key]["size"], "label": label, "target": target, "set": key}
-            for id_, key, label, target in (
-        ("tile-hosts", "hosts", "hosts", "hosts"),
-        ("pool-size", "pool", f"in the pool (class {ref['id']}, healthy)" if ref else "in the pool",
-         "pool" if ref else "classes"),
-        ("tile-held-out", "held_out", "held out for health", "held-out"),
-        ("tile-other-classes", "other_classes", "in " + plural(max(len(summary["classes"]) - 1, 0), "other class",
-                                                               "other classes"),
-         "other-classes" if sets["other_classes"]["size"] else "classes"),
-        ("tile-cannot-run", "cannot_run", "cannot run", "cannot-run"),
-        ("tile-unreachable", "unreachable", "unreachable", "unreachable"),
-        ("tile-broken", "broken", "broken", "broken-hosts" if sets["broken"]["size"] else "health"))]
 
 
 def keepout_rows(summary: dict) -> dict:
@@ -79,16 +57,3 @@ def watch_line(folded: list[dict], pool) -> list[dict]:
             detail = hit[0]["detail"] if len(hit) == 1 else e["detail"] + " (values differ)"
             out.append({"title": e["title"], "detail": detail, "folded": abbreviate(fold_hosts(hosts), 80)})
     return out
-
-
-def held_out_rows(summary: dict) -> list[dict]:
-    """The first HELD_OUT_SHOWN hosts held out of the pool, each with the severity of its worst reason
-    and, when broken, the fix of its first broken entry."""
-    broken = set(summary["host_sets"]["broken"]["hosts"])
-    fixes = {}
-    for e in summary["verdict_model"]["entries"]:
-        if e["severity"] == "broken" and e["fix"]:
-            fixes.setdefault(e["host"], e["fix"])
-    return [dict(h, severity="broken" if h["host"] in broken else "warning",
-                 fix=fixes.get(h["host"]) if h["host"] in broken else None)
-            for h in summary["held_out"][:HELD_OUT_SHOWN]]

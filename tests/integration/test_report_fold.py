@@ -89,13 +89,17 @@ def test_every_tile_counts_hosts_and_leads_to_their_list(demo):
                           "a.hash.slice(1), !!document.getElementById(a.hash.slice(1))])")
     assert all(present for *_, present in tiles), tiles
     counts = {id_: (n, target) for id_, n, target, _ in tiles}
-    assert counts["tile-other-classes"][0] == sum(c["size"] for c in s["classes"][1:])  # hosts, not classes
-    broken_hosts = {f["host"] for f in s["findings"] if f["severity"] == "broken"}
-    assert counts["tile-broken"] == (len(broken_hosts), "broken-hosts")
-    listed = page.text("#broken-hosts")
-    assert f"{len(broken_hosts)} hosts broken (a contract, a speed figure or an Xid repair)" in listed
-    assert counts["tile-held-out"][0] == page.evaluate("document.querySelectorAll('#held-out li.held-out').length")
-    assert counts["tile-unreachable"][0] == len(s["unreachable"])
+    states = s["verdict_model"]["counts"]  # each host counted once, in its state: the tiles add up
+    for tile, state in (("pool-size", "pool"), ("tile-other-classes", "other_class"), ("tile-held-out", "held_out"),
+                        ("tile-broken", "broken"), ("tile-cannot-run", "cannot_run"),
+                        ("tile-unreachable", "unreachable")):
+        assert counts[tile][0] == states[state], tile
+        shown = page.evaluate(f"[...document.querySelectorAll('#held-out li.cause[data-state={state}]')]"
+                              ".reduce((n, li) => n + +li.querySelector('.muted').innerText.match(/\\d+/)[0], 0)")
+        assert state in ("pool", "other_class") or shown == states[state], (state, shown)  # its causes count them
+    assert sum(n for id_, (n, _) in counts.items() if id_ != "tile-hosts") == counts["tile-hosts"][0] == \
+        s["hosts_total"]
+    assert len(s["unreachable"]) == states["unreachable"]
 
 
 def test_the_reference_card_says_how_many_of_its_hosts_are_held_out(demo):
