@@ -28,7 +28,7 @@ def print_report(inputs, out_dir: Path, reference: Optional[str], expect: Option
         results.print(safe(result.headline), soft_wrap=True)
     else:
         more = f"sweep report {' '.join(shlex.quote(str(Path(p).resolve())) for p in inputs)} --details"
-        for line in terminal_lines(glance(result.verdict, summary["classes"]), more):
+        for line in terminal_lines(glance(result.verdict, summary["classes"])):
             results.print(safe(line), soft_wrap=True)
         for line in _tier_lines(summary):  # the audit's, the benchmark's and the speed tier's own verdicts
             results.print(safe(line), soft_wrap=True)

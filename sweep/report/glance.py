@@ -106,9 +106,9 @@ def _headline(by_state: dict, classes: int, total: int) -> str:
     return head + "."
 
 
-def terminal_lines(g: Glance, details: str = "sweep report RUN --details", shown: int = CAUSES_SHOWN) -> list[str]:
-    """The glance in a few short lines: the headline, one line per state, one line per cause with its fix;
-    `details` is the command that prints the rest."""
+def terminal_lines(g: Glance, shown: int = CAUSES_SHOWN) -> list[str]:
+    """The glance in a few short lines: the headline, one line per state, one line per cause with its fix
+    (the first `shown`; the caller names the command that prints the rest)."""
     width = max(len(word) for _, word, _ in g.states) if g.states else 0
     count = max(len(str(len(hosts))) for _, _, hosts in g.states) if g.states else 0
     lines = [g.headline]
@@ -122,7 +122,7 @@ def terminal_lines(g: Glance, details: str = "sweep report RUN --details", shown
     for c in g.causes[:shown]:
         lines.append("  " + cause_text(c))
     if len(g.causes) > shown:
-        lines.append(f"  ... and {plural(len(g.causes) - shown, 'more cause')}: {details}")
+        lines.append(f"  ... and {plural(len(g.causes) - shown, 'more cause')}: see the details")
     return lines
 
 
