@@ -275,7 +275,8 @@ def test_a_proxy_command_that_fails_is_not_bypassed(ca_fleet, tmp_path, hermetic
     assert _connections(fleet, "inner") == before
 
 
-def test_an_auth_failure_names_the_keys_tried_and_where_each_was_set(ca_fleet, tmp_path, hermetic_home):
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_an_auth_failure_names_the_keys_tried_and_where_each_was_set(ca_fleet, tmp_path, hermetic_home, transport):
     """The host refuses every key (it trusts only the CA's certificates): the message names each key
     offered and the line or variable that set it, a missing one as skipped, and that no agent was asked."""
     fleet, work = ca_fleet
@@ -288,7 +289,8 @@ def test_an_auth_failure_names_the_keys_tried_and_where_each_was_set(ca_fleet, t
     inventory.write_text(f"all:\n  hosts:\n    k1:\n      ansible_host: {fleet.addresses['cert-host']}\n"
                          f"      ansible_ssh_private_key_file: {inventory_key}\n")
     result = run_sweep(inventory, out=tmp_path / "run", ssh=SSHSettings(
-        known_hosts=str(fleet.known_hosts_path), ssh_config=str(config), allow_agent=False, look_for_keys=False))
+        known_hosts=str(fleet.known_hosts_path), ssh_config=str(config), allow_agent=False, look_for_keys=False,
+        transport=transport))
     failure = read_records(result.run_dir)["k1"]["failure"]
     assert failure["class"] == "auth", failure
     assert (f"keys tried: {inventory_key} (k1: ansible_ssh_private_key_file at {inventory}:5), "
