@@ -1,5 +1,6 @@
 """The report page at fleet scale: its height and size in headless Chromium, and a screenshot of its
-first screen, for fleets of 43, 300 and 3,000 hosts (issue 54), by this tree and by another revision.
+first screen, for fleets of 43, 300 and 3,000 hosts (issue 54), by this tree and by another
+revision.
 
     python3 bench/bench_page.py [--hosts 43,300,3000] [--against 970fdb3] [--shots docs/screenshots]
 
@@ -10,6 +11,7 @@ Each tree writes its report of the same run folder in a fresh process; Chromium 
 loads it, and the page's height (document scrollHeight, CSS px) and report.html's bytes are printed
 as a Markdown table. `--shots DIR` saves report-NNNN-<tree>.png: the first screen of each page.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +26,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "unit"), st
 
 from bench_report import write_fleet  # noqa: E402
 
-REPORT = ("import sys; from sweep.report.build import build_report; "
-          "build_report([sys.argv[1]], sys.argv[2])")
+REPORT = (
+    "import sys; from sweep.report.build import build_report; "
+    "build_report([sys.argv[1]], sys.argv[2])"
+)
 
 
 def fleet(folder: Path, hosts: int, demo: Path | None) -> Path:
@@ -41,13 +45,19 @@ def fleet(folder: Path, hosts: int, demo: Path | None) -> Path:
 
 
 def report_of(tree: Path, run: Path, out: Path) -> Path:
-    subprocess.run([sys.executable, "-c", REPORT, str(run), str(out)], check=True, cwd=tree,
-                   env={**os.environ, "PYTHONPATH": str(tree)}, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-c", REPORT, str(run), str(out)],
+        check=True,
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        stdout=subprocess.DEVNULL,
+    )
     return out / "report.html"
 
 
 def measure(html: Path, shot: Path | None) -> tuple[int, int]:
-    """(page height in CSS px, bytes) of a report in Chromium at 1400 x 900; the first screen to `shot`."""
+    """(page height in CSS px, bytes) of a report in Chromium at 1400 x 900; the first screen to
+    `shot`."""
     from browser_page import Page
 
     with Page(html.resolve().as_uri(), width=1400, height=900) as page:
@@ -61,7 +71,9 @@ def tree_of(rev: str, base: Path) -> Path:
     """The tree of a git revision, unpacked under `base` (`git archive`)."""
     out = base / f"tree-{rev}"
     out.mkdir()
-    archive = subprocess.run(["git", "archive", rev], cwd=ROOT, check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "archive", rev], cwd=ROOT, check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
     return out
 
@@ -76,13 +88,18 @@ def main(argv=None) -> int:
     rows = ["| hosts | tree | page height (px) | report.html |", "|---:|---|---:|---:|"]
     with tempfile.TemporaryDirectory(prefix="sweep-bench-page-") as tmp:
         base = Path(tmp)
-        trees = [("this", ROOT)] + ([(args.against, tree_of(args.against, base))] if args.against else [])
+        trees = [("this", ROOT)] + (
+            [(args.against, tree_of(args.against, base))] if args.against else []
+        )
         for n in (int(x) for x in args.hosts.split(",")):
             run = fleet(base / f"run-{n}", n, args.demo)
             for name, tree in trees:
                 html = report_of(tree, run, base / f"report-{n}-{name}")
-                shot = args.shots / f"report-{n:04d}-{'after' if name == 'this' else 'before'}.png" \
-                    if args.shots else None
+                shot = (
+                    args.shots / f"report-{n:04d}-{'after' if name == 'this' else 'before'}.png"
+                    if args.shots
+                    else None
+                )
                 height, size = measure(html, shot)
                 rows.append(f"| {n} | {name} | {height:,} | {size / 1024:,.0f} KiB |")
                 print(rows[-1], flush=True)

@@ -3,11 +3,12 @@ the history names, most of all those faulty in every run the history holds of th
 in every run has no change point, so a history of change points alone says "No host changed").
 
 A fault is a host-level health fact of the index (`scope` "health") whose value says so: a contract
-``broken``, reachability ``unreachable (...)``, a HW clock-event reason active. `chronic_faults(spans,
-runs_of_host)` reads the timelines (`sweep.history.timeline.spans`): the host's last stretch of that
-key, when it reaches the host's last run and its value is a fault, is the fault, since the first run
-of the stretch; `every_run` when the stretch covers every run of the host.
+``broken``, reachability ``unreachable (...)``, a HW clock-event reason active.
+`chronic_faults(spans)` reads the timelines (`sweep.history.timeline.spans`): the host's last
+stretch of that key, when it reaches the host's last run and its value is a fault, is the fault,
+since the first run of the stretch; `every_run` when the stretch covers every run of the host.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,11 +19,18 @@ from sweep.analysis.names import fold_hosts, host_key
 from sweep.history.timeline import HOST, moment
 from sweep.text import plural
 
-NOT_FAULTS = {"ok", "none", "unknown", "not_applicable", "warning"}  # a warning is watched, not a fault
+NOT_FAULTS = {
+    "ok",
+    "none",
+    "unknown",
+    "not_applicable",
+    "warning",
+}  # a warning is watched, not a fault
 
 
 def is_fault(key: str, value: str) -> bool:
-    """Whether a health fact's value is a fault (a contract broken, the host unreachable, a HW slowdown)."""
+    """Whether a health fact's value is a fault (a contract broken, the host unreachable, a HW
+    slowdown)."""
     if key == "reachability":
         return value.startswith("unreachable")
     return value not in NOT_FAULTS and value != ""
@@ -41,8 +49,15 @@ class Fault:
     every_run: bool  # faulty in every run the history holds of the host: no change point shows it
 
     def as_dict(self) -> dict:
-        return {"host": self.host, "key": self.key, "label": self.label, "value": self.value,
-                "since": moment(self.since), "runs": self.runs, "every_run": self.every_run}
+        return {
+            "host": self.host,
+            "key": self.key,
+            "label": self.label,
+            "value": self.value,
+            "since": moment(self.since),
+            "runs": self.runs,
+            "every_run": self.every_run,
+        }
 
 
 def chronic_faults(span_frame: pd.DataFrame) -> list[Fault]:
@@ -58,8 +73,17 @@ def chronic_faults(span_frame: pd.DataFrame) -> list[Fault]:
     for row in latest.itertuples(index=False):
         if row.last_seen != last_of.get(row.host) or not is_fault(row.key, str(row.value)):
             continue
-        out.append(Fault(row.host, row.key, row.key_label, str(row.value), float(row.first_seen), int(row.runs),
-                         int(row.runs) >= runs_of.get(row.host, 0)))
+        out.append(
+            Fault(
+                row.host,
+                row.key,
+                row.key_label,
+                str(row.value),
+                float(row.first_seen),
+                int(row.runs),
+                int(row.runs) >= runs_of.get(row.host, 0),
+            )
+        )
     out.sort(key=lambda f: (not f.every_run, f.since, host_key(f.host), f.key))
     return out
 
@@ -74,7 +98,18 @@ def folded(faults: list[Fault]) -> list[dict]:
     for (every, _, value, since, runs), items in groups.items():
         hosts = sorted((f.host for f in items), key=host_key)
         when = f"in every run since {moment(since)}" if every else f"since {moment(since)}"
-        text = (f"{fold_hosts(hosts)}: {items[0].label} {value} {when} ({plural(runs, 'run')})")
-        out.append({"hosts": hosts, "folded": fold_hosts(hosts), "count": len(hosts), "label": items[0].label,
-                    "value": value, "since": moment(since), "runs": runs, "every_run": every, "text": text})
+        text = f"{fold_hosts(hosts)}: {items[0].label} {value} {when} ({plural(runs, 'run')})"
+        out.append(
+            {
+                "hosts": hosts,
+                "folded": fold_hosts(hosts),
+                "count": len(hosts),
+                "label": items[0].label,
+                "value": value,
+                "since": moment(since),
+                "runs": runs,
+                "every_run": every,
+                "text": text,
+            }
+        )
     return out
