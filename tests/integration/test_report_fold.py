@@ -154,3 +154,43 @@ def test_an_unreachable_host_says_its_message_once_when_opened(demo):
     opened = page.text("#probe-target")
     assert page.evaluate("document.getElementById('probe-target').open") is True
     assert opened.count(u["message"]) == 1, opened
+
+
+@pytest.fixture(scope="module")
+def three_hundred(tmp_path_factory):
+    """300 hosts: 280 healthy, 10 capped at 250 W (broken), 5 with a foreign process (held out), 5 unreachable."""
+    base = tmp_path_factory.mktemp("scale")
+    records = []
+    for n in range(1, 301):
+        name = f"gpu{n:03d}"
+        if n % 30 == 0:
+            records.append(fv.record(name, fv.power_cap(fv.h200(8, name), 250.0)))
+        elif n % 60 == 7:
+            records.append(fv.record(name, fv.foreign_process(fv.h200(8, name))))
+        elif n % 60 == 11:
+            records.append(fv.record(name, None, ("refused", "connection refused on port 22")))
+        else:
+            records.append(fv.record(name, fv.h200(8, name)))
+    fv.write_run(base / "run", records)
+    result = build_report([base / "run"], base / "report")
+    with Page(result.files["html"].resolve().as_uri(), width=1400, height=900) as page:
+        yield result, page
+
+
+def test_at_300_hosts_the_first_screen_says_it_all_and_the_page_stays_short(three_hundred):
+    """The first screen (1400 x 900) holds the headline, the tiles, every cause with its hosts folded and
+    its fix, and what to run next; the hosts with nothing to say are one folded line, not a block each,
+    so the page stays a few screens long."""
+    result, page = three_hundred
+    causes = page.evaluate("[...document.querySelectorAll('#held-out li.cause')].map(li => [li.dataset.state, "
+                           "li.dataset.hosts, li.innerText, li.getBoundingClientRect().bottom + scrollY])")
+    assert [(state, hosts) for state, hosts, _, _ in causes] == [
+        ("broken", "gpu[030,060,090,120,150,180,210,240,270,300]"), ("held_out", "gpu[007,067,127,187,247]"),
+        ("unreachable", "gpu[011,071,131,191,251]")], causes
+    assert all("fix: " in text for _, _, text, _ in causes)
+    bottom = page.evaluate("document.getElementById('next').getBoundingClientRect().bottom + scrollY")
+    assert max(b for *_, b in causes) < bottom <= 900, (causes, bottom)  # what to run next, on the first screen
+    assert page.evaluate("document.querySelectorAll('details.host').length") == 20
+    quiet = page.text("#quiet-hosts")
+    assert quiet.startswith("280 hosts with every contract ok and nothing to say, folded: gpu[001-006,008-010,")
+    assert page.evaluate("document.documentElement.scrollHeight") < 5 * 900  # 3,806 px when written
