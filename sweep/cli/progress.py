@@ -65,6 +65,10 @@ def retry_lines(result: RunResult, run_dir: str) -> list[str]:
                          f"hosts/<name>~attempt-N.json)")
         else:
             lines.append(f"  [yellow]nothing to retry[/]: no host of this run had failed with {asked}")
+    unnamed = result.failed - len({host for host, *_ in result.failures}) - len(result.earlier_failed)
+    if unnamed > 0 and not result.earlier_failed:  # a RunResult made without them (a library caller's)
+        lines.append(f"  [red]{plural(unnamed, 'more failed host')}[/] from an earlier session of this run, "
+                     f"not swept again: their records are in {run_dir}/hosts/")
     if result.earlier_failed:
         by_class: dict[str, list[str]] = {}
         for host, cls in result.earlier_failed:
