@@ -139,6 +139,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
              for n in notes if n["said"] == "to watch"] + watch_line(folded, summary["pool"]["hosts"])
     rows = keepout_rows(summary)
     seen = glance(verdict, summary["classes"])
+    cannot_run = _folded_rows(summary["excluded"], ("contract", "message", "fix"))
     return {
         "glance": seen, "causes": cause_rows(seen)[:CAUSES_MAX], "causes_more": max(0, len(seen.causes) - CAUSES_MAX),
         "s": summary, "classes": classes, "ref": ref, "matrix": matrix,
@@ -150,6 +151,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
         "held_out_folded": fold_hosts(h["host"] for h in summary["held_out"]),
         "keepout": bool(len(classes) > 1 or summary["excluded"] or summary["unreachable"] or summary["held_out"]
                         or rows["broken"]),
+        "cannot_run": cannot_run[:ROWS_MAX], "cannot_run_more": max(0, len(cannot_run) - ROWS_MAX),
         "tiles": state_tiles(seen), "watch": watch[:WATCH_SHOWN], "watch_more": max(0, len(watch) - WATCH_SHOWN),
         "folded_findings": folded[:ROWS_MAX], "folded_more": max(0, len(folded) - ROWS_MAX), "variants_max": VARIANTS_MAX,
         "broken_hosts": fold_hosts(broken), "broken_count": len(broken),
@@ -162,6 +164,16 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
         "speed": summary.get("speed"), "speed_chart": speed_chart(summary.get("speed")),
     }
 
+
+
+def _folded_rows(rows: list[dict], keys: tuple[str, ...]) -> list[dict]:
+    """Rows that share the values of `keys` as one row, its hosts folded into a node set (`hosts`,
+    `count`), in the order each first appears: a long section says each value once."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row.get(k) for k in keys), []).append(row)
+    return [dict(zip(keys, values), hosts=fold_hosts(r["host"] for r in members), count=len(members))
+            for values, members in groups.items()]
 
 
 XID_HOSTS_SHOWN = 12  # hosts named with their events under the top box's repair lines

@@ -158,7 +158,8 @@ def test_an_unreachable_host_says_its_message_once_when_opened(demo):
 
 @pytest.fixture(scope="module")
 def three_hundred(tmp_path_factory):
-    """300 hosts: 280 healthy, 10 capped at 250 W (broken), 5 with a foreign process (held out), 5 unreachable."""
+    """300 hosts: 277 healthy, 10 capped at 250 W (broken), 5 with a foreign process (held out), 5 unreachable,
+    3 with an empty device mask (cannot run)."""
     base = tmp_path_factory.mktemp("scale")
     records = []
     for n in range(1, 301):
@@ -169,6 +170,8 @@ def three_hundred(tmp_path_factory):
             records.append(fv.record(name, fv.foreign_process(fv.h200(8, name))))
         elif n % 60 == 11:
             records.append(fv.record(name, None, ("refused", "connection refused on port 22")))
+        elif n % 100 == 55:
+            records.append(fv.record(name, fv.empty_mask(fv.h200(8, name))))
         else:
             records.append(fv.record(name, fv.h200(8, name)))
     fv.write_run(base / "run", records)
@@ -185,12 +188,15 @@ def test_at_300_hosts_the_first_screen_says_it_all_and_the_page_stays_short(thre
     causes = page.evaluate("[...document.querySelectorAll('#held-out li.cause')].map(li => [li.dataset.state, "
                            "li.dataset.hosts, li.innerText, li.getBoundingClientRect().bottom + scrollY])")
     assert [(state, hosts) for state, hosts, _, _ in causes] == [
-        ("broken", "gpu[030,060,090,120,150,180,210,240,270,300]"), ("held_out", "gpu[007,067,127,187,247]"),
+        ("cannot_run", "gpu[055,155,255]"), ("broken", "gpu[030,060,090,120,150,180,210,240,270,300]"), ("held_out", "gpu[007,067,127,187,247]"),
         ("unreachable", "gpu[011,071,131,191,251]")], causes
     assert all("fix: " in text for _, _, text, _ in causes)
     bottom = page.evaluate("document.getElementById('next').getBoundingClientRect().bottom + scrollY")
     assert max(b for *_, b in causes) < bottom <= 900, (causes, bottom)  # what to run next, on the first screen
-    assert page.evaluate("document.querySelectorAll('details.host').length") == 20
+    assert page.evaluate("document.querySelectorAll('details.host').length") == 23
     quiet = page.text("#quiet-hosts")
-    assert quiet.startswith("280 hosts with every contract ok and nothing to say, folded: gpu[001-006,008-010,")
+    assert quiet.startswith("277 hosts with every contract ok and nothing to say, folded: gpu[001-006,008-010,")
+    # the hosts that cannot run share their cause: one row of the Kept out section, not one per host
+    rows = page.evaluate("[...document.querySelectorAll('#cannot-run + p + table tbody tr')].map(r => r.innerText)")
+    assert len(rows) == 1 and rows[0].startswith("gpu[055,155,255]\tdevice_mask\t"), rows
     assert page.evaluate("document.documentElement.scrollHeight") < 5 * 900  # 3,806 px when written
