@@ -195,13 +195,19 @@ def summarize(samples, max_sm):
 
 def replayed_window(samples, seconds):
     """The recorded samples of the first `seconds` of the recording (all of them when it is shorter): a
-    replayed --load S lasts S seconds, as a measured one does, whatever the recording's own length."""
-    times = [s.get("t") for s in samples if isinstance(s, dict) and isinstance(s.get("t"), (int, float))]
+    replayed --load S lasts S seconds, as a measured one does, whatever the recording's own length.
+    """
+    times = [
+        s.get("t") for s in samples if isinstance(s, dict) and isinstance(s.get("t"), (int, float))
+    ]
     if not times or not seconds or seconds <= 0:
         return list(samples)
     end = min(times) + seconds
-    return [s for s in samples if not isinstance(s, dict) or not isinstance(s.get("t"), (int, float))
-            or s["t"] <= end]
+    return [
+        s
+        for s in samples
+        if not isinstance(s, dict) or not isinstance(s.get("t"), (int, float)) or s["t"] <= end
+    ]
 
 
 def run_load(src, count, seconds, engine, torch_python, interval, read_facts):

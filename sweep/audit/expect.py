@@ -432,16 +432,26 @@ def _rules(body: Any, path: Path, line: int, place: str, allowed: dict, problems
     if body is None:
         return {}
     if not isinstance(body, LineMapping):
-        problems.append(ConfigError(f"{place} must be a mapping of rules, not {_type_name(body)}",
-                                    where=f"{path}:{line}", fix="write one 'rule: value' per line under it"))
+        problems.append(
+            ConfigError(
+                f"{place} must be a mapping of rules, not {_type_name(body)}",
+                where=f"{path}:{line}",
+                fix="write one 'rule: value' per line under it",
+            )
+        )
         return {}
     out = {}
     for key, value in body.items():
         where = f"{path}:{body.key_lines[key]}"
         if key not in allowed:
             if key in RULES:
-                problems.append(ConfigError(f"'{key}' is a host rule and cannot be set per GPU model ({place})",
-                                            where=where, fix="set it under defaults, groups or hosts"))
+                problems.append(
+                    ConfigError(
+                        f"'{key}' is a host rule and cannot be set per GPU model ({place})",
+                        where=where,
+                        fix="set it under defaults, groups or hosts",
+                    )
+                )
             else:
                 problems.append(_unknown(key, where, sorted(allowed), f"in {place}"))
             continue
@@ -460,9 +470,12 @@ def _all_at_once(problems: list, path: Path) -> None:
     if len(problems) == 1:
         raise problems[0]
     if problems:
-        raise ConfigError(f"{len(problems)} mistakes: " + "; ".join(f"{p.where}: {p.message} ({p.fix})"
-                                                                   for p in problems),
-                          where=str(path), fix="fix each line named")
+        raise ConfigError(
+            f"{len(problems)} mistakes: "
+            + "; ".join(f"{p.where}: {p.message} ({p.fix})" for p in problems),
+            where=str(path),
+            fix="fix each line named",
+        )
 
 
 def load_expectations(path: str | Path) -> Expectations:

@@ -118,16 +118,23 @@ def _history_demo(out: Optional[Path]) -> int:
     from sweep.store import default_run_dir
 
     root = out or default_run_dir("demo-history", DEMO_REPORTS)
-    console.print(f"writing six weeks of daily runs of the demo fleet under {root} ...", soft_wrap=True)
+    console.print(
+        f"writing six weeks of daily runs of the demo fleet under {root} ...", soft_wrap=True
+    )
     story = six_weeks(root)
     result = build_history([root], root / "history")
     print_history(result, root / "history")
-    missed = sorted({d.host for d in story} - set(result.changed_hosts) - {d.host for d in result.drifted})
+    missed = sorted(
+        {d.host for d in story} - set(result.changed_hosts) - {d.host for d in result.drifted}
+    )
     if missed:
         say("error", f"the history missed what the demo did to {', '.join(missed)}")
         return exitcodes.INCOMPLETE
-    results.print(f"history demo done: every change the demo made was found ({plural(len(story), 'host')}); try "
-                  f"sweep history --root {root} --host 'gpu0*'", soft_wrap=True)
+    results.print(
+        f"history demo done: every change the demo made was found ({plural(len(story), 'host')}); "
+        f"try sweep history --root {root} --host 'gpu0*'",
+        soft_wrap=True,
+    )
     return exitcodes.OK
 
 

@@ -64,8 +64,11 @@ def _load_seconds(run: Optional[Path]) -> Optional[float]:
 def _tier_lines(summary: dict) -> list[str]:
     from sweep.report.bench import bench_lines
 
-    return [*((summary.get("audit") or {}).get("headline") or ()), *bench_lines(summary.get("benchmark")),
-            *((summary.get("speed") or {}).get("headline") or ())]
+    return [
+        *((summary.get("audit") or {}).get("headline") or ()),
+        *bench_lines(summary.get("benchmark")),
+        *((summary.get("speed") or {}).get("headline") or ()),
+    ]
 
 
 def report(

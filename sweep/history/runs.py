@@ -139,9 +139,12 @@ def _refuse_empty_interrupted(folder: Path, manifest: dict) -> None:
     hosts = folder / "hosts"
     if hosts.is_dir() and any(p.suffix == ".json" for p in hosts.iterdir()):
         return
-    raise EmptyInterruptedRun(f"an interrupted run with no host record (it was {manifest.get('state')} "
-                         "when it stopped, before any host answered)", where=str(folder),
-                         fix=f"finish it with `sweep run --resume {folder}`, or remove the folder")
+    raise EmptyInterruptedRun(
+        f"an interrupted run with no host record (it was {manifest.get('state')} "
+        "when it stopped, before any host answered)",
+        where=str(folder),
+        fix=f"finish it with `sweep run --resume {folder}`, or remove the folder",
+    )
 
 
 def _host_values(fact, hosts: pd.DataFrame, gpu_keys):

@@ -114,16 +114,23 @@ def plain_yaml_problem(err: yaml.MarkedYAMLError, text: str):
     ':' (reported on the line after the key, where the scanner gave up)."""
     at = err.problem_mark
     if at is not None and at.index < len(text) and text[at.index] == "\t":
-        return (f"a tab at column {at.column + 1}: YAML indents with spaces, never tabs",
-                "replace the tab with spaces", at)
+        return (
+            f"a tab at column {at.column + 1}: YAML indents with spaces, never tabs",
+            "replace the tab with spaces",
+            at,
+        )
     if "could not find expected ':'" in (err.problem or "") and err.context_mark is not None:
         start = err.context_mark
         line = text.splitlines()[start.line] if start.line < len(text.splitlines()) else ""
-        word = line[start.column:].strip()[:60]
+        word = line[start.column :].strip()[:60]
         key, _, rest = word.partition(" ")
         written = f"{key}: {rest.strip()}" if rest.strip() else f"{key}:"
-        return (f"no ':' after {key!r}: a key needs a ':' after it (or the line is indented under the one "
-                "above by mistake)", f"write '{written}' (or fix the indentation)", start)
+        return (
+            f"no ':' after {key!r}: a key needs a ':' after it (or the line is indented under the "
+            "one above by mistake)",
+            f"write '{written}' (or fix the indentation)",
+            start,
+        )
     return None
 
 

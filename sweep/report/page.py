@@ -172,8 +172,10 @@ def _folded_rows(rows: list[dict], keys: tuple[str, ...]) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
         groups.setdefault(tuple(row.get(k) for k in keys), []).append(row)
-    return [dict(zip(keys, values), hosts=fold_hosts(r["host"] for r in members), count=len(members))
-            for values, members in groups.items()]
+    return [
+        dict(zip(keys, values), hosts=fold_hosts(r["host"] for r in members), count=len(members))
+        for values, members in groups.items()
+    ]
 
 
 XID_HOSTS_SHOWN = 12  # hosts named with their events under the top box's repair lines

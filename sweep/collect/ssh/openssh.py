@@ -278,20 +278,32 @@ def classify_ssh_error(host: Any, stderr: str, opts: SSHOptions, certificates: s
 def identity_files(resolved: Resolved | None, host: Any) -> str:
     """The key files ssh was given for `host`, each with where it was set (the inventory variable and its
     file:line, the ssh_config line), a missing one as skipped; none: ssh's own default files."""
-    var, at = (getattr(host, "origins", None) or {}).get("key_file") or ("ansible_ssh_private_key_file", "")
-    keys = [(host.key_file, f"{host.name}: {var}" + (f" at {at}" if at else ""))] if host.key_file else []
-    if resolved is not None:  # it holds the inventory's key file too, first, where the inventory set it
+    var, at = (getattr(host, "origins", None) or {}).get("key_file") or (
+        "ansible_ssh_private_key_file",
+        "",
+    )
+    keys = (
+        [(host.key_file, f"{host.name}: {var}" + (f" at {at}" if at else ""))]
+        if host.key_file
+        else []
+    )
+    if resolved is not None:  # it holds the inventory's key file too, where the inventory set it
         keys = []
         tokens = local_tokens(resolved, resolved.user(_local_user()), _local_user())
         try:
-            keys += [(tilde(expand(s.value, tokens, s.name, s.where)), s.where) for s in resolved.all("identityfile")
-                     if s.value.lower() != "none"]
+            keys += [
+                (tilde(expand(s.value, tokens, s.name, s.where)), s.where)
+                for s in resolved.all("identityfile")
+                if s.value.lower() != "none"
+            ]
         except SSHConfigError:
             pass
     if not keys:
         return "keys tried: ssh's default key files (~/.ssh/id_*) and its agent's keys; no key file was set"
-    return "keys tried: " + ", ".join(f"{key} ({where}" + ("" if os.path.isfile(key) else ": no such file, skipped")
-                                      + ")" for key, where in keys)
+    return "keys tried: " + ", ".join(
+        f"{key} ({where}" + ("" if os.path.isfile(key) else ": no such file, skipped") + ")"
+        for key, where in keys
+    )
 
 
 def offered_certificates(resolved: Resolved | None, host: Any, allow_agent: bool) -> list[Certificate]:
