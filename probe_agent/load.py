@@ -193,13 +193,30 @@ def summarize(samples, max_sm):
     return out
 
 
+def replayed_window(samples, seconds):
+    """The recorded samples of the first `seconds` of the recording (all of them when it is shorter): a
+    replayed --load S lasts S seconds, as a measured one does, whatever the recording's own length.
+    """
+    times = [
+        s.get("t") for s in samples if isinstance(s, dict) and isinstance(s.get("t"), (int, float))
+    ]
+    if not times or not seconds or seconds <= 0:
+        return list(samples)
+    end = min(times) + seconds
+    return [
+        s
+        for s in samples
+        if not isinstance(s, dict) or not isinstance(s.get("t"), (int, float)) or s["t"] <= end
+    ]
+
+
 def run_load(src, count, seconds, engine, torch_python, interval, read_facts):
     """Run the load, sample it, and call read_facts() once mid-load. Returns the load section."""
     section = {"seconds": seconds, "engine": engine, "interval_s": interval, "samples": [], "pid": None}
     if src.replaying and not getattr(src, "measures", False):
         recorded = src.data.get("load") or {}
-        section.update({k: v for k, v in recorded.items() if k != "samples"})
-        section["samples"] = list(src.data.get("samples") or [])
+        section.update({k: v for k, v in recorded.items() if k not in ("samples", "seconds")})
+        section["samples"] = replayed_window(src.data.get("samples") or [], seconds)
         read_facts()
         return section
     proc, used = start_load(engine, seconds, torch_python)

@@ -21,6 +21,7 @@ several modules raise it:
   |   + _TypeProblem ............... (audit.expect) an expectations value of the wrong type
   |   + ManifestNotTrusted ......... (collect.resume) a foreign manifest's commands, programs or files
   + RunFolderError ................. a run folder
+  |   + EmptyInterruptedRun ........ (history.runs) a run stopped before any host record was written
   + HealthFileError ................ a health.json or capture file
   + DepthError ..................... (strictjson) a document nested deeper than the limit (also a ValueError)
   + EngineError .................... (collect.engines.base) ansible / srun failed as a whole
@@ -32,6 +33,7 @@ several modules raise it:
   + IndexDamaged ................... (history.index) a history index file that is not one (it is rebuilt)
   + InventoryWarning ............... also a UserWarning: the inventory reads, but likely holds a mistake
   |   + ExpectationsWarning ........ an expectations file names a host or group no audited host matches
+  + Interrupted .................... (collect.run) Ctrl-C before the run folder was made or reopened (exit 130)
   + ReadBackWarning ................ also a UserWarning: a file of a run folder is left out (named, with why)
   + SSHConfigNote .................. also a UserWarning: an ssh_config keyword left unused, hosts sent through ssh
 """

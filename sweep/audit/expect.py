@@ -42,6 +42,7 @@ from sweep.audit.expect_values import (TypeProblem as _TypeProblem, boolean as _
                                        type_name as _type_name)
 from sweep.errors import ConfigError
 from sweep.inventory.formats import LineLoader, LineMapping
+from sweep.inventory.yaml_lines import plain_yaml_problem
 from sweep.text import noun, plural
 
 SECTIONS = ("version", "defaults", "models", "groups", "hosts", "drain")
@@ -354,9 +355,13 @@ def _parse(text: str, path: Path):
             context = f" ({err.context} that starts on line {err.context_mark.line + 1})"
         elif err.context:
             context = f" ({err.context})"
-        raise ConfigError(f"not valid YAML: {err.problem}{context}",
-                          where=f"{path}:{mark.line + 1}" if mark else str(path),
-                          fix="fix the YAML there (indentation, a missing ':' or an unclosed quote)") from None
+        fix = "fix the YAML there (indentation, a missing ':' or an unclosed quote)"
+        said = plain_yaml_problem(err, text)
+        problem = err.problem
+        if said is not None:
+            (problem, fix), mark, context = said[:2], said[2], ""
+        raise ConfigError(f"not valid YAML: {problem}{context}",
+                          where=f"{path}:{mark.line + 1}" if mark else str(path), fix=fix) from None
     except yaml.YAMLError as err:
         raise ConfigError(f"not valid YAML: {err}", where=str(path), fix="fix the YAML syntax") from None
     finally:
@@ -369,28 +374,42 @@ def _unknown(key: Any, where: str, valid, place: str) -> ConfigError:
     return ConfigError(f"unknown key '{key}' {place}", where=where, fix=f"{hint}valid keys: {', '.join(valid)}")
 
 
-def _rules(body: Any, path: Path, line: int, place: str, allowed: dict) -> dict:
-    """Validate one section body (rule: value, ...) into rule -> Setting."""
+def _rules(body: Any, path: Path, line: int, place: str, allowed: dict, problems: list) -> dict:
+    """Validate one section body (rule: value, ...) into rule -> Setting; each mistake is added to
+    `problems` (a ConfigError naming its line), so that a file's every mistake is said at once."""
     if body is None:
         return {}
     if not isinstance(body, LineMapping):
-        raise ConfigError(f"{place} must be a mapping of rules, not {_type_name(body)}", where=f"{path}:{line}",
-                          fix="write one 'rule: value' per line under it")
+        problems.append(
+            ConfigError(
+                f"{place} must be a mapping of rules, not {_type_name(body)}",
+                where=f"{path}:{line}",
+                fix="write one 'rule: value' per line under it",
+            )
+        )
+        return {}
     out = {}
     for key, value in body.items():
         where = f"{path}:{body.key_lines[key]}"
         if key not in allowed:
             if key in RULES:
-                raise ConfigError(f"'{key}' is a host rule and cannot be set per GPU model ({place})",
-                                  where=where, fix="set it under defaults, groups or hosts")
-            raise _unknown(key, where, sorted(allowed), f"in {place}")
+                problems.append(
+                    ConfigError(
+                        f"'{key}' is a host rule and cannot be set per GPU model ({place})",
+                        where=where,
+                        fix="set it under defaults, groups or hosts",
+                    )
+                )
+            else:
+                problems.append(_unknown(key, where, sorted(allowed), f"in {place}"))
+            continue
         if value is None:
             out[key] = Setting(None, where)
             continue
         try:
             out[key] = Setting(allowed[key](value, key), where)
         except _TypeProblem as p:
-            raise ConfigError(f"{place}.{key} {p.message}", where=where, fix=p.fix) from None
+            problems.append(ConfigError(f"{place}.{key} {p.message}", where=where, fix=p.fix))
     return out
 
 
@@ -403,6 +422,19 @@ def _drain(value: Any, where: str) -> tuple:
                           fix="write 'drain: [config]' to drain the hosts held out for their configuration (a power "
                               "cap, ECC mode...), or leave it out")
     return tuple(dict.fromkeys(value))
+
+
+def _all_at_once(problems: list, path: Path) -> None:
+    """Raise the file's mistakes: one as it is, several as one error that names each (file:line, fix)."""
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise ConfigError(
+            f"{len(problems)} mistakes: "
+            + "; ".join(f"{p.where}: {p.message} ({p.fix})" for p in problems),
+            where=str(path),
+            fix="fix each line named",
+        )
 
 
 def load_expectations(path: str | Path) -> Expectations:
@@ -420,25 +452,29 @@ def load_expectations(path: str | Path) -> Expectations:
     if not isinstance(data, LineMapping) or not data:
         raise ConfigError(f"must be a mapping with {', '.join(SECTIONS[1:5])}, not {_type_name(data)}",
                           where=f"{path}:1", fix="start from inventories/expectations.example.yml")
+    problems: list[ConfigError] = []
     for key in data:
         if key not in SECTIONS:
-            raise _unknown(key, f"{path}:{data.key_lines[key]}", SECTIONS, "at the top level")
+            problems.append(_unknown(key, f"{path}:{data.key_lines[key]}", SECTIONS, "at the top level"))
     if "version" in data and (isinstance(data["version"], bool) or data["version"] != 1):
-        raise ConfigError(f"version {data['version']!r} is not supported (this sweep reads version 1)",
-                          where=f"{path}:{data.key_lines['version']}", fix="write version: 1")
-    defaults = _rules(data.get("defaults"), path, data.key_lines.get("defaults", 1), "defaults", RULES)
+        problems.append(ConfigError(f"version {data['version']!r} is not supported (this sweep reads version 1)",
+                                    where=f"{path}:{data.key_lines['version']}", fix="write version: 1"))
+    defaults = _rules(data.get("defaults"), path, data.key_lines.get("defaults", 1), "defaults", RULES, problems)
     named, lines = {}, {}
     for section, allowed in (("models", GPU_RULES), ("groups", RULES), ("hosts", RULES)):
         body, line = data.get(section), data.key_lines.get(section, 1)
+        named[section] = {}
         if body is None:
-            named[section] = {}
             continue
         if not isinstance(body, LineMapping):
-            raise ConfigError(f"{section} must be a mapping of names to rules, not {_type_name(body)}",
-                              where=f"{path}:{line}", fix=f"write '{section}:' then one 'name:' per line, rules under it")
-        named[section] = {str(name): _rules(rules, path, body.key_lines[name], f"{section}.{name}", allowed)
-                          for name, rules in body.items()}
+            problems.append(ConfigError(f"{section} must be a mapping of names to rules, not {_type_name(body)}",
+                                        where=f"{path}:{line}",
+                                        fix=f"write '{section}:' then one 'name:' per line, rules under it"))
+            continue
+        named[section] = {str(name): _rules(rules, path, body.key_lines[name], f"{section}.{name}", allowed,
+                                            problems) for name, rules in body.items()}
         lines.update({(section, str(name)): f"{path}:{body.key_lines[name]}" for name in body})
+    _all_at_once(problems, path)
     exp = Expectations(path, defaults, named["models"], named["groups"], named["hosts"], lines,
                        _drain(data.get("drain"), f"{path}:{data.key_lines.get('drain', 1)}"))
     if exp.rule_count == 0:

@@ -63,7 +63,7 @@ def main(argv: Optional[list] = None) -> int:
             args = retry_failed_argv(list(sys.argv[1:] if argv is None else argv))
             rv = command().main(args=args, prog_name="sweep", standalone_mode=False)
     except SweepError as exc:
-        say("error", exc)
+        say("interrupted" if exc.exit_code == exitcodes.INTERRUPTED else "error", exc)
         return exc.exit_code
     except OSError as exc:  # a local file or folder: the path, what failed and the fix, never a traceback
         err = paths.os_error(exc)
@@ -79,7 +79,8 @@ def main(argv: Optional[list] = None) -> int:
         if "ClickException" in names:
             exc.show()
             return exitcodes.BAD_INPUT
-        if "Abort" in names:
+        if "Abort" in names:  # click's word for a Ctrl-C it caught
+            console.print("sweep: interrupted")
             return exitcodes.INTERRUPTED
         raise
     return rv if isinstance(rv, int) else 0

@@ -32,6 +32,11 @@ def demo(
     speed: bool = typer.Option(False, "--speed", help="the speed tier's demo instead: 12 H200 hosts (replayed "
                                "captures, with speed figures derived from the lent H200's) whose report shows a "
                                "GPU with slow HBM, a host with half-rate PCIe and a slow 500 W class; no sshd"),
+    history: bool = typer.Option(False, "--history", help="the history's demo instead: six weeks of daily runs "
+                                 "of 40 hosts (a power cap lowered in a change window, a driver changed, ECC "
+                                 "switched off, a card sinking 1%/week, the demo's broken hosts broken in every "
+                                 "run) written under --out (default reports/demo/<UTC time>-demo-history), then "
+                                 "its history (sweep history --root); no sshd"),
 ):
     """Start a local fleet of real sshd servers replaying GPU captures, sweep it, report, tear down
     (with --serve: after Ctrl-C). Exit 0 when every host behaved as the demo fleet was built to (its
@@ -46,8 +51,8 @@ def demo(
     if hosts < 1:
         raise SweepError(f"--hosts is {hosts}; it must be 1 or more", fix="pass --hosts 40, say")
     paths.output_dir(out, "--out", "the run folder")
-    if speed:
-        raise typer.Exit(_speed_demo(out))
+    if speed or history:
+        raise typer.Exit(_other_demo(speed, history, out))
     work = Path(tempfile.mkdtemp(prefix="sweep-demo-"))
     codes = []
     try:
@@ -73,6 +78,12 @@ def demo(
     raise typer.Exit(exitcodes.OK)
 
 
+def _other_demo(speed: bool, history: bool, out: Optional[Path]) -> int:
+    if speed and history:
+        raise SweepError("--speed and --history are two demos", fix="give one of them")
+    return _speed_demo(out) if speed else _history_demo(out)
+
+
 def _speed_demo(out: Optional[Path]) -> int:
     """`sweep demo --speed`: the speed demo fleet's run folder and report; 0 when it judged as designed."""
     import shutil
@@ -96,6 +107,36 @@ def _speed_demo(out: Optional[Path]) -> int:
     results.print(f"under `sweep report` this fleet exits {code}: {exitcodes.MEANING[code]} (its slow hosts and "
                   "class are there on purpose)", soft_wrap=True)
     results.print("speed demo done: every host was judged as designed", soft_wrap=True)
+    return exitcodes.OK
+
+
+def _history_demo(out: Optional[Path]) -> int:
+    """`sweep demo --history`: six weeks of the demo fleet's runs and their history; 0 when the history found
+    every change the demo made (the cap, the driver, ECC, the sinking card)."""
+    from sweep.cli.history import print_history
+    from sweep.demo import DEMO_REPORTS
+    from sweep.demo.history import six_weeks
+    from sweep.history import build_history
+    from sweep.store import default_run_dir
+
+    root = out or default_run_dir("demo-history", DEMO_REPORTS)
+    console.print(
+        f"writing six weeks of daily runs of the demo fleet under {root} ...", soft_wrap=True
+    )
+    story = six_weeks(root)
+    result = build_history([root], root / "history")
+    print_history(result, root / "history")
+    missed = sorted(
+        {d.host for d in story} - set(result.changed_hosts) - {d.host for d in result.drifted}
+    )
+    if missed:
+        say("error", f"the history missed what the demo did to {', '.join(missed)}")
+        return exitcodes.INCOMPLETE
+    results.print(
+        f"history demo done: every change the demo made was found ({plural(len(story), 'host')}); "
+        f"try sweep history --root {root} --host 'gpu0*'",
+        soft_wrap=True,
+    )
     return exitcodes.OK
 
 

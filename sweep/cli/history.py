@@ -57,13 +57,19 @@ def history(
     paths.output_file(index, "--index", "the history index")
     result = build_history(list(runs) if runs else [root], out_dir, index_path=index, since=since, host=host,
                            threshold_pct=threshold, floor_mhz=floor)
+    raise typer.Exit(print_history(result, out_dir))
+
+
+def print_history(result, out_dir: Path) -> int:
+    """What `sweep history` prints of a history it wrote to `out_dir`; its exit code."""
     if result.update.rebuilt:
         console.print(safe(f"sweep: {result.update.rebuilt}"), soft_wrap=True)
     for skipped in result.skipped:
         console.print(safe(f"sweep: warning: {skipped.where}: skipped: {skipped.why}"), soft_wrap=True)
     print_lines(result.lines())
     results.print(safe(f"{plural(len(result.selection.runs), 'run')}, {result.drift_text(short=True)}, "
-                   f"{plural(len(result.changed_hosts), 'host')} changed; index: "
+                   f"{plural(len(result.changed_hosts), 'host')} changed, "
+                   f"{plural(len({f.host for f in result.faults if f.every_run}), 'host')} faulty in every run; index: "
                    f"{plural(len(result.update.read), 'run')} read, {result.update.kept} unchanged"), soft_wrap=True)
     results.print(f"history: {safe((out_dir / 'history.html').resolve())}", soft_wrap=True)
-    raise typer.Exit(exitcodes.OFF if result.drifted or result.speed_drifted or result.changes else exitcodes.OK)
+    return exitcodes.OFF if result.drifted or result.speed_drifted or result.changes else exitcodes.OK

@@ -53,6 +53,45 @@ def _shown(text) -> str:
     return escape(visible(text, keep=""))
 
 
+def retry_lines(result: RunResult, run_dir: str) -> list[str]:
+    """--resume / --retry-failed: which hosts were swept again, that there was nothing to retry, and
+    the failed hosts of earlier sessions left as they were (named, by class, with the command that
+    retries them)."""
+    lines = []
+    if result.retry_classes is not None:
+        asked = " ".join(result.retry_classes)
+        if result.retried:
+            lines.append(
+                f"  retried {plural(len(result.retried), 'host')} that had failed with {asked}: "
+                f"{_shown(fold_hosts(result.retried))} (their earlier records kept beside, as "
+                f"hosts/<name>~attempt-N.json)"
+            )
+        else:
+            lines.append(
+                f"  [yellow]nothing to retry[/]: no host of this run had failed with {asked}"
+            )
+    unnamed = (
+        result.failed - len({host for host, *_ in result.failures}) - len(result.earlier_failed)
+    )
+    if unnamed > 0 and not result.earlier_failed:  # a RunResult made without them (a library's)
+        lines.append(
+            f"  [red]{plural(unnamed, 'more failed host')}[/] from an earlier session of this run, "
+            f"not swept again: their records are in {run_dir}/hosts/"
+        )
+    if result.earlier_failed:
+        by_class: dict[str, list[str]] = {}
+        for host, cls in result.earlier_failed:
+            by_class.setdefault(cls, []).append(host)
+        named = "; ".join(f"{_shown(fold_hosts(hosts))} ({cls})" for cls, hosts in by_class.items())
+        lines.append(
+            f"  [red]{plural(len(result.earlier_failed), 'more failed host')}[/] from an earlier "
+            f"session of this run, not swept again: {named}; their records are in "
+            f"{run_dir}/hosts/; sweep them again with: sweep run --resume {run_dir} --retry-failed "
+            f"{' '.join(by_class)}"
+        )
+    return lines
+
+
 def render_summary(result: RunResult, console: Console | None = None, *, shown: int = 10) -> None:
     """Counts by failure class, the first `shown` failures of this session, and the verdict."""
     console = console or Console()
@@ -75,10 +114,8 @@ def render_summary(result: RunResult, console: Console | None = None, *, shown: 
     if len(folded) > shown:
         console.print(f"  ... and {len(folded) - shown} more failure lines in {run_dir}/hosts/",
                       soft_wrap=True)
-    earlier = result.failed - len({host for host, *_ in result.failures})  # --resume: not swept again this time
-    if earlier > 0:
-        console.print(f"  [red]{plural(earlier, 'more failed host')}[/] from an earlier session of this run (not "
-                      f"swept again): their records are in {run_dir}/hosts/", soft_wrap=True)
+    for line in retry_lines(result, run_dir):
+        console.print(line, soft_wrap=True, highlight=False)
     if result.state == "interrupted":
         console.print(f"[yellow]interrupted[/]: finish with: sweep run --resume {run_dir}",
                       soft_wrap=True)

@@ -1,6 +1,7 @@
 """`sweep report`: compare hosts, write the report's files, print its headline and findings."""
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import List, Optional
 
@@ -14,22 +15,65 @@ from sweep.text import plural
 
 
 def print_report(inputs, out_dir: Path, reference: Optional[str], expect: Optional[Path] = None,
-                 baseline: Optional[Path] = None, drain_config: bool = False) -> int:
-    """Build the report of `inputs` into `out_dir` and print its headline, notes and findings (`sweep report`,
-    and after `sweep run` and `sweep demo`); the report's exit code."""
+                 baseline: Optional[Path] = None, details: bool = False,
+                 drain_config: bool = False) -> int:
+    """Build the report of `inputs` into `out_dir` and print the verdict (`sweep report`, and after `sweep run`
+    and `sweep demo`): at a glance, a few short lines (the headline, each state's hosts, each cause with its
+    fix); with `details`, every finding in full; then whose cause keeps each host out undrained, and
+    the commands that act next. The report's exit code."""
     from sweep.report.build import build_report
+    from sweep.report.glance import glance, load_line, terminal_lines
 
     result = build_report([Path(p) for p in inputs], out_dir, reference=reference, expect=expect, baseline=baseline,
                           drain_config=drain_config)
-    results.print(safe(result.headline), soft_wrap=True)
-    for line in result.notes:  # the verdict's: a tier asked for and not measured, a contract not read, with its fix
+    summary = result.summary
+    if details:
+        results.print(safe(result.headline), soft_wrap=True)
+    else:
+        more = f"sweep report {' '.join(shlex.quote(str(Path(p).resolve())) for p in inputs)} --details"
+        for line in terminal_lines(glance(result.verdict, summary["classes"])):
+            results.print(safe(line), soft_wrap=True)
+        for line in _tier_lines(summary):  # the audit's, the benchmark's and the speed tier's own verdicts
+            results.print(safe(line), soft_wrap=True)
+    notes = result.notes if details else [n["text"] for n in summary["verdict_model"]["notes"]]
+    for line in notes:  # what was asked for and not measured, not read (details: and the host sets)
         results.print(safe(line), soft_wrap=True)
-    for line in result.findings_lines:  # the health findings, folded across hosts (clubak -b)
-        results.print(f"- {safe(line)}", soft_wrap=True)
+    if details:
+        for line in result.findings_lines:  # the health findings, folded across hosts (clubak -b)
+            results.print(f"- {safe(line)}", soft_wrap=True)
+    run = Path(inputs[0]) if len(inputs) == 1 and (Path(inputs[0]) / "manifest.json").is_file() else None
+    said = load_line(result.fleet.gpus, _load_seconds(run))
+    if said:
+        results.print(safe(said), soft_wrap=True)
     for line in result.next_lines:  # whose cause keeps each host out undrained, then the commands that act next
         results.print(safe(line), soft_wrap=True)
+    if not details:
+        results.print(f"details: {more}", soft_wrap=True)
     results.print(f"report: {(out_dir / 'report.html').resolve()}", soft_wrap=True)
     return result.exit_code
+
+
+def _load_seconds(run: Optional[Path]) -> Optional[float]:
+    """The seconds of the run's --load, as its manifest keeps the agent's arguments (None: no load, no run)."""
+    from sweep.store import RunFolder
+
+    if run is None:
+        return None
+    try:
+        args = (RunFolder(run).read_manifest().get("options") or {}).get("agent_args") or []
+        return float(args[args.index("--load") + 1]) if "--load" in args else None
+    except (SweepError, ValueError, IndexError, TypeError, AttributeError):
+        return None
+
+
+def _tier_lines(summary: dict) -> list[str]:
+    from sweep.report.bench import bench_lines
+
+    return [
+        *((summary.get("audit") or {}).get("headline") or ()),
+        *bench_lines(summary.get("benchmark")),
+        *((summary.get("speed") or {}).get("headline") or ()),
+    ]
 
 
 def report(
@@ -42,6 +86,8 @@ def report(
     expect: Optional[Path] = EXPECT,
     baseline: Optional[Path] = BASELINE,
     drain_config: bool = DRAIN_CONFIG,
+    details: bool = typer.Option(False, "--details", help="print every finding in full, the Xid repairs and "
+                                                          "the host sets, instead of the verdict at a glance"),
 ):
     """Compare hosts: which cannot be benchmarked together, and why (HTML, CSV, JSON, Markdown)."""
     for path in inputs:
@@ -52,7 +98,8 @@ def report(
     if out is None:
         out = inputs[0] / "report" if len(inputs) == 1 and inputs[0].is_dir() else Path("reports/report")
     _warn_doubled([p for p in inputs if (p / "manifest.json").is_file()])
-    raise typer.Exit(print_report(inputs, out, reference, expect, baseline, drain_config))
+    raise typer.Exit(print_report(inputs, out, reference, expect, baseline, details=details,
+                                  drain_config=drain_config))
 
 
 def _warn_doubled(run_dirs: List[Path]) -> None:

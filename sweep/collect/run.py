@@ -27,7 +27,7 @@ from sweep.collect.outcome import Outcome
 from sweep.collect.ssh.prober import (KeyFileEncrypted, KeyFileError, KeyFileMissing, KeyFileWrongPassphrase,
                                       load_private_key)
 from sweep.collect.ssh.transports import TRANSPORTS, make_prober
-from sweep.errors import ConfigError, InventoryError, RunFolderError, SSHConfigNote
+from sweep.errors import ConfigError, InventoryError, RunFolderError, SSHConfigNote, SweepError
 from sweep.failures import FAILURE_CLASSES
 from sweep.inventory.command_line import VarLayers, is_inline
 from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory, refuse_unrendered
@@ -72,6 +72,9 @@ class RunResult:
     by_class: dict[str, int] = field(default_factory=dict)
     failures: tuple[tuple[str, str, str], ...] = ()  # (host, class, message) of this session
     options: dict = field(default_factory=dict)  # the run's options as its manifest keeps them now
+    earlier_failed: tuple[tuple[str, str], ...] = ()  # (host, class): failed in an earlier session, not swept now
+    retry_classes: tuple[str, ...] | None = None  # --retry-failed: the classes asked for (None: not asked)
+    retried: tuple[str, ...] = ()  # --retry-failed: the hosts swept again, their old records set aside
 
     @property
     def fully_swept(self) -> bool:
@@ -127,11 +130,30 @@ def run_sweep(
                  engine=engine, engine_settings=engine, transport=ssh.transport,
                  shard=None if hosts.shard is None else (*hosts.shard, hosts.shard_by),
                  inventory_limits=hosts.inventory_limits, inventory_vars=hosts.variables, wrap=agent.wrap, **{**_REPORT_OPTIONS, **(report or {})})
-    _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard)
-    stored, checked = _stored(resume, inventory_path, given, asked, trust_manifest) if resume is not None else (None, "")
-    session = resolve(asked, given, stored)
-    return _run(session, inventory_path, (out, reports_dir), (resume, checked), agent.payload, progress,
-                ssh.key_passphrase, retry_failed)
+    try:
+        _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard)
+        stored, checked = (_stored(resume, inventory_path, given, asked, trust_manifest) if resume is not None
+                           else (None, ""))
+        session = resolve(asked, given, stored)
+        return _run(session, inventory_path, (out, reports_dir), (resume, checked), agent.payload, progress,
+                    ssh.key_passphrase, retry_failed)
+    except KeyboardInterrupt:  # once the folder is open, a Ctrl-C ends the sweep as interrupted instead
+        raise Interrupted.before_folder(out, resume) from None
+
+
+class Interrupted(SweepError):
+    """Ctrl-C before the run folder was made (or, --resume, reopened): nothing was written."""
+
+    exit_code = exitcodes.INTERRUPTED
+
+    @classmethod
+    def before_folder(cls, out, resume) -> "Interrupted":
+        if resume is not None:
+            return cls(f"Ctrl-C before the run folder {resume} was reopened: it is as it was",
+                       fix="run the same command again to finish it")
+        named = f" {out}" if out is not None else ""
+        return cls(f"Ctrl-C before the run folder{named} was made: no host was contacted and nothing was "
+                   "written", fix="run the same command again")
 
 
 def _run(session: Resolved, inventory_path, out: tuple, resumed: tuple, payload: bytes | None,
@@ -171,7 +193,10 @@ def _run(session: Resolved, inventory_path, out: tuple, resumed: tuple, payload:
             hold.release()
             raise
         about = {"options_set": session.set_now, **({"retried": retried} if retry_failed is not None else {})}
-        return _sweep_hosts(folder, manifest, hosts, done, lambda: runner.bind(job()), progress, wrap, about, hold)
+        result = _sweep_hosts(folder, manifest, hosts, done, lambda: runner.bind(job()), progress, wrap, about, hold)
+    if retry_failed is None:
+        return result
+    return replace(result, retry_classes=retry_classes(retry_failed), retried=tuple(retried))
 
 
 _FLAGS = ("connect_timeout", "host_deadline", "retries")
@@ -359,11 +384,13 @@ class _Tally:
         for s, cls in self.status.values():
             if s == "failed" and cls in by_class:
                 by_class[cls] += 1
-        ok = self.ok
+        ok, now = self.ok, {host for host, *_ in self.failures}
+        earlier = tuple((name, cls) for name, (s, cls) in self.status.items() if s == "failed" and name not in now)
         return RunResult(
             run_dir=run_dir, state=state, total=self.total, ok=ok, failed=len(self.status) - ok,
             pending=self.total - len(self.status), resumed=self.resumed,
-            by_class={cls: n for cls, n in by_class.items() if n}, failures=tuple(self.failures), options=options)
+            by_class={cls: n for cls, n in by_class.items() if n}, failures=tuple(self.failures), options=options,
+            earlier_failed=earlier)
 
 
 def _collect(runner: Engine, todo: list[Host], folder: RunFolder, manifest: dict, tally: _Tally,

@@ -13,8 +13,9 @@ since `since`, and writes into `out_dir`::
                     (`measured`: two runs or more with load samples; a host without is not measured,
                     and the page and the terminal say so rather than count it as steady)
     load.csv        per run, host and GPU: the medians under load (what the drift is computed from)
-    history.json    all of the above, the speed tier's figures that fell (`speed_drift`), the runs read, and
-                    what could not be read (`skipped`)
+    history.json    all of the above, the speed tier's figures that fell (`speed_drift`), the chronic faults
+                    (`chronic`: each host's health facts faulty in its latest run, since when, those of every
+                    run first: `sweep.history.chronic`), the runs read, and what could not be read (`skipped`)
 
 A run folder or host record that cannot be read is skipped and named (`History.skipped`: on
 stderr, the page and history.json); a damaged index is rebuilt from the run folders
@@ -33,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from sweep.errors import ConfigError
+from sweep.history.chronic import Fault, chronic_faults, folded as folded_faults
 from sweep.history.drift import MEASURED_RUNS, THRESHOLD_PCT, HostDrift, host_drift
 from sweep.history.files import refuse_output_links
 from sweep.history.speeddrift import SpeedDrift, speed_drift
@@ -72,6 +74,12 @@ class History:
     threshold_pct: float
     floor_mhz: float | None
     speed_drift: tuple[SpeedDrift, ...] = ()  # the speed tier's figures against each GPU's first runs
+    faults: tuple[Fault, ...] = ()  # health facts faulty in each host's latest run, since when (chronic first)
+
+    @property
+    def chronic(self) -> list[dict]:
+        """The faults folded across hosts: those of every run first, each with since when."""
+        return folded_faults(list(self.faults))
 
     @property
     def skipped(self) -> list[Skipped]:
@@ -134,6 +142,7 @@ class History:
             out.append(f"drift #{rank} {d.host} GPU {d.gpu}: SM clock under load {d.baseline_mhz:g} -> "
                        f"{d.recent_mhz:g} MHz (-{d.same_config_pct:.1f}%, {d.per_week_pct:.2f}%/week){floor}")
         out += [f"speed drift {d.text}" for d in self.speed_drifted]
+        out += [f"{'chronic' if c['every_run'] else 'faulty'}: {c['text']}" for c in self.chronic]
         for host, items in self.changed_hosts.items():
             out.append(f"{host}: " + "; ".join(c.text for c in items))
         if self.unmeasured:
@@ -170,7 +179,8 @@ def build(paths, *, index_path: str | Path | None = None, since: str | None = No
         if scope.get(c.key) != "health":
             last_change[c.host] = max(last_change.get(c.host, c.epoch), c.epoch)
     drift = host_drift(sel.load, sel.hosts, last_change, threshold_pct, floor_mhz)
-    return History(sel, span_frame, found, drift, update, threshold_pct, floor_mhz, tuple(speed_drift(sel.speed, sel.hosts)))
+    return History(sel, span_frame, found, drift, update, threshold_pct, floor_mhz,
+                   tuple(speed_drift(sel.speed, sel.hosts)), tuple(chronic_faults(span_frame)))
 
 
 def _indexed(index: HistoryIndex, folders, since_epoch, accept) -> tuple[UpdateResult, Selection]:
@@ -200,6 +210,7 @@ def build_history(paths, out_dir: str | Path, **options) -> History:
         "changes": [c.as_dict() for c in history.changes], "drift": [d.as_dict() for d in history.drift],
         "drift_measured": not history.unmeasured, "drift_not_measured": history.unmeasured,
         "speed_drift": [d.as_dict() for d in history.speed_drift],
+        "chronic": [f.as_dict() for f in history.faults],
         "timeline": timeline.to_dict("records"), "skipped": [s.as_dict() for s in history.skipped]})
     write_bytes_atomic(out / "history.html", render_page(history, out).encode("utf-8"))
     return history

@@ -21,9 +21,9 @@ def keep_index_current(run_dir: str | Path) -> str | None:
             result = index.update(run_folders([root]))
     except (SweepError, OSError, ValueError, sqlite3.Error) as err:
         return f"the history index of {root} was not updated ({err}); `sweep history --root {root}` rebuilds it"
-    if result.skipped:
-        return (f"{plural(len(result.skipped), 'run or record', 'runs or records')} under {root} cannot be read and "
+    if result.fresh:  # each skipped run is named once, not at every later run
+        return (f"{plural(len(result.fresh), 'run or record', 'runs or records')} under {root} cannot be read and "
                 "are left out of its "
-                f"history, first {result.skipped[0].where}: {result.skipped[0].why}; `sweep history --root {root}` "
-                "names them all")
+                f"history, first {result.fresh[0].where}: {result.fresh[0].why}; `sweep history --root {root}` "
+                "names them all (said once)")
     return None

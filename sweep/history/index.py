@@ -70,19 +70,22 @@ CREATE TABLE IF NOT EXISTS vals(id INTEGER PRIMARY KEY, text TEXT UNIQUE);
 CREATE TABLE IF NOT EXISTS facts(run INTEGER PRIMARY KEY, rows INTEGER, data BLOB);
 CREATE TABLE IF NOT EXISTS load(run INTEGER PRIMARY KEY, rows INTEGER, data BLOB);
 CREATE TABLE IF NOT EXISTS speed(run INTEGER PRIMARY KEY, rows INTEGER, data BLOB);
+CREATE TABLE IF NOT EXISTS told(path TEXT PRIMARY KEY, stamp TEXT);
 """
 
 
 @dataclass(frozen=True)
 class UpdateResult:
     """What `HistoryIndex.update` did: runs read (added or changed), kept as they were, forgotten,
-    skipped (unreadable); `rebuilt`: why the index was rebuilt from the run folders, or None."""
+    skipped (unreadable); `rebuilt`: why the index was rebuilt from the run folders, or None;
+    `fresh`: the skipped runs not skipped before as they are now (a warning names each once)."""
 
     read: tuple[str, ...]
     kept: int
     removed: tuple[str, ...]
     skipped: tuple[Skipped, ...] = ()
     rebuilt: str | None = None
+    fresh: tuple[Skipped, ...] = ()
 
 
 class IndexDamaged(SweepError):
@@ -257,7 +260,7 @@ class HistoryIndex:
         workers = min(usable_cpus(), MAX_WORKERS) if workers is None else workers
         known = {path: (rid, stamp, digest) for rid, path, stamp, digest in
                  self.db.execute("SELECT id, path, stamp, digest FROM runs")}
-        todo, kept, skipped = [], 0, []
+        todo, kept, skipped, stamps = [], 0, [], {}
         for folder in folders:
             old = known.pop(self._key(folder), None)
             try:
@@ -274,6 +277,7 @@ class HistoryIndex:
         for (folder, stamp, digest, old_id), rows in zip(todo, read_all([t[0] for t in todo], workers)):
             if isinstance(rows, Skipped):
                 skipped.append(self._skip(rows, (old_id,) if old_id is not None else None))
+                stamps[rows.where] = stamp
                 continue
             with self.db:
                 if old_id is not None:
@@ -286,8 +290,21 @@ class HistoryIndex:
                 if not (self.path.parent / path / MANIFEST).is_file():  # absolute paths stay absolute
                     self._forget(rid)
                     removed.append(path)
+        fresh = self._told(skipped, stamps)
         self.db.commit()
-        return UpdateResult(tuple(read), kept, tuple(removed), tuple(skipped), self.rebuilt)
+        return UpdateResult(tuple(read), kept, tuple(removed), tuple(skipped), self.rebuilt, fresh)
+
+    def _told(self, skipped: list[Skipped], stamps: dict[str, str]) -> tuple[Skipped, ...]:
+        """The skipped runs not already named as they are now; each is remembered as named."""
+        fresh = []
+        with self.db:
+            for skip in skipped:
+                key, stamp = self._key(Path(skip.where)), stamps.get(skip.where, "")
+                row = self.db.execute("SELECT stamp FROM told WHERE path=?", (key,)).fetchone()
+                if row is None or row[0] != stamp:
+                    fresh.append(skip)
+                    self.db.execute("INSERT OR REPLACE INTO told VALUES (?, ?)", (key, stamp))
+        return tuple(fresh)
 
     def _changed(self, folder: Path, old: tuple | None):
         """None when the indexed run `old` is current, else (folder, stamp, digest, old id) to read."""

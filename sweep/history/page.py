@@ -78,9 +78,11 @@ def _clock_chart(series, axis: Axis, baseline, floor, change_epochs):
     hi = max(sm.max(), baseline) * 1.01
     y = lambda v: round(H - 4 - (v - lo) / (hi - lo) * (H - 8), 1) if hi > lo else H / 2  # noqa: E731
     points = " ".join(f"{axis.centre(e)},{y(v)}" for e, v in zip(series["epoch"], sm))
+    epochs = series["epoch"].to_numpy(dtype=float)
     return {"points": points, "baseline_y": y(baseline), "floor_y": y(floor) if floor else None,
             "changes": sorted({axis.left(e) for e in change_epochs}),
-            "lo": f"{lo:.0f}", "hi": f"{hi:.0f}", "last": f"{sm[-1]:g}"}
+            "lo": f"{lo:.0f}", "hi": f"{hi:.0f}", "last": f"{sm[-1]:g}",
+            "first_run": moment(epochs[0]), "last_run": moment(epochs[-1])}
 
 
 def _stretch(row, axis: Axis, fill: str) -> dict:
@@ -175,4 +177,6 @@ def render_page(history, out_dir: str | Path) -> str:
         skipped=history.skipped[:SKIPPED_ROWS_MAX], more_skipped=max(0, len(history.skipped) - SKIPPED_ROWS_MAX),
         speed_drift=[d for d in history.speed_drift if d.drifted][:STEADY_ROWS_MAX],
         speed_threshold=SPEED_THRESHOLD_PCT, rate=lambda v, figure: rate(v, UNITS[figure]),
+        chronic=history.chronic[:STEADY_ROWS_MAX], more_chronic=max(0, len(history.chronic) - STEADY_ROWS_MAX),
+        every_run=len({f.host for f in history.faults if f.every_run}),
         version=__version__, now=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))

@@ -93,6 +93,7 @@ def read_run(folder: str | Path) -> RunRows:
     """Read one run folder into rows (runs in a worker process when many runs are read)."""
     folder = Path(folder)
     manifest = read_manifest(folder)
+    _refuse_empty_interrupted(folder, manifest)
     fleet, skipped = _fleet_of(folder)
     _, mixed, gpu_keys = host_keys(fleet)
     hosts = fleet.hosts
@@ -124,6 +125,26 @@ def read_run(folder: str | Path) -> RunRows:
     array = np.array(facts, dtype=np.int64).reshape(-1, 4)
     return RunRows(str(folder), manifest, list(names.hosts), list(names.keys), list(names.vals), array, load, skipped,
                    _speed_rows(fleet, host_ids))
+
+
+class EmptyInterruptedRun(RunFolderError):
+    """A run folder stopped before any host record was written (nothing to read; resume or remove it)."""
+
+
+def _refuse_empty_interrupted(folder: Path, manifest: dict) -> None:
+    """A run stopped (Ctrl-C, a kill) before any host record was written is named as such, with
+    what to do, rather than as a run folder that cannot be read."""
+    if manifest.get("state") not in ("interrupted", "running"):
+        return
+    hosts = folder / "hosts"
+    if hosts.is_dir() and any(p.suffix == ".json" for p in hosts.iterdir()):
+        return
+    raise EmptyInterruptedRun(
+        f"an interrupted run with no host record (it was {manifest.get('state')} "
+        "when it stopped, before any host answered)",
+        where=str(folder),
+        fix=f"finish it with `sweep run --resume {folder}`, or remove the folder",
+    )
 
 
 def _host_values(fact, hosts: pd.DataFrame, gpu_keys):
@@ -267,8 +288,8 @@ def read_or_skip(folder: str | Path):
     try:
         return read_run(folder)
     except SweepError as err:
-        return Skipped(str(folder), err.message if err.where == str(folder) or not err.where
-                       else f"{err.where}: {err.message}")
+        why = err.message if err.where == str(folder) or not err.where else f"{err.where}: {err.message}"
+        return Skipped(str(folder), f"{why}; {err.fix}" if isinstance(err, EmptyInterruptedRun) else why)
     except Exception as err:  # noqa: BLE001 - a run folder sweep did not write may hold anything
         return Skipped(str(folder), f"cannot be read ({type(err).__name__}: {err})")
 

@@ -97,10 +97,41 @@ def yaml_load(text: str, path: Path, max_values: int | None = DEFAULT_MAX_VALUES
         context = f"{err.context}: " if err.context else ""
         fix = ("sweep reads plain YAML and ansible's !unsafe and !vault tags" if "tag" in (err.problem or "")
                else "fix the YAML there (indentation, a missing ':' or an unclosed quote)")
-        raise InventoryError(f"not valid YAML: {context}{err.problem}",
+        said = plain_yaml_problem(err, text)
+        if said is not None:
+            (problem, fix), mark, context = said[:2], said[2], ""
+        else:
+            problem = err.problem
+        raise InventoryError(f"not valid YAML: {context}{problem}",
                              where=f"{path}:{mark.line + 1}" if mark else str(path), fix=fix) from None
     except yaml.YAMLError as err:
         raise InventoryError(f"not valid YAML: {err}", where=str(path), fix="fix the YAML syntax") from None
+
+
+def plain_yaml_problem(err: yaml.MarkedYAMLError, text: str):
+    """(problem, fix, mark) in plain words for the YAML mistakes people make most, at the line they made
+    them on, or None: a tab (libyaml: "found character that cannot start any token"), a key without its
+    ':' (reported on the line after the key, where the scanner gave up)."""
+    at = err.problem_mark
+    if at is not None and at.index < len(text) and text[at.index] == "\t":
+        return (
+            f"a tab at column {at.column + 1}: YAML indents with spaces, never tabs",
+            "replace the tab with spaces",
+            at,
+        )
+    if "could not find expected ':'" in (err.problem or "") and err.context_mark is not None:
+        start = err.context_mark
+        line = text.splitlines()[start.line] if start.line < len(text.splitlines()) else ""
+        word = line[start.column :].strip()[:60]
+        key, _, rest = word.partition(" ")
+        written = f"{key}: {rest.strip()}" if rest.strip() else f"{key}:"
+        return (
+            f"no ':' after {key!r}: a key needs a ':' after it (or the line is indented under the "
+            "one above by mistake)",
+            f"write '{written}' (or fix the indentation)",
+            start,
+        )
+    return None
 
 
 def load_yaml_node(text: str, path: Path | None, max_values: int | None) -> Any:

@@ -108,7 +108,7 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
         for key in ("pool", "held_out", "broken"):
             write_limit_file(files[key], summary["host_sets"][key]["hosts"])
         write_lists(out, summary)
-        write_text(files["html"], render_html(fleet, judged.findings, summary, folded))
+        write_text(files["html"], render_html(fleet, judged.findings, summary, folded, verdict))
         _finish(writer, write_fleet_csv, fleet, files["fleet_csv"])
     except OSError as err:
         raise RunFolderError(f"cannot write the report ({err.strerror or err})", where=str(out),

@@ -9,9 +9,11 @@ import pandas as pd
 
 from sweep.analysis.compare import Findings
 from sweep.analysis.fleet import Fleet
+from sweep.analysis.names import fold_hosts
 from sweep.text import plural
 
-CHART_HOSTS_MAX = 64      # above this many hosts the chart shows one bar per class
+CHART_HOSTS_MAX = 16      # above this many hosts the chart shows one bar per class (a bar per host: hosts.csv)
+NAMED_MAX = 3             # a class of at most this many hosts is named by its hosts in the chart
 
 
 def chart(fleet: Fleet, findings: Findings) -> dict:
@@ -31,7 +33,9 @@ def chart(fleet: Fleet, findings: Findings) -> dict:
             power_max=("power_max", "max"), sm=("sm_load", "median"), sm_read=("sm", "median"),
             sm_max=("sm_max", "max"), slow_n=("slow", "sum"), n=("power", "size"))
         rows["slow"] = False  # the median clock is not a slowed one: a note counts the slowed hosts
-        rows["label"] = [f"class {c} ({plural(n, 'host')})" for c, n in zip(rows.index, rows["n"])]
+        members = per_host[per_host["klass"].notna()].groupby("klass", sort=True).apply(lambda g: list(g.index))
+        rows["label"] = [f"class {c}: {fold_hosts(members[c])}" if n <= NAMED_MAX else f"class {c} ({plural(n, 'host')})"
+                         for c, n in zip(rows.index, rows["n"])]  # a small class (an outlier) is named
         rows["klass"] = rows.index
     else:
         rows = per_host.sort_index().rename(columns={"sm": "sm_read", "sm_load": "sm"})

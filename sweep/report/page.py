@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +22,10 @@ from sweep.analysis.xid import event_name, when
 from sweep.report.charts import chart, speed_chart
 from sweep.report.findings import by_host, causes_of, fold
 from sweep.report.summary import ROWS_MAX, audit_hosts, fold_failures, list_files
-from sweep.report.topbox import (HELD_OUT_SHOWN, held_out_rows, keepout_rows, next_commands, owner_rows,
-                                  tiles, watch_line)
+from sweep.report.topbox import keepout_rows, next_commands, watch_line
 from sweep.folders import PRIVATE, make_dirs
+from sweep.analysis.verdict import Verdict
+from sweep.report.glance import cause_rows, glance, tiles as state_tiles
 from sweep.text import breakable_html, plural, visible
 
 DETAIL_HOSTS_MAX = 300    # per-host <details> blocks; the rest are in hosts.csv
@@ -33,6 +33,8 @@ DETAIL_HOSTS_MAX = 300    # per-host <details> blocks; the rest are in hosts.csv
 MATRIX_CLASSES_MAX = 8    # classes side by side in the key matrix
 
 VARIANTS_MAX = 20         # values of one folded finding shown with their sentence (the rest: their hosts)
+
+CAUSES_MAX = 12           # causes on the first screen, each its hosts folded (the rest: Health findings)
 
 WATCH_SHOWN = 4           # warnings on pool hosts named in the top box's watch line
 
@@ -106,20 +108,25 @@ _env.filters.update(abbreviate=abbreviate, plural=plural, breakable=lambda v: Ma
 
 
 
-def render_html(fleet: Fleet, findings: Findings, summary: dict, folded: list | None = None) -> str:
-    """report.html as a string (`folded`: as for `render_markdown`)."""
-    return _env.get_template("report.html.j2").render(**html_context(fleet, findings, summary, folded))
+def render_html(fleet: Fleet, findings: Findings, summary: dict, folded: list | None,
+                verdict: Verdict) -> str:
+    """report.html as a string (`folded`: as for `render_markdown`; `verdict`: the one the summary was made
+    from, whose states and causes the first screen shows)."""
+    return _env.get_template("report.html.j2").render(**html_context(fleet, findings, summary, folded, verdict))
 
 
 
-def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list | None = None) -> dict:
-    """What the template shows, with every list bounded (big fleets: pointers to the CSV / JSON)."""
+def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list | None,
+                 verdict: Verdict) -> dict:
+    """What the template shows, with every list bounded (big fleets: pointers to the CSV / JSON); the first
+    screen (the headline, the tiles, the causes) is the verdict's glance (`sweep.report.glance`)."""
     classes = summary["classes"]
     ref = summary["reference_class"]
     matrix = [{"key": k, "label": label,
                "cells": [{"value": c["keys"][k], "differs": c["keys"][k] != ref["keys"][k]}
                          for c in classes[:MATRIX_CLASSES_MAX]]}
-              for k, label in fact_table.COMPARED.items()] if classes else []
+              for k, label in fact_table.COMPARED.items()
+              if any(c["keys"][k] != ref["keys"][k] for c in classes[1:MATRIX_CLASSES_MAX])] if classes else []
     causes = causes_of(summary)
     finding_hosts = by_host(summary["findings"], causes)
     folded = fold(summary["findings"], causes) if folded is None else folded
@@ -133,33 +140,44 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
     watch = [{"title": "speed", "detail": n["text"], "folded": ""}  # the speed figures to watch: the verdict's words
              for n in notes if n["said"] == "to watch"] + watch_line(summary)
     rows = keepout_rows(summary)
+    seen = glance(verdict, summary["classes"])
+    cannot_run = _folded_rows(summary["excluded"], ("contract", "message", "fix"))
     return {
+        "glance": seen, "causes": cause_rows(seen, summary["host_sets"]["drain"]["hosts"])[:CAUSES_MAX], "causes_more": max(0, len(seen.causes) - CAUSES_MAX),
         "s": summary, "classes": classes, "ref": ref, "matrix": matrix,
         "bench": summary.get("benchmark"), "audit": audit, "audit_hosts": audited[:ROWS_MAX], "audit_more": max(0, len(audited) - ROWS_MAX),
         "audit_no_baseline": fold_hosts(base.get("no_baseline", ())),
         "audit_absent": fold_hosts(base.get("absent", ())),
         "matrix_classes": classes[:MATRIX_CLASSES_MAX], "matrix_more": max(0, len(classes) - MATRIX_CLASSES_MAX),
-        "held_out": held_out_rows(summary), "held_out_more": max(0, len(summary["held_out"]) - HELD_OUT_SHOWN),
-        "broken_rows": rows["broken"][:HELD_OUT_SHOWN], "broken_rows_more": max(0, len(rows["broken"]) - HELD_OUT_SHOWN),
         "class_rows": rows["classes"], "notes": [n for n in notes if n["said"] != "to watch"],
         "held_out_folded": fold_hosts(h["host"] for h in summary["held_out"]),
-        "keepout": summary["host_sets"]["pool"]["size"] < summary["host_sets"]["hosts"]["size"],
-        "tiles": tiles(summary), "watch": watch[:WATCH_SHOWN], "watch_more": max(0, len(watch) - WATCH_SHOWN),
+        "keepout": bool(len(classes) > 1 or summary["excluded"] or summary["unreachable"] or summary["held_out"]
+                        or rows["broken"]),
+        "cannot_run": cannot_run[:ROWS_MAX], "cannot_run_more": max(0, len(cannot_run) - ROWS_MAX),
+        "tiles": state_tiles(seen), "watch": watch[:WATCH_SHOWN], "watch_more": max(0, len(watch) - WATCH_SHOWN),
         "folded_findings": folded[:ROWS_MAX], "folded_more": max(0, len(folded) - ROWS_MAX), "variants_max": VARIANTS_MAX,
         "broken_hosts": fold_hosts(broken), "broken_count": len(broken),
         "anchors": {b["host"]: b["anchor"] for b in hosts["blocks"]}, "unreachable": unreachable[:ROWS_MAX],
         "unreachable_more": sum(u["size"] for u in unreachable[ROWS_MAX:]),
-        "unreachable_folded": fold_hosts(u["host"] for u in summary["unreachable"]),
-        "excluded_folded": fold_hosts(e["host"] for e in summary["excluded"]),
-        "excluded_by": Counter(e["contract"] for e in summary["excluded"]).most_common(),
-        "unreachable_by": Counter(u["failure_class"] for u in summary["unreachable"]).most_common(),
         "tone": _tone(summary["exit_code"]), "chart": chart(fleet, findings),
         "hosts": hosts, "sources": summary.get("sources", []),
-        "list_files": list_files(summary), "owners": {r["host"]: r for r in owner_rows(summary)}, "next": next_commands(summary),
+        "list_files": list_files(summary), "next": next_commands(summary),
         "xid": _xid_box(summary.get("xid")),
         "speed": summary.get("speed"), "speed_chart": speed_chart(summary.get("speed")),
     }
 
+
+
+def _folded_rows(rows: list[dict], keys: tuple[str, ...]) -> list[dict]:
+    """Rows that share the values of `keys` as one row, its hosts folded into a node set (`hosts`,
+    `count`), in the order each first appears: a long section says each value once."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row.get(k) for k in keys), []).append(row)
+    return [
+        dict(zip(keys, values), hosts=fold_hosts(r["host"] for r in members), count=len(members))
+        for values, members in groups.items()
+    ]
 
 
 XID_HOSTS_SHOWN = 12  # hosts named with their events under the top box's repair lines
@@ -184,14 +202,18 @@ def _tone(exit_code: int) -> str:
 
 
 def host_details(fleet: Fleet, findings: Findings, finding_hosts=()) -> dict:
-    """Per-host blocks with the contract chain (and the host's findings, `findings.by_host`): hosts with
-    a problem first, at most DETAIL_HOSTS_MAX; each with an anchor the folded findings link to."""
+    """Per-host blocks with the contract chain (and the host's findings, `findings.by_host`) of the hosts with
+    something to say (unreachable, a broken contract, a warning), at most DETAIL_HOSTS_MAX; each with an
+    anchor the folded findings link to. The hosts with nothing to say are one folded node set (`quiet`)."""
     hosts = fleet.hosts
     rank = np.full(len(hosts), 3)
     rank[hosts["verdict"].astype("string").eq("warning").fillna(False).to_numpy(dtype=bool)] = 2
     rank[hosts["lowest_broken"].notna().to_numpy()] = 1
     rank[(hosts["status"] != "ok").to_numpy()] = 0
-    order = np.lexsort((hosts["host"].to_numpy(dtype=object), rank))[:DETAIL_HOSTS_MAX]
+    sorted_rows = np.lexsort((hosts["host"].to_numpy(dtype=object), rank))
+    quiet = sorted_rows[rank[sorted_rows] == 3]  # nothing to say: folded into one line, not a block each
+    problems = sorted_rows[rank[sorted_rows] < 3]
+    order = problems[:DETAIL_HOSTS_MAX]
     chosen = rows_at(hosts, order)
     klass = findings.host_keys["comparability_class"].to_numpy(dtype=object)
     picked = np.isin(fleet.contracts["host"].cat.codes.to_numpy(), order)
@@ -211,4 +233,6 @@ def host_details(fleet: Fleet, findings: Findings, finding_hosts=()) -> dict:
             "groups": r["groups"], "contracts": chain.get(r["host"], []), "provenance": r["provenance"],
             "findings": said.get(r["host"], []), "anchor": f"host-{position}",
         })
-    return {"blocks": blocks, "more": max(0, len(hosts) - len(blocks)), "total": len(hosts)}
+    quiet_names = hosts["host"].to_numpy(dtype=object)[quiet].tolist()
+    return {"blocks": blocks, "more": max(0, len(problems) - len(blocks)), "total": len(hosts),
+            "quiet": fold_hosts(quiet_names), "quiet_count": len(quiet_names)}

@@ -1,6 +1,6 @@
 """The report's top box and the terminal's line of sets: views of the verdict (summary.json's host_sets,
-verdict_model), deciding nothing: the tiles (each the size of one host set), the rows of the hosts kept out
-(each host named once: held out, broken, a class, cannot run, unreachable), the watch line.
+verdict_model), deciding nothing: the rows of the other classes, the watch line, the sets in one line
+(the tiles and the causes are the verdict's glance: `sweep.report.glance`).
 """
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from probe_agent.chain import BY_NAME as CONTRACT_BY_NAME
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
 from sweep.report.findings import shape_of
 from sweep.text import plural
-
-HELD_OUT_SHOWN = 12       # hosts held out for health named in the top box (the rest: Health findings)
 
 
 SETS_SAID = (("pool", "in the pool"), ("held_out", "held out of the pool"), ("busy", "busy (running a job)"),
@@ -23,24 +21,6 @@ def states_line(summary: dict) -> str:
     sets = summary["host_sets"]
     return "hosts: " + "; ".join(f"{said} {sets[key]['size']}: {sets[key]['folded'] or ', '.join(sets[key]['hosts'])}"
                                  for key, said in SETS_SAID if sets.get(key, {}).get("size"))
-
-
-def tiles(summary: dict) -> list[dict]:
-    """The top box's tiles: each counts the hosts of one of summary.json's host sets and links to where they are listed."""
-    sets = summary["host_sets"]
-    ref = summary["reference_class"]
-    return [{"id": id_, "hosts": sets[key]["size"], "label": label, "target": target, "set": key}
-            for id_, key, label, target in (
-        ("tile-hosts", "hosts", "hosts", "hosts"),
-        ("pool-size", "pool", f"in the pool (class {ref['id']}, healthy)" if ref else "in the pool",
-         "pool" if ref else "classes"),
-        ("tile-held-out", "held_out", "held out for health", "held-out"),
-        ("tile-other-classes", "other_classes", "in " + plural(max(len(summary["classes"]) - 1, 0), "other class",
-                                                               "other classes"),
-         "other-classes" if sets["other_classes"]["size"] else "classes"),
-        ("tile-cannot-run", "cannot_run", "cannot run", "cannot-run"),
-        ("tile-unreachable", "unreachable", "unreachable", "unreachable"),
-        ("tile-broken", "broken", "broken", "broken-hosts" if sets["broken"]["size"] else "health"))]
 
 
 def keepout_rows(summary: dict) -> dict:
@@ -86,13 +66,6 @@ def watch_line(summary: dict) -> list[dict]:
     return out
 
 
-def held_out_rows(summary: dict) -> list[dict]:
-    """The first HELD_OUT_SHOWN hosts held out of the pool, each with its cause (`Verdict.cause`):
-    its words, its severity and, when broken, its fix."""
-    return [dict(h, fix=h["fix"] if h["severity"] == "broken" else None)
-            for h in summary["held_out"][:HELD_OUT_SHOWN]]
-
-
 def owner_rows(summary: dict) -> list[dict]:
     """The hosts out of the pool that drain.sh leaves alone, each with whose cause it is (summary.json's
     "owners": busy with a job, the node's configuration, the probe's environment, a process of no job), the
@@ -127,4 +100,11 @@ def next_commands(summary: dict) -> list[dict]:
         out.append({"command": "sweep run --resume RUN_DIR --retry-failed busy",
                     "what": f"probe again the {plural(sets['busy']['size'], 'host')} running a job "
                             f"({sets['busy']['folded']}) once the jobs end"})
+    if sets["broken"]["size"]:
+        out.append({"command": "sweep run INVENTORY --limit @report/broken.txt",
+                    "what": f"after the repairs, sweep the {plural(sets['broken']['size'], 'broken host')} again"})
+    if sets["unreachable"]["size"]:
+        out.append({"command": "sweep run --resume RUN_DIR --retry-failed",
+                    "what": f"reach the {plural(sets['unreachable']['size'], 'unreachable host')} and sweep "
+                            "them again"})
     return out

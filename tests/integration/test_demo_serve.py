@@ -27,7 +27,8 @@ def _printed_commands(proc) -> tuple[list[str], list[str]]:
         lines.append(line.rstrip("\n"))
         if line.startswith("  sweep diff "):
             break
-    return lines, [line[2:] for line in lines if line.startswith("  ")]
+    tried = lines[lines.index("try:") + 1:] if "try:" in lines else []  # the verdict's lines are indented too
+    return lines, [line[2:] for line in tried if line.startswith("  ")]
 
 
 def _rendered(folder: Path) -> str:

@@ -273,3 +273,26 @@ def test_a_proxy_command_that_fails_is_not_bypassed(ca_fleet, tmp_path, hermetic
         assert "ProxyCommand" in found[name]["failure"]["message"] or transport == "openssh"
     time.sleep(0.3)
     assert _connections(fleet, "inner") == before
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_an_auth_failure_names_the_keys_tried_and_where_each_was_set(ca_fleet, tmp_path, hermetic_home, transport):
+    """The host refuses every key (it trusts only the CA's certificates): the message names each key
+    offered and the line or variable that set it, a missing one as skipped, and that no agent was asked."""
+    fleet, work = ca_fleet
+    inventory_key, config_key = tmp_path / "inventory_key", tmp_path / "config_key"
+    for key in (inventory_key, config_key):
+        _keygen("-t", "ed25519", "-N", "", "-f", str(key))
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host *\n  User root\n  IdentityFile {config_key}\n  IdentityFile {tmp_path / 'gone'}\n")
+    inventory = tmp_path / "inv.yml"
+    inventory.write_text(f"all:\n  hosts:\n    k1:\n      ansible_host: {fleet.addresses['cert-host']}\n"
+                         f"      ansible_ssh_private_key_file: {inventory_key}\n")
+    result = run_sweep(inventory, out=tmp_path / "run", ssh=SSHSettings(
+        known_hosts=str(fleet.known_hosts_path), ssh_config=str(config), allow_agent=False, look_for_keys=False,
+        transport=transport))
+    failure = read_records(result.run_dir)["k1"]["failure"]
+    assert failure["class"] == "auth", failure
+    assert (f"keys tried: {inventory_key} (k1: ansible_ssh_private_key_file at {inventory}:5), "
+            f"{config_key} ({config}:3), {tmp_path / 'gone'} ({config}:4: no such file, skipped); "
+            "check ansible_user") in failure["message"], failure["message"]

@@ -89,13 +89,17 @@ def test_every_tile_counts_hosts_and_leads_to_their_list(demo):
                           "a.hash.slice(1), !!document.getElementById(a.hash.slice(1))])")
     assert all(present for *_, present in tiles), tiles
     counts = {id_: (n, target) for id_, n, target, _ in tiles}
-    assert counts["tile-other-classes"][0] == sum(c["size"] for c in s["classes"][1:])  # hosts, not classes
-    broken_hosts = {f["host"] for f in s["findings"] if f["severity"] == "broken"}
-    assert counts["tile-broken"] == (len(broken_hosts), "broken-hosts")
-    listed = page.text("#broken-hosts")
-    assert f"{len(broken_hosts)} hosts broken (a contract, a speed figure or an Xid repair)" in listed
-    assert counts["tile-held-out"][0] == page.evaluate("document.querySelectorAll('#held-out li.held-out').length")
-    assert counts["tile-unreachable"][0] == len(s["unreachable"])
+    states = s["verdict_model"]["counts"]  # each host counted once, in its state: the tiles add up
+    for tile, state in (("pool-size", "pool"), ("tile-other-classes", "other_class"), ("tile-held-out", "held_out"),
+                        ("tile-broken", "broken"), ("tile-cannot-run", "cannot_run"),
+                        ("tile-unreachable", "unreachable")):
+        assert counts[tile][0] == states[state], tile
+        shown = page.evaluate(f"[...document.querySelectorAll('#held-out li.cause[data-state={state}]')]"
+                              ".reduce((n, li) => n + +li.querySelector('.muted').innerText.match(/\\d+/)[0], 0)")
+        assert state in ("pool", "other_class") or shown == states[state], (state, shown)  # its causes count them
+    assert sum(n for id_, (n, _) in counts.items() if id_ != "tile-hosts") == counts["tile-hosts"][0] == \
+        s["hosts_total"]
+    assert len(s["unreachable"]) == states["unreachable"]
 
 
 def test_the_reference_card_says_how_many_of_its_hosts_are_held_out(demo):
@@ -152,3 +156,49 @@ def test_an_unreachable_host_says_its_message_once_when_opened(demo):
     opened = page.text("#probe-target")
     assert page.evaluate("document.getElementById('probe-target').open") is True
     assert opened.count(u["message"]) == 1, opened
+
+
+@pytest.fixture(scope="module")
+def three_hundred(tmp_path_factory):
+    """300 hosts: 277 healthy, 10 capped at 250 W (broken), 5 with a foreign process (held out), 5 unreachable,
+    3 with an empty device mask (cannot run)."""
+    base = tmp_path_factory.mktemp("scale")
+    records = []
+    for n in range(1, 301):
+        name = f"gpu{n:03d}"
+        if n % 30 == 0:
+            records.append(fv.record(name, fv.power_cap(fv.h200(8, name), 250.0)))
+        elif n % 60 == 7:
+            records.append(fv.record(name, fv.foreign_process(fv.h200(8, name))))
+        elif n % 60 == 11:
+            records.append(fv.record(name, None, ("refused", "connection refused on port 22")))
+        elif n % 100 == 55:
+            records.append(fv.record(name, fv.empty_mask(fv.h200(8, name))))
+        else:
+            records.append(fv.record(name, fv.h200(8, name)))
+    fv.write_run(base / "run", records)
+    result = build_report([base / "run"], base / "report")
+    with Page(result.files["html"].resolve().as_uri(), width=1400, height=900) as page:
+        yield result, page
+
+
+def test_at_300_hosts_the_first_screen_says_it_all_and_the_page_stays_short(three_hundred):
+    """The first screen (1400 x 900) holds the headline, the tiles, every cause with its hosts folded and
+    its fix, and what to run next; the hosts with nothing to say are one folded line, not a block each,
+    so the page stays a few screens long."""
+    result, page = three_hundred
+    causes = page.evaluate("[...document.querySelectorAll('#held-out li.cause')].map(li => [li.dataset.state, "
+                           "li.dataset.hosts, li.innerText, li.getBoundingClientRect().bottom + scrollY])")
+    assert [(state, hosts) for state, hosts, _, _ in causes] == [
+        ("cannot_run", "gpu[055,155,255]"), ("broken", "gpu[030,060,090,120,150,180,210,240,270,300]"), ("held_out", "gpu[007,067,127,187,247]"),
+        ("unreachable", "gpu[011,071,131,191,251]")], causes
+    assert all("fix: " in text for _, _, text, _ in causes)
+    bottom = page.evaluate("document.getElementById('next').getBoundingClientRect().bottom + scrollY")
+    assert max(b for *_, b in causes) < bottom <= 900, (causes, bottom)  # what to run next, on the first screen
+    assert page.evaluate("document.querySelectorAll('details.host').length") == 23
+    quiet = page.text("#quiet-hosts")
+    assert quiet.startswith("277 hosts with every contract ok and nothing to say, folded: gpu[001-006,008-010,")
+    # the hosts that cannot run share their cause: one row of the Kept out section, not one per host
+    rows = page.evaluate("[...document.querySelectorAll('#cannot-run + p + table tbody tr')].map(r => r.innerText)")
+    assert len(rows) == 1 and rows[0].startswith("gpu[055,155,255]\tdevice_mask\t"), rows
+    assert page.evaluate("document.documentElement.scrollHeight") < 5 * 900  # 3,806 px when written

@@ -124,6 +124,27 @@ def test_retry_failed_sweeps_failed_hosts_again_and_keeps_their_old_records(twen
     assert sorted(row.split(",")[0] for row in rows) == ["r-dead1", "r-new1", "r01"]
 
 
+def test_retry_lines_name_the_hosts_and_say_when_there_is_nothing_to_retry(twenty, tmp_path, capsys):
+    """`--retry-failed auth` where no host failed for auth says there is nothing to retry (it used to say
+    nothing), and the failed hosts of earlier sessions are named, by class, with the command that retries
+    them (it used to say "1 more failed host from an earlier session" without naming it)."""
+    run = tmp_path / "run"
+    assert main(["run", str(twenty.inventory_path), "--out", str(run), "--known-hosts", str(twenty.known_hosts_path),
+                 "--no-report", "--limit", "r01:r-new1:r-dead1"]) == 1
+    capsys.readouterr()
+    assert main(["run", "--resume", str(run), "--retry-failed", "auth"]) == 1
+    err = capsys.readouterr().err
+    assert "  nothing to retry: no host of this run had failed with auth\n" in err, err
+    assert (f"  2 more failed hosts from an earlier session of this run, not swept again: r-dead1 (refused); "
+            f"r-new1 (host_key_unknown); their records are in {run}/hosts/; sweep them again with: sweep run --resume "
+            f"{run} --retry-failed refused host_key_unknown\n") in err, err
+    assert main(["run", "--resume", str(run), "--retry-failed", "refused"]) == 1
+    err = capsys.readouterr().err
+    assert ("  retried 1 host that had failed with refused: r-dead1 (their earlier records kept beside, as "
+            "hosts/<name>~attempt-N.json)\n") in err, err
+    assert "  1 more failed host from an earlier session of this run, not swept again: r-new1 (host_key_unknown);" in err
+
+
 @pytest.mark.parametrize("argv,said", [
     (["--retry-failed", "bogus"], "--retry-failed 'bogus' is not a failure class"),
     (["--retry-failed", "ok"], "--retry-failed 'ok' is not a failure class"),

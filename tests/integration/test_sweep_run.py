@@ -290,3 +290,34 @@ def _bundle() -> bytes:
     from sweep.collect.bundle import bundle_bytes
 
     return bundle_bytes()
+
+
+def test_ctrl_c_before_the_run_folder_exists_says_so(tmp_path, hermetic_home):
+    """A Ctrl-C while sweep still reads its inputs (here: a ssh_config `Match exec` that is slow to answer)
+    names what happened and what to do (it used to exit 130 and print nothing), and makes no folder."""
+    started = tmp_path / "match-exec.pid"
+    (hermetic_home / ".ssh" / "config").write_text(f'Match exec "echo $$ > {started}; exec sleep 60"\n  User root\n')
+    inventory = tmp_path / "inv.yml"
+    inventory.write_text("all:\n  hosts:\n    gpu01:\n      ansible_host: gpu01.invalid\n")
+    run = tmp_path / "run"
+    env = {**os.environ, "HOME": str(hermetic_home), "PYTHONPATH": str(REPO), "COLUMNS": "400"}
+    proc = subprocess.Popen([sys.executable, "-m", "sweep.cli", "run", str(inventory), "--out", str(run)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (started.exists() and started.read_text().strip()) and proc.poll() is None:
+            assert time.monotonic() < deadline, "the Match exec line never ran"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if started.exists() and started.read_text().strip():
+            try:
+                os.kill(int(started.read_text()), signal.SIGKILL)  # the sleep the Match exec line started
+            except ProcessLookupError:
+                pass
+    assert proc.returncode == 130, (out, err)
+    assert err.strip().splitlines()[-1] == (
+        f"sweep: interrupted: Ctrl-C before the run folder {run} was made: no host was contacted and nothing "
+        "was written; run the same command again"), err
+    assert not run.exists()

@@ -42,6 +42,7 @@ def test_a_resumed_runs_summary_names_the_failed_hosts_of_earlier_sessions_its_t
     """--resume --retry-failed timeout: gpu01 timed out again, gpu02's earlier 'refused' was not retried;
     the table counts both, so the lines say where the second one is."""
     import io
+    from dataclasses import replace
 
     from rich.console import Console
 
@@ -49,11 +50,18 @@ def test_a_resumed_runs_summary_names_the_failed_hosts_of_earlier_sessions_its_t
     from sweep.collect.run import RunResult
 
     result = RunResult(run_dir=tmp_path / "run", state="complete", total=3, ok=1, failed=2, pending=0, resumed=2,
-                       by_class={"timeout": 1, "refused": 1}, failures=(("gpu01", "timeout", "no answer in 10 s"),))
+                       by_class={"timeout": 1, "refused": 1}, failures=(("gpu01", "timeout", "no answer in 10 s"),),
+                       earlier_failed=(("gpu02", "refused"),), retry_classes=("timeout",), retried=("gpu01",))
     out = io.StringIO()
     render_summary(result, Console(file=out, width=200, highlight=False))
     lines = [line.strip() for line in out.getvalue().splitlines()]
     assert "gpu01: timeout: no answer in 10 s" in lines
-    assert (f"1 more failed host from an earlier session of this run (not swept again): their records are in "
-            f"{(tmp_path / 'run').resolve()}/hosts/") in lines
+    run = (tmp_path / "run").resolve()
+    assert (f"1 more failed host from an earlier session of this run, not swept again: gpu02 (refused); their "
+            f"records are in {run}/hosts/; sweep them again with: sweep run --resume {run} --retry-failed refused") \
+        in lines
     assert "not fully swept: 2 of 3 hosts have no health.json" in lines
+    out = io.StringIO()  # a RunResult made without the earlier failures (a library caller's) still counts them
+    render_summary(replace(result, earlier_failed=()), Console(file=out, width=200, highlight=False))
+    assert (f"1 more failed host from an earlier session of this run, not swept again: their records are in "
+            f"{run}/hosts/") in [line.strip() for line in out.getvalue().splitlines()]

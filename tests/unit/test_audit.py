@@ -479,6 +479,22 @@ def test_error_wrong_type_names_file_line_and_key():
                               "('700W'); write e.g. power_limit_w: 700")
 
 
+def test_every_expectations_error_is_said_at_once(tmp_path):
+    """Three mistakes on three lines: one error names all three, each with its line and fix (it used to
+    name the first only, so the operator fixed one, ran again, met the next)."""
+    path = write_yaml(tmp_path, "version: 1\ndefaults:\n  drivr: ['590.44.01']\ngroups:\n  rack_a:\n"
+                                "    power_limit_w: 700W\nhosts:\n  gpu0*:\n    ecc: maybe\n")
+    with pytest.raises(ConfigError) as err:
+        load_expectations(path)
+    said = str(err.value)
+    assert said.startswith(f"{path}: 3 mistakes: {path}:3: unknown key 'drivr' in defaults (did you mean "
+                           "'driver'? valid keys: "), said
+    assert (f"; {path}:6: groups.rack_a.power_limit_w must be a number of watts, not a string ('700W') "
+            "(write e.g. power_limit_w: 700); ") in said, said
+    assert f"; {path}:9: hosts.gpu0*.ecc must be true or false, not a string ('maybe') (write ecc: true or " \
+           "ecc: false); fix each line named" in said, said
+
+
 @pytest.mark.parametrize("text, message", [
     ("grups: {}\n", "{p}:1: unknown key 'grups' at the top level; did you mean 'groups'? valid keys: version, "
                     "defaults, models, groups, hosts, drain"),

@@ -42,11 +42,12 @@ def test_each_command_prints_its_results_on_stdout_and_its_diagnostics_on_stderr
     assert main(["report", str(run_a), "-o", str(tmp_path / "rep")]) == 0
     out, err = split(capsys)
     assert out[-1] == f"report: {(tmp_path / 'rep' / 'report.html').resolve()}" and out[0].startswith("One pool")
-    nexts = [line for line in out if line.startswith("next: ")]  # the commands that act next, before the path
-    assert nexts and out[-1 - len(nexts):-1] == nexts
+    nexts = [line for line in out if line.startswith("next: ")]  # the commands that act next, before the details
+    assert nexts and out[-2 - len(nexts):-2] == nexts
     out = [line for line in out if line not in nexts]
-    assert out[-2].startswith("hosts: in the pool 3: ")  # the verdict's notes and sets: results, on stdout
-    assert all(" not read on " in line for line in out[1:-2])
+    assert out[1].startswith("  pool 3  ")  # the verdict's sets and notes: results, on stdout
+    assert out[-2] == f"details: sweep report {run_a.resolve()} --details"
+    assert all(" not read on " in line for line in out[2:-2])
     assert err == ""
     expect = tmp_path / "expect.yml"
     expect.write_text("version: 1\ndefaults:\n  gpu_count: 4\n")

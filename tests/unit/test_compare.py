@@ -153,10 +153,15 @@ def test_report_folder_holds_every_output(must_show):
         assert f"`{host}`" in markdown, host
 
 
-def test_chart_marks_capped_and_slowed_hosts(must_show):
+def test_chart_marks_capped_and_slowed_hosts(must_show, monkeypatch):
+    from sweep.report import charts
     from sweep.report.charts import chart
 
     result, _ = must_show
+    summary = chart(result.fleet, result.findings)  # 46 hosts: a bar per class, a small class named by its hosts
+    assert summary["by_class"] and len(summary["bars"]) == 7
+    assert {b["label"] for b in summary["bars"]} >= {"class A (27 hosts)", "class D: gpu[07-08]"}
+    monkeypatch.setattr(charts, "CHART_HOSTS_MAX", 64)
     bars = {b["label"]: b for b in chart(result.fleet, result.findings)["bars"]}
     assert len(bars) == 40  # probed hosts with a selected GPU: not the empty mask, not the unreachable
     assert bars["gpu07"]["capped"] and bars["gpu07"]["power"] == 250.0 and bars["gpu07"]["class"] == "D"

@@ -89,7 +89,7 @@ def test_summary_md_has_one_row_per_folded_finding(shared, tmp_path):
 
 
 def test_the_terminal_prints_the_folded_findings_under_the_verdict(shared, tmp_path, capsys):
-    main(["report", str(shared), "-o", str(tmp_path / "rep")])
+    main(["report", str(shared), "-o", str(tmp_path / "rep"), "--details"])
     out = capsys.readouterr().out.splitlines()
     notes = [line for line in out if " not read on " in line or line.startswith("hosts: ")]  # the verdict's unknowns and sets, under the headline
     assert out[1:1 + len(notes)] == notes

@@ -77,6 +77,10 @@ def test_history_files_and_page(history, tmp_path):
     assert "<script" not in page and not re.search(r"(src|href)=\"?(https?:)?//", page)
     cards = re.findall(r'class="card[^"]*" id="host-([^"]+)"', page)
     assert cards[0] == "gpu30" and set(cards) == {"gpu09", "gpu15", "gpu22", "gpu30"}
+    sinker = page[page.index('id="host-gpu30"'):page.index('id="host-', page.index('id="host-gpu30"') + 1)]
+    scale = re.findall(r'<text class="scale"[^>]*>([^<]+)</text>', sinker)  # the sparkline says its scale
+    assert len(scale) == 3 and all(re.fullmatch(r"(last )?\d+ MHz", s) for s in scale), scale
+    assert f"{START.isoformat()} 03:00 UTC &rarr; 2026-11-15 03:00 UTC" in sinker  # and the runs it spans
     with open(out / "timeline.csv") as fh:
         spans = [r for r in csv.DictReader(fh) if r["host"] == "gpu09" and r["key"] == "power_limit"]
     assert [(s["value"], s["first_seen"], s["last_seen"]) for s in spans] == [  # the cap was lowered in a change window

@@ -250,3 +250,27 @@ def test_the_change_window_demo_is_the_issues_case(tmp_path):
         lowered.host, "2026-10-05 11:30 UTC", "20261005T100000Z-demo", "20261005T113000Z-demo")
     band = next(b for b in page(tmp_path / "out").bands if b["host"] == lowered.host and b["key"] == "power_limit")
     assert [round(w / (W / 3)) for _, w, _ in band["rects"]] == [2, 1] and len(band["named"]) == 2
+
+
+def test_a_host_broken_in_every_run_is_a_chronic_fault_beside_the_change_points(tmp_path, capsys):
+    """gpu02 is capped in every run (no change point: the page used to say "No host changed" and nothing of
+    it), gpu03 from the second run on: the history names both faults and since when, the one of every run
+    as chronic, on the terminal, in history.json and on the page."""
+    reports = tmp_path / "reports"
+    for day, capped in ((1, ("gpu02",)), (2, ("gpu02", "gpu03")), (3, ("gpu02", "gpu03"))):
+        write_run(reports, f"2026-11-0{day}T03:00:00Z", fleet(capped=capped, n=3))
+    out = tmp_path / "out"
+    assert main(["history", "--root", str(reports), "--out", str(out)]) == 5  # gpu03 changed
+    printed = capsys.readouterr().out.splitlines()
+    assert "chronic: gpu02: Contract: Power ceiling broken in every run since 2026-11-01 03:00 UTC (3 runs)" \
+        in printed, printed
+    assert "faulty: gpu03: Contract: Power ceiling broken since 2026-11-02 03:00 UTC (2 runs)" in printed, printed
+    assert any(line.endswith("1 host faulty in every run; index: 3 runs read, 0 unchanged") for line in printed)
+    chronic = json.loads((out / "history.json").read_text())["chronic"]
+    assert [(c["host"], c["key"], c["every_run"], c["since"]) for c in chronic] == [
+        ("gpu02", "contract:power", True, "2026-11-01 03:00 UTC"),
+        ("gpu03", "contract:power", False, "2026-11-02 03:00 UTC")]
+    page = (out / "history.html").read_text()
+    section = page[page.index('<h2 id="chronic">'):page.index("<h2>Drifted and changed hosts</h2>")]
+    assert "<strong>1 host</strong> was faulty in every run" in section
+    assert '<tr class="chronic every-run"><td>gpu02</td><td>1</td><td>Contract: Power ceiling</td>' in section

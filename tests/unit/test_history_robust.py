@@ -338,3 +338,23 @@ def test_a_copied_history_root_keeps_working(reports, tmp_path, capsys):
     copy = tmp_path / "copy"
     shutil.copytree(reports, copy)
     assert history(copy, capsys)[0] == 0
+
+
+def test_an_interrupted_empty_run_is_named_as_such_and_warned_about_once(reports):
+    """A run stopped before any host answered (Ctrl-C during the first connections) leaves a manifest
+    and no record: the next run's warning names it as that, with what to do, and later runs say
+    nothing more of it (it used to warn at every run that a run "cannot be read")."""
+    from sweep.history.hook import keep_index_current
+
+    empty = RunFolder.create(reports / "20261107T030000Z-fleet")
+    empty.write_manifest({"format": RUN_FORMAT, "record_version": RECORD_VERSION, "state": "interrupted",
+                          "started_at": "2026-11-07T03:00:00Z", "hosts": ["gpu01"], "sessions": []})
+    empty.close()
+    runs = sorted(p for p in reports.iterdir() if p.name.startswith("2026"))
+    warning = keep_index_current(runs[0])
+    assert warning is not None
+    assert (f"{empty.path}: an interrupted run with no host record (it was interrupted when it stopped, "
+            f"before any host answered); finish it with `sweep run --resume {empty.path}`, or remove the folder"
+            in warning), warning
+    assert keep_index_current(runs[0]) is None  # said once
+    assert keep_index_current(runs[1]) is None

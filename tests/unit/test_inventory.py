@@ -442,6 +442,16 @@ def test_unreadable_limit_patterns(fleet, limit, message):
     ("quote.yml", "all:\n  hosts:\n    'gpu01:\n",
      "quote.yml:3: not valid YAML: while scanning a quoted scalar: found unexpected end of stream; "
      "fix the YAML there (indentation, a missing ':' or an unclosed quote)"),
+    ("colon.yml", "all:\n  children:\n    gpus:\n      hosts:\n        gpu01:\n          ansible_host: a\n"
+                  "        gpu02\n          ansible_host: b\n",  # the line without its ':', not the one after it
+     "colon.yml:7: not valid YAML: no ':' after 'gpu02': a key needs a ':' after it (or the line is indented under "
+     "the one above by mistake); write 'gpu02:' (or fix the indentation)"),
+    ("value.yml", "all:\n  hosts:\n    gpu01:\n      ansible_host: a\n      ansible_user root\n",
+     "value.yml:5: not valid YAML: no ':' after 'ansible_user': a key needs a ':' after it (or the line is indented "
+     "under the one above by mistake); write 'ansible_user: root' (or fix the indentation)"),
+    ("tab.yml", "all:\n  hosts:\n    gpu01:\n\tansible_host: a\n",  # libyaml: "cannot start any token"
+     "tab.yml:4: not valid YAML: a tab at column 1: YAML indents with spaces, never tabs; replace the tab with "
+     "spaces"),
     ("tag.yml", "all:\n  hosts:\n    gpu01:\n      x: !foo bar\n",
      "tag.yml:4: not valid YAML: could not determine a constructor for the tag '!foo'; "
      "sweep reads plain YAML and ansible's !unsafe and !vault tags"),

@@ -224,6 +224,7 @@ def test_csv_cells_from_hosts_are_inert_in_a_spreadsheet(tmp_path):
     hostile["host"]["hostname"] = "=HYPERLINK(\"http://x\",\"y\")"
     hostile["gpus"][0]["name"] = "+cmd|' /C calc'!A0"
     hostile["summary"] = "@SUM(A1)\x00\u202eevil\u202c"
+    hostile["verdict"] = "warning"  # a host with something to say: its block under Hosts shows its summary
     hostile["gpus"][0]["power"]["draw_w"] = -12.5
     run = tmp_path / "run"
     folder = RunFolder.create(run)

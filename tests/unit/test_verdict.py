@@ -171,10 +171,14 @@ def check_fleet(variants: list[str], tmp: Path) -> None:
         assert (said_line is not None) == bool(want[key]), (key, states)
         assert said_line is None or hosts_of(said_line.group(1)) == want[key]
     html = result.files["html"].read_text()
-    for tile, key in (("pool-size", "pool"), ("tile-held-out", "held_out"), ("tile-broken", "broken"),
-                      ("tile-unreachable", "unreachable"), ("tile-cannot-run", "cannot_run"),
-                      ("tile-other-classes", "other_classes")):
-        assert re.search(rf'id="{tile}" href="#[\w-]+"><b>(\d+)</b>', html).group(1) == str(len(want[key])), tile
+    tiled = 0
+    for tile, state in (("pool-size", "pool"), ("tile-held-out", "held_out"), ("tile-broken", "broken"),
+                        ("tile-unreachable", "unreachable"), ("tile-cannot-run", "cannot_run"),
+                        ("tile-other-classes", "other_class")):  # each host counted once, in its state
+        shown = int(re.search(rf'id="{tile}" href="#[\w-]+"><b>(\d+)</b>', html).group(1))
+        assert shown == sum(1 for s in csv_states.values() if s == state), tile
+        tiled += shown
+    assert tiled == len(names) == int(re.search(r'id="tile-hosts" href="#[\w-]+"><b>(\d+)</b>', html).group(1))
     box = html[html.index('id="verdict"'):html.index("</section>")]
     named = [hosts_of(h) for h in re.findall(r'<li class="[\w -]+" data-hosts="([^"]*)"', box)]
     listed = [h for group in named for h in group]
@@ -188,10 +192,10 @@ def check_fleet(variants: list[str], tmp: Path) -> None:
         assert hosts_of(line.split(" (", 1)[1].split(";", 1)[0]) == watched
         watch = box[box.index('id="watch"'):]
         assert line.replace("'", "&#39;") in watch[:watch.index("</p>")]
-    # the power-capped hosts' class row is marked broken, its difference a broken contract
+    # the power-capped hosts are named by their cause (a broken contract) with its fix, not as a class
     capped = {n for n, v in zip(names, variants) if v == "power_cap"}
-    broken_classes = re.findall(r'<li class="class-row broken-class" data-hosts="([^"]*)"', box)
-    assert {h for group in broken_classes for h in hosts_of(group)} == capped
+    rows = re.findall(r'<li class="cause broken" data-hosts="([^"]*)" data-state="broken">(.*?)</li>', box, re.S)
+    assert {h for group, row in rows if "enforced power limit" in row for h in hosts_of(group)} == capped
     # what was not measured and not read is said, with its hosts and fix, in the terminal and the top box
     for v, said, fix in (("speed_", "speed not measured", "sweep run --speed"), ("xid_unread", "xid not read", "--become"),
                          ("load_failed", "load not measured", "sweep run --load")):
@@ -248,6 +252,8 @@ def test_sweep_demo_speed_holds_gpu03_and_gpu06_out_and_drains_them_with_their_f
     html = (report / "report.html").read_text()
     assert re.search(r'id="tile-broken" href="#[\w-]+"><b>2</b>', html)
     assert re.search(r'id="pool-size" href="#[\w-]+"><b>6</b>', html)
-    out = capsys.readouterr().out
-    assert "hosts: in the pool 6: gpu[01-02,04-05,07-08]; held out of the pool 2: gpu[03,06]; broken 2: gpu[03,06]; " \
-           "to drain 2: gpu[03,06]; in other classes 4: gpu[09-12]" in out
+    out = capsys.readouterr().out.splitlines()  # each host once, in its state; each broken one with its figure
+    assert out[1:4] == ["  pool        6  gpu[01-02,04-05,07-08]",
+                        "  other class 4  gpu[09-12]  (1 other class, differing in Power limit)",
+                        "  broken      2  gpu[03,06]"], out
+    assert out[5].startswith("  gpu03 (1 broken): GPU 5 HBM 2993 GB/s, 70% of the H200 reference; fix: "), out

@@ -54,6 +54,7 @@ class Hop:
     user: str
     key_files: tuple[str, ...]
     key_alias: str
+    key_sources: tuple[str, ...] = ()  # where each of key_files was set (file:line, or the inventory variable)
     cert_files: tuple[str, ...] = ()
     proxy_command: str | None = None  # tokens expanded; run by the shell as the connection (first hop only)
     agent: bool = True  # IdentityAgent none / IdentitiesOnly yes: no agent keys
@@ -83,7 +84,8 @@ def inventory_settings(host: Any) -> list[Setting]:
     if host.port:
         out.append(Setting("port", (str(host.port),), f"{host.name}: ansible_port", "ansible_port"))
     if host.key_file:
-        out.append(Setting("identityfile", (host.key_file,), f"{host.name}: ansible_ssh_private_key_file",
+        var, at = (getattr(host, "origins", None) or {}).get("key_file") or ("ansible_ssh_private_key_file", "")
+        out.append(Setting("identityfile", (host.key_file,), f"{host.name}: {var}" + (f" at {at}" if at else ""),
                            "ansible_ssh_private_key_file"))
     if host.user:
         out.append(Setting("user", (host.user,), f"{host.name}: ansible_user", "ansible_user"))
@@ -195,6 +197,8 @@ class SSHConfigFile:
                          for s in resolved.all(keyword)
                          if s.value.lower() != "none")
 
+        sources = tuple(s.where for s in resolved.all("identityfile") if s.value.lower() != "none")
+
         proxy = resolved.first("proxycommand")
         command = None
         if proxy is not None and proxy.value.lower() != "none":
@@ -206,7 +210,8 @@ class SSHConfigFile:
         timeout = resolved.get("connecttimeout")
         return Hop(
             address=resolved.hostname, port=resolved.port, user=user, key_files=files("identityfile"),
-            key_alias=resolved.host_key_alias or resolved.hostname, cert_files=files("certificatefile"),
+            key_alias=resolved.host_key_alias or resolved.hostname, key_sources=sources,
+            cert_files=files("certificatefile"),
             proxy_command=command, agent=agent, known_hosts=known_files,
             accept_new=(resolved.get("stricthostkeychecking") or "").lower() in ("accept-new", "no", "off", "false"),
             connect_timeout=float(seconds(timeout)) if timeout and seconds(timeout) else None,

@@ -182,9 +182,10 @@ class OpenSSHProber(Prober):
         if exit_status == 255:
             resolved = self._resolve(host)
             user = host.user or (resolved.user(_local_user()) if resolved is not None else _local_user())
+            denied = "Permission denied" in stderr
             reasons = certificate_reasons(offered_certificates(resolved, host, opts.allow_agent), user) \
-                if "Permission denied" in stderr else ""
-            raise classify_ssh_error(host, stderr, opts, reasons)
+                if denied else ""
+            raise classify_ssh_error(host, stderr, opts, reasons, identity_files(resolved, host) if denied else "")
         try:
             judged = judge_output(host, bytes(out), exit_status, stderr, host_deadline=opts.host_deadline)
             return judged, exit_status, stderr
@@ -258,19 +259,52 @@ _SSH_ERRORS = (
 )
 
 
-def classify_ssh_error(host: Any, stderr: str, opts: SSHOptions, certificates: str = "") -> HostFailure:
+def classify_ssh_error(host: Any, stderr: str, opts: SSHOptions, certificates: str = "",
+                       keys: str = "") -> HostFailure:
     """An ssh exit 255 as a failure class, from what ssh wrote on stderr; `certificates` says why the
-    certificates offered would be refused (for an auth failure)."""
+    certificates offered would be refused, `keys` which key files were set and where (an auth failure)."""
     lines = [visible(line.strip(), keep="") for line in stderr.splitlines() if line.strip()]
     for pattern, failure_class, transient, fix in _SSH_ERRORS:
         hit = next((line for line in lines if re.search(pattern, line)), None)
         if hit is not None:
             why = f" ({certificates})" if failure_class == "auth" and certificates else ""
+            why += f"; {keys}" if failure_class == "auth" and keys else ""
             return HostFailure(failure_class, f"{host.name}: ssh: {hit[:300].rstrip('.')}{why}; {fix}",
                                transient=transient, exit_status=255, stderr=stderr)
     last = lines[-1][:300] if lines else "no message"
     return HostFailure("refused", f"{host.name}: ssh failed (exit 255: {last}); run the ssh command by hand "
                                   "with -v to see why", exit_status=255, stderr=stderr)
+
+
+def identity_files(resolved: Resolved | None, host: Any) -> str:
+    """The key files ssh was given for `host`, each with where it was set (the inventory variable and its
+    file:line, the ssh_config line), a missing one as skipped; none: ssh's own default files."""
+    var, at = (getattr(host, "origins", None) or {}).get("key_file") or (
+        "ansible_ssh_private_key_file",
+        "",
+    )
+    keys = (
+        [(host.key_file, f"{host.name}: {var}" + (f" at {at}" if at else ""))]
+        if host.key_file
+        else []
+    )
+    if resolved is not None:  # it holds the inventory's key file too, where the inventory set it
+        keys = []
+        tokens = local_tokens(resolved, resolved.user(_local_user()), _local_user())
+        try:
+            keys += [
+                (tilde(expand(s.value, tokens, s.name, s.where)), s.where)
+                for s in resolved.all("identityfile")
+                if s.value.lower() != "none"
+            ]
+        except SSHConfigError:
+            pass
+    if not keys:
+        return "keys tried: ssh's default key files (~/.ssh/id_*) and its agent's keys; no key file was set"
+    return "keys tried: " + ", ".join(
+        f"{key} ({where}" + ("" if os.path.isfile(key) else ": no such file, skipped") + ")"
+        for key, where in keys
+    )
 
 
 def offered_certificates(resolved: Resolved | None, host: Any, allow_agent: bool) -> list[Certificate]:

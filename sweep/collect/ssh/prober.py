@@ -531,8 +531,48 @@ def _auth_failed(name: str, hop: Hop, exc: Exception, pkey: paramiko.PKey | None
                                    f"{listed}, valid for {hop.user!r} now; check that the host's "
                                    "TrustedUserCAKeys holds the CA that signed it")
     return HostFailure("auth", (
-        f"{name}: authentication as {at} failed ({text}); check ansible_user and "
+        f"{name}: authentication as {at} failed ({text}); {keys_tried(hop, opts)}; check ansible_user and "
         "ansible_ssh_private_key_file, and that the key is in the host's authorized_keys (ssh-copy-id)"))
+
+
+DEFAULT_KEYS = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")  # what paramiko's look_for_keys reads in ~/.ssh
+
+
+def keys_tried(hop: Hop, opts: SSHOptions) -> str:
+    """The keys offered to a hop, each with where it was set: the key files (a missing one skipped, as
+    OpenSSH skips it), the default files of ~/.ssh, the ssh-agent's keys."""
+    sources = (
+        hop.key_sources
+        if len(hop.key_sources) == len(hop.key_files)
+        else ("",) * len(hop.key_files)
+    )
+    tried = [
+        f"{key} ({where or 'the inventory'}"
+        + ("" if os.path.isfile(key) else ": no such file, skipped")
+        + ")"
+        for key, where in zip(hop.key_files, sources)
+    ]
+    if opts.look_for_keys and hop.agent:
+        home = os.path.expanduser("~/.ssh")
+        found = [
+            os.path.join(home, k) for k in DEFAULT_KEYS if os.path.isfile(os.path.join(home, k))
+        ]
+        tried += [f"{k} (a default key file)" for k in found] or [f"no default key file in {home}"]
+    if opts.allow_agent and hop.agent:
+        tried.append(
+            "the ssh-agent's keys (SSH_AUTH_SOCK)"
+            if os.environ.get("SSH_AUTH_SOCK")
+            else "no ssh-agent (SSH_AUTH_SOCK is not set)"
+        )
+    elif not hop.agent:
+        tried.append("no agent or default keys (IdentitiesOnly / IdentityAgent none)")
+    if not hop.key_files and not any(
+        "(a default key file)" in t or "(SSH_AUTH_SOCK)" in t for t in tried
+    ):
+        return "no key was offered: " + ", ".join(
+            ["no key file set (ansible_ssh_private_key_file, --private-key, IdentityFile)", *tried]
+        )
+    return "keys tried: " + ", ".join(tried)
 
 
 def _unknown_key(name: str, hop: Hop, client: paramiko.SSHClient, keys: HostKeyStore) -> HostFailure:
