@@ -426,8 +426,9 @@ def check_topology(facts):
     topo = facts.get("topology") or {}
     sel = selected_gpus(facts)
     ev = {"pairs": topo.get("pairs"), "source": topo.get("source"), "cpu_affinity": topo.get("cpu_affinity"),
-          "numa_affinity": topo.get("numa_affinity"), "selected": [g.get("index") for g in sel],
-          "unread": topo.get("unread") or {}}
+          "numa_affinity": topo.get("numa_affinity"), "selected": [g.get("index") for g in sel]}
+    if topo.get("unread"):  # rows of the matrix not read, each with why (said only where there are some)
+        ev["unread"] = topo["unread"]
     if len(sel) < 2:
         return contract("topology", "not_applicable", "fewer than two GPUs selected: no GPU-to-GPU link", ev)
     worst = worst_link(facts)

@@ -193,16 +193,20 @@ def summarize(samples, max_sm):
     return out
 
 
-def replayed_window(samples, seconds):
-    """The recorded samples of the first `seconds` of the recording (all of them when it is shorter): a
-    replayed --load S lasts S seconds, as a measured one does, whatever the recording's own length.
-    """
+def replayed_window(samples, seconds, recorded_seconds=None):
+    """The recorded samples up to `seconds` into the recorded load (all of them when the recording's
+    load is no longer, `recorded_seconds`): a replayed --load S lasts S seconds, as a measured one
+    does, whatever the recording's own length. The samples before the load are kept."""
     times = [
         s.get("t") for s in samples if isinstance(s, dict) and isinstance(s.get("t"), (int, float))
     ]
     if not times or not seconds or seconds <= 0:
         return list(samples)
-    end = min(times) + seconds
+    if isinstance(recorded_seconds, (int, float)) and seconds >= recorded_seconds:
+        return list(samples)
+    loaded = [s["t"] for s in samples if isinstance(s, dict) and s.get("phase") == "load"
+              and isinstance(s.get("t"), (int, float))]
+    end = (min(loaded) if loaded else min(times)) + seconds
     return [
         s
         for s in samples
@@ -216,7 +220,7 @@ def run_load(src, count, seconds, engine, torch_python, interval, read_facts):
     if src.replaying and not getattr(src, "measures", False):
         recorded = src.data.get("load") or {}
         section.update({k: v for k, v in recorded.items() if k not in ("samples", "seconds")})
-        section["samples"] = replayed_window(src.data.get("samples") or [], seconds)
+        section["samples"] = replayed_window(src.data.get("samples") or [], seconds, recorded.get("seconds"))
         read_facts()
         return section
     proc, used = start_load(engine, seconds, torch_python)

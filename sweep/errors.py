@@ -18,7 +18,7 @@ several modules raise it:
   |   |   + KeyFileMissing
   |   |   + KeyFileEncrypted
   |   |   + KeyFileWrongPassphrase
-  |   + _TypeProblem ............... (audit.expect) an expectations value of the wrong type
+  |   + TypeProblem ................ (audit.expect_values) an expectations value of the wrong type
   |   + ManifestNotTrusted ......... (collect.resume) a foreign manifest's commands, programs or files
   + RunFolderError ................. a run folder
   |   + EmptyInterruptedRun ........ (history.runs) a run stopped before any host record was written

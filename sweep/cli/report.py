@@ -33,7 +33,7 @@ def print_report(inputs, out_dir: Path, reference: Optional[str], expect: Option
         more = f"sweep report {' '.join(shlex.quote(str(Path(p).resolve())) for p in inputs)} --details"
         for line in terminal_lines(glance(result.verdict, summary["classes"])):
             results.print(safe(line), soft_wrap=True)
-        for line in _tier_lines(summary):  # the audit's, the benchmark's and the speed tier's own verdicts
+        for line in result.headline.splitlines()[1:]:  # the audit's, the benchmark's and the speed tier's verdicts
             results.print(safe(line), soft_wrap=True)
     notes = result.notes if details else [n["text"] for n in summary["verdict_model"]["notes"]]
     for line in notes:  # what was asked for and not measured, not read (details: and the host sets)
@@ -64,16 +64,6 @@ def _load_seconds(run: Optional[Path]) -> Optional[float]:
         return float(args[args.index("--load") + 1]) if "--load" in args else None
     except (SweepError, ValueError, IndexError, TypeError, AttributeError):
         return None
-
-
-def _tier_lines(summary: dict) -> list[str]:
-    from sweep.report.bench import bench_lines
-
-    return [
-        *((summary.get("audit") or {}).get("headline") or ()),
-        *bench_lines(summary.get("benchmark")),
-        *((summary.get("speed") or {}).get("headline") or ()),
-    ]
 
 
 def report(

@@ -283,7 +283,7 @@ def _check_ssh_settings(runner: Engine, hosts: Sequence[Host], options: SSHOptio
     checker = make_prober(options.transport if transport == "run" else transport, b"", (), options)
     for host in hosts:
         checker.check(host)  # an SSHConfigError names the host, the setting, where it is and the fix
-    for note in checker.notes() if runner.name == "ssh" else ():  # once per run: left unused, through ssh
+    for note in checker.notes() if transport == "run" else ():  # once per run: left unused, through ssh
         warnings.warn(SSHConfigNote(note))
 
 

@@ -29,6 +29,7 @@ from sweep.analysis.verdict import STATES, cause_key
 from sweep.export.textfile import Metrics, write_output
 from sweep.analysis.fleet import Fleet, load_fleet, rows_at
 from sweep.store import load_run
+from sweep.trust import signed
 
 MHZ = 1e6
 CONTRACT_STATES = STATUS_NAMES  # the agent's contract table
@@ -110,7 +111,9 @@ def metrics_text(run_dir: str | Path) -> str:
 def _assess(run) -> Assessment:
     """The run folder judged as `sweep run` reported it: its reference, expectations file and
     baseline (the manifest's options), so that the states and causes exported are the report's."""
-    options = run.manifest.get("options") or {}
+    # a manifest this user's sweep did not sign names files someone else chose: none of them is
+    # opened (docs/security.md); its run is judged without them, as a plain report of it would be
+    options = (run.manifest.get("options") or {}) if signed(run.manifest) else {}
     expect, baseline = (options.get(key) for key in ("expect", "baseline"))
     audited = expect is not None or baseline is not None
     fleet = load_fleet([Path(run.path)], keep_health=audited)

@@ -39,9 +39,10 @@ def test_the_remote_command_runs_sudo_non_interactively_only_under_become():
     import shlex
     argv = shlex.split(remote_command("python3", 10, [], lifetime=30.0, become_user="gpuadmin"))
     # the guard (the login user's python) starts sudo -n, waits half the lifetime for it to start the agent
-    assert argv[:2] == ["python3", "-c"] and argv[3:11] == ["15.0", "sudo", "-n", "-u", "gpuadmin", "--", "python3", "-c"]
-    assert argv[12] == "10/30.0+"  # the bootstrap tells the guard that sudo started it
-    assert remote_command("python3", 10, []).startswith("python3 -c ")
+    assert argv[:3] == ["python3", "-I", "-c"]
+    assert argv[4:13] == ["15.0", "sudo", "-n", "-u", "gpuadmin", "--", "python3", "-I", "-c"]
+    assert argv[14] == "10/30.0+"  # the bootstrap tells the guard that sudo started it
+    assert remote_command("python3", 10, []).startswith("python3 -I -c ")
 
 
 SHELLS = {"bash": ["/bin/bash", "-c"], "dash": ["/bin/dash", "-c"], "zsh": ["/usr/bin/zsh", "-c"],
