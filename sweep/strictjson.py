@@ -36,6 +36,9 @@ from sweep.errors import SweepError
 MAX_DEPTH = 64  # a health.json nests 6 deep; a record adds 1
 INT_LIMIT = 2 ** 63  # larger integers have no exact column type: they are unknown numbers
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_CONTAINERS = (dict, list)  # exactly: what json and orjson build
+STRICT_MAX_BYTES = 1 << 20  # a health.json is ~30 KB (8 GPUs); the strict parse costs ~1.3 s per MiB of numbers
+_LONG_INT = re.compile(rb"(?:^|[\[,:\s])-?\d{19}")  # an integer token of 19+ digits (maybe past what orjson keeps)
 
 
 class DepthError(SweepError, ValueError):
@@ -77,7 +80,37 @@ def _int(text: str):
 
 
 def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Loaded:
-    """Parse `text` as strict JSON (ValueError when it is not JSON; DepthError when it nests too deep)."""
+    """Parse `text` as strict JSON (ValueError when it is not JSON; DepthError when it nests too deep).
+
+    orjson first (a document of plain numbers, as the agent writes, costs C speed and one walk of its
+    containers for the depth); the strict parse, which calls Python for every number, only where orjson
+    refuses (NaN, Infinity, a number that overflows a double, a lone surrogate, not JSON) or an integer of
+    19 digits or more is written (orjson reads one past 2**64 as a float). That path is bounded: on a
+    document over `STRICT_MAX_BYTES` it is refused (ValueError) instead, so no host's answer costs the
+    controller more than about a second of CPU (a 15 MiB ``[0,0,...]`` took 20 s)."""
+    if isinstance(text, (bytearray, memoryview)):
+        text = bytes(text)
+    if not _LONG_INT.search(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")):
+        try:
+            document = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            loaded = Loaded(document)
+            _walk(loaded, max_depth, False, False)
+            return loaded
+    if len(text) > STRICT_MAX_BYTES:
+        try:  # json's C parser without a Python call per number: what is wrong with a document that is not JSON
+            json.loads(text)
+        except RecursionError:
+            raise DepthError(None, max_depth) from None
+        raise ValueError(f"{len(text) // 1024} KiB that only a strict parse reads (NaN, Infinity, a number a "
+                         f"double cannot hold, a lone surrogate, or not JSON), more than the "
+                         f"{STRICT_MAX_BYTES // 1024} KiB sweep parses strictly")
+    return _strict_loads(text, max_depth)
+
+
+def _strict_loads(text: str | bytes, max_depth: int) -> Loaded:
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8")  # RFC 8259: JSON between systems is UTF-8 (UnicodeDecodeError: ValueError)
     unknown: list[_Unknown] = []
@@ -124,7 +157,8 @@ def _walk(loaded: Loaded, max_depth: int, numbers: bool, surrogates: bool) -> No
             raise DepthError(_depth(node, depth), max_depth)
         items = node.items() if isinstance(node, dict) else enumerate(node)
         if not fix:
-            stack.extend((value, depth + 1, None) for _, value in items if isinstance(value, (dict, list)))
+            values = node.values() if isinstance(node, dict) else node
+            stack.extend((value, depth + 1, None) for value in values if type(value) in _CONTAINERS)
             continue
         if surrogates and isinstance(node, dict) and any(_has_surrogate(k) for k in node):
             cleaned = {_clean(k): v for k, v in node.items()}
