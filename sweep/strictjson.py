@@ -38,6 +38,8 @@ INT_LIMIT = 2 ** 63  # larger integers have no exact column type: they are unkno
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _CONTAINERS = (dict, list)  # exactly: what json and orjson build
 STRICT_MAX_BYTES = 1 << 20  # a health.json is ~30 KB (8 GPUs); the strict parse costs ~1.3 s per MiB of numbers
+_DIGITS = bytes(0x30 if 0x30 <= i <= 0x39 else 0x20 for i in range(256))  # every digit a 0, the rest a space
+_DIGIT_RUN = b"0" * 19
 _LONG_INT = re.compile(rb"(?:^|[\[,:\s])-?\d{19}")  # an integer token of 19+ digits (maybe past what orjson keeps)
 
 
@@ -90,7 +92,7 @@ def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Loaded:
     controller more than about a second of CPU (a 15 MiB ``[0,0,...]`` took 20 s)."""
     if isinstance(text, (bytearray, memoryview)):
         text = bytes(text)
-    if not _LONG_INT.search(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")):
+    if not _long_int(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")):
         try:
             document = orjson.loads(text)
         except orjson.JSONDecodeError:
@@ -108,6 +110,12 @@ def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Loaded:
                          f"double cannot hold, a lone surrogate, or not JSON), more than the "
                          f"{STRICT_MAX_BYTES // 1024} KiB sweep parses strictly")
     return _strict_loads(text, max_depth)
+
+
+def _long_int(text: bytes) -> bool:
+    """Whether `text` holds an integer token of 19 digits or more: 19 digits in a row (a C-speed scan, 14 us
+    for a health.json, where the regex alone took 1.9 ms), then the regex only where there are."""
+    return _DIGIT_RUN in text.translate(_DIGITS) and _LONG_INT.search(text) is not None
 
 
 def _strict_loads(text: str | bytes, max_depth: int) -> Loaded:
@@ -199,6 +207,15 @@ def _clean(text: str) -> str:
 def dumps(data: Any, *, indent: int | None = None) -> str:
     """Strict JSON text (ValueError for NaN or infinity, RecursionError for a cycle or absurd depth)."""
     return json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def record_bytes(record: dict) -> bytes:
+    """A host record as strict JSON bytes (one line): its health.json, parsed by `loads` (no NaN or infinity can
+    come out of it: orjson refuses them, the strict parse makes them null) and re-encoded by orjson, 0.03 ms
+    where json's encoder took 0.26; the rest, sweep's own fields, checked as `dumps` checks them (ValueError for
+    NaN or infinity). Nesting past orjson's 254 levels or an integer past 64 bits is a TypeError."""
+    json.dumps({key: value for key, value in record.items() if key != "health"}, allow_nan=False)
+    return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
 
 
 def finite(data: Any) -> Any:

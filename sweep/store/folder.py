@@ -17,7 +17,7 @@ from sweep import __version__
 from sweep.errors import HealthFileError, RunFolderError
 from sweep.inventory.formats import IMPLICIT_GROUPS
 from sweep.schema import manifest_problem
-from sweep.strictjson import dumps, loads
+from sweep.strictjson import loads, record_bytes
 from sweep.text import host_key
 from sweep.trust import line_mac, sign
 from sweep.store.files import (DIGESTS, HOSTS, LOCK, MACS, MANIFEST, MANIFEST_MAX_BYTES, NOFOLLOW_DIR, RECORD_KEYS,
@@ -228,7 +228,7 @@ class RunFolder:
             raise ValueError("record status must be 'ok' or 'failed'")
         path = self.record_path(record["host"])
         self.check_record_file(record["host"], path)
-        blob = (dumps(record) + "\n").encode("utf-8")
+        blob = record_bytes(record)
         write_bytes_atomic(path, blob)
         self._list_digest(path.name, blob)
         return path
