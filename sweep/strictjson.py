@@ -232,6 +232,14 @@ def record_bytes(record: dict) -> bytes:
     return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
 
 
+def indented(data: Any) -> bytes:
+    """Strict JSON text, indented for a reader (a run's manifest): checked as `dumps` checks it (json's C
+    encoder, compact), written by orjson (C speed; json's indenting encoder is pure Python: 0.15 ms a host
+    for a manifest that lists the inventory, written three times a run)."""
+    json.dumps(data, allow_nan=False)
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
 def finite(data: Any) -> Any:
     """A copy of `data` (dicts, lists, tuples, scalars) with every NaN or infinite float as None."""
     if isinstance(data, float):
