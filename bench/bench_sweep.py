@@ -12,8 +12,11 @@ anything of the other tools. The OpenSSH-based tools get curve25519 key exchange
 does (OpenSSH 9.2's default sntrup761 costs them ~100 ms of CPU per host).
 
     python bench/bench_sweep.py --hosts 300 --tools sweep --against /tmp/base --rounds 2
+    python bench/bench_sweep.py --hosts 300 --tools sweep-cli --against /tmp/base --rounds 2
 
-`--against TREE`: sweep of another tree (a worktree of an older commit) as one more tool, `sweep@base`,
+`sweep-cli` is the command a user types, `sweep run INVENTORY --no-report` (the run_sweep call of `sweep`
+plus the CLI's start, its summary and, before issue 52, the history index). `--against TREE` (with one
+tool in --tools): that tool of another tree (a worktree of an older commit) as one more tool, `sweep@base`,
 run paired with this tree's in ABBA order (`--rounds` pairs of runs, the order swapped every round),
 each run after its own 1-host run; the table then gives every run and the per-round ratios of CPU per
 further host. On a shared machine only neighbouring runs compare.
@@ -121,7 +124,13 @@ def run_tool(tool: str, fleet: LocalFleet, names: list[str], tmp: Path, payload:
     command = remote_command("python3", len(payload), [])
     if tool == "sweep@base":
         tool = "sweep"
-    if tool in ("sweep", "sweep-openssh"):
+    if tool == "sweep-cli":  # the command a user types: `sweep run INVENTORY --no-report` (history, manifest, summary)
+        argv = [sys.executable, "-m", "sweep.cli", "run", str(fleet.inventory_path), "--out", str(work / "run"),
+                "--known-hosts", str(fleet.known_hosts_path), "--forks", str(forks), "--limit", ",".join(names),
+                "--no-report"]
+        wall, cpu, out, err = run_child(argv, env)
+        ok = len(list((work / "run" / "hosts").glob("*.json"))) if (work / "run" / "hosts").is_dir() else 0
+    elif tool in ("sweep", "sweep-openssh"):
         argv = [sys.executable, "-c", SWEEP, str(fleet.inventory_path), str(work / "run"),
                 str(fleet.known_hosts_path), str(forks), ",".join(names),
                 "openssh" if tool == "sweep-openssh" else "paramiko"]
@@ -210,6 +219,7 @@ def paired(args) -> int:
     import statistics
 
     payload = bundle_bytes()
+    tool = args.tools if "," not in args.tools else "sweep"
     runs = []
     with tempfile.TemporaryDirectory(prefix="sweep-bench-") as tmp:
         tmp = Path(tmp)
@@ -221,9 +231,9 @@ def paired(args) -> int:
                 for label, tree in (order if r % 2 == 0 else order[::-1]):
                     tag = f"{label}-{r}"
                     load = os.getloadavg()[0]
-                    _, cpu_one, ok_one, _ = run_tool("sweep", fleet, names[:1], tmp, payload, args.forks, tag + "-one",
-                                                     tree)
-                    wall, cpu, ok, err = run_tool("sweep", fleet, names, tmp, payload, args.forks, tag, tree)
+                    _, cpu_one, ok_one, _ = run_tool(tool, fleet, names[:1], tmp, payload, args.forks,
+                                                     tag + "-one", tree)
+                    wall, cpu, ok, err = run_tool(tool, fleet, names, tmp, payload, args.forks, tag, tree)
                     row = {"round": r, "tree": label, "ok": ok, "wall_s": wall, "cpu_s": cpu, "startup_s": cpu_one,
                            "marginal_ms": 1000 * (cpu - cpu_one) / max(1, args.hosts - 1), "load": load}
                     runs.append(row)
@@ -235,7 +245,7 @@ def paired(args) -> int:
         this, base = (next(x for x in runs if x["round"] == r and x["tree"] == t) for t in ("this", "base"))
         ratios.append(this["marginal_ms"] / base["marginal_ms"])
     lines = [f"# sweep against {args.against}: controller CPU per further host, paired (ABBA)", "",
-             f"`python bench/bench_sweep.py --hosts {args.hosts} --forks {args.forks} --tools sweep --against "
+             f"`python bench/bench_sweep.py --hosts {args.hosts} --forks {args.forks} --tools {tool} --against "
              f"{args.against} --rounds {args.rounds}` on {platform.node() or 'this machine'}, {os.cpu_count()} CPUs, "
              f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M')}; a shared machine: the load "
              "average before each run is given.", "",
