@@ -181,6 +181,7 @@ def main() -> int:
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "sweep.md"))
     parser.add_argument("--against", type=Path, default=None, help="another sweep tree, run paired (ABBA)")
     parser.add_argument("--rounds", type=int, default=2, help="with --against: pairs of runs")
+    parser.add_argument("--gpus", type=int, default=1, help="with --against: GPUs of the replayed H200 capture")
     args = parser.parse_args()
     if args.against is not None:
         return paired(args)
@@ -223,7 +224,14 @@ def paired(args) -> int:
     runs = []
     with tempfile.TemporaryDirectory(prefix="sweep-bench-") as tmp:
         tmp = Path(tmp)
-        hosts = [FleetHost(f"gpu{i:03d}", group="rack_a" if i % 2 else "rack_b") for i in range(1, args.hosts + 1)]
+        capture = None
+        if args.gpus > 1:  # the recorded H200 made into N GPUs (sweep.demo.synth): answers as large as a real node's
+            from sweep.demo import synth
+
+            capture = str(synth.write(synth.derive(synth.base_capture(), [synth.multi_gpu(args.gpus)]),
+                                      tmp / f"h200x{args.gpus}.json"))
+        hosts = [FleetHost(f"gpu{i:03d}", group="rack_a" if i % 2 else "rack_b", capture=capture)
+                 for i in range(1, args.hosts + 1)]
         with LocalFleet(hosts, tmp / "fleet", children={"h200": ["rack_a", "rack_b"]}) as fleet:
             names = [h.name for h in hosts]
             for r in range(args.rounds):
@@ -246,7 +254,7 @@ def paired(args) -> int:
         ratios.append(this["marginal_ms"] / base["marginal_ms"])
     lines = [f"# sweep against {args.against}: controller CPU per further host, paired (ABBA)", "",
              f"`python bench/bench_sweep.py --hosts {args.hosts} --forks {args.forks} --tools {tool} --against "
-             f"{args.against} --rounds {args.rounds}` on {platform.node() or 'this machine'}, {os.cpu_count()} CPUs, "
+             f"{args.against} --rounds {args.rounds} --gpus {args.gpus}` on {platform.node() or 'this machine'}, {os.cpu_count()} CPUs, "
              f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M')}; a shared machine: the load "
              "average before each run is given.", "",
              "| round | tree | ok | wall (s) | controller CPU (s) | 1-host run (s) | CPU per further host (ms) | load |",
