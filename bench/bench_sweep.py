@@ -79,14 +79,15 @@ print(json.dumps({"ok": ok, "failed": len(hosts) - ok}))
 """
 
 
-def run_child(argv: list[str], env: dict, stdin: bytes | None = None) -> tuple[float, float, bytes, bytes]:
-    """Wall time, CPU of the child and its reaped descendants, stdout, stderr."""
+def run_child(argv: list[str], env: dict, stdin: bytes | None = None, cwd: Path = REPO) -> tuple[float, float, bytes, bytes]:
+    """Wall time, CPU of the child and its reaped descendants, stdout, stderr. `cwd`: the tree a sweep child
+    imports (``python -c`` and ``-m`` put the working folder before PYTHONPATH)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as inp:
         if stdin is not None:
             inp.write(stdin)
             inp.seek(0)
         started = time.monotonic()
-        proc = subprocess.Popen(argv, env=env, stdin=inp, stdout=out, stderr=err, cwd=REPO)
+        proc = subprocess.Popen(argv, env=env, stdin=inp, stdout=out, stderr=err, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.monotonic() - started
@@ -128,13 +129,13 @@ def run_tool(tool: str, fleet: LocalFleet, names: list[str], tmp: Path, payload:
         argv = [sys.executable, "-m", "sweep.cli", "run", str(fleet.inventory_path), "--out", str(work / "run"),
                 "--known-hosts", str(fleet.known_hosts_path), "--forks", str(forks), "--limit", ",".join(names),
                 "--no-report"]
-        wall, cpu, out, err = run_child(argv, env)
+        wall, cpu, out, err = run_child(argv, env, cwd=tree)
         ok = len(list((work / "run" / "hosts").glob("*.json"))) if (work / "run" / "hosts").is_dir() else 0
     elif tool in ("sweep", "sweep-openssh"):
         argv = [sys.executable, "-c", SWEEP, str(fleet.inventory_path), str(work / "run"),
                 str(fleet.known_hosts_path), str(forks), ",".join(names),
                 "openssh" if tool == "sweep-openssh" else "paramiko"]
-        wall, cpu, out, err = run_child(argv, env)
+        wall, cpu, out, err = run_child(argv, env, cwd=tree)
         ok = json.loads(out.decode().strip().splitlines()[-1])["ok"] if out.strip() else 0
     elif tool == "pssh":
         (work / "hosts.txt").write_text("\n".join(addresses) + "\n")
