@@ -24,7 +24,15 @@ its own bench_report.py --measure, PYTHONPATH pointing at it), in interleaved re
 order; each tree byte-compiled first, then one untimed run of each), each run in a fresh process.
 On a shared machine only the ratios of neighbouring runs mean much: the table gives every run, the medians and the median of
 the per-repetition ratios, with the load average before each run; `--write` keeps it as Markdown.
-The run folder lists each record's SHA-256 in records.sha256, as `sweep run` writes it.
+The run folder is signed as `sweep run` signs it: each record written as sweep writes it (one line), its
+SHA-256 in records.sha256 and that line's HMAC under this user's key in records.mac, so the report reads
+the records it trusts with orjson alone.
+
+    python3 bench/bench_report.py --foreign --against b378d2c
+
+A folder this user's sweep did not sign (a shard swept from another controller, a colleague's run): the
+same records listed in records.sha256 without records.mac, which every record is read strictly from.
+Any GPU count (`--gpus 1` and up): a variant's card is the host's last one when it has fewer.
 """
 from __future__ import annotations
 
@@ -46,7 +54,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "unit")]
 
-from sweep.store import DIGESTS, HOSTS  # noqa: E402
+from sweep.store import DIGESTS, HOSTS, MACS  # noqa: E402
 
 BUDGET_S = 10.0
 BUDGET_RSS_MIB = 2048
@@ -71,12 +79,16 @@ def templates(n_gpus: int) -> dict:
             health["host"]["hostname"] = PLACEHOLDER
             rec = fv.record(PLACEHOLDER, health)
             rec["address"] = PLACEHOLDER + ".dc1"
-        out[variant] = json.dumps(rec, indent=1, ensure_ascii=False)
+        out[variant] = json.dumps(rec, separators=(",", ":"), ensure_ascii=False)
     return out
 
 
-def write_fleet(folder: Path, n_hosts: int, n_gpus: int, seed: int = 7) -> dict:
-    """Write the run folder; return how many hosts of each variant it holds."""
+def write_fleet(folder: Path, n_hosts: int, n_gpus: int, seed: int = 7, signed: bool = True) -> dict:
+    """Write the run folder (`signed`: records.mac as sweep run writes it); how many hosts of each variant it holds."""
+    from sweep.trust import line_mac, run_key
+
+    if signed and run_key() is None:
+        raise SystemExit("no run key to sign the records with (sweep run makes one): run `sweep run` once, or --foreign")
     rng = random.Random(seed)
     blobs = templates(n_gpus)
     hosts = folder / "hosts"
@@ -99,10 +111,12 @@ def write_fleet(folder: Path, n_hosts: int, n_gpus: int, seed: int = 7) -> dict:
                 variant = v
                 break
         counts[variant] = counts.get(variant, 0) + 1
-        blob = blobs[variant].replace(PLACEHOLDER, name).encode("utf-8")
+        blob = (blobs[variant].replace(PLACEHOLDER, name) + "\n").encode("utf-8")
         (hosts / f"{name}.json").write_bytes(blob)
-        digests.append(f"{hashlib.sha256(blob).hexdigest()}  {HOSTS}/{name}.json\n")
-    (folder / DIGESTS).write_text("".join(digests))
+        digests.append(f"{hashlib.sha256(blob).hexdigest()}  {HOSTS}/{name}.json")
+    (folder / DIGESTS).write_text("".join(line + "\n" for line in digests))
+    if signed:
+        (folder / MACS).write_text("".join(f"{line_mac(line.encode())}  {line.split('  ', 1)[1]}\n" for line in digests))
     return counts
 
 
@@ -222,7 +236,7 @@ def compare_main(args, run: Path, base: Path, counts: dict) -> int:
     table = ratios_table(names, rows)
     text = "\n".join([
         f"# sweep report, {args.hosts} hosts x {args.gpus} GPUs: {names[0]} against {', '.join(names[1:])}", "",
-        f"`python3 bench/bench_report.py --hosts {args.hosts} --gpus {args.gpus} "
+        f"`python3 bench/bench_report.py --hosts {args.hosts} --gpus {args.gpus}{' --foreign' if args.foreign else ''} "
         f"{' '.join(f'--against {rev}' for rev in args.against)} --repeat {args.repeat}` ({started}; "
         f"fleet mix {counts})", "",
         f"Machine before: {before}", f"Machine after: {machine()}", "",
@@ -244,6 +258,7 @@ def main(argv=None) -> int:
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--listed", type=int, help="an interrupted run: the manifest lists this many hosts ...")
     ap.add_argument("--records", type=int, default=2, help="... and this many have a record (with --listed)")
+    ap.add_argument("--foreign", action="store_true", help="a folder this user's sweep did not sign (no records.mac)")
     ap.add_argument("--keep", type=Path, help="write the run folder and report here and keep them")
     ap.add_argument("--measure", nargs=2, type=Path, metavar=("RUN", "OUT"), help=argparse.SUPPRESS)
     ap.add_argument("--against", metavar="REV", action="append",
@@ -261,7 +276,7 @@ def main(argv=None) -> int:
         if args.listed is not None:
             counts = write_interrupted(run, args.listed, args.records, args.gpus)
         else:
-            counts = write_fleet(run, args.hosts, args.gpus)
+            counts = write_fleet(run, args.hosts, args.gpus, signed=not args.foreign)
         size = sum(p.stat().st_size for p in (run / "hosts").iterdir())
         print(f"wrote {args.listed or args.hosts} host(s) listed x {args.gpus} GPUs to {run} ({size / 2**20:.0f} MiB on disk) "
               f"in {time.perf_counter() - started:.1f} s; mix: {counts}")

@@ -11,6 +11,16 @@ workers), read with os.wait4: the sshds and the agents on the hosts are not in i
 anything of the other tools. The OpenSSH-based tools get curve25519 key exchange forced, as sweep
 does (OpenSSH 9.2's default sntrup761 costs them ~100 ms of CPU per host).
 
+    python bench/bench_sweep.py --hosts 300 --tools sweep --against /tmp/base --rounds 2
+    python bench/bench_sweep.py --hosts 300 --tools sweep-cli --against /tmp/base --rounds 2
+
+`sweep-cli` is the command a user types, `sweep run INVENTORY --no-report` (the run_sweep call of `sweep`
+plus the CLI's start, its summary and, before issue 52, the history index). `--against TREE` (with one
+tool in --tools): that tool of another tree (a worktree of an older commit) as one more tool, `sweep@base`,
+run paired with this tree's in ABBA order (`--rounds` pairs of runs, the order swapped every round),
+each run after its own 1-host run; the table then gives every run and the per-round ratios of CPU per
+further host. On a shared machine only neighbouring runs compare.
+
 Writes bench/results/sweep.md. Needs root, /usr/sbin/sshd, and pip install parallel-ssh
 ClusterShell ansible-core. Not part of the test suite.
 """
@@ -69,14 +79,15 @@ print(json.dumps({"ok": ok, "failed": len(hosts) - ok}))
 """
 
 
-def run_child(argv: list[str], env: dict, stdin: bytes | None = None) -> tuple[float, float, bytes, bytes]:
-    """Wall time, CPU of the child and its reaped descendants, stdout, stderr."""
+def run_child(argv: list[str], env: dict, stdin: bytes | None = None, cwd: Path = REPO) -> tuple[float, float, bytes, bytes]:
+    """Wall time, CPU of the child and its reaped descendants, stdout, stderr. `cwd`: the tree a sweep child
+    imports (``python -c`` and ``-m`` put the working folder before PYTHONPATH)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as inp:
         if stdin is not None:
             inp.write(stdin)
             inp.seek(0)
         started = time.monotonic()
-        proc = subprocess.Popen(argv, env=env, stdin=inp, stdout=out, stderr=err, cwd=REPO)
+        proc = subprocess.Popen(argv, env=env, stdin=inp, stdout=out, stderr=err, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.monotonic() - started
@@ -103,19 +114,28 @@ def count_json_by_prefix(text: str, hosts: list[str]) -> int:
 
 
 def run_tool(tool: str, fleet: LocalFleet, names: list[str], tmp: Path, payload: bytes, forks: int,
-             tag: str) -> tuple[float, float, int, bytes]:
-    """Run one tool over the hosts `names`: wall s, controller CPU s, valid health.json count, stderr."""
+             tag: str, tree: Path = REPO) -> tuple[float, float, int, bytes]:
+    """Run one tool over the hosts `names`: wall s, controller CPU s, valid health.json count, stderr.
+    `tree`: the sweep tree the sweep tools run from (``sweep@base``: --against's)."""
     env = fleet.controller_env()
-    env["PYTHONPATH"] = str(REPO)
+    env["PYTHONPATH"] = str(tree)
     work = tmp / f"{tool}-{tag}"
     work.mkdir()
     addresses = [fleet.addresses[name] for name in names]
     command = remote_command("python3", len(payload), [])
-    if tool in ("sweep", "sweep-openssh"):
+    if tool == "sweep@base":
+        tool = "sweep"
+    if tool == "sweep-cli":  # the command a user types: `sweep run INVENTORY --no-report` (history, manifest, summary)
+        argv = [sys.executable, "-m", "sweep.cli", "run", str(fleet.inventory_path), "--out", str(work / "run"),
+                "--known-hosts", str(fleet.known_hosts_path), "--forks", str(forks), "--limit", ",".join(names),
+                "--no-report"]
+        wall, cpu, out, err = run_child(argv, env, cwd=tree)
+        ok = len(list((work / "run" / "hosts").glob("*.json"))) if (work / "run" / "hosts").is_dir() else 0
+    elif tool in ("sweep", "sweep-openssh"):
         argv = [sys.executable, "-c", SWEEP, str(fleet.inventory_path), str(work / "run"),
                 str(fleet.known_hosts_path), str(forks), ",".join(names),
                 "openssh" if tool == "sweep-openssh" else "paramiko"]
-        wall, cpu, out, err = run_child(argv, env)
+        wall, cpu, out, err = run_child(argv, env, cwd=tree)
         ok = json.loads(out.decode().strip().splitlines()[-1])["ok"] if out.strip() else 0
     elif tool == "pssh":
         (work / "hosts.txt").write_text("\n".join(addresses) + "\n")
@@ -160,7 +180,12 @@ def main() -> int:
     parser.add_argument("--forks", type=int, default=32)
     parser.add_argument("--tools", default="sweep,sweep-openssh,pssh,clush,ansible")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "sweep.md"))
+    parser.add_argument("--against", type=Path, default=None, help="another sweep tree, run paired (ABBA)")
+    parser.add_argument("--rounds", type=int, default=2, help="with --against: pairs of runs")
+    parser.add_argument("--gpus", type=int, default=1, help="with --against: GPUs of the replayed H200 capture")
     args = parser.parse_args()
+    if args.against is not None:
+        return paired(args)
 
     payload = bundle_bytes()
     rows = []
@@ -188,6 +213,60 @@ def main() -> int:
                 if ok < args.hosts or ok_one < 1:
                     print(err.decode(errors="replace")[-1500:], file=sys.stderr)
     write_report(Path(args.out), rows, args, up, len(payload))
+    return 0
+
+
+def paired(args) -> int:
+    """This tree's sweep and --against's, ABBA, on one fleet: CPU per further host of each run, and ratios."""
+    import statistics
+
+    payload = bundle_bytes()
+    tool = args.tools if "," not in args.tools else "sweep"
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="sweep-bench-") as tmp:
+        tmp = Path(tmp)
+        capture = None
+        if args.gpus > 1:  # the recorded H200 made into N GPUs (sweep.demo.synth): answers as large as a real node's
+            from sweep.demo import synth
+
+            capture = str(synth.write(synth.derive(synth.base_capture(), [synth.multi_gpu(args.gpus)]),
+                                      tmp / f"h200x{args.gpus}.json"))
+        hosts = [FleetHost(f"gpu{i:03d}", group="rack_a" if i % 2 else "rack_b", capture=capture)
+                 for i in range(1, args.hosts + 1)]
+        with LocalFleet(hosts, tmp / "fleet", children={"h200": ["rack_a", "rack_b"]}) as fleet:
+            names = [h.name for h in hosts]
+            for r in range(args.rounds):
+                order = [("this", REPO), ("base", args.against)]
+                for label, tree in (order if r % 2 == 0 else order[::-1]):
+                    tag = f"{label}-{r}"
+                    load = os.getloadavg()[0]
+                    _, cpu_one, ok_one, _ = run_tool(tool, fleet, names[:1], tmp, payload, args.forks,
+                                                     tag + "-one", tree)
+                    wall, cpu, ok, err = run_tool(tool, fleet, names, tmp, payload, args.forks, tag, tree)
+                    row = {"round": r, "tree": label, "ok": ok, "wall_s": wall, "cpu_s": cpu, "startup_s": cpu_one,
+                           "marginal_ms": 1000 * (cpu - cpu_one) / max(1, args.hosts - 1), "load": load}
+                    runs.append(row)
+                    print(json.dumps(row), flush=True)
+                    if ok < args.hosts:
+                        print(err.decode(errors="replace")[-1500:], file=sys.stderr)
+    ratios = []
+    for r in range(args.rounds):
+        this, base = (next(x for x in runs if x["round"] == r and x["tree"] == t) for t in ("this", "base"))
+        ratios.append(this["marginal_ms"] / base["marginal_ms"])
+    lines = [f"# sweep against {args.against}: controller CPU per further host, paired (ABBA)", "",
+             f"`python bench/bench_sweep.py --hosts {args.hosts} --forks {args.forks} --tools {tool} --against "
+             f"{args.against} --rounds {args.rounds} --gpus {args.gpus}` on {platform.node() or 'this machine'}, {os.cpu_count()} CPUs, "
+             f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M')}; a shared machine: the load "
+             "average before each run is given.", "",
+             "| round | tree | ok | wall (s) | controller CPU (s) | 1-host run (s) | CPU per further host (ms) | load |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for x in runs:
+        lines.append(f"| {x['round']} | {x['tree']} | {x['ok']}/{args.hosts} | {x['wall_s']:.1f} | {x['cpu_s']:.2f} | "
+                     f"{x['startup_s']:.2f} | {x['marginal_ms']:.2f} | {x['load']:.1f} |")
+    lines += ["", "Per round, this tree's CPU per further host / the other's: "
+              + ", ".join(f"{q:.2f}" for q in ratios) + f" (median {statistics.median(ratios):.2f}).", ""]
+    Path(args.out).write_text("\n".join(lines))
+    print("\n".join(lines))
     return 0
 
 

@@ -29,7 +29,6 @@ several modules raise it:
   |                                  escapes a sweep: it becomes the host's record
   + UnknownHostKey ................. (collect.ssh.hostkeys) a key no known_hosts file records
   + CertificateError ............... (collect.ssh.certs) bytes that are not an OpenSSH certificate (a ValueError)
-  + UnsupportedSchema .............. (schema) a schema keyword the validator does not implement
   + IndexDamaged ................... (history.index) a history index file that is not one (it is rebuilt)
   + InventoryWarning ............... also a UserWarning: the inventory reads, but likely holds a mistake
   |   + ExpectationsWarning ........ an expectations file names a host or group no audited host matches

@@ -2,12 +2,13 @@
 folder holds (a host record's envelope, a manifest) before any code reads it back.
 
 The controller checks every host's output before it becomes a record: a host that prints JSON of
-the wrong shape is ``bad_output``, not a record that breaks the report later. jsonschema takes
-~16 ms for an eight-GPU health.json (as much controller CPU as the whole SSH session), so the
-schema is compiled once into nested closures covering the keywords it uses (type, enum, const,
-required, properties, additionalProperties, items, minItems, maxItems, minimum, pattern, local
-``$ref``), ~1 ms a host. A keyword outside that set is refused when the schema is compiled, so a
-schema change cannot be skipped silently; tests compare the verdicts with jsonschema's.
+the wrong shape is ``bad_output``, not a record that breaks the report later. The check is a compiled
+validator library, jsonschema-rs (Rust, JSON Schema 2020-12): 0.017 ms for an eight-GPU health.json
+where the hand-written compiler of issue 40 took 1.1 ms and jsonschema 16 ms (issue 52; `python3
+bench/bench_schema.py`). A valid document costs one `is_valid` call; only a refused one is walked
+for its errors, and the first is worded as sweep words it (`_worded`: "health.json.gpus[0].index:
+expected integer, got string"; "...: a field the schema does not name"), a keyword sweep does not word
+by the library's own message.
 
 The published schema leaves a few parts free-form: `load` (any object), each contract's
 `evidence`. The controller reads some fields inside them (the load's per-GPU summary and samples,
@@ -15,12 +16,6 @@ the driver contract's PCI count, the processes contract's list), so `READ_BY_CON
 those fields, and a host whose output breaks it is `bad_output` at arrival like any other schema
 violation: no later command (report, export, history, audit, diff) meets a value it cannot read.
 It only narrows what the agent never sends otherwise, so every record the agent writes stays valid.
-
-Why not a library (issue 40): on an eight-GPU health.json, ``python3 bench/bench_schema.py`` (two runs on
-this loaded 2-core machine, fastjsonschema 2.22.3 installed beside it) gave this compiler 1.34 / 0.90 ms
-a document, fastjsonschema 1.52 / 2.74 ms plus 270 / 112 ms to compile in every process, a cached
-jsonschema 4.26 validator 17.7 / 39.0 ms: no library is faster, and fastjsonschema would be a new
-dependency whose compile costs a small report more than its whole read.
 
 A record read back from a run folder is checked by `record_problem` (`RECORD`: the envelope the
 controller writes, then its health.json as above) and a manifest by `manifest_problem` (`MANIFEST`:
@@ -34,36 +29,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import jsonschema_rs
+
 import probe_agent
-from sweep.errors import SweepError
 
 HEALTH_SCHEMA = Path(probe_agent.__file__).parent / "schema" / "health-1.schema.json"
-_ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description", "default", "examples",
-                          "$defs", "definitions"})
-Check = Callable[[Any, str], Optional[str]]  # (value, where) -> the first problem, or None
-
-
-class UnsupportedSchema(SweepError, ValueError):
-    """The schema uses a keyword this compiler does not implement."""
-
-
-def _is(kind: str, value: Any) -> bool:
-    if kind == "null":
-        return value is None
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or \
-            (isinstance(value, float) and value.is_integer())
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "array":
-        return isinstance(value, list)
-    if kind == "object":
-        return isinstance(value, dict)
-    raise UnsupportedSchema(f"unknown type {kind!r}")
+Check = Callable[..., Optional[str]]  # (value, where) -> the first problem, or None
 
 
 def _kind_of(value: Any) -> str:
@@ -75,145 +46,47 @@ def _kind_of(value: Any) -> str:
 
 def compile_schema(schema: dict) -> Check:
     """A function (value, where) -> the first violation of `schema` as text, or None."""
-    top = _Compiler(schema).build(schema)
-    return lambda value, where="health.json": top(value, where)
+    validator = jsonschema_rs.validator_for(schema)
 
-
-class _Compiler:
-    """Builds the checks of one schema; `refs` holds the compiled local $ref targets (recursion included)."""
-
-    def __init__(self, root: dict):
-        self.root = root
-        self.refs: dict[str, Check] = {}
-
-    def ref(self, target: str) -> Check:
-        if target not in self.refs:
-            if not target.startswith("#/"):
-                raise UnsupportedSchema(f"only local $ref are supported, not {target!r}")
-            node: Any = self.root
-            for part in target[2:].split("/"):
-                node = node[part]
-            self.refs[target] = lambda v, w: None  # a recursive schema refers to itself while compiling
-            self.refs[target] = self.build(node)
-        return lambda v, w: self.refs[target](v, w)
-
-    def build(self, node: Any) -> Check:
-        if node is True or node == {}:
-            return lambda v, w: None
-        if node is False:
-            return lambda v, w: f"{w}: no value is allowed here"
-        unknown = set(node) - _ANNOTATIONS - {word for words, _ in _KEYWORDS for word in words}
-        if unknown:
-            raise UnsupportedSchema(f"schema {'keyword' if len(unknown) == 1 else 'keywords'} {', '.join(sorted(unknown))} "
-                                    "not supported")
-        checks = [check for words, make in _KEYWORDS if any(word in node for word in words)
-                  for check in [make(self, node)] if check is not None]
-        if len(checks) == 1:
-            return checks[0]
-
-        def all_of(v, w):
-            for check in checks:
-                problem = check(v, w)
-                if problem:
-                    return problem
-        return all_of
-
-
-def _ref(c: _Compiler, node: dict) -> Check:
-    return c.ref(node["$ref"])
-
-
-def _type(c: _Compiler, node: dict) -> Check:
-    kinds = tuple(node["type"] if isinstance(node["type"], list) else [node["type"]])
-    for kind in kinds:
-        _is(kind, None)  # refuse unknown type names now
-
-    def typed(v, w):
-        if not any(_is(k, v) for k in kinds):
-            return f"{w}: expected {' or '.join(kinds)}, got {_kind_of(v)}"
-    return typed
-
-
-def _enum(c: _Compiler, node: dict) -> Check:
-    allowed = node["enum"]
-    return lambda v, w: None if any(v == a and isinstance(v, bool) == isinstance(a, bool) for a in allowed) \
-        else f"{w}: {_show(v)} is not one of {', '.join(_show(a) for a in allowed)}"
-
-
-def _const(c: _Compiler, node: dict) -> Check:
-    const = node["const"]
-    return lambda v, w: None if v == const and isinstance(v, bool) == isinstance(const, bool) \
-        else f"{w}: must be {_show(const)}, not {_show(v)}"
-
-
-def _minimum(c: _Compiler, node: dict) -> Check:
-    low = node["minimum"]
-    return lambda v, w: f"{w}: {v} is below the minimum {low}" if _is("number", v) and v < low else None
-
-
-def _pattern(c: _Compiler, node: dict) -> Check:
-    pattern = re.compile(node["pattern"])
-    return lambda v, w: f"{w}: {_show(v)} does not match {pattern.pattern!r}" \
-        if isinstance(v, str) and not pattern.search(v) else None
-
-
-def _length(c: _Compiler, node: dict) -> Check:
-    low, high = node.get("minItems", 0), node.get("maxItems")
-
-    def length(v, w):
-        if not isinstance(v, list):
+    def check(value: Any, where: str = "health.json") -> str | None:
+        if validator.is_valid(value):
             return None
-        if high is not None and len(v) > high:
-            return f"{w} has {len(v)} items, at most {high}"
-        return f"{w} has {len(v)} items, at least {low}" if len(v) < low else None
-
-    return length
+        error = next(iter(validator.iter_errors(value)))
+        return _worded(schema, error, where)
+    return check
 
 
-def _items(c: _Compiler, node: dict) -> Check:
-    item = c.build(node["items"])
-
-    def items(v, w):
-        if isinstance(v, list):
-            for i, x in enumerate(v):
-                problem = item(x, f"{w}[{i}]")
-                if problem:
-                    return problem
-    return items
-
-
-def _required(c: _Compiler, node: dict) -> Check:
-    need = tuple(node["required"])
-    return lambda v, w: next((f"{w}: '{k}' is missing" for k in need if k not in v), None) \
-        if isinstance(v, dict) else None
-
-
-def _members(c: _Compiler, node: dict) -> Check | None:
-    props = {k: c.build(s) for k, s in (node.get("properties") or {}).items()}
-    extra = c.build(node["additionalProperties"]) if "additionalProperties" in node else None
-    if node.get("additionalProperties") is False:  # a closed object (issue 40): say which field it does not name
-        extra = lambda v, w: f"{w}: a field the schema does not name"  # noqa: E731
-    if not props and extra is None:
-        return None
-
-    def members(v, w):
-        if not isinstance(v, dict):
-            return None
-        for key, x in v.items():
-            check = props.get(key, extra)
-            if check is not None:
-                problem = check(x, f"{w}.{key}")
-                if problem:
-                    return problem
-    return members
-
-
-# (keywords, builder), in the order the checks run: the first problem found is the one reported
-_KEYWORDS: tuple[tuple[tuple[str, ...], Callable[[_Compiler, dict], Optional[Check]]], ...] = (
-    (("$ref",), _ref), (("type",), _type), (("enum",), _enum), (("const",), _const), (("minimum",), _minimum),
-    (("pattern",), _pattern), (("minItems", "maxItems"), _length), (("items",), _items),
-    (("required",), _required), (("properties", "additionalProperties"), _members),
-)
+def _worded(schema: dict, error, where: str) -> str:
+    """The first error of a refused document, as sweep words it: the value's path under `where`, and
+    what its schema node asks (read from the schema at the error's keyword location)."""
+    w = where + "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in error.instance_path)
+    node: Any = schema
+    try:
+        for step in list(error.schema_path)[:-1]:
+            node = node[step]
+    except (KeyError, IndexError, TypeError):
+        node = None
+    v, kind = error.instance, type(error.kind).__name__
+    if not isinstance(node, dict):
+        return f"{w}: {error.message}"
+    if kind == "Type":
+        kinds = node["type"] if isinstance(node["type"], list) else [node["type"]]
+        return f"{w}: expected {' or '.join(kinds)}, got {_kind_of(v)}"
+    if kind == "AdditionalProperties" and isinstance(v, dict):
+        key = next(k for k in v if k not in (node.get("properties") or {}))
+        return f"{w}.{key}: a field the schema does not name"
+    if kind == "Required" and isinstance(v, dict):
+        return f"{w}: '{next(k for k in node['required'] if k not in v)}' is missing"
+    worded = {
+        "Enum": lambda: f"{w}: {_show(v)} is not one of {', '.join(_show(a) for a in node['enum'])}",
+        "Constant": lambda: f"{w}: must be {_show(node['const'])}, not {_show(v)}",
+        "Minimum": lambda: f"{w}: {v} is below the minimum {node['minimum']}",
+        "Pattern": lambda: f"{w}: {_show(v)} does not match {node['pattern']!r}",
+        "MinItems": lambda: f"{w} has {len(v)} items, at least {node.get('minItems', 0)}",
+        "MaxItems": lambda: f"{w} has {len(v)} items, at most {node.get('maxItems')}",
+        "FalseSchema": lambda: f"{w}: no value is allowed here",
+    }
+    return worded.get(kind, lambda: f"{w}: {error.message}")()
 
 
 def _show(value: Any) -> str:

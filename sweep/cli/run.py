@@ -107,8 +107,11 @@ def _ssh_and_agent(connect_timeout, host_deadline, transport, known_hosts, accep
 
 
 def _finish_run(result, report: dict) -> int:
-    """After the sweep: the history index, the report, the run folder's path; the exit code."""
-    keep_history(result.run_dir)
+    """After the sweep: the history index, the report, the run folder's path; the exit code. A run with
+    --no-report only collects: reading its records into the history index (as long as the report, at 10,000
+    hosts) is left to the next `sweep history`, which reads the runs new since its last update."""
+    if not result.options.get("no_report", report["no_report"]):
+        keep_history(result.run_dir)
     code = _report_run(result, report)
     results.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
     return code

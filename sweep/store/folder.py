@@ -17,14 +17,14 @@ from sweep import __version__
 from sweep.errors import HealthFileError, RunFolderError
 from sweep.inventory.formats import IMPLICIT_GROUPS
 from sweep.schema import manifest_problem
-from sweep.strictjson import dumps, loads
+from sweep.strictjson import indented, loads, record_bytes
 from sweep.text import host_key
 from sweep.folders import SHARED, make_dirs
 from sweep.trust import line_mac, sign
 from sweep.store.files import (DIGESTS, HOSTS, LOCK, MACS, MANIFEST, MANIFEST_MAX_BYTES, NOFOLLOW_DIR, RECORD_KEYS,
                                RECORD_MAX_BYTES, RECORD_VERSION, RUN_FORMAT, STATES, TMP_PREFIX, fix_for,
                                is_attempt_file, read_bounded, refuse_links, safe_name, utc_now, why_unreadable,
-                               write_bytes_atomic, write_json_atomic)
+                               write_bytes_atomic)
 from sweep.store.records import left_out, normalize_health, read_digests, read_record
 
 _held: dict[str, int] = {}  # run folder (real path) -> fd of its .lock, held by this process
@@ -212,7 +212,7 @@ class RunFolder:
     def write_manifest(self, manifest: dict) -> None:
         if manifest.get("state") not in STATES:
             raise ValueError(f"manifest state must be one of {STATES}")
-        write_json_atomic(self.manifest_path, sign(_without_secrets(manifest)), sync_dir=True, indent=1)
+        write_bytes_atomic(self.manifest_path, indented(sign(_without_secrets(manifest))), sync_dir=True)
 
     def begin_session(self, manifest: dict, **about: Any) -> dict:
         """Mark the run running again with a new session (written now; `about` goes into it: the options it
@@ -246,7 +246,7 @@ class RunFolder:
             raise ValueError("record status must be 'ok' or 'failed'")
         path = self.record_path(record["host"])
         self.check_record_file(record["host"], path)
-        blob = (dumps(record) + "\n").encode("utf-8")
+        blob = record_bytes(record)
         write_bytes_atomic(path, blob)
         self._list_digest(path.name, blob)
         return path

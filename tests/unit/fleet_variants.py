@@ -220,6 +220,7 @@ SPECIAL = {
 
 
 def must_show_health(name: str, n_gpus: int = 8) -> dict:
+    """The health.json of a Must-show host; a variant's card is the last one when the host has fewer."""
     h = h200(n_gpus, name)
     variant = SPECIAL.get(name)
     if variant == "driver":
@@ -229,15 +230,15 @@ def must_show_health(name: str, n_gpus: int = 8) -> dict:
     elif variant == "power_cap":
         power_cap(h, 250.0)
     elif variant == "one_card_cap":
-        power_cap(h, 250.0, gpus={3})
+        power_cap(h, 250.0, gpus={min(3, n_gpus - 1)})
     elif variant == "mig_a":
         mig(h, MIG_A)
     elif variant == "mig_b":
         mig(h, MIG_B)
     elif variant == "foreign_process":
-        foreign_process(h, "python3", 4242, gpu=2)
+        foreign_process(h, "python3", 4242, gpu=min(2, n_gpus - 1))
     elif variant == "hw_thermal":
-        hw_thermal(h, gpu=5)
+        hw_thermal(h, gpu=min(5, n_gpus - 1))
     elif variant == "empty_mask":
         empty_mask(h)
     elif variant == "cpu_torch":

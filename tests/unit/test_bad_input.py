@@ -112,9 +112,9 @@ def test_the_fast_schema_check_agrees_with_jsonschema(fixture):
         assert (health_problem(doc) is None) == validator.is_valid(doc), (label, health_problem(doc))
 
 
-def test_the_schema_check_names_where_and_refuses_keywords_it_does_not_know():
+def test_the_schema_check_names_where_and_words_what_it_does_not_word_itself_by_the_validator():
     health = json.loads(HEALTH.read_text())
     health["gpus"][0]["index"] = "0"
     assert health_problem(health) == "health.json.gpus[0].index: expected integer, got string"
-    with pytest.raises(ValueError, match="anyOf"):
-        compile_schema({"anyOf": [{"type": "string"}]})
+    # a keyword the published schema does not use today is checked all the same (jsonschema-rs, issue 52)
+    assert compile_schema({"anyOf": [{"type": "string"}]})(7, "x") == 'x: 7 is not valid under any of the schemas listed in the \'anyOf\' keyword'
