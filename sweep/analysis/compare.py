@@ -185,26 +185,31 @@ def probe_env_only(hosts: pd.DataFrame) -> np.ndarray:
 
 
 def _nvml_keys(keys: pd.DataFrame, hosts: pd.DataFrame, env_only: np.ndarray, judged: np.ndarray) -> pd.DataFrame:
-    """`keys` with the values the probe's login environment read replaced, for the `env_only` hosts, by
-    what the host has: the GPUs NVML lists and the worst link between them (not the SSH session's mask's), and, where the login python3 was
-    the one read, the framework build most hosts probed in their own environment have (`judged`: the job's
-    build is not known, so it is not held against the host; with no such host, its own)."""
+    """`keys` with what the probe's login environment read replaced, for the `env_only` hosts, by what the
+    host has: where the SSH session's mask was broken, the GPUs NVML lists and the worst link between them;
+    where the login python3's framework was read (no interpreter named), the build most hosts probed in
+    their own environment have (`judged`: the job's build is not known, so it is not held against the host;
+    with no such host, its own)."""
     if not env_only.any():
         return keys
     keys = keys.copy()
+    masked = env_only & hosts["lowest_broken"].astype(object).eq(PROBE_ENV[0]).fillna(False).to_numpy(dtype=bool)
     count = hosts["gpu_count"].astype(object).where(hosts["gpu_count"].notna(), None)
-    render = fact_table.BY_NAME["gpu_count"].render
-    _set(keys, "gpu_count", env_only, [render({"gpus_selected": n}) for n in count])
     links = hosts["worst_link_nvml"].astype(object).where(hosts["worst_link_nvml"].notna(), None)
-    render = fact_table.BY_NAME["link"].render
-    _set(keys, "link", env_only, [render({"worst_link": w, "gpus_selected": n}) for w, n in zip(links, count)])
+    _set(keys, "gpu_count", masked, [fact_table.BY_NAME["gpu_count"].render({"gpus_selected": n}) for n in count])
+    _set(keys, "link", masked, [fact_table.BY_NAME["link"].render({"worst_link": w, "gpus_selected": n})
+                                for w, n in zip(links, count)])
+    login_python = env_only & ~hosts["interpreter_named"].fillna(False).to_numpy(dtype=bool)
     builds = keys["framework"][judged].dropna()
-    if len(builds):
-        _set(keys, "framework", env_only, [builds.mode().iloc[0]] * len(keys))
+    if len(builds) and login_python.any():
+        _set(keys, "framework", login_python, [builds.mode().iloc[0]] * len(keys))
     return keys
 
 
 def _set(keys: pd.DataFrame, key: str, rows: np.ndarray, values: list) -> None:
+    """keys[key] = values where `rows` (a categorical column: new texts become categories)."""
+    if not rows.any():
+        return
     column = keys[key]
     new = [v for v in dict.fromkeys(np.asarray(values, dtype=object)[rows]) if v not in column.cat.categories]
     if new:
