@@ -9,6 +9,14 @@ Kept apart from the classes: hosts that failed (unreachable), hosts whose lowest
 stops any benchmark (driver, device_mask, framework), and the health findings
 (`sweep.analysis.health`).
 
+The probe's own environment is not the host's (`probe_env_only`): where the agent ran in a login
+session (the ssh / ansible engines: `sweep.analysis.fleet.probed_in`), a broken device mask (the SSH
+session's CUDA_VISIBLE_DEVICES) or framework (the login python3's torch, where no interpreter was named)
+does not stop the host: it is compared on what NVML read (every GPU NVML lists, when the mask selected
+none) and the contract stays a warning finding of kind "probe_env" (`sweep.analysis.owners`: never
+drained, no exit code of its own). Probed in a Slurm job, or where the record does not say, it stops
+the host as before.
+
 The pool, the hosts held out of it and the sentence that says so are not decided here: they are the
 verdict's (`sweep.analysis.verdict`), which `sweep.judgment.assess` makes from these classes and
 findings with every other section. A host of the reference class is held out when it has a broken
@@ -36,6 +44,8 @@ from sweep.analysis.names import fold_hosts
 BLOCKING = tuple(c.name for c in CONTRACTS if c.blocks_benchmark)
 # Health findings that keep a comparable, runnable host out of the pool (any of severity "broken" too).
 HELD_OUT_BY = ("foreign_process", "probe_incomplete", "busy")
+# Contracts that judge the environment the probe ran in, not the host, when that was a login session's.
+PROBE_ENV = ("device_mask", "framework")
 
 
 @dataclass(frozen=True)
@@ -121,7 +131,9 @@ def compare(fleet: Fleet, reference: str | None = None) -> Findings:
     hosts = fleet.hosts.set_index("host")
     keys, mixed, gpu_keys = host_keys(fleet)
     reachable = (hosts["status"] == "ok").to_numpy()
-    blocked = reachable & hosts["lowest_broken"].isin(BLOCKING).to_numpy()
+    env_only = reachable & probe_env_only(hosts)
+    blocked = reachable & hosts["lowest_broken"].isin(BLOCKING).to_numpy() & ~env_only
+    keys = _nvml_keys(keys, hosts, env_only, reachable & ~blocked & ~env_only)
     eligible = reachable & ~blocked
 
     runnable = keys[eligible]
@@ -154,10 +166,56 @@ def compare(fleet: Fleet, reference: str | None = None) -> Findings:
     cannot = hosts[blocked]
     excluded = tuple({"host": h, "contract": str(r.lowest_broken), "message": as_text(r.lowest_message),
                       "fix": as_text(r.lowest_fix)} for h, r in zip(cannot.index, cannot.itertuples()))
-    found = health_findings(fleet, hosts, keys, mixed)
+    found = health_findings(fleet, hosts, keys, mixed, frozenset(hosts.index[env_only]))
     classes = tuple(classes)
     return Findings(len(hosts), int(reachable.sum()), classes, reference_by, unreachable, excluded,
                     found, keys)
+
+
+def probe_env_only(hosts: pd.DataFrame) -> np.ndarray:
+    """Per host (`hosts` indexed by host): its lowest broken contract judged only the environment the probe
+    ran in: a device mask or a framework build (`PROBE_ENV`), read in a login session (``probed_in`` is
+    "login": the ssh / ansible engines), the framework read with the login python3 (no interpreter named)."""
+    lowest = hosts["lowest_broken"].astype(object)
+    login = hosts["probed_in"].astype(object).eq("login").fillna(False).to_numpy(dtype=bool)
+    named = hosts["interpreter_named"].fillna(False).to_numpy(dtype=bool)
+    mask = lowest.eq(PROBE_ENV[0]).fillna(False).to_numpy(dtype=bool)
+    framework = lowest.eq(PROBE_ENV[1]).fillna(False).to_numpy(dtype=bool) & ~named
+    return login & (mask | framework)
+
+
+def _nvml_keys(keys: pd.DataFrame, hosts: pd.DataFrame, env_only: np.ndarray, judged: np.ndarray) -> pd.DataFrame:
+    """`keys` with what the probe's login environment read replaced, for the `env_only` hosts, by what the
+    host has: where the SSH session's mask was broken, the GPUs NVML lists and the worst link between them;
+    where the login python3's framework was read (no interpreter named), the build most hosts probed in
+    their own environment have (`judged`: the job's build is not known, so it is not held against the host;
+    with no such host, its own)."""
+    if not env_only.any():
+        return keys
+    keys = keys.copy()
+    masked = env_only & hosts["lowest_broken"].astype(object).eq(PROBE_ENV[0]).fillna(False).to_numpy(dtype=bool)
+    count = hosts["gpu_count"].astype(object).where(hosts["gpu_count"].notna(), None)
+    links = hosts["worst_link_nvml"].astype(object).where(hosts["worst_link_nvml"].notna(), None)
+    _set(keys, "gpu_count", masked, [fact_table.BY_NAME["gpu_count"].render({"gpus_selected": n}) for n in count])
+    _set(keys, "link", masked, [fact_table.BY_NAME["link"].render({"worst_link": w, "gpus_selected": n})
+                                for w, n in zip(links, count)])
+    login_python = env_only & ~hosts["interpreter_named"].fillna(False).to_numpy(dtype=bool)
+    builds = keys["framework"][judged].dropna()
+    if len(builds) and login_python.any():
+        _set(keys, "framework", login_python, [builds.mode().iloc[0]] * len(keys))
+    return keys
+
+
+def _set(keys: pd.DataFrame, key: str, rows: np.ndarray, values: list) -> None:
+    """keys[key] = values where `rows` (a categorical column: new texts become categories)."""
+    if not rows.any():
+        return
+    column = keys[key]
+    new = [v for v in dict.fromkeys(np.asarray(values, dtype=object)[rows]) if v not in column.cat.categories]
+    if new:
+        column = column.cat.add_categories(new)
+    column[rows] = np.asarray(values, dtype=object)[rows]
+    keys[key] = column
 
 
 def _reference_code(reference, hosts, eligible, code, sizes):

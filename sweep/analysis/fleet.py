@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from probe_agent.contracts import worst_link
 from probe_agent.hostfacts import NO_CPUFREQ_POLICY
 from sweep.analysis.frames import concat_frames, layout_frame, typed_frame
 from sweep.analysis.load_record import load_problem, load_summary
@@ -35,7 +36,7 @@ from sweep.analysis.speed_record import (VALIDATED, gpu_view, read_contended, re
 from sweep.errors import HealthFileError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
 from sweep.schema import health_problem
-from sweep.store import RECORD_VERSION, list_records, normalize_health, read_json
+from sweep.store import RECORD_VERSION, RunFolder, list_records, normalize_health, read_json
 
 PROVENANCE_KIND = "sweep.provenance"
 
@@ -56,6 +57,11 @@ HOST_COLUMNS = {
     "speed_status": "category", "speed_reason": "string", "speed_rejected": "string", "speed_forced": "boolean",
     "speed_skipped": "string", "speed_contended": "string",
     "load_problem": "string",  # why a --load did not measure (its exit code, its error, no sample under load)
+    # where the probe ran (`probed_in`): "login" (an SSH / ansible login session), "job" (a Slurm job step),
+    # NA (not said: a plain health.json, a record without its run's manifest); and whether the framework
+    # was read with an interpreter the operator named (sweep_interpreters / --python), not the login python3
+    "probed_in": "category", "interpreter_named": "boolean",
+    "worst_link_nvml": "category",  # the worst link among every GPU NVML lists, whatever the mask selects
     **{column: dtype for column, (dtype, _) in HOST_READS.items()},  # the fact table's own columns
 }
 GPU_COLUMNS = {
@@ -138,7 +144,8 @@ def load_fleet(paths, workers: int | None = None, keep_health: bool = False) -> 
     for path in (Path(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)):
         sources.append(str(path))
         listing = list_records(path)
-        files.extend((file, listing.groups, listing.digests.get(file.name)) for file in listing.files)
+        where = probed_in(listing)
+        files.extend((file, listing.groups, listing.digests.get(file.name), where) for file in listing.files)
         listed.append(listing)
     if not files:
         raise HealthFileError("no host record or health.json found", where=", ".join(sources) or "(no path)",
@@ -181,6 +188,25 @@ def _unprobed(parts, listed, offset, keep_health):
 
 
 PARALLEL_FROM = 2000
+LOGIN_ENGINES = ("ssh", "ansible")  # the agent runs in a login session's environment (its mask, its python3)
+JOB_ENGINES = ("slurm",)  # the agent runs as a task of a job step: the job's mask (gres), the job's environment
+
+
+def probed_in(listing) -> str | None:
+    """Where the agent of a run folder's records ran, from the engines its manifest names (the run's
+    ``options.engine`` and each session's): "login" when every one is a login session's (ssh, ansible),
+    "job" when one ran it in a Slurm job step, None when the manifest does not say (no manifest: a
+    health.json or a record file read alone, which a prolog or a HealthCheckProgram may have written)."""
+    path = Path(listing.manifest_path)
+    if path.name != "manifest.json" or not path.is_file():
+        return None
+    manifest = RunFolder(path.parent).read_manifest(fix="pass the folder a sweep run wrote")
+    said = [manifest.get("options"), *(s.get("options_set") for s in manifest.get("sessions") or ()
+                                       if isinstance(s, dict))]
+    engines = {o.get("engine") for o in said if isinstance(o, dict) and isinstance(o.get("engine"), str)}
+    if engines & set(JOB_ENGINES):
+        return "job"
+    return "login" if engines and engines <= set(LOGIN_ENGINES) else None
 
 
 def usable_cpus() -> int:
@@ -202,8 +228,8 @@ def _load_chunk(chunk):
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for file, groups_of, digest in files:  # digest: the record's own as sweep wrote it (store.read_digests)
-            builder.add(file, _read_json(file, digest), groups_of)
+        for file, groups_of, digest, where in files:  # digest: the record's own as sweep wrote it (store.read_digests)
+            builder.add(file, _read_json(file, digest), groups_of, where)
         return builder.typed()  # still paused: each collection would walk every row
     except SweepError as err:
         return (type(err), err.message, err.where, err.fix)
@@ -268,9 +294,10 @@ class _Builder:
         self.wraps = []  # (row position, a reachable host's `wrap` section, its file), as the records are read
         self.kernel = []  # (row position, the kernel_log of a host with Xid / SXid events)
 
-    def add(self, path: Path, doc, groups_of):
+    def add(self, path: Path, doc, groups_of, where: str | None = None):
+        """One file's document; `where`: where its run's agent ran (`probed_in`), for a run folder's record."""
         if isinstance(doc, dict) and "record_version" in doc:
-            self._add_record(path, doc, groups_of)
+            self._add_record(path, doc, groups_of, where)
         elif isinstance(doc, dict) and doc.get("kind") == "sweep.health":
             _check_health(path, doc, schema=True)
             self._add_plain(path, doc, path.stem)
@@ -290,7 +317,7 @@ class _Builder:
         self.plain.append((self.offset + len(self.hosts), reported, stem))
         self._add_host(path, "", None, health, status="ok", provenance=provenance)
 
-    def _add_record(self, path, rec, groups_of):
+    def _add_record(self, path, rec, groups_of, where=None):
         if rec.get("record_version") != RECORD_VERSION:
             raise HealthFileError(f"has record version {rec.get('record_version')!r}; this sweep reads "
                                   f"version {RECORD_VERSION}", where=str(path), fix="report it with the sweep "
@@ -314,9 +341,9 @@ class _Builder:
         record = (",".join(g for g in groups or () if g not in IMPLICIT_GROUPS) or None, failure.get("class"),
                   failure.get("message"), rec.get("attempts"), rec.get("duration_s"), rec.get("address"))
         self._add_host(path, name, record, health if isinstance(health, dict) else None,
-                       status="ok" if status == "ok" else "failed")
+                       status="ok" if status == "ok" else "failed", where=where)
 
-    def _add_host(self, path, name, record, health, status, provenance=None):
+    def _add_host(self, path, name, record, health, status, provenance=None, where=None):
         if self.health is not None:
             self.health.append(health)
         groups, failure_class, failure_message, attempts, duration, address = record or (None,) * 6
@@ -335,7 +362,7 @@ class _Builder:
             picked = {s.get("physical_index") for s in mask.get("selected") or ()}
         else:  # no mask read: CUDA sees what NVML sees
             picked = {g.get("index") for g in gpus}
-        row.update(_host_facts(health, contracts, gpus, picked), provenance=provenance)
+        row.update(_host_facts(health, contracts, gpus, picked), provenance=provenance, probed_in=where)
         self.hosts.append(row)
         log = health.get("kernel_log")
         if isinstance(log, dict) and (log.get("xid") or log.get("sxid")):
@@ -385,6 +412,8 @@ def _host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
         "gpus_selected": len(mask.get("selected") or ()) if isinstance(mask, dict) else len(gpus),
         "gpu_model": "/".join(names) if gpus else None, "torch": framework_build.get("torch_version"),
         "cuda_runtime": framework_build.get("cuda_runtime"), "framework_status": framework.get("status"),
+        "worst_link_nvml": worst_link({"topology": health.get("topology") or {}, "gpus": gpus}),
+        "interpreter_named": any(isinstance(f, dict) and f.get("named") is True for f in health.get("frameworks") or ()),
         "worst_link": _get(health, "topology", "worst_link_selected"), "lowest_broken": health.get("lowest_broken"),
         "verdict": health.get("verdict"), "lowest_message": low.get("message"), "lowest_fix": low.get("fix"),
         "summary": health.get("summary"), **_platform(health,

@@ -63,8 +63,10 @@ GPU_FINDINGS = (  # (GPU column, kind, severity, title, what, fix)
 )
 
 
-def health_findings(fleet, hosts, keys, mixed) -> tuple[Finding, ...]:
-    """Per host: the lowest broken contract, GPU faults, foreign processes, pending changes, unreachability."""
+def health_findings(fleet, hosts, keys, mixed, probe_env=frozenset()) -> tuple[Finding, ...]:
+    """Per host: the lowest broken contract, GPU faults, foreign processes, pending changes, unreachability.
+    `probe_env`: the hosts whose lowest broken contract judged only the login session the probe ran in
+    (`sweep.analysis.compare.probe_env_only`): it is a warning of kind "probe_env", not the host's fault."""
     out = []
     failed = hosts[hosts["status"] != "ok"]
     out += [Finding(h, "unreachable", "unreachable", "Unreachable",
@@ -73,6 +75,9 @@ def health_findings(fleet, hosts, keys, mixed) -> tuple[Finding, ...]:
             for h, r in zip(failed.index, failed[["failure_class", "failure_message"]].itertuples())]  # 2 columns, not all
     broken = hosts[hosts["lowest_broken"].notna()]
     out += [Finding(h, "lowest_broken", "broken", f"Lowest broken contract: {r.lowest_broken}",
+                    as_text(r.lowest_message) or "", as_text(r.lowest_fix), str(r.lowest_broken))
+            if h not in probe_env else
+            Finding(h, "probe_env", "warning", f"The probe's environment, not a job's: {r.lowest_broken}",
                     as_text(r.lowest_message) or "", as_text(r.lowest_fix), str(r.lowest_broken))
             for h, r in zip(broken.index, broken.itertuples())]
     incomplete = hosts[hosts["probe_complete"].eq(False).fillna(False)]

@@ -58,7 +58,7 @@ OWNERS = {o.name: o for o in (
 # cause -> owner: a health finding's kind, a contract's name, or an entry's source, looked up in that order
 CAUSES = {
     # findings
-    "busy": "busy", "foreign_process": "process",
+    "busy": "busy", "foreign_process": "process", "probe_env": "probe_env",
     "persistence_off": "config", "ecc_pending": "config", "mixed_gpus": "config", "host_settings": "config",
     "hw_slowdown": "node", "hw_thermal_slowdown": "node", "hw_power_brake": "node", "sw_thermal_slowdown": "node",
     "row_remap_failure": "node", "uncorrected_ecc": "node", "row_remap_pending": "node", "links": "node",
@@ -102,12 +102,15 @@ def drain_hosts(verdict: Verdict, drain_config: bool = False) -> list[str]:
 
 def held_back(verdict: Verdict, drain_config: bool = False) -> list[dict]:
     """The hosts out of the pool and not drained (busy, held out or broken by a cause that is not the node's),
+    and the hosts judged on NVML whose probe ran in a login session's broken mask or framework (an entry of
+    finding "probe_env": in the pool or a class, named with how to probe the job's environment),
     each once, with the owner of its cause (`Verdict.cause`), the cause and its fix: {"host", "owner", "label", "key", "cause", "fix",
     "action"}."""
     drained = set(drain_hosts(verdict, drain_config))
+    env = {e.host for e in verdict.entries if e.finding == "probe_env"}  # judged on NVML, in the pool or a class
     out = []
-    for host in sorted({*verdict.drain, *verdict.hosts_in("busy")}, key=host_key):
-        items = causes(verdict, host)
+    for host in sorted({*verdict.drain, *verdict.hosts_in("busy"), *env}, key=host_key):
+        items = causes(verdict, host) or [e for e in verdict.of(host) if e.finding == "probe_env"]
         if host in drained or not items:
             continue
         cause = verdict.cause(host)

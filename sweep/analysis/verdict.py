@@ -20,7 +20,10 @@ outliers, rejected figures), "tier" (a tier asked for and not measured), "xid" (
 A host's state, the first that applies (`STATES`):
 
     unreachable   no health.json
-    cannot_run    its lowest broken contract stops any benchmark (driver, fabric, device mask, framework)
+    cannot_run    its lowest broken contract stops any benchmark (driver, fabric, device mask, framework);
+                  not a device mask or framework the probe read in a login session (ssh / ansible engines):
+                  that judges the probe's environment, not the host, which is judged on what NVML read
+                  (an entry of finding "probe_env", severity watch: `sweep.analysis.compare.probe_env_only`)
     broken        an entry of severity broken
     held_out      of the reference class, but an entry holds it out (a foreign process, an incomplete probe)
     busy          of the reference class, held out only because it runs a Slurm job (its processes are a
@@ -216,14 +219,16 @@ def cause_rank(e: Entry, lowest: str | None = None) -> tuple:
     slowdown under broken thermal headroom), there the Xid repair, then the finding that says it
     precisely, then the lowest broken contract's own sentence; a broken entry about no contract (a
     speed figure last); an entry that holds
-    the host out; its unreachability; what was not read or measured; a warning."""
+    the host out; its unreachability; the probe's login environment (a broken mask or framework that
+    did not stop the host: `sweep.analysis.compare.probe_env_only`); what was not read or measured; a warning."""
     if e.severity == "broken":
         contract = contract_of(e)
         if contract and lowest and lowest in CONTRACT_BY_NAME[contract].consequence_of:
             contract = lowest
         return (0, CHAIN.get(contract, len(CHAIN)) if contract else len(CHAIN) + (e.source == "speed"),
                 e.source != "xid", e.finding == "lowest_broken")
-    return (1 if e.holds_out else 2 if e.source == "reach" else 3 if e.severity == "unknown" else 4,)
+    return (1 if e.holds_out else 2 if e.source == "reach" else 3 if e.finding == "probe_env"
+            else 4 if e.severity == "unknown" else 5,)
 
 
 def _cause(items: list[Entry]) -> Entry:

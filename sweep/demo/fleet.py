@@ -34,8 +34,10 @@ def _variants() -> dict[int, tuple[list, str]]:
               synth.xid(31, gpu=2, count=240, first_s=9050.25, every_s=30.0)],
              "foreign process holding 11 GiB, whose page faults logged Xid 31 240 times"),
         25: ([synth.thermal_slowdown(gpus=[6])], "HW thermal slowdown"),
-        29: ([synth.env("CUDA_VISIBLE_DEVICES", "")], "empty device mask"),
-        33: ([synth.torch_build("2.5.1+cpu", None)], "CPU-only torch"),
+        # the probe's environment, not the host's (issue 49): swept over SSH, both are judged on what NVML read and
+        # end in the pool, named with their fix and how to probe a job's environment; never drained
+        29: ([synth.env("CUDA_VISIBLE_DEVICES", "")], "empty device mask in the SSH session"),
+        33: ([synth.torch_build("2.5.1+cpu", None)], "CPU-only torch in the login python3"),
         37: ([synth.driver(*OLD_DRIVER)], "driver 580.95.05"),
         38: ([synth.driver(*OLD_DRIVER)], "driver 580.95.05"),
         39: ([synth.driver(*OLD_DRIVER)], "driver 580.95.05"),

@@ -104,6 +104,15 @@ def test_readme_command_1_exits_0_in_a_fresh_copy(tmp_path):
     assert held_out["gpu25"]["what"] == "hw_thermal_slowdown"  # its one cause (issues 41, 48)
     assert set(held_out) - {"gpu21"} == broken & reference
     assert set(summary["pool"]["hosts"]) == reference - set(held_out)
+    # gpu29 (CUDA_VISIBLE_DEVICES="" in the SSH session) and gpu33 (the login python3's CPU-only torch): the demo
+    # probes over SSH, so that is the probe's environment, not the host's: judged on NVML, in the pool, named
+    # with its owner and fix, never drained (issue 49)
+    assert {"gpu29", "gpu33"} <= set(summary["pool"]["hosts"])
+    assert not {"gpu29", "gpu33"} & {e["host"] for e in summary["excluded"]}
+    owners = {o["host"]: o for o in summary["owners"]}
+    assert owners["gpu29"]["owner"] == owners["gpu33"]["owner"] == "probe_env"
+    assert owners["gpu29"]["fix"].startswith("fix the launcher")
+    assert owners["gpu33"]["fix"].startswith("install a CUDA build of torch")
     require(os.access(CHROMIUM, os.X_OK), "/usr/bin/chromium is absent: apt-get install -y chromium")
     dom = chromium("--dump-dom", (run / "report" / "report.html").resolve().as_uri())
     box = dom[dom.index('id="verdict"'):dom.index("</section>")]

@@ -154,7 +154,9 @@ def demo_run(tmp_path_factory):
     hosts = demo_fleet(tmp / "captures", unreachable=False)
     with ThreadPoolExecutor(2) as pool:
         health = list(pool.map(lambda h: _replay(h.capture), hosts))
-    return fv.write_run(tmp / "run", [fv.record(h.name, x) for h, x in zip(hosts, health)])
+    manifest = {"format": "sweep-run", "record_version": 1, "state": "complete",
+                "options": {"engine": "ssh"}}  # as `sweep demo` probes it: over SSH, in a login session
+    return fv.write_run(tmp / "run", [fv.record(h.name, x) for h, x in zip(hosts, health)], manifest)
 
 
 def test_demo_fleet_gpu21_gpu29_gpu33_are_named_with_owner_and_fix_and_not_in_drain_sh(demo_run, tmp_path):
@@ -180,11 +182,15 @@ def test_demo_fleet_gpu21_gpu29_gpu33_are_named_with_owner_and_fix_and_not_in_dr
     for folded, owner in re.findall(r'data-hosts="([^"]+)"[^>]*>(?:(?!</li>).)*?data-owner="(\w+)"', box, re.S):
         owned.update(dict.fromkeys(hosts_of(folded), owner))
     # each host named once, in the row of its cause, with whose cause keeps it out undrained: the caps,
-    # the process, the probe's environment
-    assert {h: owned.get(h) for h in ("gpu11", "gpu12", "gpu13", "gpu21", "gpu29", "gpu33")} == {
-        "gpu11": "config", "gpu12": "config", "gpu13": "config", "gpu21": "process", "gpu29": "probe_env",
-        "gpu33": "probe_env"}
+    # the process
+    assert {h: owned.get(h) for h in ("gpu11", "gpu12", "gpu13", "gpu21")} == {
+        "gpu11": "config", "gpu12": "config", "gpu13": "config", "gpu21": "process"}
     assert not {"gpu03", "gpu19", "gpu25"} & set(owned)  # the node's faults are drained, not owned elsewhere
+    # gpu29 and gpu33 were probed over SSH: judged on what NVML read, they are in the pool, in no kept-out row
+    assert {"gpu29", "gpu33"} <= set(report.summary["host_sets"]["pool"]["hosts"])
+    assert not {"gpu29", "gpu33"} & set(owned)
+    states = report.summary["verdict_model"]["states"]
+    assert states["gpu29"] == states["gpu33"] == "pool" and states["gpu03"] == "cannot_run"  # a GPU lost: the node's
     assert 'id="next"' in box and "sh drain.sh -n" in box
 
 
