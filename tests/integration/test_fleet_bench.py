@@ -10,7 +10,7 @@ import pytest
 
 from sweep import exitcodes
 from sweep.cli import main
-from sweep.demo.fleet import bench_fleet
+from bench_parts import bench_fleet
 from sweep.demo.loopback import LocalFleet
 
 

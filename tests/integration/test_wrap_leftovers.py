@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from sweep.cli import main
-from sweep.demo.fleet import bench_fleet
+from bench_parts import bench_fleet
 from sweep.demo.loopback import LocalFleet
 
 

@@ -180,6 +180,20 @@ def xid(h, code=79, bus="0000:19:00.0", said="GPU has fallen off the bus."):
     return rejudge(h)
 
 
+def with_speed(health: dict, **kwargs) -> dict:
+    """A copy of a health.json (of this agent's schema, 1.4 or later) carrying a derived speed section
+    (`sweep.demo.speed.derive_section`), for hostile edits."""
+    from probe_agent import HEALTH_SCHEMA_VERSION
+    from sweep.demo.speed import derive_section
+
+    out = copy.deepcopy(health)
+    out["schema_version"] = HEALTH_SCHEMA_VERSION
+    out["speed"] = derive_section([g["index"] for g in out.get("gpus") or ()], **kwargs)
+    for entry, g in zip(out["speed"]["gpus"], out.get("gpus") or ()):
+        entry["uuid"] = g.get("uuid")
+    return out
+
+
 def record(name: str, health: dict | None, failure: tuple[str, str] | None = None, groups=None) -> dict:
     """A run folder's host record (record_version 1) around `health`, or a failed one."""
     rec = {"record_version": 1, "host": name, "address": name + ".dc1", "status": "failed" if failure else "ok",

@@ -9,11 +9,16 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from sweep.cli import main
-from sweep.collect.wrap import (FIGURES_MAX, Metric, WrapSpec, budget, figures_from_output, provenance_problem,
+from sweep.collect.wrap import (FIGURES_MAX, Metric, WrapSpec, budget, provenance_problem, read_figures,
                                 split_record)
 from sweep.errors import ConfigError
 
 TFLOPS = Metric.parse(r"tflops=TFLOP/s: ([0-9.eE+-]+)")
+
+
+def figures_from_output(tail: str, metrics: tuple[Metric, ...]) -> dict:
+    """name -> {value, unit, source}: each --metric's last match, then the JSON lines the command printed."""
+    return read_figures(tail, metrics)[0]
 
 
 def test_regex_and_json_lines_give_the_last_figure_with_its_unit():
