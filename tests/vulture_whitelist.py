@@ -1,13 +1,14 @@
 """Names only a framework calls, for vulture (tests/unit/test_layout.py): nothing else belongs here.
 
-vulture runs at 60% confidence over sweep/, probe_agent/, bench/ and tools/ (the benchmarks and the
-maintainers' tools use the packages as users do); each name below is read by something vulture cannot
-see, and says what. Code only tests read is not listed here: it lives in tests/."""
+vulture runs at 60% confidence over sweep/, probe_agent/, bench/ and tools/ (the benchmarks and
+the maintainers' tools use the packages as users do); each name below is read by something vulture
+cannot see, and says what. Code only tests read is not listed here: it lives in tests/."""
 
 # ansible: a stdout callback plugin is the module's CallbackModule class, its DOCUMENTATION and
 # CALLBACK_* constants and its v2_* hooks (sweep/collect/engines/ansible_callbacks/sweep_lines.py)
 DOCUMENTATION, CallbackModule, CALLBACK_VERSION, CALLBACK_TYPE, CALLBACK_NAME
-v2_runner_on_start, v2_runner_on_ok, v2_runner_on_failed, v2_runner_on_unreachable, v2_runner_on_skipped
+v2_runner_on_start, v2_runner_on_ok, v2_runner_on_failed, v2_runner_on_unreachable
+v2_runner_on_skipped
 ignore_errors  # ansible calls a stdout callback's v2_runner_on_failed(result, ignore_errors=False)
 
 # typer: commands and the app's callback are registered by their decorators, never called by name
@@ -17,9 +18,9 @@ _top  # sweep/cli/app.py, @app.callback(): the --version option and the app's he
 # click: SweepCommand overrides click.Command's hooks for the usage line and the options list
 collect_usage_pieces, format_options
 
-# Python: PEP 562 module hooks (sweep/__init__.py's lazy public names), an OSError's second file name
-# (str(err) reads it), a ZipInfo's compress_type (zipfile.writestr reads it), the signal module's
-# handler(signum, frame)
+# Python: PEP 562 module hooks (sweep/__init__.py's lazy public names), an OSError's second file
+# name (str(err) reads it), a ZipInfo's compress_type (zipfile.writestr reads it), the signal
+# module's handler(signum, frame)
 __getattr__, __dir__, filename2, compress_type, frame
 
 # paramiko: MissingHostKeyPolicy.missing_host_key is called by SSHClient.connect
@@ -45,7 +46,8 @@ min_run_mhz, power_baseline_w, power_recent_w
 # ReportResult.assessment: the library's sweep.build_report returns the whole judgment it wrote
 assessment
 
-# a Python name called from a shell tool: tools/history-screenshot.sh runs sweep.demo.history.change_window
+# a Python name called from a shell tool: tools/history-screenshot.sh runs
+# sweep.demo.history.change_window
 change_window
 
 # provenance the catalogue keeps beside its data (the brief: each corpus value with its source):

@@ -47,8 +47,9 @@ def _fleet_hosts() -> list[FleetHost]:
 
 @pytest.fixture(scope="session")
 def needs_sshd():
-    """Every loopback fleet's prerequisites, checked once for the files that start their own fleet: root,
-    OpenSSH's sshd, and the python3, ssh and ssh-keygen the fleets run (a skip, a failure under CI)."""
+    """Every loopback fleet's prerequisites, checked once for the files that start their own
+    fleet: root, OpenSSH's sshd, and the python3, ssh and ssh-keygen the fleets run (a skip, a
+    failure under CI)."""
     tools = ("python3", "ssh", "ssh-keygen")
     require(os.geteuid() == 0 and os.path.exists(SSHD) and all(shutil.which(t) for t in tools),
             "needs root, OpenSSH's sshd, python3, ssh and ssh-keygen "

@@ -1,8 +1,8 @@
 """Variant health.json dicts built from the recorded H200 fixtures, and the Must-show fleet.
 
 Each variant edits a copy of the idle H200 health.json (replayed from a real host) and judges the
-contracts again with the agent's own `build_health`, so the contract chain stays what the agent would
-write. Used by the unit tests, the browser test and bench/bench_report.py.
+contracts again with the agent's own `build_health`, so the contract chain stays what the agent
+would write. Used by the unit tests, the browser test and bench/bench_report.py.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from probe_agent.probe import build_health
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "health"
 H200_MEMORY = 150754820096
-_OPTS = SimpleNamespace(deep=False, deadline=0.0)  # build_health reads these two for the probe section only
+_OPTS = SimpleNamespace(deep=False, deadline=0.0)  # what build_health reads of the options
 
 
 @lru_cache(maxsize=None)
@@ -32,17 +32,20 @@ def base(kind: str = "idle") -> dict:
 
 
 def rejudge(health: dict) -> dict:
-    """Resolve the mask and judge the contracts again after an edit with the agent's own `build_health`
-    (its chain, verdict, summary, MIG layouts and worst link), from the facts the health.json holds."""
+    """Resolve the mask and judge the contracts again after an edit with the agent's own
+    `build_health` (its chain, verdict, summary, MIG layouts and worst link), from the facts the
+    health.json holds."""
     env = health.get("environment") or {}
     health["mask"] = resolve_mask(env, health["gpus"])
     driver = dict(health["driver"])
     settings = dict(health.get("host_settings") or {})
     facts = {"host": health.get("host"), "env": env, "driver": driver,
-             "kernel_module": driver.pop("kernel_module", None), "gpus": health["gpus"], "mask": health["mask"],
-             "frameworks": health["frameworks"],
-             "topology": {k: v for k, v in health["topology"].items() if k != "worst_link_selected"},
-             "pci": health.get("pci"), "kernel_log": health.get("kernel_log"), "host_settings": settings,
+             "kernel_module": driver.pop("kernel_module", None), "gpus": health["gpus"],
+             "mask": health["mask"], "frameworks": health["frameworks"],
+             "topology": {k: v for k, v in health["topology"].items()
+                          if k != "worst_link_selected"},
+             "pci": health.get("pci"), "kernel_log": health.get("kernel_log"),
+             "host_settings": settings,
              "nearest_nic": settings.pop("nearest_nic", None), "firmware": health.get("firmware"),
              "load": health.get("load"), "speed": health.get("speed"),
              "run_as": (health.get("probe") or {}).get("user")}  # where the agent writes it (probe.user)
@@ -181,8 +184,8 @@ def xid(h, code=79, bus="0000:19:00.0", said="GPU has fallen off the bus."):
 
 
 def with_speed(health: dict, **kwargs) -> dict:
-    """A copy of a health.json (of this agent's schema, 1.4 or later) carrying a derived speed section
-    (`sweep.demo.speed.derive_section`), for hostile edits."""
+    """A copy of a health.json (of this agent's schema, 1.4 or later) carrying a derived speed
+    section (`sweep.demo.speed.derive_section`), for hostile edits."""
     from probe_agent import HEALTH_SCHEMA_VERSION
     from sweep.demo.speed import derive_section
 

@@ -9,15 +9,16 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from sweep.cli import main
-from sweep.collect.wrap import (FIGURES_MAX, Metric, WrapSpec, budget, provenance_problem, read_figures,
-                                split_record)
+from sweep.collect.wrap import (FIGURES_MAX, Metric, WrapSpec, budget, provenance_problem,
+                                read_figures, split_record)
 from sweep.errors import ConfigError
 
 TFLOPS = Metric.parse(r"tflops=TFLOP/s: ([0-9.eE+-]+)")
 
 
 def figures_from_output(tail: str, metrics: tuple[Metric, ...]) -> dict:
-    """name -> {value, unit, source}: each --metric's last match, then the JSON lines the command printed."""
+    """name -> {value, unit, source}: each --metric's last match, then the JSON lines the command
+    printed (sweep.collect.wrap.read_figures' figures)."""
     return read_figures(tail, metrics)[0]
 
 
@@ -231,8 +232,9 @@ def test_the_controller_holds_the_output_tail_to_output_tail_whatever_the_host_s
 def test_a_report_of_many_listed_hosts_without_a_record_reads_each_file_once(tmp_path, monkeypatch):
     """An interrupted wrapped run: 60 hosts listed, 2 records. Each record is read once (by the
     fleet's load, which keeps its `wrap` section), the manifest twice (the hosts it lists, then the
-    operator's --metric), whatever the number of hosts: never once per host (a read per listed host
-    would count 58 more; the 3,000 hosts of bench/bench_report.py are for its time, not for this count)."""
+    operator's --metric), whatever the number of hosts: never once per host (a read per listed
+    host would count 58 more; the 3,000 hosts of bench/bench_report.py are for its time, not for
+    this count)."""
     import builtins
     import io
     from collections import Counter

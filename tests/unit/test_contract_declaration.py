@@ -31,14 +31,16 @@ def declaration_problems(schema_text: str) -> list[str]:
 
 
 def chain_problems(health_schema: dict) -> list[str]:
-    """What in `health_schema` (the published health schema, parsed) disagrees with the contract chain,
-    each naming the place, both values and the fix; [] when it agrees."""
-    contracts_ = health_schema["properties"]["contracts"]
-    found = {"contracts.maxItems": contracts_.get("maxItems"),
-             "contracts.items.name.enum": contracts_["items"]["properties"]["name"].get("enum"),
-             "lowest_broken.enum": health_schema["properties"]["lowest_broken"].get("enum")}
-    return [f"{schema.HEALTH_SCHEMA.name}: {place} is {json.dumps(found[place])}, the contract chain "
-            f"(probe_agent/chain.py) declares {json.dumps(want)}: run python -m sweep.schema --from-chain"
+    """What in `health_schema` (the published health schema, parsed) disagrees with the contract
+    chain, each naming the place, both values and the fix; [] when it agrees."""
+    properties = health_schema["properties"]
+    listed = properties["contracts"]
+    found = {"contracts.maxItems": listed.get("maxItems"),
+             "contracts.items.name.enum": listed["items"]["properties"]["name"].get("enum"),
+             "lowest_broken.enum": properties["lowest_broken"].get("enum")}
+    return [f"{schema.HEALTH_SCHEMA.name}: {place} is {json.dumps(found[place])}, the contract "
+            f"chain (probe_agent/chain.py) declares {json.dumps(want)}: "
+            "run python -m sweep.schema --from-chain"
             for place, want in schema.chain_parts().items() if found[place] != want]
 
 

@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def markdown_table() -> str:
-    """The README's table of exit codes (sweep/exitcodes.py's TABLE), and the precedence line under it."""
+    """The README's table of exit codes (sweep/exitcodes.py's TABLE), and the precedence line
+    under it."""
     rows = [f"| {code} | {readme} |" for code, (_, readme) in sorted(exitcodes.TABLE.items())]
     order = ", ".join(str(code) for code in exitcodes.PRECEDENCE)
     return "\n".join(["| code | meaning |", "|---|---|", *rows, "",

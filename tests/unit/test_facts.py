@@ -129,7 +129,8 @@ def _promtool_ok(text: str) -> None:
 
 
 def test_the_export_of_the_demo_fleet_carries_every_fact_it_read_and_passes_promtool(tmp_path):
-    six_weeks(tmp_path / "reports", days=1)  # one daily run of the demo fleet: the facts are its captures'
+    # one daily run of the demo fleet: the facts it read are its captures'
+    six_weeks(tmp_path / "reports", days=1)
     [run] = [p for p in (tmp_path / "reports").iterdir() if (p / MANIFEST).is_file()]
     text = metrics_text(run)
     names = _exported(text)

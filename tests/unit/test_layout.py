@@ -35,9 +35,10 @@ def test_import_contracts_hold():
 
 
 def test_no_dead_code():
-    """vulture at 60% confidence (unused functions, classes, variables and attributes, not only unused
-    imports): code only tests use lives in tests/; bench/ and tools/ are read as the packages' users;
-    tests/vulture_whitelist.py names only what frameworks call, each with what calls it."""
+    """vulture at 60% confidence (unused functions, classes, variables and attributes, not only
+    unused imports): code only tests use lives in tests/; bench/ and tools/ are read as the
+    packages' users; tests/vulture_whitelist.py names only what frameworks call, each with what
+    calls it."""
     proc = subprocess.run([_tool("vulture"), "--min-confidence", "60", *PACKAGES, "bench", "tools",
                            "tests/vulture_whitelist.py"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
