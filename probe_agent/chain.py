@@ -53,7 +53,6 @@ CONTRACTS = (
              ("host_settings", "Host settings"), ()),
 )
 BY_NAME = {c.name: c for c in CONTRACTS}
-NAMES = tuple(c.name for c in CONTRACTS)
 
 # A contract's status, in order of alarm, and how health-report.md marks it.
 STATUSES = (("ok", "ok"), ("warning", "warning"), ("broken", "BROKEN"), ("not_applicable", "n/a"),

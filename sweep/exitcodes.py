@@ -92,11 +92,3 @@ def help_rows(command: str) -> list[tuple[str, str]]:
     --help."""
     return [(str(code), OWN_MEANING.get((command, code),
                                         MEANING[code])) for code in COMMANDS.get(command, ())]
-
-
-def markdown_table() -> str:
-    """The README's table of exit codes, and the precedence line under it."""
-    rows = [f"| {code} | {readme} |" for code, (_, readme) in sorted(TABLE.items())]
-    order = ", ".join(str(code) for code in PRECEDENCE)
-    return "\n".join(["| code | meaning |", "|---|---|", *rows, "",
-                      f"Precedence when several apply: {order}"])

@@ -206,18 +206,6 @@ def chain_parts() -> dict[str, Any]:
             "lowest_broken.enum": [None, *names]}
 
 
-def chain_problems(schema: dict) -> list[str]:
-    """What in `schema` (the published health schema, parsed) disagrees with the contract chain,
-    each naming the place, both values and the fix; [] when it agrees."""
-    contracts = schema["properties"]["contracts"]
-    found = {"contracts.maxItems": contracts.get("maxItems"),
-             "contracts.items.name.enum": contracts["items"]["properties"]["name"].get("enum"),
-             "lowest_broken.enum": schema["properties"]["lowest_broken"].get("enum")}
-    return [f"{HEALTH_SCHEMA.name}: {place} is {json.dumps(found[place])}, the contract chain "
-            f"(probe_agent/chain.py) declares {json.dumps(want)}: run python -m sweep.schema --from-chain"
-            for place, want in chain_parts().items() if found[place] != want]
-
-
 def schema_from_chain(text: str) -> str:
     """The health schema's text with the chain's parts written in (`chain_parts`), every other byte
     kept."""

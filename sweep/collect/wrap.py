@@ -37,7 +37,6 @@ NAME = re.compile(r"[A-Za-z0-9_.:/%+-]{1,64}\Z")
 JSON_LINE_MAX = 4096  # a longer line is not a figure
 FIGURES_MAX = 32  # figure names kept per host from JSON lines (the --metric ones are always kept)
 # what became of the benchmark on one host; "ok" is the only one with a figure to compare
-BENCH_STATUSES = ("ok", "refused", "failed", "timed_out", "no_figure")
 
 
 @dataclass(frozen=True)
@@ -150,11 +149,6 @@ def provenance_problem(doc: Any) -> str | None:
     return None
 
 
-def figures_from_output(tail: str, metrics: tuple[Metric, ...]) -> dict:
-    """name -> {value, unit, source}: each --metric's last match, then the JSON lines the command printed."""
-    return read_figures(tail, metrics)[0]
-
-
 def read_figures(tail: str, metrics: tuple[Metric, ...]) -> tuple[dict, int]:
     """(the figures, how many other figure names were dropped past FIGURES_MAX).
 
@@ -223,7 +217,7 @@ def _unit(raw) -> str | None:
 
 
 def bench_status(provenance: dict, figures: dict) -> tuple[str, str]:
-    """(one of BENCH_STATUSES, a line saying why) for one host's run."""
+    """(ok, refused, failed, timed_out or no_figure, a line saying why) for one host's run."""
     cmd = provenance["command"]
     if cmd.get("refused"):
         return "refused", f"not started: {cmd['refused']}; --force runs it anyway (recorded)"

@@ -100,37 +100,3 @@ def off_design(hosts: list[FleetHost], result) -> list[str]:
             odd.append(f"{host.name}: built to end {want or 'with a health.json'}, ended "
                        f"{got[0] or 'with a health.json'}" + (f" ({got[1]})" if got[1] else ""))
     return odd
-
-
-# host number -> (edits, why) of the benchmark fleet (`bench_fleet`); the others are healthy twins.
-def _bench_variants() -> dict[int, tuple[list, str]]:
-    return {
-        4: ([synth.slowdown_in_run(gpus=(5,))], "HW thermal slowdown on GPU 5 during the run"),
-        6: ([synth.process_in_run(gpus=(2,))], "another process appears on GPU 2 during the run"),
-        9: ([synth.driver(*OLD_DRIVER)], "driver 580.95.05"),
-        10: ([synth.driver(*OLD_DRIVER)], "driver 580.95.05"),
-        11: ([synth.driver(*OLD_DRIVER)], "driver 580.95.05"),
-        12: ([synth.power_cap(500)], "500 W power cap (a broken contract: refused)"),
-        13: ([synth.foreign_process(pid=48213, name="python3 orphan_eval.py", mib=11264, gpus=[1])],
-             "a process on GPU 1 before the run (refused)"),
-    }
-
-
-def bench_fleet(workdir: str | Path, count: int = 13) -> list[FleetHost]:
-    """Hosts for `sweep run --wrap`: eight-GPU H200s replaying the real load recording's samples.
-
-    gpu01..gpu08 form the reference class; gpu04 slows down (HW thermal) and gpu06 gets another
-    process during the run; gpu09..gpu11 run an older driver (another class); gpu12 (power cap
-    below default) and gpu13 (a process before the run) are refused.
-    """
-    workdir = Path(workdir)
-    base = synth.base_capture("h200-load")
-    variants = _bench_variants()
-    hosts = []
-    for n in range(1, count + 1):
-        name = f"gpu{n:02d}"
-        edits, _ = variants.get(n, ([], "healthy"))
-        cap = synth.derive(base, [synth.multi_gpu(8, _all_nv), synth.load_samples(8), synth.identity(name), *edits],
-                           hostname=name)
-        hosts.append(FleetHost(name, group="bench", capture=str(synth.write(cap, workdir / f"{name}.json"))))
-    return hosts

@@ -76,19 +76,6 @@ def derive_section(indices: list, scale: Optional[dict] = None, per_gpu: Optiona
     return base
 
 
-def with_speed(health: dict, **kwargs) -> dict:
-    """A copy of a health.json (of this agent's schema, 1.4 or later) carrying a derived speed section (for
-    tests: hostile edits)."""
-    from probe_agent import HEALTH_SCHEMA_VERSION
-
-    out = copy.deepcopy(health)
-    out["schema_version"] = HEALTH_SCHEMA_VERSION
-    out["speed"] = derive_section([g["index"] for g in out.get("gpus") or ()], **kwargs)
-    for entry, g in zip(out["speed"]["gpus"], out.get("gpus") or ()):
-        entry["uuid"] = g.get("uuid")
-    return out
-
-
 def _board_power(watts: float) -> Callable:
     """A SKU whose board power (default and enforced limit) is `watts`: its own class, no broken contract."""
     from sweep.demo import synth

@@ -115,14 +115,6 @@ def thermal_slowdown(gpus=(0,), sm_mhz: int = 1035, temp_c: int = 91) -> Edit:
     return edit
 
 
-def persistence(on: bool, gpus=None) -> Edit:
-    def edit(cap):
-        for i in _gpus(cap, gpus):
-            _set(cap, f"gpu{i}.persistence", int(on))
-    edit.__doc__ = f"persistence {'on' if on else 'off'}"
-    return edit
-
-
 def env(name: str, value: str | None) -> Edit:
     def edit(cap):
         if value is None:
@@ -264,30 +256,6 @@ def samples_as_probed() -> Edit:
                     g["active_reasons"] = sorted(set(g["active_reasons"]) | set(hw))
                     g["sm_mhz"] = min(g["sm_mhz"], (nvml.get(f"gpu{i}.clock_sm") or {}).get("value") or g["sm_mhz"])
     edit.__doc__ = None  # a consequence of the other edits, not a change of its own
-    return edit
-
-
-def slowdown_in_run(gpus=(0,), sm_mhz: int = 1035, reason: str = "hw_thermal_slowdown", start: int = 3) -> Edit:
-    """From sample `start` on, a HW slowdown under load (the probe before the run sees none)."""
-    def edit(cap):
-        for s in cap["samples"][start:]:
-            for g in s["gpus"]:
-                if g["index"] in gpus:
-                    g["sm_mhz"] = sm_mhz
-                    g["active_reasons"] = sorted(set(g["active_reasons"]) | {reason})
-    edit.__doc__ = f"{reason} at {sm_mhz} MHz on GPUs {list(gpus)} from sample {start} of the run"
-    return edit
-
-
-def process_in_run(pid: int = 51234, name: str = "python3 eval_sweep.py", mib: int = 9216, gpus=(0,),
-                   start: int = 5) -> Edit:
-    """From sample `start` on, another process on the GPUs (the probe before the run saw none)."""
-    def edit(cap):
-        for s in cap["samples"][start:]:
-            for g in s["gpus"]:
-                if g["index"] in gpus:
-                    g["processes"] = [{"pid": pid, "name": name, "used_memory_bytes": mib * 1048576}]
-    edit.__doc__ = f"process {name} (pid {pid}) appears on GPUs {list(gpus)} at sample {start} of the run"
     return edit
 
 

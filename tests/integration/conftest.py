@@ -13,7 +13,7 @@ import pytest
 
 from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
 
-from helpers import require
+from helpers import CHROMIUM, require
 
 HEALTHY = 50
 FAULTY = {  # name -> kind: the five down or faulty hosts of the Must-show
@@ -43,6 +43,23 @@ def _fleet_hosts() -> list[FleetHost]:
               FleetHost("odd-stuck", "slow", group="stuck", delay_s=30)]
     hosts += [FleetHost(f"slow{i:02d}", "slow", group="slow", delay_s=0.7) for i in range(1, SLOW + 1)]
     return hosts
+
+
+@pytest.fixture(scope="session")
+def needs_sshd():
+    """Every loopback fleet's prerequisites, checked once for the files that start their own
+    fleet: root, OpenSSH's sshd, and the python3, ssh and ssh-keygen the fleets run (a skip, a
+    failure under CI)."""
+    tools = ("python3", "ssh", "ssh-keygen")
+    require(os.geteuid() == 0 and os.path.exists(SSHD) and all(shutil.which(t) for t in tools),
+            "needs root, OpenSSH's sshd, python3, ssh and ssh-keygen "
+            "(apt-get install -y openssh-server openssh-client)")
+
+
+@pytest.fixture(scope="session")
+def needs_chromium():
+    """The headless Chromium of the browser tests (a skip, a failure under CI)."""
+    require(os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} is absent: apt-get install -y chromium")
 
 
 @pytest.fixture(scope="session")

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
+from sweep.demo.loopback import FleetHost, LocalFleet
 
 import cuda_shim
-from helpers import run_over_fleet, read_records, require
+from helpers import run_over_fleet, read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 IDLE = ROOT / "sweep" / "demo" / "captures" / "h200-idle.json"
@@ -46,9 +45,7 @@ print("fp32: %.3f TFLOP/s" % (2 * 2 * 1000000 * 1056 * 256 / (ms.value / 1000) /
 
 
 @pytest.fixture(scope="module")
-def shim_fleet(tmp_path_factory):
-    if os.geteuid() != 0 or not os.path.exists(SSHD) or shutil.which("python3") is None:
-        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
+def shim_fleet(needs_sshd, tmp_path_factory):
     work = tmp_path_factory.mktemp("children")
     os.chmod(work, 0o755)
     lib = cuda_shim.build(work / "lib")

@@ -6,21 +6,18 @@ sitecustomize.py that leaves a mark: swept over a real sshd with the ssh engine 
 record is the host's health."""
 from __future__ import annotations
 
-import os
 
 import pytest
 
 from sweep.collect.run import run_sweep
-from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
+from sweep.demo.loopback import FleetHost, LocalFleet
 
 from helpers import read_records, require
 from test_engines import _ansible_missing
 
 
 @pytest.fixture(scope="module")
-def login_fleet(tmp_path_factory):
-    if os.geteuid() != 0 or not os.path.exists(SSHD):
-        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
+def login_fleet(needs_sshd, tmp_path_factory):
     work = tmp_path_factory.mktemp("isolation")
     evil, marks = work / "login-pythonpath", work / "marks"
     evil.mkdir()

@@ -12,7 +12,6 @@ NVML gives none, and a mask resolved against `nvidia-smi -L` (a real MIG listing
 """
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -21,10 +20,10 @@ import pytest
 
 from sweep.collect.run import run_sweep
 from sweep.demo import synth
-from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
+from sweep.demo.loopback import FleetHost, LocalFleet
 from sweep.report.build import build_report
 
-from helpers import read_records, require
+from helpers import read_records
 
 pytestmark = pytest.mark.integration
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpus"
@@ -33,9 +32,7 @@ MATRICES = {"merged": "topo/vllm-13855.txt", "mlx5": "topo/nvidia-nccl-707.txt"}
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory):
-    if os.geteuid() != 0 or not os.path.exists(SSHD):
-        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
+def swept(needs_sshd, tmp_path_factory):
     work = tmp_path_factory.mktemp("corpus-hosts")
     hosts = []
     for name, matrix in MATRICES.items():

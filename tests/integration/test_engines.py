@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from sweep.cli import main
-from sweep.demo.loopback import SSHD, FleetHost, LocalFleet, default_capture
+from sweep.demo.loopback import FleetHost, LocalFleet, default_capture
 from sweep.collect.engines import engine_from_options
 from sweep.collect.engines.base import EngineJob
 from sweep.collect.engines.ansible import AnsibleEngine, find_ansible, unreachable
@@ -50,10 +50,8 @@ def _ansible_missing() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def engine_fleet(tmp_path_factory):
+def engine_fleet(needs_sshd, tmp_path_factory):
     """50 healthy loopback hosts and one of each failure the engines must classify alike."""
-    if os.geteuid() != 0 or not os.path.exists(SSHD):
-        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
     hosts = [FleetHost(f"node{i:02d}", group="rack_a" if i % 2 else "rack_b") for i in range(1, HEALTHY + 1)]
     hosts += [FleetHost(name, kind, group="failing") for name, (kind, _) in FAILING.items()]
     with LocalFleet(hosts, tmp_path_factory.mktemp("engine-fleet"),

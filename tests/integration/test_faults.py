@@ -60,11 +60,7 @@ def _hostile_capture(workdir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def faults(tmp_path_factory):
-    from sweep.demo.loopback import SSHD
-
-    if os.geteuid() != 0 or not os.path.exists(SSHD):
-        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
+def faults(needs_sshd, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("faults")
     hang = synth.write(synth.derive(synth.base_capture("h200-idle"), [synth.hang("gpu0.temp")]), workdir / "hang.json")
     hostile = _hostile_capture(workdir)

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 
 import pytest
 
 from sweep import exitcodes
 from sweep.cli import main
-from sweep.demo.fleet import bench_fleet
-from sweep.demo.loopback import SSHD, LocalFleet
+from bench_parts import bench_fleet
+from sweep.demo.loopback import LocalFleet
 
-from helpers import require
 
 # The stand-in benchmark: its figure follows the host's replayed samples (the slowest GPU's SM
 # clock in each sample, shared with any other process on that GPU), as a data-parallel job would.
@@ -36,9 +34,7 @@ print(json.dumps({"metric": "tflops", "value": round(0.4525 * sum(rates) / len(r
 
 
 @pytest.fixture(scope="module")
-def bench(tmp_path_factory):
-    if os.geteuid() != 0 or not os.path.exists(SSHD) or shutil.which("python3") is None:
-        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
+def bench(needs_sshd, tmp_path_factory):
     work = tmp_path_factory.mktemp("bench")
     script = work / "standin.py"
     script.write_text(STANDIN)

@@ -20,7 +20,7 @@ from sweep.collect.engines.ansible_vars import VARIABLES, refusal
 from sweep.collect.engines.base import EngineError
 from sweep.collect.options import SSHSettings
 from sweep.collect.run import run_sweep
-from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
+from sweep.demo.loopback import FleetHost, LocalFleet
 from sweep.errors import SweepError
 
 from helpers import RELAY_LOOP, require
@@ -79,10 +79,8 @@ ACTED_ON = sorted([var for var, rule in VARIABLES.items() if rule.kind != "read"
 
 
 @pytest.fixture(scope="module")
-def key_fleet(tmp_path_factory):
+def key_fleet(needs_sshd, tmp_path_factory):
     """One loopback sshd whose key no known_hosts file of the runs holds, and a marker program."""
-    if os.geteuid() != 0 or not os.path.exists(SSHD):
-        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
     try:
         find_ansible()
     except Exception as exc:
@@ -173,9 +171,7 @@ conn = socket.create_connection((sys.argv[1], int(sys.argv[2])))
 
 
 @pytest.fixture(scope="module")
-def one_host(tmp_path_factory):
-    if os.geteuid() != 0 or not os.path.exists(SSHD):
-        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
+def one_host(needs_sshd, tmp_path_factory):
     with LocalFleet([FleetHost("cfg-target")], tmp_path_factory.mktemp("ssh-config")) as fleet:
         yield fleet
 

@@ -25,11 +25,11 @@ import pytest
 from sweep.collect.bundle import TOO_OLD_MARK
 from sweep.collect.run import run_sweep
 from sweep.demo import synth
-from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
+from sweep.demo.loopback import FleetHost, LocalFleet
 from sweep.report.build import build_report
 from sweep.strictjson import MAX_DEPTH
 
-from helpers import read_records, require
+from helpers import read_records
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -73,9 +73,7 @@ def hostile_documents(rng: random.Random, folder: Path) -> dict[str, tuple[Path,
 
 
 @pytest.fixture(scope="module")
-def hostile(tmp_path_factory):
-    if os.geteuid() != 0 or not os.path.exists(SSHD):
-        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
+def hostile(needs_sshd, tmp_path_factory):
     work = tmp_path_factory.mktemp("hostile")
     rng = random.Random(SEED)
     docs = hostile_documents(rng, work)
@@ -166,9 +164,7 @@ def test_a_hung_agent_times_out_and_ends_itself_on_the_host(hostile):
 
 
 @pytest.fixture
-def slow_fleet(tmp_path):
-    if os.geteuid() != 0 or not os.path.exists(SSHD):
-        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
+def slow_fleet(needs_sshd, tmp_path):
     hosts = [FleetHost("s-fast", group="fast")] + \
         [FleetHost(f"s-slow{i}", "slow", group="slow", delay_s=6.0) for i in range(1, 4)]
     with LocalFleet(hosts, tmp_path / "fleet") as fleet:

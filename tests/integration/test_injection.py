@@ -5,7 +5,6 @@ under a temporary HOME (hermetic)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,10 +13,10 @@ import pytest
 import yaml
 
 from sweep.collect.run import run_sweep
-from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
+from sweep.demo.loopback import FleetHost, LocalFleet
 from sweep.collect.options import SSHSettings
 
-from helpers import RELAY_LOOP, read_records, require
+from helpers import RELAY_LOOP, read_records
 
 pytestmark = pytest.mark.integration
 TRANSPORTS = ("paramiko", "openssh")
@@ -32,10 +31,8 @@ conn = socket.create_connection((host, port))
 
 
 @pytest.fixture(scope="module")
-def relay_fleet(tmp_path_factory):
+def relay_fleet(needs_sshd, tmp_path_factory):
     """Two healthy loopback hosts and a TCP relay script for the ProxyCommand."""
-    if os.geteuid() != 0 or not os.path.exists(SSHD) or shutil.which("ssh") is None:
-        require(False, "needs root, OpenSSH's sshd and ssh (apt-get install -y openssh-server openssh-client)")
     work = tmp_path_factory.mktemp("injection")
     (work / "tcp.py").write_text(RELAY)
     with LocalFleet([FleetHost("honest"), FleetHost("second")], work / "fleet") as fleet:

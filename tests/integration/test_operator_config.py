@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from sweep.collect.run import run_sweep
-from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
+from sweep.demo.loopback import FleetHost, LocalFleet
 
 from helpers import read_records, require
 
@@ -26,10 +26,8 @@ HOSTS = ("cfg-a", "cfg-b", "cfg-c")
 
 
 @pytest.fixture(scope="module")
-def config_fleet(tmp_path_factory):
+def config_fleet(needs_sshd, tmp_path_factory):
     """Three healthy hosts and a bastion, each sshd logging the client's software version (LogLevel DEBUG1)."""
-    if os.geteuid() != 0 or not os.path.exists(SSHD) or shutil.which("ssh") is None:
-        require(False, "needs root, OpenSSH's sshd and ssh (apt-get install -y openssh-server openssh-client)")
     hosts = [FleetHost(name, sshd_options=("LogLevel DEBUG1",)) for name in (*HOSTS, "bastion")]
     with LocalFleet(hosts, tmp_path_factory.mktemp("config-fleet") / "fleet") as fleet:
         yield fleet

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from sweep.collect.run import run_sweep
-from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
+from sweep.demo.loopback import FleetHost, LocalFleet
 from sweep.collect.options import HostSelection, SSHSettings
 
 from helpers import read_records, require
@@ -28,11 +28,9 @@ def _keygen(*args: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def ca_fleet(tmp_path_factory):
+def ca_fleet(needs_sshd, tmp_path_factory):
     """Hosts that trust only certificates of a test CA (no authorized_keys), a bastion, and a target
     whose sshd logs every connection (LogLevel VERBOSE); the bastion logs every tunnel it opens."""
-    if os.geteuid() != 0 or not os.path.exists(SSHD) or shutil.which("ssh-keygen") is None:
-        require(False, "needs root, OpenSSH's sshd and ssh-keygen (apt-get install -y openssh-server)")
     work = tmp_path_factory.mktemp("ca-fleet")
     _keygen("-t", "ed25519", "-N", "", "-C", "sweep test CA", "-f", str(work / "ca"))
     trusted = (f"TrustedUserCAKeys {work / 'ca.pub'}",)

@@ -1,5 +1,4 @@
 """The HTML report in a real headless Chromium: what it shows, and that host strings stay text."""
-import os
 import re
 import sys
 from pathlib import Path
@@ -12,16 +11,11 @@ import fleet_variants as fv  # noqa: E402
 from sweep.errors import InventoryWarning  # noqa: E402
 from sweep.report.build import build_report  # noqa: E402
 
-from helpers import CHROMIUM, Tags, chromium, require  # noqa: E402
+from helpers import Tags, chromium  # noqa: E402
 IMG_HOST = "<img src=x onerror=document.title='pwned'>"
 SCRIPT_HOST = "<script>document.title='pwned'</script>"
 
-pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(autouse=True)
-def needs_chromium():
-    require(os.access(CHROMIUM, os.X_OK), "/usr/bin/chromium is absent: apt-get install -y chromium to run the browser test")
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("needs_chromium")]
 
 
 @pytest.fixture(scope="module")

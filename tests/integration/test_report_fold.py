@@ -1,7 +1,6 @@
 """What a person sees of the report at fleet scale, in a real headless Chromium driven by mouse clicks:
 findings folded across hosts, tiles that count hosts and lead to their list, the verdict's exit code
 explained, the idle SM column said once, the watch line, an unreachable host's message once."""
-import os
 import sys
 from pathlib import Path
 
@@ -13,15 +12,9 @@ import fleet_variants as fv  # noqa: E402
 from sweep.report.build import build_report  # noqa: E402
 
 from browser_page import Page  # noqa: E402
-from helpers import CHROMIUM, require  # noqa: E402
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("needs_chromium")]
 BROKEN = {f"gpu{n:04d}": watts for n, watts in zip(range(100, 1001, 100), range(200, 700, 50))}
-
-
-@pytest.fixture(autouse=True)
-def needs_chromium():
-    require(os.access(CHROMIUM, os.X_OK), "/usr/bin/chromium is absent: apt-get install -y chromium to run the browser test")
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ findings (one per contract, GPUs folded), an SM-clock chart with bars only for c
 load, and host rows that show they expand."""
 import copy
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -15,9 +14,9 @@ import fleet_variants as fv  # noqa: E402
 
 from sweep.report.build import build_report  # noqa: E402
 
-from helpers import CHROMIUM, chromium, require  # noqa: E402
+from helpers import chromium  # noqa: E402
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("needs_chromium")]
 LOAD = Path(__file__).resolve().parents[1] / "fixtures" / "h200" / "load.health.json"
 # What a test page reads from the report in Chromium: each host row's disclosure marker, open and
 # closed, as the browser computes it (the report itself runs no script: its CSP forbids it).
@@ -38,11 +37,6 @@ document.getElementById('f').onload = function () {
   document.getElementById('out').textContent = out.join('\\n');
 };
 </script></body></html>"""
-
-
-@pytest.fixture(autouse=True)
-def needs_chromium():
-    require(os.access(CHROMIUM, os.X_OK), "/usr/bin/chromium is absent: apt-get install -y chromium")
 
 
 def loaded(name: str) -> dict:

@@ -2,7 +2,6 @@
 (issue 41: the keys table broke values mid-token: `2.11.0+cu13 / 0`, `96.00.A5.00.1 / A`, `gpu[01- / 02,...`).
 Every rendered line break inside a key value must fall at a space or after `,` `/` `+` `;` `|`."""
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -14,9 +13,8 @@ import fleet_variants as fv  # noqa: E402
 from sweep.report.build import build_report  # noqa: E402
 
 from browser_page import Page  # noqa: E402
-from helpers import CHROMIUM, require  # noqa: E402
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("needs_chromium")]
 BREAK_AFTER = ",/+;|"  # where a key value may wrap, besides a space
 # the reference card's keys, the keys side by side (its headers: the classes' folded hosts), each class card's
 # value and reference columns
@@ -47,11 +45,6 @@ BREAKS = r"""
   return out;
 })
 """
-
-
-@pytest.fixture(autouse=True)
-def needs_chromium():
-    require(os.access(CHROMIUM, os.X_OK), "/usr/bin/chromium is absent: apt-get install -y chromium to run the browser test")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ command it printed, ends with one record per host, of the class the host has wit
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import shlex
@@ -23,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from sweep.cli import main, retry_failed_argv
-from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
+from sweep.demo.loopback import FleetHost, LocalFleet
 from sweep.store import list_records
 from sweep.trust import sign
 
-from helpers import read_records, require
+from helpers import read_records
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -39,9 +38,7 @@ INTERRUPTIONS = 10
 
 
 @pytest.fixture(scope="module")
-def twenty(tmp_path_factory):
-    if os.geteuid() != 0 or not os.path.exists(SSHD):
-        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
+def twenty(needs_sshd, tmp_path_factory):
     hosts = [FleetHost(name, KIND[cls], group="fleet") for name, cls in CLASS.items()]
     with LocalFleet(hosts, tmp_path_factory.mktemp("twenty")) as fleet:
         yield fleet

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import jsonschema
 import pytest
 
-from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
+from sweep.demo.loopback import FleetHost, LocalFleet
 
-from helpers import run_over_fleet, require
+from helpers import run_over_fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "probe_agent" / "schema" / "health-1.schema.json").read_text())
@@ -37,9 +36,7 @@ def busy_capture(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def speed_fleet(tmp_path_factory):
-    if os.geteuid() != 0 or not os.path.exists(SSHD) or shutil.which("python3") is None:
-        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
+def speed_fleet(needs_sshd, tmp_path_factory):
     work = tmp_path_factory.mktemp("speed")
     os.chmod(work, 0o755)
     hosts = [FleetHost("gpu01", capture=str(CAPTURE)), FleetHost("gpu02", capture=str(CAPTURE)),

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
 from sweep.cli import main
-from sweep.demo.loopback import SSHD, FleetHost, LocalFleet
+from sweep.demo.loopback import FleetHost, LocalFleet
 
 from browser_page import Page
 from helpers import CHROMIUM, chromium, require
@@ -39,9 +38,7 @@ def variant(folder: Path, name: str, **changes) -> str:
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    if os.geteuid() != 0 or not os.path.exists(SSHD) or shutil.which("python3") is None:
-        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
+def fleet(needs_sshd, tmp_path_factory):
     work = tmp_path_factory.mktemp("verdict")
     os.chmod(work, 0o755)
     hosts = [FleetHost("gpu01", capture=str(CAPTURE)),

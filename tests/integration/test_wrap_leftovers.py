@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 
 import pytest
 
 from sweep.cli import main
-from sweep.demo.fleet import bench_fleet
-from sweep.demo.loopback import SSHD, LocalFleet
+from bench_parts import bench_fleet
+from sweep.demo.loopback import LocalFleet
 
-from helpers import require
 
 from lifetime_parts import DOUBLE_FORK, kill_marked, running
 
@@ -21,9 +19,7 @@ HOSTS = ("gpu01", "gpu02")
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    if os.geteuid() != 0 or not os.path.exists(SSHD) or shutil.which("python3") is None:
-        require(False, "needs root and OpenSSH's sshd (apt-get install -y openssh-server)")
+def fleet(needs_sshd, tmp_path_factory):
     work = tmp_path_factory.mktemp("leftovers")
     os.chmod(work, 0o755)
     with LocalFleet(bench_fleet(work / "captures"), work / "fleet") as running_fleet:

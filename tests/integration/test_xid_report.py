@@ -1,6 +1,5 @@
 """The demo fleet's report, in a real headless Chromium: its Xid hosts grouped by the repair NVIDIA
 prescribes, in the top box, each with its counts and first and last times (issue 26's must-show)."""
-import os
 import re
 import subprocess
 import sys
@@ -12,15 +11,14 @@ from sweep.demo.fleet import demo_fleet
 from sweep.report.build import build_report
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import CHROMIUM, chromium, require  # noqa: E402
+from helpers import chromium  # noqa: E402
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    require(os.access(CHROMIUM, os.X_OK), "/usr/bin/chromium is absent: apt-get install -y chromium to run the browser test")
+def report(needs_chromium, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("xid")
     files = []
     for h in demo_fleet(tmp / "captures", unreachable=False):

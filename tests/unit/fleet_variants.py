@@ -1,8 +1,8 @@
 """Variant health.json dicts built from the recorded H200 fixtures, and the Must-show fleet.
 
 Each variant edits a copy of the idle H200 health.json (replayed from a real host) and judges the
-contracts again with the agent's own `evaluate`, so the contract chain stays what the agent would
-write. Used by the unit tests, the browser test and bench/bench_report.py.
+contracts again with the agent's own `build_health`, so the contract chain stays what the agent
+would write. Used by the unit tests, the browser test and bench/bench_report.py.
 """
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ import zlib
 import json
 from functools import lru_cache
 from pathlib import Path
+from types import SimpleNamespace
 
-from probe_agent.contracts import evaluate, mig_layout, worst_link
 from probe_agent.mask import resolve_mask
+from probe_agent.probe import build_health
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "health"
 H200_MEMORY = 150754820096
+_OPTS = SimpleNamespace(deep=False, deadline=0.0)  # what build_health reads of the options
 
 
 @lru_cache(maxsize=None)
@@ -30,25 +32,27 @@ def base(kind: str = "idle") -> dict:
 
 
 def rejudge(health: dict) -> dict:
-    """Resolve the mask and judge the contracts again after an edit, as the agent would."""
+    """Resolve the mask and judge the contracts again after an edit with the agent's own
+    `build_health` (its chain, verdict, summary, MIG layouts and worst link), from the facts the
+    health.json holds."""
     env = health.get("environment") or {}
     health["mask"] = resolve_mask(env, health["gpus"])
-    for g in health["gpus"]:
-        g["mig_layout"] = mig_layout(g)
-    facts = {"driver": health["driver"], "gpus": health["gpus"], "mask": health["mask"],
-             "frameworks": health["frameworks"], "topology": health["topology"], "env": env,
-             "kernel_module": health["driver"].get("kernel_module"), "kernel_log": health.get("kernel_log"),
+    driver = dict(health["driver"])
+    settings = dict(health.get("host_settings") or {})
+    facts = {"host": health.get("host"), "env": env, "driver": driver,
+             "kernel_module": driver.pop("kernel_module", None), "gpus": health["gpus"],
+             "mask": health["mask"], "frameworks": health["frameworks"],
+             "topology": {k: v for k, v in health["topology"].items()
+                          if k != "worst_link_selected"},
+             "pci": health.get("pci"), "kernel_log": health.get("kernel_log"),
+             "host_settings": settings,
+             "nearest_nic": settings.pop("nearest_nic", None), "firmware": health.get("firmware"),
+             "load": health.get("load"), "speed": health.get("speed"),
              "run_as": (health.get("probe") or {}).get("user")}  # where the agent writes it (probe.user)
-    contracts, lowest = evaluate(copy.deepcopy(facts))
-    statuses = [c["status"] for c in contracts]
-    health["contracts"] = contracts
-    health["lowest_broken"] = lowest
-    health["verdict"] = "broken" if lowest else ("warning" if "warning" in statuses else "ok")
-    low = next((c for c in contracts if c["name"] == lowest), None)
-    health["summary"] = ("lowest broken contract: %s: %s" % (lowest, low["message"])) if low else (
-        "no broken contract; warnings: %s" % ", ".join(c["name"] for c in contracts if c["status"] == "warning")
-        if health["verdict"] == "warning" else "every contract holds")
-    health["topology"]["worst_link_selected"] = worst_link(facts)
+    judged = build_health(facts, _OPTS, (0.0, 0.0), True, None)
+    for key in ("contracts", "lowest_broken", "verdict", "summary", "gpus"):
+        health[key] = judged[key]
+    health["topology"]["worst_link_selected"] = judged["topology"]["worst_link_selected"]
     return health
 
 
@@ -177,6 +181,20 @@ def xid(h, code=79, bus="0000:19:00.0", said="GPU has fallen off the bus."):
     h["kernel_log"] = {"source": "/dev/kmsg", "tried": {}, "complete": True, "xid_lines": len(lines),
                        "xid": parse_xid_lines(lines), "docs": XID_DOCS}
     return rejudge(h)
+
+
+def with_speed(health: dict, **kwargs) -> dict:
+    """A copy of a health.json (of this agent's schema, 1.4 or later) carrying a derived speed
+    section (`sweep.demo.speed.derive_section`), for hostile edits."""
+    from probe_agent import HEALTH_SCHEMA_VERSION
+    from sweep.demo.speed import derive_section
+
+    out = copy.deepcopy(health)
+    out["schema_version"] = HEALTH_SCHEMA_VERSION
+    out["speed"] = derive_section([g["index"] for g in out.get("gpus") or ()], **kwargs)
+    for entry, g in zip(out["speed"]["gpus"], out.get("gpus") or ()):
+        entry["uuid"] = g.get("uuid")
+    return out
 
 
 def record(name: str, health: dict | None, failure: tuple[str, str] | None = None, groups=None) -> dict:

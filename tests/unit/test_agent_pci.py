@@ -116,9 +116,17 @@ def test_record_keeps_the_bus_for_replay(tmp_path):
     assert agent("--replay", cap)["pci"] == agent()["pci"]
 
 
+def persistence_off(gpus):
+    """A capture edit: persistence mode off on `gpus`, as NVML answers it."""
+    def edit(cap):
+        for i in gpus:
+            cap["nvml"][f"gpu{i}.persistence"] = {"value": 0}
+    return edit
+
+
 def test_a_finding_on_eight_gpus_is_one_sentence_with_the_gpus_folded(tmp_path):
     cap = synth.derive(synth.base_capture("h200-idle"), [synth.multi_gpu(8), synth.power_cap(250),
-                                                          synth.persistence(False, gpus=[0, 1, 2, 5])])
+                                                          persistence_off([0, 1, 2, 5])])
     health = agent("--replay", synth.write(cap, tmp_path / "capped.json"))
     contracts = {c["name"]: c for c in health["contracts"]}
     assert contracts["power"]["message"] == "GPU 0-7: enforced power limit 250 W is below the default 700 W"

@@ -22,11 +22,26 @@ IDLE = ROOT / "tests" / "fixtures" / "h200" / "idle.health.json"
 def declaration_problems(schema_text: str) -> list[str]:
     """What a contract of the chain lacks: its check in the agent, its place in the published
     schema."""
+    names = [c.name for c in chain.CONTRACTS]
     out = [f"contract {name!r} is declared in probe_agent/chain.py but has no check in probe_agent/contracts.py "
-           "CHECKS" for name in chain.NAMES if name not in contracts.CHECKS]
+           "CHECKS" for name in names if name not in contracts.CHECKS]
     out += [f"CHECKS has {name!r}, which the chain does not declare" for name in contracts.CHECKS
-            if name not in chain.NAMES]
-    return out + schema.chain_problems(json.loads(schema_text))
+            if name not in names]
+    return out + chain_problems(json.loads(schema_text))
+
+
+def chain_problems(health_schema: dict) -> list[str]:
+    """What in `health_schema` (the published health schema, parsed) disagrees with the contract
+    chain, each naming the place, both values and the fix; [] when it agrees."""
+    properties = health_schema["properties"]
+    listed = properties["contracts"]
+    found = {"contracts.maxItems": listed.get("maxItems"),
+             "contracts.items.name.enum": listed["items"]["properties"]["name"].get("enum"),
+             "lowest_broken.enum": properties["lowest_broken"].get("enum")}
+    return [f"{schema.HEALTH_SCHEMA.name}: {place} is {json.dumps(found[place])}, the contract "
+            f"chain (probe_agent/chain.py) declares {json.dumps(want)}: "
+            "run python -m sweep.schema --from-chain"
+            for place, want in schema.chain_parts().items() if found[place] != want]
 
 
 def test_every_contract_is_declared_once_checked_and_in_the_schema():
@@ -40,7 +55,6 @@ def throwaway(monkeypatch):
     """The chain with one more contract on top, as a scratch copy would declare it."""
     spec = chain.Contract("scratch", "A throwaway contract", False, ("driver",), False, None, ())
     monkeypatch.setattr(chain, "CONTRACTS", (*chain.CONTRACTS, spec))
-    monkeypatch.setattr(chain, "NAMES", (*chain.NAMES, spec.name))
     monkeypatch.setattr(chain, "BY_NAME", {**chain.BY_NAME, spec.name: spec})
     monkeypatch.setattr(contracts, "CONTRACTS", chain.CONTRACTS)
     return spec

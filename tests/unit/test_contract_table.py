@@ -10,23 +10,25 @@ from sweep.analysis import compare, health
 from sweep.export import prometheus
 from sweep.report import findings
 
+NAMES = tuple(c.name for c in chain.CONTRACTS)  # the chain's names, in its order
+
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "probe_agent" / "schema" / "health-1.schema.json").read_text())
 
 
 def test_the_published_schema_enums_are_the_table():
     item = SCHEMA["properties"]["contracts"]["items"]["properties"]
-    assert item["name"]["enum"] == list(chain.NAMES)  # in chain order, as documents list them
-    assert SCHEMA["properties"]["lowest_broken"]["enum"] == [None, *chain.NAMES]
+    assert item["name"]["enum"] == list(NAMES)  # in chain order, as documents list them
+    assert SCHEMA["properties"]["lowest_broken"]["enum"] == [None, *NAMES]
     assert set(item["status"]["enum"]) == set(chain.STATUS_NAMES)
     assert len(item["status"]["enum"]) == len(chain.STATUS_NAMES)
     assert SCHEMA["properties"]["contracts"]["maxItems"] == len(chain.CONTRACTS)
 
 
 def test_the_table_is_consistent():
-    assert len(set(chain.NAMES)) == len(chain.NAMES)
+    assert len(set(NAMES)) == len(NAMES)
     for n, c in enumerate(chain.CONTRACTS):
-        below = chain.NAMES[:n]
+        below = NAMES[:n]
         assert set(c.consequence_of) <= set(below), f"{c.name} stands on a contract above it"
         assert c.title and isinstance(c.needs_nvml, bool) and isinstance(c.blocks_benchmark, bool)
     kinds = [k for c in chain.CONTRACTS for k in c.findings] + [c.finding[0] for c in chain.CONTRACTS if c.finding]
@@ -34,9 +36,9 @@ def test_the_table_is_consistent():
 
 
 def test_the_agent_judges_every_contract_in_table_order():
-    assert set(CHECKS) == set(chain.NAMES)
+    assert set(CHECKS) == set(NAMES)
     out, lowest = evaluate({"driver": {"nvml_error": "NVMLError_DriverNotLoaded"}})
-    assert [c["name"] for c in out] == list(chain.NAMES)
+    assert [c["name"] for c in out] == list(NAMES)
     assert [c["title"] for c in out] == [c.title for c in chain.CONTRACTS]
     assert lowest == "driver"
     by_name = {c["name"]: c for c in out}
@@ -67,7 +69,7 @@ def test_every_finding_the_analysis_makes_of_gpu_facts_belongs_to_a_contract():
     """A GPU finding the table does not place is filed under its own kind in the report, not its contract."""
     emitted = {row[1] for row in health.GPU_FINDINGS} | {"foreign_process"}
     placed = {kind: findings.contract_of({"kind": kind}) for kind in emitted}
-    assert all(contract in chain.NAMES for contract in placed.values()), placed
+    assert all(contract in NAMES for contract in placed.values()), placed
 
 
 def test_the_docs_list_the_chain_in_order():

@@ -12,11 +12,20 @@ from sweep.cli.reference import help_text
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def markdown_table() -> str:
+    """The README's table of exit codes (sweep/exitcodes.py's TABLE), and the precedence line
+    under it."""
+    rows = [f"| {code} | {readme} |" for code, (_, readme) in sorted(exitcodes.TABLE.items())]
+    order = ", ".join(str(code) for code in exitcodes.PRECEDENCE)
+    return "\n".join(["| code | meaning |", "|---|---|", *rows, "",
+                      f"Precedence when several apply: {order}"])
+
+
 def test_the_readme_table_is_the_exitcodes_table():
     readme = (ROOT / "README.md").read_text()
-    assert exitcodes.markdown_table() in readme, (
-        "README.md's exit-code table differs from sweep/exitcodes.py: paste exitcodes.markdown_table() "
-        "under README's '### Exit codes'")
+    assert markdown_table() in readme, (
+        "README.md's exit-code table differs from sweep/exitcodes.py: paste this under README's "
+        "'### Exit codes':\n" + markdown_table())
 
 
 @pytest.mark.parametrize("command", sorted(exitcodes.COMMANDS))

@@ -15,7 +15,8 @@ from sweep.analysis.bench import OUTLIER_MADS, OUTLIER_MIN, is_outlier
 from sweep.analysis.compare import compare
 from sweep.analysis.speed import speed_section
 from sweep.analysis.speed_reference import reference_of
-from sweep.demo.speed import recorded, speed_fleet, with_speed
+from fleet_variants import with_speed
+from sweep.demo.speed import recorded, speed_fleet
 from test_bench_figures import line, wrapped_run
 from test_speed_judge import load_fleet_of
 

@@ -23,7 +23,8 @@ from sweep.analysis.speed_reference import CEILINGS, FIGURES, LINK_CEILING, link
 from sweep.analysis.speed_record import read_speed
 from sweep.audit.expect import evaluate_expectations, load_expectations
 from sweep.audit.rundiff import diff_runs
-from sweep.demo.speed import recorded, speed_fleet, with_speed, write_speed_run
+from fleet_variants import with_speed
+from sweep.demo.speed import recorded, speed_fleet, write_speed_run
 from sweep.export.prometheus import metrics_text
 from sweep.history import build
 from sweep.report.build import build_report

@@ -13,7 +13,7 @@ from ClusterShell.NodeSet import NodeSet
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import fleet_variants as fv
-from sweep.demo.speed import with_speed
+from fleet_variants import with_speed
 from sweep.report.build import build_report
 
 HEALTHY = ("healthy", "healthy", "healthy")  # every fleet has a reference class of at least three twins

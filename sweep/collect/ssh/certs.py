@@ -31,7 +31,6 @@ class Certificate:
     """What a certificate says about itself."""
 
     source: str  # its file, or "agent: <comment>"
-    key_type: str
     key_id: str
     principals: tuple[str, ...]
     valid_after: int
@@ -99,7 +98,7 @@ def parse_blob(blob: bytes, source: str) -> Certificate:
     while names.at < len(names.data):
         principals.append(names.string().decode("utf-8", "replace"))
     after, before = reader.uint64(), reader.uint64()
-    return Certificate(source, cert_type, key_id, tuple(principals), after, before, kind == 1)
+    return Certificate(source, key_id, tuple(principals), after, before, kind == 1)
 
 
 def read_file(path: str | Path) -> Certificate:
