@@ -215,7 +215,28 @@ class ProcessEngine(Engine):
             yield item
 
 
-class HostProcessEngine(Engine):
+class FanOutEngine(Engine):
+    """An engine whose hosts go through a `sweep.collect.fanout.FanOut` (`_fan`, made by `bind`): `forks`
+    hosts at a time, Ctrl-C stops starting more, the ones in flight are drained."""
+
+    _fan: Any = None
+
+    def run(self, hosts: Sequence[Any]) -> Iterator[tuple[Any, Outcome]]:
+        """Yield (host, outcome) as hosts finish."""
+        if self._fan is None:
+            raise ValueError("bind() the engine to a job first")
+        return self._fan.run(hosts)
+
+    def stop(self) -> None:
+        """Ctrl-C: start no host more and end the ones in flight."""
+        self._fan.stop()
+
+    def drain(self, timeout: float = 10.0) -> Iterator[tuple[Any, Outcome]]:
+        """The outcomes of the hosts that were in flight at `stop()`."""
+        return self._fan.drain(timeout=timeout)
+
+
+class HostProcessEngine(FanOutEngine):
     """One child process per host (``kubectl exec``, ``docker exec``, a local runner): `argv(host)`
     is the command that runs `remote(host)` (the bootstrap, reading the agent on its stdin) where
     the host is; `forks` hosts at a time, each ended with its process group at the host deadline,
@@ -246,17 +267,6 @@ class HostProcessEngine(Engine):
         self.job = replace(job, options=replace(job.options, **job.given_flags(retries=False)))
         self._fan = FanOut(self._probe, forks=job.forks, on_stop=self._kill_all)
         return self
-
-    def run(self, hosts: Sequence[Any]) -> Iterator[tuple[Any, Outcome]]:
-        if self._fan is None:
-            raise ValueError("bind() the engine to a job first")
-        return self._fan.run(hosts)
-
-    def stop(self) -> None:
-        self._fan.stop()
-
-    def drain(self, timeout: float = 10.0) -> Iterator[tuple[Any, Outcome]]:
-        return self._fan.drain(timeout=timeout)
 
     def _probe(self, host: Any) -> Outcome:
         started, options = time.time(), self.job.options

@@ -7,16 +7,16 @@ import time
 from collections import defaultdict
 from dataclasses import replace
 from types import MappingProxyType
-from typing import Any, Iterator, Sequence
+from typing import Any
 
-from sweep.collect.engines.base import Engine, EngineJob
+from sweep.collect.engines.base import EngineJob, FanOutEngine
 from sweep.collect.fanout import FanOut
 from sweep.collect.ssh.prober import Outcome, Prober
 from sweep.collect.ssh.transports import make_prober
 from sweep.text import visible
 
 
-class SSHEngine(Engine):
+class SSHEngine(FanOutEngine):
     """The agent over SSH (`Prober`) in a bounded pool of threads (`FanOut`)."""
 
     name = "ssh"
@@ -37,20 +37,6 @@ class SSHEngine(Engine):
         self._busy: dict = defaultdict(threading.Lock)
         self._fan = FanOut(self._probe, forks=job.forks, on_stop=self._prober.stop)
         return self
-
-    def run(self, hosts: Sequence[Any]) -> Iterator[tuple[Any, Outcome]]:
-        """Yield (host, outcome) as hosts finish."""
-        if self._fan is None:
-            raise ValueError("bind() the engine to a job first")
-        return self._fan.run(hosts)
-
-    def stop(self) -> None:
-        """Ctrl-C: start no host more and shut the connections in flight."""
-        self._fan.stop()
-
-    def drain(self, timeout: float = 10.0) -> list[tuple[Any, Outcome]]:
-        """The outcomes of the hosts that were in flight at `stop()`."""
-        return self._fan.drain(timeout=timeout)
 
     def _probe(self, host: Any) -> Outcome:
         if self.job.wrap is None:
