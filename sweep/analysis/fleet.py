@@ -36,7 +36,7 @@ from sweep.analysis.speed_record import (VALIDATED, gpu_view, read_contended, re
 from sweep.errors import HealthFileError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
 from sweep.schema import health_problem
-from sweep.store import RECORD_VERSION, RunFolder, list_records, normalize_health, read_json
+from sweep.store import RECORD_VERSION, list_records, normalize_health, read_json
 
 PROVENANCE_KIND = "sweep.provenance"
 
@@ -197,13 +197,7 @@ def probed_in(listing) -> str | None:
     ``options.engine`` and each session's): "login" when every one is a login session's (ssh, ansible),
     "job" when one ran it in a Slurm job step, None when the manifest does not say (no manifest: a
     health.json or a record file read alone, which a prolog or a HealthCheckProgram may have written)."""
-    path = Path(listing.manifest_path)
-    if path.name != "manifest.json" or not path.is_file():
-        return None
-    manifest = RunFolder(path.parent).read_manifest(fix="pass the folder a sweep run wrote")
-    said = [manifest.get("options"), *(s.get("options_set") for s in manifest.get("sessions") or ()
-                                       if isinstance(s, dict))]
-    engines = {o.get("engine") for o in said if isinstance(o, dict) and isinstance(o.get("engine"), str)}
+    engines = set(listing.engines)  # read with the manifest's hosts (`list_records`), not again
     if engines & set(JOB_ENGINES):
         return "job"
     return "login" if engines and engines <= set(LOGIN_ENGINES) else None

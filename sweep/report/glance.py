@@ -243,7 +243,9 @@ def cause_rows(g: Glance, drained=()) -> list[dict]:
             "owner": c.owner,
             "owner_label": OWNERS[c.owner].label,
             "owner_action": OWNERS[c.owner].action,
-            "drained": bool(drained & set(c.hosts)),
+            # drain.sh leaves its hosts alone for their cause's owner (a job, a policy, the probe's
+            # environment, a process): said on the row; an unreachable host is not the node's to drain
+            "owned": c.owner != "node" and not drained & set(c.hosts),
         }
         for c in g.causes
     ]

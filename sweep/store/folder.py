@@ -371,6 +371,7 @@ class Listing:
     hosts: list[str] = field(default_factory=list)
     groups: dict[str, list[str]] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)  # file name in hosts/ -> the SHA-256 sweep wrote it with
+    engines: tuple = ()  # the engines the manifest names: the run's options.engine and each session's
 
 
 def list_records(path: Path) -> Listing:
@@ -391,7 +392,8 @@ def list_records(path: Path) -> Listing:
     files = sorted(e.path for e in os.scandir(path) if e.name.endswith(".json") and not e.name.startswith(".")
                    and not is_attempt_file(e.name) and not e.is_dir(follow_symlinks=False))
     digests = read_digests(folder.path) if path == folder.hosts_dir else {}
-    return Listing(listing.manifest_path, [Path(f) for f in files], listing.hosts, listing.groups, digests)
+    return Listing(listing.manifest_path, [Path(f) for f in files], listing.hosts, listing.groups, digests,
+                   listing.engines)
 
 
 def _listed(path: Path) -> Listing:
@@ -400,7 +402,10 @@ def _listed(path: Path) -> Listing:
         return Listing(path)
     manifest = RunFolder(path.parent).read_manifest(fix="pass the folder a sweep run wrote")
     hosts = [h for h in manifest.get("hosts") or () if isinstance(h, str)]
-    return Listing(path, [], hosts, manifest_groups(manifest))
+    said = [manifest.get("options"), *(s.get("options_set") for s in manifest.get("sessions") or ()
+                                       if isinstance(s, dict))]
+    engines = tuple(sorted({o["engine"] for o in said if isinstance(o, dict) and isinstance(o.get("engine"), str)}))
+    return Listing(path, [], hosts, manifest_groups(manifest), engines=engines)
 
 
 @dataclass(frozen=True)

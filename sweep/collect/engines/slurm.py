@@ -207,7 +207,8 @@ class SlurmEngine(ProcessEngine):
                 self._emit(host, failed(host, started, "dns", (
                     f"{host.name}: Slurm knows no node of that name; check the name with sinfo -N, or "
                     "use the Slurm node names in the inventory")))
-            elif "drain" in state and not state.endswith("*"):  # sweep's drain loop: probe it another way
+            elif "drain" in state:  # sweep's drain loop: probe it another way (also when its slurmd is
+                # not answering, "drained*": the ssh engine does not need it)
                 self._emit(host, failed(host, started, "refused", drained_message(host.name, state)))
             elif any(bad in state for bad in _BAD_STATES) or state.endswith("*"):
                 cls = "timeout" if state.endswith("*") or "down" in state else "refused"
