@@ -9,9 +9,14 @@ NVML gives none, and a mask resolved against `nvidia-smi -L` (a real MIG listing
   together (NODENODE): every GPU's CPU affinity, NUMA affinity and nearest NIC as the text gives them.
 - `mlx5`: NVIDIA/nccl#707, NICs named mlx5_0..mlx5_17, the quote cut inside GPU4's row: GPU0-3 read,
   GPU4-7 unknown with the reason (never a value from another column).
+
+The report carries the same per-GPU columns (declared once in sweep/analysis/facts.py): fleet.csv one
+row per GPU (an empty field where the agent left the row unread), hosts.csv each host's text per fact
+("not read" for those GPUs).
 """
 from __future__ import annotations
 
+import csv
 import re
 from pathlib import Path
 
@@ -56,7 +61,7 @@ def swept(needs_sshd, tmp_path_factory):
     report = build_report([result.run_dir], work / "report")
     links = report.fleet.hosts.set_index("host")["worst_link"]
     return records, report.summary, {h: (None if pd.isna(v) else v) for h, v in links.items()}, \
-        report.files["html"].read_text()
+        report.files["html"].read_text(), report.files["fleet_csv"], report.files["hosts_csv"]
 
 
 def health(records, host):
@@ -99,7 +104,7 @@ def test_an_mlx5_matrix_names_the_nics_and_leaves_the_cut_rows_unknown(swept):
 
 
 def test_xid_154_pf_flr_is_a_gpu_reset_in_the_record_the_repair_section_and_the_drain_reason(swept):
-    records, summary, _, html = swept
+    records, summary, _, html, *_ = swept
     [group] = health(records, "flr")["kernel_log"]["xid"]
     assert (group["code"], group["bus_id"], group["action"]) == (154, "0000:0d:00", "reset_gpu")
     assert "0x1 (PF FLR): NVML GPU_RESET" in group["meaning"]
@@ -120,3 +125,48 @@ def test_where_nvml_fails_the_mask_is_resolved_against_nvidia_smi_list(swept):
     [sel] = h["mask"]["selected"]
     assert (sel["physical_index"], sel["mig_uuid"]) == (0, "MIG-a45882f0-9215-5733-a0c1-49286ab31cb5")
 
+
+
+# each GPU's CPU affinity, NUMA affinity, nearest NIC and its link, as the matrix's text gives them
+# (the legend: PXB = several PCIe switches); None: the row is cut in the quoted text (not read)
+MERGED = {i: ("0-55,112-167" if i < 4 else "56-111,168-223", "0" if i < 4 else "1", nic, "PXB")
+          for i, nic in enumerate(("NIC0", "NIC3", "NIC4", "NIC5", "NIC6", "NIC9", "NIC10", "NIC11"))}
+MLX5_READ = {i: ("0-47,96-143", "0", "PXB") for i in range(4)}
+
+
+def fleet_rows(path, host):
+    with open(path, newline="") as f:
+        return {int(r["index"]): r for r in csv.DictReader(f) if r["host"] == host}
+
+
+def host_row(path, host):
+    with open(path, newline="") as f:
+        return next(r for r in csv.DictReader(f) if r["host"] == host)
+
+
+def test_the_report_gives_each_gpu_of_the_merged_header_host_the_matrix_placement(swept):
+    rows = fleet_rows(swept[4], "merged")
+    assert {i: (r["cpu_affinity"], r["numa_affinity"], r["nearest_nic"], r["nearest_nic_link"])
+            for i, r in rows.items()} == MERGED
+    keys = host_row(swept[5], "merged")  # the host's text per fact: a value per GPU where they differ
+    assert keys["key_cpu_affinity"] == "0-55,112-167 x4, 56-111,168-223 x4 (GPU 4-7)"
+    assert keys["key_numa_affinity"] == "0 x4, 1 x4 (GPU 4-7)"
+    assert keys["key_nearest_nic"].startswith("NIC0 (PXB: several PCIe switches) x1, NIC3 (PXB: several PCIe "
+                                              "switches) x1 (GPU 1), NIC4 (PXB: several PCIe switches) x1 (GPU 2)")
+    assert "NIC11 (PXB: several PCIe switches) x1 (GPU 7)" in keys["key_nearest_nic"]
+    assert not {"cpu_affinity", "numa_affinity", "nearest_nic"} & set(swept[1]["classes"][0]["keys"])  # never a key
+
+
+def test_the_report_gives_the_mlx5_host_its_nic_names_and_not_read_for_the_cut_rows(swept):
+    rows = fleet_rows(swept[4], "mlx5")
+    assert {i: (r["cpu_affinity"], r["numa_affinity"], r["nearest_nic_link"]) for i, r in rows.items()} == {
+        **MLX5_READ, **{i: ("", "", "") for i in range(4, 8)}}  # empty: the agent left GPU4-7's rows unread
+    assert all(rows[i]["nearest_nic"] in ("mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7") for i in (0, 1))
+    assert all(rows[i]["nearest_nic"] in ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3") for i in (2, 3))
+    assert all(rows[i]["nearest_nic"] == "" for i in range(4, 8))
+    keys = host_row(swept[5], "mlx5")
+    assert keys["key_cpu_affinity"] == "0-47,96-143 x4, not read x4 (GPU 4-7)"
+    assert keys["key_numa_affinity"] == "0 x4, not read x4 (GPU 4-7)"
+    assert re.fullmatch(r"not read x4, (mlx5_[4-7]) \(PXB: several PCIe switches\) x2 \(GPU 0-1\), (mlx5_[0-3]) "
+                        r"\(PXB: several PCIe switches\) x2 \(GPU 2-3\)", keys["key_nearest_nic"]).groups() == (
+        rows[0]["nearest_nic"], rows[2]["nearest_nic"])
