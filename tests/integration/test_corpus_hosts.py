@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from sweep.analysis.facts import GPU_FACTS
 from sweep.collect.run import run_sweep
 from sweep.demo import synth
 from sweep.demo.loopback import FleetHost, LocalFleet
@@ -144,6 +145,13 @@ def host_row(path, host):
         return next(r for r in csv.DictReader(f) if r["host"] == host)
 
 
+def html_facts(html, host):
+    """The GPU facts of `host`'s block in report.html: label -> its text (None: the host has no block)."""
+    block = re.search(r'<details class="host" id="[\w-]+">\s*<summary>(?:(?!</details>).)*?<b class="mono">'
+                      + re.escape(host) + r'</b>(?:(?!</details>).)*</details>', html, re.S)
+    return block and dict(re.findall(r'<tr data-fact="[^"]*"><td>([^<]*)</td><td>([^<]*)</td></tr>', block.group(0)))
+
+
 def test_the_report_gives_each_gpu_of_the_merged_header_host_the_matrix_placement(swept):
     rows = fleet_rows(swept[4], "merged")
     assert {i: (r["cpu_affinity"], r["numa_affinity"], r["nearest_nic"], r["nearest_nic_link"])
@@ -155,6 +163,7 @@ def test_the_report_gives_each_gpu_of_the_merged_header_host_the_matrix_placemen
                                               "switches) x1 (GPU 1), NIC4 (PXB: several PCIe switches) x1 (GPU 2)")
     assert "NIC11 (PXB: several PCIe switches) x1 (GPU 7)" in keys["key_nearest_nic"]
     assert not {"cpu_affinity", "numa_affinity", "nearest_nic"} & set(swept[1]["classes"][0]["keys"])  # never a key
+    assert html_facts(swept[3], "merged") is None  # every contract ok: folded into the quiet hosts, no block
 
 
 def test_the_report_gives_the_mlx5_host_its_nic_names_and_not_read_for_the_cut_rows(swept):
@@ -170,3 +179,13 @@ def test_the_report_gives_the_mlx5_host_its_nic_names_and_not_read_for_the_cut_r
     assert re.fullmatch(r"not read x4, (mlx5_[4-7]) \(PXB: several PCIe switches\) x2 \(GPU 0-1\), (mlx5_[0-3]) "
                         r"\(PXB: several PCIe switches\) x2 \(GPU 2-3\)", keys["key_nearest_nic"]).groups() == (
         rows[0]["nearest_nic"], rows[2]["nearest_nic"])
+    assert html_facts(swept[3], "mlx5") is None
+
+
+def test_a_host_block_in_the_html_lists_its_gpu_facts_not_read_where_the_agent_read_none(swept):
+    """The single-GPU host with a Xid has a block: its GPU facts as hosts.csv says them; one GPU, no
+    topo -m matrix read, so its placement is 'not read' (never empty, never another column's)."""
+    shown, keys = html_facts(swept[3], "flr"), host_row(swept[5], "flr")
+    assert (shown["CPU affinity"], shown["NUMA affinity"], shown["Nearest NIC"]) == ("not read",) * 3
+    assert shown == {label: keys[f"key_{name}"] for name, label in ((f.name, f.label) for f in GPU_FACTS) if f"key_{name}" in keys
+                     and label in shown} and shown["GPU model"] == keys["key_gpu_model"]
