@@ -42,7 +42,10 @@ def swept(needs_sshd, tmp_path_factory):
     work = tmp_path_factory.mktemp("corpus-hosts")
     hosts = []
     for name, matrix in MATRICES.items():
-        cap = synth.derive(synth.base_capture("h200-idle"), [synth.multi_gpu(8), synth.identity(name)], hostname=name)
+        # the merged host's GPU 6 runs hot: a warning, so the host has a block in report.html
+        hot = [synth.thermal_slowdown(gpus=(6,))] if name == "merged" else []
+        cap = synth.derive(synth.base_capture("h200-idle"), [synth.multi_gpu(8), synth.identity(name), *hot],
+                           hostname=name)
         cap["commands"]["nvidia-smi topo -m"]["stdout"] = (CORPUS / matrix).read_text()
         cap["nvml"]["gpu0.throttle_reasons"] = {"error": "NVMLError_NotSupported"}  # nvidia-smi -q says them
         synth.write(cap, work / f"{name}.json")
@@ -163,7 +166,9 @@ def test_the_report_gives_each_gpu_of_the_merged_header_host_the_matrix_placemen
                                               "switches) x1 (GPU 1), NIC4 (PXB: several PCIe switches) x1 (GPU 2)")
     assert "NIC11 (PXB: several PCIe switches) x1 (GPU 7)" in keys["key_nearest_nic"]
     assert not {"cpu_affinity", "numa_affinity", "nearest_nic"} & set(swept[1]["classes"][0]["keys"])  # never a key
-    assert html_facts(swept[3], "merged") is None  # every contract ok: folded into the quiet hosts, no block
+    shown = html_facts(swept[3], "merged")  # its block in report.html (GPU 6 runs hot) says the same
+    assert (shown["CPU affinity"], shown["NUMA affinity"], shown["Nearest NIC"]) == (
+        keys["key_cpu_affinity"], keys["key_numa_affinity"], keys["key_nearest_nic"])
 
 
 def test_the_report_gives_the_mlx5_host_its_nic_names_and_not_read_for_the_cut_rows(swept):
