@@ -83,6 +83,23 @@ def path_reader(path: str, dtype: str) -> Callable:
     return read
 
 
+def keyed_reader(path: str, dtype: str) -> Callable:
+    """The reader of a GPU's value in a host map keyed by GPU index ("topology.cpu_affinity.*": the
+    `*` step is the GPU's index): called with the health document and the GPU's index, its value
+    where it is of `dtype`, else None (not read)."""
+    before, after = path.split(".*")
+    steps, rest, accepts = tuple(before.split(".")), tuple(s for s in after.split(".") if s), ACCEPTS[dtype]
+
+    def read(health, index):
+        doc = health
+        for step in (*steps, str(index), *rest):
+            doc = doc.get(step) if isinstance(doc, dict) else None
+        return doc if accepts(doc) else None
+    read.keyed = True  # the frames call it with the host's document and the GPU's index
+    read.__name__ = f"read_{(rest or steps)[-1]}"
+    return read
+
+
 @dataclass(frozen=True, kw_only=True)
 class Fact:
     """One fact: everything each consumer needs to know about it, by keyword.
@@ -118,11 +135,13 @@ class Fact:
     def __post_init__(self):
         if self.path is None:
             return
-        if self.path.startswith("gpus#.") != (self.scope == "gpu"):
-            raise ValueError(f"fact {self.name!r}: a GPU fact's path starts with 'gpus#.', a host fact's not")
+        keyed = self.scope == "gpu" and ".*" in self.path and not self.path.startswith("gpus#.")
+        if (self.path.startswith("gpus#.") or keyed) != (self.scope == "gpu"):
+            raise ValueError(f"fact {self.name!r}: a GPU fact's path starts with 'gpus#.' (or is a host map keyed by "
+                             "GPU index, 'topology.cpu_affinity.*'), a host fact's not")
         column = self.column or self.name
-        derived = {"columns": (column,), "paths": (self.path,),
-                   "reads": {column: (self.dtype, path_reader(self.path, self.dtype))},
+        reader = (keyed_reader if keyed else path_reader)(self.path, self.dtype)
+        derived = {"columns": (column,), "paths": (self.path,), "reads": {column: (self.dtype, reader)},
                    "render": _render_of(column, self.dtype), "unread": lambda r: r[column] is None}
         if self.metric is None and self.no_metric is None:
             derived["metric"] = _metric_of(self, column)
@@ -183,6 +202,14 @@ def _clocks(r) -> str:
     if texts.default_clocks(r):
         return "default"
     return f"app clocks {r['app_sm_mhz']} MHz"
+
+
+def _nearest_nic(r) -> str:
+    """'NIC0 (PXB: several PCIe switches)', 'not read'."""
+    if r["nearest_nic"] is None:
+        return "not read"
+    link = r["nearest_nic_link"]
+    return r["nearest_nic"] + (f" ({link}: {LINK_MEANING[link]})" if link in LINK_MEANING else f" ({link or '?'})")
 
 
 def _power(r) -> str:
@@ -272,6 +299,9 @@ def _port_rate(health, pick) -> Optional[float]:
 FIRMWARE = [(None, "firmware differs: a change-window left hosts half-upgraded ({value} vs {reference}); firmware "
                    "changes clocks, power management, error handling and link training, so the hosts may not behave "
                    "alike; finish the upgrade (or roll it back) on every host")]
+CPU_PLACEMENT = ("the GPU is attached to {value} instead of {reference}: a process pinned by the reference's "
+                 "layout feeds this GPU across the CPU interconnect (slower host-to-GPU copies and launches); "
+                 "pin each rank to its GPU's CPUs and NUMA node")
 UPGRADE = "finish the firmware upgrade of the change window on this host (or approve this version)"
 
 
@@ -415,6 +445,25 @@ FACTS: tuple[Fact, ...] = (
          metric=_info("sweep_host_fabric_manager_info", "The NVIDIA fabric manager's version where it runs, value 1.",
                       ("version", "fabric_manager_version")), contract="fabric", expect=_approved("fabric_manager"),
          compares=False),
+    # where each GPU sits (nvidia-smi topo -m, schema 1.7): shown per GPU, never a comparability key (two
+    # GPUs of one host have different CPUs and NICs by design); "not read" where the agent left the row unread
+    Fact(name="cpu_affinity", label="CPU affinity", scope="gpu", path="topology.cpu_affinity.*",
+         render=_version("cpu_affinity", "not read"), impact=[(None, CPU_PLACEMENT)], diff_kind="topology",
+         contract="topology", compares=False),
+    Fact(name="numa_affinity", label="NUMA affinity", scope="gpu", path="topology.numa_affinity.*",
+         render=_version("numa_affinity", "not read"), impact=[(None, CPU_PLACEMENT)], diff_kind="topology",
+         contract="topology", compares=False),
+    Fact(name="nearest_nic", label="Nearest NIC", scope="gpu", columns=("nearest_nic", "nearest_nic_link"),
+         render=_nearest_nic, diff_kind="topology", contract="topology", compares=False,
+         impact=[(None, "the GPU's nearest NIC is {value} instead of {reference}: GPUDirect RDMA traffic from this "
+                        "GPU crosses more of the PCIe tree (or the CPU's root complex), so its share of a collective "
+                        "across hosts is slower; check the NIC's cabling and the launcher's NIC-to-GPU mapping")],
+         paths=("host_settings.nearest_nic.*.nic", "host_settings.nearest_nic.*.link"),
+         metric=_info("sweep_gpu_nearest_nic_info", "The GPU's nearest NIC in nvidia-smi topo -m and its link to it "
+                      "(PIX, PXB, PHB, NODE, SYS), value 1.", ("nic", "nearest_nic"), ("link", "nearest_nic_link")),
+         reads={"nearest_nic": ("category", keyed_reader("host_settings.nearest_nic.*.nic", "category")),
+                "nearest_nic_link": ("category", keyed_reader("host_settings.nearest_nic.*.link", "category"))},
+         unread=lambda r: r["nearest_nic"] is None),
 )
 
 

@@ -371,7 +371,7 @@ class _Builder:
         speed = read_speed(health) if health.get("speed") is not None else None
         for g in gpus:
             self.gpus.append(_gpu_facts(gpu_view(g, speed), under_load.get(g.get("index")) or _EMPTY, position,
-                                        g.get("index") in picked))
+                                        g.get("index") in picked, health))
             for p in (p for p in g.get("processes") or () if (g.get("index"), p.get("pid")) in foreign):
                 job = p.get("job") if isinstance(p.get("job"), dict) else {}
                 self.processes.append({"host": position, "gpu": g.get("index"), "pid": p.get("pid"),
@@ -469,20 +469,21 @@ _SECTIONS = tuple((section, tuple(key for _, key in pairs)) for section, pairs i
 _OWN_KEYS = tuple(key for _, key in GPU_FIELDS[0][1])
 _LOAD_KEYS = tuple(key for _, key in LOAD_FIELDS)
 _ENVELOPE_KEYS = tuple(SPEED_ENVELOPE.values())
-_PLAIN_READERS = tuple(read for _, read in GPU_PLAIN_READS.values())
+_PLAIN_READERS = tuple((read, getattr(read, "keyed", False)) for _, read in GPU_PLAIN_READS.values())
 _MEASURED_READERS = tuple(read for _, read in GPU_MEASURED_READS.values())
 _NO_SPEED = (None,) * (len(SPEED_ENVELOPE) + len(GPU_MEASURED_READS))  # the tier did not run on the host
 
 
-def _gpu_facts(g: dict, load: dict, host: int, selected: bool) -> list:
+def _gpu_facts(g: dict, load: dict, host: int, selected: bool, health: dict) -> list:
     """One GPU's row, its values in the order GPU_ROW names them; each section is read by one C-level
-    `map` of its keys (80,000 GPUs: no Python loop per value)."""
+    `map` of its keys (80,000 GPUs: no Python loop per value). A reader of a host map keyed by GPU
+    index (`facts.keyed_reader`) reads the host's `health` at the GPU's index."""
     row = [host, selected, *map(g.get, _OWN_KEYS)]
     for section, keys in _SECTIONS:
         row.extend(map((g.get(section) or _EMPTY).get, keys))
     row.extend(map(load.get, _LOAD_KEYS))
     row.extend(_gpu_computed(g))
-    row.extend([read(g) for read in _PLAIN_READERS])
+    row.extend([read(health, g.get("index")) if keyed else read(g) for read, keyed in _PLAIN_READERS])
     measured = g.get(VALIDATED)  # the host ran the speed tier (speed_record.gpu_view)
     if measured is None:
         row.extend(_NO_SPEED)

@@ -223,6 +223,8 @@ def host_details(fleet: Fleet, findings: Findings, finding_hosts=()) -> dict:
             {"name": c["contract"], "title": c["title"], "status": c["status"], "message": c["message"],
              "fix": c["fix"], "consequence_of": c["consequence_of"]})
     said = {h["host"]: h["findings"] for h in finding_hosts}
+    texts = findings.host_keys[[f.name for f in fact_table.GPU_FACTS]].to_numpy(dtype=object)
+    labels = [f.label for f in fact_table.GPU_FACTS]
     blocks = []
     for position, r in zip(order.tolist(), chosen):
         failed = r["status"] != "ok"
@@ -232,6 +234,9 @@ def host_details(fleet: Fleet, findings: Findings, finding_hosts=()) -> dict:
             "summary": f"{r['failure_class']}: {r['failure_message'] or ''}" if failed else r["summary"],
             "groups": r["groups"], "contracts": chain.get(r["host"], []), "provenance": r["provenance"],
             "findings": said.get(r["host"], []), "anchor": f"host-{position}",
+            # its GPUs' facts, each as the table renders it (a value per GPU where they differ)
+            "gpus": [] if failed else [{"label": label, "value": v} for label, v in zip(labels, texts[position])
+                                       if not pd.isna(v)],
         })
     quiet_names = hosts["host"].to_numpy(dtype=object)[quiet].tolist()
     return {"blocks": blocks, "more": max(0, len(problems) - len(blocks)), "total": len(hosts),

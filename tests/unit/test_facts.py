@@ -337,9 +337,13 @@ def test_replays_with_and_without_the_new_fields(tmp_path):
     new["host_settings"]["cpu_governor"] = {"performance": 16}
     new["topology"]["worst_link_selected"] = "NV18"
     sample = {"category": "x1", "string": "x1", "Int64": 4, "Float64": 1.5, "boolean": True}
+    new["host_settings"]["nearest_nic"] = {str(g["index"]): {"nic": "mlx5_0", "link": "PXB"} for g in new["gpus"]}
     for fact in (f for f in facts.FACTS if f.path):  # and every other fact declared by its path
+        keyed = fact.scope == "gpu" and not fact.path.startswith("gpus#.")  # a host map keyed by GPU index
         *section, field = fact.path.removeprefix("gpus#.").split(".")
-        for doc in new["gpus"] if fact.scope == "gpu" else [new]:
+        if keyed:
+            section, field = [*section, field][:-1], str(new["gpus"][0]["index"])
+        for doc in new["gpus"] if fact.scope == "gpu" and not keyed else [new]:
             for step in section:
                 doc = doc.setdefault(step, {}) if isinstance(doc.get(step), dict) or doc.get(step) is None else doc[step]
             if doc.get(field) is None:
