@@ -148,7 +148,7 @@ def fold_stream(lines, fold, deadline, limit=MAX_BYTES):
     """Fold the lines of a byte stream (journalctl's stdout, a log file), within its bounds. The hot
     loop of a flooded log: names bound locally, a kind already seen counted without a call to `add`."""
     total, xid, bus, kinds, key_of, add = 0, MARKERS[0], MARKERS[1], fold.kinds, event_key, fold.add
-    before = (b"", b"")
+    back2 = back1 = b""  # the two lines before this one (a message's first line, where it spans three)
     for n, line in enumerate(lines):
         total += len(line)
         if total > limit or ((n & 4095) == 0 and time.monotonic() >= deadline):
@@ -162,8 +162,8 @@ def fold_stream(lines, fold, deadline, limit=MAX_BYTES):
             else:
                 add(line)
         elif bus in line:
-            add(joined(before, line))
-        before = (before[1], line)
+            add(joined((back2, back1), line))
+        back2, back1 = back1, line
     return fold
 
 
