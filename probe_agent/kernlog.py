@@ -3,7 +3,9 @@
 A host can log hundreds of thousands of Xid lines (one report: 800k Xid 95 lines, 29 distinct), so
 lines are never kept one by one: each event kind (the text from "Xid (" or "SXid (" to the first
 comma after the code, e.g. "Xid (PCI:0000:18:00): 95") keeps its count and its first and last
-line, and at most MAX_EVENTS kinds are kept (the rest are counted in `dropped`). The read stops
+line, and at most MAX_EVENTS kinds are kept (the rest are counted in `dropped`). An SXid's Data
+line is a kind of its own (the event, where its first line was not read); a "fallen off the bus"
+message that dmesg or journalctl print over three lines is kept joined to the line naming the GPU. The read stops
 at MAX_BYTES or after SECONDS (`complete` is then false: the newest lines were not reached).
 
 Sources, the first that can be read: /dev/kmsg (each record's time since boot kept as a dmesg
@@ -73,9 +75,29 @@ def event_key(raw):
     comma = raw.find(b",", i + 6)
     if i and raw[i - 1] == 83:  # "S": an NVSwitch SXid, followed by two detail lines that are no event of their own
         i -= 1
-        if comma > 0 and raw.startswith((b" Severity", b" Data"), comma + 1):
+        if comma > 0 and raw.startswith(b" Severity", comma + 1):
             return None
+        if comma > 0 and raw.startswith(b" Data", comma + 1):  # counted apart: the event where its first line is not read
+            return raw[i:comma][:155] + b" Data"
     return raw[i:comma if comma > 0 else len(raw.rstrip(b"\r\n"))][:160]
+
+
+GPU_HEAD = b"NVRM: The NVIDIA GPU "
+
+
+def joined(before, line):
+    """A "fallen off the bus" line whose message began on an earlier line: dmesg and journalctl print a
+    kernel message's further lines on lines of their own ("[ 1843.3] NVRM: The NVIDIA GPU 0000:b3:00.0",
+    "    NVRM: (PCI ID: 10de:26b5) installed in this system has", "    NVRM: fallen off the bus and ..."), so
+    the GPU's address is on the message's first line. `before`: the two lines read before this one. The
+    message joined from its first line, or the line as it is (/dev/kmsg keeps a message in one record)."""
+    if GPU_HEAD in line:
+        return line
+    for n, head in enumerate(before):
+        if GPU_HEAD in head:
+            rest = [x.strip() for x in before[n + 1:]] + [line.strip()]
+            return head.rstrip(b"\r\n") + b" " + b" ".join(rest)
+    return line
 
 
 def answer(source, fold, tried, boot):
@@ -126,6 +148,7 @@ def fold_stream(lines, fold, deadline, limit=MAX_BYTES):
     """Fold the lines of a byte stream (journalctl's stdout, a log file), within its bounds. The hot
     loop of a flooded log: names bound locally, a kind already seen counted without a call to `add`."""
     total, xid, bus, kinds, key_of, add = 0, MARKERS[0], MARKERS[1], fold.kinds, event_key, fold.add
+    back2 = back1 = b""  # the two lines before this one (a message's first line, where it spans three)
     for n, line in enumerate(lines):
         total += len(line)
         if total > limit or ((n & 4095) == 0 and time.monotonic() >= deadline):
@@ -139,7 +162,8 @@ def fold_stream(lines, fold, deadline, limit=MAX_BYTES):
             else:
                 add(line)
         elif bus in line:
-            add(line)
+            add(joined((back2, back1), line))
+        back2, back1 = back1, line
     return fold
 
 
@@ -205,9 +229,6 @@ def boot(real_path):
 
 
 def legacy_fold(lines):
-    """The events of a capture that kept the matching lines one by one (capture version 2)."""
-    fold = Fold()
-    for line in lines or ():
-        if isinstance(line, str):
-            fold.add(line.encode("utf-8", "replace"))
-    return fold.events()
+    """The events of lines kept one by one (a capture of version 2, a test's text), folded as a log is."""
+    raw = (line.encode("utf-8", "replace") for line in lines or () if isinstance(line, str))
+    return fold_stream(raw, Fold(), time.monotonic() + 3600.0, limit=1 << 62).events()

@@ -49,6 +49,11 @@ RECOVERY_ACTION = {0: "ignore", 1: "reset_gpu", 2: "reboot", 3: "reset_gpu", 4: 
                    6: "reset_gpu", 7: "reboot"}
 RECOVERY_TO = re.compile(r"\bto\s+(0x[0-9a-fA-F]+|\d+)?\s*(?:\(([^)]*)\))?\s*$")
 LINE = re.compile(r"(S?)Xid \((?:PCI:)?([0-9a-fA-F:.]+)\):\s*(\d+)\s*,?\s*(.*)$")
+# The driver's own words for a GPU lost from the bus, with or without an Xid 79 line beside them: "NVRM: GPU
+# 0000:06:00.0: GPU has fallen off the bus." (beside Xid 79), "NVRM: The NVIDIA GPU 0000:b3:00.0 NVRM: (PCI ID:
+# 10de:26b5) installed in this system has NVRM: fallen off the bus ..." (alone; kernlog.joined makes it one line)
+FALLEN = re.compile(r"NVRM: (?:The NVIDIA )?GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.[0-7])?\b.*?"
+                    r"fallen off the bus")
 SINCE_BOOT = re.compile(r"^\[\s*(\d+(?:\.\d+)?)\]")
 KERN_LOG_STAMP = re.compile(r"kernel: \[\s*(\d+(?:\.\d+)?)\]")  # "Nov 30 12:00:01 host kernel: [ 12.3] ..."
 # ISO wall times: journalctl -o short-iso at the line's start, dmesg --time-format iso after its facility
@@ -119,12 +124,20 @@ def stamp(line, booted_at):
 def parse_events(events, booted_at=None):
     """Group folded events (first line, last line, count) per (kind, device, code): count, first and
     last time and message, NVIDIA's bucket, sweep's action, kind, meaning. Xid first, then SXid."""
-    groups = {}
+    groups, unseen = {}, {}
     for first, last, count in events or ():
-        m = LINE.search(first)
-        if not m or not isinstance(count, int):
+        m = LINE.search(first) if isinstance(count, int) else None
+        fell = FALLEN.search(first) if not m and isinstance(count, int) else None
+        if fell:  # the GPU's Xid 79, where the log holds no Xid 79 line for it
+            said = first[fell.start():].strip()[:300]
+            unseen.setdefault(("xid", fell.group(1).lower(), 79), [first, last, 0, said])[2] += count
+            continue
+        if not m:
             continue
         kind, bus, code = "sxid" if m.group(1) else "xid", m.group(2).lower(), int(m.group(3))
+        if kind == "sxid" and m.group(4).startswith("Data"):  # the event's detail, counted where its first line is not read
+            unseen.setdefault((kind, bus, code), [first, last, 0, None])[2] += count
+            continue
         g = groups.get((kind, bus, code))
         if g is None:
             g = groups[(kind, bus, code)] = _group(kind, bus, code, first, booted_at)
@@ -134,11 +147,17 @@ def parse_events(events, booted_at=None):
         if g["code"] == 154 and kind == "xid":
             j = judged(kind, 154, g["last"])
             g["bucket"], g["action"], g["kind"], g["meaning"] = j["bucket"], j["action"], j["kind"], j["meaning"]
+    for key, (first, last, count, said) in unseen.items():
+        if key not in groups:
+            g = groups[key] = _group(key[0], key[1], key[2], first, booted_at, said)
+            g["count"] = count
+            g["last_s"], g["last_at"] = stamp(last, booted_at)
+            g["last"] = said or LINE.search(last).group(4).strip()[:300]
     return sorted(groups.values(), key=lambda g: (RANK[g["action"]], g["bus_id"], g["code"]))
 
 
-def _group(kind, bus, code, first, booted_at):
-    text = LINE.search(first).group(4).strip()
+def _group(kind, bus, code, first, booted_at, said=None):
+    text = said or LINE.search(first).group(4).strip()
     j = judged(kind, code, text)
     first_s, first_at = stamp(first, booted_at)
     return {"type": kind, "bus_id": bus, "code": code, "count": 0, "kind": j["kind"], "bucket": j["bucket"],

@@ -8,6 +8,7 @@ the new parsers) the same checks run through that tree's own functions, and each
 Counts per kind: files, checks (one per expected value of the manifest), disagreements.
 """
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -64,6 +65,13 @@ def kernlog_checks(n, text, exp):
         if len(want) > 5:
             at = next((g["first_at"] for g in groups if [g["type"], g["bus_id"], g["code"]] == want[:3]), None)
             check("kernlog", name + " wall time", at == want[5], "got %r" % at)
+    for said in exp.get("said", []):
+        name = "%s %s %s %s" % (n, said["group"][0], said["group"][1], said["group"][2])
+        g = next((x for x in groups if [x["type"], x["bus_id"], x["code"]] == said["group"]), {})
+        check("kernlog", name + " seconds since boot", g.get("first_s") == said["first_s"], "got %r" % g.get("first_s"))
+        if "pid" in said:
+            ok = re.match(r"pid='?%s'?,\s+name=%s," % (re.escape(said["pid"]), re.escape(said["name"])), g.get("first") or "")
+            check("kernlog", name + " pid and name", bool(ok), "got %r" % (g.get("first") or "")[:60])
 
 
 def smi_list_checks(n, text, exp):

@@ -123,6 +123,25 @@ def test_kmsg_records_keep_their_time_since_boot_and_sxid_detail_lines_are_one_e
     assert [(g["code"], g["count"], g["action"]) for g in log["sxid"]] == [(12028, 1, "reboot"), (20001, 1, "ignore")]
 
 
+def test_a_gpu_fallen_off_the_bus_without_an_xid_line_and_an_sxid_read_only_from_its_data_are_events(tmp_path):
+    """/dev/kmsg keeps a message of several lines as one record, its newlines escaped: the driver's words for a
+    GPU lost from the bus with no Xid 79 line (NVIDIA/NVSentinel#155) are that GPU's Xid 79; an SXid whose first
+    line was overwritten in the ring buffer is still its event, from its Data line."""
+    root = tmp_path / "root"
+    (root / "dev").mkdir(parents=True)
+    fallen = ("NVRM: The NVIDIA GPU 0000:b3:00.0\\x0a               NVRM: (PCI ID: 10de:26b5) installed in this system has"
+              "\\x0a               NVRM: fallen off the bus and is not responding to commands.")
+    data = "nvidia-nvswitch1: SXid (PCI:0000:84:00.0): 12028, Data {0x000001c0, 0x00bd5c8a, 0x00000500}"
+    beside = ["NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.", "NVRM: GPU 0000:06:00.0: GPU has fallen off the bus."]
+    records = [fallen, data] + beside
+    (root / "dev" / "kmsg").write_text("".join("3,%d,%d,-;%s\n" % (n, 1843308145 + n, r) for n, r in enumerate(records)))
+    log = read_kernel_log(LiveSource(root=str(root), journalctl=None))
+    assert [(g["bus_id"], g["code"], g["count"], g["action"]) for g in log["xid"]] == [
+        ("0000:06:00", 79, 1, "reboot"), ("0000:b3:00", 79, 1, "reboot")]  # the one beside its Xid line is no second event
+    assert log["xid"][1]["first_s"] == 1843.308145 and "fallen off the bus" in log["xid"][1]["first"]
+    assert [(g["bus_id"], g["code"], g["count"], g["action"]) for g in log["sxid"]] == [("0000:84:00.0", 12028, 1, "reboot")]
+
+
 def test_a_read_cut_by_its_time_bound_does_not_pass_for_no_xid(tmp_path, monkeypatch):
     monkeypatch.setattr(kernlog, "SECONDS", 0.0)
     root = tmp_path / "root"
