@@ -4,6 +4,9 @@ verdict_model), deciding nothing: the rows of the other classes, the watch line,
 """
 from __future__ import annotations
 
+import os
+import shlex
+
 from probe_agent.chain import BY_NAME as CONTRACT_BY_NAME
 from sweep.analysis.names import abbreviate, fold_hosts, host_key
 from sweep.report.findings import shape_of
@@ -87,6 +90,9 @@ def next_commands(summary: dict) -> list[dict]:
     """What acts on this verdict, in the order an operator runs it: preview and run the drain, benchmark the pool,
     probe the busy hosts again, resume what sweep drained: [{"command", "what"}]."""
     sets = summary["host_sets"]
+    sources = summary.get("sources") or []
+    # the run folder reported, where there is one
+    run = shlex.quote(os.path.abspath(sources[0])) if len(sources) == 1 else "RUN_DIR"
     out = []
     if summary["drain"]:
         out.append({"command": "sh drain.sh -n", "what": f"preview draining {plural(sets['drain']['size'], 'host')} "
@@ -97,14 +103,14 @@ def next_commands(summary: dict) -> list[dict]:
                     "what": f"benchmark the pool ({plural(sets['pool']['size'], 'host')}; pool.nodeset)"})
         out.append({"command": "sh resume.sh -n", "what": "preview resuming the pool's nodes that sweep drained"})
     if sets.get("busy", {}).get("size"):
-        out.append({"command": "sweep run --resume RUN_DIR --retry-failed busy",
+        out.append({"command": f"sweep run --resume {run} --retry-failed busy",
                     "what": f"probe again the {plural(sets['busy']['size'], 'host')} running a job "
                             f"({sets['busy']['folded']}) once the jobs end"})
     if sets["broken"]["size"]:
         out.append({"command": "sweep run INVENTORY --limit @report/broken.txt",
                     "what": f"after the repairs, sweep the {plural(sets['broken']['size'], 'broken host')} again"})
     if sets["unreachable"]["size"]:
-        out.append({"command": "sweep run --resume RUN_DIR --retry-failed",
+        out.append({"command": f"sweep run --resume {run} --retry-failed",
                     "what": f"reach the {plural(sets['unreachable']['size'], 'unreachable host')} and sweep "
                             "them again"})
     return out

@@ -106,8 +106,8 @@ def test_run_ends_with_the_absolute_paths_of_its_run_folder_and_report(tmp_path,
     assert lines[-2:] == [f"report: {run.resolve() / 'report' / 'report.html'}", f"run folder: {run.resolve()}"]
     assert "refused" in captured.err  # the summary and its failures are diagnostics: stderr
     assert lines[1:6] == ["  unreachable 1  gpu01", "causes, each with its fix:",  # the verdict's sets and causes
-                          lines[3], "next: sweep run --resume RUN_DIR --retry-failed: reach the 1 unreachable host "
-                          "and sweep them again", f"details: sweep report {run.resolve()} --details"] and len(lines) == 8
+                          lines[3], f"next: sweep run --resume {run.resolve()} --retry-failed: reach the 1 unreachable "
+                          "host and sweep them again", f"details: sweep report {run.resolve()} --details"] and len(lines) == 8
     assert lines[3].startswith("  gpu01 (1 unreachable): refused: ") and "; fix: start sshd on the host" in lines[3]
     assert f"report: {run.resolve()}" not in captured.err
     assert main(["run", "--help"]) == 0
