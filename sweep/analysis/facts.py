@@ -131,6 +131,8 @@ class Fact:
                                      # says so instead of judging it (None: its text says what a gap means)
     per_gpu: Optional[Callable] = None  # a row -> the text of one GPU in "700 W x7, 250 W x1 (GPU 3)"
     compares: bool = True            # splits the fleet into comparability classes
+    alike: bool = True               # the GPUs of one host should agree on it (else "GPUs differ within the
+                                     # host"); False where each GPU has its own by design (its CPUs, its NIC)
 
     def __post_init__(self):
         if self.path is None:
@@ -449,12 +451,12 @@ FACTS: tuple[Fact, ...] = (
     # GPUs of one host have different CPUs and NICs by design); "not read" where the agent left the row unread
     Fact(name="cpu_affinity", label="CPU affinity", scope="gpu", path="topology.cpu_affinity.*",
          render=_version("cpu_affinity", "not read"), impact=[(None, CPU_PLACEMENT)], diff_kind="topology",
-         contract="topology", compares=False),
+         contract="topology", compares=False, alike=False),
     Fact(name="numa_affinity", label="NUMA affinity", scope="gpu", path="topology.numa_affinity.*",
          render=_version("numa_affinity", "not read"), impact=[(None, CPU_PLACEMENT)], diff_kind="topology",
-         contract="topology", compares=False),
+         contract="topology", compares=False, alike=False),
     Fact(name="nearest_nic", label="Nearest NIC", scope="gpu", columns=("nearest_nic", "nearest_nic_link"),
-         render=_nearest_nic, diff_kind="topology", contract="topology", compares=False,
+         render=_nearest_nic, diff_kind="topology", contract="topology", compares=False, alike=False,
          impact=[(None, "the GPU's nearest NIC is {value} instead of {reference}: GPUDirect RDMA traffic from this "
                         "GPU crosses more of the PCIe tree (or the CPU's root complex), so its share of a collective "
                         "across hosts is slower; check the NIC's cabling and the launcher's NIC-to-GPU mapping")],

@@ -101,7 +101,8 @@ def health_findings(fleet, hosts, keys, mixed, probe_env=frozenset()) -> tuple[F
                     f"GPU {fold_numbers(ix)}{said}" for said, ix in d.items()), fix) for h, d in per_host.items()]
 
     out += _process_findings(fleet)
-    mixed = mixed[[k for k in mixed.columns if fact_table.BY_NAME[k].history == "value"]]  # not measured figures
+    # not measured figures, and not what each GPU has its own of by design (its CPUs, its nearest NIC)
+    mixed = mixed[[k for k in mixed.columns if fact_table.BY_NAME[k].history == "value" and fact_table.BY_NAME[k].alike]]
     mixed_hosts = mixed[mixed.any(axis=1)]
     for h, row in mixed_hosts.iterrows():  # rare: hosts whose selected GPUs differ among themselves
         differ = [k for k in mixed_hosts.columns if row[k]]
