@@ -163,15 +163,16 @@ def assess(fleet: Fleet, baseline: str | Path | None = None, expectations: str |
     load it with `load_fleet(paths, keep_health=True)` to audit it."""
     findings = compare(fleet, reference=reference)
     audit = None
-    if expectations is not None:
+    if expectations is not None:  # read once: its `drain:` here, its rules in the audit
         from sweep.audit.expect import load_expectations
 
-        drain_config = drain_config or "config" in load_expectations(_path(expectations)).drain
+        expectations = load_expectations(_path(expectations))
+        drain_config = drain_config or "config" in expectations.drain
     if expectations is not None or baseline is not None:
         from sweep.audit.baseline import audit_section
 
         records = records_of(fleet) if audited is None else audited
-        audit = audit_section(records, _path(expectations), _path(baseline))
+        audit = audit_section(records, expectations, _path(baseline))
     references = baseline if references is None else references
     speed = speed_section(fleet, findings, _read_references(references))
     bench = bench_section(fleet, findings)

@@ -31,12 +31,12 @@ def _options(**changes) -> dict:
     return resolve(asked, None, None).kept
 
 
-def _foreign(tmp_path: Path, monkeypatch, inventory: str = "h01,h02,", **changes) -> Path:
+def _foreign(tmp_path: Path, monkeypatch, inventory="h01,h02,", snapshot=("h01", "h02"), **changes) -> Path:
     """An interrupted run of two hosts, h01 recorded, written by a colleague (another HOME: another key);
-    the test goes on as the operator."""
+    the test goes on as the operator. `snapshot`: the hosts its inventory snapshot holds."""
     monkeypatch.setenv("HOME", str(tmp_path / "colleague"))
     folder = RunFolder.create(tmp_path / "run")
-    manifest = new_manifest(inventory, {"hosts": [{"name": "h01"}, {"name": "h02"}]}, ["h01", "h02"],
+    manifest = new_manifest(inventory, {"hosts": [{"name": h} for h in snapshot]}, ["h01", "h02"],
                             _options(**changes))
     manifest["state"] = "interrupted"
     folder.write_manifest(manifest)
@@ -218,15 +218,7 @@ def test_list_hosts_json_shows_no_secret(tmp_path, nested_inventory):
 
 def _foreign_naming(tmp_path: Path, monkeypatch, named: Path) -> Path:
     """A colleague's interrupted run whose manifest names `named` as its inventory."""
-    monkeypatch.setenv("HOME", str(tmp_path / "colleague"))
-    folder = RunFolder.create(tmp_path / "run")
-    manifest = new_manifest(named, {"hosts": []}, ["h01", "h02"], _options())
-    manifest["state"] = "interrupted"
-    folder.write_manifest(manifest)
-    folder.write_record(fv.record("h01", fv.h200(1, "h01")))
-    folder.close()
-    monkeypatch.setenv("HOME", str(tmp_path / "operator"))
-    return folder.path
+    return _foreign(tmp_path, monkeypatch, inventory=named, snapshot=())
 
 
 def test_list_hosts_of_a_foreign_resume_refuses_before_reading_the_inventory_it_names(tmp_path, monkeypatch):
