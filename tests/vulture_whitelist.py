@@ -35,7 +35,7 @@ AGENT_ERROR, OUTPUT_TOO_LARGE, BAD_OUTPUT, NOT_PROBED
 INSPECT, TORCH_LOAD, PTX_LOAD, TORCH_CHILD
 SSHEngine, AnsibleEngine, SlurmEngine
 # the engines' declarations, read by sweep.collect.engines.base.declared(runner, "name") (getattr)
-reads_ssh_config, become_applies, one_inventory
+reads_ssh_config, become_applies, one_inventory, splits_hosts
 # the base of one-subprocess-per-host engines (issue 48's declared extension point; a subclass
 # declares argv(host), which runs remote(host)): no engine in the tree subclasses it yet
 HostProcessEngine, remote

@@ -133,6 +133,9 @@ RUN: dict[str, RunOption] = {
         "inventory, as they are (each one is named first; docs/security.md)"),
     "forks": _kept("forks", "--forks", "-f", metavar="N", bounds=Bounds(1, 4_096, unit="hosts at once"),
                    help="hosts probed at once"),
+    "workers": _kept("workers", "--workers", metavar="N", bounds=Bounds(0, 1_024, unit="processes"),
+                     help="processes that share the hosts out, each with its part of --forks (0: as many as the "
+                     "CPUs this process may use allow, less one; one process on 2 CPUs or fewer); ssh engine"),
     "accept_new_host_keys": _kept("accept_new_host_keys", "--accept-new-host-keys",
         help="trust unknown host keys and remember them (changed keys are always refused)"),
     "known_hosts": _sets(("known_hosts",), None, "--known-hosts", metavar="FILE",

@@ -27,7 +27,7 @@ def run(
     limit: Optional[str] = RUN["limit"].param,
     out: Optional[Path] = RUN["out"].param,
     resume: Optional[Path] = RUN["resume"].param,
-    forks: int = RUN["forks"].param,
+    forks: int = RUN["forks"].param, workers: int = RUN["workers"].param,
     accept_new_host_keys: bool = RUN["accept_new_host_keys"].param,
     known_hosts: Optional[Path] = RUN["known_hosts"].param,
     connect_timeout: Optional[float] = RUN["connect_timeout"].param,
@@ -73,7 +73,7 @@ def run(
     hosts = _host_selection(limit, shard, shard_by, max_yaml_values, max_range_hosts, variables)
     ssh, agent = _ssh_and_agent(connect_timeout, host_deadline, transport, known_hosts, accept_new_host_keys,
                                 deep, (load, _load_engine(load_engine)), spec, speed, force)
-    plan = dict(hosts=hosts, ssh=ssh, forks=forks, engine=runner, resume=resume, retry_failed=_retry_classes(retry_failed))
+    plan = dict(hosts=hosts, ssh=ssh, forks=forks, workers=workers, engine=runner, resume=resume, retry_failed=_retry_classes(retry_failed))
     if list_hosts or as_json:  # after the same checks as a run: --forks 0 is as wrong here as there
         raise typer.Exit(_list_hosts(inventory, (list_hosts, as_json), trust=trust_manifest, **plan))
     report = dict(reference=reference, expect=expect, baseline=baseline, no_report=no_report)

@@ -133,6 +133,7 @@ def _live_wrap(kept: dict | None):
 OPTIONS: dict[str, Option] = {
     "limit": Option(None),
     "forks": Option(32),
+    "workers": Option(0),  # 0: as many as the CPUs allow (sweep.collect.workers.auto_workers)
     "accept_new_host_keys": Option(False, gated=True),
     "known_hosts": Option([], _paths, _listed, gated=True),
     "ssh_config": Option("~/.ssh/config", _path, gated=True),

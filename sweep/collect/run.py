@@ -32,6 +32,7 @@ from sweep.errors import ConfigError, InventoryError, RunFolderError, SSHConfigN
 from sweep.failures import FAILURE_CLASSES
 from sweep.inventory.command_line import VarLayers, is_inline
 from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory, refuse_unrendered
+from sweep.collect.workers import WorkerPool, auto_workers, usable_cpus
 from sweep.collect.wrap import WrapSpec, split_record
 from sweep.store import RECORD_VERSION, RunFolder, default_run_dir, iso, new_manifest
 from sweep.trust import canonical, signed
@@ -95,6 +96,7 @@ def run_sweep(
     ssh: SSHSettings = SSHSettings(),
     agent: AgentOptions = AgentOptions(),
     forks: int = OPTIONS["forks"].default,
+    workers: int = OPTIONS["workers"].default,
     engine: "str | Engine" = OPTIONS["engine"].default,
     out: str | Path | None = None,
     reports_dir: str | Path = "reports",
@@ -125,14 +127,14 @@ def run_sweep(
     options (`Option.gated` in `sweep.collect.resume.OPTIONS`) and its inventory are taken only when given again, or with
     `trust_manifest` (each one named in a warning); else ManifestNotTrusted lists them (docs/security.md).
     """
-    asked = dict(limit=hosts.limit, forks=forks, accept_new_host_keys=ssh.accept_new_host_keys,
+    asked = dict(limit=hosts.limit, forks=forks, workers=workers, accept_new_host_keys=ssh.accept_new_host_keys,
                  known_hosts=list(ssh.known_hosts), ssh_config=ssh.ssh_config, allow_agent=ssh.allow_agent,
                  look_for_keys=ssh.look_for_keys, **ssh.flags(), agent_args=list(agent.args), loader=hosts.loader,
                  engine=engine, engine_settings=engine, transport=ssh.transport,
                  shard=None if hosts.shard is None else (*hosts.shard, hosts.shard_by),
                  inventory_limits=hosts.inventory_limits, inventory_vars=hosts.variables, wrap=agent.wrap, **{**_REPORT_OPTIONS, **(report or {})})
     try:
-        _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard)
+        _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard, workers)
         stored, checked = (_stored(resume, inventory_path, given, asked, trust_manifest) if resume is not None
                            else (None, ""))
         session = resolve(asked, given, stored)
@@ -175,8 +177,9 @@ def _run(session: Resolved, inventory_path, out: tuple, resumed: tuple, payload:
     if resume is None:  # 1. resolve the hosts (a new run: before its folder exists)
         inventory = _inventory(inventory_path, run["loader"], runner, run["inventory_limits"], run["inventory_vars"])
         hosts = _select(inventory, run["limit"], run["shard"], options, runner)
-    job = lambda: EngineJob(  # noqa: E731
-        payload=payload if payload is not None else _bundle(), agent_args=tuple(agent_args), forks=run["forks"],
+    _check_workers(runner, run["workers"])
+    job = lambda forks: EngineJob(  # noqa: E731
+        payload=payload if payload is not None else _bundle(), agent_args=tuple(agent_args), forks=forks,
         options=options, inventory_path=inventory.path, flags={key: run[key] for key in _FLAGS}, wrap=wrap,
         variables=run["inventory_vars"])
     with _sigterm_as_interrupt():
@@ -194,13 +197,43 @@ def _run(session: Resolved, inventory_path, out: tuple, resumed: tuple, payload:
             hold.release()
             raise
         about = {"options_set": session.set_now, **({"retried": retried} if retry_failed is not None else {})}
-        result = _sweep_hosts(folder, manifest, hosts, done, lambda: runner.bind(job()), progress, wrap, about, hold)
+        fan = _Fan(runner, job, run["forks"], run["workers"], wrap)
+        result = _sweep_hosts(folder, manifest, hosts, done, fan, progress, about, hold)
     if retry_failed is None:
         return result
     return replace(result, retry_classes=retry_classes(retry_failed), retried=tuple(retried))
 
 
 _FLAGS = ("connect_timeout", "host_deadline", "retries")
+
+
+@dataclass(frozen=True)
+class _Fan:
+    """How a session's hosts are fanned out: the engine `runner`, bound by `job(forks)`, in this process or in
+    worker processes (`sweep.collect.workers`; `workers` 0: as many as `auto_workers` says)."""
+
+    runner: Engine
+    job: Callable[[int], EngineJob]
+    forks: int
+    workers: int
+    wrap: "WrapSpec | None"
+
+    def engine(self, todo: list[Host], folder: RunFolder) -> Any:
+        """The bound engine over `todo`, or a WorkerPool running it in `n` processes with `forks` shared out."""
+        n = 1
+        if declared(self.runner, "splits_hosts") and todo:
+            n = min(self.workers or auto_workers(usable_cpus(), self.forks, len(todo)), len(todo))
+        bound = self.runner.bind(self.job(max(1, -(-self.forks // n))))
+        if n <= 1:
+            return bound
+        return WorkerPool(bound, n, lambda outcome: keep_record(folder, outcome, self.wrap))
+
+
+def _check_workers(runner: Engine, workers: int) -> None:
+    if workers > 1 and not declared(runner, "splits_hosts"):
+        raise ConfigError(f"--workers {workers} spreads sweep's own fan-out over processes; the {runner.name} "
+                          "engine hands its hosts to one tool", where="--workers",
+                          fix="drop --workers, or sweep with --engine ssh")
 _REPORT_OPTIONS = {"reference": None, "expect": None, "baseline": None, "no_report": False}
 
 
@@ -249,10 +282,9 @@ def _create(path: str | Path, inventory: Inventory, hosts: list[Host], options: 
     return folder, manifest
 
 
-def _sweep_hosts(folder: RunFolder, manifest: dict, hosts: list[Host], done: dict[str, dict],
-                 bound: Callable[[], Engine], progress: Callable[[RunProgress], None] | None,
-                 wrap: "WrapSpec | None", about: dict, hold: "_Held") -> RunResult:
-    """3. collect the hosts without a record with the engine `bound()` gives, 4. finish the session; the
+def _sweep_hosts(folder: RunFolder, manifest: dict, hosts: list[Host], done: dict[str, dict], fan: "_Fan",
+                 progress: Callable[[RunProgress], None] | None, about: dict, hold: "_Held") -> RunResult:
+    """3. collect the hosts without a record with the engine `fan` binds, 4. finish the session; the
     folder's lock is released at the end, whatever happens. Signals are `hold`-en until the session is
     written: from then on a Ctrl-C at any moment ends it as interrupted, which --resume finishes."""
     try:
@@ -260,9 +292,8 @@ def _sweep_hosts(folder: RunFolder, manifest: dict, hosts: list[Host], done: dic
         state = "interrupted"
         try:
             hold.release()  # a Ctrl-C that came meanwhile is raised here
-            runner = bound()
             todo = [host for host in hosts if host.name not in done]
-            state = _collect(runner, todo, folder, manifest, tally, wrap)
+            state = _collect(fan.engine(todo, folder), todo, folder, manifest, tally, fan.wrap)
         except KeyboardInterrupt:
             pass  # before the engine ran: nothing to stop
         with _Held():
@@ -405,10 +436,12 @@ def _collect(runner: Engine, todo: list[Host], folder: RunFolder, manifest: dict
              wrap: "WrapSpec | None" = None) -> str:
     """Run the engine over `todo`, writing each host's record as it arrives; the run's state at the end."""
 
+    kept = getattr(runner, "records_kept", False)  # worker processes write their hosts' records themselves
+
     def record(outcome: Outcome) -> None:
         if outcome.status != "interrupted":
             with _Held():  # a Ctrl-C now waits until the record on disk is counted too: the manifest's
-                tally.add(keep_record(folder, outcome, wrap))  # counts then say what the folder holds
+                tally.add(outcome if kept else keep_record(folder, outcome, wrap))  # counts say what it holds
 
     tally.report(None)
     try:
@@ -429,7 +462,7 @@ def _collect(runner: Engine, todo: list[Host], folder: RunFolder, manifest: dict
 
 
 def _check_options(forks: int, resume: Any, limit: str | None, flags: dict[str, Any], transport: str | None,
-                   retry_failed: Collection[str] | None = None, shard: Any = None) -> None:
+                   retry_failed: Collection[str] | None = None, shard: Any = None, workers: int = 0) -> None:
     if retry_failed is not None and resume is None:
         raise ConfigError("--retry-failed belongs to --resume: it sweeps again the failed hosts of a run",
                           fix="sweep run --resume RUN_DIR --retry-failed [CLASS...]")
@@ -437,6 +470,9 @@ def _check_options(forks: int, resume: Any, limit: str | None, flags: dict[str, 
         raise ConfigError(f"--transport {transport!r} is unknown", fix=f"use one of {', '.join(TRANSPORTS)}")
     if forks < 1:
         raise ConfigError(f"--forks is {forks}; it must be 1 or more", fix="pass --forks 32, say")
+    if workers < 0:
+        raise ConfigError(f"--workers is {workers}; it must be 0 (as many as the CPUs allow) or more",
+                          fix="pass --workers 0, or leave it out")
     if resume is not None and (limit or shard is not None):
         raise ConfigError(f"{'--limit' if limit else '--shard'} cannot be used with --resume: the run folder fixes "
                           "its hosts", fix=f"drop {'--limit' if limit else '--shard'}, or start a new run")
@@ -494,14 +530,15 @@ def _no_check(hosts, options, inventory_path) -> None:
 def planned_hosts(inventory_path: str | Path | None, *, hosts: HostSelection = HostSelection(),
                   resume: str | Path | None = None, engine: "str | Engine" = "ssh", forks: int = 1,
                   ssh: SSHSettings = SSHSettings(), retry_failed: Collection[str] | None = None,
-                  trust: bool = False) -> list[Host]:
+                  trust: bool = False, workers: int = 0) -> list[Host]:
     """The hosts `run_sweep` with these arguments would contact, in the order it would; contacts none and
     writes nothing (``sweep run --list-hosts``, Ansible's ``--list-hosts``), after the same checks of
     `forks`, `ssh` and `retry_failed` as `run_sweep`. With `resume`: the run's hosts without a record; the
     inventory a manifest this user's sweep did not sign names is read only when `trust` (--trust-manifest)
     says so, as a resume does (`check_foreign`)."""
-    _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard)
+    _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard, workers)
     runner = create_engine(engine) if isinstance(engine, str) else engine
+    _check_workers(runner, workers)
     if resume is not None:
         folder, manifest = RunFolder.existing(resume)
         named = _sources(manifest.get("inventory") or {"path": None})

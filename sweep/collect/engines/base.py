@@ -91,6 +91,7 @@ class Engine:
     one_inventory = False  # takes exactly one inventory source (its tool reads the file itself)
     wraps = False  # runs a --wrap benchmark in the agent's envelope
     lists_nodes = False  # lists its own hosts (`inventory()`): no inventory file needed
+    splits_hosts = False  # its hosts may be shared among worker processes, each running it (--workers)
 
     def check(self, hosts: Sequence[Any], options: SSHOptions, inventory_path: Path | None) -> None:
         """Before any host is contacted: refuse (a SweepError naming host, setting, file:line and fix) what
@@ -220,6 +221,7 @@ class FanOutEngine(Engine):
     hosts at a time, Ctrl-C stops starting more, the ones in flight are drained."""
 
     _fan: Any = None
+    splits_hosts = True  # each host's work is this process's: worker processes share it out (--workers)
 
     def run(self, hosts: Sequence[Any]) -> Iterator[tuple[Any, Outcome]]:
         """Yield (host, outcome) as hosts finish."""
