@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import re
 import shlex
 import signal
@@ -187,3 +188,26 @@ def test_a_worker_that_dies_leaves_its_hosts_pending_and_the_others_go_on(fleet,
     finished = resume(fleet, run, err)
     assert finished.returncode == 1, finished.stderr
     assert classes(run) == CLASS
+
+
+def test_workers_fork_beside_the_live_bar_of_a_terminal(fleet, tmp_path):
+    """On a terminal the progress bar's refresher thread runs while the workers are forked: they must not
+    inherit its locks (a worker that wrote to the terminal through them would hang)."""
+    run, (master, slave) = tmp_path / "run", pty.openpty()
+    env = {**fleet.controller_env(), "PYTHONPATH": str(REPO), "TERM": "xterm", "COLUMNS": "120"}
+    proc = subprocess.Popen(argv(fleet, run, 3), env=env, stdin=slave, stdout=slave, stderr=slave,
+                            start_new_session=True)
+    os.close(slave)
+    shown = bytearray()
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the terminal's last writer is gone
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    assert proc.wait(timeout=180) == 1, shown.decode(errors="replace")[-2000:]
+    assert classes(run) == CLASS
+    assert b"18 ok" in shown and b"2 failed" in shown  # the bar's last frame, drawn by the parent alone
