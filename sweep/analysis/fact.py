@@ -110,7 +110,7 @@ class Fact:
     contract: Optional[str] = None   # the agent's contract this fact belongs to
     history: str = "value"           # "value": a change point when the typed value changes; "drift": a measured
                                      # figure, tracked run on run against the GPU's own first runs (no change point)
-    expect: Optional[Expect] = None  # its rule in an expectations file (audit/expect.py), if any
+    expect: Optional[Expect] = None  # its rule in an expectations file (audit/expect_rules.py), if any
     reads: dict = field(default_factory=dict)  # column -> (dtype, reader of a GPU dict / health doc)
     unread: Optional[Callable[[dict], bool]] = None  # a row -> its value was not read, so its impact
                                      # says so instead of judging it (None: its text says what a gap means)

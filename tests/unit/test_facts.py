@@ -474,9 +474,9 @@ def test_the_inforom_image_agrees_with_nvidia_smi_of_its_session(state, tmp_path
 
 
 def test_every_expectations_key_of_the_table_is_one_rule_and_every_rule_a_fact_or_named():
-    """A fact's `expect` is a rule an expectations file may set, declared once (expect.TABLE, or a speed
-    floor); a rule no fact names is a rule of its own, named here with why."""
-    from sweep.audit import expect
+    """A fact's `expect` is a rule an expectations file may set, declared once (expect_rules.TABLE, or a
+    speed floor); a rule no fact names is a rule of its own, named here with why."""
+    from sweep.audit import expect_rules as expect
 
     declared = [rule.name for rule in expect.TABLE]
     assert len(declared) == len(set(declared)), "a rule declared twice"
