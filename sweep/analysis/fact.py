@@ -91,7 +91,7 @@ class Fact:
 
     A fact read straight from health.json declares its `path` once (and its `dtype`): its frame
     column (`column`, default its name), reader, audit paths, rendering, export metric and "not
-    read" test are derived from it. A fact the frames read in `sweep.analysis.fleet` names its
+    read" test are derived from it. A fact the frames read in `sweep.analysis.rows` names its
     `columns`, `render` and `paths` itself."""
 
     name: str

@@ -181,7 +181,7 @@ def _declared_rules(scope: str) -> list:
 
 
 def _rule_of(name: str, **how) -> "Rule":
-    """The hand-written rule of fact `name` (one the frames read in sweep.analysis.fleet): its key and
+    """The hand-written rule of fact `name` (one the frames read in sweep.analysis.rows): its key and
     scope from the declaration and, unless `how` says otherwise, the judgement of its declared kind and
     the reading of its first declared path, as it stands."""
     fact = table.BY_NAME[name]
