@@ -14,7 +14,7 @@ several modules raise it:
   |   |   |   + NeedsOpenSSH ....... (collect.ssh.config) what only OpenSSH's ssh does (auto: sent there)
   |   |   + SSHArgsError ........... (collect.ssh.openssh_config) an ssh(1) argument list
   |   |   + SSHConfigRejected ...... (collect.ssh.openssh_config) a line ssh refuses the whole file for
-  |   + KeyFileError ............... (collect.ssh.prober) a private key file that cannot be used
+  |   + KeyFileError ............... (collect.ssh.keyfiles) a private key file that cannot be used
   |   |   + KeyFileMissing
   |   |   + KeyFileEncrypted
   |   |   + KeyFileWrongPassphrase

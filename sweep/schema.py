@@ -20,6 +20,11 @@ It only narrows what the agent never sends otherwise, so every record the agent 
 A record read back from a run folder is checked by `record_problem` (`RECORD`: the envelope the
 controller writes, then its health.json as above) and a manifest by `manifest_problem` (`MANIFEST`:
 the fields any reader uses): a file that does not fit is named, never read by code that expects it to.
+
+What the contract chain (`probe_agent.chain.CONTRACTS`) decides is written from it by
+``python -m sweep.schema --from-chain``: the schema's contract names and bounds
+(`schema_from_chain`), docs/agent.md's table of contracts and the README's line of them
+(`docs_from_chain`).
 """
 from __future__ import annotations
 
@@ -32,8 +37,11 @@ from typing import Any, Callable, Optional
 import jsonschema_rs
 
 import probe_agent
+from sweep.errors import SweepError
 
 HEALTH_SCHEMA = Path(probe_agent.__file__).parent / "schema" / "health-1.schema.json"
+CHECKOUT = Path(probe_agent.__file__).resolve().parents[1]  # a checkout's docs/ and README.md
+AGENT_DOC, README = CHECKOUT / "docs" / "agent.md", CHECKOUT / "README.md"
 Check = Callable[..., Optional[str]]  # (value, where) -> the first problem, or None
 
 
@@ -212,13 +220,60 @@ def schema_from_chain(text: str) -> str:
     for place, value in chain_parts().items():
         text, count = _CHAIN_SPOTS[place].subn(lambda m, v=value: m.group(1) + json.dumps(v), text)
         if count != 1:
-            raise UnsupportedSchema(f"{place} is not where the generator looks for it ({count} places)",
-                                    where=str(HEALTH_SCHEMA),
-                                    fix="keep the schema's layout, or update _CHAIN_SPOTS")
+            raise SweepError(f"{place} is not where the generator looks for it ({count} places)",
+                             where=str(HEALTH_SCHEMA),
+                             fix="keep the schema's layout, or update _CHAIN_SPOTS")
     return text
 
 
-# python -m sweep.schema --from-chain: write the chain's parts into the schema
+# docs/agent.md's table of contracts, and the README's line of them, are the chain's too
+_TABLE = re.compile(r"^  \| # \| contract \| broken when \| warning when \|\n(?:  \|.*\n)*", re.M)
+_LINE = re.compile(r"(naming the lowest broken one:\n\n)((?:> .*\n)+)")
+
+
+def contract_table() -> str:
+    """docs/agent.md's table of contracts: one row per contract of the chain, in its order, with its
+    name, its title and when it is broken and when it is a warning."""
+    from probe_agent import chain
+
+    def cell(text: str) -> str:
+        return f" {text.replace('|', chr(92) + '|')} " if text else " "
+
+    rows = "".join(f"  | {n} | `{c.name}`: {c.title} |{cell(c.broken_when)}|"
+                   f"{cell(c.warning_when)}|\n" for n, c in enumerate(chain.CONTRACTS, 1))
+    return "  | # | contract | broken when | warning when |\n  |---|---|---|---|\n" + rows
+
+
+def contract_line() -> str:
+    """The README's line of the chain: its contracts' names in order, as a quote of at most 100
+    columns."""
+    from probe_agent import chain
+
+    lines, line = [], ">"
+    for n, c in enumerate(chain.CONTRACTS):
+        word = c.name + (" ·" if n < len(chain.CONTRACTS) - 1 else "")
+        if len(line) + 1 + len(word) > 100:
+            lines.append(line)
+            line = ">"
+        line += " " + word
+    return "\n".join([*lines, line]) + "\n"
+
+
+def docs_from_chain(agent_doc: str, readme: str) -> tuple[str, str]:
+    """docs/agent.md and README.md with the chain's table and line written in, every other byte
+    kept."""
+    agent_doc, tables = _TABLE.subn(lambda m: contract_table(), agent_doc)
+    readme, lines = _LINE.subn(lambda m: m.group(1) + contract_line(), readme)
+    for path, count, what in ((AGENT_DOC, tables, "the table of contracts"),
+                              (README, lines, "the line of contracts")):
+        if count != 1:
+            raise SweepError(f"{what} is not where the generator looks for it ({count} places)",
+                             where=str(path),
+                             fix="keep its layout, or update _TABLE / _LINE in sweep/schema.py")
+    return agent_doc, readme
+
+
+# python -m sweep.schema --from-chain: the chain's parts into the schema, docs/agent.md and README
 if __name__ == "__main__":
     import sys
 
@@ -226,3 +281,7 @@ if __name__ == "__main__":
         sys.exit("usage: python -m sweep.schema --from-chain")
     HEALTH_SCHEMA.write_text(schema_from_chain(HEALTH_SCHEMA.read_text(encoding="utf-8")),
                              encoding="utf-8")
+    doc, front = docs_from_chain(AGENT_DOC.read_text(encoding="utf-8"),
+                                 README.read_text(encoding="utf-8"))
+    AGENT_DOC.write_text(doc, encoding="utf-8")
+    README.write_text(front, encoding="utf-8")

@@ -19,9 +19,8 @@ _top  # sweep/cli/app.py, @app.callback(): the --version option and the app's he
 collect_usage_pieces, format_options
 
 # Python: PEP 562 module hooks (sweep/__init__.py's lazy public names), an OSError's second file
-# name (str(err) reads it), a ZipInfo's compress_type (zipfile.writestr reads it), the signal
-# module's handler(signum, frame)
-__getattr__, __dir__, filename2, compress_type, frame
+# name (str(err) reads it), a ZipInfo's compress_type (zipfile.writestr reads it)
+__getattr__, __dir__, filename2, compress_type
 
 # paramiko: MissingHostKeyPolicy.missing_host_key is called by SSHClient.connect
 missing_host_key

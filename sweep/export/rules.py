@@ -24,7 +24,8 @@ from pathlib import Path
 
 import yaml
 
-from sweep.audit.expect import POWER_TOLERANCE_W, Expectations, load_expectations
+from sweep.audit.expect import Expectations, load_expectations
+from sweep.audit.expect_rules import POWER_TOLERANCE_W
 
 ECC_WINDOW = "1d"
 STALE_HOURS = 24.0  # no sweep for this long: SweepFleetNotSwept

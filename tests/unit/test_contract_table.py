@@ -73,12 +73,13 @@ def test_every_finding_the_analysis_makes_of_gpu_facts_belongs_to_a_contract():
 
 
 def test_the_docs_list_the_chain_in_order():
-    """docs/agent.md's table of contracts, and the README's one line of them, in the chain's order."""
+    """docs/agent.md's table of contracts, and the README's one line of them, in the chain's order
+    (both generated from it: tests/unit/test_contract_declaration.py checks them row by row)."""
     text = (ROOT / "docs" / "agent.md").read_text()
-    rows = re.findall(r"^  \| (\d+) \| ([^|]+) \|", text, re.M)
-    assert [int(n) for n, _ in rows] == list(range(1, len(chain.CONTRACTS) + 1))
+    rows = re.findall(r"^  \| (\d+) \| `(\w+)`", text, re.M)
+    assert rows == [(str(n), c.name) for n, c in enumerate(chain.CONTRACTS, 1)]
     line = re.search(r"^> (driver ·.*?)\n\n", (ROOT / "README.md").read_text(), re.M | re.S).group(1)
-    assert [w.strip() for w in line.replace("\n>", " ").split("·")] == [n.strip() for _, n in rows]
+    assert [w.strip() for w in line.replace("\n>", " ").split("·")] == [n for _, n in rows]
 
 
 def test_one_contract_record_has_its_keys_fix_and_evidence_and_fits_the_schema():

@@ -21,6 +21,7 @@ from probe_agent.hostfacts import read_firmware, read_ib_ports
 from probe_agent.source import LiveSource
 from sweep.analysis import facts
 from sweep.analysis import fleet as fleet_module
+from sweep.analysis import rows as rows_module
 from sweep.analysis.compare import compare
 from sweep.analysis.fleet import GPU_COLUMNS, HOST_COLUMNS, load_fleet
 from sweep.audit.baseline import compare_to_baseline, set_baseline
@@ -416,13 +417,13 @@ def _ports(*rates):
 def test_ib_rates_reworded_keep_the_slower_port_impact(tmp_path, monkeypatch):
     """The rule reads the typed port rates (slowest here, fastest on the reference), not the rates' text:
     text without a digit in it keeps the impact of a port trained down."""
-    platform = fleet_module._platform
+    platform = rows_module._platform
 
     def reworded(health, contracts):
         row = platform(health, contracts)
         row["ib_rates"] = {"3x 400 Gb/s": "uniform", "2x 400 Gb/s + 1x 200 Gb/s": "mixed"}[row["ib_rates"]]
         return row
-    monkeypatch.setattr(fleet_module, "_platform", reworded)
+    monkeypatch.setattr(rows_module, "_platform", reworded)
     healths = fleet_health(3, gpu01=_ports(400.0, 400.0, 400.0), gpu02=_ports(400.0, 400.0, 400.0),
                            gpu03=_ports(400.0, 200.0, 400.0))
     found = compare(load_fleet([write_run(tmp_path / "run", 1, healths)]))
@@ -473,9 +474,9 @@ def test_the_inforom_image_agrees_with_nvidia_smi_of_its_session(state, tmp_path
 
 
 def test_every_expectations_key_of_the_table_is_one_rule_and_every_rule_a_fact_or_named():
-    """A fact's `expect` is a rule an expectations file may set, declared once (expect.TABLE, or a speed
-    floor); a rule no fact names is a rule of its own, named here with why."""
-    from sweep.audit import expect
+    """A fact's `expect` is a rule an expectations file may set, declared once (expect_rules.TABLE, or a
+    speed floor); a rule no fact names is a rule of its own, named here with why."""
+    from sweep.audit import expect_rules as expect
 
     declared = [rule.name for rule in expect.TABLE]
     assert len(declared) == len(set(declared)), "a rule declared twice"

@@ -36,11 +36,12 @@ import paramiko
 
 # noqa: F401  (openssh reads it here)
 from sweep.collect.bundle import become_user, host_agent_args, remote_command
+from sweep.collect.ssh.keyfiles import (KeyFileEncrypted, KeyFileError, KeyFileMissing,  # noqa: F401
+                                        KeyFileWrongPassphrase, load_private_key)  # (collect.run reads them here)
 from sweep.collect.ssh.hostkeys import HostKeyStore, KnownHostsPolicy, UnknownHostKey, known_hosts_name
 from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
 from sweep.collect.ssh.config import Hop, SSHConfigFile
 from sweep.collect.ssh.proxy import ShellProxyCommand
-from sweep.errors import ConfigError
 from sweep.text import visible
 from sweep.collect.ssh.watchdog import Attempt, Watchdog
 from sweep.collect.options import FAST_CIPHER, FAST_KEX, SSHOptions
@@ -52,48 +53,6 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 _READ_CHUNK = 65536
 _SETTLE_S = 0.2  # after the exit status: data still in flight comes within this (loopback, LAN)
 _LINGER_S = 2.0  # after the exit status: no data for this long and the output is taken as it is
-
-
-class KeyFileError(ConfigError):
-    """A private key file that cannot be used; the text says why (after the file's name)."""
-
-
-class KeyFileMissing(KeyFileError):
-    """The key file does not exist."""
-
-
-class KeyFileEncrypted(KeyFileError):
-    """The key file is encrypted and no passphrase was given (ssh-agent may hold the key)."""
-
-
-class KeyFileWrongPassphrase(KeyFileError):
-    """The key file does not decrypt with the passphrase given."""
-
-
-def load_private_key(path: str, passphrase: str | None = None) -> paramiko.PKey:
-    """A private key file, decrypted with `passphrase` if it is encrypted; KeyFileError says why not."""
-    if not os.path.exists(path):
-        raise KeyFileMissing("does not exist")
-    if os.path.isdir(path):
-        raise KeyFileError("is a folder, not a key file")
-    secret = passphrase.encode() if passphrase else None
-    try:
-        return paramiko.PKey.from_path(path, None)
-    except TypeError as exc:  # "Key is password-protected, but password was not provided."
-        if "password" not in str(exc):
-            raise KeyFileError(f"cannot be read as a private key ({exc})") from None
-    except OSError as exc:
-        raise KeyFileError(f"cannot be read ({exc.strerror or exc})") from None
-    except Exception as exc:
-        raise KeyFileError(f"is not a private key sweep can read ({type(exc).__name__})") from None
-    if secret is None:
-        raise KeyFileEncrypted("is encrypted and no passphrase was given: set SWEEP_KEY_PASSPHRASE, "
-                           "or load the key into ssh-agent")
-    try:
-        return paramiko.PKey.from_path(path, secret)
-    except Exception:
-        raise KeyFileWrongPassphrase("cannot be decrypted with the passphrase in SWEEP_KEY_PASSPHRASE "
-                           "(wrong passphrase?)") from None
 
 
 # --- one host -----------------------------------------------------------------------------------
