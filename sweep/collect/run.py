@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
-import threading
-import warnings
-from collections import Counter
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Collection, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping
 
 from sweep import exitcodes
+from sweep.collect.checks import (check_become, check_key_files, check_options, check_ssh_settings, check_workers,
+                                  no_check, wrap_and_args)
 from sweep.collect.engines import create_engine
 from sweep.collect.engines.base import Engine, EngineError, EngineJob, declared
 from sweep.collect.resume import (OPTIONS, Resolved, check_foreign, dropped_vars, engine_of, foreign, resolve,
@@ -25,11 +22,9 @@ from sweep.collect.resume import (OPTIONS, Resolved, check_foreign, dropped_vars
 from sweep.collect.shard import select_shard
 from sweep.collect.options import AgentOptions, HostSelection, SSHOptions, SSHSettings
 from sweep.collect.outcome import Outcome
-from sweep.collect.ssh.prober import (KeyFileEncrypted, KeyFileError, KeyFileMissing, KeyFileWrongPassphrase,
-                                      load_private_key)
-from sweep.collect.ssh.transports import TRANSPORTS, make_prober
-from sweep.errors import ConfigError, InventoryError, RunFolderError, SSHConfigNote, SweepError
-from sweep.failures import FAILURE_CLASSES
+from sweep.collect.signals import Held, sigterm_as_interrupt
+from sweep.collect.tally import RunProgress, RunResult, Tally
+from sweep.errors import ConfigError, InventoryError, RunFolderError, SweepError
 from sweep.inventory.command_line import VarLayers, is_inline
 from sweep.inventory.model import Host, Inventory, InventoryLimits, load_inventory, refuse_unrendered
 from sweep.collect.workers import WorkerPool, auto_workers, usable_cpus
@@ -38,55 +33,9 @@ from sweep.store import RECORD_VERSION, RunFolder, default_run_dir, iso, new_man
 from sweep.trust import canonical, signed
 from sweep.text import plural, visible
 
-DEFAULTS = SSHOptions()
+__all__ = ["RunProgress", "RunResult", "run_sweep", "planned_hosts", "keep_record", "Interrupted"]
+
 _RECORD_STDERR = 4096  # bytes of stderr kept in a record (the tail)
-# what to do about a key file that cannot be used, by why (KeyFileError's class)
-_KEY_FIXES = {
-    KeyFileMissing: "fix ansible_ssh_private_key_file in the inventory, or create the key (ssh-keygen) and install it",
-    KeyFileEncrypted: "set SWEEP_KEY_PASSPHRASE, or load the key into ssh-agent",
-    KeyFileWrongPassphrase: "set SWEEP_KEY_PASSPHRASE to the key's passphrase",
-    KeyFileError: "fix ansible_ssh_private_key_file in the inventory, or the key file",
-}
-
-
-@dataclass(frozen=True)
-class RunProgress:
-    """Where a sweep stands; handed to the `progress` callback after each host is recorded."""
-
-    total: int
-    ok: int
-    failed: int
-    pending: int
-    last: Outcome | None = None
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """The run folder and what it holds now (records of earlier sessions included, on --resume)."""
-
-    run_dir: Path
-    state: str  # "complete" or "interrupted"
-    total: int
-    ok: int
-    failed: int
-    pending: int  # hosts without a record (interrupted before they finished)
-    resumed: int  # hosts already recorded before this session
-    by_class: dict[str, int] = field(default_factory=dict)
-    failures: tuple[tuple[str, str, str], ...] = ()  # (host, class, message) of this session
-    options: dict = field(default_factory=dict)  # the run's options as its manifest keeps them now
-    earlier_failed: tuple[tuple[str, str], ...] = ()  # (host, class): failed in an earlier session, not swept now
-    retry_classes: tuple[str, ...] | None = None  # --retry-failed: the classes asked for (None: not asked)
-    retried: tuple[str, ...] = ()  # --retry-failed: the hosts swept again, their old records set aside
-
-    @property
-    def fully_swept(self) -> bool:
-        return self.state == "complete" and self.failed == 0 and self.pending == 0
-
-    @property
-    def exit_code(self) -> int:
-        if self.state == "interrupted":
-            return exitcodes.INTERRUPTED
-        return exitcodes.OK if self.fully_swept else exitcodes.INCOMPLETE
 
 
 def run_sweep(
@@ -134,7 +83,7 @@ def run_sweep(
                  shard=None if hosts.shard is None else (*hosts.shard, hosts.shard_by),
                  inventory_limits=hosts.inventory_limits, inventory_vars=hosts.variables, wrap=agent.wrap, **{**_REPORT_OPTIONS, **(report or {})})
     try:
-        _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard, workers)
+        check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard, workers)
         stored, checked = (_stored(resume, inventory_path, given, asked, trust_manifest) if resume is not None
                            else (None, ""))
         session = resolve(asked, given, stored)
@@ -173,17 +122,17 @@ def _run(session: Resolved, inventory_path, out: tuple, resumed: tuple, payload:
                           key_passphrase=key_passphrase).resolved()
     session.kept["transport"] = options.transport if declared(runner,
                                                               "transport") == "run" else None
-    wrap, agent_args = _wrapped(run["wrap"], runner, run["agent_args"], run["host_deadline"])
+    wrap, agent_args = wrap_and_args(run["wrap"], runner, run["agent_args"], run["host_deadline"])
     if resume is None:  # 1. resolve the hosts (a new run: before its folder exists)
         inventory = _inventory(inventory_path, run["loader"], runner, run["inventory_limits"], run["inventory_vars"])
         hosts = _select(inventory, run["limit"], run["shard"], options, runner)
-    _check_workers(runner, run["workers"])
+    check_workers(runner, run["workers"])
     job = lambda forks: EngineJob(  # noqa: E731
         payload=payload if payload is not None else _bundle(), agent_args=tuple(agent_args), forks=forks,
         options=options, inventory_path=inventory.path, flags={key: run[key] for key in _FLAGS}, wrap=wrap,
         variables=run["inventory_vars"])
-    with _sigterm_as_interrupt():
-        hold = _Held()  # 2. open the run folder (locked), 3. collect, 4. finish in _sweep_hosts
+    with sigterm_as_interrupt():
+        hold = Held()  # 2. open the run folder (locked), 3. collect, 4. finish in _sweep_hosts
         try:
             if resume is not None:
                 folder, manifest, inventory, hosts, done, retried = _reopen(
@@ -229,11 +178,6 @@ class _Fan:
         return WorkerPool(bound, n, lambda outcome: keep_record(folder, outcome, self.wrap))
 
 
-def _check_workers(runner: Engine, workers: int) -> None:
-    if workers > 1 and not declared(runner, "splits_hosts"):
-        raise ConfigError(f"--workers {workers} spreads sweep's own fan-out over processes; the {runner.name} "
-                          "engine hands its hosts to one tool", where="--workers",
-                          fix="drop --workers, or sweep with --engine ssh")
 _REPORT_OPTIONS = {"reference": None, "expect": None, "baseline": None, "no_report": False}
 
 
@@ -270,7 +214,7 @@ def _digest(manifest: dict) -> str:
 
 
 def _create(path: str | Path, inventory: Inventory, hosts: list[Host], options: dict) -> tuple[RunFolder, dict]:
-    """A new run folder (locked) and its manifest, written at once (under `_Held`: Ctrl-C never leaves a folder
+    """A new run folder (locked) and its manifest, written at once (under `Held`: Ctrl-C never leaves a folder
     without a manifest, which could then be neither resumed nor reused)."""
     folder = RunFolder.create(path)
     try:
@@ -283,12 +227,12 @@ def _create(path: str | Path, inventory: Inventory, hosts: list[Host], options: 
 
 
 def _sweep_hosts(folder: RunFolder, manifest: dict, hosts: list[Host], done: dict[str, dict], fan: "_Fan",
-                 progress: Callable[[RunProgress], None] | None, about: dict, hold: "_Held") -> RunResult:
+                 progress: Callable[[RunProgress], None] | None, about: dict, hold: "Held") -> RunResult:
     """3. collect the hosts without a record with the engine `fan` binds, 4. finish the session; the
     folder's lock is released at the end, whatever happens. Signals are `hold`-en until the session is
     written: from then on a Ctrl-C at any moment ends it as interrupted, which --resume finishes."""
     try:
-        tally = _Tally(hosts, done, set(manifest["hosts"]), progress, folder.begin_session(manifest, **about))
+        tally = Tally(hosts, done, set(manifest["hosts"]), progress, folder.begin_session(manifest, **about))
         state = "interrupted"
         try:
             hold.release()  # a Ctrl-C that came meanwhile is raised here
@@ -296,27 +240,12 @@ def _sweep_hosts(folder: RunFolder, manifest: dict, hosts: list[Host], done: dic
             state = _collect(fan.engine(todo, folder), todo, folder, manifest, tally, fan.wrap)
         except KeyboardInterrupt:
             pass  # before the engine ran: nothing to stop
-        with _Held():
+        with Held():
             folder.end_session(manifest, tally.session, state, tally.counts(len(manifest["hosts"])))
         return tally.result(folder.path, state, manifest["options"])
     finally:
         hold.release()
         folder.close()
-
-
-def _check_ssh_settings(runner: Engine, hosts: Sequence[Host], options: SSHOptions) -> None:
-    """Before any host is contacted: every host's ssh settings (inventory args, ssh_config) honoured by
-    the run's transport (the ansible engine's: OpenSSH), or a ConfigError naming the first refused one,
-    where it is set and the fix."""
-    if not declared(runner, "reads_ssh_config"):
-        return
-    # the ansible engine runs OpenSSH's ssh: its hosts' settings are held to --transport openssh's rules
-    transport = declared(runner, "transport")
-    checker = make_prober(options.transport if transport == "run" else transport, b"", (), options)
-    for host in hosts:
-        checker.check(host)  # an SSHConfigError names the host, the setting, where it is and the fix
-    for note in checker.notes() if transport == "run" else ():  # once per run: left unused, through ssh
-        warnings.warn(SSHConfigNote(note))
 
 
 def _select(inventory: Inventory, limit: str | None, shard: tuple[int, int, str] | None,
@@ -329,20 +258,11 @@ def _select(inventory: Inventory, limit: str | None, shard: tuple[int, int, str]
     if declared(runner, "one_inventory") and len(inventory.sources) > 1:
         raise ConfigError(f"the {runner.name} engine takes one inventory source", where="--engine",
                           fix="give one -i (a folder may hold the others), or sweep with --engine ssh")
-    _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
-    _check_ssh_settings(runner, hosts, options)
-    getattr(runner, "check", _no_check)(hosts, options, inventory.path)  # an engine without the hook checks nothing more
-    _check_become(runner, hosts)
+    check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
+    check_ssh_settings(runner, hosts, options)
+    getattr(runner, "check", no_check)(hosts, options, inventory.path)  # an engine without the hook checks nothing more
+    check_become(runner, hosts)
     return hosts
-
-
-def _check_become(runner: Engine, hosts: Sequence[Host]) -> None:
-    """Become (--become, ansible_become) is sweep's own SSH transport's and ansible's: Slurm runs the job's user."""
-    becoming = [host.name for host in hosts if host.become]
-    if becoming and not declared(runner, "become_applies"):
-        raise ConfigError(f"{becoming[0]}: become (--become, ansible_become) runs the agent through sudo over SSH; "
-                          f"the {runner.name} engine runs it as the job's user", where="--engine",
-                          fix="drop --become (or set ansible_become: false), or sweep with --engine ssh")
 
 
 def _reopen(resume: str | Path, inventory_path: str | Path | None, runner: Engine, options: SSHOptions,
@@ -361,14 +281,14 @@ def _reopen(resume: str | Path, inventory_path: str | Path | None, runner: Engin
                                run["inventory_limits"], run["inventory_vars"])
         hosts = _hosts_of_run(inventory, manifest)
         refuse_unrendered(hosts)
-        _check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
-        _check_ssh_settings(runner, hosts, options)
-        getattr(runner, "check", _no_check)(hosts, options, inventory.path)  # an engine without the hook checks nothing more
-        _check_become(runner, hosts)
+        check_key_files(hosts, inventory.path, options.key_passphrase, options.allow_agent)
+        check_ssh_settings(runner, hosts, options)
+        getattr(runner, "check", no_check)(hosts, options, inventory.path)  # an engine without the hook checks nothing more
+        check_become(runner, hosts)
         done = folder.read_records()
         retried = {}
         for name in to_retry(done, retry or (), manifest["hosts"]):  # kept beside, never lost
-            retried[name] = folder.set_aside(name)  # under run_sweep's _Held
+            retried[name] = folder.set_aside(name)  # under run_sweep's Held
             del done[name]
         for host in hosts:  # before any host is contacted: no record goes onto another host's file
             if host.name not in done:
@@ -379,60 +299,7 @@ def _reopen(resume: str | Path, inventory_path: str | Path | None, runner: Engin
     return folder, manifest, inventory, hosts, done, retried
 
 
-class _Tally:
-    """The hosts' states as records arrive: the progress callback's figures and the RunResult.
-
-    Counters, kept as each record comes: a host's arrival costs the same at 100,000 hosts as at 10
-    (rescanning every host's state per arrival made a sweep quadratic: ~270 s at 100,000 hosts)."""
-
-    def __init__(self, hosts: list[Host], done: dict[str, dict], listed: set[str],
-                 progress: Callable[[RunProgress], None] | None, session: dict):
-        self.total, self.resumed, self.progress = len(hosts), len(done), progress
-        self.status: dict[str, tuple] = {}
-        self.ok = 0
-        self.by_class: Counter = Counter()  # failed hosts by failure class
-        for name, rec in done.items():
-            if name in listed:
-                self._set(name, (rec.get("status"), (rec.get("failure") or {}).get("class")))
-        self.failures: list[tuple[str, str, str]] = []
-        self.session = session  # the manifest's entry for this session (its hosts_swept is counted here)
-
-    def _set(self, name: str, state: tuple) -> None:
-        old = self.status.get(name)
-        if old is not None:  # a host recorded twice: its last record counts
-            self.ok -= old[0] == "ok"
-            self.by_class[old[1]] -= old[0] == "failed"
-        self.status[name] = state
-        self.ok += state[0] == "ok"
-        self.by_class[state[1]] += state[0] == "failed"
-
-    def add(self, outcome: Outcome) -> None:
-        self._set(outcome.host.name, (outcome.status, outcome.failure_class))
-        self.session["hosts_swept"] += 1
-        if outcome.status == "failed":
-            self.failures.append((outcome.host.name, outcome.failure_class, outcome.message))
-        self.report(outcome)
-
-    def report(self, last: Outcome | None) -> None:
-        if self.progress is not None:
-            self.progress(RunProgress(total=self.total, ok=self.ok, failed=len(self.status) - self.ok,
-                                      pending=self.total - len(self.status), last=last))
-
-    def counts(self, listed: int) -> dict[str, int]:
-        return {"total": listed, "ok": self.ok, "failed": len(self.status) - self.ok,
-                "pending": listed - len(self.status)}
-
-    def result(self, run_dir: Path, state: str, options: dict) -> RunResult:
-        by_class = {cls: self.by_class[cls] for cls in FAILURE_CLASSES if self.by_class[cls]}
-        now = {host for host, *_ in self.failures}
-        earlier = tuple((name, cls) for name, (s, cls) in self.status.items() if s == "failed" and name not in now)
-        return RunResult(
-            run_dir=run_dir, state=state, total=self.total, ok=self.ok, failed=len(self.status) - self.ok,
-            pending=self.total - len(self.status), resumed=self.resumed, by_class=by_class,
-            failures=tuple(self.failures), options=options, earlier_failed=earlier)
-
-
-def _collect(runner: Engine, todo: list[Host], folder: RunFolder, manifest: dict, tally: _Tally,
+def _collect(runner: Engine, todo: list[Host], folder: RunFolder, manifest: dict, tally: Tally,
              wrap: "WrapSpec | None" = None) -> str:
     """Run the engine over `todo`, writing each host's record as it arrives; the run's state at the end."""
 
@@ -440,7 +307,7 @@ def _collect(runner: Engine, todo: list[Host], folder: RunFolder, manifest: dict
 
     def record(outcome: Outcome) -> None:
         if outcome.status != "interrupted":
-            with _Held():  # a Ctrl-C now waits until the record on disk is counted too: the manifest's
+            with Held():  # a Ctrl-C now waits until the record on disk is counted too: the manifest's
                 tally.add(outcome if kept else keep_record(folder, outcome, wrap))  # counts say what it holds
 
     tally.report(None)
@@ -461,72 +328,6 @@ def _collect(runner: Engine, todo: list[Host], folder: RunFolder, manifest: dict
     return "complete"
 
 
-def _check_options(forks: int, resume: Any, limit: str | None, flags: dict[str, Any], transport: str | None,
-                   retry_failed: Collection[str] | None = None, shard: Any = None, workers: int = 0) -> None:
-    if retry_failed is not None and resume is None:
-        raise ConfigError("--retry-failed belongs to --resume: it sweeps again the failed hosts of a run",
-                          fix="sweep run --resume RUN_DIR --retry-failed [CLASS...]")
-    if transport not in (None, *TRANSPORTS):
-        raise ConfigError(f"--transport {transport!r} is unknown", fix=f"use one of {', '.join(TRANSPORTS)}")
-    if forks < 1:
-        raise ConfigError(f"--forks is {forks}; it must be 1 or more", fix="pass --forks 32, say")
-    if workers < 0:
-        raise ConfigError(f"--workers is {workers}; it must be 0 (as many as the CPUs allow) or more",
-                          fix="pass --workers 0, or leave it out")
-    if resume is not None and (limit or shard is not None):
-        raise ConfigError(f"{'--limit' if limit else '--shard'} cannot be used with --resume: the run folder fixes "
-                          "its hosts", fix=f"drop {'--limit' if limit else '--shard'}, or start a new run")
-    for key, value in flags.items():
-        if value is not None and value <= 0:
-            raise ConfigError(f"--{key.replace('_', '-')} is {value}; it must be above 0")
-
-
-def _agent_args(agent_args: Sequence[str], host_deadline: float | None) -> list[str]:
-    agent_args = list(agent_args)
-    deadline_flag = host_deadline or DEFAULTS.host_deadline
-    if "--deadline" not in agent_args and deadline_flag < 50:
-        # the agent emits what it has read at its own deadline, before ours cuts the session
-        agent_args += ["--deadline", f"{max(1.0, deadline_flag * 0.6):g}"]
-    return agent_args
-
-
-def _check_key_files(hosts: Sequence[Host], inventory: Path, passphrase: str | None, allow_agent: bool) -> None:
-    """Fail before connecting anywhere when a host's key file is missing or cannot be used."""
-    checked: dict[str, KeyFileError | None] = {}
-    bad: list[tuple[Host, KeyFileError]] = []
-    for host in hosts:
-        if not host.key_file:
-            continue
-        if host.key_file not in checked:
-            try:
-                load_private_key(host.key_file, passphrase)
-                checked[host.key_file] = None
-            except KeyFileError as problem:
-                agent = allow_agent and os.environ.get("SSH_AUTH_SOCK")
-                # an encrypted key may be loaded in ssh-agent, which paramiko asks first
-                checked[host.key_file] = None if agent and isinstance(problem, KeyFileEncrypted) else problem
-        if checked[host.key_file] is not None:
-            bad.append((host, checked[host.key_file]))
-    if not bad:
-        return
-    host, problem = bad[0]
-    others = f" (and {len(bad) - 1} more {'host' if len(bad) == 2 else 'hosts'})" if len(bad) > 1 else ""
-    text = "is encrypted and no passphrase was given" if isinstance(problem, KeyFileEncrypted) else str(problem)
-    raise ConfigError(f"{host.name}{others}: private key file {host.key_file} {text}",
-                      where=_key_file_where(host) or str(inventory), fix=_KEY_FIXES[type(problem)])
-
-
-def _key_file_where(host: Host) -> str | None:
-    """The file:line that set the host's key file (its host_vars file, a group_vars file, the inventory)."""
-    where = getattr(host, "ssh_args_where", None) or {}
-    return next((where[var] for var in ("ansible_ssh_private_key_file", "ansible_private_key_file")
-                 if where.get(var)), None)
-
-
-def _no_check(hosts, options, inventory_path) -> None:
-    """The check of an engine written before `Engine.check` existed (duck-typed engines): nothing more to refuse."""
-
-
 def planned_hosts(inventory_path: str | Path | None, *, hosts: HostSelection = HostSelection(),
                   resume: str | Path | None = None, engine: "str | Engine" = "ssh", forks: int = 1,
                   ssh: SSHSettings = SSHSettings(), retry_failed: Collection[str] | None = None,
@@ -536,9 +337,9 @@ def planned_hosts(inventory_path: str | Path | None, *, hosts: HostSelection = H
     `forks`, `ssh` and `retry_failed` as `run_sweep`. With `resume`: the run's hosts without a record; the
     inventory a manifest this user's sweep did not sign names is read only when `trust` (--trust-manifest)
     says so, as a resume does (`check_foreign`)."""
-    _check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard, workers)
+    check_options(forks, resume, hosts.limit, ssh.flags(), ssh.transport, retry_failed, hosts.shard, workers)
     runner = create_engine(engine) if isinstance(engine, str) else engine
-    _check_workers(runner, workers)
+    check_workers(runner, workers)
     if resume is not None:
         folder, manifest = RunFolder.existing(resume)
         named = _sources(manifest.get("inventory") or {"path": None})
@@ -607,69 +408,6 @@ def keep_record(folder: RunFolder, outcome: Outcome, wrap: "WrapSpec | None" = N
                               "with this sweep's agent"))
     folder.write_record(_record(failed, wrap))
     return failed
-
-
-class _Held:
-    """Ctrl-C and SIGTERM wait while a run folder is between two whole states (the folder and its manifest,
-    a record set aside, a session's end): a signal that comes meanwhile is delivered, by its own handler,
-    at `release` (or at the end of a ``with`` block). Only in the main thread, where Python runs handlers."""
-
-    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self):
-        self.caught: list[int] = []
-        self.previous: dict | None = None
-        if threading.current_thread() is threading.main_thread():
-            self.previous = {sig: signal.signal(sig, lambda signum, frame: self.caught.append(signum))
-                             for sig in self._SIGNALS}
-
-    def release(self) -> None:
-        if self.previous is None:
-            return
-        previous, self.previous = self.previous, None
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        for sig in self.caught[:1]:
-            if callable(previous[sig]):
-                previous[sig](sig, None)  # KeyboardInterrupt, from Python's or _sigterm_as_interrupt's handler
-            elif previous[sig] == signal.SIG_DFL:
-                signal.raise_signal(sig)
-
-    def __enter__(self) -> "_Held":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
-@contextmanager
-def _sigterm_as_interrupt():
-    """SIGTERM (kill, systemd, a scheduler) ends the sweep as Ctrl-C does; only in the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum, frame):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second one must not cut the drain short
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _wrapped(wrap: "WrapSpec | None", runner: Engine, agent_args: Sequence[str],
-             host_deadline: float | None) -> tuple["WrapSpec | None", list[str]]:
-    """(the benchmark to wrap, if any; the agent's arguments)."""
-    if wrap is None:
-        return None, _agent_args(agent_args, host_deadline)
-    if not declared(runner, "wraps"):
-        raise ConfigError("--wrap runs over sweep's own SSH transport only", where="--engine",
-                          fix="drop --engine, or run the agent's --wrap through your engine (docs/provenance.md)")
-    wrap.agent_args(host_deadline or DEFAULTS.host_deadline)  # too short for the probes and the command: now
-    return wrap, list(agent_args)  # the probes' deadline comes from the host deadline (WrapSpec.agent_args)
 
 
 def _record(outcome: Outcome, wrap: "WrapSpec | None" = None) -> dict:

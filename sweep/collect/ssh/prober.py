@@ -36,8 +36,7 @@ import paramiko
 
 # noqa: F401  (openssh reads it here)
 from sweep.collect.bundle import become_user, host_agent_args, remote_command
-from sweep.collect.ssh.keyfiles import (KeyFileEncrypted, KeyFileError, KeyFileMissing,  # noqa: F401
-                                        KeyFileWrongPassphrase, load_private_key)  # (collect.run reads them here)
+from sweep.collect.ssh.keyfiles import KeyFileError, load_private_key
 from sweep.collect.ssh.hostkeys import HostKeyStore, KnownHostsPolicy, UnknownHostKey, known_hosts_name
 from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
 from sweep.collect.ssh.config import Hop, SSHConfigFile
