@@ -171,7 +171,7 @@ class _Fan:
         """The bound engine over `todo`, or a WorkerPool running it in `n` processes with `forks` shared out."""
         n = 1
         if declared(self.runner, "splits_hosts") and todo:
-            n = min(self.workers or auto_workers(usable_cpus(), self.forks, len(todo)), len(todo))
+            n = min(self.workers or auto_workers(usable_cpus(), self.forks, len(todo)), len(todo), self.forks)
         bound = self.runner.bind(self.job(max(1, -(-self.forks // n))))
         if n <= 1:
             return bound
