@@ -10,7 +10,7 @@
 
 The comparability classes and health findings (`sweep.analysis.compare`), the speed, bench and Xid
 sections, the audit against expectations and a baseline, and the one verdict over all of them
-(`sweep.analysis.verdict.judge`). `build_report`, the Prometheus export, `sweep audit` and the
+(`sweep.analysis.verdict.make_verdict`). `build_report`, the Prometheus export, `sweep audit` and the
 library read this; nothing else assembles the steps. The pool, the hosts held out and the sentence
 are the verdict's: a host is said of once, by its cause.
 """
@@ -24,7 +24,7 @@ from sweep.analysis.compare import Findings, compare
 from sweep.analysis.fleet import Fleet, records_of
 from sweep.analysis.names import abbreviate, fold_hosts
 from sweep.analysis.speed import speed_section
-from sweep.analysis.verdict import Entry, Verdict, judge
+from sweep.analysis.verdict import Entry, Verdict, make_verdict
 from sweep.analysis.xid import xid_section
 from sweep.text import plural
 
@@ -177,7 +177,7 @@ def assess(fleet: Fleet, baseline: str | Path | None = None, expectations: str |
     speed = speed_section(fleet, findings, _read_references(references))
     bench = bench_section(fleet, findings)
     xid = xid_section(fleet)
-    verdict = judge(fleet, findings, speed, bench, xid, audit)
+    verdict = make_verdict(fleet, findings, speed, bench, xid, audit)
     return Assessment(fleet, findings, verdict, speed, bench, xid, audit, drain_config)
 
 

@@ -125,7 +125,8 @@ class Verdict:
         return self.hosts_in("broken", "cannot_run")
 
     @property
-    def drain(self) -> list[str]:
+    def drain_candidates(self) -> list[str]:
+        """Held out or broken: the hosts `sweep.analysis.owners.drain_hosts` picks the drain set from."""
         return sorted(set(self.held_out) | set(self.broken), key=host_key)
 
     def of(self, host: str) -> list[Entry]:
@@ -250,7 +251,7 @@ def _note(said: str, hosts: list[str], first: Entry) -> str:
             + (f": {first.fix}" if first.fix else ""))
 
 
-def judge(fleet: Fleet, findings: Findings, speed: dict | None = None, bench: dict | None = None,
+def make_verdict(fleet: Fleet, findings: Findings, speed: dict | None = None, bench: dict | None = None,
           xid: dict | None = None, audit: dict | None = None) -> Verdict:
     """Every judgment of the fleet as entries, and each host's state from them."""
     entries = [*_health_entries(findings, xid), *_unknown_contracts(fleet), *_speed_entries(speed),

@@ -9,7 +9,7 @@ import pytest
 import fleet_variants as fv
 from sweep.report import build as report_module
 from sweep.judgment import assess
-from sweep.analysis.verdict import judge
+from sweep.analysis.verdict import make_verdict
 from sweep.analysis.compare import compare, fold_hosts, impact
 from sweep.errors import ConfigError, InventoryWarning
 from sweep.analysis.fleet import load_fleet
@@ -176,7 +176,7 @@ def test_one_pool_exits_0(tmp_path):
     fleet = fleet_of(tmp_path, healthy(["gpu1", "gpu2", "gpu3"]))
     findings = compare(fleet)
     assert findings.comparable and findings.findings == ()
-    assert judge(fleet, findings).exit_code == assess(fleet).exit_code == 0
+    assert make_verdict(fleet, findings).exit_code == assess(fleet).exit_code == 0
     assert assess(fleet).headline() == "One pool: all 3 of 3 hosts (gpu[1-3]) can be benchmarked together."
 
 
@@ -185,7 +185,7 @@ def test_comparable_but_broken_exits_4(tmp_path):
     fleet = fleet_of(tmp_path, records)
     findings = compare(fleet)
     assert findings.comparable
-    assert judge(fleet, findings).exit_code == 4
+    assert make_verdict(fleet, findings).exit_code == 4
 
 
 def test_two_classes_exit_3_and_unreachable_wins_over_it(tmp_path):
@@ -200,11 +200,11 @@ def test_excluded_host_alone_exits_4_not_3(tmp_path):
     fleet = fleet_of(tmp_path, records)
     findings = compare(fleet)
     assert [c.hosts for c in findings.classes] == [("gpu1", "gpu2")]
-    assert judge(fleet, findings).exit_code == 4
+    assert make_verdict(fleet, findings).exit_code == 4
 
 
 def code_of(fleet) -> int:
-    return judge(fleet, compare(fleet)).exit_code
+    return make_verdict(fleet, compare(fleet)).exit_code
 
 
 def test_exit_codes_are_documented():
@@ -287,7 +287,7 @@ def test_warnings_are_findings_but_not_exit_4(tmp_path):
     kinds = sorted((f.host, f.kind, f.severity) for f in findings.findings)
     assert kinds == [("gpu1", "persistence_off", "warning"), ("gpu2", "row_remap_pending", "warning"),
                      ("gpu3", "foreign_process", "warning")]
-    assert judge(fleet, findings).exit_code == 3  # persistence off and a 4-GPU host: other classes
+    assert make_verdict(fleet, findings).exit_code == 3  # persistence off and a 4-GPU host: other classes
 
 
 def test_row_remap_failure_is_broken(tmp_path):
