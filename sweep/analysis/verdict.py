@@ -12,7 +12,7 @@ An `Entry` is one judgment that is not plain ok, of one host, with its severity
              Xid or SXid event that needs more than the application restarted
 
 (ok judgments are counted by the sections they come from, not listed), its cause, its fix and its
-source. Sources: "health" (`Findings.findings`, the contracts judged by the agent and the GPU
+source. Sources: "health" (`Findings.health`, the contracts judged by the agent and the GPU
 facts), "contract" (a contract whose status is unknown), "speed" (`speed_section` judgments,
 outliers, rejected figures), "tier" (a tier asked for and not measured), "xid" (`xid_section`),
 "audit" (an expectations violation or baseline drift), "reach" (the host did not answer).
@@ -302,7 +302,7 @@ def _health_entries(findings: Findings, xid: dict | None) -> list[Entry]:
     the xid contract's finding is left to the Xid entries where a host has them."""
     xid_hosts = {h["host"] for h in (xid or {}).get("hosts", ())}
     out = []
-    for f in findings.findings:
+    for f in findings.health:
         if f.kind == "unreachable":
             out.append(Entry(f.host, "unknown", "reach", f.kind, f.detail, f.fix))
         elif not (f.contract == "xid" and f.host in xid_hosts):

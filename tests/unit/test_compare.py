@@ -175,7 +175,7 @@ def test_chart_marks_capped_and_slowed_hosts(must_show, monkeypatch):
 def test_one_pool_exits_0(tmp_path):
     fleet = fleet_of(tmp_path, healthy(["gpu1", "gpu2", "gpu3"]))
     findings = compare(fleet)
-    assert findings.comparable and findings.findings == ()
+    assert findings.comparable and findings.health == ()
     assert make_verdict(fleet, findings).exit_code == assess(fleet).exit_code == 0
     assert assess(fleet).headline() == "One pool: all 3 of 3 hosts (gpu[1-3]) can be benchmarked together."
 
@@ -275,7 +275,7 @@ def test_gpus_outside_the_mask_do_not_count(tmp_path):
     records = [fv.record(n, fv.mask(fv.h200(4, n), "0,1")) for n in ("gpu1", "gpu2")] + [fv.record("gpu3", odd)]
     findings = compare(fleet_of(tmp_path, records))
     assert findings.comparable
-    assert not [f for f in findings.findings if f.kind == "mixed_gpus"]
+    assert not [f for f in findings.health if f.kind == "mixed_gpus"]
 
 
 def test_warnings_are_findings_but_not_exit_4(tmp_path):
@@ -284,7 +284,7 @@ def test_warnings_are_findings_but_not_exit_4(tmp_path):
                fv.record("gpu3", fv.foreign_process(fv.h200(4, "gpu3"), gpu=1))]
     fleet = fleet_of(tmp_path, records)
     findings = compare(fleet)
-    kinds = sorted((f.host, f.kind, f.severity) for f in findings.findings)
+    kinds = sorted((f.host, f.kind, f.severity) for f in findings.health)
     assert kinds == [("gpu1", "persistence_off", "warning"), ("gpu2", "row_remap_pending", "warning"),
                      ("gpu3", "foreign_process", "warning")]
     assert make_verdict(fleet, findings).exit_code == 3  # persistence off and a 4-GPU host: other classes
@@ -293,7 +293,7 @@ def test_warnings_are_findings_but_not_exit_4(tmp_path):
 def test_row_remap_failure_is_broken(tmp_path):
     records = healthy(["gpu1"]) + [fv.record("gpu2", fv.remap(fv.h200(2, "gpu2"), gpu=1, failure=True))]
     findings = compare(fleet_of(tmp_path, records))
-    found = [f for f in findings.findings if f.kind == "row_remap_failure"]
+    found = [f for f in findings.health if f.kind == "row_remap_failure"]
     assert [(f.message, f.severity) for f in found] == [("gpu2: row remapping failed on GPU 1", "broken")]
 
 
