@@ -72,7 +72,7 @@ class Assessment:
         out = []
         for host in self.verdict.held_out:
             e = self.verdict.cause(host)
-            out.append({"host": host, "what": e.what if e else None, "source": e.source if e else None,
+            out.append({"host": host, "what": e.about if e else None, "source": e.source if e else None,
                         "cause": e.cause if e else "held out", "fix": e.fix if e else None,
                         "severity": "broken" if e is not None and e.severity == "broken" else "warning"})
         return out

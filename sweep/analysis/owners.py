@@ -74,7 +74,7 @@ CAUSES = {
 
 def owner_of(entry: Entry) -> str:
     """The owner of one entry's cause (`OWNERS`'s name)."""
-    for key in (entry.finding if entry.finding != "lowest_broken" else None, entry.contract, entry.what, entry.source):
+    for key in (entry.finding if entry.finding != "lowest_broken" else None, entry.contract, entry.about, entry.source):
         if key in CAUSES:
             return CAUSES[key]
     return "node"

@@ -76,17 +76,22 @@ class Entry:
     host: str
     severity: str  # watch, unknown, broken
     source: str  # health, contract, speed, tier, xid, audit, reach
-    what: str  # the contract, finding kind, figure or tier it is about
+    about: str  # the contract, finding kind, figure or tier it is about
     cause: str
     fix: str | None = None
     holds_out: bool = False  # keeps a host of the reference class out of the pool without being broken
     tier: str | None = None  # a tier asked for and not measured: speed, load, wrap
-    off: bool = False  # off its expectations or drifted from its baseline (exit 5)
+    off_audit: bool = False  # off its expectations or drifted from its baseline (exit 5)
     finding: str | None = None  # the health finding's kind ("lowest_broken", "hw_slowdown", ...), for "health"
     contract: str | None = None  # the contract it is about, where it is one
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}  # flat: asdict's deep copy cost 16 s at 100,000 hosts
+        return {key: getattr(self, name) for key, name in ENTRY_KEYS}  # flat: asdict's deep copy cost 16 s at 100,000 hosts
+
+
+# summary.json's key of each field (sweep.summary/2 is published: a renamed field keeps its key)
+JSON_KEY = {"about": "what", "off_audit": "off"}
+ENTRY_KEYS = tuple((JSON_KEY.get(f.name, f.name), f.name) for f in fields(Entry))
 
 
 @dataclass(frozen=True)
@@ -153,7 +158,7 @@ class Verdict:
             return exitcodes.NOT_COMPARABLE
         if states & {"broken", "cannot_run", "held_out"}:
             return exitcodes.BROKEN
-        if any(e.off for e in self.entries):
+        if any(e.off_audit for e in self.entries):
             return exitcodes.OFF
         return exitcodes.OK
 
@@ -172,8 +177,8 @@ class Verdict:
         watch = [e for e in self.entries if e.severity == "watch" and e.source == "speed"
                  and self.states.get(e.host) not in ("broken", "cannot_run")]  # a broken host is said as broken
         for said, entries, key in (("not measured", self.not_measured, lambda e: e.tier),
-                                   ("not read", self.unknown, lambda e: (e.source, e.what)),
-                                   ("to watch", watch, lambda e: e.what)):
+                                   ("not read", self.unknown, lambda e: (e.source, e.about)),
+                                   ("to watch", watch, lambda e: e.about)):
             for group in _grouped(entries, key):
                 hosts = sorted({e.host for e in group}, key=host_key)
                 out.append({"said": said, "hosts": hosts, "text": _note(said, hosts, group[0])})
@@ -210,7 +215,7 @@ def cause_key(e: Entry) -> str:
     tier ("thermal", "xid", "speed", "processes", "unreachable")."""
     if e.source == "speed":
         return "speed"
-    return contract_of(e) or e.tier or e.finding or e.what
+    return contract_of(e) or e.tier or e.finding or e.about
 
 
 def cause_rank(e: Entry, lowest: str | None = None) -> tuple:
@@ -246,7 +251,7 @@ def _grouped(entries, key) -> list[list[Entry]]:
 
 def _note(said: str, hosts: list[str], first: Entry) -> str:
     """'speed not measured on 1 host (gpu05; gpu05: failed: ...): fix' / 'xid not read on 2 hosts (gpu[07-08]; ...): fix'."""
-    name = first.tier or LABELS.get(first.what) or first.what
+    name = first.tier or LABELS.get(first.about) or first.about
     return (f"{name} {said} on {plural(len(hosts), 'host')} ({fold_hosts(hosts)}; {first.host}: {first.cause})"
             + (f": {first.fix}" if first.fix else ""))
 
@@ -403,4 +408,4 @@ def _audit_entries(audit: dict | None) -> list[Entry]:
         return []
     items = [*((audit.get("expectations") or {}).get("findings") or ()), *((audit.get("baseline") or {}).get("drift") or ())]
     return [Entry(i["host"], "watch", "audit", i.get("rule") or i.get("kind") or "audit",
-                  i["detail"], i.get("fix"), off=True) for i in items]
+                  i["detail"], i.get("fix"), off_audit=True) for i in items]

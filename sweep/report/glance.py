@@ -58,7 +58,7 @@ class Cause:
     """Hosts kept out for the same reason: their state, what it is about, the text and fix."""
 
     state: str
-    what: str
+    about: str  # the contract, finding kind, figure or tier (`Entry.about`)
     hosts: tuple[str, ...]
     text: str  # the first host's cause; `alike`: the others' differ in their values only
     fix: str | None
@@ -86,19 +86,19 @@ def glance(verdict: Verdict, classes: list[dict]) -> Glance:
         state, entry = state_and_cause(verdict, host)
         by_state[state].append(host)
         if state in KEPT_OUT and entry is not None:
-            key = (state, entry.what, entry.fix, owner_of(entry))
+            key = (state, entry.about, entry.fix, owner_of(entry))
             groups.setdefault(key, []).append((host, entry.cause))
     causes = [
         Cause(
             state,
-            what,
+            about,
             tuple(h for h, _ in items),
             items[0][1],
             fix,
             len({c for _, c in items}) > 1,
             owner,
         )
-        for (state, what, fix, owner), items in groups.items()
+        for (state, about, fix, owner), items in groups.items()
     ]
     causes.sort(key=lambda c: (CAUSE_ORDER.index(c.state), -len(c.hosts)))
     differ = []
@@ -236,7 +236,7 @@ def cause_rows(g: Glance, drained=()) -> list[dict]:
             "word": c.state.replace("_", " "),
             "folded": fold_hosts(c.hosts),
             "count": len(c.hosts),
-            "what": c.what,
+            "about": c.about,
             "text": c.text,
             "fix": c.fix,
             "alike": c.alike,

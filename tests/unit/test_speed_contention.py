@@ -102,7 +102,7 @@ def test_the_verdict_names_a_contended_host_with_its_fix_and_neither_breaks_nor_
     section = speed_section(fleet, findings)
     assert section["slow_pools"] == [] and section["class_outliers"] == []  # the shim's 75% HBM, contended: no pool line
     verdict = make_verdict(fleet, findings, section)
-    (entry,) = [e for e in verdict.of("busy01") if e.what == "contended"]
+    (entry,) = [e for e in verdict.of("busy01") if e.about == "contended"]
     assert entry.severity == "unknown" and "pid 4242 (python3)" in entry.cause and "no other process" in entry.fix
     assert "busy01" not in verdict.broken and "busy01" not in verdict.drain_candidates
     assert any("contended" in line and "busy01" in line for line in verdict.notes()), verdict.notes()
