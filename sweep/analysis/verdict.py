@@ -172,16 +172,17 @@ class Verdict:
     def note_items(self) -> list[dict]:
         """What every view says beside the headline: each tier asked for and not measured, each contract or
         figure not read, each speed figure to watch (a warning), with its hosts and fix:
-        [{"said": "not measured" | "not read" | "to watch", "hosts", "text"}]."""
+        [{"said": kind, "hosts", "text"}], kind "not measured" | "not read" | "to watch" (under the key
+        "said": summary.json's notes are published, sweep.summary/2)."""
         out = []
         watch = [e for e in self.entries if e.severity == "watch" and e.source == "speed"
                  and self.states.get(e.host) not in ("broken", "cannot_run")]  # a broken host is said as broken
-        for said, entries, key in (("not measured", self.not_measured, lambda e: e.tier),
-                                   ("not read", self.unknown, lambda e: (e.source, e.about)),
-                                   ("to watch", watch, lambda e: e.about)):
+        for kind, entries, key in (("not measured", self.not_measured, lambda e: e.tier),
+                                  ("not read", self.unknown, lambda e: (e.source, e.about)),
+                                  ("to watch", watch, lambda e: e.about)):
             for group in _grouped(entries, key):
                 hosts = sorted({e.host for e in group}, key=host_key)
-                out.append({"said": said, "hosts": hosts, "text": _note(said, hosts, group[0])})
+                out.append({"said": kind, "hosts": hosts, "text": _note(kind, hosts, group[0])})
         return out
 
     def notes(self) -> list[str]:
@@ -249,10 +250,10 @@ def _grouped(entries, key) -> list[list[Entry]]:
     return list(groups.values())
 
 
-def _note(said: str, hosts: list[str], first: Entry) -> str:
+def _note(kind: str, hosts: list[str], first: Entry) -> str:
     """'speed not measured on 1 host (gpu05; gpu05: failed: ...): fix' / 'xid not read on 2 hosts (gpu[07-08]; ...): fix'."""
     name = first.tier or LABELS.get(first.about) or first.about
-    return (f"{name} {said} on {plural(len(hosts), 'host')} ({fold_hosts(hosts)}; {first.host}: {first.cause})"
+    return (f"{name} {kind} on {plural(len(hosts), 'host')} ({fold_hosts(hosts)}; {first.host}: {first.cause})"
             + (f": {first.fix}" if first.fix else ""))
 
 
