@@ -6,7 +6,7 @@
     judged = sweep.assess(fleet)             # Assessment: classes, sections, the verdict
     judged.pool, judged.held_out, judged.broken, judged.exit_code
     judged.cause("gpu03")                    # the one entry that explains a host, with its fix
-    judged.headline()                        # the sentence the report and the terminal say
+    judged.headline()                        # the one headline: terminal, report, summary.json
 
 The comparability classes and health findings (`sweep.analysis.compare`), the speed, bench and Xid
 sections, the audit against expectations and a baseline, and the one verdict over all of them
@@ -79,21 +79,24 @@ class Assessment:
 
     def sentence(self, brief: bool = False, causes: bool = True) -> tuple[str, str]:
         """(the answer in a few words, the sentence that backs it); `brief`: the sentence without
-        the hosts kept out and why (the view lists them under it); `causes`: False names the hosts
-        held out without their causes (the terminal says each host's cause on a line of its own)."""
+        the hosts kept out and why (the view lists them under it); `causes`: False counts the hosts
+        kept out in each state without naming them (each view names them under the headline, each
+        with its cause, once)."""
         ref, total, pool = self.findings.reference, self.findings.hosts_total, self.pool
-        held, kept = self.held_out, total - len(pool)
-        tail = []
-        if held and not causes:
-            tail.append(f"{len(held)} held out for health ({abbreviate(fold_hosts(held))})")
-        elif held:
-            said = "; ".join(f"{h}: {(self.cause(h) or _HELD).cause}" for h in held[:HELD_OUT_SAID])
-            more = f"; and {len(held) - HELD_OUT_SAID} more" if len(held) > HELD_OUT_SAID else ""
-            tail.append(f"{len(held)} held out for health ({said}{more})")
-        if self.findings.excluded:
-            tail.append(f"{len(self.findings.excluded)} cannot run a benchmark")
-        if self.findings.unreachable:
-            tail.append(f"{len(self.findings.unreachable)} unreachable")
+        kept, hosts_in = total - len(pool), self.verdict.hosts_in
+        tail = []  # each host counted once, in its state, as the views count it (`sweep.report.glance`)
+        for state, words in (("held_out", "held out for health"), ("busy", "busy with a Slurm job"),
+                             ("broken", "broken")):
+            hosts = hosts_in(state)
+            if hosts and not causes:
+                tail.append(f"{len(hosts)} {words}")
+            elif hosts:
+                said = "; ".join(f"{h}: {(self.cause(h) or _HELD).cause}" for h in hosts[:HELD_OUT_SAID])
+                more = f"; and {len(hosts) - HELD_OUT_SAID} more" if len(hosts) > HELD_OUT_SAID else ""
+                tail.append(f"{len(hosts)} {words} ({said}{more})")
+        for state, words in (("cannot_run", "cannot run a benchmark"), ("unreachable", "unreachable")):
+            if hosts_in(state):
+                tail.append(f"{len(hosts_in(state))} {words}")
         tail = ("; " + "; ".join(tail)) if tail else ""
         if brief and kept:
             are = "is" if kept == 1 else "are"
@@ -116,16 +119,19 @@ class Assessment:
         if brief:
             return answer, f"the pool is {folded} ({len(pool)} of {hosts}){tail}."
         others = self.findings.classes[1:]
-        count = sum(c.size for c in others)
+        count = len(hosts_in("other_class"))  # their broken hosts are said as broken
         keys = list(dict.fromkeys(d.label for c in others for d in c.differs))
         classes = plural(len(others), "other class", "other classes")
-        differ = "differs" if count == 1 else "differ"
-        return answer, (f"the pool is {folded} ({len(pool)} of {hosts}); {plural(count, 'host')} in "
-                        f"{classes} {differ} in {', '.join(keys)}{tail}.")
+        differ = "differs" if (count or len(others)) == 1 else "differ"
+        which = f"{plural(count, 'host')} in {classes}" if count else classes  # else: all broken
+        return answer, f"the pool is {folded} ({len(pool)} of {hosts}); {which} {differ} in {', '.join(keys)}{tail}."
 
     def headline(self) -> str:
-        """The verdict in one sentence."""
-        answer, detail = self.sentence()
+        """The verdict in one sentence: the pool named, the hosts kept out counted in their states
+        (each view names them under it, each with its cause, once): the first line of the
+        terminal, the answer of the report's top box, summary.json's "headline";
+        `sweep.report.glance` reads it."""
+        answer, detail = self.sentence(causes=False)
         return f"{answer}: {detail}"
 
     def to_dict(self) -> dict:

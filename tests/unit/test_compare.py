@@ -112,17 +112,22 @@ def test_must_show_health_findings(must_show):
 
 def test_must_show_headline(must_show):
     result, summary = must_show
+    # each host counted once, in its state, as the terminal's state lines count it (issue 48)
     assert result.headline == (
         "Not one pool: 7 comparability classes: the pool is gpu[01-04,06,10-11,13,15,17-18,20,23-24,27-30,35-41] "
-        "(25 of 44 hosts); 12 hosts in 6 other classes "
-        "differ in Driver, CUDA (driver), ECC, Power limit, MIG; 2 held out for health (gpu[14,16]); "
-        "2 cannot run a benchmark; 3 unreachable.")  # each host's cause: on its own line (issue 48)
-    assert summary["headline"] == result.summary["headline"] == (
-        "Not one pool: 7 comparability classes: the pool is gpu[01-04,06,10-11,13,15,17-18,20,23-24,27-30,35-41] "
-        "(25 of 44 hosts); 12 hosts in 6 other classes "
-        "differ in Driver, CUDA (driver), ECC, Power limit, MIG; 2 held out for health (gpu14: 1 other "
-        "process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2; gpu16: HW thermal slowdown active on GPU 5 "
-        "(SM 1125 of 1980 MHz, 92 C)); 2 cannot run a benchmark; 3 unreachable.")
+        "(25 of 44 hosts); 9 hosts in 6 other classes "
+        "differ in Driver, CUDA (driver), ECC, Power limit, MIG; 1 held out for health; "
+        "4 broken; 2 cannot run a benchmark; 3 unreachable.")  # the hosts and causes: on lines of their own
+    # one headline: summary.json's is the terminal's (issue 48); the detail names each host's cause
+    assert summary["headline"] == result.summary["headline"] == result.headline
+    assert summary["verdict_detail"] == (
+        "The pool is gpu[01-04,06,10-11,13,15,17-18,20,23-24,27-30,35-41] "
+        "(25 of 44 hosts); 9 hosts in 6 other classes "
+        "differ in Driver, CUDA (driver), ECC, Power limit, MIG; 1 held out for health (gpu14: 1 other "
+        "process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2); 4 broken (gpu07: GPU 0-7: enforced power "
+        "limit 250 W is below the default 700 W; gpu08: GPU 0-7: enforced power limit 250 W is below the default "
+        "700 W; gpu09: GPU 3: enforced power limit 250 W is below the default 700 W; gpu16: HW thermal slowdown "
+        "active on GPU 5 (SM 1125 of 1980 MHz, 92 C)); 2 cannot run a benchmark; 3 unreachable.")
 
 
 def test_report_folder_holds_every_output(must_show):
