@@ -16,6 +16,7 @@ are the verdict's: a host is said of once, by its cause.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from sweep.analysis.xid import xid_section
 from sweep.text import plural
 
 HELD_OUT_SAID = 4  # hosts held out named, with their cause, in the sentence
+NAMED_WITH_CAUSE = ("held_out", "busy", "broken")  # the states whose hosts the sentence names with causes
 
 
 @dataclass(frozen=True)
@@ -83,20 +85,18 @@ class Assessment:
         kept out in each state without naming them (each view names them under the headline, each
         with its cause, once)."""
         ref, total, pool = self.findings.reference, self.findings.hosts_total, self.pool
-        kept, hosts_in = total - len(pool), self.verdict.hosts_in
+        kept, counts = total - len(pool), Counter(self.verdict.states.values())
         tail = []  # each host counted once, in its state, as the views count it (`sweep.report.glance`)
         for state, words in (("held_out", "held out for health"), ("busy", "busy with a Slurm job"),
-                             ("broken", "broken")):
-            hosts = hosts_in(state)
-            if hosts and not causes:
-                tail.append(f"{len(hosts)} {words}")
-            elif hosts:
+                             ("broken", "broken"), ("cannot_run", "cannot run a benchmark"),
+                             ("unreachable", "unreachable")):
+            if counts[state] and causes and state in NAMED_WITH_CAUSE:
+                hosts = self.verdict.hosts_in(state)
                 said = "; ".join(f"{h}: {(self.cause(h) or _HELD).cause}" for h in hosts[:HELD_OUT_SAID])
                 more = f"; and {len(hosts) - HELD_OUT_SAID} more" if len(hosts) > HELD_OUT_SAID else ""
                 tail.append(f"{len(hosts)} {words} ({said}{more})")
-        for state, words in (("cannot_run", "cannot run a benchmark"), ("unreachable", "unreachable")):
-            if hosts_in(state):
-                tail.append(f"{len(hosts_in(state))} {words}")
+            elif counts[state]:
+                tail.append(f"{counts[state]} {words}")
         tail = ("; " + "; ".join(tail)) if tail else ""
         if brief and kept:
             are = "is" if kept == 1 else "are"
@@ -119,7 +119,7 @@ class Assessment:
         if brief:
             return answer, f"the pool is {folded} ({len(pool)} of {hosts}){tail}."
         others = self.findings.classes[1:]
-        count = len(hosts_in("other_class"))  # their broken hosts are said as broken
+        count = counts["other_class"]  # their broken hosts are said as broken
         keys = list(dict.fromkeys(d.label for c in others for d in c.differs))
         classes = plural(len(others), "other class", "other classes")
         differ = "differs" if (count or len(others)) == 1 else "differ"
