@@ -27,7 +27,7 @@ import pytest
 
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from sweep.collect.engines.base import judged
+from sweep.collect.engines.base import outcome_of_output
 from sweep.schema import health_problem
 from sweep.errors import ExpectationsWarning
 from sweep.collect.run import keep_record
@@ -166,7 +166,7 @@ def strict(text: str):
 
 def sweep_one(folder: RunFolder, name: str, out: bytes, exit_status: int = 0) -> dict:
     """What a sweep does with one host's stdout: judge it, keep its record."""
-    outcome = judged(host(name), time.time(), out, exit_status, "")
+    outcome = outcome_of_output(host(name), time.time(), out, exit_status, "")
     kept = keep_record(folder, outcome)
     record = read_records(folder.path)[name]
     assert record["status"] == kept.status
