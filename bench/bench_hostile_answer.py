@@ -2,7 +2,7 @@
 
     python3 bench/bench_hostile_answer.py [--hosts 16] [--mib 15]
 
-Each answer goes through `judge_output`, as every engine judges a host's stdout; prints the class it
+Each answer goes through `read_agent_output`, as every engine judges a host's stdout; prints the class it
 gets and the CPU time per answer (the largest) and in all. With BENCH_TREE set, another tree's sweep.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, os.environ.get("BENCH_TREE", str(Path(__file__).resolve().parents[1])))
 
-from sweep.collect.outcome import judge_output  # noqa: E402
+from sweep.collect.outcome import read_agent_output  # noqa: E402
 from sweep.failures import HostFailure  # noqa: E402
 
 
@@ -30,7 +30,7 @@ def main() -> None:
     for i in range(args.hosts):
         started = time.process_time()
         try:
-            judge_output(SimpleNamespace(name=f"gpu{i:02d}", python="python3", become=False), out, 0, "")
+            read_agent_output(SimpleNamespace(name=f"gpu{i:02d}", python="python3", become=False), out, 0, "")
             classes.add("ok")
         except HostFailure as failure:
             classes.add(failure.failure_class)

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TREE = Path(os.environ.get("BENCH_TREE", ROOT))  # the sweep tree measured (another revision's worktree: paired runs)
 sys.path[:0] = [str(TREE), str(ROOT / "tests" / "unit")]
 
-from sweep.collect.engines.base import Engine, judged  # noqa: E402
+from sweep.collect.engines.base import Engine, outcome_of_output  # noqa: E402
 from sweep.collect.options import HostSelection  # noqa: E402
 from sweep.inventory.groups import InventoryLimits  # noqa: E402
 
@@ -94,7 +94,7 @@ class CannedEngine(Engine):
             answers = [self.canned[variant_of(first + i)].replace(b"@@HOST@@", host.name.encode())
                        for i, host in enumerate(chunk)]
             start = cpu()
-            outcomes = [judged(host, time.time(), out, 0, "") for host, out in zip(chunk, answers)]
+            outcomes = [outcome_of_output(host, time.time(), out, 0, "") for host, out in zip(chunk, answers)]
             self.judge_cpu += cpu() - start
             yield from zip(chunk, outcomes)
 

@@ -155,7 +155,7 @@ def measure(run: Path, out: Path) -> None:
     print(json.dumps({"wall_s": round(wall, 2), "import_s": round(start - before_import, 2),
                       "cpu_s": round(cpu, 2), "peak_rss_mib": round(own, 1),
                       "peak_rss_children_mib": round(children, 1), "exit_code": result.exit_code,
-                      "classes": len(result.findings.classes), "findings": len(result.findings.findings),
+                      "classes": len(result.findings.classes), "findings": len(result.findings.health),
                       "hosts": result.findings.hosts_total,
                       "sizes_kib": {k: round(p.stat().st_size / 1024) for k, p in result.files.items()}}))
 

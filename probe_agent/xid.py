@@ -61,7 +61,7 @@ KERN_LOG_STAMP = re.compile(r"kernel: \[\s*(\d+(?:\.\d+)?)\]")  # "Nov 30 12:00:
 WALL = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:[.,]\d+)?(Z|[+-]\d\d:?\d\d)?")
 
 
-def judge(kind, code, text):
+def classify(kind, code, text):
     """(bucket, action, meaning) of one event: an Xid or SXid code and the text of its line."""
     table = cat.SXIDS if kind == "sxid" else cat.XIDS
     bucket, meaning = table.get(code, (None, None))
@@ -97,10 +97,10 @@ def recovery(text):
     return RECOVERY_ACTION[value], "the GPU's recovery action changed to %s: NVML %s, %s" % (shown, name, what)
 
 
-def judged(kind, code, text):
+def group_fields(kind, code, text):
     """The fields a group's judgment fills (bucket, action, its kind, meaning): the one place, for the agent's
     groups and for the controller's reading of a record written before schema 1.5 (sweep.store)."""
-    bucket, action, meaning = judge(kind, code, text)
+    bucket, action, meaning = classify(kind, code, text)
     return {"bucket": bucket, "action": action, "kind": ACTION[action][3], "meaning": meaning}
 
 
@@ -145,7 +145,7 @@ def parse_events(events, booted_at=None):
         g["last_s"], g["last_at"] = stamp(last, booted_at)
         g["last"] = (LINE.search(last) or m).group(4).strip()[:300]
         if g["code"] == 154 and kind == "xid":
-            j = judged(kind, 154, g["last"])
+            j = group_fields(kind, 154, g["last"])
             g["bucket"], g["action"], g["kind"], g["meaning"] = j["bucket"], j["action"], j["kind"], j["meaning"]
     for key, (first, last, count, said) in unseen.items():
         if key not in groups:
@@ -158,7 +158,7 @@ def parse_events(events, booted_at=None):
 
 def _group(kind, bus, code, first, booted_at, said=None):
     text = said or LINE.search(first).group(4).strip()
-    j = judged(kind, code, text)
+    j = group_fields(kind, code, text)
     first_s, first_at = stamp(first, booted_at)
     return {"type": kind, "bus_id": bus, "code": code, "count": 0, "kind": j["kind"], "bucket": j["bucket"],
             "action": j["action"], "meaning": j["meaning"], "first": text[:300], "last": None,

@@ -6,16 +6,17 @@
     judged = sweep.assess(fleet)             # Assessment: classes, sections, the verdict
     judged.pool, judged.held_out, judged.broken, judged.exit_code
     judged.cause("gpu03")                    # the one entry that explains a host, with its fix
-    judged.headline()                        # the sentence the report and the terminal say
+    judged.headline()                        # the one headline: terminal, report, summary.json
 
 The comparability classes and health findings (`sweep.analysis.compare`), the speed, bench and Xid
 sections, the audit against expectations and a baseline, and the one verdict over all of them
-(`sweep.analysis.verdict.judge`). `build_report`, the Prometheus export, `sweep audit` and the
+(`sweep.analysis.verdict.make_verdict`). `build_report`, the Prometheus export, `sweep audit` and the
 library read this; nothing else assembles the steps. The pool, the hosts held out and the sentence
 are the verdict's: a host is said of once, by its cause.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,11 +25,12 @@ from sweep.analysis.compare import Findings, compare
 from sweep.analysis.fleet import Fleet, records_of
 from sweep.analysis.names import abbreviate, fold_hosts
 from sweep.analysis.speed import speed_section
-from sweep.analysis.verdict import Entry, Verdict, judge
+from sweep.analysis.verdict import Entry, Verdict, make_verdict
 from sweep.analysis.xid import xid_section
 from sweep.text import plural
 
 HELD_OUT_SAID = 4  # hosts held out named, with their cause, in the sentence
+NAMED_WITH_CAUSE = ("held_out", "busy", "broken")  # the states whose hosts the sentence names with causes
 
 
 @dataclass(frozen=True)
@@ -72,28 +74,29 @@ class Assessment:
         out = []
         for host in self.verdict.held_out:
             e = self.verdict.cause(host)
-            out.append({"host": host, "what": e.what if e else None, "source": e.source if e else None,
+            out.append({"host": host, "what": e.about if e else None, "source": e.source if e else None,
                         "cause": e.cause if e else "held out", "fix": e.fix if e else None,
                         "severity": "broken" if e is not None and e.severity == "broken" else "warning"})
         return out
 
     def sentence(self, brief: bool = False, causes: bool = True) -> tuple[str, str]:
         """(the answer in a few words, the sentence that backs it); `brief`: the sentence without
-        the hosts kept out and why (the view lists them under it); `causes`: False names the hosts
-        held out without their causes (the terminal says each host's cause on a line of its own)."""
+        the hosts kept out and why (the view lists them under it); `causes`: False counts the hosts
+        kept out in each state without naming them (each view names them under the headline, each
+        with its cause, once)."""
         ref, total, pool = self.findings.reference, self.findings.hosts_total, self.pool
-        held, kept = self.held_out, total - len(pool)
-        tail = []
-        if held and not causes:
-            tail.append(f"{len(held)} held out for health ({abbreviate(fold_hosts(held))})")
-        elif held:
-            said = "; ".join(f"{h}: {(self.cause(h) or _HELD).cause}" for h in held[:HELD_OUT_SAID])
-            more = f"; and {len(held) - HELD_OUT_SAID} more" if len(held) > HELD_OUT_SAID else ""
-            tail.append(f"{len(held)} held out for health ({said}{more})")
-        if self.findings.excluded:
-            tail.append(f"{len(self.findings.excluded)} cannot run a benchmark")
-        if self.findings.unreachable:
-            tail.append(f"{len(self.findings.unreachable)} unreachable")
+        kept, counts = total - len(pool), Counter(self.verdict.states.values())
+        tail = []  # each host counted once, in its state, as the views count it (`sweep.report.glance`)
+        for state, words in (("held_out", "held out for health"), ("busy", "busy with a Slurm job"),
+                             ("broken", "broken"), ("cannot_run", "cannot run a benchmark"),
+                             ("unreachable", "unreachable")):
+            if counts[state] and causes and state in NAMED_WITH_CAUSE:
+                hosts = self.verdict.hosts_in(state)
+                said = "; ".join(f"{h}: {(self.cause(h) or _HELD).cause}" for h in hosts[:HELD_OUT_SAID])
+                more = f"; and {len(hosts) - HELD_OUT_SAID} more" if len(hosts) > HELD_OUT_SAID else ""
+                tail.append(f"{len(hosts)} {words} ({said}{more})")
+            elif counts[state]:
+                tail.append(f"{counts[state]} {words}")
         tail = ("; " + "; ".join(tail)) if tail else ""
         if brief and kept:
             are = "is" if kept == 1 else "are"
@@ -116,16 +119,19 @@ class Assessment:
         if brief:
             return answer, f"the pool is {folded} ({len(pool)} of {hosts}){tail}."
         others = self.findings.classes[1:]
-        count = sum(c.size for c in others)
+        count = counts["other_class"]  # their broken hosts are said as broken
         keys = list(dict.fromkeys(d.label for c in others for d in c.differs))
         classes = plural(len(others), "other class", "other classes")
-        differ = "differs" if count == 1 else "differ"
-        return answer, (f"the pool is {folded} ({len(pool)} of {hosts}); {plural(count, 'host')} in "
-                        f"{classes} {differ} in {', '.join(keys)}{tail}.")
+        differ = "differs" if (count or len(others)) == 1 else "differ"
+        which = f"{plural(count, 'host')} in {classes}" if count else classes  # else: all broken
+        return answer, f"the pool is {folded} ({len(pool)} of {hosts}); {which} {differ} in {', '.join(keys)}{tail}."
 
     def headline(self) -> str:
-        """The verdict in one sentence."""
-        answer, detail = self.sentence()
+        """The verdict in one sentence: the pool named, the hosts kept out counted in their states
+        (each view names them under it, each with its cause, once): the first line of the
+        terminal, the answer of the report's top box, summary.json's "headline";
+        `sweep.report.glance` reads it."""
+        answer, detail = self.sentence(causes=False)
         return f"{answer}: {detail}"
 
     def to_dict(self) -> dict:
@@ -177,7 +183,7 @@ def assess(fleet: Fleet, baseline: str | Path | None = None, expectations: str |
     speed = speed_section(fleet, findings, _read_references(references))
     bench = bench_section(fleet, findings)
     xid = xid_section(fleet)
-    verdict = judge(fleet, findings, speed, bench, xid, audit)
+    verdict = make_verdict(fleet, findings, speed, bench, xid, audit)
     return Assessment(fleet, findings, verdict, speed, bench, xid, audit, drain_config)
 
 

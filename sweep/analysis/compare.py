@@ -85,7 +85,7 @@ class Findings:
     reference_by: str
     unreachable: tuple[dict, ...]
     excluded: tuple[dict, ...]
-    findings: tuple[Finding, ...]
+    health: tuple[Finding, ...]  # the health findings (`sweep.analysis.health`), each of one host
     host_keys: pd.DataFrame = field(repr=False)
 
     @property
@@ -109,7 +109,7 @@ class Findings:
             "key_labels": dict(fact_table.COMPARED), "unreachable": list(self.unreachable),
             "reference_class": dict(cls(ref), chosen_by=self.reference_by) if ref else None,
             "classes": [cls(c) for c in self.classes], "excluded": list(self.excluded),
-            "findings": [f.to_dict() for f in self.findings],
+            "findings": [f.to_dict() for f in self.health],
         }
 
 

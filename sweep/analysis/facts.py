@@ -405,10 +405,10 @@ def impact_of(key: str, value: str, reference: str, rows=(), ref_rows=()) -> str
     """What a host with `value` for `key` suffers or gains against `reference` (the fact's impact
     rules, judging the typed `rows` behind each side: one per distinct value of its GPUs)."""
     fact = BY_NAME[key]
-    return texts.impact(key, value, reference, fact.impact, rows, ref_rows, fact.unread or _judged)
+    return texts.impact(key, value, reference, fact.impact, rows, ref_rows, fact.unread or _every_row_read)
 
 
-def _judged(_row) -> bool:
+def _every_row_read(_row) -> bool:
     """The "not read" test of a fact whose text says what a gap means ("not recorded"): every row is read."""
     return False
 

@@ -355,9 +355,9 @@ class _Builder:
                                        "name": p.get("name"), "used_memory_bytes": p.get("used_memory_bytes"),
                                        "user": p.get("user"), "job": job.get("id"), "job_user": job.get("user")})
 
-    def typed(self) -> "_Chunk":
+    def typed(self) -> "_TypedRows":
         """This chunk's rows as typed frames (their host column still the host's position)."""
-        return _Chunk(typed_frame(self.hosts, HOST_COLUMNS, "host"),
+        return _TypedRows(typed_frame(self.hosts, HOST_COLUMNS, "host"),
                       layout_frame(self.gpus, GPU_ROW, GPU_COLUMNS, "GPU"),
                       layout_frame(self.contracts, CONTRACT_ROW, CONTRACT_COLUMNS, "contract"),
                       typed_frame(self.processes, PROCESS_COLUMNS,
@@ -366,7 +366,9 @@ class _Builder:
 
 
 @dataclass
-class _Chunk:
+class _TypedRows:
+    """One chunk of records as typed frames (host column: the position), and what rides beside them."""
+
     hosts: pd.DataFrame
     gpus: pd.DataFrame
     contracts: pd.DataFrame

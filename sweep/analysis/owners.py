@@ -74,7 +74,7 @@ CAUSES = {
 
 def owner_of(entry: Entry) -> str:
     """The owner of one entry's cause (`OWNERS`'s name)."""
-    for key in (entry.finding if entry.finding != "lowest_broken" else None, entry.contract, entry.what, entry.source):
+    for key in (entry.finding if entry.finding != "lowest_broken" else None, entry.contract, entry.about, entry.source):
         if key in CAUSES:
             return CAUSES[key]
     return "node"
@@ -96,8 +96,8 @@ def drain_entries(verdict: Verdict, host: str, drain_config: bool = False) -> li
 
 
 def drain_hosts(verdict: Verdict, drain_config: bool = False) -> list[str]:
-    """The hosts to drain: held out or broken (`Verdict.drain`) for a cause whose owner drains."""
-    return [h for h in verdict.drain if drain_entries(verdict, h, drain_config)]
+    """The hosts to drain: held out or broken (`Verdict.drain_candidates`) for a cause whose owner drains."""
+    return [h for h in verdict.drain_candidates if drain_entries(verdict, h, drain_config)]
 
 
 def held_back(verdict: Verdict, drain_config: bool = False) -> list[dict]:
@@ -109,7 +109,7 @@ def held_back(verdict: Verdict, drain_config: bool = False) -> list[dict]:
     drained = set(drain_hosts(verdict, drain_config))
     env = {e.host for e in verdict.entries if e.finding == "probe_env"}  # judged on NVML, in the pool or a class
     out = []
-    for host in sorted({*verdict.drain, *verdict.hosts_in("busy"), *env}, key=host_key):
+    for host in sorted({*verdict.drain_candidates, *verdict.hosts_in("busy"), *env}, key=host_key):
         items = causes(verdict, host) or [e for e in verdict.of(host) if e.finding == "probe_env"]
         if host in drained or not items:
             continue

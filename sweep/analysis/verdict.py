@@ -12,7 +12,7 @@ An `Entry` is one judgment that is not plain ok, of one host, with its severity
              Xid or SXid event that needs more than the application restarted
 
 (ok judgments are counted by the sections they come from, not listed), its cause, its fix and its
-source. Sources: "health" (`Findings.findings`, the contracts judged by the agent and the GPU
+source. Sources: "health" (`Findings.health`, the contracts judged by the agent and the GPU
 facts), "contract" (a contract whose status is unknown), "speed" (`speed_section` judgments,
 outliers, rejected figures), "tier" (a tier asked for and not measured), "xid" (`xid_section`),
 "audit" (an expectations violation or baseline drift), "reach" (the host did not answer).
@@ -76,17 +76,22 @@ class Entry:
     host: str
     severity: str  # watch, unknown, broken
     source: str  # health, contract, speed, tier, xid, audit, reach
-    what: str  # the contract, finding kind, figure or tier it is about
+    about: str  # the contract, finding kind, figure or tier it is about
     cause: str
     fix: str | None = None
     holds_out: bool = False  # keeps a host of the reference class out of the pool without being broken
     tier: str | None = None  # a tier asked for and not measured: speed, load, wrap
-    off: bool = False  # off its expectations or drifted from its baseline (exit 5)
+    off_audit: bool = False  # off its expectations or drifted from its baseline (exit 5)
     finding: str | None = None  # the health finding's kind ("lowest_broken", "hw_slowdown", ...), for "health"
     contract: str | None = None  # the contract it is about, where it is one
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}  # flat: asdict's deep copy cost 16 s at 100,000 hosts
+        return {key: getattr(self, name) for key, name in ENTRY_KEYS}  # flat: asdict's deep copy cost 16 s at 100,000 hosts
+
+
+# summary.json's key of each field (sweep.summary/2 is published: a renamed field keeps its key)
+JSON_KEY = {"about": "what", "off_audit": "off"}
+ENTRY_KEYS = tuple((JSON_KEY.get(f.name, f.name), f.name) for f in fields(Entry))
 
 
 @dataclass(frozen=True)
@@ -125,7 +130,8 @@ class Verdict:
         return self.hosts_in("broken", "cannot_run")
 
     @property
-    def drain(self) -> list[str]:
+    def drain_candidates(self) -> list[str]:
+        """Held out or broken: the hosts `sweep.analysis.owners.drain_hosts` picks the drain set from."""
         return sorted(set(self.held_out) | set(self.broken), key=host_key)
 
     def of(self, host: str) -> list[Entry]:
@@ -152,7 +158,7 @@ class Verdict:
             return exitcodes.NOT_COMPARABLE
         if states & {"broken", "cannot_run", "held_out"}:
             return exitcodes.BROKEN
-        if any(e.off for e in self.entries):
+        if any(e.off_audit for e in self.entries):
             return exitcodes.OFF
         return exitcodes.OK
 
@@ -166,16 +172,17 @@ class Verdict:
     def note_items(self) -> list[dict]:
         """What every view says beside the headline: each tier asked for and not measured, each contract or
         figure not read, each speed figure to watch (a warning), with its hosts and fix:
-        [{"said": "not measured" | "not read" | "to watch", "hosts", "text"}]."""
+        [{"said": kind, "hosts", "text"}], kind "not measured" | "not read" | "to watch" (under the key
+        "said": summary.json's notes are published, sweep.summary/2)."""
         out = []
         watch = [e for e in self.entries if e.severity == "watch" and e.source == "speed"
                  and self.states.get(e.host) not in ("broken", "cannot_run")]  # a broken host is said as broken
-        for said, entries, key in (("not measured", self.not_measured, lambda e: e.tier),
-                                   ("not read", self.unknown, lambda e: (e.source, e.what)),
-                                   ("to watch", watch, lambda e: e.what)):
+        for kind, entries, key in (("not measured", self.not_measured, lambda e: e.tier),
+                                  ("not read", self.unknown, lambda e: (e.source, e.about)),
+                                  ("to watch", watch, lambda e: e.about)):
             for group in _grouped(entries, key):
                 hosts = sorted({e.host for e in group}, key=host_key)
-                out.append({"said": said, "hosts": hosts, "text": _note(said, hosts, group[0])})
+                out.append({"said": kind, "hosts": hosts, "text": _note(kind, hosts, group[0])})
         return out
 
     def notes(self) -> list[str]:
@@ -209,7 +216,7 @@ def cause_key(e: Entry) -> str:
     tier ("thermal", "xid", "speed", "processes", "unreachable")."""
     if e.source == "speed":
         return "speed"
-    return contract_of(e) or e.tier or e.finding or e.what
+    return contract_of(e) or e.tier or e.finding or e.about
 
 
 def cause_rank(e: Entry, lowest: str | None = None) -> tuple:
@@ -243,14 +250,14 @@ def _grouped(entries, key) -> list[list[Entry]]:
     return list(groups.values())
 
 
-def _note(said: str, hosts: list[str], first: Entry) -> str:
+def _note(kind: str, hosts: list[str], first: Entry) -> str:
     """'speed not measured on 1 host (gpu05; gpu05: failed: ...): fix' / 'xid not read on 2 hosts (gpu[07-08]; ...): fix'."""
-    name = first.tier or LABELS.get(first.what) or first.what
-    return (f"{name} {said} on {plural(len(hosts), 'host')} ({fold_hosts(hosts)}; {first.host}: {first.cause})"
+    name = first.tier or LABELS.get(first.about) or first.about
+    return (f"{name} {kind} on {plural(len(hosts), 'host')} ({fold_hosts(hosts)}; {first.host}: {first.cause})"
             + (f": {first.fix}" if first.fix else ""))
 
 
-def judge(fleet: Fleet, findings: Findings, speed: dict | None = None, bench: dict | None = None,
+def make_verdict(fleet: Fleet, findings: Findings, speed: dict | None = None, bench: dict | None = None,
           xid: dict | None = None, audit: dict | None = None) -> Verdict:
     """Every judgment of the fleet as entries, and each host's state from them."""
     entries = [*_health_entries(findings, xid), *_unknown_contracts(fleet), *_speed_entries(speed),
@@ -301,7 +308,7 @@ def _health_entries(findings: Findings, xid: dict | None) -> list[Entry]:
     the xid contract's finding is left to the Xid entries where a host has them."""
     xid_hosts = {h["host"] for h in (xid or {}).get("hosts", ())}
     out = []
-    for f in findings.findings:
+    for f in findings.health:
         if f.kind == "unreachable":
             out.append(Entry(f.host, "unknown", "reach", f.kind, f.detail, f.fix))
         elif not (f.contract == "xid" and f.host in xid_hosts):
@@ -402,4 +409,4 @@ def _audit_entries(audit: dict | None) -> list[Entry]:
         return []
     items = [*((audit.get("expectations") or {}).get("findings") or ()), *((audit.get("baseline") or {}).get("drift") or ())]
     return [Entry(i["host"], "watch", "audit", i.get("rule") or i.get("kind") or "audit",
-                  i["detail"], i.get("fix"), off=True) for i in items]
+                  i["detail"], i.get("fix"), off_audit=True) for i in items]

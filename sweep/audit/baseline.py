@@ -158,12 +158,12 @@ def unhealthy_hosts(run: Run) -> dict[str, str]:
     from sweep.analysis.compare import compare
     from sweep.analysis.fleet import load_fleet
     from sweep.analysis.speed import speed_section
-    from sweep.analysis.verdict import cause_key, judge
+    from sweep.analysis.verdict import cause_key, make_verdict
     from sweep.analysis.xid import xid_section
 
     fleet = load_fleet([run.path])
     findings = compare(fleet)
-    verdict = judge(fleet, findings, speed_section(fleet, findings), None, xid_section(fleet))
+    verdict = make_verdict(fleet, findings, speed_section(fleet, findings), None, xid_section(fleet))
     out = {}
     for host, state in verdict.states.items():
         if state in HEALTHY_STATES or state == "unreachable":

@@ -31,7 +31,7 @@ def print_report(inputs, out_dir: Path, reference: Optional[str], expect: Option
         results.print(safe(result.headline), soft_wrap=True)
     else:
         more = f"sweep report {' '.join(shlex.quote(str(Path(p).resolve())) for p in inputs)} --details"
-        for line in terminal_lines(glance(result.verdict, summary["classes"])):
+        for line in terminal_lines(glance(result.verdict, summary["classes"], summary["headline"])):
             results.print(safe(line), soft_wrap=True)
         for line in result.headline.splitlines()[1:]:  # the audit's, the benchmark's and the speed tier's verdicts
             results.print(safe(line), soft_wrap=True)

@@ -51,7 +51,7 @@ def _check_document(host: Any, health: dict, wrapped: bool) -> None:
             "with this sweep's agent"))
 
 
-def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
+def read_agent_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
                  wrapped: bool = False, host_deadline: float | None = None) -> tuple[dict, list[dict]]:
     """health.json (`wrapped`: provenance.json) from stdout and the numbers in it a double cannot hold (now
     null; `sweep.strictjson`), or the HostFailure why there is none (ended at `host_deadline`: timeout)."""
@@ -102,6 +102,7 @@ def judge_output(host: Any, out: bytes, exit_status: int | None, stderr: str,
     raise HostFailure("bad_output", (
         f"{host.name}: the agent's output {problem}{': ' + repr(shown) if shown else ' (empty)'}; "
         "check what the host's shell or python prints at start (motd in .bashrc, sitecustomize)"))
+
 
 
 def _last_line(text: str) -> str:

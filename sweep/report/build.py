@@ -117,8 +117,7 @@ def build_report(paths, out_dir, reference: str | None = None, expect: Path | No
     # their causes in the findings lines), the audit, the benchmark, the speed tier's classes and
     # rejected figures
     audit, speed = judged.audit, judged.speed
-    answer, detail = judged.sentence(causes=False)
-    headline = "\n".join([f"{answer}: {detail}", *(audit["headline"] if audit else ()),
+    headline = "\n".join([judged.headline(), *(audit["headline"] if audit else ()),
                           *bench_lines(judged.bench), *(headline_lines(speed, broken=False) if speed else ())])
     next_lines = (*owner_lines(summary),
                   *(f"next: {c['command']}: {c['what']}" for c in next_commands(summary)))

@@ -1,7 +1,7 @@
-"""The first glance at a fleet's verdict, for the terminal and the report's first screen: one
-headline, each host counted once in its state (a node set and a count per state), the causes folded
-across hosts
-with their fix, what to run next. A view of the verdict: it decides nothing.
+"""The first glance at a fleet's verdict, for the terminal and the report's first screen: the
+headline (`sweep.judgment.Assessment.headline`: worded there, not here), each host counted once
+in its state (a node set and a count per state), the causes folded across hosts with their fix,
+what to run next. A view of the verdict: it decides nothing.
 
 Every view here takes a host's state and cause from `state_and_cause` alone: the verdict's state,
 and the verdict's one cause of the host (`Verdict.cause`); whose cause it is, from
@@ -58,7 +58,7 @@ class Cause:
     """Hosts kept out for the same reason: their state, what it is about, the text and fix."""
 
     state: str
-    what: str
+    about: str  # the contract, finding kind, figure or tier (`Entry.about`)
     hosts: tuple[str, ...]
     text: str  # the first host's cause; `alike`: the others' differ in their values only
     fix: str | None
@@ -78,27 +78,28 @@ class Glance:
     total: int
 
 
-def glance(verdict: Verdict, classes: list[dict]) -> Glance:
-    """The glance of a verdict; `classes` are summary.json's classes (the reference first)."""
+def glance(verdict: Verdict, classes: list[dict], headline: str) -> Glance:
+    """The glance of a verdict; `classes` are summary.json's classes (the reference first),
+    `headline` its headline (`sweep.judgment.Assessment.headline`: the one wording, not made here)."""
     by_state: dict[str, list[str]] = {s: [] for s, _ in STATE_WORDS}
     groups: dict[tuple, list] = {}
     for host in verdict.states:
         state, entry = state_and_cause(verdict, host)
         by_state[state].append(host)
         if state in KEPT_OUT and entry is not None:
-            key = (state, entry.what, entry.fix, owner_of(entry))
+            key = (state, entry.about, entry.fix, owner_of(entry))
             groups.setdefault(key, []).append((host, entry.cause))
     causes = [
         Cause(
             state,
-            what,
+            about,
             tuple(h for h, _ in items),
             items[0][1],
             fix,
             len({c for _, c in items}) > 1,
             owner,
         )
-        for (state, what, fix, owner), items in groups.items()
+        for (state, about, fix, owner), items in groups.items()
     ]
     causes.sort(key=lambda c: (CAUSE_ORDER.index(c.state), -len(c.hosts)))
     differ = []
@@ -112,43 +113,13 @@ def glance(verdict: Verdict, classes: list[dict]) -> Glance:
         if by_state[s]
     )
     return Glance(
-        _headline(by_state, len(classes), len(verdict.states)),
+        headline,
         states,
         tuple(causes),
         tuple(differ),
         len(classes),
         len(verdict.states),
     )
-
-
-def _headline(by_state: dict, classes: int, total: int) -> str:
-    """One sentence: whether the hosts are one pool, how many can be benchmarked together, and
-    what else."""
-    pool = len(by_state["pool"])
-    answered = total - len(by_state["unreachable"])
-    kept = sum(len(by_state[s]) for s in ("held_out", "broken", "cannot_run"))
-    if classes > 1:
-        head = (
-            f"Not one pool: {classes} comparability classes; {pool} of {plural(total, 'host')} "
-            "in the pool"
-        )
-    elif kept:
-        head = (
-            f"One class, but {kept} of {plural(answered, 'answering host')} kept out; "
-            f"{pool} in the pool"
-        )
-    elif pool == total == 1:
-        head = f"One pool: the one host ({by_state['pool'][0]}) can run a benchmark"
-    elif pool:
-        head = f"One pool: {pool} of {plural(total, 'host')} can be benchmarked together"
-    else:
-        head = f"No host answered ({plural(total, 'host')})"
-    if by_state["unreachable"]:
-        head += (
-            f"; {len(by_state['unreachable'])} unreachable (the verdict covers the hosts that "
-            "answered)"
-        )
-    return head + "."
 
 
 def terminal_lines(g: Glance, shown: int = CAUSES_SHOWN) -> list[str]:
@@ -236,7 +207,7 @@ def cause_rows(g: Glance, drained=()) -> list[dict]:
             "word": c.state.replace("_", " "),
             "folded": fold_hosts(c.hosts),
             "count": len(c.hosts),
-            "what": c.what,
+            "about": c.about,
             "text": c.text,
             "fix": c.fix,
             "alike": c.alike,

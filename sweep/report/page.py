@@ -140,7 +140,7 @@ def html_context(fleet: Fleet, findings: Findings, summary: dict, folded: list |
     watch = [{"title": "speed", "detail": n["text"], "folded": ""}  # the speed figures to watch: the verdict's words
              for n in notes if n["said"] == "to watch"] + watch_line(summary)
     rows = keepout_rows(summary)
-    seen = glance(verdict, summary["classes"])
+    seen = glance(verdict, summary["classes"], summary["headline"])
     cannot_run = _folded_rows(summary["excluded"], ("contract", "message", "fix"))
     return {
         "glance": seen, "causes": cause_rows(seen, summary["host_sets"]["drain"]["hosts"])[:CAUSES_MAX], "causes_more": max(0, len(seen.causes) - CAUSES_MAX),

@@ -120,9 +120,9 @@ def normalize_health(health: Any) -> Any:
     log = health.get("kernel_log") if isinstance(health, dict) else None
     for group in (log.get("xid") if isinstance(log, dict) else None) or ():
         if isinstance(group, dict) and "action" not in group and isinstance(group.get("code"), int):
-            judged = xid.judged("xid", group["code"], str(group.get("last") or ""))  # the agent's own judgment
-            group.update(type="xid", bucket=judged["bucket"], action=judged["action"], kind=judged["kind"],
-                         meaning=group.get("meaning") or judged["meaning"])
+            fields = xid.group_fields("xid", group["code"], str(group.get("last") or ""))  # the agent's own judgment
+            group.update(type="xid", bucket=fields["bucket"], action=fields["action"], kind=fields["kind"],
+                         meaning=group.get("meaning") or fields["meaning"])
             for key in ("first_s", "last_s", "first_at", "last_at"):
                 group.setdefault(key, None)
     return health

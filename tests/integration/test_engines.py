@@ -198,7 +198,7 @@ def test_docs_ansible_script_recipe_runs(engine_fleet, tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert sorted(p.name for p in (tmp_path / "health").glob("*.json")) == ["node01.json", "node02.json", "node03.json"]
     assert (tmp_path / "health" / "report" / "report.html").is_file()
-    assert "One pool: 3 of 3 hosts can be benchmarked together" in proc.stdout
+    assert "One pool: all 3 of 3 hosts (node[01-03]) can be benchmarked together." in proc.stdout
 
 
 # --- shards --------------------------------------------------------------------------------------

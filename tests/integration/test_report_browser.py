@@ -57,7 +57,7 @@ def test_verdict_comes_first(rendered):
     _, dom, _, _, _ = rendered
     verdict = dom.index("Not one pool: 7 comparability classes")
     assert verdict < dom.index('id="classes"') < dom.index('id="health"') < dom.index('id="hosts"')
-    assert "The pool is gpu[01-04,06,10-11,13,15,17-18,20,23-24,27-30,35-41]" in dom
+    assert "Not one pool: 7 comparability classes: the pool is gpu[01-04,06,10-11,13,15,17-18,20,23-24,27-30,35-41]" in dom
     assert "(26 of 46 hosts)" in dom
 
 

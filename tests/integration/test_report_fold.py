@@ -108,8 +108,10 @@ def test_the_verdict_says_what_its_exit_code_means_and_the_headline_does_not_rep
     s = result.summary
     kicker = page.text("#exit-code")
     assert kicker.lower() == f"verdict · exit code {s['exit_code']}: {s['exit_meaning']}".lower()
-    headline = page.text("#verdict .headline")
-    assert headline == s["verdict_brief"] and "listed below" in headline
+    headline = page.text("#verdict #headline")
+    held = result.verdict.hosts_in("held_out")
+    assert headline == s["headline"] and held and f"; {len(held)} held out for health" in headline
+    assert not [h for h in held if h in headline]  # counted in the headline, named in the list under it
     for held in s["held_out"]:  # the reasons are in the list under it, not in the headline too
         assert held["cause"] not in headline
 

@@ -8,7 +8,7 @@ import pytest
 
 from probe_agent.hostchecks import check_host, check_xid
 from sweep.collect.bundle import remote_command
-from sweep.collect.outcome import judge_output
+from sweep.collect.outcome import read_agent_output
 from sweep.failures import HostFailure
 
 
@@ -25,13 +25,13 @@ def _host(become=True, user="ops"):
 ])
 def test_sudo_that_did_not_run_the_agent_is_named(status, stderr, cls, says):
     with pytest.raises(HostFailure) as err:
-        judge_output(_host(), b"", status, stderr)
+        read_agent_output(_host(), b"", status, stderr)
     assert err.value.failure_class == cls and err.value.message.startswith("gpu07: ") and says in err.value.message
 
 
 def test_without_become_a_sudo_line_is_not_a_become_failure():
     with pytest.raises(HostFailure) as err:
-        judge_output(_host(become=False), b"", 1, "sudo: a password is required\n")
+        read_agent_output(_host(become=False), b"", 1, "sudo: a password is required\n")
     assert err.value.failure_class == "agent_error"
 
 
@@ -60,7 +60,7 @@ def test_a_login_shell_that_finds_no_sudo_is_become_failed_in_its_own_words(shel
                           env={"PATH": "/nonexistent"})
     assert done.returncode == 127 and "sudo" in done.stderr, done.stderr
     with pytest.raises(HostFailure) as err:
-        judge_output(_host(), b"", done.returncode, done.stderr)
+        read_agent_output(_host(), b"", done.returncode, done.stderr)
     assert err.value.failure_class == "become_failed", (shell, done.stderr, err.value.message)
     assert err.value.message.startswith("gpu07: become (root) needs sudo, which is not installed on the host (")
     assert done.stderr.strip()[:40] in err.value.message
@@ -81,7 +81,7 @@ def test_a_login_shell_that_finds_no_sudo_is_become_failed_in_its_own_words(shel
 def test_each_way_sudo_refuses_names_its_cause(stderr, says):
     status = 127 if "not installed" in stderr else 1
     with pytest.raises(HostFailure) as err:
-        judge_output(_host(), b"", status, stderr)
+        read_agent_output(_host(), b"", status, stderr)
     assert err.value.failure_class == "become_failed" and says in err.value.message, err.value.message
 
 

@@ -93,7 +93,7 @@ def test_agent_code_stays_python_38_compatible():
 def test_the_bootstrap_ends_a_hung_agent_at_its_lifetime_and_says_so(tmp_path):
     # a driver query that never answers, an agent told to wait far longer than the host may take
     from sweep.collect.bundle import DEADLINE_EXIT, DEADLINE_MARK
-    from sweep.collect.outcome import judge_output
+    from sweep.collect.outcome import read_agent_output
     from sweep.failures import HostFailure
     from sweep.demo import synth
 
@@ -106,10 +106,10 @@ def test_the_bootstrap_ends_a_hung_agent_at_its_lifetime_and_says_so(tmp_path):
     # the controller reads that as the host's timeout, with the host deadline in words, not as a crash
     host = type("H", (), {"name": "gpu07", "python": "python3"})()
     with pytest.raises(HostFailure) as raised:
-        judge_output(host, proc.stdout, proc.returncode, stderr, host_deadline=3)
+        read_agent_output(host, proc.stdout, proc.returncode, stderr, host_deadline=3)
     assert (raised.value.failure_class, raised.value.message) == ("timeout", (
         "gpu07: no answer within the host deadline of 3 s (while the agent ran); check the host, or raise "
         "--host-deadline (sweep_host_deadline)"))
     with pytest.raises(HostFailure) as raised:  # an engine that does not say its deadline: still a timeout
-        judge_output(host, b"", DEADLINE_EXIT, stderr)
+        read_agent_output(host, b"", DEADLINE_EXIT, stderr)
     assert raised.value.failure_class == "timeout"

@@ -9,7 +9,7 @@ import pytest
 import fleet_variants as fv
 from sweep.report import build as report_module
 from sweep.judgment import assess
-from sweep.analysis.verdict import judge
+from sweep.analysis.verdict import make_verdict
 from sweep.analysis.compare import compare, fold_hosts, impact
 from sweep.errors import ConfigError, InventoryWarning
 from sweep.analysis.fleet import load_fleet
@@ -112,17 +112,22 @@ def test_must_show_health_findings(must_show):
 
 def test_must_show_headline(must_show):
     result, summary = must_show
+    # each host counted once, in its state, as the terminal's state lines count it (issue 48)
     assert result.headline == (
         "Not one pool: 7 comparability classes: the pool is gpu[01-04,06,10-11,13,15,17-18,20,23-24,27-30,35-41] "
-        "(25 of 44 hosts); 12 hosts in 6 other classes "
-        "differ in Driver, CUDA (driver), ECC, Power limit, MIG; 2 held out for health (gpu[14,16]); "
-        "2 cannot run a benchmark; 3 unreachable.")  # each host's cause: on its own line (issue 48)
-    assert summary["headline"] == result.summary["headline"] == (
-        "Not one pool: 7 comparability classes: the pool is gpu[01-04,06,10-11,13,15,17-18,20,23-24,27-30,35-41] "
-        "(25 of 44 hosts); 12 hosts in 6 other classes "
-        "differ in Driver, CUDA (driver), ECC, Power limit, MIG; 2 held out for health (gpu14: 1 other "
-        "process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2; gpu16: HW thermal slowdown active on GPU 5 "
-        "(SM 1125 of 1980 MHz, 92 C)); 2 cannot run a benchmark; 3 unreachable.")
+        "(25 of 44 hosts); 9 hosts in 6 other classes "
+        "differ in Driver, CUDA (driver), ECC, Power limit, MIG; 1 held out for health; "
+        "4 broken; 2 cannot run a benchmark; 3 unreachable.")  # the hosts and causes: on lines of their own
+    # one headline: summary.json's is the terminal's (issue 48); the detail names each host's cause
+    assert summary["headline"] == result.summary["headline"] == result.headline
+    assert summary["verdict_detail"] == (
+        "The pool is gpu[01-04,06,10-11,13,15,17-18,20,23-24,27-30,35-41] "
+        "(25 of 44 hosts); 9 hosts in 6 other classes "
+        "differ in Driver, CUDA (driver), ECC, Power limit, MIG; 1 held out for health (gpu14: 1 other "
+        "process on the GPUs: python3 (pid 4242, 8192 MiB) on GPU 2); 4 broken (gpu07: GPU 0-7: enforced power "
+        "limit 250 W is below the default 700 W; gpu08: GPU 0-7: enforced power limit 250 W is below the default "
+        "700 W; gpu09: GPU 3: enforced power limit 250 W is below the default 700 W; gpu16: HW thermal slowdown "
+        "active on GPU 5 (SM 1125 of 1980 MHz, 92 C)); 2 cannot run a benchmark; 3 unreachable.")
 
 
 def test_report_folder_holds_every_output(must_show):
@@ -175,8 +180,8 @@ def test_chart_marks_capped_and_slowed_hosts(must_show, monkeypatch):
 def test_one_pool_exits_0(tmp_path):
     fleet = fleet_of(tmp_path, healthy(["gpu1", "gpu2", "gpu3"]))
     findings = compare(fleet)
-    assert findings.comparable and findings.findings == ()
-    assert judge(fleet, findings).exit_code == assess(fleet).exit_code == 0
+    assert findings.comparable and findings.health == ()
+    assert make_verdict(fleet, findings).exit_code == assess(fleet).exit_code == 0
     assert assess(fleet).headline() == "One pool: all 3 of 3 hosts (gpu[1-3]) can be benchmarked together."
 
 
@@ -185,7 +190,7 @@ def test_comparable_but_broken_exits_4(tmp_path):
     fleet = fleet_of(tmp_path, records)
     findings = compare(fleet)
     assert findings.comparable
-    assert judge(fleet, findings).exit_code == 4
+    assert make_verdict(fleet, findings).exit_code == 4
 
 
 def test_two_classes_exit_3_and_unreachable_wins_over_it(tmp_path):
@@ -200,11 +205,11 @@ def test_excluded_host_alone_exits_4_not_3(tmp_path):
     fleet = fleet_of(tmp_path, records)
     findings = compare(fleet)
     assert [c.hosts for c in findings.classes] == [("gpu1", "gpu2")]
-    assert judge(fleet, findings).exit_code == 4
+    assert make_verdict(fleet, findings).exit_code == 4
 
 
 def code_of(fleet) -> int:
-    return judge(fleet, compare(fleet)).exit_code
+    return make_verdict(fleet, compare(fleet)).exit_code
 
 
 def test_exit_codes_are_documented():
@@ -275,7 +280,7 @@ def test_gpus_outside_the_mask_do_not_count(tmp_path):
     records = [fv.record(n, fv.mask(fv.h200(4, n), "0,1")) for n in ("gpu1", "gpu2")] + [fv.record("gpu3", odd)]
     findings = compare(fleet_of(tmp_path, records))
     assert findings.comparable
-    assert not [f for f in findings.findings if f.kind == "mixed_gpus"]
+    assert not [f for f in findings.health if f.kind == "mixed_gpus"]
 
 
 def test_warnings_are_findings_but_not_exit_4(tmp_path):
@@ -284,16 +289,16 @@ def test_warnings_are_findings_but_not_exit_4(tmp_path):
                fv.record("gpu3", fv.foreign_process(fv.h200(4, "gpu3"), gpu=1))]
     fleet = fleet_of(tmp_path, records)
     findings = compare(fleet)
-    kinds = sorted((f.host, f.kind, f.severity) for f in findings.findings)
+    kinds = sorted((f.host, f.kind, f.severity) for f in findings.health)
     assert kinds == [("gpu1", "persistence_off", "warning"), ("gpu2", "row_remap_pending", "warning"),
                      ("gpu3", "foreign_process", "warning")]
-    assert judge(fleet, findings).exit_code == 3  # persistence off and a 4-GPU host: other classes
+    assert make_verdict(fleet, findings).exit_code == 3  # persistence off and a 4-GPU host: other classes
 
 
 def test_row_remap_failure_is_broken(tmp_path):
     records = healthy(["gpu1"]) + [fv.record("gpu2", fv.remap(fv.h200(2, "gpu2"), gpu=1, failure=True))]
     findings = compare(fleet_of(tmp_path, records))
-    found = [f for f in findings.findings if f.kind == "row_remap_failure"]
+    found = [f for f in findings.health if f.kind == "row_remap_failure"]
     assert [(f.message, f.severity) for f in found] == [("gpu2: row remapping failed on GPU 1", "broken")]
 
 

@@ -67,7 +67,7 @@ def test_the_report_advises_each_unreachable_host_with_its_class_fix(tmp_path):
                   "failure": {"class": cls.value, "message": f"{name}: it failed"}}
         (run / "hosts" / f"{name}.json").write_text(json.dumps(record))
     found = compare.compare(fleet_mod.load_fleet([run]))
-    fixes = {f.host: f.fix for f in found.findings if f.kind == "unreachable"}
+    fixes = {f.host: f.fix for f in found.health if f.kind == "unreachable"}
     assert fixes == {name: cls.fix for name, cls in zip(names, FailureClass)}
 
 

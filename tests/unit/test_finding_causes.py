@@ -24,7 +24,7 @@ def slowed(h, gpu, reasons, celsius=None):
 
 def findings_of(tmp_path, health):
     fv.write_run(tmp_path / "run", [fv.record("gpu01", fv.h200(8, "gpu01")), fv.record("gpu02", health)])
-    found = compare(load_fleet([tmp_path / "run"])).findings
+    found = compare(load_fleet([tmp_path / "run"])).health
     return [f.to_dict() for f in found if f.host == "gpu02"]
 
 

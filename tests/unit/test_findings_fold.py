@@ -64,7 +64,7 @@ def test_a_host_whose_gpus_disagree_gets_each_value_with_its_count(tmp_path):
     result = build_report([tmp_path / "run"], tmp_path / "report")
     keys = result.findings.host_keys
     assert keys.at["gpu01", "power_limit"] == "700 W x7, 250 W x1 (GPU 3)"  # was "700/250 W (default 700 W)"
-    mixed = [f for f in result.findings.findings if f.kind == "mixed_gpus"]
+    mixed = [f for f in result.findings.health if f.kind == "mixed_gpus"]
     assert mixed[0].detail == "the selected GPUs differ: Power limit 700 W x7, 250 W x1 (GPU 3)"
 
 

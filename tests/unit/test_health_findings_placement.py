@@ -17,7 +17,7 @@ def _mixed(tmp_path, variant) -> list[str]:
                for h in ("gpu01", "gpu02", "gpu03")]
     fv.write_run(tmp_path / "run", records)
     judged = sweep.assess(sweep.load_fleet([tmp_path / "run"]))
-    return [f.host for f in judged.findings.findings if f.kind == "mixed_gpus"]
+    return [f.host for f in judged.findings.health if f.kind == "mixed_gpus"]
 
 
 def test_gpus_on_two_sockets_are_not_gpus_that_differ(tmp_path):

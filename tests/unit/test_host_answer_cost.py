@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sweep.collect.outcome import judge_output
+from sweep.collect.outcome import read_agent_output
 from sweep.failures import HostFailure
 from sweep.strictjson import STRICT_MAX_BYTES, loads
 
@@ -46,7 +46,7 @@ def number_array(size: int) -> bytes:
 
 def test_a_15_mib_number_array_is_refused_without_a_python_call_per_number():
     out = number_array(FIFTEEN_MIB)
-    got, calls = python_calls(lambda: judge_output(HOST, out, 0, ""))
+    got, calls = python_calls(lambda: read_agent_output(HOST, out, 0, ""))
     assert isinstance(got, HostFailure) and got.failure_class == "bad_output", got
     assert "is JSON but not an object (list)" in got.message
     assert calls < 1_000, f"{calls} Python calls for {len(out) // 2:,} numbers"
@@ -57,7 +57,7 @@ def test_numbers_in_a_health_json_cost_no_python_call_each():
     health = json.loads(IDLE)
     health["contracts"][0]["evidence"]["padding"] = "@@"
     out = json.dumps(health).replace('"@@"', number_array(FIFTEEN_MIB).decode()).encode()
-    got, calls = python_calls(lambda: judge_output(HOST, out, 0, ""))
+    got, calls = python_calls(lambda: read_agent_output(HOST, out, 0, ""))
     assert isinstance(got, tuple), got  # accepted: the published schema leaves evidence free-form
     assert calls < 20_000, f"{calls} Python calls"
 
@@ -67,7 +67,7 @@ def test_a_large_answer_only_a_strict_parse_reads_is_refused_at_c_speed():
     instead of the strict parse's Python call per number; the agent never writes NaN."""
     body = number_array(2 * STRICT_MAX_BYTES)[:-1] + b",NaN]"
     out = b'{"schema_version": "1.4", "x": ' + body + b"}"
-    got, calls = python_calls(lambda: judge_output(HOST, out, 0, ""))
+    got, calls = python_calls(lambda: read_agent_output(HOST, out, 0, ""))
     assert isinstance(got, HostFailure) and got.failure_class == "bad_output", got
     assert "is not JSON (2048 KiB that only a strict parse reads (NaN, Infinity, a number a double cannot " \
            "hold, a lone surrogate, or not JSON), more than the 1024 KiB sweep parses strictly)" in got.message

@@ -90,7 +90,7 @@ def capture(path=IDLE):
     return json.loads(Path(path).read_text())
 
 
-def judge(tmp_path, cap, **host):
+def health_on_tree(tmp_path, cap, **host):
     """Run the whole agent on an edited capture whose sysfs answers come from a fake tree."""
     tree = tmp_path / "tree"
     fake_host(tree, **host)
@@ -147,7 +147,7 @@ def idle_with_pcie(width=16, gen=5):
 # --- the healthy host -------------------------------------------------------------------------
 
 def test_healthy_fake_host_holds_every_new_contract(tmp_path):
-    h = judge(tmp_path, idle_with_pcie())
+    h = health_on_tree(tmp_path, idle_with_pcie())
     assert h["verdict"] == "ok", [(c["name"], c["message"]) for c in h["contracts"] if c["status"] != "ok"]
     assert contract(h, "driver")["evidence"]["pci"]["on_bus"] == 1
     assert contract(h, "xid")["message"] == "no Xid since boot (/dev/kmsg)"
@@ -161,7 +161,7 @@ def test_healthy_fake_host_holds_every_new_contract(tmp_path):
 # --- 1. GPUs present ----------------------------------------------------------------------------
 
 def test_card_on_the_bus_missing_from_nvml_breaks_the_driver_contract(tmp_path):
-    h = judge(tmp_path, idle_with_pcie(), gpus=(GPU_BUS, "0000:3b:00.0"))
+    h = health_on_tree(tmp_path, idle_with_pcie(), gpus=(GPU_BUS, "0000:3b:00.0"))
     c = contract(h, "driver")
     assert h["lowest_broken"] == "driver" and c["status"] == "broken"
     assert "on the PCI bus but not listed by NVML (NVML lists 1, 1 more on the bus): 0000:3b:00.0" in c["message"]
@@ -170,7 +170,7 @@ def test_card_on_the_bus_missing_from_nvml_breaks_the_driver_contract(tmp_path):
 
 def test_card_hidden_from_a_container_is_a_note_not_a_fault(tmp_path):
     # the driver's own list (/proc/driver/nvidia/gpus) lacks the second card: a container's device list
-    h = judge(tmp_path, idle_with_pcie(), gpus=(GPU_BUS, "0000:3b:00.0"), driver_gpus=(GPU_BUS,))
+    h = health_on_tree(tmp_path, idle_with_pcie(), gpus=(GPU_BUS, "0000:3b:00.0"), driver_gpus=(GPU_BUS,))
     c = contract(h, "driver")
     assert c["status"] == "ok" and "1 more on the bus hidden from this container" in c["message"]
 
@@ -189,7 +189,7 @@ def test_pci_bus_not_readable_is_an_answer(tmp_path):
 # --- 2. PCIe link -------------------------------------------------------------------------------
 
 def test_x8_instead_of_x16_is_broken_at_any_time(tmp_path):
-    h = judge(tmp_path, idle_with_pcie(width=8))
+    h = health_on_tree(tmp_path, idle_with_pcie(width=8))
     c = contract(h, "links")
     assert h["lowest_broken"] == "links"
     assert "PCIe link x8, the link supports x16: half the host-to-GPU bandwidth" in c["message"]
@@ -197,7 +197,7 @@ def test_x8_instead_of_x16_is_broken_at_any_time(tmp_path):
 
 
 def test_generation_at_idle_is_not_judged_under_load_it_is(tmp_path):
-    h = judge(tmp_path, idle_with_pcie(gen=1))
+    h = health_on_tree(tmp_path, idle_with_pcie(gen=1))
     assert contract(h, "links")["status"] == "ok"
     assert "gen1 of gen5 at idle" in contract(h, "links")["evidence"]["notes"][0]
     cap = capture(ROOT / "sweep" / "demo" / "captures" / "h200-load.json")
@@ -240,7 +240,7 @@ def test_x2_capture_every_promised_nvlink_active():
 # --- 4. Xid -------------------------------------------------------------------------------------
 
 def test_xid_79_and_48_are_broken_grouped_per_bus_and_code(tmp_path):
-    h = judge(tmp_path, idle_with_pcie(), kmsg=("usb 1-1: new device", XID_48, XID_48, XID_79, XID_13))
+    h = health_on_tree(tmp_path, idle_with_pcie(), kmsg=("usb 1-1: new device", XID_48, XID_48, XID_79, XID_13))
     c = contract(h, "xid")
     assert c["status"] == "broken" and h["lowest_broken"] == "xid"
     groups = {(x["bus_id"], x["code"]): x for x in h["kernel_log"]["xid"]}
@@ -253,7 +253,7 @@ def test_xid_79_and_48_are_broken_grouped_per_bus_and_code(tmp_path):
 
 
 def test_application_xid_alone_is_a_warning(tmp_path):
-    h = judge(tmp_path, idle_with_pcie(), kmsg=(XID_13,))
+    h = health_on_tree(tmp_path, idle_with_pcie(), kmsg=(XID_13,))
     assert contract(h, "xid")["status"] == "warning"
     assert h["lowest_broken"] is None
 
@@ -341,7 +341,7 @@ def test_p0_clock_range_is_read_where_exposed(tmp_path):
 # --- 8. host settings ---------------------------------------------------------------------------
 
 def test_ib_port_at_half_rate_and_powersave_governor_are_findings(tmp_path):
-    h = judge(tmp_path, idle_with_pcie(), governor="powersave",
+    h = health_on_tree(tmp_path, idle_with_pcie(), governor="powersave",
               ib=(("mlx5_0", "400 Gb/sec (4X NDR)"), ("mlx5_1", "200 Gb/sec (4X HDR)")))
     c = contract(h, "host")
     assert c["status"] == "warning"
@@ -350,7 +350,7 @@ def test_ib_port_at_half_rate_and_powersave_governor_are_findings(tmp_path):
 
 
 def test_nouveau_and_missing_peermem(tmp_path):
-    h = judge(tmp_path, idle_with_pcie(), modules="nouveau 1 0 - Live\nnvidia 1 0 - Live\n")
+    h = health_on_tree(tmp_path, idle_with_pcie(), modules="nouveau 1 0 - Live\nnvidia 1 0 - Live\n")
     msg = contract(h, "host")["message"]
     assert "nouveau is loaded" in msg and "nvidia_peermem is not loaded" in msg
     assert contract(h, "host")["fix"] == ("blacklist nouveau and rebuild the initramfs; modprobe nvidia_peermem "
@@ -396,7 +396,7 @@ def test_acs_redirect_on_a_switch_port_above_a_gpu_is_a_host_warning(tmp_path):
     bridge = tree / "sys/bus/pci/devices/0000:16:00.0"
     bridge.mkdir(parents=True)
     (bridge / "config").write_bytes(bytes(config))
-    h = judge(tmp_path, idle_with_pcie())
+    h = health_on_tree(tmp_path, idle_with_pcie())
     acs = h["host_settings"]["acs"]
     assert acs == [{"bridge": "0000:16:00.0", "control": 0xD, "error": None,
                     "enabled": ["source_validation", "p2p_request_redirect", "p2p_completion_redirect"]}]

@@ -27,7 +27,7 @@ import pytest
 
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from sweep.collect.engines.base import judged
+from sweep.collect.engines.base import outcome_of_output
 from sweep.schema import health_problem
 from sweep.errors import ExpectationsWarning
 from sweep.collect.run import keep_record
@@ -166,7 +166,7 @@ def strict(text: str):
 
 def sweep_one(folder: RunFolder, name: str, out: bytes, exit_status: int = 0) -> dict:
     """What a sweep does with one host's stdout: judge it, keep its record."""
-    outcome = judged(host(name), time.time(), out, exit_status, "")
+    outcome = outcome_of_output(host(name), time.time(), out, exit_status, "")
     kept = keep_record(folder, outcome)
     record = read_records(folder.path)[name]
     assert record["status"] == kept.status
@@ -263,7 +263,8 @@ def _number(cell: str) -> bool:
 # A value the controller cannot read is refused at arrival (bad_output); none may crash a command.
 
 from sweep.collect.engines.base import Outcome  # noqa: E402
-from sweep.collect.ssh.prober import HostFailure, judge_output  # noqa: E402
+from sweep.collect.outcome import read_agent_output  # noqa: E402
+from sweep.failures import HostFailure  # noqa: E402
 from sweep.collect.wrap import WrapSpec  # noqa: E402
 from sweep.cli import main as sweep_main  # noqa: E402
 from sweep.export.prometheus import metrics_text  # noqa: E402
@@ -335,7 +336,7 @@ def arrive(folder: RunFolder, name: str, doc: dict, wrap: WrapSpec | None) -> di
     outcome = Outcome(host=host(name), status="ok", attempts=1, started_at=time.time() - 60, ended_at=time.time(),
                       exit_status=0, stderr="")
     try:
-        outcome.health, outcome.unknown_numbers = judge_output(host(name), out, 0, "", wrapped=wrap is not None)
+        outcome.health, outcome.unknown_numbers = read_agent_output(host(name), out, 0, "", wrapped=wrap is not None)
     except HostFailure as failure:
         outcome.status, outcome.failure_class, outcome.message = "failed", failure.failure_class, failure.message
     keep_record(folder, outcome, wrap)

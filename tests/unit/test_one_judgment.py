@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 
 from ClusterShell.NodeSet import NodeSet
+import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import fleet_variants as fv
@@ -130,6 +131,20 @@ def check_one_judgment(run: Path, report: Path, code: int, terminal: str) -> Non
     labelled = {labels["host"]: labels["cause"] for labels, _ in series(text,
                                                                         "sweep_host_cause_info")}
     assert labelled == {h: written[h]["key"] for h in causes}
+    check_one_headline(run, report, terminal)
+
+
+def check_one_headline(run: Path, report: Path, terminal: str) -> str:
+    """The terminal's first line, the HTML top box's answer, summary.json's headline and the
+    library's `headline()` are one sentence (the glance said it in other words before issue 48)."""
+    said = sweep.assess(sweep.load_fleet([run])).headline()
+    summary = json.loads((report / "summary.json").read_text())
+    page = (report / "report.html").read_text()
+    answer = re.search(r'<div class="answer"[^>]*>(.*?)</div>', page, re.S)
+    assert summary["headline"] == said
+    assert terminal.splitlines()[0] == said, terminal
+    assert html.unescape(answer.group(1)).strip() == said, answer.group(1)
+    return said
 
 
 def report_fleet(variants: list[str], tmp: Path, capsys) -> None:
@@ -163,7 +178,27 @@ def test_the_demo_speed_fleet_is_judged_once(tmp_path, capsys):
     code = main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "report")])
     check_one_judgment(tmp_path / "run", tmp_path / "report", code, capsys.readouterr().out)
     judged = sweep.assess(sweep.load_fleet([tmp_path / "run"]))
+    assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "details"), "--details"]) == code
+    said = check_one_headline(tmp_path / "run", tmp_path / "details", capsys.readouterr().out)
+    assert said == judged.headline()
     assert judged.pool == ["gpu01", "gpu02", "gpu04", "gpu05", "gpu07", "gpu08"]
     assert judged.held_out == judged.broken == ["gpu03", "gpu06"]
     assert judged.headline().startswith("Not one pool: 2 comparability classes: the pool is "
                                         "gpu[01-02,04-05,07-08] (6 of 12 hosts)")
+
+
+@pytest.mark.parametrize("variants", [
+    HEALTHY,  # one pool
+    (*HEALTHY, "foreign_process", "hw_thermal"),  # one class, hosts held out and broken
+    (*HEALTHY, *SPEED_DEMO),  # two classes, two hosts held out for their speed figures
+    (*HEALTHY, "power_cap", "empty_mask", "unreachable"),  # another class, one cannot run, one unreachable
+    ("healthy",),  # the one host
+], ids=["one-pool", "held-out", "speed-demo", "kept-out", "one-host"])
+def test_the_terminal_the_page_summary_json_and_the_library_say_one_headline(variants, tmp_path, capsys):
+    names = [f"gpu{n:02d}" for n in range(1, len(variants) + 1)]
+    records = [fv.record(n, None, ("refused", "connection refused on port 22")) if v == "unreachable"
+               else fv.record(n, health_of(v, n)) for n, v in zip(names, variants)]
+    run = fv.write_run(tmp_path / "run", records)
+    capsys.readouterr()
+    main(["report", str(run), "--out", str(tmp_path / "report")])
+    check_one_headline(run, tmp_path / "report", capsys.readouterr().out)

@@ -43,7 +43,7 @@ def class_of(findings, host):
 
 
 def finding(findings, host, kind):
-    return next(f for f in findings.findings if f.host == host and f.kind == kind)
+    return next(f for f in findings.health if f.host == host and f.kind == kind)
 
 
 def test_healthy_hosts_read_the_whole_platform(demo):

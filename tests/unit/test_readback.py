@@ -20,7 +20,7 @@ import pytest
 import fleet_variants as fv
 from sweep import strictjson
 from sweep.analysis.fleet import load_fleet
-from sweep.collect.engines.base import judged
+from sweep.collect.engines.base import outcome_of_output
 from sweep.collect.run import keep_record
 from sweep.errors import HealthFileError, RunFolderError
 from sweep.inventory.model import Host
@@ -44,7 +44,7 @@ def swept(tmp_path: Path, names=NAMES) -> RunFolder:
     for name in names:
         health = fv.must_show_health(name, 4)
         health["host"]["hostname"] = name
-        keep_record(folder, judged(host(name), time.time(), json.dumps(health).encode(), 0, ""))
+        keep_record(folder, outcome_of_output(host(name), time.time(), json.dumps(health).encode(), 0, ""))
     folder.close()
     return folder
 

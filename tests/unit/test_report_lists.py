@@ -41,7 +41,7 @@ _any = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]),
 host_names = st.lists(st.one_of(_shaped, _shaped, _any), min_size=1, max_size=40, unique=True)
 
 
-def _kept(names):
+def _node_names(names):
     return [n for n in names if NODE_NAME.match(n)]
 
 
@@ -52,7 +52,7 @@ def test_a_folded_node_set_reads_back_in_clustershell_as_exactly_its_names(names
     folded, odd = fold_nodeset(names)
     assert list(odd) == [n for n in names if not NODE_NAME.match(n)]
     back = list(NodeSet(folded)) if folded else []
-    assert sorted(back) == sorted(_kept(names))  # the same names, none twice, none added
+    assert sorted(back) == sorted(_node_names(names))  # the same names, none twice, none added
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def _slurm_hostnames(conf: str, folded: str) -> list[str]:
 def test_a_folded_node_set_reads_back_in_slurm_as_exactly_its_names(slurm_conf, names):
     folded, _ = fold_nodeset(names)
     if folded:
-        assert sorted(_slurm_hostnames(slurm_conf, folded)) == sorted(_kept(names))
+        assert sorted(_slurm_hostnames(slurm_conf, folded)) == sorted(_node_names(names))
 
 
 @pytest.fixture(scope="module")

@@ -93,7 +93,7 @@ def test_the_fleet_lists_a_contended_host_and_judges_its_figures_never(tmp_path)
 def test_the_verdict_names_a_contended_host_with_its_fix_and_neither_breaks_nor_drains_it(tmp_path):
     from sweep.analysis.compare import compare
     from sweep.analysis.fleet import load_fleet
-    from sweep.analysis.verdict import judge
+    from sweep.analysis.verdict import make_verdict
     from sweep.demo.speed import write_speed_run
 
     health = probe(tmp_path, appears=True)
@@ -101,10 +101,10 @@ def test_the_verdict_names_a_contended_host_with_its_fix_and_neither_breaks_nor_
     findings = compare(fleet)
     section = speed_section(fleet, findings)
     assert section["slow_pools"] == [] and section["class_outliers"] == []  # the shim's 75% HBM, contended: no pool line
-    verdict = judge(fleet, findings, section)
-    (entry,) = [e for e in verdict.of("busy01") if e.what == "contended"]
+    verdict = make_verdict(fleet, findings, section)
+    (entry,) = [e for e in verdict.of("busy01") if e.about == "contended"]
     assert entry.severity == "unknown" and "pid 4242 (python3)" in entry.cause and "no other process" in entry.fix
-    assert "busy01" not in verdict.broken and "busy01" not in verdict.drain
+    assert "busy01" not in verdict.broken and "busy01" not in verdict.drain_candidates
     assert any("contended" in line and "busy01" in line for line in verdict.notes()), verdict.notes()
     # figures recorded and not judged are a tier asked for and not measured: the run is incomplete (exit 1),
     # as the H200's two --speed tiers at once said "One pool ... exit 0" before

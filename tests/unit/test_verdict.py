@@ -257,3 +257,15 @@ def test_sweep_demo_speed_holds_gpu03_and_gpu06_out_and_drains_them_with_their_f
                         "  other class 4  gpu[09-12]  (1 other class, differing in Power limit)",
                         "  broken      2  gpu[03,06]"], out
     assert out[5].startswith("  gpu03 (1 broken): GPU 5 HBM 2993 GB/s, 70% of the H200 reference; fix: "), out
+
+
+def test_an_entry_keeps_summary_jsons_published_keys():
+    """Entry.about and Entry.off_audit (issue 48's names) are written under summary.json's keys
+    "what" and "off" (sweep.summary/2 is published: a pipeline reading them keeps working)."""
+    from sweep.analysis.verdict import Entry
+
+    entry = Entry("gpu07", "watch", "audit", "power_limit", "250 W, expected 700 W", "nvidia-smi -pl 700",
+                  off_audit=True)
+    assert entry.to_dict() == {"host": "gpu07", "severity": "watch", "source": "audit", "what": "power_limit",
+                               "cause": "250 W, expected 700 W", "fix": "nvidia-smi -pl 700", "holds_out": False,
+                               "tier": None, "off": True, "finding": None, "contract": None}

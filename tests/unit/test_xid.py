@@ -12,7 +12,7 @@ import pytest
 import fleet_variants as fv
 from probe_agent import kernlog, xid_catalogue as cat
 from probe_agent.source import LiveSource
-from probe_agent.xid import ACTION, BUCKET_ACTION, LINE, judge, parse_events, read_kernel_log
+from probe_agent.xid import ACTION, BUCKET_ACTION, LINE, classify, parse_events, read_kernel_log
 from sweep.analysis.fleet import load_fleet
 from sweep.analysis.xid import xid_action, xid_section
 from sweep.collect.bundle import bundle_bytes
@@ -44,7 +44,7 @@ def test_the_catalogue_lists_every_xid_nvidia_publishes_with_a_bucket_that_is_an
     assert buckets <= set(BUCKET_ACTION), buckets - set(BUCKET_ACTION)
     assert all(isinstance(m, str) and m for _, m in list(cat.XIDS.values()) + list(cat.SXIDS.values()))
     # NVIDIA's buckets as sweep's actions, for the codes operators meet most
-    assert [judge("xid", c, "")[1] for c in (13, 31, 48, 63, 79, 94, 95, 119)] == [
+    assert [classify("xid", c, "")[1] for c in (13, 31, 48, 63, 79, 94, 95, 119)] == [
         "restart_app", "restart_app", "reset_gpu", "ignore", "reboot", "restart_app", "reset_gpu", "reset_gpu"]
 
 
@@ -53,7 +53,7 @@ def test_every_code_the_agent_can_read_has_an_action_and_unknown_ones_say_so(kin
     line = ("nvidia-nvswitch0: SXid (PCI:0000:05:00.0): %d, Fatal, x" % code if kind == "sxid"
             else "NVRM: Xid (PCI:0000:18:00): %d, x" % code)
     assert LINE.search(line).group(3) == str(code)  # the parser reads the code...
-    bucket, action, meaning = judge(kind, code, line)
+    bucket, action, meaning = classify(kind, code, line)
     assert bucket is None and action == "unknown" and "not in the catalogue" in meaning  # ...and says so
     assert ("(the line says Fatal)" in meaning) == (kind == "sxid")
     assert ACTION[action][1] == "not in the catalogue" and ACTION[action][2] == "broken"

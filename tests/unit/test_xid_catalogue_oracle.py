@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from probe_agent import xid_catalogue as cat
-from probe_agent.xid import judge
+from probe_agent.xid import classify
 
 ORACLE = json.loads((Path(__file__).parents[1] / "fixtures" / "xid" / "nvidia-xid-catalog.json").read_text())
 NVIDIA = {row["code"]: row for row in ORACLE["rows"]}
@@ -55,7 +55,7 @@ def test_each_code_nvidia_leaves_unbucketed_is_marked_sweeps_choice_and_follows_
     bucket, twin = CHOSEN[code]
     assert code in cat.SWEEP_CHOSEN and cat.XIDS[code][0] == bucket
     if twin is not None:
-        assert bucket == NVIDIA[twin]["immediate"] and judge("xid", code, "")[1] == judge("xid", twin, "")[1]
+        assert bucket == NVIDIA[twin]["immediate"] and classify("xid", code, "")[1] == classify("xid", twin, "")[1]
 
 
 SXID_ORACLE = json.loads((Path(__file__).parents[1] / "fixtures" / "xid" / "nvsentinel-sxid-mapping.json").read_text())

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.collect.engines.ansible_vars import check_hosts
-from sweep.collect.engines.base import ProcessEngine, EngineError, failed, judged, tail
+from sweep.collect.engines.base import ProcessEngine, EngineError, failed, outcome_of_output, tail
 from sweep.collect.bundle import ISOLATED
 from sweep.collect.options import FAST_KEX, SSHOptions
 from sweep.text import plural
@@ -221,7 +221,7 @@ def outcome(host: Any, event: dict, started: float, output_limit: int = SSHOptio
             exit_status=event.get("rc"), stderr=stderr[-4096:])
     if kind == "skipped":
         return failed(host, began, "agent_error", f"{host.name}: ansible skipped the host ({msg or 'no reason'})")
-    return judged(host, began, (event.get("stdout") or "").encode("utf-8", "surrogateescape"), rc, stderr)
+    return outcome_of_output(host, began, (event.get("stdout") or "").encode("utf-8", "surrogateescape"), rc, stderr)
 
 
 def unreachable(name: str, msg: str) -> tuple[str, str]:

@@ -25,7 +25,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from sweep.errors import SweepError
 from sweep.collect.options import SSHOptions
-from sweep.collect.outcome import Outcome, judge_output
+from sweep.collect.outcome import Outcome, read_agent_output
 from sweep.failures import HostFailure
 
 _POLL_S = 0.2
@@ -54,13 +54,13 @@ class EngineJob:
         return {k: v for k, v in self.flags.items() if v is not None and (retries or k != "retries")}
 
 
-def judged(host: Any, started: float, out: bytes, exit_status: int | None, stderr: str,
+def outcome_of_output(host: Any, started: float, out: bytes, exit_status: int | None, stderr: str,
            host_deadline: float | None = None) -> Outcome:
     """The Outcome of one host from the agent's stdout and exit status, judged as the SSH engine does."""
     outcome = Outcome(host=host, status="ok", attempts=1, started_at=started, ended_at=time.time(),
                       exit_status=exit_status, stderr=stderr)
     try:
-        outcome.health, outcome.unknown_numbers = judge_output(host, out, exit_status, stderr,
+        outcome.health, outcome.unknown_numbers = read_agent_output(host, out, exit_status, stderr,
                                                                host_deadline=host_deadline)
     except HostFailure as failure:
         outcome.status, outcome.failure_class, outcome.message = "failed", failure.failure_class, failure.message
@@ -291,9 +291,9 @@ class HostProcessEngine(FanOutEngine):
             finally:
                 with self._lock:
                     self._children.pop(proc.pid, None)
-            return self._judged(host, started, out, err, proc.returncode)
+            return self._outcome_of_files(host, started, out, err, proc.returncode)
 
-    def _judged(self, host: Any, started: float, out: Any, err: Any, code: int | None) -> Outcome:
+    def _outcome_of_files(self, host: Any, started: float, out: Any, err: Any, code: int | None) -> Outcome:
         limit = self.job.options.output_limit
         out.seek(0)
         stdout = out.read(limit + 1)
@@ -303,7 +303,7 @@ class HostProcessEngine(FanOutEngine):
         if len(stdout) > limit:
             return failed(host, started, "output_too_large", f"{host.name}: the agent's output is over "
                           f"{limit} bytes", stderr=stderr, exit_status=code)
-        return judged(host, started, stdout, code, stderr, self.job.options.host_deadline)
+        return outcome_of_output(host, started, stdout, code, stderr, self.job.options.host_deadline)
 
     def _kill_all(self) -> None:
         with self._lock:

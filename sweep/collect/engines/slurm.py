@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 from sweep.collect.bundle import remote_command
-from sweep.collect.engines.base import ProcessEngine, EngineError, failed, judged, kill_group, tail
+from sweep.collect.engines.base import ProcessEngine, EngineError, failed, kill_group, outcome_of_output, tail
 from sweep.inventory.model import Host, Inventory
 
 SOURCE = "slurm-nodes"
@@ -268,7 +268,7 @@ class SlurmEngine(ProcessEngine):
                 f"{host.name}: the agent wrote more than {limit // (1024 * 1024)} MiB on stdout; the output was "
                 "dropped as it came; check what the node's python3 runs at start (sitecustomize, PYTHONSTARTUP)"),
                 exit_status=rc, stderr=stderr)
-        return judged(host, started, out, rc, stderr, self.job.options.host_deadline)
+        return outcome_of_output(host, started, out, rc, stderr, self.job.options.host_deadline)
 
     def _task_stderr(self, task: str) -> str:
         """The lines of one task's stderr (srun labels them too) and srun's words on that task."""

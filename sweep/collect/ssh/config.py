@@ -156,7 +156,7 @@ class SSHConfigFile:
                     dollar_expand(setting.value, setting.name, setting.where)
                 except SSHConfigError as exc:
                     raise SSHSettingRefused(f"{host_name}: {exc.message}", exc.where) from None
-            found = self._judge(setting, host_name)  # every setting's note; then the first need, raised
+            found = self._needs_openssh(setting, host_name)  # every setting's note; then the first need, raised
             needs = needs or found
         if needs is not None:
             raise needs
@@ -176,7 +176,7 @@ class SSHConfigFile:
             via.append(Setting("proxyjump", (",".join(specs[:-1]),), jump.where, "ProxyJump"))
         return [*self._chain(last_name, via, depth + 1, host_name), hop]
 
-    def _judge(self, setting: Setting, host_name: str) -> NeedsOpenSSH | None:
+    def _needs_openssh(self, setting: Setting, host_name: str) -> NeedsOpenSSH | None:
         """A note kept for the run, or what sends the host through ssh (None: honoured)."""
         finding = check(setting)
         if finding is None:

@@ -33,7 +33,8 @@ from sweep.errors import SSHConfigError
 from sweep.collect.ssh.openssh_config import (ConfigReader, Resolved, SSHConfigRejected, dollar_expand, expand,
                                               local_tokens, tilde)
 from sweep.collect.ssh.policy import KEYWORDS
-from sweep.collect.ssh.prober import HostFailure, Prober, SSHOptions, host_agent_args, judge_output
+from sweep.collect.outcome import read_agent_output
+from sweep.collect.ssh.prober import HostFailure, Prober, SSHOptions, host_agent_args
 from sweep.collect.ssh.watchdog import Attempt
 from sweep.text import visible
 
@@ -187,8 +188,8 @@ class OpenSSHProber(Prober):
                 if denied else ""
             raise classify_ssh_error(host, stderr, opts, reasons, identity_files(resolved, host) if denied else "")
         try:
-            judged = judge_output(host, bytes(out), exit_status, stderr, host_deadline=opts.host_deadline)
-            return judged, exit_status, stderr
+            answer = read_agent_output(host, bytes(out), exit_status, stderr, host_deadline=opts.host_deadline)
+            return answer, exit_status, stderr
         except HostFailure as failure:
             failure.exit_status, failure.stderr = exit_status, stderr
             raise

@@ -44,7 +44,7 @@ from sweep.collect.ssh.proxy import ShellProxyCommand
 from sweep.text import visible
 from sweep.collect.ssh.watchdog import Attempt, Watchdog
 from sweep.collect.options import FAST_CIPHER, FAST_KEX, SSHOptions
-from sweep.collect.outcome import Outcome, judge_output, timed_out
+from sweep.collect.outcome import Outcome, read_agent_output, timed_out
 from sweep.failures import HostFailure
 
 # paramiko logs each failed handshake with a traceback at ERROR; a failed host is already a record
@@ -299,7 +299,7 @@ class Prober:
                     f"{host.name}: the agent wrote more than {_size(opts.output_limit)} on stdout; "
                     "the output was cut off and dropped; check what the host's python3 runs at start "
                     "(sitecustomize, PYTHONSTARTUP) or raise the output limit"))
-        return self._judge(host, chan, transport, out, err, err_total, opts, deadline)
+        return self._exit_and_output(host, chan, transport, out, err, err_total, opts, deadline)
 
     def _start_agent(self, host: Any, transport: paramiko.Transport, opts: SSHOptions,
                      deadline: float) -> paramiko.Channel:
@@ -317,7 +317,7 @@ class Prober:
             pass  # the remote command ended without reading stdin: its exit status tells why
         return chan
 
-    def _judge(self, host: Any, chan: paramiko.Channel, transport: paramiko.Transport, out: bytearray,
+    def _exit_and_output(self, host: Any, chan: paramiko.Channel, transport: paramiko.Transport, out: bytearray,
                err: bytearray, err_total: int, opts: SSHOptions, deadline: float) -> tuple[tuple[dict, list], int | None, str]:
         """The agent's exit status and what it wrote, judged: (health, unknown numbers), status, stderr."""
         if not chan.status_event.wait(max(0.01, deadline - time.monotonic())):
@@ -335,7 +335,7 @@ class Prober:
         if err_total > len(err):
             stderr = f"[first {err_total - len(err)} bytes of stderr cut]\n" + stderr
         try:
-            return judge_output(host, bytes(out), exit_status, stderr, wrapped=self.wrap is not None,
+            return read_agent_output(host, bytes(out), exit_status, stderr, wrapped=self.wrap is not None,
                                 host_deadline=opts.host_deadline), exit_status, stderr
         except HostFailure as failure:
             failure.exit_status, failure.stderr = exit_status, stderr
