@@ -170,13 +170,13 @@ def _host_texts(fact, hosts: pd.DataFrame, gpu_keys) -> list[str]:
     rows, combos = gpu_keys.rows[fact.name], gpu_keys.combos[fact.name]
     n_combos = len(rows) + 1
     pairs = np.unique(gpu_keys.host_codes * n_combos + combos)  # each host's distinct combinations, host by host
-    owners, starts = np.unique(pairs // n_combos, return_index=True)
-    per_host = dict.fromkeys(range(len(hosts)), ())
-    for owner, part in zip(owners.tolist(), np.split(pairs % n_combos, starts[1:])):
-        per_host[owner] = tuple(part.tolist())
-    memo: dict[tuple, str] = {}
-    out = []
-    for combo_set in per_host.values():
+    owner, combo = (pairs // n_combos).tolist(), (pairs % n_combos).tolist()
+    counts = np.bincount(owner, minlength=len(hosts)).tolist()
+    memo: dict[tuple, str] = {(): encode(None)}
+    out, at = [], 0
+    for count in counts:  # the hosts in order: each one's combinations are the next `count` pairs
+        combo_set = tuple(combo[at:at + count])
+        at += count
         text = memo.get(combo_set)
         if text is None:
             values = {typed_value(fact, rows[c]) for c in combo_set}
