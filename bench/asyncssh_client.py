@@ -1,6 +1,6 @@
 """A minimal asyncssh fan-out: the same payload on stdin to the same command on every host, bounded
 concurrency, each host's stdout parsed as JSON. bench_sweep.py's `asyncssh` peer (the floor a small
-asyncio client reaches in Python).
+asyncio client reaches in Python). The key and known_hosts are read once, as sweep reads them.
 
     python bench/asyncssh_client.py HOSTS_FILE KEY KNOWN_HOSTS FORKS PAYLOAD_FILE COMMAND
 
@@ -29,6 +29,7 @@ async def one(address, key, known, payload, command, slots):
 async def main(hosts_file, key, known, forks, payload_file, command):
     hosts = open(hosts_file).read().split()
     payload = open(payload_file, "rb").read()
+    key, known = asyncssh.read_private_key(key), asyncssh.read_known_hosts(known)
     slots = asyncio.Semaphore(int(forks))
     results = await asyncio.gather(*(one(h, key, known, payload, command, slots) for h in hosts))
     ok = sum(results)
