@@ -7,12 +7,16 @@ of its own class within its deadline, and the healthy hosts beside them are swep
 strict parser's per-number hooks are counted during the sweep: in a parse bounded by the size
 and shape limits they are never called once per number (before issue 52 they were, 20-34 s of
 controller CPU for one 15 MiB answer; bench/bench_hostile_answer.py --sshd measures sixteen).
-Counted in calls, not seconds.
+Counted in calls, not seconds. One more host answers a health.json with a NaN, which only the
+strict parser reads: its calls must be counted, so a sweep that judged answers where the count
+cannot see (a process that does not share it) fails the test instead of passing it unseen.
 """
 from __future__ import annotations
 
+import json
+import multiprocessing
 import os
-import threading
+import re
 from pathlib import Path
 
 import pytest
@@ -27,6 +31,7 @@ pytestmark = pytest.mark.integration
 HOST_DEADLINE = 60.0  # generous: the test counts calls, the deadline only has to hold on a loaded machine
 ANSWER_BYTES = 3 * 2**20
 ANSWERS = {"zeros": b"0,", "nans": b"NaN,"}  # one orjson reads, one it refuses (the strict parser's)
+IDLE = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "h200" / "idle.health.json").read_text())
 
 
 def printer(path: Path) -> str:
@@ -35,13 +40,19 @@ def printer(path: Path) -> str:
 
 
 class _Counter:
+    """Calls of the wrapped functions, in shared memory: forked judging processes count too."""
+
     def __init__(self):
-        self.calls, self.lock = 0, threading.Lock()
+        self.shared = multiprocessing.Value("q", 0)
+
+    @property
+    def calls(self) -> int:
+        return self.shared.value
 
     def wrap(self, function):
         def counted(*args):
-            with self.lock:
-                self.calls += 1
+            with self.shared.get_lock():
+                self.shared.value += 1
             return function(*args)
         return counted
 
@@ -54,6 +65,9 @@ def swept(needs_sshd, tmp_path_factory):
         path = work / f"{name}.out"
         path.write_bytes(b"[" + item * (ANSWER_BYTES // len(item) - 1) + item[:-1] + b"]")
         hosts += [FleetHost(f"{name}{i}", group="numbers", script=printer(path)) for i in (1, 2)]
+    nan = work / "nan.out"  # a real health.json with one NaN: the strict parser reads it, ~90 numbers
+    nan.write_text(re.sub(r'"draw_w": [-+.0-9eE]+', '"draw_w": NaN', json.dumps(IDLE), count=1))
+    hosts.append(FleetHost("one-nan", group="healthy", script=printer(nan)))
     counter = _Counter()
     patch = pytest.MonkeyPatch()
     patch.setattr(strictjson, "_int", counter.wrap(strictjson._int))  # the strict parser's per-number hooks
@@ -73,6 +87,9 @@ def swept(needs_sshd, tmp_path_factory):
 
 def test_no_python_call_per_number_of_a_hosts_answer(swept):
     numbers = sum(ANSWER_BYTES // len(item) for item in ANSWERS.values())
+    nan = swept["records"]["one-nan"]
+    assert nan["status"] == "ok" and nan["unknown_numbers"] == [{"path": "gpus[0].power.draw_w", "text": "NaN"}]
+    assert swept["strict_calls"] >= 1, "the one NaN host's strict parse was not counted: the count sees nothing"
     assert swept["strict_calls"] < 1000, (
         f"{swept['strict_calls']:,} calls of the strict parser's number hooks for {numbers:,} numbers "
         "in four answers: a host's answer costs the controller a Python call per number")
@@ -80,7 +97,7 @@ def test_no_python_call_per_number_of_a_hosts_answer(swept):
 
 def test_each_number_array_host_fails_in_its_class_within_its_deadline(swept):
     records = swept["records"]
-    assert len(records) == 6 and swept["result"].failed == 4
+    assert len(records) == 7 and swept["result"].failed == 4
     for name in ("zeros1", "zeros2", "nans1", "nans2"):
         record = records[name]
         assert record["status"] == "failed" and record["failure"]["class"] == "bad_output", record["failure"]
