@@ -18,6 +18,14 @@ time); the CPU shape of every step stays, and the fsync's own cost is what the d
 `--history`: the history index update `sweep run` makes when it reports (`--no-report` runs defer it
 to `sweep history`); `--report`: the report of the run. Both grow with the fleet by nature (they read
 every record); they are timed apart from the sweep's critical path.
+
+    python3 bench/bench_pipeline.py --no-fsync --hosts 10000 --history-against /tmp/base --rounds 2
+
+`--history-against TREE`: the history index of the swept run, this tree's and TREE's (a worktree of
+another commit), paired in ABBA order, each in a fresh interpreter (its CPU from just before the call to
+just after, workers included) in its own folder of runs: the run added to an empty index ("first"),
+then a second run of the same records (hard links, a folder of its own) added to that index ("one
+more"): with an index that reads no earlier run, the two cost the same.
 """
 from __future__ import annotations
 
@@ -114,7 +122,7 @@ def kernel() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_stime
 
 
-def one_size(n_hosts: int, n_gpus: int, work: Path, history: bool, report: bool) -> dict:
+def one_size(n_hosts: int, n_gpus: int, work: Path, history: bool, report: bool, against=None) -> dict:
     from sweep.collect.run import run_sweep
 
     inventory = work / "fleet.yml"
@@ -155,7 +163,62 @@ def one_size(n_hosts: int, n_gpus: int, work: Path, history: bool, report: bool)
         build_report([result.run_dir], work / "report")
         row["report_s"] = cpu() - t
     row["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if against is not None:
+        row["history_pairs"] = history_pairs(Path(result.run_dir), work, against[0], against[1])
     return row
+
+
+ADD_RUN = """
+import json, resource, sys, time
+from sweep.history.hook import keep_index_current
+def cpu():
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+t = cpu()
+warning = keep_index_current(sys.argv[1])
+print(json.dumps({"cpu_s": cpu() - t, "warning": warning}))
+"""
+
+
+def history_pairs(run_dir: Path, work: Path, against: Path, rounds: int) -> list[dict]:
+    """The run added to an empty index, then one more run to that index, by this tree and `against`, ABBA."""
+    import subprocess
+
+    out = []
+    for r in range(rounds):
+        order = [("this", TREE), ("base", against)]
+        for label, tree in (order if r % 2 == 0 else order[::-1]):
+            root = work / f"history-{label}-{r}"
+            for step, name in (("first", "run-a"), ("one more", "run-b")):
+                shutil.copytree(run_dir, root / name, copy_function=os.link)
+                load = os.getloadavg()[0]
+                done = subprocess.run([sys.executable, "-c", ADD_RUN, str(root / name)], cwd=tree, check=True,
+                                      env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True)
+                row = {"round": r, "tree": label, "step": step, **json.loads(done.stdout.splitlines()[-1]),
+                       "load": load}
+                out.append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+            shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def history_table(rows: list[dict], hosts: int, gpus: int) -> list[str]:
+    import statistics
+
+    lines = [f"| round | tree | step | CPU s ({hosts:,} x {gpus}) | ms per host | load |",
+             "|---:|---|---|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['round']} | {r['tree']} | {r['step']} | {r['cpu_s']:.2f} | "
+                     f"{1000 * r['cpu_s'] / hosts:.3f} | {r['load']:.1f} |")
+    ratios = []
+    for r in sorted({x["round"] for x in rows}):
+        for step in ("first", "one more"):
+            this, base = (next(x["cpu_s"] for x in rows if (x["round"], x["tree"], x["step"]) == (r, t, step))
+                          for t in ("this", "base"))
+            ratios.append(this / base)
+    lines += ["", "This tree's CPU / the other's, per round and step: " + ", ".join(f"{q:.2f}" for q in ratios)
+              + f" (median {statistics.median(ratios):.2f})."]
+    return lines
 
 
 STEPS = ("before_sweep_s", "judge_s", "record_tally_s", "history_s", "report_s")
@@ -180,6 +243,9 @@ def main(argv=None) -> int:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--history", action="store_true", help="also the history index update")
     parser.add_argument("--report", action="store_true", help="also the run's report")
+    parser.add_argument("--history-against", type=Path, default=None, metavar="TREE",
+                        help="the history index of the run, this tree's and TREE's, paired (ABBA)")
+    parser.add_argument("--rounds", type=int, default=2, help="with --history-against: pairs of runs")
     parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
     parser.add_argument("--json", type=Path, default=None, help="write the rows as JSON here")
     parser.add_argument("--no-fsync", action="store_true",
@@ -192,13 +258,18 @@ def main(argv=None) -> int:
     for n in args.hosts:
         work = Path(tempfile.mkdtemp(prefix="sweep-pipeline-", dir=args.work))
         try:
-            rows.append(one_size(n, args.gpus, work, args.history, args.report))
+            against = (args.history_against, args.rounds) if args.history_against else None
+            rows.append(one_size(n, args.gpus, work, args.history, args.report, against))
         finally:
             shutil.rmtree(work, ignore_errors=True)
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     load = os.getloadavg()
     print(f"{platform.node()}: {os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     print("\n".join(table(rows)))
+    for row in rows:
+        if "history_pairs" in row:
+            print(f"\nThe history index of {row['hosts']:,} x {row['gpus']} against {args.history_against}:\n")
+            print("\n".join(history_table(row["history_pairs"], row["hosts"], row["gpus"])))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

@@ -1,6 +1,7 @@
-"""Sweep a loopback fleet with sweep, parallel-ssh, ClusterShell's clush and ansible ad-hoc.
+"""Sweep a loopback fleet with sweep, parallel-ssh, ClusterShell's clush, pdsh, asyncssh and ansible ad-hoc.
 
-    python bench/bench_sweep.py --hosts 200 [--forks 32] [--tools sweep,sweep-openssh,pssh,clush,ansible]
+    python bench/bench_sweep.py --hosts 200 [--forks 32] [--tools sweep,sweep-openssh,pssh,clush,pdsh,asyncssh,ansible]
+    python bench/bench_sweep.py --hosts 300 --tools sweep,pssh,clush,pdsh,asyncssh --rounds 2
 
 `sweep` is sweep's own transport (paramiko), `sweep-openssh` the same sweep with `--transport openssh`
 (one system ssh per host). One LocalFleet (a real sshd per host, each replaying an H200 capture) serves every tool in turn.
@@ -9,7 +10,12 @@ host (same payload on stdin, same remote command); the table counts the valid on
 CPU" is the user+system time of that child and every process it waited for (ssh clients, ansible
 workers), read with os.wait4: the sshds and the agents on the hosts are not in it, and neither is
 anything of the other tools. The OpenSSH-based tools get curve25519 key exchange forced, as sweep
-does (OpenSSH 9.2's default sntrup761 costs them ~100 ms of CPU per host).
+does (OpenSSH 9.2's default sntrup761 costs them ~100 ms of CPU per host). `pdsh` cannot send stdin
+to a remote command, so it runs through its `exec` module, one `sh -c 'exec ssh ... %h CMD < payload'`
+per host (a fork and exec of sh more than clush, which runs ssh directly); `asyncssh` is the ~40-line
+client bench/asyncssh_client.py. With `--rounds N` (N > 1) every tool runs N times on the one fleet,
+the order of the tools reversed every round (ABBA for two tools), and the table gives each run, each
+tool's median CPU per further host and, per round, its ratio to sweep's.
 
     python bench/bench_sweep.py --hosts 300 --tools sweep --against /tmp/base --rounds 2
     python bench/bench_sweep.py --hosts 300 --tools sweep-cli --against /tmp/base --rounds 2
@@ -21,8 +27,9 @@ run paired with this tree's in ABBA order (`--rounds` pairs of runs, the order s
 each run after its own 1-host run; the table then gives every run and the per-round ratios of CPU per
 further host. On a shared machine only neighbouring runs compare.
 
-Writes bench/results/sweep.md. Needs root, /usr/sbin/sshd, and pip install parallel-ssh
-ClusterShell ansible-core. Not part of the test suite.
+Writes bench/results/sweep.md. Needs root, /usr/sbin/sshd, pdsh (apt-get install pdsh), and
+pip install '.[bench]' (parallel-ssh, asyncssh, ansible-core; ClusterShell); `BENCH_SITE=DIR`: a
+`pip install --target DIR` folder the peers (not sweep) import from. Not part of the test suite.
 """
 from __future__ import annotations
 
@@ -30,6 +37,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -125,6 +133,8 @@ def run_tool(tool: str, fleet: LocalFleet, names: list[str], tmp: Path, payload:
     command = remote_command("python3", len(payload), [])
     if tool == "sweep@base":
         tool = "sweep"
+    if not tool.startswith("sweep") and os.environ.get("BENCH_SITE"):  # the peers' own packages
+        env["PYTHONPATH"] = os.pathsep.join([str(tree), os.environ["BENCH_SITE"]])
     if tool == "sweep-cli":  # the command a user types: `sweep run INVENTORY --no-report` (history, manifest, summary)
         argv = [sys.executable, "-m", "sweep.cli", "run", str(fleet.inventory_path), "--out", str(work / "run"),
                 "--known-hosts", str(fleet.known_hosts_path), "--forks", str(forks), "--limit", ",".join(names),
@@ -151,6 +161,22 @@ def run_tool(tool: str, fleet: LocalFleet, names: list[str], tmp: Path, payload:
                 "-l", "root", "-o", ssh_opts, "-L", command]
         wall, cpu, out, err = run_child(argv, env, stdin=payload)
         ok = count_json_by_prefix(out.decode(errors="replace"), addresses)
+    elif tool == "pdsh":  # no stdin to a remote command: its exec module runs one ssh per host, fed a file
+        (work / "payload.bin").write_bytes(payload)
+        ssh = (f"exec ssh -i {fleet.client_key_path} -o UserKnownHostsFile={fleet.known_hosts_path} "
+               f"-o StrictHostKeyChecking=yes -o KexAlgorithms={KEX} -o BatchMode=yes -l root %h "
+               f"{shlex.quote(command)} < {work / 'payload.bin'}")
+        argv = ["pdsh", "-R", "exec", "-f", str(forks), "-w", ",".join(addresses), "sh", "-c", ssh]
+        wall, cpu, out, err = run_child(argv, env)
+        ok = count_json_by_prefix(out.decode(errors="replace"), addresses)
+    elif tool == "asyncssh":
+        (work / "hosts.txt").write_text("\n".join(addresses) + "\n")
+        (work / "payload.bin").write_bytes(payload)
+        argv = [sys.executable, str(REPO / "bench" / "asyncssh_client.py"), str(work / "hosts.txt"),
+                str(fleet.client_key_path), str(fleet.known_hosts_path), str(forks), str(work / "payload.bin"),
+                command]
+        wall, cpu, out, err = run_child(argv, env)
+        ok = json.loads(out.decode().strip().splitlines()[-1])["ok"] if out.strip() else 0
     elif tool == "ansible":
         # the bundle (a zipapp) is too big for a command line (MAX_ARG_STRLEN), and -m raw has no
         # stdin: -m script copies it to the host and runs it, in one ad-hoc command
@@ -181,11 +207,14 @@ def main() -> int:
     parser.add_argument("--tools", default="sweep,sweep-openssh,pssh,clush,ansible")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "sweep.md"))
     parser.add_argument("--against", type=Path, default=None, help="another sweep tree, run paired (ABBA)")
-    parser.add_argument("--rounds", type=int, default=2, help="with --against: pairs of runs")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="runs of each tool, the order reversed every round (default 1; with --against 2)")
     parser.add_argument("--gpus", type=int, default=1, help="with --against: GPUs of the replayed H200 capture")
     args = parser.parse_args()
     if args.against is not None:
+        args.rounds = args.rounds or 2
         return paired(args)
+    args.rounds = args.rounds or 1
 
     payload = bundle_bytes()
     rows = []
@@ -198,22 +227,29 @@ def main() -> int:
             up = time.monotonic() - started
             print(f"fleet of {args.hosts} sshds up in {up:.1f} s", flush=True)
             names = [h.name for h in hosts]
-            for tool in args.tools.split(","):
-                # one host first: the tool's fixed start-up cost, apart from its cost per host
-                _, cpu_one, ok_one, _ = run_tool(tool, fleet, names[:1], tmp, payload, args.forks, "one")
-                wall, cpu, ok, err = run_tool(tool, fleet, names, tmp, payload, args.forks, "all")
-                per_host = 1000 * (cpu - cpu_one) / max(1, args.hosts - 1)
-                row = {"tool": tool, "hosts": args.hosts, "ok": ok, "wall_s": wall, "cpu_s": cpu,
-                       "cpu_ms_per_host": 1000 * cpu / args.hosts, "startup_s": cpu_one,
-                       "marginal_ms": per_host, "hosts_per_s": args.hosts / wall}
-                rows.append(row)
-                print(f"{tool:8s} ok {ok}/{args.hosts}  wall {wall:6.1f} s  controller CPU {cpu:6.2f} s "
-                      f"= {row['cpu_ms_per_host']:5.1f} ms/host (1 host: {cpu_one:.2f} s; each further host "
-                      f"{per_host:.1f} ms)", flush=True)
-                if ok < args.hosts or ok_one < 1:
-                    print(err.decode(errors="replace")[-1500:], file=sys.stderr)
+            tools = args.tools.split(",")
+            for r in range(args.rounds):
+                for tool in (tools if r % 2 == 0 else tools[::-1]):
+                    rows.append(measure(tool, fleet, names, tmp, payload, args, r))
     write_report(Path(args.out), rows, args, up, len(payload))
     return 0
+
+
+def measure(tool: str, fleet: LocalFleet, names: list[str], tmp: Path, payload: bytes, args, r: int) -> dict:
+    """One run of `tool` over every host, after its own 1-host run (the tool's fixed start-up cost)."""
+    load = os.getloadavg()[0]
+    _, cpu_one, ok_one, _ = run_tool(tool, fleet, names[:1], tmp, payload, args.forks, f"one-{r}")
+    wall, cpu, ok, err = run_tool(tool, fleet, names, tmp, payload, args.forks, f"all-{r}")
+    per_host = 1000 * (cpu - cpu_one) / max(1, args.hosts - 1)
+    row = {"round": r, "tool": tool, "hosts": args.hosts, "ok": ok, "wall_s": wall, "cpu_s": cpu,
+           "cpu_ms_per_host": 1000 * cpu / args.hosts, "startup_s": cpu_one, "marginal_ms": per_host,
+           "hosts_per_s": args.hosts / wall, "load": load}
+    print(f"round {r} {tool:8s} ok {ok}/{args.hosts}  wall {wall:6.1f} s  controller CPU {cpu:6.2f} s "
+          f"= {row['cpu_ms_per_host']:5.1f} ms/host (1 host: {cpu_one:.2f} s; each further host "
+          f"{per_host:.1f} ms)", flush=True)
+    if ok < args.hosts or ok_one < 1:
+        print(err.decode(errors="replace")[-1500:], file=sys.stderr)
+    return row
 
 
 def paired(args) -> int:
@@ -273,42 +309,60 @@ def paired(args) -> int:
 def write_report(path: Path, rows: list[dict], args, up: float, payload_size: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [
-        "# sweep vs parallel-ssh, clush, ansible: collecting health.json from a loopback fleet",
+        "# sweep and its peers: collecting health.json from a loopback fleet",
         "",
-        f"`python bench/bench_sweep.py --hosts {args.hosts} --forks {args.forks}` on "
-        f"{platform.node() or 'this machine'}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"{time.strftime('%Y-%m-%d')}.",
+        f"`python bench/bench_sweep.py --hosts {args.hosts} --forks {args.forks} --tools {args.tools} "
+        f"--rounds {args.rounds}` on {platform.node() or 'this machine'}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M')}; a shared machine: the load average "
+        "before each run is given.",
         "",
         f"{args.hosts} real OpenSSH sshds on loopback (one per 127.x.y.z address; fleet up in {up:.1f} s), "
-        f"each running the agent bundle ({payload_size // 1024} KiB) on a replayed H200 capture. sweep, parallel-ssh and clush send the "
-        "same payload on stdin to the same remote command; ansible (`-m raw` has no stdin, and the bundle "
-        "is too big for a command line) runs it with `-m script agent.pyz`, which copies it to the host "
-        "first. Fan-out "
+        f"each running the agent bundle ({payload_size // 1024} KiB) on a replayed H200 capture. sweep, "
+        "parallel-ssh, clush, pdsh and asyncssh send the same payload on stdin to the same remote command "
+        "(pdsh through its exec module: `sh -c 'exec ssh ... %h CMD < payload'` per host, as pdsh has no "
+        "stdin for a remote command); ansible (`-m raw` has no stdin, and the bundle is too big for a "
+        "command line) runs it with `-m script agent.pyz`, which copies it to the host first. Fan-out "
         f"{args.forks}. *ok* counts hosts whose output parsed as a health.json object. Controller CPU is "
-        "the tool's process tree (ssh clients and workers included; sshd and the agents excluded). "
-        "OpenSSH-based tools run with `KexAlgorithms=curve25519-sha256` forced. The sshds run with `-r` "
-        "(no re-exec per connection), as LocalFleet starts them.",
+        "the tool's process tree (ssh clients, shells and workers included; sshd and the agents excluded). "
+        "OpenSSH-based tools and asyncssh run with `curve25519-sha256` key exchange forced. The sshds run "
+        "with `-r` (no re-exec per connection), as LocalFleet starts them. Every tool ran "
+        f"{args.rounds} time(s) on the one fleet, the order of the tools reversed every round.",
         "",
-        "| tool | ok | wall (s) | hosts/s | controller CPU (s) | CPU per host, all in (ms) "
-        "| start-up: 1-host run (s) | CPU per further host (ms) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| round | tool | ok | wall (s) | hosts/s | controller CPU (s) | CPU per host, all in (ms) "
+        "| start-up: 1-host run (s) | CPU per further host (ms) | load |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['tool']} | {r['ok']}/{r['hosts']} | {r['wall_s']:.1f} | {r['hosts_per_s']:.1f} | "
-                     f"{r['cpu_s']:.2f} | {r['cpu_ms_per_host']:.1f} | {r['startup_s']:.2f} | "
-                     f"{r['marginal_ms']:.1f} |")
-    lines += [
-        "",
-        "Wall time on a small machine is bound by the hosts' side (sshd + a python3 start + the agent, "
-        "~0.3 s of CPU per host, all on the same cores), so compare tools by controller CPU per host. "
-        "*CPU per host, all in* spreads each tool's fixed start-up (interpreter, imports; for sweep also "
-        "building the bundle) over the hosts; *CPU per further host* is (CPU of the full run - CPU of a "
-        "1-host run) / (hosts - 1). sweep's 1-host run includes reading the whole 200-host inventory "
-        "(and its host_vars files).",
-        "",
-    ]
+        lines.append(f"| {r['round']} | {r['tool']} | {r['ok']}/{r['hosts']} | {r['wall_s']:.1f} | "
+                     f"{r['hosts_per_s']:.1f} | {r['cpu_s']:.2f} | {r['cpu_ms_per_host']:.1f} | "
+                     f"{r['startup_s']:.2f} | {r['marginal_ms']:.1f} | {r['load']:.1f} |")
+    lines += ["", *summary(rows), "",
+              "Wall time on a small machine is bound by the hosts' side (sshd + a python3 start + the agent, "
+              "~0.3 s of CPU per host, all on the same cores), so compare tools by controller CPU per host. "
+              "*CPU per host, all in* spreads each tool's fixed start-up (interpreter, imports; for sweep also "
+              "building the bundle) over the hosts; *CPU per further host* is (CPU of the full run - CPU of a "
+              "1-host run) / (hosts - 1). sweep's 1-host run includes reading the whole inventory "
+              "(and its host_vars files).", ""]
     path.write_text("\n".join(lines))
+    print("\n".join(lines))
     print(f"wrote {path}")
+
+
+def summary(rows: list[dict]) -> list[str]:
+    """Each tool's median CPU per further host over the rounds and, per round, its ratio to sweep's."""
+    import statistics
+
+    tools = list(dict.fromkeys(r["tool"] for r in rows))
+    base = {r["round"]: r["marginal_ms"] for r in rows if r["tool"] == "sweep"}
+    lines = ["| tool | CPU per further host, median (ms) | per round (ms) | / sweep's, per round |",
+             "|---|---:|---|---|"]
+    for tool in tools:
+        mine = {r["round"]: r["marginal_ms"] for r in rows if r["tool"] == tool}
+        ratios = [mine[k] / base[k] for k in sorted(mine) if k in base and base[k] > 0]
+        lines.append(f"| {tool} | {statistics.median(mine.values()):.1f} | "
+                     f"{', '.join(f'{mine[k]:.1f}' for k in sorted(mine))} | "
+                     f"{', '.join(f'{q:.2f}' for q in ratios) or '-'} |")
+    return lines
 
 
 if __name__ == "__main__":

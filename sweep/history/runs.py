@@ -32,7 +32,7 @@ from sweep.errors import HealthFileError, RunFolderError, SweepError
 from sweep.analysis import facts as fact_table
 from sweep.analysis.facts import typed_value
 from sweep.analysis.fleet import load_fleet, rows_at
-from sweep.analysis.keys import host_keys
+from sweep.analysis.keys import factorize, host_keys
 from sweep.analysis.speed_record import finite_number
 from sweep.store import MANIFEST, RUN_FORMAT, STATES, RunFolder, list_records, read_json
 
@@ -58,6 +58,7 @@ class _Interner:
 
     def __init__(self):
         self.hosts, self.keys, self.vals = {}, {}, {}
+        self.encoded: dict = {}  # plain value -> its val id (`value`)
 
     def host(self, name: str) -> int:
         return self.hosts.setdefault(name, len(self.hosts))
@@ -67,6 +68,13 @@ class _Interner:
 
     def val(self, text) -> int:
         return self.vals.setdefault(str(text), len(self.vals))
+
+    def value(self, value) -> int:
+        """The id of a hashable plain value's text (`encode`), encoded once per distinct value."""
+        got = self.encoded.get(value)
+        if got is None:
+            got = self.encoded[value] = self.val(encode(value))
+        return got
 
 
 @dataclass
@@ -103,9 +111,8 @@ def read_run(folder: str | Path) -> RunRows:
     probed = (hosts["status"] == "ok").to_numpy()
     for fact in (f for f in fact_table.FACTS if f.history == "value"):  # measured figures drift: no change points
         kid = names.key(fact.name, fact.label, fact.scope)
-        for position, value in _host_values(fact, hosts, gpu_keys):
-            if probed[position]:
-                facts.append((host_ids[position], -1, kid, names.val(encode(value))))
+        texts = _host_texts(fact, hosts, gpu_keys)
+        facts += [(host_ids[p], -1, kid, names.val(texts[p])) for p in np.flatnonzero(probed).tolist()]
     for fact in (f for f in fact_table.GPU_FACTS if f.history == "value"):  # per-GPU values where a host's GPUs disagree
         mixed_hosts = np.flatnonzero(mixed[fact.name].to_numpy(dtype=bool))
         if not len(mixed_hosts):
@@ -118,7 +125,7 @@ def read_run(folder: str | Path) -> RunRows:
                           names.val(encode(None if value is None else [value]))))
     reach = names.key(REACHABILITY, "Reachability", "health")
     for hid, s, f in zip(host_ids, hosts["status"].astype(object).tolist(), hosts["failure_class"].astype(object).tolist()):
-        facts.append((hid, -1, reach, names.val(encode("ok" if s == "ok" else f"unreachable ({f})"))))
+        facts.append((hid, -1, reach, names.value("ok" if s == "ok" else f"unreachable ({f})")))
     _contract_facts(fleet, host_ids, names, facts)
     _hw_facts(fleet, host_ids, names, facts)
     load = _load_rows(fleet, host_ids)
@@ -147,22 +154,36 @@ def _refuse_empty_interrupted(folder: Path, manifest: dict) -> None:
     )
 
 
-def _host_values(fact, hosts: pd.DataFrame, gpu_keys):
-    """(host position, typed value) of every host: a host fact's value as a one-item list; a GPU
-    fact's distinct per-GPU values (the GPUs the mask selects) in a sorted list; None: not read."""
+def _host_texts(fact, hosts: pd.DataFrame, gpu_keys) -> list[str]:
+    """Per host position, the text of its typed value (`encode`): a host fact's value as a one-item list;
+    a GPU fact's distinct per-GPU values (the GPUs the mask selects) in a sorted list; null: not read.
+
+    Each distinct value (a host fact's combination of columns, a GPU fact's set of per-GPU combinations)
+    is made and encoded once: a fleet has a handful, so the cost per host is an array lookup."""
     if fact.scope == "host":
-        for position, row in enumerate(rows_at(hosts[list(fact.columns)], range(len(hosts)))):
+        combo, first = factorize(hosts, fact.columns)
+        texts = []
+        for row in rows_at(hosts[list(fact.columns)], first):
             value = typed_value(fact, row)
-            yield position, None if value is None else [value]
-        return
+            texts.append(encode(None if value is None else [value]))
+        return [texts[c] for c in combo.tolist()]
     rows, combos = gpu_keys.rows[fact.name], gpu_keys.combos[fact.name]
-    per_host: dict[int, set] = {}
-    for code, combo in zip(gpu_keys.host_codes.tolist(), combos.tolist()):
-        per_host.setdefault(code, set()).add(combo)
-    for position in range(len(hosts)):
-        values = {typed_value(fact, rows[c]) for c in per_host.get(position, ())}
-        known = sorted((v for v in values if v is not None), key=encode)
-        yield position, known or None
+    n_combos = len(rows) + 1
+    pairs = np.unique(gpu_keys.host_codes * n_combos + combos)  # each host's distinct combinations, host by host
+    owner, combo = (pairs // n_combos).tolist(), (pairs % n_combos).tolist()
+    counts = np.bincount(owner, minlength=len(hosts)).tolist()
+    memo: dict[tuple, str] = {(): encode(None)}
+    out, at = [], 0
+    for count in counts:  # the hosts in order: each one's combinations are the next `count` pairs
+        combo_set = tuple(combo[at:at + count])
+        at += count
+        text = memo.get(combo_set)
+        if text is None:
+            values = {typed_value(fact, rows[c]) for c in combo_set}
+            known = sorted((v for v in values if v is not None), key=encode)
+            text = memo[combo_set] = encode(known or None)
+        out.append(text)
+    return out
 
 
 def read_manifest(folder: Path) -> dict:
@@ -227,7 +248,7 @@ def _contract_facts(fleet, host_ids, names: _Interner, facts) -> None:
         kid = names.key(f"contract:{contract}", f"Contract: {title}", "health")
         rows = c.loc[part]
         for code, status in zip(codes[part], rows["status"].astype(object).tolist()):
-            facts.append((host_ids[code], -1, kid, names.val(encode(status or "unknown"))))
+            facts.append((host_ids[code], -1, kid, names.value(status or "unknown")))
 
 
 def _hw_facts(fleet, host_ids, names: _Interner, facts) -> None:
@@ -241,7 +262,7 @@ def _hw_facts(fleet, host_ids, names: _Interner, facts) -> None:
         for code in np.unique(codes[on]).tolist():
             active.setdefault(code, []).append(reason)
     for code in np.unique(codes).tolist():
-        facts.append((host_ids[code], -1, kid, names.val(encode(",".join(active.get(code, ())) or "none"))))
+        facts.append((host_ids[code], -1, kid, names.value(",".join(active.get(code, ())) or "none")))
 
 
 def _load_rows(fleet, host_ids) -> list[tuple]:
