@@ -40,7 +40,7 @@ KINDS = {
     ("baseline check", "run_dir"): "in_dir", ("baseline check", "baseline"): "in_dir",
     ("baseline check", "directory"): "in_dir", ("run", "inventory_option"): "in_any",
     ("run", "inventory"): "in_any", ("run", "limit"): "word", ("run", "out"): "out_dir",
-    ("run", "resume"): "in_dir", ("run", "forks"): "number", ("run", "max_yaml_values"): "number", ("run", "max_range_hosts"): "number", ("run", "known_hosts"): "in_file",
+    ("run", "resume"): "in_dir", ("run", "forks"): "number", ("run", "workers"): "number", ("run", "max_yaml_values"): "number", ("run", "max_range_hosts"): "number", ("run", "known_hosts"): "in_file",
     ("run", "connect_timeout"): "number", ("run", "host_deadline"): "number", ("run", "reference"): "word",
     ("run", "expect"): "in_file", ("run", "baseline"): "in_dir", ("run", "engine"): "word",
     ("run", "partition"): "word", ("run", "nodelist"): "word", ("run", "shard"): "word",

@@ -12,7 +12,7 @@ from sweep.cli import main
 from test_cli_bad_values import Place, argv_for, walk
 
 # where 0 means something (no load), it is taken; every other numeric option refuses it
-ZERO_MEANS = {("run", "load"): "no load", ("probe", "load"): "no load"}
+ZERO_MEANS = {("run", "load"): "no load", ("probe", "load"): "no load", ("run", "workers"): "as many as the CPUs allow"}
 
 
 def _numeric(param) -> type | None:
