@@ -35,6 +35,7 @@ several modules raise it:
   + Interrupted .................... (collect.run) Ctrl-C before the run folder was made or reopened (exit 130)
   + ReadBackWarning ................ also a UserWarning: a file of a run folder is left out (named, with why)
   + SSHConfigNote .................. also a UserWarning: an ssh_config keyword left unused, hosts sent through ssh
+  + WorkerLost ..................... (collect.workers) also a UserWarning: a worker process ended before its hosts (--resume)
 """
 from __future__ import annotations
 

@@ -414,7 +414,7 @@ def test_a_fact_whose_text_says_what_a_gap_means_is_judged_even_where_not_read()
     text = facts.impact_of("framework", "no torch found", "torch 2.5.1, CUDA 12.4", [unread],
                            [row("framework", torch="2.5.1", cuda_runtime="12.4")])
     assert text.startswith("a different framework build (no torch found vs torch 2.5.1, CUDA 12.4)")
-    assert facts._judged(unread) is False
+    assert facts._every_row_read(unread) is False
     assert facts.impact_of("vbios", "96.00.A5.00.2B", "96.00.A5.00.1A", [{"vbios": "96.00.A5.00.2B"}],
                            [{"vbios": "96.00.A5.00.1A"}]).startswith(
         "firmware differs: a change-window left hosts half-upgraded (96.00.A5.00.2B vs 96.00.A5.00.1A)")
