@@ -17,46 +17,133 @@ check in `contracts.CHECKS` and a fixture; the schema's contract names, lowest_b
 contracts.maxItems are generated from this table (`python -m sweep.schema --from-chain`), and
 tests/unit/test_contract_declaration.py names whatever is missing.
 """
+
 from collections import namedtuple
 
-Contract = namedtuple("Contract", (
-    "name",              # as in health.json's contracts[].name and lowest_broken
-    "title",             # as a person reads it (health.json's contracts[].title)
-    "needs_nvml",        # what it depends on: True when judged from NVML (not read while NVML is unusable)
-    "consequence_of",    # the contracts it stands on: one of them broken makes it a consequence, not a clue
-    "blocks_benchmark",  # broken as the lowest broken contract: the host cannot run a benchmark at all
-    "finding",           # (kind, title) of the fleet finding its own broken / warning state is, or None
-    "findings",          # kinds of the controller's findings (from the GPU facts) that are about it
-))
+Contract = namedtuple(
+    "Contract",
+    (
+        # as in health.json's contracts[].name and lowest_broken
+        "name",
+        # as a person reads it (health.json's contracts[].title)
+        "title",
+        # what it depends on: True when judged from NVML (not read while NVML is unusable)
+        "needs_nvml",
+        # the contracts it stands on: one of them broken makes it a consequence, not a clue
+        "consequence_of",
+        # broken as the lowest broken contract: the host cannot run a benchmark at all
+        "blocks_benchmark",
+        # (kind, title) of the fleet finding its own broken / warning state is, or None
+        "finding",
+        # kinds of the controller's findings (from the GPU facts) that are about it
+        "findings",
+    ),
+)
 
 CONTRACTS = (
     Contract("driver", "Kernel driver and NVML", False, (), True, None, ()),
-    Contract("fabric", "GPU fabric (NVSwitch, fabric manager)", True, ("driver",), True,
-             ("fabric_not_ready", "GPU fabric not ready"), ()),
-    Contract("xid", "Xid events in the kernel log", False, ("driver",), False,
-             ("xid", "Xid events in the kernel log"), ()),
-    Contract("device_mask", "Device mask (CUDA_VISIBLE_DEVICES)", True, ("driver",), True, None, ()),
-    Contract("framework", "Framework build", False, ("driver", "fabric", "device_mask"), True, None, ()),
-    Contract("processes", "Other processes on the GPUs", True, ("driver",), False, None, ("foreign_process",)),
-    Contract("thermal", "Thermal headroom (GPU and HBM)", True, ("driver",), False,
-             ("thermal_headroom", "Thermal headroom"), ()),
-    Contract("clocks", "Clocks and clock-event reasons", True, ("driver", "thermal"), False, None,
-             ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake", "sw_thermal_slowdown")),
+    Contract(
+        "fabric",
+        "GPU fabric (NVSwitch, fabric manager)",
+        True,
+        ("driver",),
+        True,
+        ("fabric_not_ready", "GPU fabric not ready"),
+        (),
+    ),
+    Contract(
+        "xid",
+        "Xid events in the kernel log",
+        False,
+        ("driver",),
+        False,
+        ("xid", "Xid events in the kernel log"),
+        (),
+    ),
+    Contract(
+        "device_mask", "Device mask (CUDA_VISIBLE_DEVICES)", True, ("driver",), True, None, ()
+    ),
+    Contract(
+        "framework", "Framework build", False, ("driver", "fabric", "device_mask"), True, None, ()
+    ),
+    Contract(
+        "processes",
+        "Other processes on the GPUs",
+        True,
+        ("driver",),
+        False,
+        None,
+        ("foreign_process",),
+    ),
+    Contract(
+        "thermal",
+        "Thermal headroom (GPU and HBM)",
+        True,
+        ("driver",),
+        False,
+        ("thermal_headroom", "Thermal headroom"),
+        (),
+    ),
+    Contract(
+        "clocks",
+        "Clocks and clock-event reasons",
+        True,
+        ("driver", "thermal"),
+        False,
+        None,
+        ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake", "sw_thermal_slowdown"),
+    ),
     Contract("power", "Power ceiling", True, ("driver",), False, None, ()),
-    Contract("memory", "Memory health (ECC, row remapping)", True, ("driver", "xid"), False, None,
-             ("row_remap_failure", "uncorrected_ecc", "row_remap_pending", "ecc_pending")),
-    Contract("links", "PCIe and NVLink links", True, ("driver", "xid"), False,
-             ("links", "PCIe / NVLink link degraded"), ()),
-    Contract("topology", "Topology between the selected GPUs", True, ("driver", "links"), False, None, ()),
-    Contract("layout", "MIG layout, modes and identity", True, ("driver",), False, None, ("persistence_off",)),
-    Contract("host", "Host settings and network ports", False, (), False,
-             ("host_settings", "Host settings"), ()),
+    Contract(
+        "memory",
+        "Memory health (ECC, row remapping)",
+        True,
+        ("driver", "xid"),
+        False,
+        None,
+        ("row_remap_failure", "uncorrected_ecc", "row_remap_pending", "ecc_pending"),
+    ),
+    Contract(
+        "links",
+        "PCIe and NVLink links",
+        True,
+        ("driver", "xid"),
+        False,
+        ("links", "PCIe / NVLink link degraded"),
+        (),
+    ),
+    Contract(
+        "topology", "Topology between the selected GPUs", True, ("driver", "links"), False, None, ()
+    ),
+    Contract(
+        "layout",
+        "MIG layout, modes and identity",
+        True,
+        ("driver",),
+        False,
+        None,
+        ("persistence_off",),
+    ),
+    Contract(
+        "host",
+        "Host settings and network ports",
+        False,
+        (),
+        False,
+        ("host_settings", "Host settings"),
+        (),
+    ),
 )
 BY_NAME = {c.name: c for c in CONTRACTS}
 
 # A contract's status, in order of alarm, and how health-report.md marks it.
-STATUSES = (("ok", "ok"), ("warning", "warning"), ("broken", "BROKEN"), ("not_applicable", "n/a"),
-            ("unknown", "unknown"))
+STATUSES = (
+    ("ok", "ok"),
+    ("warning", "warning"),
+    ("broken", "BROKEN"),
+    ("not_applicable", "n/a"),
+    ("unknown", "unknown"),
+)
 STATUS_NAMES = tuple(s for s, _ in STATUSES)
 
 
@@ -66,5 +153,12 @@ def plural(n, word, many=None):
 
 
 def contract(name, status, message, evidence=None, fix=None):
-    return {"name": name, "title": BY_NAME[name].title, "status": status, "message": message,
-            "fix": fix, "evidence": evidence or {}, "consequence_of": None}
+    return {
+        "name": name,
+        "title": BY_NAME[name].title,
+        "status": status,
+        "message": message,
+        "fix": fix,
+        "evidence": evidence or {},
+        "consequence_of": None,
+    }
