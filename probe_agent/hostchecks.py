@@ -338,12 +338,18 @@ def nvlink_findings(facts, g):
 # One fix per cause of a broken links contract (issue 41: a PCIe x8 link was told to replace
 # the NVLink bridge).
 LINK_FIXES = {
-    "pcie_width": "reseat the card and check its slot and riser (a narrow link is a seating or "
-    "riser fault), then the slot's BIOS link-width setting (lspci -vv: LnkSta against LnkCap)",
-    "pcie_gen": "check the slot's BIOS PCIe generation setting and the riser or retimer; reseat "
-    "the card (lspci -vv: LnkSta against LnkCap)",
-    "nvlink": "reset the GPU (or reboot); replace the NVLink bridge or board if links stay down "
-    "(nvidia-smi nvlink -s)",
+    "pcie_width": (
+        "reseat the card and check its slot and riser (a narrow link is a seating or "
+        "riser fault), then the slot's BIOS link-width setting (lspci -vv: LnkSta against LnkCap)"
+    ),
+    "pcie_gen": (
+        "check the slot's BIOS PCIe generation setting and the riser or retimer; reseat "
+        "the card (lspci -vv: LnkSta against LnkCap)"
+    ),
+    "nvlink": (
+        "reset the GPU (or reboot); replace the NVLink bridge or board if links stay down "
+        "(nvidia-smi nvlink -s)"
+    ),
 }
 
 
@@ -398,10 +404,12 @@ HOST_FIXES = {
     "iommu": "add iommu=pt to the kernel command line",
     "nouveau": "blacklist nouveau and rebuild the initramfs",
     "peermem": "modprobe nvidia_peermem (and load it at boot)",
-    "port": "bring the port up at the fleet's rate: check the cable and transceiver (ibstat, "
-    "ibdiagnet)",
-    "acs": "disable ACS P2P redirect on the PCIe switch ports (BIOS, or setpci) for GPU peer "
-    "traffic",
+    "port": (
+        "bring the port up at the fleet's rate: check the cable and transceiver (ibstat, ibdiagnet)"
+    ),
+    "acs": (
+        "disable ACS P2P redirect on the PCIe switch ports (BIOS, or setpci) for GPU peer traffic"
+    ),
 }
 
 

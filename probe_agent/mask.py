@@ -186,8 +186,10 @@ def match_uuid(text, gpus):
             None,
             None,
             {
-                "reason": "its UUID prefix matches %d GPUs (%s), and CUDA needs enough digits to "
-                "name one" % (len(hits), ", ".join(str(i) for i in matches)),
+                "reason": (
+                    "its UUID prefix matches %d GPUs (%s), and CUDA needs enough digits to "
+                    "name one" % (len(hits), ", ".join(str(i) for i in matches))
+                ),
                 "matches": matches,
             },
             None,

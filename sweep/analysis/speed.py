@@ -91,8 +91,10 @@ def baseline_references(baseline: dict | None) -> dict:
     return {
         key: {
             "value": statistics.median(v),
-            "source": f"baseline: median of {plural(len(hosts[key]), 'known-good host')} "
-            f"({fold_hosts(sorted(hosts[key]))})",
+            "source": (
+                f"baseline: median of {plural(len(hosts[key]), 'known-good host')} "
+                f"({fold_hosts(sorted(hosts[key]))})"
+            ),
             "model": key[0],
             "baseline": True,
         }
@@ -383,8 +385,10 @@ def _class_outliers(gpus: list, findings: Findings) -> list[dict]:
                                 "nothing in the envelope explains it (power cap, slowdown and "
                                 "processes match its class): look at the card"
                             ],
-                            "detail": f"{LABELS[figure]} {rate(v, unit)} against its class "
-                            f"{c.id}'s median {rate(median, unit)} ({100 * dev:+.0f}%)",
+                            "detail": (
+                                f"{LABELS[figure]} {rate(v, unit)} against its class "
+                                f"{c.id}'s median {rate(median, unit)} ({100 * dev:+.0f}%)"
+                            ),
                         }
                     )
                     out[-1]["message"] = f"{host}: {out[-1]['detail']}"

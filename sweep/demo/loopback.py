@@ -45,8 +45,9 @@ DEMO_DIR = Path(__file__).with_name("captures")
 KINDS = {
     "healthy": "sshd serving a replayed capture",
     "slow": "like healthy, but the agent starts after `delay_s` seconds",
-    "flaky": "drops its first `drops` connections before the SSH banner (as sshd's MaxStartups "
-    "does)",
+    "flaky": (
+        "drops its first `drops` connections before the SSH banner (as sshd's MaxStartups does)"
+    ),
     "dead": "nothing listens: connection refused",
     "blackhole": "accepts TCP connections and never sends an SSH banner: timeout",
     "unknown_key": "its host key is not in the fleet's known_hosts",

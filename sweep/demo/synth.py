@@ -637,11 +637,15 @@ def nvlink_down(gpu: int = 5, link: int = 3) -> Edit:
 
 XID_TEXT = {
     79: "GPU has fallen off the bus.",
-    48: "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at "
-    "partition 0, subpartition 0.",
+    48: (
+        "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at "
+        "partition 0, subpartition 0."
+    ),
     13: "Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address",
-    31: "Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_14 faulted @ "
-    "0x7f2f_cca58000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ",
+    31: (
+        "Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_14 faulted @ "
+        "0x7f2f_cca58000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ"
+    ),
     95: "Uncontained: FBHUB. RST: Yes, D-RST: No",
 }
 # The demo hosts' boot: booted 2026-11-30T06:00:00Z (the kernel log's times are seconds since then).

@@ -53,17 +53,25 @@ FAMILIES = {
     "sweep_host_up": "1 when the host answered the sweep with a health record, 0 when it failed.",
     "sweep_host_failure_info": "Why a host failed (failure_class), value 1.",
     "sweep_host_group_info": "Inventory groups of the host, value 1.",
-    "sweep_host_contract_status": "State of each contract of the host: 1 for the current status, 0 "
-    "for the others.",
-    "sweep_host_comparability_class_info": "The host's comparability class (A is the reference), "
-    "value 1.",
+    "sweep_host_contract_status": (
+        "State of each contract of the host: 1 for the current status, 0 for the others."
+    ),
+    "sweep_host_comparability_class_info": (
+        "The host's comparability class (A is the reference), value 1."
+    ),
     "sweep_host_in_reference_class": "1 when the host is in the reference comparability class.",
-    "sweep_host_state": "The host's state in the verdict (pool, held_out, broken, other_class, "
-    "cannot_run, unreachable, busy): 1 for its state, 0 for the others.",
-    "sweep_host_to_drain": "1 when the verdict drains the host: held out or broken for a cause the "
-    "node owns (a fault, not its configuration, the probe's environment, a job or a process).",
-    "sweep_host_cause_info": "The one cause the verdict gives a host kept out or warned (its "
-    "contract, figure or tier: thermal, xid, speed, processes...) and its severity, value 1.",
+    "sweep_host_state": (
+        "The host's state in the verdict (pool, held_out, broken, other_class, "
+        "cannot_run, unreachable, busy): 1 for its state, 0 for the others."
+    ),
+    "sweep_host_to_drain": (
+        "1 when the verdict drains the host: held out or broken for a cause the "
+        "node owns (a fault, not its configuration, the probe's environment, a job or a process)."
+    ),
+    "sweep_host_cause_info": (
+        "The one cause the verdict gives a host kept out or warned (its "
+        "contract, figure or tier: thermal, xid, speed, processes...) and its severity, value 1."
+    ),
     "sweep_gpu_ecc_pending_enabled": "ECC mode after the next reset (1 on, 0 off).",
     "sweep_gpu_power_limit_default_watts": "Default power limit.",
     "sweep_gpu_power_draw_watts": "Power draw when probed.",
@@ -71,13 +79,15 @@ FAMILIES = {
     "sweep_gpu_sm_clock_hertz": "SM clock when probed.",
     "sweep_gpu_sm_clock_max_hertz": "Maximum SM clock.",
     "sweep_gpu_temperature_celsius": "GPU temperature when probed.",
-    "sweep_gpu_clock_event_reason_active": "1 when the clock-event (throttle) reason is active, "
-    "else 0.",
+    "sweep_gpu_clock_event_reason_active": (
+        "1 when the clock-event (throttle) reason is active, else 0."
+    ),
     "sweep_gpu_load_sm_clock_median_hertz": "Median SM clock under the probe's --load.",
     "sweep_gpu_load_power_median_watts": "Median power draw under the probe's --load.",
     "sweep_gpu_load_sw_power_cap_ratio": "Fraction of --load samples with SW power cap active.",
-    "sweep_gpu_load_hw_slowdown_ratio": "Fraction of --load samples with a HW slowdown reason "
-    "active.",
+    "sweep_gpu_load_hw_slowdown_ratio": (
+        "Fraction of --load samples with a HW slowdown reason active."
+    ),
     # each fact's own metric
     **{f.metric.name: f.metric.help for f in fact_table.FACTS if f.metric},
 }

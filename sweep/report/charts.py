@@ -214,8 +214,9 @@ def speed_chart(speed: dict | None) -> list[dict]:
                     "bars": bars[:SPEED_BARS_MAX],
                     "more": max(0, len(bars) - SPEED_BARS_MAX),
                     "height": 30 + 20 * len(bars[:SPEED_BARS_MAX]),
-                    "reference": f"{ref['model']} {rate(ref['value'], UNITS[figure])} "
-                    f"({ref['source']})",
+                    "reference": (
+                        f"{ref['model']} {rate(ref['value'], UNITS[figure])} ({ref['source']})"
+                    ),
                 }
             )
     return out
