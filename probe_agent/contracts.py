@@ -4,34 +4,57 @@ Each contract gets a status (ok / broken / warning / not_applicable / unknown), 
 proves it, and a message that names the fix. Everything above the lowest broken contract is a
 consequence, not a clue: such contracts carry `consequence_of`.
 """
+
 import re
 
 from probe_agent import hostchecks
-from probe_agent.chain import BY_NAME, CONTRACTS, contract, plural  # noqa: F401 (plural re-exported)
+
+# plural is re-exported for the checks' callers
+from probe_agent.chain import BY_NAME, CONTRACTS, contract, plural  # noqa: F401
+
 from probe_agent.framework import version_tuple
 
 FACILITY_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
-FACILITY_CAUSES = {  # reason -> (what it is called, its fix): one line and one fix per cause (issue 41)
-    "hw_slowdown": ("HW slowdown", "check the host's power delivery and cooling (PSU, fans, inlet temperature)"),
-    "hw_thermal_slowdown": ("HW thermal slowdown", "check fans, airflow and inlet temperature; the GPU is too hot "
-                            "for its clocks"),
-    "hw_power_brake_slowdown": ("HW power brake", "the chassis asserts the power-brake signal: check PSUs and "
-                                "the rack's power budget"),
+# reason -> (what it is called, its fix): one line and one fix per cause (issue 41)
+FACILITY_CAUSES = {
+    "hw_slowdown": (
+        "HW slowdown",
+        "check the host's power delivery and cooling (PSU, fans, inlet temperature)",
+    ),
+    "hw_thermal_slowdown": (
+        "HW thermal slowdown",
+        "check fans, airflow and inlet temperature; the GPU is too hot for its clocks",
+    ),
+    "hw_power_brake_slowdown": (
+        "HW power brake",
+        "the chassis asserts the power-brake signal: check PSUs and the rack's power budget",
+    ),
 }
-LINK_RANK = {"NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SOC": 5}  # SOC: older drivers' SYS
+# SOC: older drivers' SYS
+LINK_RANK = {"NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SOC": 5}
 
 NVML_INIT_ERRORS = {
-    "NVMLError_LibraryNotFound": ("no NVIDIA driver is installed (libnvidia-ml.so not found)",
-                                  "install the NVIDIA driver that matches this kernel"),
-    "NVMLError_DriverNotLoaded": ("the NVIDIA kernel module is not loaded",
-                                  "load it (modprobe nvidia) and read dmesg for why it failed"),
-    "NVMLError_LibRmVersionMismatch": ("driver/library version mismatch: the loaded kernel module and "
-                                       "user-space libnvidia-ml differ (a driver upgrade without reboot)",
-                                       "reboot the host, or unload and reload the nvidia modules"),
-    "NVMLError_NoPermission": ("permission denied opening the GPU device files",
-                               "give this user access to /dev/nvidia* (video group, or the container's device list)"),
-    "NVMLError_InsufficientPermissions": ("permission denied opening the GPU device files",
-                                          "give this user access to /dev/nvidia*"),
+    "NVMLError_LibraryNotFound": (
+        "no NVIDIA driver is installed (libnvidia-ml.so not found)",
+        "install the NVIDIA driver that matches this kernel",
+    ),
+    "NVMLError_DriverNotLoaded": (
+        "the NVIDIA kernel module is not loaded",
+        "load it (modprobe nvidia) and read dmesg for why it failed",
+    ),
+    "NVMLError_LibRmVersionMismatch": (
+        "driver/library version mismatch: the loaded kernel module and "
+        "user-space libnvidia-ml differ (a driver upgrade without reboot)",
+        "reboot the host, or unload and reload the nvidia modules",
+    ),
+    "NVMLError_NoPermission": (
+        "permission denied opening the GPU device files",
+        "give this user access to /dev/nvidia* (video group, or the container's device list)",
+    ),
+    "NVMLError_InsufficientPermissions": (
+        "permission denied opening the GPU device files",
+        "give this user access to /dev/nvidia*",
+    ),
 }
 
 
@@ -51,7 +74,8 @@ def fold_numbers(numbers):
 
 
 def fold_gpus(items):
-    """'GPU 0: X', 'GPU 1: X', 'GPU 3: Y' -> 'GPU 0-1: X; GPU 3: Y': one sentence per finding, not per GPU."""
+    """'GPU 0: X', 'GPU 1: X', 'GPU 3: Y' -> 'GPU 0-1: X; GPU 3: Y': one sentence per
+    finding, not per GPU."""
     groups, order = {}, []
     for item in items:
         m = GPU_ITEM.match(item)
@@ -61,11 +85,15 @@ def fold_gpus(items):
             order.append(key)
         if m:
             groups[key].append(int(m.group(1)))
-    return "; ".join(("GPU %s: %s" % (fold_numbers(groups[k]), k)) if groups[k] else k for k in order)
+    return "; ".join(
+        ("GPU %s: %s" % (fold_numbers(groups[k]), k)) if groups[k] else k for k in order
+    )
 
 
-NO_GPU = ("no NVIDIA GPU on this machine: the PCI bus holds no NVIDIA display or 3D controller",
-          "run the probe on a GPU host; in a VM or container, pass the GPU through to it")
+NO_GPU = (
+    "no NVIDIA GPU on this machine: the PCI bus holds no NVIDIA display or 3D controller",
+    "run the probe on a GPU host; in a VM or container, pass the GPU through to it",
+)
 
 
 def check_driver(facts):
@@ -81,113 +109,229 @@ def check_driver(facts):
         ev["nvml_error"] = d.get("nvml_error")
         return contract("driver", "broken", NO_GPU[0], ev, NO_GPU[1])
     if d.get("nvml_error"):
-        err = d["nvml_error"]
-        ev["nvml_error"] = err
+        ev["nvml_error"] = d["nvml_error"]
         ev["nvidia_smi_found"] = smi
-        what, fix = NVML_INIT_ERRORS.get(err, ("NVML failed to initialise (%s)" % err,
-                                               "read dmesg and nvidia-bug-report.sh output"))
-        if err == "NVMLError_LibraryNotFound" and facts.get("kernel_module"):
-            what = "the kernel module is loaded but libnvidia-ml.so is not found"
-            fix = "install the driver's user-space libraries (same version as the module)"
-        if present.get("on_bus"):
-            what += "; %s on the PCI bus" % plural(present["on_bus"], "NVIDIA GPU")
-        return contract("driver", "broken", what, ev, fix)
+        return nvml_failed(d["nvml_error"], facts.get("kernel_module"), present, ev)
     if present["missing_from_nvml"]:
-        missing = present["missing_from_nvml"]
-        return contract("driver", "broken",
-                        "on the PCI bus but not listed by NVML (NVML lists %d, %d more on the bus): %s: fallen off the "
-                        "bus or failed to initialise" % (d.get("gpu_count") or 0, len(missing), ", ".join(missing)), ev,
-                        "drain the host; read the kernel log for Xid 79 / RmInitAdapter on %s; reseat or "
-                        "replace the card, then reboot" % missing[0])
-    if "gpu_count" not in d:  # the deadline came before NVML's answers were in: nothing says it sees no GPU
-        return contract("driver", "broken", "NVML not read: the probe stopped before NVML counted the GPUs "
-                        "(probe.incomplete_reason says where)", ev,
-                        "probe again with a longer --deadline; if nvmlInit itself hangs, read dmesg for the driver")
+        return missing_from_nvml(d.get("gpu_count") or 0, present["missing_from_nvml"], ev)
+    # the deadline came before NVML's answers were in: nothing says it sees no GPU
+    if "gpu_count" not in d:
+        return contract(
+            "driver",
+            "broken",
+            "NVML not read: the probe stopped before NVML counted the GPUs "
+            "(probe.incomplete_reason says where)",
+            ev,
+            "probe again with a longer --deadline; if nvmlInit itself hangs, read dmesg for the "
+            "driver",
+        )
     if not d.get("gpu_count"):
-        return contract("driver", "broken", "NVML initialised but sees no GPU", ev,
-                        "check that the GPUs are on the bus (lspci), passed through to this VM or container, "
-                        "and not fallen off the bus (dmesg: Xid 79)")
-    return contract("driver", "ok", "driver %s, CUDA %s, %s%s" % (
-        d.get("version"), d.get("cuda_driver_version"), plural(d.get("gpu_count"), "GPU"), present["note"]), ev)
+        return contract(
+            "driver",
+            "broken",
+            "NVML initialised but sees no GPU",
+            ev,
+            "check that the GPUs are on the bus (lspci), passed through to this VM or container, "
+            "and not fallen off the bus (dmesg: Xid 79)",
+        )
+    return contract(
+        "driver",
+        "ok",
+        "driver %s, CUDA %s, %s%s"
+        % (
+            d.get("version"),
+            d.get("cuda_driver_version"),
+            plural(d.get("gpu_count"), "GPU"),
+            present["note"],
+        ),
+        ev,
+    )
+
+
+def nvml_failed(err, kernel_module, present, ev):
+    """The broken driver contract of an nvmlInit that failed with `err`: what it means, its fix."""
+    what, fix = NVML_INIT_ERRORS.get(
+        err,
+        ("NVML failed to initialise (%s)" % err, "read dmesg and nvidia-bug-report.sh output"),
+    )
+    if err == "NVMLError_LibraryNotFound" and kernel_module:
+        what = "the kernel module is loaded but libnvidia-ml.so is not found"
+        fix = "install the driver's user-space libraries (same version as the module)"
+    if present.get("on_bus"):
+        what += "; %s on the PCI bus" % plural(present["on_bus"], "NVIDIA GPU")
+    return contract("driver", "broken", what, ev, fix)
+
+
+def missing_from_nvml(listed, missing, ev):
+    """The broken driver contract of GPUs on the PCI bus that NVML does not list."""
+    return contract(
+        "driver",
+        "broken",
+        "on the PCI bus but not listed by NVML (NVML lists %d, %d more on the bus): %s: fallen "
+        "off the bus or failed to initialise" % (listed, len(missing), ", ".join(missing)),
+        ev,
+        "drain the host; read the kernel log for Xid 79 / RmInitAdapter on %s; reseat or "
+        "replace the card, then reboot" % missing[0],
+    )
+
+
+# The mask's fields that are the device_mask contract's evidence.
+
+MASK_EVIDENCE = (
+    "cuda_visible_devices",
+    "cuda_device_order",
+    "nvidia_visible_devices",
+    "state",
+    "selected",
+    "invalid",
+    "ignored",
+    "lenient",
+    "cuda_error",
+)
 
 
 def check_mask(facts):
     m = facts.get("mask") or {}
-    ev = {k: m.get(k) for k in ("cuda_visible_devices", "cuda_device_order", "nvidia_visible_devices",
-                                "state", "selected", "invalid", "ignored", "lenient", "cuda_error")}
+    ev = {k: m.get(k) for k in MASK_EVIDENCE}
     state = m.get("state")
     count = facts.get("driver", {}).get("gpu_count")
     if state == "empty":
-        return contract("device_mask", "broken",
-                        "device mask is set but empty (CUDA_VISIBLE_DEVICES=%r): every GPU is hidden from CUDA "
-                        "while NVML still sees %s" % (m.get("cuda_visible_devices"), count), ev,
-                        "fix the launcher or scheduler that exports the empty mask")
+        return contract(
+            "device_mask",
+            "broken",
+            "device mask is set but empty (CUDA_VISIBLE_DEVICES=%r): every GPU is hidden from CUDA "
+            "while NVML still sees %s" % (m.get("cuda_visible_devices"), count),
+            ev,
+            "fix the launcher or scheduler that exports the empty mask",
+        )
     if state == "invalid":
-        bad = (m.get("invalid") or [{}])[0]
-        if bad.get("position") is None:
-            return contract("device_mask", "broken", "%s: %s, so CUDA sees no GPU (%s)" % (
-                bad.get("entry"), bad.get("reason"), m.get("cuda_error")), ev,
-                "unset CUDA_DEVICE_ORDER or set it to PCI_BUS_ID")
-        if bad.get("matches"):
-            return contract("device_mask", "broken", "device mask %r: first entry %r is ambiguous: %s; the agent "
-                            "counts on CUDA seeing no GPU (what CUDA does with an ambiguous prefix is not recorded)"
-                            % (m.get("cuda_visible_devices"), bad.get("entry"), bad.get("reason")), ev,
-                            "write enough of the UUID to name one GPU (nvidia-smi -L lists them)")
-        if m.get("cuda_error") == "CUDA_ERROR_INVALID_DEVICE":
-            return contract("device_mask", "broken", "device mask %r: entry %r %s, so CUDA refuses the whole "
-                            "mask and sees no GPU (%s)" % (m.get("cuda_visible_devices"), bad.get("entry"),
-                                                          bad.get("reason"), m.get("cuda_error")), ev,
-                            "name each GPU once")
-        return contract("device_mask", "broken",
-                        "device mask %r names no GPU of this host: CUDA sees none (first entry %r: %s)"
-                        % (m.get("cuda_visible_devices"), bad.get("entry"), bad.get("reason")),
-                        ev, "use indices below %s, or this host's GPU UUIDs (nvidia-smi -L), not both" % count)
+        return invalid_mask(m, ev, count)
     if state == "partly_invalid":
         bad = m["invalid"][0]
-        return contract("device_mask", "warning",
-                        "device mask entry %r is invalid (%s): CUDA stops there and drops %s"
-                        % (bad["entry"], bad["reason"], ", ".join(repr(e) for e in m.get("ignored") or [])
-                           or "nothing more"), ev, "remove the invalid entry")
+        return contract(
+            "device_mask",
+            "warning",
+            "device mask entry %r is invalid (%s): CUDA stops there and drops %s"
+            % (
+                bad["entry"],
+                bad["reason"],
+                ", ".join(repr(e) for e in m.get("ignored") or []) or "nothing more",
+            ),
+            ev,
+            "remove the invalid entry",
+        )
     if m.get("lenient"):
         sloppy = ", ".join("%r as %s" % (x["entry"], x["read_as"]) for x in m["lenient"])
-        return contract("device_mask", "warning",
-                        "device mask %r: CUDA reads %s (it ignores what follows a number or a UUID)"
-                        % (m.get("cuda_visible_devices"), sloppy), ev,
-                        "write plain indices or UUIDs separated by commas")
+        return contract(
+            "device_mask",
+            "warning",
+            "device mask %r: CUDA reads %s (it ignores what follows a number or a UUID)"
+            % (m.get("cuda_visible_devices"), sloppy),
+            ev,
+            "write plain indices or UUIDs separated by commas",
+        )
     sel = m.get("selected") or []
-    renum = ["cuda:%d is physical GPU %s" % (s["cuda_index"], s["physical_index"])
-             for s in sel if s["cuda_index"] != s["physical_index"]]
-    msg = "unset: CUDA sees all %s" % plural(len(sel), "GPU") if state == "unset" else \
-        "CUDA sees %s%s" % (plural(len(sel), "GPU"), ("; " + "; ".join(renum)) if renum else "")
+    renum = [
+        "cuda:%d is physical GPU %s" % (s["cuda_index"], s["physical_index"])
+        for s in sel
+        if s["cuda_index"] != s["physical_index"]
+    ]
+    msg = (
+        "unset: CUDA sees all %s" % plural(len(sel), "GPU")
+        if state == "unset"
+        else "CUDA sees %s%s"
+        % (plural(len(sel), "GPU"), ("; " + "; ".join(renum)) if renum else "")
+    )
     return contract("device_mask", "ok", msg, ev)
 
 
+def invalid_mask(m, ev, count):
+    """The broken contract of a mask under which CUDA sees no GPU, by why: an unknown
+    CUDA_DEVICE_ORDER, an ambiguous UUID prefix, a GPU named twice, or no entry naming a GPU."""
+    bad = (m.get("invalid") or [{}])[0]
+    if bad.get("position") is None:
+        return contract(
+            "device_mask",
+            "broken",
+            "%s: %s, so CUDA sees no GPU (%s)"
+            % (bad.get("entry"), bad.get("reason"), m.get("cuda_error")),
+            ev,
+            "unset CUDA_DEVICE_ORDER or set it to PCI_BUS_ID",
+        )
+    if bad.get("matches"):
+        return contract(
+            "device_mask",
+            "broken",
+            "device mask %r: first entry %r is ambiguous: %s; the agent counts on CUDA seeing "
+            "no GPU (what CUDA does with an ambiguous prefix is not recorded)"
+            % (m.get("cuda_visible_devices"), bad.get("entry"), bad.get("reason")),
+            ev,
+            "write enough of the UUID to name one GPU (nvidia-smi -L lists them)",
+        )
+    if m.get("cuda_error") == "CUDA_ERROR_INVALID_DEVICE":
+        return contract(
+            "device_mask",
+            "broken",
+            "device mask %r: entry %r %s, so CUDA refuses the whole "
+            "mask and sees no GPU (%s)"
+            % (
+                m.get("cuda_visible_devices"),
+                bad.get("entry"),
+                bad.get("reason"),
+                m.get("cuda_error"),
+            ),
+            ev,
+            "name each GPU once",
+        )
+    return contract(
+        "device_mask",
+        "broken",
+        "device mask %r names no GPU of this host: CUDA sees none (first entry %r: %s)"
+        % (m.get("cuda_visible_devices"), bad.get("entry"), bad.get("reason")),
+        ev,
+        "use indices below %s, or this host's GPU UUIDs (nvidia-smi -L), not both" % count,
+    )
+
+
 def torch_problems(fw, drv, caps):
-    """(problems, warnings) of one interpreter's torch against the driver's CUDA and the GPUs' capabilities."""
+    """(problems, warnings) of one interpreter's torch against the driver's CUDA and the
+    GPUs' capabilities."""
     who, tv = fw.get("interpreter"), fw.get("torch_version")
     problems, warnings = [], []
     rt = fw.get("cuda_runtime")
     if not rt:
         if fw.get("hip_runtime"):
-            problems.append("%s: torch %s is a ROCm build (HIP %s) on an NVIDIA host" % (who, tv, fw["hip_runtime"]))
+            problems.append(
+                "%s: torch %s is a ROCm build (HIP %s) on an NVIDIA host"
+                % (who, tv, fw["hip_runtime"])
+            )
         else:
-            problems.append("%s: torch %s is a CPU-only wheel (torch.version.cuda is None)" % (who, tv))
+            problems.append(
+                "%s: torch %s is a CPU-only wheel (torch.version.cuda is None)" % (who, tv)
+            )
         return problems, warnings
     if drv:
         d, r = version_tuple(drv), version_tuple(rt)
         if r[:1] > d[:1]:
-            problems.append("%s: torch %s needs CUDA %s but the driver supports CUDA %s: crossing a major "
-                            "version needs the forward-compatibility package or a newer driver" % (who, tv, rt, drv))
+            problems.append(
+                "%s: torch %s needs CUDA %s but the driver supports CUDA %s: crossing a major "
+                "version needs the forward-compatibility package or a newer driver"
+                % (who, tv, rt, drv)
+            )
         elif r > d:
-            warnings.append("%s: torch's CUDA %s is newer than the driver's %s (minor-version compatibility: "
-                            "PTX JIT and new APIs may fail)" % (who, rt, drv))
+            warnings.append(
+                "%s: torch's CUDA %s is newer than the driver's %s (minor-version compatibility: "
+                "PTX JIT and new APIs may fail)" % (who, rt, drv)
+            )
     arch = fw.get("arch_list")
     if arch and fw.get("cuda_available") is not False:
         for cap in caps:
             sm = "sm_" + cap.replace(".", "")
             if sm not in arch and ("compute_" + cap.replace(".", "")) not in arch:
-                problems.append("%s: torch was built for %s, not for compute capability %s: "
-                                "'no kernel image is available'" % (who, ",".join(arch), cap))
+                problems.append(
+                    "%s: torch was built for %s, not for compute capability %s: "
+                    "'no kernel image is available'" % (who, ",".join(arch), cap)
+                )
     if fw.get("mode") == "deep" and fw.get("cuda_available") is False:
         problems.append("%s: torch.cuda.is_available() is False" % who)
     return problems, warnings
@@ -200,13 +344,65 @@ def check_framework(facts):
     drv = facts.get("driver", {}).get("cuda_driver_version")
     gpus = facts.get("gpus") or []
     caps = sorted({g.get("compute_capability") for g in gpus if g.get("compute_capability")})
+    problems, warnings, found, named_missing = interpreters_read(results, drv, caps)
+    ev = {"interpreters": results, "driver_cuda": drv, "compute_capabilities": caps}
+    if problems:
+        fix = (
+            (
+                "install a CUDA build of torch for driver CUDA %s (a cuXXX wheel with XXX <= the "
+                "driver's)" % drv
+                if drv
+                else "install a CUDA build of torch once the driver works"
+            )
+            if any("CPU-only" in p for p in problems)
+            else "rebuild or reinstall torch for this host's GPUs and driver"
+        )
+        return contract("framework", "broken", "; ".join(problems), ev, fix)
+    if named_missing:
+        return contract(
+            "framework",
+            "warning",
+            "; ".join(warnings),
+            ev,
+            "install the training environment on this host, or correct sweep_interpreters / "
+            "--interpreter (%s)" % ", ".join(named_missing),
+        )
+    if warnings and not found:
+        return contract(
+            "framework",
+            "not_applicable",
+            "; ".join(warnings),
+            ev,
+            "name the training interpreter with sweep_interpreters / --interpreter",
+        )
+    if warnings:
+        return contract("framework", "warning", "; ".join(warnings), ev)
+    fw = found[0]
+    return contract(
+        "framework",
+        "ok",
+        "torch %s, CUDA runtime %s%s"
+        % (
+            fw.get("torch_version"),
+            fw.get("cuda_runtime"),
+            "" if fw.get("mode") == "deep" else " (metadata; --deep imports torch)",
+        ),
+        ev,
+    )
+
+
+def interpreters_read(results, drv, caps):
+    """Each interpreter's torch judged: (problems, warnings, interpreters with torch, interpreters
+    the host's inventory named that are missing or have no torch)."""
     problems, warnings, found, named_missing = [], [], [], []
     for fw in results:
         who = fw.get("interpreter")
         if fw.get("error"):
             if fw.get("not_found") and fw.get("named"):
                 named_missing.append(who)
-                warnings.append("%s: the training interpreter named for this host is not here" % who)
+                warnings.append(
+                    "%s: the training interpreter named for this host is not here" % who
+                )
                 continue
             (warnings if fw.get("not_found") else problems).append("%s: %s" % (who, fw["error"]))
             continue
@@ -220,28 +416,11 @@ def check_framework(facts):
         bad, odd = torch_problems(fw, drv, caps)
         problems += bad
         warnings += odd
-    ev = {"interpreters": results, "driver_cuda": drv, "compute_capabilities": caps}
-    if problems:
-        fix = ("install a CUDA build of torch for driver CUDA %s (a cuXXX wheel with XXX <= the driver's)" % drv
-               if drv else "install a CUDA build of torch once the driver works") \
-            if any("CPU-only" in p for p in problems) else "rebuild or reinstall torch for this host's GPUs and driver"
-        return contract("framework", "broken", "; ".join(problems), ev, fix)
-    if named_missing:
-        return contract("framework", "warning", "; ".join(warnings), ev,
-                        "install the training environment on this host, or correct sweep_interpreters / "
-                        "--interpreter (%s)" % ", ".join(named_missing))
-    if warnings and not found:
-        return contract("framework", "not_applicable", "; ".join(warnings), ev,
-                        "name the training interpreter with sweep_interpreters / --interpreter")
-    if warnings:
-        return contract("framework", "warning", "; ".join(warnings), ev)
-    fw = found[0]
-    return contract("framework", "ok", "torch %s, CUDA runtime %s%s" % (
-        fw.get("torch_version"), fw.get("cuda_runtime"),
-        "" if fw.get("mode") == "deep" else " (metadata; --deep imports torch)"), ev)
+    return problems, warnings, found, named_missing
 
 
 def selected_gpus(facts):
+
     gpus = facts.get("gpus") or []
     sel = (facts.get("mask") or {}).get("selected")
     if not sel:
@@ -254,7 +433,8 @@ BUSY_FIX = "the node runs a job: probe it again when the job ends (sweep run --r
 
 
 def jobs_text(processes):
-    """'job 41234 (user op)', 'job 41234 (user op), job 41240 (user ml)': each job once, in order."""
+    """'job 41234 (user op)', 'job 41234 (user op), job 41240 (user ml)': each
+    job once, in order."""
     said = []
     for p in processes:
         job = p.get("job") or {}
@@ -275,16 +455,28 @@ def check_processes(facts):
     ev = {"processes": found}
     if any((g.get("processes") is None) for g in facts.get("gpus") or []):
         ev["note"] = "process list not readable on some GPUs"
-    if found and all(p.get("job") for p in found):  # every one a running job's: the node is busy, not faulty
+    # every one a running job's: the node is busy, not faulty
+    if found and all(p.get("job") for p in found):
         return contract("processes", "warning", "busy: %s" % jobs_text(found), ev, BUSY_FIX)
     if found:
-        desc = ", ".join("%s (pid %s%s, %s) on GPU %s" % (p.get("name"), p.get("pid"),
-                                                         ", user %s" % p["user"] if p.get("user") else "",
-                                                         mib(p.get("used_memory_bytes")), p.get("gpu"))
-                         for p in found[:5])
-        return contract("processes", "warning", "%s on the GPUs: %s" % (plural(len(found), "other process",
-                                                                               "other processes"), desc), ev,
-                        "stop them, or benchmark elsewhere: they take memory and SM time")
+        desc = ", ".join(
+            "%s (pid %s%s, %s) on GPU %s"
+            % (
+                p.get("name"),
+                p.get("pid"),
+                ", user %s" % p["user"] if p.get("user") else "",
+                mib(p.get("used_memory_bytes")),
+                p.get("gpu"),
+            )
+            for p in found[:5]
+        )
+        return contract(
+            "processes",
+            "warning",
+            "%s on the GPUs: %s" % (plural(len(found), "other process", "other processes"), desc),
+            ev,
+            "stop them, or benchmark elsewhere: they take memory and SM time",
+        )
     return contract("processes", "ok", "no other compute process on the GPUs", ev)
 
 
@@ -298,39 +490,82 @@ def check_clocks(facts):
         c = g.get("clocks") or {}
         r = g.get("clock_event_reasons") or {}
         active = r.get("active") or []
-        rows.append({"gpu": g.get("index"), "sm_mhz": c.get("sm_mhz"), "sm_max_mhz": c.get("sm_max_mhz"),
-                     "mem_mhz": c.get("mem_mhz"), "mem_max_mhz": c.get("mem_max_mhz"), "active_reasons": active,
-                     "reason_counters_us": g.get("reason_counters_us")})
+        rows.append(
+            {
+                "gpu": g.get("index"),
+                "sm_mhz": c.get("sm_mhz"),
+                "sm_max_mhz": c.get("sm_max_mhz"),
+                "mem_mhz": c.get("mem_mhz"),
+                "mem_max_mhz": c.get("mem_max_mhz"),
+                "active_reasons": active,
+                "reason_counters_us": g.get("reason_counters_us"),
+            }
+        )
         fac = [a for a in FACILITY_REASONS if a in active]
-        if len(fac) > 1:  # NVML sets hw_slowdown beside the cause it knows: the cause is said, once (issue 41)
+        # NVML sets hw_slowdown beside the cause it knows: the cause is said, once (issue 41)
+        if len(fac) > 1:
             fac.remove("hw_slowdown")
         for a in fac:
-            broken.append("GPU %s: %s active (SM %s of %s MHz)" % (g.get("index"), FACILITY_CAUSES[a][0],
-                                                                    c.get("sm_mhz"), c.get("sm_max_mhz")))
+            broken.append(
+                "GPU %s: %s active (SM %s of %s MHz)"
+                % (g.get("index"), FACILITY_CAUSES[a][0], c.get("sm_mhz"), c.get("sm_max_mhz"))
+            )
             causes.append(a)
         if "sw_thermal_slowdown" in active:
-            warn.append("GPU %s: SW thermal slowdown active (%s C)" % (g.get("index"), g.get("temperature_c")))
+            warn.append(
+                "GPU %s: SW thermal slowdown active (%s C)"
+                % (g.get("index"), g.get("temperature_c"))
+            )
         if "sw_power_cap" in active:
             notes.append("GPU %s: SW power cap active (expected under load)" % g.get("index"))
-        for name, top in (("sm", c.get("sm_max_mhz")), ("mem", c.get("mem_max_mhz"))):
-            low, high = c.get("p0_%s_min_mhz" % name), c.get("p0_%s_max_mhz" % name)
-            if high and top and high < top:
-                warn.append("GPU %s: %s clock locked to %s-%s MHz (the GPU allows up to %s MHz)" % (
-                    g.get("index"), name.upper() if name == "sm" else "memory", low, high, top))
-        if c.get("app_sm_mhz") and c.get("default_app_sm_mhz") and c["app_sm_mhz"] != c["default_app_sm_mhz"]:
-            warn.append("GPU %s: application clocks set to %s MHz (default %s)" % (g.get("index"), c["app_sm_mhz"],
-                                                                                 c["default_app_sm_mhz"]))
+        warn += clock_settings_warnings(g.get("index"), c)
     ev = {"gpus": rows}
     if broken:
-        return contract("clocks", "broken", fold_gpus(broken) + ": a facility fault", ev,
-                        "; ".join(FACILITY_CAUSES[a][1] for a in FACILITY_REASONS if a in causes))
+        return contract(
+            "clocks",
+            "broken",
+            fold_gpus(broken) + ": a facility fault",
+            ev,
+            "; ".join(FACILITY_CAUSES[a][1] for a in FACILITY_REASONS if a in causes),
+        )
     if warn:
-        return contract("clocks", "warning", fold_gpus(warn), ev,
-                        "reset clocks with nvidia-smi -rac / -rgc / -rmc if not intended")
-    return contract("clocks", "ok", fold_gpus(notes) or "no clock-event reason beyond idle / power cap", ev)
+        return contract(
+            "clocks",
+            "warning",
+            fold_gpus(warn),
+            ev,
+            "reset clocks with nvidia-smi -rac / -rgc / -rmc if not intended",
+        )
+    return contract(
+        "clocks", "ok", fold_gpus(notes) or "no clock-event reason beyond idle / power cap", ev
+    )
+
+
+def clock_settings_warnings(index, c):
+    """Warnings for clocks someone set: locked SM or memory clocks below the GPU's maximum, or
+    application clocks off their default."""
+    warn = []
+    for name, top in (("sm", c.get("sm_max_mhz")), ("mem", c.get("mem_max_mhz"))):
+        low, high = c.get("p0_%s_min_mhz" % name), c.get("p0_%s_max_mhz" % name)
+        if high and top and high < top:
+            warn.append(
+                "GPU %s: %s clock locked to %s-%s MHz (the GPU allows up to %s MHz)"
+                % (index, name.upper() if name == "sm" else "memory", low, high, top)
+            )
+    if (
+        c.get("app_sm_mhz")
+        and c.get("default_app_sm_mhz")
+        and c["app_sm_mhz"] != c["default_app_sm_mhz"]
+    ):
+        warn.append(
+            "GPU %s: application clocks set to %s MHz (default %s)"
+            % (index, c["app_sm_mhz"], c["default_app_sm_mhz"])
+        )
+    return warn
 
 
 def check_power(facts):
+
     rows, broken, warn = [], [], []
     for g in facts.get("gpus") or []:
         p = g.get("power") or {}
@@ -339,20 +574,50 @@ def check_power(facts):
         if enf is None or dft is None:
             continue
         if enf < dft:
-            broken.append("GPU %s: enforced power limit %g W is below the default %g W" % (g.get("index"), enf, dft))
+            broken.append(
+                "GPU %s: enforced power limit %g W is below the default %g W"
+                % (g.get("index"), enf, dft)
+            )
         elif enf > dft:
-            warn.append("GPU %s: enforced power limit %g W is above the default %g W" % (g.get("index"), enf, dft))
+            warn.append(
+                "GPU %s: enforced power limit %g W is above the default %g W"
+                % (g.get("index"), enf, dft)
+            )
     ev = {"gpus": rows}
     if broken:
         dft = rows[0].get("default_limit_w")
-        return contract("power", "broken", fold_gpus(broken), ev,
-                        "restore it with nvidia-smi -pl %g (or record the intended cap in the expectations file)" % dft)
+        return contract(
+            "power",
+            "broken",
+            fold_gpus(broken),
+            ev,
+            "restore it with nvidia-smi -pl %g (or record the intended cap in the expectations "
+            "file)" % dft,
+        )
     if warn:
-        return contract("power", "warning", fold_gpus(warn), ev, "nvidia-smi -pl DEFAULT if not intended")
+        return contract(
+            "power", "warning", fold_gpus(warn), ev, "nvidia-smi -pl DEFAULT if not intended"
+        )
     if not rows:
         return contract("power", "unknown", "no power readings", ev)
-    return contract("power", "ok", "enforced limit = default (%s W)" % (", ".join(
-        sorted({"%g" % r["enforced_limit_w"] for r in rows if r.get("enforced_limit_w") is not None})) or "?"), ev)
+    return contract(
+        "power",
+        "ok",
+        "enforced limit = default (%s W)"
+        % (
+            ", ".join(
+                sorted(
+                    {
+                        "%g" % r["enforced_limit_w"]
+                        for r in rows
+                        if r.get("enforced_limit_w") is not None
+                    }
+                )
+            )
+            or "?"
+        ),
+        ev,
+    )
 
 
 def check_memory(facts):
@@ -360,12 +625,21 @@ def check_memory(facts):
     for g in facts.get("gpus") or []:
         e, rr = g.get("ecc") or {}, g.get("remapped_rows") or {}
         i = g.get("index")
-        rows.append({"gpu": i, "ecc": e, "remapped_rows": g.get("remapped_rows"),
-                     "retired_pages_pending": g.get("retired_pages_pending")})
+        rows.append(
+            {
+                "gpu": i,
+                "ecc": e,
+                "remapped_rows": g.get("remapped_rows"),
+                "retired_pages_pending": g.get("retired_pages_pending"),
+            }
+        )
         if rr.get("failure"):
             broken.append("GPU %s: row remapping failed: replace the card" % i)
         if e.get("volatile_uncorrected"):
-            broken.append("GPU %s: %s uncorrected ECC errors since the last reset" % (i, e["volatile_uncorrected"]))
+            broken.append(
+                "GPU %s: %s uncorrected ECC errors since the last reset"
+                % (i, e["volatile_uncorrected"])
+            )
         if rr.get("pending"):
             warn.append("GPU %s: a row remap is pending: reset the GPU to apply it" % i)
         if g.get("retired_pages_pending"):
@@ -373,15 +647,28 @@ def check_memory(facts):
         if e.get("current") is False:
             warn.append("GPU %s: ECC is off" % i)
         pending_mode = e.get("pending_mode", e.get("pending"))
-        if e.get("current") is not None and pending_mode is not None and e["current"] != pending_mode:
-            warn.append("GPU %s: ECC change pending (%s -> %s) until the next reset" % (
-                i, onoff(e["current"]), onoff(pending_mode)))
+        if (
+            e.get("current") is not None
+            and pending_mode is not None
+            and e["current"] != pending_mode
+        ):
+            warn.append(
+                "GPU %s: ECC change pending (%s -> %s) until the next reset"
+                % (i, onoff(e["current"]), onoff(pending_mode))
+            )
     ev = {"gpus": rows}
     if broken:
-        return contract("memory", "broken", fold_gpus(broken), ev, "drain the host and replace or RMA the card")
+        return contract(
+            "memory", "broken", fold_gpus(broken), ev, "drain the host and replace or RMA the card"
+        )
     if warn:
-        return contract("memory", "warning", fold_gpus(warn), ev,
-                        "nvidia-smi -e 1 and a GPU reset to turn ECC on; reset to apply pending changes")
+        return contract(
+            "memory",
+            "warning",
+            fold_gpus(warn),
+            ev,
+            "nvidia-smi -e 1 and a GPU reset to turn ECC on; reset to apply pending changes",
+        )
     return contract("memory", "ok", "ECC on, no pending remap, no uncorrected error", ev)
 
 
@@ -398,7 +685,8 @@ def link_rank(link):
 
 
 def link_order(link):
-    """The worse the link, the higher: its class, then among NVLinks the fewer the worse (NV4 below NV18)."""
+    """The worse the link, the higher: its class, then among NVLinks the fewer the worse
+    (NV4 below NV18)."""
     count = link[2:] if link.startswith("NV") else ""
     return link_rank(link), -int(count) if count.isdigit() else 0
 
@@ -409,8 +697,8 @@ def selected_pairs(facts):
 
 
 def worst_link(facts):
-    """The worst link class among the pairs of GPUs the mask selects: None for fewer than 2, and None where
-    a selected pair's link was not read (a lower bound is no worst link)."""
+    """The worst link class among the pairs of GPUs the mask selects: None for fewer than 2, and
+    None where a selected pair's link was not read (a lower bound is no worst link)."""
     pairs = (facts.get("topology") or {}).get("pairs") or {}
     worst = None
     for pair in selected_pairs(facts):
@@ -425,29 +713,55 @@ def worst_link(facts):
 def check_topology(facts):
     topo = facts.get("topology") or {}
     sel = selected_gpus(facts)
-    ev = {"pairs": topo.get("pairs"), "source": topo.get("source"), "cpu_affinity": topo.get("cpu_affinity"),
-          "numa_affinity": topo.get("numa_affinity"), "selected": [g.get("index") for g in sel]}
-    if topo.get("unread"):  # rows of the matrix not read, each with why (said only where there are some)
+    ev = {
+        "pairs": topo.get("pairs"),
+        "source": topo.get("source"),
+        "cpu_affinity": topo.get("cpu_affinity"),
+        "numa_affinity": topo.get("numa_affinity"),
+        "selected": [g.get("index") for g in sel],
+    }
+    # rows of the matrix not read, each with why (said only where there are some)
+    if topo.get("unread"):
         ev["unread"] = topo["unread"]
     if len(sel) < 2:
-        return contract("topology", "not_applicable", "fewer than two GPUs selected: no GPU-to-GPU link", ev)
+        return contract(
+            "topology", "not_applicable", "fewer than two GPUs selected: no GPU-to-GPU link", ev
+        )
     worst = worst_link(facts)
     ev["worst_link"] = worst
     if worst is None:
         missing = [p for p in selected_pairs(facts) if p not in (topo.get("pairs") or {})]
         unread = "; ".join(sorted(set((topo.get("unread") or {}).values())))[:300]
         if topo.get("pairs"):
-            return contract("topology", "unknown", "links between the selected GPUs not read: %s%s" % (
-                ", ".join(missing[:8]) + (" and %d more" % (len(missing) - 8) if len(missing) > 8 else ""),
-                " (%s)" % unread if unread else ""), ev, "run nvidia-smi topo -m on the host and read those rows")
-        return contract("topology", "unknown", "link classes could not be read", ev,
-                        "run nvidia-smi topo -m on the host")
+            return contract(
+                "topology",
+                "unknown",
+                "links between the selected GPUs not read: %s%s"
+                % (
+                    ", ".join(missing[:8])
+                    + (" and %d more" % (len(missing) - 8) if len(missing) > 8 else ""),
+                    " (%s)" % unread if unread else "",
+                ),
+                ev,
+                "run nvidia-smi topo -m on the host and read those rows",
+            )
+        return contract(
+            "topology",
+            "unknown",
+            "link classes could not be read",
+            ev,
+            "run nvidia-smi topo -m on the host",
+        )
     all_links = list((topo.get("pairs") or {}).values())
     if link_rank(worst) > 0 and any(l.startswith("NV") for l in all_links):
-        return contract("topology", "warning",
-                        "the selected GPUs talk over %s although this host has NVLink between other GPUs: "
-                        "the mask crosses PCIe instead of NVLink" % worst, ev,
-                        "choose GPUs joined by NVLink (nvidia-smi topo -m)")
+        return contract(
+            "topology",
+            "warning",
+            "the selected GPUs talk over %s although this host has NVLink between other GPUs: "
+            "the mask crosses PCIe instead of NVLink" % worst,
+            ev,
+            "choose GPUs joined by NVLink (nvidia-smi topo -m)",
+        )
     return contract("topology", "ok", "worst link between the selected GPUs: %s" % worst, ev)
 
 
@@ -457,23 +771,45 @@ def check_layout(facts):
     for g in facts.get("gpus") or []:
         mig = g.get("mig") or {}
         i = g.get("index")
-        rows.append({"gpu": i, "name": g.get("name"), "uuid": g.get("uuid"), "serial": g.get("serial"),
-                     "vbios": g.get("vbios"), "pci_bus_id": g.get("pci_bus_id"),
-                     "memory_total_bytes": g.get("memory_total_bytes"),
-                     "mig_current": mig.get("current"), "mig_pending": mig.get("pending"),
-                     "mig_layout": mig_layout(g), "persistence_mode": g.get("persistence_mode"),
-                     "compute_mode": g.get("compute_mode")})
-        if mig.get("current") is not None and mig.get("pending") is not None and mig["current"] != mig["pending"]:
-            warn.append("GPU %s: MIG mode change pending (%s -> %s) until the next reset" % (
-                i, onoff(mig["current"]), onoff(mig["pending"])))
+        rows.append(
+            {
+                "gpu": i,
+                "name": g.get("name"),
+                "uuid": g.get("uuid"),
+                "serial": g.get("serial"),
+                "vbios": g.get("vbios"),
+                "pci_bus_id": g.get("pci_bus_id"),
+                "memory_total_bytes": g.get("memory_total_bytes"),
+                "mig_current": mig.get("current"),
+                "mig_pending": mig.get("pending"),
+                "mig_layout": mig_layout(g),
+                "persistence_mode": g.get("persistence_mode"),
+                "compute_mode": g.get("compute_mode"),
+            }
+        )
+        if (
+            mig.get("current") is not None
+            and mig.get("pending") is not None
+            and mig["current"] != mig["pending"]
+        ):
+            warn.append(
+                "GPU %s: MIG mode change pending (%s -> %s) until the next reset"
+                % (i, onoff(mig["current"]), onoff(mig["pending"]))
+            )
         if g.get("persistence_mode") is False:
             warn.append("GPU %s: persistence mode off (each new client pays driver start-up)" % i)
         if g.get("compute_mode") not in (None, "default"):
             warn.append("GPU %s: compute mode %s" % (i, g.get("compute_mode")))
     ev = {"gpus": rows, "confidential_compute": cc}
     if warn:
-        return contract("layout", "warning", fold_gpus(warn), ev,
-                        "nvidia-smi -pm 1 for persistence (or nvidia-persistenced); reset the GPU for pending modes")
+        return contract(
+            "layout",
+            "warning",
+            fold_gpus(warn),
+            ev,
+            "nvidia-smi -pm 1 for persistence (or nvidia-persistenced); reset the GPU for pending "
+            "modes",
+        )
     migs = [r for r in rows if r["mig_current"]]
     msg = "MIG on for %s" % plural(len(migs), "GPU") if migs else "MIG off"
     return contract("layout", "ok", msg + "; persistence on; compute mode default", ev)
@@ -483,29 +819,56 @@ def mig_layout(g):
     mig = g.get("mig") or {}
     if not mig.get("current"):
         return None
-    return "+".join(sorted(d.get("profile") or "?" for d in mig.get("devices") or [])) or "(no instances)"
+    return (
+        "+".join(sorted(d.get("profile") or "?" for d in mig.get("devices") or []))
+        or "(no instances)"
+    )
 
 
-# The check that judges each contract of `chain.CONTRACTS` (which holds their order and dependencies).
-CHECKS = {"driver": check_driver, "fabric": hostchecks.check_fabric, "xid": hostchecks.check_xid,
-          "device_mask": check_mask, "framework": check_framework, "processes": check_processes,
-          "thermal": hostchecks.check_thermal, "clocks": check_clocks, "power": check_power,
-          "memory": check_memory, "links": hostchecks.check_links, "topology": check_topology,
-          "layout": check_layout, "host": hostchecks.check_host}
+# The check that judges each contract of `chain.CONTRACTS` (which holds their order
+# and dependencies).
+CHECKS = {
+    "driver": check_driver,
+    "fabric": hostchecks.check_fabric,
+    "xid": hostchecks.check_xid,
+    "device_mask": check_mask,
+    "framework": check_framework,
+    "processes": check_processes,
+    "thermal": hostchecks.check_thermal,
+    "clocks": check_clocks,
+    "power": check_power,
+    "memory": check_memory,
+    "links": hostchecks.check_links,
+    "topology": check_topology,
+    "layout": check_layout,
+    "host": hostchecks.check_host,
+}
 
 
 def evaluate(facts):
-    """The contracts in chain order, the lowest broken one marked, those above it as consequences."""
-    nvml_ok = not facts.get("driver", {}).get("nvml_error") and facts.get("driver", {}).get("gpu_count")
+    """The contracts in chain order, the lowest broken one marked, those above
+    it as consequences."""
+    nvml_ok = not facts.get("driver", {}).get("nvml_error") and facts.get("driver", {}).get(
+        "gpu_count"
+    )
     out = []
     for spec in CONTRACTS:
         if spec.needs_nvml and not nvml_ok:
-            out.append(contract(spec.name, "unknown", "not read: NVML is unusable on this host", {}))
+            out.append(
+                contract(spec.name, "unknown", "not read: NVML is unusable on this host", {})
+            )
             continue
         try:
             out.append(CHECKS[spec.name](facts))
         except Exception as exc:  # a contract that cannot be judged is unknown, never a crash
-            out.append(contract(spec.name, "unknown", "could not be judged (%s: %s)" % (type(exc).__name__, exc), {}))
+            out.append(
+                contract(
+                    spec.name,
+                    "unknown",
+                    "could not be judged (%s: %s)" % (type(exc).__name__, exc),
+                    {},
+                )
+            )
     lowest = next((c["name"] for c in out if c["status"] == "broken"), None)
     if lowest:
         for c in out:

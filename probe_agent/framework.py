@@ -3,6 +3,7 @@
 Default mode reads package metadata and torch/version.py without importing torch (milliseconds);
 `--deep` imports torch and asks CUDA (seconds), under a timeout.
 """
+
 import json
 
 INSPECT = r"""
@@ -35,7 +36,8 @@ if mode == "deep":
         for i in range(out["device_count"] if out["cuda_available"] else 0):
             props = torch.cuda.get_device_properties(i)
             uuid = getattr(props, "uuid", None)
-            out["devices"].append({"name": props.name, "capability": "%d.%d" % (props.major, props.minor),
+            out["devices"].append({"name": props.name,
+                                   "capability": "%d.%d" % (props.major, props.minor),
                                    "uuid": None if uuid is None else "GPU-" + str(uuid)})
     except ImportError as exc:
         out["torch_version"] = None
@@ -59,10 +61,13 @@ else:
             out["hip_runtime"] = field("hip")
         except (OSError, UnicodeDecodeError) as exc:
             out["version_file_error"] = str(exc)
-        cudnn = os.path.join(os.path.dirname(folder), "nvidia", "cudnn", "include", "cudnn_version.h")
+        cudnn = os.path.join(os.path.dirname(folder), "nvidia", "cudnn", "include",
+                             "cudnn_version.h")
         try:
             h = open(cudnn).read()
-            parts = [re.search(r"#define CUDNN_%s\s+(\d+)" % k, h) for k in ("MAJOR", "MINOR", "PATCHLEVEL")]
+            parts = [re.search(r"#define CUDNN_%s\s+(\d+)" % k, h)
+                     for k in ("MAJOR", "MINOR", "PATCHLEVEL")]
+
             out["cudnn"] = ".".join(p.group(1) for p in parts) if all(parts) else None
         except OSError:
             out["cudnn"] = None
@@ -74,8 +79,12 @@ def inspect(src, interpreter, deep, timeout):
     """Run the inspector under `interpreter`; returns a dict (with `error` on failure)."""
     mode = "deep" if deep else "metadata"
     from probe_agent.children import command
-    answer = src.command(command("framework", [mode], python=interpreter)[0], timeout=timeout,
-                         key="framework %s %s" % (interpreter, mode))
+
+    answer = src.command(
+        command("framework", [mode], python=interpreter)[0],
+        timeout=timeout,
+        key="framework %s %s" % (interpreter, mode),
+    )
     result = {"interpreter": interpreter, "mode": mode}
     if answer.get("timeout"):
         result["error"] = "the %s check did not finish within %.0f s" % (mode, timeout)
@@ -85,7 +94,10 @@ def inspect(src, interpreter, deep, timeout):
         result["not_found"] = True
         return result
     if answer.get("rc") != 0:
-        result["error"] = "exit %s: %s" % (answer.get("rc"), (answer.get("stderr") or "").strip()[-500:])
+        result["error"] = "exit %s: %s" % (
+            answer.get("rc"),
+            (answer.get("stderr") or "").strip()[-500:],
+        )
         return result
     try:
         result.update(json.loads(answer.get("stdout") or ""))

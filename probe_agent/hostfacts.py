@@ -6,6 +6,7 @@ Every read is one `src.fs(op, path)`: recorded by --record, answered by --replay
 a root folder that tests fill with fake trees. A read that fails is kept as its error name in an
 `unreadable` map: "not readable" is an answer.
 """
+
 import re
 
 PCI_DEVICES = "/sys/bus/pci/devices"
@@ -14,11 +15,27 @@ GPU_CLASSES = ("0x0300", "0x0302")  # VGA and 3D controllers; NVSwitches are bri
 BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
 ACS_CAP_ID = 0x000D
-ACS_BITS = ((0x1, "source_validation"), (0x2, "translation_blocking"), (0x4, "p2p_request_redirect"),
-            (0x8, "p2p_completion_redirect"), (0x10, "upstream_forwarding"), (0x20, "p2p_egress_control"),
-            (0x40, "direct_translated_p2p"))
-KERNEL_ARGS = re.compile(r"^(iommu|intel_iommu|amd_iommu|iommu\.passthrough|iommu\.strict|pci|pcie_acs_override)=")
-MODULES = ("nvidia", "nvidia_uvm", "nvidia_peermem", "nv_peer_mem", "nouveau", "ib_core", "mlx5_core")
+ACS_BITS = (
+    (0x1, "source_validation"),
+    (0x2, "translation_blocking"),
+    (0x4, "p2p_request_redirect"),
+    (0x8, "p2p_completion_redirect"),
+    (0x10, "upstream_forwarding"),
+    (0x20, "p2p_egress_control"),
+    (0x40, "direct_translated_p2p"),
+)
+KERNEL_ARGS = re.compile(
+    r"^(iommu|intel_iommu|amd_iommu|iommu\.passthrough|iommu\.strict|pci|pcie_acs_override)="
+)
+MODULES = (
+    "nvidia",
+    "nvidia_uvm",
+    "nvidia_peermem",
+    "nv_peer_mem",
+    "nouveau",
+    "ib_core",
+    "mlx5_core",
+)
 IB = "/sys/class/infiniband"
 
 
@@ -34,7 +51,12 @@ def norm_bus_id(bus_id):
     m = re.match(r"^([0-9a-fA-F]+):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.?([0-7])?$", bus_id.strip())
     if not m:
         return bus_id.lower()
-    return "%04x:%s:%s.%s" % (int(m.group(1), 16), m.group(2).lower(), m.group(3).lower(), m.group(4) or "0")
+    return "%04x:%s:%s.%s" % (
+        int(m.group(1), 16),
+        m.group(2).lower(),
+        m.group(3).lower(),
+        m.group(4) or "0",
+    )
 
 
 def upstream(link_target):
@@ -60,26 +82,36 @@ def read_pci_gpus(src):
         link = {}
         for name in LINK_FILES:
             link[name] = text(src.fs("read", "%s/%s" % (base, name)))
-        gpus.append({
-            "bus_id": norm_bus_id(bdf),
-            "device_id": text(src.fs("read", base + "/device")),
-            "class": cls,
-            "driver": driver["link"].rsplit("/", 1)[-1] if "link" in driver else None,
-            "numa_node": to_int(text(src.fs("read", base + "/numa_node"))),
-            "sysfs_link": link,
-            "bridges": upstream(path.get("link"))[:-1],
-        })
+        gpus.append(
+            {
+                "bus_id": norm_bus_id(bdf),
+                "device_id": text(src.fs("read", base + "/device")),
+                "class": cls,
+                "driver": driver["link"].rsplit("/", 1)[-1] if "link" in driver else None,
+                "numa_node": to_int(text(src.fs("read", base + "/numa_node"))),
+                "sysfs_link": link,
+                "bridges": upstream(path.get("link"))[:-1],
+            }
+        )
     visible = src.fs("list", "/proc/driver/nvidia/gpus")
-    return {"readable": True, "error": None, "gpus": gpus,
-            "driver_gpus": [norm_bus_id(b) for b in visible["list"]] if "list" in visible else None,
-            "driver_gpus_error": visible.get("error")}
+    return {
+        "readable": True,
+        "error": None,
+        "gpus": gpus,
+        "driver_gpus": [norm_bus_id(b) for b in visible["list"]] if "list" in visible else None,
+        "driver_gpus_error": visible.get("error"),
+    }
 
 
 def gpu_functions(pci):
-    """The bus's NVIDIA GPU functions as [{"address", "device", "class"}], or None when the bus could not be read."""
+    """The bus's NVIDIA GPU functions as [{"address", "device", "class"}], or None when the bus
+    could not be read."""
     if not pci.get("readable"):
         return None
-    return [{"address": g["bus_id"], "device": g.get("device_id"), "class": g.get("class")} for g in pci["gpus"]]
+    return [
+        {"address": g["bus_id"], "device": g.get("device_id"), "class": g.get("class")}
+        for g in pci["gpus"]
+    ]
 
 
 def to_int(value):
@@ -94,7 +126,12 @@ def read_acs(src, bridges):
     out = []
     for bdf in bridges:
         answer = src.fs("bytes", "%s/%s/config" % (PCI_DEVICES, bdf), 4096)
-        row = {"bridge": norm_bus_id(bdf), "control": None, "enabled": None, "error": answer.get("error")}
+        row = {
+            "bridge": norm_bus_id(bdf),
+            "control": None,
+            "enabled": None,
+            "error": answer.get("error"),
+        }
         if "hex" in answer:
             control = acs_control(bytes.fromhex(answer["hex"]))
             if control == "short":
@@ -107,23 +144,25 @@ def read_acs(src, bridges):
 
 
 def acs_control(config):
-    """The ACS control register from a config-space dump; None without ACS, 'short' when truncated."""
+    """The ACS control register from a config-space dump; None without ACS,
+    'short' when truncated."""
     if len(config) <= 256:
         return "short"
     offset, seen = 0x100, set()
     while 0x100 <= offset <= len(config) - 8 and offset not in seen:
         seen.add(offset)
-        header = int.from_bytes(config[offset:offset + 4], "little")
+        header = int.from_bytes(config[offset : offset + 4], "little")
         if header in (0, 0xFFFFFFFF):
             return None
         if header & 0xFFFF == ACS_CAP_ID:
-            return int.from_bytes(config[offset + 6:offset + 8], "little")
+            return int.from_bytes(config[offset + 6 : offset + 8], "little")
         offset = (header >> 20) & 0xFFC
     return None
 
 
 def read_ib_ports(src):
-    """Every InfiniBand / RoCE port: state, physical state, rate, link layer, and the NIC's PCI address."""
+    """Every InfiniBand / RoCE port: state, physical state, rate, link layer, and the
+    NIC's PCI address."""
     devices = src.fs("list", IB)
     if "error" in devices:
         return None, devices["error"]
@@ -138,14 +177,21 @@ def read_ib_ports(src):
             pb = "%s/ports/%s" % (base, port)
             rate = text(src.fs("read", pb + "/rate"))
             m = re.match(r"^([0-9.]+) Gb/sec", rate or "")
-            ports.append({
-                "device": dev, "port": to_int(port), "pci_bus_id": norm_bus_id(pci[-1]) if pci else None,
-                "bridges": pci[:-1], "numa_node": numa,
-                "state": strip_code(text(src.fs("read", pb + "/state"))),
-                "phys_state": strip_code(text(src.fs("read", pb + "/phys_state"))),
-                "rate": rate, "rate_gbps": float(m.group(1)) if m else None,
-                "link_layer": text(src.fs("read", pb + "/link_layer")), "fw_ver": firmware,
-            })
+            ports.append(
+                {
+                    "device": dev,
+                    "port": to_int(port),
+                    "pci_bus_id": norm_bus_id(pci[-1]) if pci else None,
+                    "bridges": pci[:-1],
+                    "numa_node": numa,
+                    "state": strip_code(text(src.fs("read", pb + "/state"))),
+                    "phys_state": strip_code(text(src.fs("read", pb + "/phys_state"))),
+                    "rate": rate,
+                    "rate_gbps": float(m.group(1)) if m else None,
+                    "link_layer": text(src.fs("read", pb + "/link_layer")),
+                    "fw_ver": firmware,
+                }
+            )
     return ports, None
 
 
@@ -164,11 +210,22 @@ def read_firmware(src, gpus):
     manager = None
     if any((g.get("fabric") or {}).get("state") not in (None, "not_supported") for g in gpus):
         answer = src.command(["nv-fabricmanager", "--version"], timeout=5.0)
-        m = FABRIC_MANAGER_VERSION.search(answer.get("stdout") or "") if answer.get("rc") == 0 else None
+        m = (
+            FABRIC_MANAGER_VERSION.search(answer.get("stdout") or "")
+            if answer.get("rc") == 0
+            else None
+        )
         manager = m.group(1) if m else None
         if manager is None:
-            unreadable["fabric_manager_version"] = "exit %s: %s" % (answer.get("rc"), first_text(answer))
-    return {"bios_version": text(bios) or None, "fabric_manager_version": manager, "unreadable": unreadable}
+            unreadable["fabric_manager_version"] = "exit %s: %s" % (
+                answer.get("rc"),
+                first_text(answer),
+            )
+    return {
+        "bios_version": text(bios) or None,
+        "fabric_manager_version": manager,
+        "unreadable": unreadable,
+    }
 
 
 def first_text(answer):
@@ -181,7 +238,8 @@ def strip_code(value):
     return value.split(":", 1)[1].strip() if value and ":" in value else value
 
 
-# the reason written where sysfs lists no cpufreq policy: a reading (a VM, or scaling left to the firmware), not a failure
+# the reason written where sysfs lists no cpufreq policy: a reading (a VM, or scaling left to the
+# firmware), not a failure
 NO_CPUFREQ_POLICY = "no cpufreq policy (no frequency scaling exposed)"
 
 
@@ -201,7 +259,8 @@ def read_governors(src):
 
 
 def read_host_settings(src, pci_gpus):
-    """The host settings that change benchmarks; `unreadable` names each one that could not be read."""
+    """The host settings that change benchmarks; `unreadable` names each one that
+    could not be read."""
     unreadable = {}
 
     def read(name, path):
@@ -218,16 +277,23 @@ def read_host_settings(src, pci_gpus):
     m = re.search(r"\[(\w+)\]", thp or "")
     cmdline = read("kernel_args", "/proc/cmdline")
     modules = read("modules", "/proc/modules")
-    loaded = None if modules is None else {line.split()[0] for line in modules.splitlines() if line.strip()}
+    loaded = (
+        None
+        if modules is None
+        else {line.split()[0] for line in modules.splitlines() if line.strip()}
+    )
     ports, err = read_ib_ports(src)
     if err and err != "FileNotFoundError":
         unreadable["ib_ports"] = err
-    bridges = sorted({b for g in pci_gpus for b in g.get("bridges", [])[1:]})  # switch ports below the root port
+    # switch ports below the root port
+    bridges = sorted({b for g in pci_gpus for b in g.get("bridges", [])[1:]})
     return {
         "cpu_governor": governors,
         "numa_balancing": to_int(read("numa_balancing", "/proc/sys/kernel/numa_balancing")),
         "transparent_hugepages": m.group(1) if m else thp,
-        "kernel_args": None if cmdline is None else [a for a in cmdline.split() if KERNEL_ARGS.match(a)],
+        "kernel_args": None
+        if cmdline is None
+        else [a for a in cmdline.split() if KERNEL_ARGS.match(a)],
         "modules": None if loaded is None else {name: name in loaded for name in MODULES},
         "ib_ports": ports if ports is not None else ([] if err == "FileNotFoundError" else None),
         "acs": read_acs(src, bridges),
@@ -240,9 +306,9 @@ OLD_NAMES = {"SOC": "SYS"}  # older drivers' topo -m wrote SOC where current one
 
 
 def nearest_nics(gpus, pci_gpus, ports, topo):
-    """Each GPU's nearest NIC: from `nvidia-smi topo -m` where its row names NIC columns (under whatever name
-    the driver gives them, NICn mapped through the legend), else from the PCI paths of the InfiniBand ports.
-    The first of equally near NICs, in the matrix's column order."""
+    """Each GPU's nearest NIC: from `nvidia-smi topo -m` where its row names NIC columns (under
+    whatever name the driver gives them, NICn mapped through the legend), else from the PCI paths of
+    the InfiniBand ports. The first of equally near NICs, in the matrix's column order."""
     out = {}
     topo_nics = (topo or {}).get("nics") or {}
     legend = (topo or {}).get("nic_legend") or {}
@@ -255,7 +321,11 @@ def nearest_nics(gpus, pci_gpus, ports, topo):
         row = topo_nics.get(gpu_index)
         if row:
             name, level = min(row.items(), key=lambda kv: rank(kv[1]))
-            out[gpu_index] = {"nic": legend.get(name, name), "link": level, "source": "nvidia-smi topo -m"}
+            out[gpu_index] = {
+                "nic": legend.get(name, name),
+                "link": level,
+                "source": "nvidia-smi topo -m",
+            }
             continue
         g = by_bus.get(gpu)
         if g is None or not nics:
@@ -276,7 +346,8 @@ def rank(level):
 
 
 def pci_distance(gpu, port):
-    """topo -m's vocabulary from two sysfs paths: shared bridge PIX, shared switch PXB, shared root PHB."""
+    """topo -m's vocabulary from two sysfs paths: shared bridge PIX, shared switch
+    PXB, shared root PHB."""
     gb = [b for b in gpu.get("bridges", [])]
     nb = port.get("bridges") or []
     if not gb or not nb:
@@ -287,4 +358,8 @@ def pci_distance(gpu, port):
         return "PXB"
     if gb[0] == nb[0]:
         return "PHB"
-    return "NODE" if gpu.get("numa_node") is not None and gpu.get("numa_node") == port.get("numa_node") else "SYS"
+    return (
+        "NODE"
+        if gpu.get("numa_node") is not None and gpu.get("numa_node") == port.get("numa_node")
+        else "SYS"
+    )

@@ -3,15 +3,19 @@
 A process of a running job is not a fault of the node: the node is busy. Asked of each process
 the GPUs list (through the `Source`, so a capture records and replays the answers):
 
-- its cgroup (``/proc/PID/cgroup``): Slurm's cgroup plugins put a job's tasks under ``.../job_N/...``
-  (cgroup v1 ``/slurm/uid_U/job_N/step_S``, v2 ``.../slurmstepd.scope/job_N/step_S``);
-- else ``scontrol pidinfo PID`` (where scontrol is installed: slurmd knows the job of a pid under every
-  proctrack plugin, linuxproc included): ``Slurm JobId=N ends at ...`` (``Slurm job id N`` before 20.02);
+- its cgroup (``/proc/PID/cgroup``): Slurm's cgroup plugins put a job's tasks under
+  ``.../job_N/...`` (cgroup v1 ``/slurm/uid_U/job_N/step_S``, v2
+  ``.../slurmstepd.scope/job_N/step_S``);
+- else ``scontrol pidinfo PID`` (where scontrol is installed: slurmd knows the job of a pid
+  under every proctrack plugin, linuxproc included): ``Slurm JobId=N ends at ...``
+  (``Slurm job id N`` before 20.02);
 - the job's user from ``squeue -h -j N -o %u``, else the process's own user;
-- the process's user from its ``Uid:`` line (``/proc/PID/status``) and ``/etc/passwd`` (else ``uid N``).
+- the process's user from its ``Uid:`` line (``/proc/PID/status``) and
+  ``/etc/passwd`` (else ``uid N``).
 
 Each process gets {"job": {"id": "N", "user": name} or None, "user": name or None}.
 """
+
 import re
 
 _CGROUP_JOB = re.compile(r"/job_(\d+)(?:/|$)", re.M)
@@ -59,8 +63,14 @@ class _Users(object):
 
     def of_pid(self, pid):
         status = self.src.fs("read", "/proc/%d/status" % pid).get("text") or ""
-        uid = next((line.split()[1] for line in status.splitlines() if line.startswith("Uid:") and
-                    len(line.split()) > 1), None)
+        uid = next(
+            (
+                line.split()[1]
+                for line in status.splitlines()
+                if line.startswith("Uid:") and len(line.split()) > 1
+            ),
+            None,
+        )
         if uid is None or not uid.isdigit():
             return None
         if self.names is None:

@@ -2,10 +2,10 @@
 
 A host can log hundreds of thousands of Xid lines (one report: 800k Xid 95 lines, 29 distinct), so
 lines are never kept one by one: each event kind (the text from "Xid (" or "SXid (" to the first
-comma after the code, e.g. "Xid (PCI:0000:18:00): 95") keeps its count and its first and last
-line, and at most MAX_EVENTS kinds are kept (the rest are counted in `dropped`). An SXid's Data
-line is a kind of its own (the event, where its first line was not read); a "fallen off the bus"
-message that dmesg or journalctl print over three lines is kept joined to the line naming the GPU. The read stops
+comma after the code, e.g. "Xid (PCI:0000:18:00): 95") keeps its count and its first and last line,
+and at most MAX_EVENTS kinds are kept (the rest are counted in `dropped`). An SXid's Data line is a
+kind of its own (the event, where its first line was not read); a "fallen off the bus" message that
+dmesg or journalctl print over three lines is kept joined to the line naming the GPU. The read stops
 at MAX_BYTES or after SECONDS (`complete` is then false: the newest lines were not reached).
 
 Sources, the first that can be read: /dev/kmsg (each record's time since boot kept as a dmesg
@@ -13,6 +13,7 @@ Sources, the first that can be read: /dev/kmsg (each record's time since boot ke
 `boot` says which boot the log is of (boot id, boot time), so that times since boot become wall
 times and a later sweep can tell a reboot.
 """
+
 import errno
 import os
 import subprocess
@@ -26,8 +27,9 @@ SECONDS = 1.0
 
 
 class Fold(object):
-    """Event kinds in the order first seen: key -> [first raw line, last raw line, count]. Lines stay
-    bytes until `events()`: a flooded log costs a few byte searches and a dict lookup per line."""
+    """Event kinds in the order first seen: key -> [first raw line, last raw line,
+    count]. Lines stay bytes until `events()`: a flooded log costs a few byte searches
+    and a dict lookup per line."""
 
     def __init__(self, text=None):
         self.kinds = {}
@@ -65,44 +67,53 @@ def kmsg_text(raw):
 
 
 def event_key(raw):
-    """The kind of one kept line (bytes): from "Xid (" (or "SXid (") to the first comma after the code,
-    "Xid (PCI:0000:18:00): 95"; None for a line that reports no event (an SXid's detail lines). Byte
-    searches, no regex: this runs for every line of a flooded log."""
+    """The kind of one kept line (bytes): from "Xid (" (or "SXid (") to the first comma after the
+    code, "Xid (PCI:0000:18:00): 95"; None for a line that reports no event (an SXid's detail
+    lines). Byte searches, no regex: this runs for every line of a flooded log."""
     i = raw.find(b"Xid (")
     if i < 0:
         i = raw.find(b"NVRM:")
-        return raw[i if i >= 0 else 0:].rstrip(b"\r\n")[:160]
+        return raw[i if i >= 0 else 0 :].rstrip(b"\r\n")[:160]
     comma = raw.find(b",", i + 6)
-    if i and raw[i - 1] == 83:  # "S": an NVSwitch SXid, followed by two detail lines that are no event of their own
+    # "S": an NVSwitch SXid, followed by two detail lines that are no event of their own
+    if i and raw[i - 1] == 83:
         i -= 1
         if comma > 0 and raw.startswith(b" Severity", comma + 1):
             return None
-        if comma > 0 and raw.startswith(b" Data", comma + 1):  # counted apart: the event where its first line is not read
+        # counted apart: the event where its first line is not read
+        if comma > 0 and raw.startswith(b" Data", comma + 1):
             return raw[i:comma][:155] + b" Data"
-    return raw[i:comma if comma > 0 else len(raw.rstrip(b"\r\n"))][:160]
+    return raw[i : comma if comma > 0 else len(raw.rstrip(b"\r\n"))][:160]
 
 
 GPU_HEAD = b"NVRM: The NVIDIA GPU "
 
 
 def joined(before, line):
-    """A "fallen off the bus" line whose message began on an earlier line: dmesg and journalctl print a
-    kernel message's further lines on lines of their own ("[ 1843.3] NVRM: The NVIDIA GPU 0000:b3:00.0",
-    "    NVRM: (PCI ID: 10de:26b5) installed in this system has", "    NVRM: fallen off the bus and ..."), so
-    the GPU's address is on the message's first line. `before`: the two lines read before this one. The
-    message joined from its first line, or the line as it is (/dev/kmsg keeps a message in one record)."""
+    """A "fallen off the bus" line whose message began on an earlier line: dmesg and journalctl
+    print a kernel message's further lines on lines of their own ("[ 1843.3] NVRM: The NVIDIA GPU
+    0000:b3:00.0", " NVRM: (PCI ID: 10de:26b5) installed in this system has", " NVRM: fallen off the
+    bus and ..."), so the GPU's address is on the message's first line. `before`: the two lines read
+    before this one. The message joined from its first line, or the line as it is (/dev/kmsg keeps a
+    message in one record)."""
     if GPU_HEAD in line:
         return line
     for n, head in enumerate(before):
         if GPU_HEAD in head:
-            rest = [x.strip() for x in before[n + 1:]] + [line.strip()]
+            rest = [x.strip() for x in before[n + 1 :]] + [line.strip()]
             return head.rstrip(b"\r\n") + b" " + b" ".join(rest)
     return line
 
 
 def answer(source, fold, tried, boot):
-    return {"source": source, "events": fold.events(), "dropped": fold.dropped, "tried": tried,
-            "complete": not fold.cut, "boot": boot}
+    return {
+        "source": source,
+        "events": fold.events(),
+        "dropped": fold.dropped,
+        "tried": tried,
+        "complete": not fold.cut,
+        "boot": boot,
+    }
 
 
 def read_kmsg(path):
@@ -116,12 +127,14 @@ def read_kmsg(path):
     try:
         while True:
             if total >= MAX_BYTES or time.monotonic() >= deadline:
-                fold.cut = True  # the newest records were not reached: say so rather than pass for "no Xid"
+                # the newest records were not reached: say so rather than pass for "no Xid"
+                fold.cut = True
                 break
             try:
                 chunk = os.read(fd, 65536)
             except OSError as exc:
-                if exc.errno == errno.EPIPE:  # records overwritten while reading: go on with the next
+                # records overwritten while reading: go on with the next
+                if exc.errno == errno.EPIPE:
                     continue
                 if exc.errno == errno.EAGAIN:  # the end of the buffer
                     break
@@ -140,15 +153,18 @@ def read_kmsg(path):
 
 def _kmsg_records(records, fold):
     for record in records:
-        if (MARKERS[0] in record or MARKERS[1] in record) and b";" in record:  # not a KEY=value continuation
+        # not a KEY=value continuation
+        if (MARKERS[0] in record or MARKERS[1] in record) and b";" in record:
             fold.add(record)
 
 
 def fold_stream(lines, fold, deadline, limit=MAX_BYTES):
-    """Fold the lines of a byte stream (journalctl's stdout, a log file), within its bounds. The hot
-    loop of a flooded log: names bound locally, a kind already seen counted without a call to `add`."""
+    """Fold the lines of a byte stream (journalctl's stdout, a log file), within its
+    bounds. The hot loop of a flooded log: names bound locally, a kind already seen counted
+    without a call to `add`."""
     total, xid, bus, kinds, key_of, add = 0, MARKERS[0], MARKERS[1], fold.kinds, event_key, fold.add
-    back2 = back1 = b""  # the two lines before this one (a message's first line, where it spans three)
+    # the two lines before this one (a message's first line, where it spans three)
+    back2 = back1 = b""
     for n, line in enumerate(lines):
         total += len(line)
         if total > limit or ((n & 4095) == 0 and time.monotonic() >= deadline):
@@ -171,9 +187,13 @@ def read_journal(argv):
     """`journalctl -k` streamed and folded; (Fold, None) or (None, why it failed). A journalctl that
     stops answering is ended a little after the time bound, and the read is then cut, not clean."""
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+        )
     except OSError as exc:
-        return None, ("%s: command not found" % argv[0]) if isinstance(exc, FileNotFoundError) else str(exc)[:200]
+        return None, ("%s: command not found" % argv[0]) if isinstance(
+            exc, FileNotFoundError
+        ) else str(exc)[:200]
     ended = []
     watchdog = threading.Timer(SECONDS + 2.0, lambda: ended.append(proc.kill()))
     watchdog.daemon = True
@@ -210,7 +230,8 @@ def read_tail(path):
 
 
 def boot(real_path):
-    """This boot: {"id": boot id, "booted_at": boot time in seconds since the epoch}, None where unreadable."""
+    """This boot: {"id": boot id, "booted_at": boot time in seconds since the epoch}, None
+    where unreadable."""
     out = {"id": None, "booted_at": None}
     try:
         with open(real_path("/proc/sys/kernel/random/boot_id")) as fh:
@@ -229,6 +250,7 @@ def boot(real_path):
 
 
 def legacy_fold(lines):
-    """The events of lines kept one by one (a capture of version 2, a test's text), folded as a log is."""
+    """The events of lines kept one by one (a capture of version 2, a test's text),
+    folded as a log is."""
     raw = (line.encode("utf-8", "replace") for line in lines or () if isinstance(line, str))
     return fold_stream(raw, Fold(), time.monotonic() + 3600.0, limit=1 << 62).events()

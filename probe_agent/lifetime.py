@@ -15,6 +15,7 @@ descendant that became another user; still there after SIGKILL: asleep in the ke
 Without the subreaper (not Linux, or prctl refused) a process orphaned before the end is
 reparented to init and cannot be found: `tracking` says so.
 """
+
 import os
 import signal
 import sys
@@ -33,6 +34,7 @@ def become_subreaper():
         return "not Linux"
     try:
         import ctypes
+
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             return "prctl(PR_SET_CHILD_SUBREAPER) failed: %s" % os.strerror(ctypes.get_errno())
@@ -50,8 +52,8 @@ def read_stat(pid):
         return None
     try:
         close = text.rindex(")")  # the name may hold spaces and ')'
-        fields = text[close + 2:].split()
-        return fields[0], int(fields[1]), int(fields[2]), text[text.index("(") + 1:close]
+        fields = text[close + 2 :].split()
+        return fields[0], int(fields[1]), int(fields[2]), text[text.index("(") + 1 : close]
     except (ValueError, IndexError):
         return None
 
@@ -111,7 +113,8 @@ def still_running(root, group):
 
 
 def end_leftovers(root, group=None, grace=LEFTOVER_GRACE_S, tracking=None):
-    """End every process the command left behind (see the module docstring); its provenance section."""
+    """End every process the command left behind (see the module docstring); its
+    provenance section."""
     sent, refused = {}, {}
     signum, deadline = signal.SIGTERM, None
     while True:
@@ -137,11 +140,21 @@ def end_leftovers(root, group=None, grace=LEFTOVER_GRACE_S, tracking=None):
                 refused[pid] = (name, "not permitted to signal it (EPERM): it runs as another user")
         time.sleep(POLL_S)
     live = still_running(root, group)[0] if sent or refused else {}
-    not_ended = [{"pid": pid, "name": name, "why": refused[pid][1] if pid in refused else why_alive(pid)}
-                 for pid, name in sorted(live.items())]
-    ended = [{"pid": pid, "name": name, "signal": signal.Signals(signum).name}
-             for pid, (name, signum) in sorted(sent.items()) if pid not in live]
-    return {"tracking": tracking or "subreaper", "grace_s": grace, "ended": ended, "not_ended": not_ended}
+    not_ended = [
+        {"pid": pid, "name": name, "why": refused[pid][1] if pid in refused else why_alive(pid)}
+        for pid, name in sorted(live.items())
+    ]
+    ended = [
+        {"pid": pid, "name": name, "signal": signal.Signals(signum).name}
+        for pid, (name, signum) in sorted(sent.items())
+        if pid not in live
+    ]
+    return {
+        "tracking": tracking or "subreaper",
+        "grace_s": grace,
+        "ended": ended,
+        "not_ended": not_ended,
+    }
 
 
 def why_alive(pid):
@@ -152,7 +165,11 @@ def why_alive(pid):
 
 
 def tracking_of(subreaper_problem):
-    """How leftovers were tracked, for the provenance: the subreaper, or why only the parent chain."""
+    """How leftovers were tracked, for the provenance: the subreaper, or why only
+    the parent chain."""
     if subreaper_problem is None:
         return "subreaper"
-    return "parent chain only (no subreaper: %s): a process orphaned before the end is not found" % subreaper_problem
+    return (
+        "parent chain only (no subreaper: %s): a process orphaned before the end is not found"
+        % subreaper_problem
+    )

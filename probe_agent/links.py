@@ -2,6 +2,7 @@
 
 Each read goes through the Reader, so that "not supported" lands in the GPU's `unsupported` map.
 """
+
 # nvmlDeviceGetFieldValues ids (nvml.h): read in one call per GPU.
 FIELDS = (
     (38, "nvlink_crc_flit_errors"),
@@ -11,9 +12,18 @@ FIELDS = (
     (82, "memory_temperature_c"),
 )
 # nvmlValueType_t -> the member of the value union that holds it.
-# Per-link data-link-layer error counters (scopeId = link), where the legacy totals are not supported (Hopper).
+# Per-link data-link-layer error counters (scopeId = link), where the legacy totals are not
+# supported (Hopper).
 NVLINK_DL_FIELDS = ((161, "replay"), (162, "recovery"), (163, "crc"))
-VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+VALUE_MEMBERS = {
+    0: "dVal",
+    1: "uiVal",
+    2: "ulVal",
+    3: "ullVal",
+    4: "sllVal",
+    5: "siVal",
+    6: "usVal",
+}
 FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
 MAX_NVLINKS = 18
 
@@ -27,7 +37,9 @@ def field_value(entry):
 
 def read_fields(r, p, h):
     """The field values FIELDS names, {name: value or None}; a field the GPU lacks is None."""
-    answer = r.get(p + "fields", "field_values", "nvmlDeviceGetFieldValues", h, [f for f, _ in FIELDS])
+    answer = r.get(
+        p + "fields", "field_values", "nvmlDeviceGetFieldValues", h, [f for f, _ in FIELDS]
+    )
     out = {name: None for _, name in FIELDS}
     names = dict(FIELDS)
     for entry in answer or []:
@@ -38,7 +50,9 @@ def read_fields(r, p, h):
 
 
 def read_nvlink_dl_errors(r, p, h, links):
-    """Per-link replay / recovery / CRC counters in one call: ({name: total}, {link: {name: n}} non-zero)."""
+    """Per-link replay / recovery / CRC counters in one call: ({name: total},
+    {link: {name: n}} non-zero)."""
+
     ids = [(f, link) for link in range(links) for f, _ in NVLINK_DL_FIELDS]
     answer = r.get(p + "nvlink_dl_errors", "nvlink_dl_errors", "nvmlDeviceGetFieldValues", h, ids)
     names = dict(NVLINK_DL_FIELDS)
@@ -55,14 +69,23 @@ def read_nvlink_dl_errors(r, p, h, links):
 
 
 def read_pcie(r, p, h):
-    """Current and maximum PCIe link (NVML's max is the lesser of GPU and slot), the GPU's own max."""
+    """Current and maximum PCIe link (NVML's max is the lesser of GPU and slot),
+    the GPU's own max."""
     return {
         "gen": r.get(p + "pcie_gen", "pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration", h),
         "width": r.get(p + "pcie_width", "pcie_width", "nvmlDeviceGetCurrPcieLinkWidth", h),
-        "max_gen": r.get(p + "pcie_max_gen", "pcie_max_gen", "nvmlDeviceGetMaxPcieLinkGeneration", h),
-        "max_width": r.get(p + "pcie_max_width", "pcie_max_width", "nvmlDeviceGetMaxPcieLinkWidth", h),
-        "gpu_max_gen": r.get(p + "pcie_gpu_max_gen", "pcie_gpu_max_gen", "nvmlDeviceGetGpuMaxPcieLinkGeneration", h),
-        "replay_counter": r.get(p + "pcie_replay", "pcie_replay_counter", "nvmlDeviceGetPcieReplayCounter", h),
+        "max_gen": r.get(
+            p + "pcie_max_gen", "pcie_max_gen", "nvmlDeviceGetMaxPcieLinkGeneration", h
+        ),
+        "max_width": r.get(
+            p + "pcie_max_width", "pcie_max_width", "nvmlDeviceGetMaxPcieLinkWidth", h
+        ),
+        "gpu_max_gen": r.get(
+            p + "pcie_gpu_max_gen", "pcie_gpu_max_gen", "nvmlDeviceGetGpuMaxPcieLinkGeneration", h
+        ),
+        "replay_counter": r.get(
+            p + "pcie_replay", "pcie_replay_counter", "nvmlDeviceGetPcieReplayCounter", h
+        ),
     }
 
 
@@ -74,8 +97,15 @@ def read_nvlink(r, p, h, fields):
         if state is None:
             break
         states.append(bool(state))
-    errors = {k[len("nvlink_"):]: fields.get(k) for k in
-              ("nvlink_crc_flit_errors", "nvlink_crc_data_errors", "nvlink_replay_errors", "nvlink_recovery_errors")}
+    errors = {
+        k[len("nvlink_") :]: fields.get(k)
+        for k in (
+            "nvlink_crc_flit_errors",
+            "nvlink_crc_data_errors",
+            "nvlink_replay_errors",
+            "nvlink_recovery_errors",
+        )
+    }
     errors = {k: v for k, v in errors.items() if v is not None}
     per_link = {}
     if states and not errors:
@@ -97,7 +127,13 @@ def read_fabric(r, p, h):
         del r.unsupported["fabric"]
         info = r.get(p + "fabric_v1", "fabric", "nvmlDeviceGetGpuFabricInfo", h)
     if not isinstance(info, dict):
-        return {"state": None, "status": None, "clique_id": None, "cluster_uuid": None, "health_mask": None}
+        return {
+            "state": None,
+            "status": None,
+            "clique_id": None,
+            "cluster_uuid": None,
+            "health_mask": None,
+        }
     uuid = info.get("clusterUuid")
     return {
         "state": FABRIC_STATES.get(info.get("state"), str(info.get("state"))),

@@ -4,6 +4,7 @@ The load runs in a child process so that a crash in it cannot take the probe dow
 `torch` (a bf16 matmul loop: realistic power draw, needs a CUDA torch) and `ptx` (an FMA loop
 loaded through the CUDA driver API with ctypes: needs nothing installed).
 """
+
 import statistics
 import subprocess
 import threading
@@ -75,7 +76,9 @@ for i in range(n.value):
     dev = ctypes.c_int(); ok(cu.cuDeviceGet(ctypes.byref(dev), i), "cuDeviceGet")
     ctx = ctypes.c_void_p(); ok(cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev), "cuCtxCreate")
     mod = ctypes.c_void_p(); ok(cu.cuModuleLoadData(ctypes.byref(mod), ptx), "cuModuleLoadData")
-    fn = ctypes.c_void_p(); ok(cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"burn"), "cuModuleGetFunction")
+    fn = ctypes.c_void_p()
+    ok(cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"burn"), "cuModuleGetFunction")
+
     buf = ctypes.c_uint64(); ok(cu.cuMemAlloc_v2(ctypes.byref(buf), 4), "cuMemAlloc")
     sms = ctypes.c_int(); cu.cuDeviceGetAttribute(ctypes.byref(sms), 16, dev)
     ctxs.append((ctx, fn, buf, max(sms.value, 1)))
@@ -99,11 +102,14 @@ print(launches)
 def start_load(engine, seconds, torch_python):
     """Start the load child; returns (Popen, engine used)."""
     from probe_agent.children import command
+
     if engine == "torch":
         argv, _ = command("load-torch", [seconds], python=torch_python)
     else:
         argv, _ = command("load-ptx", [seconds, PTX])
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+    )
     return proc, engine
 
 
@@ -147,17 +153,23 @@ def sample(src, count, t):
         h = src.handle(i)
         k = "sample.gpu%d." % i
         reasons = r.get(k + "reasons", "r", "nvmlDeviceGetCurrentClocksThrottleReasons", h)
-        out["gpus"].append({
-            "index": i,
-            "sm_mhz": r.get(k + "sm", "sm", "nvmlDeviceGetClockInfo", h, NVML_CLOCK_SM),
-            "mem_mhz": r.get(k + "mem", "mem", "nvmlDeviceGetClockInfo", h, NVML_CLOCK_MEM),
-            "power_w": mw_to_w(r.get(k + "power", "p", "nvmlDeviceGetPowerUsage", h)),
-            "enforced_limit_w": mw_to_w(r.get(k + "limit", "l", "nvmlDeviceGetEnforcedPowerLimit", h)),
-            "temperature_c": r.get(k + "temp", "t", "nvmlDeviceGetTemperature", h, 0),
-            "utilization_gpu_pct": (r.get(k + "util", "u", "nvmlDeviceGetUtilizationRates", h) or {}).get("gpu"),
-            "pcie_gen": r.get(k + "pcie_gen", "g", "nvmlDeviceGetCurrPcieLinkGeneration", h),
-            "active_reasons": decode_reasons(reasons),
-        })
+        out["gpus"].append(
+            {
+                "index": i,
+                "sm_mhz": r.get(k + "sm", "sm", "nvmlDeviceGetClockInfo", h, NVML_CLOCK_SM),
+                "mem_mhz": r.get(k + "mem", "mem", "nvmlDeviceGetClockInfo", h, NVML_CLOCK_MEM),
+                "power_w": mw_to_w(r.get(k + "power", "p", "nvmlDeviceGetPowerUsage", h)),
+                "enforced_limit_w": mw_to_w(
+                    r.get(k + "limit", "l", "nvmlDeviceGetEnforcedPowerLimit", h)
+                ),
+                "temperature_c": r.get(k + "temp", "t", "nvmlDeviceGetTemperature", h, 0),
+                "utilization_gpu_pct": (
+                    r.get(k + "util", "u", "nvmlDeviceGetUtilizationRates", h) or {}
+                ).get("gpu"),
+                "pcie_gen": r.get(k + "pcie_gen", "g", "nvmlDeviceGetCurrPcieLinkGeneration", h),
+                "active_reasons": decode_reasons(reasons),
+            }
+        )
     if hasattr(src, "samples"):
         src.samples.append(out)
     return out
@@ -174,22 +186,32 @@ def summarize(samples, max_sm):
         sm = [r["sm_mhz"] for r in rows if r.get("sm_mhz") is not None]
         pw = [r["power_w"] for r in rows if r.get("power_w") is not None]
         lim = [r["enforced_limit_w"] for r in rows if r.get("enforced_limit_w")]
-        frac = lambda name: round(sum(1 for r in rows if name in (r.get("active_reasons") or [])) / float(len(rows)), 3)
-        out.append({
-            "gpu": i,
-            "samples": len(rows),
-            "sm_mhz_min": min(sm) if sm else None,
-            "sm_mhz_median": statistics.median(sm) if sm else None,
-            "sm_mhz_max_allowed": (max_sm or {}).get(i),
-            "power_w_max": max(pw) if pw else None,
-            "power_w_median": statistics.median(pw) if pw else None,
-            "enforced_limit_w": lim[-1] if lim else None,
-            "sw_power_cap_fraction": frac("sw_power_cap"),
-            "hw_slowdown_fraction": max(frac("hw_slowdown"), frac("hw_thermal_slowdown"), frac("hw_power_brake_slowdown")),
-            "sw_thermal_fraction": frac("sw_thermal_slowdown"),
-            "pcie_gen_max": max([r["pcie_gen"] for r in rows if r.get("pcie_gen") is not None] or [None],
-                                key=lambda v: -1 if v is None else v),
-        })
+        frac = lambda name: round(
+            sum(1 for r in rows if name in (r.get("active_reasons") or [])) / float(len(rows)), 3
+        )
+        out.append(
+            {
+                "gpu": i,
+                "samples": len(rows),
+                "sm_mhz_min": min(sm) if sm else None,
+                "sm_mhz_median": statistics.median(sm) if sm else None,
+                "sm_mhz_max_allowed": (max_sm or {}).get(i),
+                "power_w_max": max(pw) if pw else None,
+                "power_w_median": statistics.median(pw) if pw else None,
+                "enforced_limit_w": lim[-1] if lim else None,
+                "sw_power_cap_fraction": frac("sw_power_cap"),
+                "hw_slowdown_fraction": max(
+                    frac("hw_slowdown"),
+                    frac("hw_thermal_slowdown"),
+                    frac("hw_power_brake_slowdown"),
+                ),
+                "sw_thermal_fraction": frac("sw_thermal_slowdown"),
+                "pcie_gen_max": max(
+                    [r["pcie_gen"] for r in rows if r.get("pcie_gen") is not None] or [None],
+                    key=lambda v: -1 if v is None else v,
+                ),
+            }
+        )
     return out
 
 
@@ -204,8 +226,11 @@ def replayed_window(samples, seconds, recorded_seconds=None):
         return list(samples)
     if isinstance(recorded_seconds, (int, float)) and seconds >= recorded_seconds:
         return list(samples)
-    loaded = [s["t"] for s in samples if isinstance(s, dict) and s.get("phase") == "load"
-              and isinstance(s.get("t"), (int, float))]
+    loaded = [
+        s["t"]
+        for s in samples
+        if isinstance(s, dict) and s.get("phase") == "load" and isinstance(s.get("t"), (int, float))
+    ]
     end = (min(loaded) if loaded else min(times)) + seconds
     return [
         s
@@ -216,22 +241,33 @@ def replayed_window(samples, seconds, recorded_seconds=None):
 
 def run_load(src, count, seconds, engine, torch_python, interval, read_facts):
     """Run the load, sample it, and call read_facts() once mid-load. Returns the load section."""
-    section = {"seconds": seconds, "engine": engine, "interval_s": interval, "samples": [], "pid": None}
+    section = {
+        "seconds": seconds,
+        "engine": engine,
+        "interval_s": interval,
+        "samples": [],
+        "pid": None,
+    }
     if src.replaying and not getattr(src, "measures", False):
         recorded = src.data.get("load") or {}
         section.update({k: v for k, v in recorded.items() if k not in ("samples", "seconds")})
-        section["samples"] = replayed_window(src.data.get("samples") or [], seconds, recorded.get("seconds"))
+        section["samples"] = replayed_window(
+            src.data.get("samples") or [], seconds, recorded.get("seconds")
+        )
         read_facts()
         return section
     proc, used = start_load(engine, seconds, torch_python)
     section["engine"], section["pid"] = used, proc.pid
     started, err, marks = threading.Event(), [], {}
     t0 = time.monotonic()
-    readers = [threading.Thread(target=_watch, args=(proc.stdout, started, marks), daemon=True),
-               threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)]
+    readers = [
+        threading.Thread(target=_watch, args=(proc.stdout, started, marks), daemon=True),
+        threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True),
+    ]
     for reader in readers:
         reader.start()
-    began = None  # when the child's GPU work began: the full read is taken half-way through the load
+    # when the child's GPU work began: the full read is taken half-way through the load
+    began = None
     read = False
     while proc.poll() is None:
         t = time.monotonic() - t0
@@ -251,8 +287,9 @@ def run_load(src, count, seconds, engine, torch_python, interval, read_facts):
     for reader in readers:
         reader.join(5.0)
     section["exit_code"] = proc.returncode
-    section["started_s"], section["ended_s"] = (round(marks[m] - t0, 3) if m in marks else None
-                                                for m in (STARTED, ENDED))
+    section["started_s"], section["ended_s"] = (
+        round(marks[m] - t0, 3) if m in marks else None for m in (STARTED, ENDED)
+    )
     mark_phases(section["samples"], section["started_s"], section["ended_s"])
     if proc.returncode != 0:
         section["error"] = b"".join(err).decode("utf-8", "replace").strip()[-500:]

@@ -1,7 +1,9 @@
-"""The probe: read this host step by step under a deadline, then judge the contracts into health.json.
+"""The probe: read this host step by step under a deadline, then judge the
+contracts into health.json.
 
 Used by the agent's command line (`main`) and by `--wrap` (`wrap`), before and after the command.
 """
+
 import copy
 import errno
 import os
@@ -14,14 +16,21 @@ from probe_agent.collect import read_driver, read_gpu, read_topology
 from probe_agent.contracts import evaluate, worst_link, mig_layout
 from probe_agent.framework import inspect
 from probe_agent.jobs import attach_jobs
-from probe_agent.hostfacts import gpu_functions, nearest_nics, read_firmware, read_host_settings, read_pci_gpus
+from probe_agent.hostfacts import (
+    gpu_functions,
+    nearest_nics,
+    read_firmware,
+    read_host_settings,
+    read_pci_gpus,
+)
 from probe_agent.mask import resolve_mask, smi_list_gpus
 from probe_agent.smi_text import parse_active_reasons, parse_reason_counters, parse_smi_list
 from probe_agent.xid import read_kernel_log
 
 
 def run_probe(src, opts, own_pids=(), started=None):
-    """The health.json (full contract chain), read within opts.deadline from `started` (default: now).
+    """The health.json (full contract chain), read within opts.deadline from
+    `started` (default: now).
 
     Returns (health, done): done is False while a hung driver query still runs in its thread.
     """
@@ -32,7 +41,9 @@ def run_probe(src, opts, own_pids=(), started=None):
         facts["own_pids"] = sorted(own_pids)
     health = build_health(facts, opts, started, complete, opts.replay)
     if error:
-        health["probe"]["incomplete_reason"] = "internal error: " + error[0].strip().splitlines()[-1]
+        health["probe"]["incomplete_reason"] = (
+            "internal error: " + error[0].strip().splitlines()[-1]
+        )
         health["probe"]["traceback"] = error[0][-4000:]
     return health, done
 
@@ -65,7 +76,8 @@ def collect(src, opts, facts):
         facts["smi_present"] = smi.get("rc") != 127
         facts["smi_answer"] = first_line(smi.get("stdout")) or first_line(smi.get("stderr"))
         listed = parse_smi_list(smi.get("stdout")) if smi.get("rc") == 0 else []
-        if listed:  # NVML failed but nvidia-smi lists the GPUs: the mask is still resolved against them
+        # NVML failed but nvidia-smi lists the GPUs: the mask is still resolved against them
+        if listed:
             facts["driver"]["smi_list"] = listed
     count = facts["driver"].get("gpu_count") or 0
     step(facts, "kernel log")
@@ -77,9 +89,14 @@ def collect(src, opts, facts):
     else:
         read_gpus(src, facts, facts, count)
     step(facts, "process owners")
-    attach_jobs(src, facts.get("gpus"))  # the Slurm job and user of each process on the GPUs (none: no read)
-    facts["nearest_nic"] = nearest_nics(facts.get("gpus") or [], facts["pci"]["gpus"],
-                                        facts["host_settings"].get("ib_ports"), facts.get("topology"))
+    # the Slurm job and user of each process on the GPUs (none: no read)
+    attach_jobs(src, facts.get("gpus"))
+    facts["nearest_nic"] = nearest_nics(
+        facts.get("gpus") or [],
+        facts["pci"]["gpus"],
+        facts["host_settings"].get("ib_ports"),
+        facts.get("topology"),
+    )
     step(facts, "firmware")
     facts["firmware"] = read_firmware(src, facts.get("gpus") or [])
     step(facts, "device mask")
@@ -92,6 +109,7 @@ def collect(src, opts, facts):
     if getattr(opts, "speed", False) and count:
         step(facts, "speed tier")
         from probe_agent.speed.tier import run_speed
+
         torch_py = next((f["interpreter"] for f in fw_results if f.get("cuda_runtime")), None)
         facts["speed"] = run_speed(src, opts, facts, count, torch_py)
     step(facts, None)
@@ -106,22 +124,27 @@ def read_host(src, facts):
     files = src.files()
     facts["kernel_module"] = first_line(files.get("/proc/driver/nvidia/version"))
     osr = files.get("/etc/os-release") or ""
-    facts["host"]["os"] = next((l.split("=", 1)[1].strip('"') for l in osr.splitlines()
-                                if l.startswith("PRETTY_NAME=")), None)
+    facts["host"]["os"] = next(
+        (l.split("=", 1)[1].strip('"') for l in osr.splitlines() if l.startswith("PRETTY_NAME=")),
+        None,
+    )
 
 
 def run_as():
-    """Who runs this probe (the live process, also under --replay): what it could not read, it could not
-    read as this user. {"name", "uid", "groups"}; the name is None where the passwd database has no entry."""
+    """Who runs this probe (the live process, also under --replay): what it could not read, it
+    could not read as this user. {"name", "uid", "groups"}; the name is None where the passwd
+    database has no entry."""
     uid = os.geteuid()
     try:
         import pwd
+
         name = pwd.getpwuid(uid).pw_name
     except (ImportError, KeyError):
         name = None
     groups = []
     try:
         import grp
+
         for gid in sorted(set(os.getgroups()) | {os.getegid()}):
             try:
                 groups.append(grp.getgrgid(gid).gr_name)
@@ -133,14 +156,16 @@ def run_as():
 
 
 def start_frameworks(src, opts):
-    """Inspect the training interpreters in a thread of their own: (the thread, the list it fills)."""
+    """Inspect the training interpreters in a thread of their own: (the thread,
+    the list it fills)."""
     interpreters = opts.interpreter or ["python3"]
     fw_results = []
 
     def frameworks():
         for interp in interpreters:
             result = inspect(src, interp, opts.deep, opts.framework_timeout)
-            result["named"] = bool(opts.interpreter)  # the operator's training interpreter, not our default
+            # the operator's training interpreter, not our default
+            result["named"] = bool(opts.interpreter)
             fw_results.append(result)
 
     fw = threading.Thread(target=frameworks, daemon=True)
@@ -149,13 +174,18 @@ def start_frameworks(src, opts):
 
 
 def read_gpus(src, facts, into, count):
-    """Every GPU, the topology and the clock-event reason counters (nvidia-smi, in a thread) into `into`."""
+    """Every GPU, the topology and the clock-event reason counters (nvidia-smi, in a
+    thread) into `into`."""
     perf = {}
     pt = None
     if count:
+
         def perf_read():
-            text = src.command(["nvidia-smi", "-q", "-d", "PERFORMANCE"], timeout=10.0).get("stdout", "")
+            text = src.command(["nvidia-smi", "-q", "-d", "PERFORMANCE"], timeout=10.0).get(
+                "stdout", ""
+            )
             perf.update(counters=parse_reason_counters(text), active=parse_active_reasons(text))
+
         pt = threading.Thread(target=perf_read, daemon=True)
         pt.start()
     gpus = []
@@ -171,20 +201,25 @@ def read_gpus(src, facts, into, count):
         g["reason_counters_us"] = (perf.get("counters") or {}).get(g.get("pci_bus_id"))
         reasons = g.get("clock_event_reasons") or {}
         said = (perf.get("active") or {}).get(g.get("pci_bus_id"))
-        if reasons.get("active") is None and said is not None:  # NVML did not answer: nvidia-smi's words
+        # NVML did not answer: nvidia-smi's words
+        if reasons.get("active") is None and said is not None:
             reasons.update(active=said, source="nvidia-smi -q")
 
 
 def read_under_load(src, opts, facts, count, fw, fw_results):
-    """--load: an idle read first (refused when other processes use the GPUs), then the GPUs under load."""
+    """--load: an idle read first (refused when other processes use the GPUs), then
+    the GPUs under load."""
     from probe_agent.load import run_load, summarize
+
     step(facts, "idle read before load")
     pre = {}
     read_gpus(src, facts, pre, count)
     foreign = [p for g in pre["gpus"] for p in (g.get("processes") or [])]
     if foreign and not opts.force and not src.replaying:
-        facts["load"] = {"refused": "other processes use the GPUs (%s); --force to load anyway"
-                         % ", ".join("pid %s" % p.get("pid") for p in foreign)}
+        facts["load"] = {
+            "refused": "other processes use the GPUs (%s); --force to load anyway"
+            % ", ".join("pid %s" % p.get("pid") for p in foreign)
+        }
         facts.update(pre)
         return
     fw.join(opts.framework_timeout + 5)
@@ -193,10 +228,19 @@ def read_under_load(src, opts, facts, count, fw, fw_results):
     if engine == "auto":
         engine = "torch" if torch_py else "ptx"
     step(facts, "load")
-    section = run_load(src, count, opts.load, engine, torch_py or "python3", opts.interval,
-                       lambda: read_gpus(src, facts, facts, count))
-    section["summary"] = summarize(section["samples"], {g["index"]: (g.get("clocks") or {}).get("sm_max_mhz")
-                                                        for g in facts.get("gpus") or []})
+    section = run_load(
+        src,
+        count,
+        opts.load,
+        engine,
+        torch_py or "python3",
+        opts.interval,
+        lambda: read_gpus(src, facts, facts, count),
+    )
+    section["summary"] = summarize(
+        section["samples"],
+        {g["index"]: (g.get("clocks") or {}).get("sm_max_mhz") for g in facts.get("gpus") or []},
+    )
     facts["load"] = section
     facts["own_pids"] = [section.get("pid")]
 
@@ -214,6 +258,7 @@ def collect_by_deadline(src, opts, started):
             collect(src, opts, facts)
         except Exception:  # reported in health.json, never a traceback instead of output
             import traceback
+
             error.append(traceback.format_exc())
         finished.append(time.monotonic())
 
@@ -231,9 +276,16 @@ def build_health(facts, opts, started, complete, replay):
     statuses = [c["status"] for c in contracts]
     verdict = "broken" if lowest else ("warning" if "warning" in statuses else "ok")
     low = next((c for c in contracts if c["name"] == lowest), None)
-    summary = ("lowest broken contract: %s: %s" % (lowest, low["message"])) if low else \
-        ("no broken contract; warnings: %s" % ", ".join(c["name"] for c in contracts if c["status"] == "warning")
-         if verdict == "warning" else "every contract holds")
+    summary = (
+        ("lowest broken contract: %s: %s" % (lowest, low["message"]))
+        if low
+        else (
+            "no broken contract; warnings: %s"
+            % ", ".join(c["name"] for c in contracts if c["status"] == "warning")
+            if verdict == "warning"
+            else "every contract holds"
+        )
+    )
     gpus = facts.get("gpus") or []
     for g in gpus:
         g["mig_layout"] = mig_layout(g)
@@ -246,7 +298,9 @@ def build_health(facts, opts, started, complete, replay):
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started[0])),
             "duration_s": round(time.monotonic() - started[1], 4),
             "complete": complete,
-            "incomplete_reason": None if complete else "deadline of %g s reached while reading %s"
+            "incomplete_reason": None
+            if complete
+            else "deadline of %g s reached while reading %s"
             % (opts.deadline, facts.get("_step") or "the last answers"),
             "replay": replay,
             "python": sys.version.split()[0],
@@ -262,7 +316,9 @@ def build_health(facts, opts, started, complete, replay):
         "topology": dict(facts.get("topology") or {}, worst_link_selected=worst_link(facts)),
         "pci": facts.get("pci"),
         "kernel_log": facts.get("kernel_log"),
-        "host_settings": dict(facts.get("host_settings") or {}, nearest_nic=facts.get("nearest_nic") or {}),
+        "host_settings": dict(
+            facts.get("host_settings") or {}, nearest_nic=facts.get("nearest_nic") or {}
+        ),
         "firmware": facts.get("firmware"),
         "load": facts.get("load"),
         "speed": facts.get("speed"),
@@ -275,7 +331,8 @@ def build_health(facts, opts, started, complete, replay):
 
 
 def path_problem(path, want_dir):
-    """Why `path` cannot be written as a folder (want_dir) or a file, or None; creates a missing folder."""
+    """Why `path` cannot be written as a folder (want_dir) or a file, or None; creates
+    a missing folder."""
     if os.path.islink(path):
         return "is a symbolic link; the agent never writes through one"
     if want_dir:
@@ -299,8 +356,10 @@ def check_paths(opts):
     if opts.out:
         why = path_problem(opts.out, True)
         if why:
-            return "--out %s %s; give a folder for health.json and health-report.md (it is created if missing)" \
-                % (opts.out, why)
+            return (
+                "--out %s %s; give a folder for health.json and health-report.md "
+                "(it is created if missing)" % (opts.out, why)
+            )
     if opts.record:
         why = path_problem(opts.record, False)
         if why:
@@ -319,8 +378,8 @@ def temp_name(path):
 
 
 def make_dirs(path, mode=0o755):
-    """Make `path` and each missing parent with `mode` (the umask can take bits away, never add them:
-    os.makedirs gives its mode to the last folder only, the parents 0777 less the umask)."""
+    """Make `path` and each missing parent with `mode` (the umask can take bits away, never add
+    them: os.makedirs gives its mode to the last folder only, the parents 0777 less the umask)."""
     path = os.path.abspath(path)
     missing = []
     while not os.path.lexists(path):
@@ -339,9 +398,9 @@ def make_dirs(path, mode=0o755):
 
 def write_atomic(path, text):
     """Write `text` to `path` whole or not at all, never through a link (the controller's rule,
-    sweep.store.write_bytes_atomic): the folder opened with O_NOFOLLOW, a temporary file of its own made
-    beside it with O_EXCL | O_NOFOLLOW and mode 0644, renamed over `path`; a link at `path` is refused.
-    The temporary file is removed when the write or the rename fails."""
+    sweep.store.write_bytes_atomic): the folder opened with O_NOFOLLOW, a temporary file of its own
+    made beside it with O_EXCL | O_NOFOLLOW and mode 0644, renamed over `path`; a link at `path` is
+    refused. The temporary file is removed when the write or the rename fails."""
     folder, name = os.path.split(os.path.abspath(path))
     tmp = os.path.basename(temp_name(path))
     dir_fd = None
@@ -349,12 +408,17 @@ def write_atomic(path, text):
         dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         if os.path.islink(path):
             raise OSError(errno.ELOOP, "it is a symbolic link; the agent never writes through one")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
-                     dir_fd=dir_fd)
+        fd = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o644,
+            dir_fd=dir_fd,
+        )
     except OSError as err:
         if dir_fd is not None:
             os.close(dir_fd)
-        err.filename, err.filename2 = path, None  # the file the user asked for, not our temporary name
+        # the file the user asked for, not our temporary name
+        err.filename, err.filename2 = path, None
         raise
     try:
         with os.fdopen(fd, "w") as fh:

@@ -1,4 +1,5 @@
-"""nvidia-smi's text outputs read by structure: `topo -m`, `-L` and the `-q -d PERFORMANCE` counters.
+"""nvidia-smi's text outputs read by structure: `topo -m`, `-L` and the
+`-q -d PERFORMANCE` counters.
 
 Real outputs differ across driver versions and the way people copy them: tabs or runs of spaces,
 NIC columns named `NICn` (with a legend), `mlx5_n`, `mlx4_n` or anything else, a `GPU NUMA ID`
@@ -9,6 +10,7 @@ taken from the right, and the NIC columns are whatever lies between. A row that 
 reconciled with its header leaves that part unread, with the reason (`unread`), never a value
 from the wrong column. Checked against the corpus of real outputs in tests/fixtures/corpus.
 """
+
 import re
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -55,9 +57,10 @@ def _row(i, tokens, header, out):
     links = []
     while len(links) < len(cells) and _is_link(cells[len(links)]):
         links.append(cells[len(links)])
-    rest = cells[len(links):]
+    rest = cells[len(links) :]
     if not rest and named and len(links) < gpus + len(nics):
-        links.pop()  # the row stops before its named columns: its last cell may be cut ("NV1" of "NV18")
+        # the row stops before its named columns: its last cell may be cut ("NV1" of "NV18")
+        links.pop()
     key = str(i)
     why = []
     if i < len(links) and links[i] == "X":
@@ -69,25 +72,36 @@ def _row(i, tokens, header, out):
     if whole and nics:
         out["nics"][key] = dict(zip(nics, links[gpus:]))
     elif nics:
-        why.append("it has %d link cells where the header names %d GPU and %d NIC columns"
-                   % (len(links), gpus, len(nics)))
+        why.append(
+            "it has %d link cells where the header names %d GPU and %d NIC columns"
+            % (len(links), gpus, len(nics))
+        )
     if len(rest) == len(named):
         for name, value in zip(named, rest):
             field = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity"}.get(name)
             if field:
                 out[field][key] = value
     else:
-        why.append("its %d values after the link cells do not match the header's %s"
-                   % (len(rest), ", ".join(named) or "named columns"))
+        why.append(
+            "its %d values after the link cells do not match the header's %s"
+            % (len(rest), ", ".join(named) or "named columns")
+        )
     if why:
         out["unread"][key] = "GPU%d's row of nvidia-smi topo -m: %s" % (i, "; ".join(why))
 
 
 def parse_topo_matrix(text):
-    """`nvidia-smi topo -m`: GPU-pair link classes, each GPU's CPU and NUMA affinity and its link to each
-    NIC column (named as the header names it; `nic_legend` maps NICn to the device), and `unread`:
-    {GPU index: why part of its row could not be read}."""
-    out = {"pairs": {}, "cpu_affinity": {}, "numa_affinity": {}, "nics": {}, "nic_legend": {}, "unread": {}}
+    """`nvidia-smi topo -m`: GPU-pair link classes, each GPU's CPU and NUMA affinity and its link to
+    each NIC column (named as the header names it; `nic_legend` maps NICn to the device), and
+    `unread`: {GPU index: why part of its row could not be read}."""
+    out = {
+        "pairs": {},
+        "cpu_affinity": {},
+        "numa_affinity": {},
+        "nics": {},
+        "nic_legend": {},
+        "unread": {},
+    }
     header = None
     seen = set()
     for line in (ANSI.sub("", raw) for raw in (text or "").splitlines()):
@@ -115,16 +129,21 @@ SMI_LIST_MIG = re.compile(r"^\s+MIG (.*?)\s+Device\s+(\d+): \(UUID: (MIG-[^)\s]+
 
 
 def parse_smi_list(text):
-    """`nvidia-smi -L`: [{"index", "name", "uuid", "mig": [{"index", "profile", "uuid"}]}], in order."""
+    """`nvidia-smi -L`: [{"index", "name", "uuid", "mig": [{"index", "profile",
+    "uuid"}]}], in order."""
     gpus = []
     for line in (text or "").splitlines():
         m = SMI_LIST.match(line)
         if m:
-            gpus.append({"index": int(m.group(1)), "name": m.group(2), "uuid": m.group(3), "mig": []})
+            gpus.append(
+                {"index": int(m.group(1)), "name": m.group(2), "uuid": m.group(3), "mig": []}
+            )
             continue
         m = SMI_LIST_MIG.match(line)
         if m and gpus:
-            gpus[-1]["mig"].append({"index": int(m.group(2)), "profile": m.group(1), "uuid": m.group(3)})
+            gpus[-1]["mig"].append(
+                {"index": int(m.group(2)), "profile": m.group(1), "uuid": m.group(3)}
+            )
     return gpus
 
 
@@ -163,9 +182,11 @@ def parse_reason_counters(text):
 
 
 def parse_active_reasons(text):
-    """The active clock event reasons of `nvidia-smi -q [-d PERFORMANCE]`, per GPU bus id (None for an excerpt
-    without its GPU line), named as probe_agent.collect.CLOCK_EVENT_REASONS names them ("SW Power Cap" ->
-    sw_power_cap): under 'Clocks Event Reasons' on current drivers, 'Clocks Throttle Reasons' before."""
+    """The active clock event reasons of `nvidia-smi -q [-d PERFORMANCE]`, per GPU bus id (None
+    for an excerpt without its GPU line), named as probe_agent.collect.CLOCK_EVENT_REASONS names
+    them ("SW Power Cap" ->
+    sw_power_cap): under 'Clocks Event Reasons' on current drivers, 'Clocks
+    Throttle Reasons' before."""
     result = {}
     gpu, depth = None, None
     for line in (text or "").splitlines():
@@ -186,4 +207,3 @@ def parse_active_reasons(text):
         elif line.strip():
             depth = None
     return result
-

@@ -15,6 +15,7 @@ Every raw answer the agent reads goes through one `Source`:
 `capture()` can write a capture file; `ReplaySource` answers from a capture file through the same
 code path. The capture format is documented in docs/capture-format.md.
 """
+
 import json
 import os
 import platform
@@ -41,7 +42,8 @@ STRUCT_QUERIES = {  # NVML queries that fill a structure the caller passes
 
 
 class NVMLQueryError(Exception):
-    """An NVML query answered with an error; `name` is pynvml's class name (NVMLError_NotSupported)."""
+    """An NVML query answered with an error; `name` is pynvml's class name
+    (NVMLError_NotSupported)."""
 
     def __init__(self, name, message=""):
         Exception.__init__(self, "%s: %s" % (name, message))
@@ -83,6 +85,7 @@ class LiveSource(object):
                 raise NVMLQueryError("NVMLError_FunctionNotFound", "pynvml has no %s" % fn)
             if fn in STRUCT_QUERIES:
                 import ctypes
+
                 struct = getattr(nv, STRUCT_QUERIES[fn])()
                 func(args[0], ctypes.byref(struct))
                 value = struct
@@ -112,10 +115,20 @@ class LiveSource(object):
                 stdin=subprocess.DEVNULL,
             )
         except FileNotFoundError:
-            return {"rc": 127, "stdout": "", "stderr": "%s: command not found" % argv[0], "seconds": 0.0}
+            return {
+                "rc": 127,
+                "stdout": "",
+                "stderr": "%s: command not found" % argv[0],
+                "seconds": 0.0,
+            }
         except subprocess.TimeoutExpired:
-            return {"rc": None, "stdout": "", "stderr": "timed out after %.1f s" % timeout, "timeout": True,
-                    "seconds": time.monotonic() - start}
+            return {
+                "rc": None,
+                "stdout": "",
+                "stderr": "timed out after %.1f s" % timeout,
+                "timeout": True,
+                "seconds": time.monotonic() - start,
+            }
         except OSError as exc:
             return {"rc": 126, "stdout": "", "stderr": str(exc), "seconds": 0.0}
         return {
@@ -129,7 +142,8 @@ class LiveSource(object):
         return {k: os.environ[k] for k in ENV_VARS if k in os.environ}
 
     def fs(self, op, path, limit=65536):
-        """One read under /sys, /proc or /dev; an OSError is the answer {"error": its class name}."""
+        """One read under /sys, /proc or /dev; an OSError is the answer
+        {"error": its class name}."""
         real = self.real_path(path)
         try:
             if op == "read":
@@ -147,8 +161,8 @@ class LiveSource(object):
         raise ValueError("unknown path operation %r" % op)
 
     def kernel_log(self):
-        """NVIDIA's events since boot (`probe_agent.kernlog`) from the first kernel log that can be read;
-        `tried` says why the others failed."""
+        """NVIDIA's events since boot (`probe_agent.kernlog`) from the first kernel log that can be
+        read; `tried` says why the others failed."""
         tried, boot = {}, kernlog.boot(self.real_path)
         fold, err = kernlog.read_kmsg(self.real_path("/dev/kmsg"))
         if err is None:
@@ -266,9 +280,10 @@ class ReplaySource(object):
     the capture was made). An answer {"hang": true} never returns: it stands for a driver query
     that hangs, and lets tests prove the agent's deadline.
 
-    With SWEEP_REPLAY_MEASURE=1 in the environment (`measures`), --speed and --load start their
-    children and measure for real while every NVML answer still comes from the capture: how the
-    tests run the tiers' real children against a stand-in libcuda (tests/cuda_shim.c) where no GPU is.
+    With SWEEP_REPLAY_MEASURE=1 in the environment (`measures`), --speed and --load start
+    their children and measure for real while every NVML answer still comes from the
+    capture: how the tests run the tiers' real children against a stand-in libcuda
+    (tests/cuda_shim.c) where no GPU is.
     """
 
     replaying = True
@@ -303,10 +318,20 @@ class ReplaySource(object):
     def command(self, argv, timeout=10.0, env=None, key=None):
         answer = self.data.get("commands", {}).get(key or command_key(argv))
         if answer is None:
-            return {"rc": 127, "stdout": "", "stderr": "%s: not in capture" % argv[0], "seconds": 0.0}
+            return {
+                "rc": 127,
+                "stdout": "",
+                "stderr": "%s: not in capture" % argv[0],
+                "seconds": 0.0,
+            }
         if answer.get("hang"):
             time.sleep(timeout)
-            return {"rc": None, "stdout": "", "stderr": "timed out after %.1f s" % timeout, "timeout": True}
+            return {
+                "rc": None,
+                "stdout": "",
+                "stderr": "timed out after %.1f s" % timeout,
+                "timeout": True,
+            }
         return dict(answer)
 
     def env(self):
@@ -352,9 +377,15 @@ class ReplaySource(object):
 def legacy_pci(found, op, path):
     """The answers of a capture that kept only the bus's GPU functions ("pci", before version 2)."""
     if op == "list" and path == "/sys/bus/pci/devices":
-        return {"error": "NotReadable"} if found is None else {"list": [f["address"] for f in found]}
+        return (
+            {"error": "NotReadable"} if found is None else {"list": [f["address"] for f in found]}
+        )
     for f in found or ():
-        for name, value in (("vendor", "0x10de"), ("class", f.get("class")), ("device", f.get("device"))):
+        for name, value in (
+            ("vendor", "0x10de"),
+            ("class", f.get("class")),
+            ("device", f.get("device")),
+        ):
             if op == "read" and path == "/sys/bus/pci/devices/%s/%s" % (f["address"], name):
                 return {"text": value + "\n"}
     return None

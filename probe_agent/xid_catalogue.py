@@ -4,9 +4,9 @@ bucket, what the event means).
 The Xid rows follow NVIDIA's published catalogue (XID_CATALOGUE: every code it lists, 1-172, with
 its "Resolution Bucket (Immediate Action)"), and the codes current drivers document past it
 (`LATER`: each with where it was read, and no bucket where NVIDIA gives none: such a code is
-reported as not judged, never put in a bucket by guesswork); the SXid rows follow the NVSwitch error table NVIDIA
-ships with NVSentinel (SXID_CATALOGUE). The descriptions are sweep's own words. Codes the catalogue
-lists without a bucket (162-172, added last) carry the bucket sweep chose, marked in
+reported as not judged, never put in a bucket by guesswork); the SXid rows follow the NVSwitch error
+table NVIDIA ships with NVSentinel (SXID_CATALOGUE). The descriptions are sweep's own words. Codes
+the catalogue lists without a bucket (162-172, added last) carry the bucket sweep chose, marked in
 `SWEEP_CHOSEN`. The agent turns a bucket into the action an operator takes (`probe_agent.xid`).
 """
 
@@ -17,22 +17,32 @@ XID_CATALOGUE = {
     "date": "2026-12-05",
 }
 SXID_CATALOGUE = {
-    "name": "NVSwitch SXid errors (NVIDIA Fabric Manager user guide; NVSentinel sxiderrorsmapping.csv)",
+    "name": (
+        "NVSwitch SXid errors (NVIDIA Fabric Manager user guide; NVSentinel sxiderrorsmapping.csv)"
+    ),
     "url": "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html",
     "version": "SXid 10001-30006, common codes",
     "date": "2025-10-29",
 }
 
-# Codes the catalogue lists as unused by current drivers: NVIDIA's bucket for all of them is CONTACT_SUPPORT.
-UNUSED = (1, 2, 3, 4, 5, 6, 7, 9, 10, 12, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 26, 27, 28, 29, 30, 33, 34,
-          35, 36, 42, 47, 49, 50, 51, 52, 53, 55, 56, 57, 58, 59, 61, 65, 73, 81, 87, 90, 91, 111, 112, 113,
-          114, 115, 116, 117, 118, 122, 123, 124, 125, 138)
+# Codes the catalogue lists as unused by current drivers: NVIDIA's bucket for all of them is
+# CONTACT_SUPPORT. (A grid of codes, not one code a line: left as written by the formatter.)
+# fmt: off
+UNUSED = (
+    1, 2, 3, 4, 5, 6, 7, 9, 10, 12, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 26, 27, 28, 29, 30,
+    33, 34, 35, 36, 42, 47, 49, 50, 51, 52, 53, 55, 56, 57, 58, 59, 61, 65, 73, 81, 87, 90, 91,
+    111, 112, 113, 114, 115, 116, 117, 118, 122, 123, 124, 125, 138,
+)
+# fmt: on
 
 _ENGINE = "engine exception (the channel of one application was stopped)"
 XIDS = {
     8: ("RESTART_APP", "GPU stopped processing: a channel idled out"),
     11: ("RESTART_APP", "invalid or corrupted push buffer stream"),
-    13: ("RESTART_APP", "graphics engine exception: an application fault such as an out-of-range access"),
+    13: (
+        "RESTART_APP",
+        "graphics engine exception: an application fault such as an out-of-range access",
+    ),
     14: ("IGNORE", "fake error injected for testing"),
     25: ("RESTART_APP", "invalid or illegal push buffer stream"),
     31: ("RESTART_APP", "GPU memory page fault: an application's illegal address"),
@@ -75,7 +85,10 @@ XIDS = {
     89: ("RESTART_APP", "video decoder NVDEC4 error"),
     92: ("IGNORE", "high single-bit (corrected) ECC error rate"),
     93: ("IGNORE", "InfoROM wear limit passed (non-fatal)"),
-    94: ("RESTART_APP", "contained memory error: only the applications using the bad memory were stopped"),
+    94: (
+        "RESTART_APP",
+        "contained memory error: only the applications using the bad memory were stopped",
+    ),
     95: ("RESET_GPU", "uncontained memory error: every application on the GPU was affected"),
     96: ("RESTART_APP", "video decoder NVDEC5 error"),
     97: ("RESTART_APP", "video decoder NVDEC6 error"),
@@ -122,7 +135,10 @@ XIDS = {
     151: ("RESTART_VM", "key rotation error (confidential computing)"),
     152: ("IGNORE", "DLA SMMU error"),
     153: ("IGNORE", "DLA timeout"),
-    154: ("XID_154", "the GPU's recovery action changed: the line names the action (reset, reboot, drain)"),
+    154: (
+        "XID_154",
+        "the GPU's recovery action changed: the line names the action (reset, reboot, drain)",
+    ),
     155: ("RESET_GPU", "NVLink software-defined error"),
     156: ("RESET_GPU", "resource retirement event"),
     157: ("IGNORE", "resource retirement failure"),
@@ -135,7 +151,10 @@ XIDS = {
     163: ("CONTACT_SUPPORT", "power smoothing circuitry disengaged"),
     164: ("CONTACT_SUPPORT", "power smoothing circuitry near the end of its lifetime"),
     165: ("CONTACT_SUPPORT", "power smoothing circuitry lifetime exhausted"),
-    166: ("CONTACT_SUPPORT", "confidential-computing traffic before the link was set up for encryption"),
+    166: (
+        "CONTACT_SUPPORT",
+        "confidential-computing traffic before the link was set up for encryption",
+    ),
     167: ("RESTART_BM", "PCIe fatal timeout"),
     168: ("CONTACT_SUPPORT", "reduced GPU memory capacity (errors in the write-protected region)"),
     169: ("RESET_GPU", "SEC2 micro-controller halt"),
@@ -143,28 +162,41 @@ XIDS = {
     171: ("WORKFLOW_XID_48", "uncorrectable DRAM error (details of an Xid 48)"),
     172: ("WORKFLOW_XID_48", "uncorrectable SRAM error (details of an Xid 48)"),
 }
-XIDS.update({code: ("CONTACT_SUPPORT", "a code the catalogue lists as unused by current drivers") for code in UNUSED})
+XIDS.update(
+    {
+        code: ("CONTACT_SUPPORT", "a code the catalogue lists as unused by current drivers")
+        for code in UNUSED
+    }
+)
 SWEEP_CHOSEN = frozenset(range(162, 173))
 
-# Codes past NVIDIA's catalogue page (1-172) that current drivers document: code -> (bucket or None, meaning),
-# and where each was read. None: NVIDIA gives no resolution for it, so the agent judges it `unknown`.
+# Codes past NVIDIA's catalogue page (1-172) that current drivers document: code -> (bucket or
+# None, meaning), and where each was read. None: NVIDIA gives no resolution for it, so the agent
+# judges it `unknown`.
 LATER = {
     173: (None, "C2C (chip-to-chip) fatal link failure"),
 }
 LATER_SOURCE = {
-    173: "leptonai/gpud components/accelerator/nvidia/xid/xid.go at 4a8de33 (copied from NVIDIA's Xid "
-         "documentation: 'C2C Fatal Link Failure'), read 2026-12-05",
+    173: (
+        "leptonai/gpud components/accelerator/nvidia/xid/xid.go at 4a8de33 (copied from NVIDIA's "
+        "Xid documentation: 'C2C Fatal Link Failure'), read 2026-12-05"
+    ),
 }
 XIDS.update(LATER)
 
-# Xid 154 says the GPU's new recovery action as NVML's nvmlDeviceGpuRecoveryAction_t value, with words beside it
-# that differ between drivers ("0x1 (PF FLR)", "0x1 (GPU Reset Required)", "0x2 (OS Reboot)"): the value decides.
+# Xid 154 says the GPU's new recovery action as NVML's nvmlDeviceGpuRecoveryAction_t value, with
+# words beside it that differ between drivers ("0x1 (PF FLR)", "0x1 (GPU Reset Required)", "0x2 (OS
+# Reboot)"): the value decides.
 RECOVERY_SOURCE = {
-    "name": "NVML nvmlDeviceGpuRecoveryAction_t (cuda.bindings.nvml.DeviceGpuRecoveryAction; NVML change log: "
-            "BUS_RESET and SYSTEM_REBOOT added between v610 and v615; A100 memory error management: "
-            "Error Recovery and Response Flags)",
-    "url": "https://nvidia.github.io/cuda-python/latest/cuda-bindings/module/generated/"
-           "cuda.bindings.nvml.DeviceGpuRecoveryAction.html",
+    "name": (
+        "NVML nvmlDeviceGpuRecoveryAction_t (cuda.bindings.nvml.DeviceGpuRecoveryAction; NVML "
+        "change log: BUS_RESET and SYSTEM_REBOOT added between v610 and v615; A100 memory error "
+        "management: Error Recovery and Response Flags)"
+    ),
+    "url": (
+        "https://nvidia.github.io/cuda-python/latest/cuda-bindings/module/generated/"
+        "cuda.bindings.nvml.DeviceGpuRecoveryAction.html"
+    ),
     "version": "NVML recovery-action values 0-7",
     "date": "2026-12-05",
 }
@@ -178,9 +210,17 @@ RECOVERY_ACTIONS = {  # value -> (NVML name, NVIDIA's description)
     6: ("BUS_RESET", "reset the GPU's PCIe bus"),
     7: ("SYSTEM_REBOOT", "reboot the system"),
 }
-# The words drivers print beside the value (as real kernel logs show them), for a line that gives no number
-RECOVERY_WORDS = {"none": 0, "gpu reset required": 1, "pf flr": 1, "node reboot required": 2, "os reboot": 2,
-                  "drain p2p": 3, "drain and reset": 4}
+# The words drivers print beside the value (as real kernel logs show them), for a line
+# that gives no number
+RECOVERY_WORDS = {
+    "none": 0,
+    "gpu reset required": 1,
+    "pf flr": 1,
+    "node reboot required": 2,
+    "os reboot": 2,
+    "drain p2p": 3,
+    "drain and reset": 4,
+}
 
 # SXid: code -> (bucket, what it means); the line itself says Fatal or Non-fatal.
 SXIDS = {
@@ -190,7 +230,10 @@ SXIDS = {
     10006: ("RESET_FABRIC", "NVSwitch thermal shutdown"),
     10007: ("RESET_FABRIC", "NVSwitch host I/O failure"),
     10008: ("RESET_FABRIC", "NVSwitch firmware initialisation failure"),
-    11004: ("CHECK_FM_CONFIG", "ingress access control (ACL) failure: check the fabric manager configuration"),
+    11004: (
+        "CHECK_FM_CONFIG",
+        "ingress access control (ACL) failure: check the fabric manager configuration",
+    ),
     11012: ("IGNORE", "ingress header ECC limit (corrected)"),
     11021: ("IGNORE", "ingress remap table ECC limit (corrected)"),
     11022: ("IGNORE", "ingress route table ECC limit (corrected)"),

@@ -3,10 +3,11 @@
 Talks to libcuda through ctypes alone (no toolkit, no framework): HBM by cuMemcpyDtoD, PCIe by
 pinned cuMemcpyHtoD/DtoH, GPU-to-GPU by cuMemcpyPeer, FP32 by a PTX FMA kernel. Every figure is
 timed with CUDA events. It prints one JSON line per measurement ({"event": ...}) as soon as it has
-it, so a child stopped at the tier's bound still leaves what it measured; the parent turns the
-raw timings into figures (probe_agent.speed.figures). Every allocation is freed and every context released
-before it exits; nothing on the GPU is configured.
+it, so a child stopped at the tier's bound still leaves what it measured; the parent turns the raw
+timings into figures (probe_agent.speed.figures). Every allocation is freed and every context
+released before it exits; nothing on the GPU is configured.
 """
+
 import ctypes
 import json
 import sys
@@ -55,8 +56,11 @@ FMA_THREADS, FMA_BLOCKS_PER_SM = 256, 8
 
 def fma_ptx():
     """The FP32 kernel: FMA_CHAINS independent chains, unrolled FMA_UNROLL times per iteration."""
-    body = "\n".join("  fma.rn.f32 %%f%d, %%f%d, %%f9, %%f10;" % (c, c)
-                     for _ in range(FMA_UNROLL) for c in range(1, FMA_CHAINS + 1))
+    body = "\n".join(
+        "  fma.rn.f32 %%f%d, %%f%d, %%f9, %%f10;" % (c, c)
+        for _ in range(FMA_UNROLL)
+        for c in range(1, FMA_CHAINS + 1)
+    )
     return FMA_PTX.replace("%BODY%", body)
 
 
@@ -118,7 +122,9 @@ def scale(one_s, target_s=REP_TARGET_S, most=64):
     return int(max(1, min(most, round(target_s / one_s))))
 
 
-def repeat(run_once, budget_s, clock=time.monotonic, min_reps=MIN_REPS, max_reps=MAX_REPS, stop_at=None):
+def repeat(
+    run_once, budget_s, clock=time.monotonic, min_reps=MIN_REPS, max_reps=MAX_REPS, stop_at=None
+):
     """run_once() (which returns its GPU seconds) repeated within budget_s of wall time: at least
     min_reps, at most max_reps, none started past stop_at (the tier's end, time.time())."""
     times, t0 = [], clock()
@@ -130,7 +136,8 @@ def repeat(run_once, budget_s, clock=time.monotonic, min_reps=MIN_REPS, max_reps
 
 
 def copy_figure(timer, copy_once, budget_s, stop_at):
-    """Warm up, scale the copies of one repetition to REP_TARGET_S, repeat: (copies, per-rep seconds)."""
+    """Warm up, scale the copies of one repetition to REP_TARGET_S, repeat: (copies,
+    per-rep seconds)."""
     first = timer.time(copy_once)
     copies = scale(first)
 

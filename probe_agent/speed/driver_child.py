@@ -1,24 +1,41 @@
 """The speed tier's driver-API child: measure every CUDA device it sees and print JSON lines.
 
-    python3 -I -S -c "import sys; sys.path.insert(0, ROOT); from probe_agent.speed.driver_child import main; main()" \
-        PLAN
+    python3 -I -S -c "import sys; sys.path.insert(0, ROOT); \
+        from probe_agent.speed.driver_child import main; main()" PLAN
+
 
 PLAN is JSON: {"stop_at": time.time() by which to be done, "budgets": {figure: seconds}}. HBM and
 FP32 run on all devices at once (one thread a device: each GPU's own memory and SMs, nothing
-shared); PCIe copies one device at a time (the host's memory and root ports are shared), and so
-is each ordered peer pair. Lines: {"event": "device", "uuid", "sms"}, {"event": "figure", "uuid",
-"key", "work" (bytes
-or FLOPs per repetition), "bytes", "flops", "times": [seconds per repetition]}, {"event": "pair", "src", "dst", ...},
-{"event": "skipped", ...}, {"event": "error", ...}, and {"event": "done"} last.
+shared); PCIe copies one device at a time (the host's memory and root ports are shared), and so is
+each ordered peer pair. Lines: {"event": "device", "uuid", "sms"}, {"event": "figure", "uuid",
+"key", "work" (bytes or FLOPs per repetition), "bytes", "flops", "times": [seconds per repetition]},
+{"event": "pair", "src", "dst", ...}, {"event": "skipped", ...}, {"event": "error", ...}, and
+{"event": "done"} last.
 """
+
 import ctypes
 import json
 import sys
 import threading
 
-from probe_agent.speed.cuda import (CudaError, Device, Driver, FMA_BLOCKS_PER_SM, FMA_PER_ITER, FMA_THREADS,
-                                   HBM_BYTES, P2P_BYTES, PCIE_BYTES, PEER_ALREADY_ENABLED, REP_TARGET_S,
-                                   Timer, copy_figure, emit, fma_ptx, repeat)
+from probe_agent.speed.cuda import (
+    CudaError,
+    Device,
+    Driver,
+    FMA_BLOCKS_PER_SM,
+    FMA_PER_ITER,
+    FMA_THREADS,
+    HBM_BYTES,
+    P2P_BYTES,
+    PCIE_BYTES,
+    PEER_ALREADY_ENABLED,
+    REP_TARGET_S,
+    Timer,
+    copy_figure,
+    emit,
+    fma_ptx,
+    repeat,
+)
 
 FMA_WARM_ITERS = 4096
 
@@ -44,15 +61,19 @@ def fp32(d, budget_s, stop_at):
         out = d.buffers[0]
         blocks = d.sms * FMA_BLOCKS_PER_SM
         iters = ctypes.c_uint32(FMA_WARM_ITERS)
-        params = (ctypes.c_void_p * 2)(ctypes.cast(ctypes.byref(out), ctypes.c_void_p),
-                                       ctypes.cast(ctypes.byref(iters), ctypes.c_void_p))
+        params = (ctypes.c_void_p * 2)(
+            ctypes.cast(ctypes.byref(out), ctypes.c_void_p),
+            ctypes.cast(ctypes.byref(iters), ctypes.c_void_p),
+        )
 
         def launch():
             d.cu.call("cuLaunchKernel", fn, blocks, 1, 1, FMA_THREADS, 1, 1, 0, None, params, None)
 
         d.timer.time(launch)  # load and warm
         first = d.timer.time(launch)
-        iters.value = int(max(FMA_WARM_ITERS, min(1 << 30, FMA_WARM_ITERS * REP_TARGET_S / max(first, 1e-6))))
+        iters.value = int(
+            max(FMA_WARM_ITERS, min(1 << 30, FMA_WARM_ITERS * REP_TARGET_S / max(first, 1e-6)))
+        )
         times = repeat(lambda: d.timer.time(launch), budget_s, stop_at=stop_at)
         flops = 2.0 * FMA_PER_ITER * iters.value * blocks * FMA_THREADS
         return {"key": "fp32", "work": flops, "flops": flops, "bytes": 4, "times": times}
@@ -63,8 +84,11 @@ def fp32(d, budget_s, stop_at):
 def pcie(d, host, budget_s, stop_at):
     """Pinned host <-> device copies of PCIE_BYTES, each direction: two figure dicts."""
     dev_ptr, out = d.buffers[1], []
-    for key, name, args in (("pcie_h2d", "cuMemcpyHtoDAsync_v2", (dev_ptr, host)),
-                            ("pcie_d2h", "cuMemcpyDtoHAsync_v2", (host, dev_ptr))):
+    for key, name, args in (
+        ("pcie_h2d", "cuMemcpyHtoDAsync_v2", (dev_ptr, host)),
+        ("pcie_d2h", "cuMemcpyDtoHAsync_v2", (host, dev_ptr)),
+    ):
+
         def copy(name=name, args=args):
             d.cu.call(name, args[0], args[1], ctypes.c_size_t(PCIE_BYTES), None)
 
@@ -74,7 +98,9 @@ def pcie(d, host, budget_s, stop_at):
 
 
 def per_device(devices, work, budget_s, stop_at):
-    """work(device, budget_s, stop_at) on every device at once, one thread each; emits each figure."""
+    """work(device, budget_s, stop_at) on every device at once, one thread each;
+    emits each figure."""
+
     def one(d):
         try:
             d.current()
@@ -107,7 +133,8 @@ def pcie_all(cu, devices, budget_s, stop_at):
 
 
 def enable_peer(cu, a, b):
-    """Let a's context reach b's memory; True when it did (or already could), False: no peer access."""
+    """Let a's context reach b's memory; True when it did (or already could),
+    False: no peer access."""
     can = ctypes.c_int()
     cu.call("cuDeviceCanAccessPeer", ctypes.byref(can), a.dev, b.dev)
     if not can.value:
@@ -120,17 +147,32 @@ def enable_peer(cu, a, b):
 
 
 def pair(cu, a, b, budget_s, stop_at):
-    """cuMemcpyPeer of P2P_BYTES from a to b (timed in a's context), peer access enabled both ways."""
+    """cuMemcpyPeer of P2P_BYTES from a to b (timed in a's context), peer access
+    enabled both ways."""
     if not (enable_peer(cu, a, b) and enable_peer(cu, b, a)):
         return {"event": "pair", "src": a.uuid, "dst": b.uuid, "skipped": "no peer access"}
     a.current()
 
     def copy():
-        cu.call("cuMemcpyPeerAsync", b.buffers[0], b.ctx, a.buffers[1], a.ctx, ctypes.c_size_t(P2P_BYTES), None)
+        cu.call(
+            "cuMemcpyPeerAsync",
+            b.buffers[0],
+            b.ctx,
+            a.buffers[1],
+            a.ctx,
+            ctypes.c_size_t(P2P_BYTES),
+            None,
+        )
 
     copies, times = copy_figure(a.timer, copy, budget_s, stop_at)
-    return {"event": "pair", "src": a.uuid, "dst": b.uuid, "work": P2P_BYTES * copies, "bytes": P2P_BYTES,
-            "times": times}
+    return {
+        "event": "pair",
+        "src": a.uuid,
+        "dst": b.uuid,
+        "work": P2P_BYTES * copies,
+        "bytes": P2P_BYTES,
+        "times": times,
+    }
 
 
 def pairs(cu, devices, budget_s, stop_at):
@@ -146,7 +188,8 @@ def pairs(cu, devices, budget_s, stop_at):
 
 
 def open_devices(cu):
-    """Every device CUDA sees, with its buffers and events; a device without room is reported and left out."""
+    """Every device CUDA sees, with its buffers and events; a device without room is
+    reported and left out."""
     count = ctypes.c_int()
     cu.call("cuDeviceGetCount", ctypes.byref(count))
     devices = []
@@ -155,8 +198,14 @@ def open_devices(cu):
         devices.append(d)
         d.current()
         if d.free_bytes() < 2 * HBM_BYTES + (1 << 30):
-            emit({"event": "skipped", "uuid": d.uuid, "why": "less than %d GiB of GPU memory free"
-                  % (2 * HBM_BYTES + (1 << 30) >> 30)})
+            emit(
+                {
+                    "event": "skipped",
+                    "uuid": d.uuid,
+                    "why": "less than %d GiB of GPU memory free"
+                    % (2 * HBM_BYTES + (1 << 30) >> 30),
+                }
+            )
             continue
         d.alloc(HBM_BYTES), d.alloc(HBM_BYTES)
         d.timer = Timer(cu)

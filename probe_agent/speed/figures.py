@@ -5,6 +5,7 @@ dropped, a figure without one valid repetition is skipped with the reason, never
 is `work / seconds` per repetition (work: bytes counted, or FLOPs); the figure is the best
 repetition, `spread` = (best - worst) / best.
 """
+
 import math
 
 FIGURE_KEYS = ("hbm", "pcie_h2d", "pcie_d2h", "fp32", "bf16_gemm")
@@ -26,7 +27,8 @@ def number(value):
 
 
 def figure(kind, work, times, nbytes, flops=None):
-    """A measured figure from per-repetition GPU seconds (`work` bytes or FLOPs each), or skipped."""
+    """A measured figure from per-repetition GPU seconds (`work` bytes or FLOPs
+    each), or skipped."""
     unit, method = METHODS[kind]
     if not (number(work) and work > 0) or not isinstance(times, list):
         return {"skipped": "no valid repetition"}
@@ -35,10 +37,15 @@ def figure(kind, work, times, nbytes, flops=None):
     if not rates:
         return {"skipped": "no valid repetition"}
     best = max(rates)
-    out = {"value": float("%.6g" % best), "unit": unit, "method": method,
-           "bytes": int(nbytes) if number(nbytes) and nbytes >= 0 else 0,
-           "repetitions": len(rates), "spread": round((best - min(rates)) / best, 5),
-           "samples": [float("%.6g" % r) for r in rates]}
+    out = {
+        "value": float("%.6g" % best),
+        "unit": unit,
+        "method": method,
+        "bytes": int(nbytes) if number(nbytes) and nbytes >= 0 else 0,
+        "repetitions": len(rates),
+        "spread": round((best - min(rates)) / best, 5),
+        "samples": [float("%.6g" % r) for r in rates],
+    }
     if flops is not None and number(flops):
         out["flops"] = float(flops)
     return out
@@ -117,15 +124,33 @@ def assemble(events, uuids, selected, torch_note, driver_problem):
     for index in selected:
         figs = found.get(index, {})
         for key in FIGURE_KEYS:
-            figs.setdefault(key, {"skipped": gemm_why if key == "bf16_gemm" else (driver_problem or NOT_REACHED)})
+            figs.setdefault(
+                key,
+                {"skipped": gemm_why if key == "bf16_gemm" else (driver_problem or NOT_REACHED)},
+            )
         uuid = next((u for u, i in uuids.items() if i == index), None)
         gpus.append({"index": index, "uuid": uuid, "figures": {k: figs[k] for k in FIGURE_KEYS}})
     p2p = pairs(events, uuids)
-    measured = [f for g in gpus for k, f in g["figures"].items() if k in DRIVER_KEYS and "value" in f]
+    measured = [
+        f for g in gpus for k, f in g["figures"].items() if k in DRIVER_KEYS and "value" in f
+    ]
     wanted = len(gpus) * len(DRIVER_KEYS)
-    missing = [("GPU %s %s: %s" % (g["index"], k, f["skipped"])) for g in gpus for k, f in g["figures"].items()
-               if k in DRIVER_KEYS and "skipped" in f]
-    status = "measured" if measured and len(measured) == wanted else ("partial" if measured else "failed")
+    missing = [
+        ("GPU %s %s: %s" % (g["index"], k, f["skipped"]))
+        for g in gpus
+        for k, f in g["figures"].items()
+        if k in DRIVER_KEYS and "skipped" in f
+    ]
+    status = (
+        "measured"
+        if measured and len(measured) == wanted
+        else ("partial" if measured else "failed")
+    )
     reason = None if status == "measured" else (missing[0] if missing else driver_problem)
-    return {"status": status, "reason": reason, "gpus": gpus, "p2p": p2p,
-            "allreduce": allreduce(events, uuids, selected, torch_note)}
+    return {
+        "status": status,
+        "reason": reason,
+        "gpus": gpus,
+        "p2p": p2p,
+        "allreduce": allreduce(events, uuids, selected, torch_note),
+    }

@@ -25,7 +25,8 @@ def uuid_of(i):
     return None if u is None else "GPU-" + str(u)
 def reps(run, budget):
     out, t = [], time.time()
-    while len(out) < 12 and (len(out) < 3 or time.time() - t < budget) and not (out and time.time() > stop_at):
+    while (len(out) < 12 and (len(out) < 3 or time.time() - t < budget)
+           and not (out and time.time() > stop_at)):
         out.append(run())
     return out
 n = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -35,7 +36,8 @@ N, K = 8192, 10
 mats = []
 for i in range(n):
     with torch.cuda.device(i):
-        a = torch.randn(N, N, device=i, dtype=torch.bfloat16); b = torch.randn(N, N, device=i, dtype=torch.bfloat16)
+        a = torch.randn(N, N, device=i, dtype=torch.bfloat16)
+        b = torch.randn(N, N, device=i, dtype=torch.bfloat16)
         mats.append((a, b, torch.empty(N, N, device=i, dtype=torch.bfloat16),
                      torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
 def gemm_rep():
@@ -47,12 +49,14 @@ def gemm_rep():
     for m in mats: m[4].synchronize()
     return [m[3].elapsed_time(m[4]) / 1000.0 for m in mats]
 warm = time.time()
-while time.time() - warm < plan.get("warm", 0.05):  # the clocks rise from idle: the first products are slow
+# the clocks rise from idle: the first products are slow
+while time.time() - warm < plan.get("warm", 0.05):
     gemm_rep()
 times = reps(gemm_rep, plan["gemm"])
 for i in range(n):
-    emit({"event": "figure", "key": "bf16_gemm", "uuid": uuid_of(i), "flops": 2.0 * N ** 3 * K, "work": 2.0 * N ** 3 * K,
-          "bytes": 3 * N * N * 2, "size": N, "times": [t[i] for t in times]})
+    emit({"event": "figure", "key": "bf16_gemm", "uuid": uuid_of(i), "flops": 2.0 * N ** 3 * K,
+          "work": 2.0 * N ** 3 * K, "bytes": 3 * N * N * 2, "size": N,
+          "times": [t[i] for t in times]})
 del mats; torch.cuda.empty_cache()
 if n < 2:
     emit({"event": "skipped", "key": "allreduce", "why": "one GPU selected"}); sys.exit(0)
@@ -67,9 +71,11 @@ try:
         for i in range(n): torch.cuda.synchronize(i)
         return time.time() - t
     ar_rep()
-    emit({"event": "allreduce", "uuids": [uuid_of(i) for i in range(n)], "bytes": S, "work": S * 2.0 * (n - 1) / n, "ranks": n,
-          "times": reps(ar_rep, plan["allreduce"])})
+    emit({"event": "allreduce", "uuids": [uuid_of(i) for i in range(n)], "bytes": S,
+          "work": S * 2.0 * (n - 1) / n, "ranks": n, "times": reps(ar_rep, plan["allreduce"])})
     del bufs; torch.cuda.empty_cache()
 except Exception as exc:
-    emit({"event": "skipped", "key": "allreduce", "why": "no torch with NCCL (%s: %s)" % (type(exc).__name__, exc)})
+    emit({"event": "skipped", "key": "allreduce",
+          "why": "no torch with NCCL (%s: %s)" % (type(exc).__name__, exc)})
+
 """

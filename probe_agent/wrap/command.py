@@ -1,6 +1,8 @@
-"""`--wrap`'s command: started (stdio passed through, or its output's tail kept), waited for under its
-timeout with signals passed on, tethered to the controller's session, and what it leaves running ended.
+"""`--wrap`'s command: started (stdio passed through, or its output's tail kept), waited for
+under its timeout with signals passed on, tethered to the controller's session, and what it
+leaves running ended.
 """
+
 import os
 import signal
 import subprocess
@@ -12,7 +14,8 @@ from probe_agent.lifetime import become_subreaper, end_leftovers, tracking_of
 
 
 class OutputTail(threading.Thread):
-    """Reads the command's stdout+stderr (`--emit`), keeps the last `limit` bytes and counts them all."""
+    """Reads the command's stdout+stderr (`--emit`), keeps the last `limit` bytes
+    and counts them all."""
 
     def __init__(self, limit):
         threading.Thread.__init__(self, name="sweep-output", daemon=True)
@@ -25,12 +28,15 @@ class OutputTail(threading.Thread):
                 return
             self.total += len(chunk)
             self.buf += chunk
-            del self.buf[:-self.limit]
+            del self.buf[: -self.limit]
 
     def section(self):
-        return {"tail": bytes(self.buf).decode("utf-8", "replace"), "bytes": self.total,
-                "truncated": self.total > len(self.buf), "tail_limit_bytes": self.limit}
-
+        return {
+            "tail": bytes(self.buf).decode("utf-8", "replace"),
+            "bytes": self.total,
+            "truncated": self.total > len(self.buf),
+            "tail_limit_bytes": self.limit,
+        }
 
 
 def run_command(command, on_start, capture=None, timeout=None, tether=False):
@@ -43,11 +49,21 @@ def run_command(command, on_start, capture=None, timeout=None, tether=False):
     With `tether`, the end of the agent's stdin (the controller closed the SSH session: Ctrl-C, its
     deadline) ends the command too.
     """
-    section = {"argv": list(command), "cwd": os.getcwd(), "pid": None, "exit_code": None, "signal": None,
-               "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": 0.0, "error": None,
-               "timeout_s": timeout, "timed_out": False}
+    section = {
+        "argv": list(command),
+        "cwd": os.getcwd(),
+        "pid": None,
+        "exit_code": None,
+        "signal": None,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "wall_s": 0.0,
+        "error": None,
+        "timeout_s": timeout,
+        "timed_out": False,
+    }
     t0 = time.monotonic()
-    subreaper = become_subreaper()  # before the command starts: what it orphans comes back to the agent
+    # before the command starts: what it orphans comes back to the agent
+    subreaper = become_subreaper()
     proc = start_command(command, capture, section)
     if proc is None:
         return section, t0
@@ -75,20 +91,27 @@ def run_command(command, on_start, capture=None, timeout=None, tether=False):
     return section, t0
 
 
-
 def start_command(command, capture, section):
-    """The command's process (its output to `capture`, in a session of its own), or None with the error in
-    `section` (127: not found, 126: not runnable)."""
+    """The command's process (its output to `capture`, in a session of its own), or None with the
+    error in `section` (127: not found, 126: not runnable)."""
     try:
         if capture is None:
             proc = subprocess.Popen(command)
         else:
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
     except OSError as exc:
         missing = isinstance(exc, FileNotFoundError)
         section["exit_code"] = 127 if missing else 126
-        section["error"] = "%s: %s" % (command[0], "command not found" if missing else exc.strerror or exc)
+        section["error"] = "%s: %s" % (
+            command[0],
+            "command not found" if missing else exc.strerror or exc,
+        )
         if capture is None:
             sys.stderr.write("sweep-agent: %s\n" % section["error"])
         return None
@@ -96,16 +119,20 @@ def start_command(command, capture, section):
     return proc
 
 
-
 def wait_forwarding(proc, group, timeout, section):
-    """Wait for the command (at `timeout`: TERM, then KILL 5 s later) while passing signals on; its status."""
+    """Wait for the command (at `timeout`: TERM, then KILL 5 s later) while passing
+    signals on; its status."""
     # After the exec (so that the command inherits default dispositions): a terminal's Ctrl-C
     # reaches the command through its process group, the agent outlives it to write the record;
     # a TERM or HUP sent to the agent alone is passed on.
     forward = lambda signum, frame: end(proc, group, signum)
     old = {}
-    for name, handler in (("SIGINT", signal.SIG_IGN), ("SIGQUIT", signal.SIG_IGN),
-                          ("SIGTERM", forward), ("SIGHUP", forward)):
+    for name, handler in (
+        ("SIGINT", signal.SIG_IGN),
+        ("SIGQUIT", signal.SIG_IGN),
+        ("SIGTERM", forward),
+        ("SIGHUP", forward),
+    ):
         sig = getattr(signal, name, None)
         if sig is not None:
             try:
@@ -128,9 +155,9 @@ def wait_forwarding(proc, group, timeout, section):
             signal.signal(sig, handler)
 
 
-
 def watch_stdin(proc, section):
     """A thread that ends the command's process group when the agent's stdin reaches its end."""
+
     def watch():
         try:
             while sys.stdin.buffer.read(65536):
@@ -148,7 +175,6 @@ def watch_stdin(proc, section):
     threading.Thread(target=watch, name="sweep-tether", daemon=True).start()
 
 
-
 def end(proc, group, signum):
     """Send `signum` to the command (its whole process group when it has its own)."""
     try:
@@ -158,7 +184,6 @@ def end(proc, group, signum):
             proc.send_signal(signum)
     except OSError:
         pass
-
 
 
 def signal_name(n):

@@ -1,4 +1,5 @@
-"""Long runs: every sample counted, a bounded number kept (`--wrap`'s samples, thinned as the run grows).
+"""Long runs: every sample counted, a bounded number kept (`--wrap`'s samples,
+thinned as the run grows).
 
 Every sample taken during a wrapped command goes through `Stream.add`, which keeps three things:
 
@@ -14,9 +15,11 @@ Every sample taken during a wrapped command goes through `Stream.add`, which kee
   plain samples are thinned on a grid whose stride doubles; when no plain sample is left to drop,
   every other state change goes (a sample whose reasons or processes differ from the one before,
   or the sample just before such a change), and last every other first or last sample of a
-  HW-slowdown or other-process interval. The run's first and last samples always stay. A 1-hour run on 8 GPUs at 0.2 s (144,000 GPU readings, ~35 MB kept
-  whole) keeps at most `max_samples` samples: ~2 MB at the default 1000.
+  HW-slowdown or other-process interval. The run's first and last samples always stay. A 1-hour
+  run on 8 GPUs at 0.2 s (144,000 GPU readings, ~35 MB kept whole) keeps at most `max_samples`
+  samples: ~2 MB at the default 1000.
 """
+
 import collections
 
 HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
@@ -25,7 +28,8 @@ DEFAULT_MAX_SAMPLES = 1000
 
 
 class Stream(object):
-    """Counts every sample, keeps every HW-slowdown / other-process interval, keeps a bounded few."""
+    """Counts every sample, keeps every HW-slowdown / other-process interval,
+    keeps a bounded few."""
 
     def __init__(self, max_samples=DEFAULT_MAX_SAMPLES):
         if max_samples < 2:
@@ -51,7 +55,9 @@ class Stream(object):
             i = g.get("index")
             self._count(i, g)
             reasons = tuple(sorted(r for r in g.get("active_reasons") or [] if isinstance(r, str)))
-            procs = tuple(sorted((str(p.get("pid")), str(p.get("owner"))) for p in g.get("processes") or []))
+            procs = tuple(
+                sorted((str(p.get("pid")), str(p.get("owner"))) for p in g.get("processes") or [])
+            )
             state[i] = (reasons, procs)
             for r in reasons:
                 if r in HW_REASONS:
@@ -85,7 +91,9 @@ class Stream(object):
             self._prev = None
         for key in list(self._open):
             self.intervals.append(self._open.pop(key))
-        self.intervals.sort(key=lambda iv: (iv["from_s"] if iv["from_s"] is not None else -1, iv["gpu"], iv["what"]))
+        self.intervals.sort(
+            key=lambda iv: (iv["from_s"] if iv["from_s"] is not None else -1, iv["gpu"], iv["what"])
+        )
         return self
 
     def _track(self, protected, t, sample):
@@ -96,8 +104,16 @@ class Stream(object):
                 iv = {"gpu": gpu, "what": what, "from_s": t, "to_s": t, "samples": 0}
                 if what == "other_process":
                     iv["pid"] = pid
-                    iv["name"] = next((p.get("name") for g in sample.get("gpus") or [] if g.get("index") == gpu
-                                       for p in g.get("processes") or [] if p.get("pid") == pid), None)
+                    iv["name"] = next(
+                        (
+                            p.get("name")
+                            for g in sample.get("gpus") or []
+                            if g.get("index") == gpu
+                            for p in g.get("processes") or []
+                            if p.get("pid") == pid
+                        ),
+                        None,
+                    )
                 self._open[key] = iv
             iv["to_s"] = t
             iv["samples"] += 1
@@ -112,14 +128,17 @@ class Stream(object):
             self._compact()
 
     def _compact(self):
-        """Drop some kept samples (never the first nor the newest): plain ones off a doubled grid
-        first; when none is left to drop, every other state change; then every other interval edge."""
+        """Drop some kept samples (never the first nor the newest): plain ones off a
+        doubled grid first; when none is left to drop, every other state change; then every
+        other interval edge."""
         first, last = self.kept[0], self.kept[-1]
         if any(k[1] == 0 and k[0] for k in self.kept[1:-1]):
             before = len(self.kept)
             while len(self.kept) == before:
                 self.stride *= 2
-                self.kept = [k for k in self.kept if k[1] > 0 or k[0] % self.stride == 0 or k is last]
+                self.kept = [
+                    k for k in self.kept if k[1] > 0 or k[0] % self.stride == 0 or k is last
+                ]
             return
         for level in (1, 2):
             drop = [id(k) for k in self.kept[1:-1] if k[1] == level]
@@ -133,8 +152,14 @@ class Stream(object):
     def _count(self, i, g):
         c = self._gpus.get(i)
         if c is None:
-            c = self._gpus[i] = {"rows": 0, "sm": collections.Counter(), "power": collections.Counter(),
-                                 "limit": None, "reasons": collections.Counter(), "pcie_gen": None}
+            c = self._gpus[i] = {
+                "rows": 0,
+                "sm": collections.Counter(),
+                "power": collections.Counter(),
+                "limit": None,
+                "reasons": collections.Counter(),
+                "pcie_gen": None,
+            }
         c["rows"] += 1
         if g.get("sm_mhz") is not None:
             c["sm"][g["sm_mhz"]] += 1
@@ -143,7 +168,9 @@ class Stream(object):
         if g.get("enforced_limit_w"):
             c["limit"] = g["enforced_limit_w"]
         if g.get("pcie_gen") is not None:
-            c["pcie_gen"] = g["pcie_gen"] if c["pcie_gen"] is None else max(c["pcie_gen"], g["pcie_gen"])
+            c["pcie_gen"] = (
+                g["pcie_gen"] if c["pcie_gen"] is None else max(c["pcie_gen"], g["pcie_gen"])
+            )
         for r in set(g.get("active_reasons") or []):
             if isinstance(r, str):
                 c["reasons"][r] += 1
@@ -152,8 +179,14 @@ class Stream(object):
         pid = p.get("pid")
         n = self._procs.setdefault(owner, {}).get(pid)
         if n is None:
-            n = self._procs[owner][pid] = {"pid": pid, "name": p.get("name"), "gpus": [], "first_seen_s": t,
-                                           "samples_seen": 0, "max_used_memory_bytes": None}
+            n = self._procs[owner][pid] = {
+                "pid": pid,
+                "name": p.get("name"),
+                "gpus": [],
+                "first_seen_s": t,
+                "samples_seen": 0,
+                "max_used_memory_bytes": None,
+            }
         n["name"] = n["name"] or p.get("name")
         if gpu not in n["gpus"]:
             n["gpus"].append(gpu)
@@ -173,20 +206,22 @@ class Stream(object):
             c = self._gpus[i]
             rows = float(c["rows"])
             frac = lambda name: round(c["reasons"][name] / rows, 3)
-            out.append({
-                "gpu": i,
-                "samples": c["rows"],
-                "sm_mhz_min": min(c["sm"]) if c["sm"] else None,
-                "sm_mhz_median": counted_median(c["sm"]),
-                "sm_mhz_max_allowed": (max_sm or {}).get(i),
-                "power_w_max": max(c["power"]) if c["power"] else None,
-                "power_w_median": counted_median(c["power"]),
-                "enforced_limit_w": c["limit"],
-                "sw_power_cap_fraction": frac("sw_power_cap"),
-                "hw_slowdown_fraction": max(frac(r) for r in HW_REASONS),
-                "sw_thermal_fraction": frac("sw_thermal_slowdown"),
-                "pcie_gen_max": c["pcie_gen"],
-            })
+            out.append(
+                {
+                    "gpu": i,
+                    "samples": c["rows"],
+                    "sm_mhz_min": min(c["sm"]) if c["sm"] else None,
+                    "sm_mhz_median": counted_median(c["sm"]),
+                    "sm_mhz_max_allowed": (max_sm or {}).get(i),
+                    "power_w_max": max(c["power"]) if c["power"] else None,
+                    "power_w_median": counted_median(c["power"]),
+                    "enforced_limit_w": c["limit"],
+                    "sw_power_cap_fraction": frac("sw_power_cap"),
+                    "hw_slowdown_fraction": max(frac(r) for r in HW_REASONS),
+                    "sw_thermal_fraction": frac("sw_thermal_slowdown"),
+                    "pcie_gen_max": c["pcie_gen"],
+                }
+            )
         return out
 
     def samples(self):
@@ -194,8 +229,13 @@ class Stream(object):
         return [k[2] for k in self.kept]
 
     def report(self):
-        return {"max_samples": self.max_samples, "seen": self.seen, "kept": len(self.kept), "stride": self.stride,
-                "intervals": len(self.intervals)}
+        return {
+            "max_samples": self.max_samples,
+            "seen": self.seen,
+            "kept": len(self.kept),
+            "stride": self.stride,
+            "intervals": len(self.intervals),
+        }
 
 
 def counted_median(counter):

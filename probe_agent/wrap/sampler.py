@@ -1,4 +1,5 @@
-"""`--wrap`'s sampler: every GPU sampled on a fixed grid while the command runs, each process attributed.
+"""`--wrap`'s sampler: every GPU sampled on a fixed grid while the command runs,
+each process attributed.
 
 Why the sampler costs the benchmark nothing measurable:
 - it runs in the agent's process, one thread, and *sleeps* between samples
@@ -19,6 +20,7 @@ namespace cannot see (a container): that one is listed as unattributed. Under re
 recorded pids belong to another machine: every recorded process is another process except the
 recording's own load (`load.pid` of the capture).
 """
+
 import math
 import os
 import sys
@@ -62,7 +64,6 @@ class Attribution(object):
         return "other"
 
 
-
 def parent_pid(pid):
     try:
         with open("/proc/%d/stat" % pid) as fh:
@@ -70,10 +71,9 @@ def parent_pid(pid):
     except (OSError, ValueError):
         return None
     try:
-        return int(text[text.rindex(")") + 2:].split()[1])  # the name may hold spaces and ')'
+        return int(text[text.rindex(")") + 2 :].split()[1])  # the name may hold spaces and ')'
     except (ValueError, IndexError):
         return None
-
 
 
 def take_sample(src, count, t, attribution):
@@ -84,23 +84,36 @@ def take_sample(src, count, t, attribution):
     s = {"t": round(t, 3), "gpus": [dict(g) for g in (raw or {}).get("gpus") or []]}
     for g in s["gpus"]:
         i = g.get("index")
-        if src.replaying and "processes" in g:  # a capture whose samples carry their own process lists
-            g["processes"] = [dict(p, owner=attribution.of(p.get("pid"))) for p in g["processes"] or []]
+        # a capture whose samples carry their own process lists
+        if src.replaying and "processes" in g:
+            g["processes"] = [
+                dict(p, owner=attribution.of(p.get("pid"))) for p in g["processes"] or []
+            ]
             g.setdefault("processes_unreadable", 0)
             continue
         r = KeepRaw(src, {})
         procs = read_processes(src, r, "gpu%d." % i, src.handle(i))
-        g["processes"] = None if procs is None else [
-            {"pid": p["pid"], "name": p["name"], "used_memory_bytes": p["used_memory_bytes"],
-             "owner": attribution.of(p["pid"])} for p in procs]
+        g["processes"] = (
+            None
+            if procs is None
+            else [
+                {
+                    "pid": p["pid"],
+                    "name": p["name"],
+                    "used_memory_bytes": p["used_memory_bytes"],
+                    "owner": attribution.of(p["pid"]),
+                }
+                for p in procs
+            ]
+        )
         # entries the source could not turn into {pid, name, ...}: a process is there, unknown whose
         g["processes_unreadable"] = sum(1 for p in r.raw or [] if not isinstance(p, dict))
     return s
 
 
-
 class KeepRaw(Reader):
-    """A Reader that keeps the raw process list answer (read_processes skips what it cannot read)."""
+    """A Reader that keeps the raw process list answer (read_processes skips
+    what it cannot read)."""
 
     raw = None
 
@@ -109,7 +122,6 @@ class KeepRaw(Reader):
         if fn == "nvmlDeviceGetComputeRunningProcesses":
             self.raw = value
         return value
-
 
 
 class Sampler(threading.Thread):
@@ -149,6 +161,7 @@ class Sampler(threading.Thread):
 
     def report(self, wall_s):
         import statistics
+
         ms = [x * 1000.0 for x in self.read_s]
         return {
             "interval_s": self.interval,
@@ -158,9 +171,9 @@ class Sampler(threading.Thread):
             "cpu_s": self.cpu_s,
             "busy_fraction": round(sum(self.read_s) / wall_s, 5) if wall_s else None,
             "niced": self.niced,
-            "error": self.error or ("sampler stalled in a driver query" if self.is_alive() else None),
+            "error": self.error
+            or ("sampler stalled in a driver query" if self.is_alive() else None),
         }
-
 
 
 def lower_priority():

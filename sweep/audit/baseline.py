@@ -1,28 +1,32 @@
-"""Per-host baselines: what each host's GPU stack looked like when it was known good, and drift from it.
+"""Per-host baselines: what each host's GPU stack looked like when it was known good, and drift
+from it.
 
 Layout (baseline version 1), one file per host so a host that joins the fleet later gets its own::
 
     baseline/
         baseline.json        {"format": "sweep-baseline", "baseline_version": 1, "created_at": ...}
-        hosts/gpu01.json     {"format": "sweep-baseline-host", "baseline_version": 1, "host": "gpu01",
-                              "set_at": ..., "source": {"run", "run_started_at", "probed_at"},
-                              "state": {driver, gpus, topology...}, "health": {... the probe, no load samples}}
+        hosts/gpu01.json     {"format": "sweep-baseline-host", "baseline_version": 1,
+                              "host": "gpu01", "set_at": ...,
+                              "source": {"run", "run_started_at", "probed_at"},
+                              "state": {driver, gpus, topology...},
+                              "health": {... the probe, no load samples}}
 
 `set_baseline(run, dir)` adds the hosts the folder lacks and leaves the others (``update=True``
-replaces them; ``hosts=`` limits either to some hosts). `compare_to_baseline(records, dir)`
-compares each host of a run with its baseline using `sweep.audit.rundiff.host_changes` and keeps the
-kinds that are drift of the GPU stack: gpus (missing / added), gpu swap, driver, ecc, power,
-clock policy, mig, modes (persistence), topology, firmware, gpu model, links (PCIe width, NVLinks
-active, fabric, GPUs on the PCI bus), link errors (NVLink / PCIe counters, Xid events) and host
-settings (CPU governor, NUMA balancing, THP, kernel arguments, modules, IB / RoCE ports) and speed (a figure
-of the speed tier that moved more than 10%; the baseline's figures are also the report's speed reference,
-`sweep.analysis.speed.baseline_references`). Framework, host (kernel),
-environment and memory-error changes are shown by ``sweep diff``, not as drift.
+replaces them; ``hosts=`` limits either to some hosts). `compare_to_baseline(records, dir)` compares
+each host of a run with its baseline using `sweep.audit.rundiff.host_changes` and keeps the kinds
+that are drift of the GPU stack: gpus (missing / added), gpu swap, driver, ecc, power, clock policy,
+mig, modes (persistence), topology, firmware, gpu model, links (PCIe width, NVLinks active, fabric,
+GPUs on the PCI bus), link errors (NVLink / PCIe counters, Xid events) and host settings (CPU
+governor, NUMA balancing, THP, kernel arguments, modules, IB / RoCE ports) and speed (a figure of
+the speed tier that moved more than 10%; the baseline's figures are also the report's speed
+reference, `sweep.analysis.speed.baseline_references`). Framework, host (kernel), environment and
+memory-error changes are shown by ``sweep diff``, not as drift.
 
 `audit_section(records, expectations, baseline_dir)` is the dict the report embeds (docs/audits.md).
 
 Exit codes (``sweep baseline ...``): 0 no drift; 5 drift from the baseline (``check``); 2 bad input.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,17 +47,47 @@ BASELINE_VERSION = 1
 FORMAT = "sweep-baseline"
 HOST_FORMAT = "sweep-baseline-host"
 INDEX = "baseline.json"
-DRIFT_KINDS = ("gpus", "gpu swap", "driver", "ecc", "power", "clock policy", "mig", "modes", "topology",
-               "firmware", "gpu model", "links", "link errors", "host settings", "speed")
-_LABELS = {"pcie.width": "PCIe width", "pcie.max_gen": "PCIe generation (link)", "nvlink.active": "NVLinks active",
-           "nvlinks_active": "NVLinks active", "fabric.state": "GPU fabric", "ecc.current": "ECC mode",
-           "ecc.pending_mode": "ECC mode after reset", "ecc.pending": "ECC mode after reset",
-           "power.enforced_limit_w": "enforced power limit (W)", "power.management_limit_w": "power limit (W)",
-           "power.default_limit_w": "default power limit (W)", "mig_layout": "MIG layout",
-           "mig.current": "MIG mode", "mig.pending": "MIG mode after reset", "persistence_mode": "persistence mode",
-           "driver.version": "driver", "driver.cuda_driver_version": "CUDA driver API",
-           "driver.gpu_count": "GPU count", "topology.worst_link_selected": "worst link",
-           "topology.pairs": "link", "vbios": "VBIOS", **path_labels()}
+DRIFT_KINDS = (
+    "gpus",
+    "gpu swap",
+    "driver",
+    "ecc",
+    "power",
+    "clock policy",
+    "mig",
+    "modes",
+    "topology",
+    "firmware",
+    "gpu model",
+    "links",
+    "link errors",
+    "host settings",
+    "speed",
+)
+_LABELS = {
+    "pcie.width": "PCIe width",
+    "pcie.max_gen": "PCIe generation (link)",
+    "nvlink.active": "NVLinks active",
+    "nvlinks_active": "NVLinks active",
+    "fabric.state": "GPU fabric",
+    "ecc.current": "ECC mode",
+    "ecc.pending_mode": "ECC mode after reset",
+    "ecc.pending": "ECC mode after reset",
+    "power.enforced_limit_w": "enforced power limit (W)",
+    "power.management_limit_w": "power limit (W)",
+    "power.default_limit_w": "default power limit (W)",
+    "mig_layout": "MIG layout",
+    "mig.current": "MIG mode",
+    "mig.pending": "MIG mode after reset",
+    "persistence_mode": "persistence mode",
+    "driver.version": "driver",
+    "driver.cuda_driver_version": "CUDA driver API",
+    "driver.gpu_count": "GPU count",
+    "topology.worst_link_selected": "worst link",
+    "topology.pairs": "link",
+    "vbios": "VBIOS",
+    **path_labels(),
+}
 
 
 def host_state(health: dict) -> dict:
@@ -63,11 +97,20 @@ def host_state(health: dict) -> dict:
         "driver": (health.get("driver") or {}).get("version"),
         "cuda_driver": (health.get("driver") or {}).get("cuda_driver_version"),
         "gpu_count": (health.get("driver") or {}).get("gpu_count"),
-        "gpus": [{"index": g.get("index"), "name": g.get("name"), "uuid": g.get("uuid"), "serial": g.get("serial"),
-                  "pci_bus_id": g.get("pci_bus_id"), "ecc": (g.get("ecc") or {}).get("current"),
-                  "power_limit_w": (g.get("power") or {}).get("enforced_limit_w"),
-                  "mig_layout": g.get("mig_layout"), "persistence": g.get("persistence_mode")}
-                 for g in health.get("gpus") or []],
+        "gpus": [
+            {
+                "index": g.get("index"),
+                "name": g.get("name"),
+                "uuid": g.get("uuid"),
+                "serial": g.get("serial"),
+                "pci_bus_id": g.get("pci_bus_id"),
+                "ecc": (g.get("ecc") or {}).get("current"),
+                "power_limit_w": (g.get("power") or {}).get("enforced_limit_w"),
+                "mig_layout": g.get("mig_layout"),
+                "persistence": g.get("persistence_mode"),
+            }
+            for g in health.get("gpus") or []
+        ],
         "worst_link": topo.get("worst_link_selected"),
     }
 
@@ -82,26 +125,40 @@ def _write_json(path: Path, data: Any) -> None:
         write_json_atomic(path, data, indent=1)
     except (OSError, RunFolderError) as err:
         reason = err.strerror if isinstance(err, OSError) else err.message
-        raise ConfigError(f"cannot write {path.name} ({reason})", where=str(path.parent),
-                          fix="make the folder writable, or choose another with -o") from None
+        raise ConfigError(
+            f"cannot write {path.name} ({reason})",
+            where=str(path.parent),
+            fix="make the folder writable, or choose another with -o",
+        ) from None
 
 
 def _read_json(path: Path, where: Path) -> dict:
-    data = read_json(path, ConfigError, "set the baseline again: sweep baseline set RUN_DIR --update")
+    data = read_json(
+        path, ConfigError, "set the baseline again: sweep baseline set RUN_DIR --update"
+    )
     if not isinstance(data, dict):
-        raise ConfigError(f"{path.name} is not a JSON object", where=str(where),
-                          fix="set the baseline again: sweep baseline set RUN_DIR --update")
+        raise ConfigError(
+            f"{path.name} is not a JSON object",
+            where=str(where),
+            fix="set the baseline again: sweep baseline set RUN_DIR --update",
+        )
     return data
 
 
 def _check_version(data: dict, fmt: str, name: str, where: Path) -> None:
     if data.get("format") != fmt:
-        raise ConfigError(f"{name} is not a sweep baseline file (format {data.get('format')!r})", where=str(where),
-                          fix="pass the folder sweep baseline set wrote, with --baseline")
+        raise ConfigError(
+            f"{name} is not a sweep baseline file (format {data.get('format')!r})",
+            where=str(where),
+            fix="pass the folder sweep baseline set wrote, with --baseline",
+        )
     if data.get("baseline_version") != BASELINE_VERSION:
-        raise ConfigError(f"{name} has baseline version {data.get('baseline_version')!r}; this sweep reads "
-                          f"version {BASELINE_VERSION}", where=str(where),
-                          fix="use the sweep version that wrote it, or set a new baseline in another folder (-o)")
+        raise ConfigError(
+            f"{name} has baseline version {data.get('baseline_version')!r}; this sweep reads "
+            f"version {BASELINE_VERSION}",
+            where=str(where),
+            fix="use the sweep version that wrote it, or set a new baseline in another folder (-o)",
+        )
 
 
 def read_baseline(baseline_dir: str | Path) -> dict[str, dict]:
@@ -109,8 +166,11 @@ def read_baseline(baseline_dir: str | Path) -> dict[str, dict]:
     root = Path(baseline_dir)
     index = root / INDEX
     if not index.is_file():
-        raise ConfigError("no baseline here (no baseline.json)", where=str(root),
-                          fix=f"record one first: sweep baseline set RUN_DIR -o {root}")
+        raise ConfigError(
+            "no baseline here (no baseline.json)",
+            where=str(root),
+            fix=f"record one first: sweep baseline set RUN_DIR -o {root}",
+        )
     _check_version(_read_json(index, root), FORMAT, INDEX, root)
     out = {}
     for path in sorted((root / "hosts").glob("*.json")):
@@ -123,9 +183,9 @@ def read_baseline(baseline_dir: str | Path) -> dict[str, dict]:
     return dict(sorted(out.items(), key=lambda kv: host_key(kv[0])))
 
 
-
 def _failure_of(rec: dict) -> tuple[str, str] | None:
-    """(failure class, message) of a record without a usable health.json; None for a reachable host."""
+    """(failure class, message) of a record without a usable health.json; None for
+    a reachable host."""
     if rec.get("status") == "ok" and isinstance(rec.get("health"), dict):
         return None
     failure = rec.get("failure") or {}
@@ -140,21 +200,26 @@ class SetResult:
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
-    skipped: list[dict] = field(default_factory=list)  # {"host", "reason"}: failed in that run, or not healthy
+    # {"host", "reason"}: failed in that run, or not healthy
+    skipped: list[dict] = field(default_factory=list)
 
     def lines(self) -> list[str]:
-        out = [f"{self.baseline_dir}: {len(self.added)} added, {len(self.updated)} updated, "
-               f"{len(self.kept)} kept (use --update to replace), {len(self.skipped)} skipped"]
+        out = [
+            f"{self.baseline_dir}: {len(self.added)} added, {len(self.updated)} updated, "
+            f"{len(self.kept)} kept (use --update to replace), {len(self.skipped)} skipped"
+        ]
         out += [f"skipped {s['host']}: {s['reason']}" for s in self.skipped]
         return out
 
 
-HEALTHY_STATES = ("pool", "other_class")  # the verdict's states without a fault: what a baseline may take as known-good
+# the verdict's states without a fault: what a baseline may take as known-good
+HEALTHY_STATES = ("pool", "other_class")
 
 
 def unhealthy_hosts(run: Run) -> dict[str, str]:
-    """Host -> why the verdict of `run` does not call it healthy ("broken: power: GPU 0-7: enforced power limit
-    250 W ..."), for every answering host not in the pool or another class (`HEALTHY_STATES`)."""
+    """Host -> why the verdict of `run` does not call it healthy ("broken: power: GPU 0-7: enforced
+    power limit 250 W ..."), for every answering host not in the pool or another class
+    (`HEALTHY_STATES`)."""
     from sweep.analysis.compare import compare
     from sweep.analysis.fleet import load_fleet
     from sweep.analysis.speed import speed_section
@@ -163,33 +228,51 @@ def unhealthy_hosts(run: Run) -> dict[str, str]:
 
     fleet = load_fleet([run.path])
     findings = compare(fleet)
-    verdict = make_verdict(fleet, findings, speed_section(fleet, findings), None, xid_section(fleet))
+    verdict = make_verdict(
+        fleet, findings, speed_section(fleet, findings), None, xid_section(fleet)
+    )
     out = {}
     for host, state in verdict.states.items():
         if state in HEALTHY_STATES or state == "unreachable":
             continue
         cause = verdict.cause(host)  # the verdict's one cause of the host
-        out[host] = state.replace("_", " ") + (f": {cause_key(cause)}: {cause.cause}" if cause else "")
+        out[host] = state.replace("_", " ") + (
+            f": {cause_key(cause)}: {cause.cause}" if cause else ""
+        )
     return out
 
 
-def set_baseline(run: Run | str | Path, baseline_dir: str | Path, *, update: bool = False,
-                 hosts: Iterable[str] = (), unhealthy: bool = False) -> SetResult:
-    """Record each reachable host of `run` that its verdict calls healthy as its baseline (`unhealthy`: every
-    reachable host); the others are skipped, each named with its state and cause; existing hosts are kept
-    unless `update`."""
+def set_baseline(
+    run: Run | str | Path,
+    baseline_dir: str | Path,
+    *,
+    update: bool = False,
+    hosts: Iterable[str] = (),
+    unhealthy: bool = False,
+) -> SetResult:
+    """Record each reachable host of `run` that its verdict calls healthy as its baseline
+    (`unhealthy`: every reachable host); the others are skipped, each named with its state and
+    cause; existing hosts are kept unless `update`."""
     run = run if isinstance(run, Run) else load_run(run)
     root = Path(baseline_dir)
     if root.exists() and not root.is_dir():
-        raise ConfigError("is a file, not a folder", where=str(root), fix="choose another folder with -o")
+        raise ConfigError(
+            "is a file, not a folder", where=str(root), fix="choose another folder with -o"
+        )
     wanted = list(hosts)
     unknown = [h for h in wanted if h not in run.records]
     if unknown:
-        raise ConfigError(f"no record of {', '.join(unknown)} in this run", where=str(run.path),
-                          fix="name hosts the run swept (see its hosts/ folder)")
+        raise ConfigError(
+            f"no record of {', '.join(unknown)} in this run",
+            where=str(run.path),
+            fix="name hosts the run swept (see its hosts/ folder)",
+        )
     existing = read_baseline(root) if (root / INDEX).is_file() else {}
     if not (root / INDEX).is_file():
-        _write_json(root / INDEX, {"format": FORMAT, "baseline_version": BASELINE_VERSION, "created_at": utc_now()})
+        _write_json(
+            root / INDEX,
+            {"format": FORMAT, "baseline_version": BASELINE_VERSION, "created_at": utc_now()},
+        )
     result = SetResult(str(root))
     now = utc_now()
     not_healthy = {} if unhealthy else unhealthy_hosts(run)
@@ -198,24 +281,48 @@ def set_baseline(run: Run | str | Path, baseline_dir: str | Path, *, update: boo
             continue
         failed = _failure_of(rec)
         if failed:
-            result.skipped.append({"host": name, "reason": f"{failed[0]} in that run ({failed[1]})"})
+            result.skipped.append(
+                {"host": name, "reason": f"{failed[0]} in that run ({failed[1]})"}
+            )
             continue
         if name in not_healthy:
-            result.skipped.append({"host": name, "reason": f"{not_healthy[name]} (not known-good: --unhealthy takes it)"})
+            result.skipped.append(
+                {
+                    "host": name,
+                    "reason": f"{not_healthy[name]} (not known-good: --unhealthy takes it)",
+                }
+            )
             continue
         if name in existing and not update:
             result.kept.append(name)
             continue
-        health = dict(rec["health"])
-        if isinstance(health.get("load"), dict):
-            health["load"] = {k: v for k, v in health["load"].items() if k != "samples"}
-        _write_json(root / "hosts" / f"{safe_name(name)}.json", {
-            "format": HOST_FORMAT, "baseline_version": BASELINE_VERSION, "host": name, "set_at": now,
-            "source": {"run": str(Path(run.path).resolve()), "run_started_at": run.manifest.get("started_at"),
-                       "probed_at": rec.get("ended_at")},
-            "state": host_state(health), "health": health})
+        _write_host_baseline(root, run, name, rec, now)
         (result.updated if name in existing else result.added).append(name)
     return result
+
+
+def _write_host_baseline(root: Path, run: Run, name: str, rec: dict, now: str) -> None:
+    """The host's baseline file: its health from `run` (the load's samples left out), its state,
+    and where and when it was read."""
+    health = dict(rec["health"])
+    if isinstance(health.get("load"), dict):
+        health["load"] = {k: v for k, v in health["load"].items() if k != "samples"}
+    _write_json(
+        root / "hosts" / f"{safe_name(name)}.json",
+        {
+            "format": HOST_FORMAT,
+            "baseline_version": BASELINE_VERSION,
+            "host": name,
+            "set_at": now,
+            "source": {
+                "run": str(Path(run.path).resolve()),
+                "run_started_at": run.manifest.get("started_at"),
+                "probed_at": rec.get("ended_at"),
+            },
+            "state": host_state(health),
+            "health": health,
+        },
+    )
 
 
 # --- drift -----------------------------------------------------------------------------------
@@ -235,8 +342,15 @@ class Drift:
         return f"{self.host}: {self.detail}"
 
     def as_dict(self) -> dict:
-        return {"host": self.host, "kind": self.kind, "message": self.message, "detail": self.detail,
-                "changes": [{k: v for k, v in c.as_dict().items() if k != "kind"} for c in self.changes]}
+        return {
+            "host": self.host,
+            "kind": self.kind,
+            "message": self.message,
+            "detail": self.detail,
+            "changes": [
+                {k: v for k, v in c.as_dict().items() if k != "kind"} for c in self.changes
+            ],
+        }
 
 
 @dataclass
@@ -246,9 +360,10 @@ class BaselineComparison:
     baseline_dir: str
     drift: list[Drift] = field(default_factory=list)
     compared: list[str] = field(default_factory=list)
-    no_baseline: list[str] = field(default_factory=list)      # in the run, not in the baseline
-    absent: list[str] = field(default_factory=list)           # in the baseline, not in the run
-    unjudged: list[dict] = field(default_factory=list)        # {"host", "reason"}: failed in the run
+    no_baseline: list[str] = field(default_factory=list)  # in the run, not in the baseline
+    absent: list[str] = field(default_factory=list)  # in the baseline, not in the run
+    # {"host", "reason"}: failed in the run
+    unjudged: list[dict] = field(default_factory=list)
 
     @property
     def drifted_hosts(self) -> list[str]:
@@ -259,9 +374,15 @@ class BaselineComparison:
         return exitcodes.OFF if self.drift else exitcodes.OK
 
     def as_dict(self) -> dict:
-        return {"dir": self.baseline_dir, "compared": self.compared, "drifted_hosts": self.drifted_hosts,
-                "drift": [d.as_dict() for d in self.drift], "no_baseline": self.no_baseline,
-                "absent": self.absent, "unjudged": self.unjudged}
+        return {
+            "dir": self.baseline_dir,
+            "compared": self.compared,
+            "drifted_hosts": self.drifted_hosts,
+            "drift": [d.as_dict() for d in self.drift],
+            "no_baseline": self.no_baseline,
+            "absent": self.absent,
+            "unjudged": self.unjudged,
+        }
 
 
 def _label(c: FieldChange) -> str:
@@ -282,7 +403,10 @@ def _on(c: FieldChange) -> str:
     if not c.gpus:
         return ""
     if c.field == "topology.pairs":
-        return f" on {plural(len(c.gpus), 'GPU pair')} ({fold_numbers(c.gpus[:4])}{',…' if len(c.gpus) > 4 else ''})"
+        return (
+            f" on {plural(len(c.gpus), 'GPU pair')} "
+            f"({fold_numbers(c.gpus[:4])}{',…' if len(c.gpus) > 4 else ''})"
+        )
     return f" on {noun(len(c.gpus), 'GPU')} {fold_numbers(c.gpus)}"
 
 
@@ -291,7 +415,8 @@ def _card_text(card: dict | None) -> str:
 
 
 def drift_of(host: str, changes: list[FieldChange]) -> list[Drift]:
-    """The changes of one host that are drift, as messages a person reads (one per kind, one per swapped card)."""
+    """The changes of one host that are drift, as messages a person reads (one per kind, one
+    per swapped card)."""
     out = []
     by_kind: dict[str, list[FieldChange]] = {}
     for c in changes:
@@ -304,10 +429,19 @@ def drift_of(host: str, changes: list[FieldChange]) -> list[Drift]:
                 for i in c.gpus:
                     cards.setdefault(i, {"before": {}, "after": {}, "changes": []})
                     cards[i]["before"][c.field], cards[i]["after"][c.field] = c.before, c.after
-                    cards[i]["changes"].append(FieldChange(c.kind, c.field, (i,), c.before, c.after))
+                    cards[i]["changes"].append(
+                        FieldChange(c.kind, c.field, (i,), c.before, c.after)
+                    )
             for i, card in cards.items():
-                out.append(Drift(host, kind, f"the card at GPU {i} was swapped: {_card_text(card['before'])} "
-                                             f"-> {_card_text(card['after'])}", tuple(card["changes"])))
+                out.append(
+                    Drift(
+                        host,
+                        kind,
+                        f"the card at GPU {i} was swapped: {_card_text(card['before'])} "
+                        f"-> {_card_text(card['after'])}",
+                        tuple(card["changes"]),
+                    )
+                )
             continue
         if kind == "gpus":
             parts = []
@@ -319,15 +453,26 @@ def drift_of(host: str, changes: list[FieldChange]) -> list[Drift]:
                 elif c.field == "driver.gpu_count":
                     parts.append(f"{_val(c.before)} -> {_val(c.after)} GPUs")
                 else:
-                    parts.append(f"GPU {fold_numbers(c.gpus)} index {_val(c.before)} -> {_val(c.after)}")
+                    parts.append(
+                        f"GPU {fold_numbers(c.gpus)} index {_val(c.before)} -> {_val(c.after)}"
+                    )
             out.append(Drift(host, kind, "; ".join(parts), tuple(items)))
             continue
-        head = [c for c in items if c.field in ("driver.version", "topology.worst_link_selected")] or items
+        head = [
+            c for c in items if c.field in ("driver.version", "topology.worst_link_selected")
+        ] or items
         shown = head[:3] if kind != "topology" else head[:1]
         text = "; ".join(f"{_label(c)} {_val(c.before)} -> {_val(c.after)}{_on(c)}" for c in shown)
         more = len(items) - len(shown)
-        out.append(Drift(host, kind, f"{kind} changed: {text}"
-                                     + (f" (+{more} more {'field' if more == 1 else 'fields'})" if more > 0 else ""), tuple(items)))
+        out.append(
+            Drift(
+                host,
+                kind,
+                f"{kind} changed: {text}"
+                + (f" (+{more} more {'field' if more == 1 else 'fields'})" if more > 0 else ""),
+                tuple(items),
+            )
+        )
     return out
 
 
@@ -342,7 +487,8 @@ def _records(records) -> dict[str, dict]:
 
 
 def compare_to_baseline(records, baseline_dir: str | Path) -> BaselineComparison:
-    """Each host of `records` (a Run, a run folder path, host -> record, or a list of records) against its baseline."""
+    """Each host of `records` (a Run, a run folder path, host -> record, or a list of records)
+    against its baseline."""
     base = read_baseline(baseline_dir)
     recs = _records(records)
     out = BaselineComparison(str(baseline_dir))
@@ -367,8 +513,11 @@ def show_rows(baseline_dir: str | Path, hosts: Iterable[str] = ()) -> list[dict]
     baseline = read_baseline(baseline_dir)
     unknown = sorted(wanted - set(baseline))
     if unknown:
-        raise ConfigError(f"--host {', '.join(unknown)}: not in this baseline", where=str(baseline_dir),
-                          fix=f"name one of its hosts ({fold_hosts(sorted(baseline))}), or leave --host out")
+        raise ConfigError(
+            f"--host {', '.join(unknown)}: not in this baseline",
+            where=str(baseline_dir),
+            fix=f"name one of its hosts ({fold_hosts(sorted(baseline))}), or leave --host out",
+        )
     rows = []
     for name, data in baseline.items():
         if wanted and name not in wanted:
@@ -379,11 +528,22 @@ def show_rows(baseline_dir: str | Path, hosts: Iterable[str] = ()) -> list[dict]
         def distinct(key):
             vals = sorted({_val(g.get(key)) for g in gpus})
             return ",".join(vals) if vals else "-"
-        rows.append({"host": name, "set_at": data.get("set_at"), "driver": st.get("driver"),
-                     "gpus": len(gpus), "models": distinct("name"), "ecc": distinct("ecc"),
-                     "power_limit_w": distinct("power_limit_w"), "mig_layout": distinct("mig_layout"),
-                     "persistence": distinct("persistence"), "worst_link": st.get("worst_link"),
-                     "run": (data.get("source") or {}).get("run")})
+
+        rows.append(
+            {
+                "host": name,
+                "set_at": data.get("set_at"),
+                "driver": st.get("driver"),
+                "gpus": len(gpus),
+                "models": distinct("name"),
+                "ecc": distinct("ecc"),
+                "power_limit_w": distinct("power_limit_w"),
+                "mig_layout": distinct("mig_layout"),
+                "persistence": distinct("persistence"),
+                "worst_link": st.get("worst_link"),
+                "run": (data.get("source") or {}).get("run"),
+            }
+        )
     return rows
 
 
@@ -391,7 +551,8 @@ def show_rows(baseline_dir: str | Path, hosts: Iterable[str] = ()) -> list[dict]
 
 
 def audit_section(records, expectations=None, baseline_dir: str | Path | None = None) -> dict:
-    """Expectation findings and baseline drift of one run, for summary.json, the HTML report and `sweep audit`.
+    """Expectation findings and baseline drift of one run, for summary.json, the HTML
+    report and `sweep audit`.
 
     `records`: a run folder path, a `Run`, host -> record, or a list of records (records read
     with `load_run` carry their inventory groups; others are judged without groups). A run's hosts
@@ -400,75 +561,139 @@ def audit_section(records, expectations=None, baseline_dir: str | Path | None = 
     Shape (docs/audits.md)::
 
         {"schema": "sweep.audit/1",
-         "expectations": null | {"file", "hosts_judged", "findings": [{"host","rule","expected","actual","message"}],
+         "expectations": null | {"file", "hosts_judged",
+                                 "findings": [{"host","rule","expected","actual","message"}],
                                  "hosts_off": [...], "unjudged": [{"host","reason"}],
                                  "unmatched": [{"section","name","where","message"}]},
-         "baseline": null | {"dir", "compared", "drifted_hosts", "drift": [{"host","kind","message","changes"}],
+         "baseline": null | {"dir", "compared", "drifted_hosts",
+                             "drift": [{"host","kind","message","changes"}],
                              "no_baseline", "absent", "unjudged"},
+
          "hosts_listed": N, "unjudged": [{"host","reason"}],
          "headline": [str, ...], "exit_code": 0 | 1 | 5}
 
-    `exit_code` is 1 (exitcodes.INCOMPLETE) when some listed host was not judged by every audit asked
-    for, else 5 (OFF) when a host is off its expectations or drifted, else 0. Each name of the
+    `exit_code` is 1 (exitcodes.INCOMPLETE) when some listed host was not judged by every audit
+    asked for, else 5 (OFF) when a host is off its expectations or drifted, else 0. Each name of the
     expectations file that matches no audited host is also issued as an `ExpectationsWarning`.
     """
-    run = records if isinstance(records, Run) else load_run(records) if isinstance(records, (str, os.PathLike)) else None
+    run = _as_run(records)
     recs = _records(run if run is not None else records)
     listed = list(dict.fromkeys([*(run.listed if run is not None else ()), *recs]))
-    section: dict[str, Any] = {"schema": "sweep.audit/1", "expectations": None, "baseline": None,
-                               "hosts_listed": len(listed), "unjudged": [], "headline": [], "exit_code": 0}
+    section: dict[str, Any] = {
+        "schema": "sweep.audit/1",
+        "expectations": None,
+        "baseline": None,
+        "hosts_listed": len(listed),
+        "unjudged": [],
+        "headline": [],
+        "exit_code": 0,
+    }
     if expectations is not None:
         part = section["expectations"] = _expectations_part(recs, listed, expectations)
-        if part["findings"]:
-            rules = sorted({f["rule"] for f in part["findings"]})
-            section["headline"].append(f"{plural(len(part['hosts_off']), 'host')} off expectations "
-                                       f"({', '.join(rules)}): {fold_hosts(part['hosts_off'])}")
+        section["headline"] += _off_expectations_headline(part)
     if baseline_dir is not None:
         cmp = compare_to_baseline(recs, baseline_dir)
         section["baseline"] = cmp.as_dict()
-        if cmp.drift:
-            kinds = sorted({d.kind for d in cmp.drift})
-            section["headline"].append(f"{plural(len(cmp.drifted_hosts), 'host')} drifted from the baseline "
-                                       f"({', '.join(kinds)}): {fold_hosts(cmp.drifted_hosts)}")
+        section["headline"] += _drift_headline(cmp)
     if section["expectations"] or section["baseline"]:
         section["unjudged"] = _unjudged(section, listed, recs, baseline_dir)
     if section["unjudged"]:
         names = [u["host"] for u in section["unjudged"]]
-        section["headline"].append(f"{plural(len(names), 'host')} of the run not judged: {fold_hosts(names)}; the "
-                                   f"audit covers {len(listed) - len(names)} of {plural(len(listed), 'host')}")
-    section["exit_code"] = (exitcodes.INCOMPLETE if section["unjudged"] else
-                            exitcodes.OFF if audit_off(section) else exitcodes.OK)
+        section["headline"].append(
+            f"{plural(len(names), 'host')} of the run not judged: {fold_hosts(names)}; the "
+            f"audit covers {len(listed) - len(names)} of {plural(len(listed), 'host')}"
+        )
+    section["exit_code"] = _audit_exit_code(section)
     return section
+
+
+def _as_run(records) -> Run | None:
+    """`records` as a Run where it is one or names a run folder; None for records given alone."""
+    if isinstance(records, Run):
+        return records
+    return load_run(records) if isinstance(records, (str, os.PathLike)) else None
+
+
+def _audit_exit_code(section: dict) -> int:
+    """INCOMPLETE where a listed host was not judged, else OFF where a host is off or drifted."""
+    if section["unjudged"]:
+        return exitcodes.INCOMPLETE
+    return exitcodes.OFF if audit_off(section) else exitcodes.OK
+
+
+def _off_expectations_headline(part: dict) -> list[str]:
+    """The headline's line for the hosts off their expectations, with the rules they break."""
+    if not part["findings"]:
+        return []
+    rules = sorted({f["rule"] for f in part["findings"]})
+    return [
+        f"{plural(len(part['hosts_off']), 'host')} off expectations "
+        f"({', '.join(rules)}): {fold_hosts(part['hosts_off'])}"
+    ]
+
+
+def _drift_headline(cmp: BaselineComparison) -> list[str]:
+    """The headline's line for the hosts that drifted from their baseline, with the kinds."""
+    if not cmp.drift:
+        return []
+    kinds = sorted({d.kind for d in cmp.drift})
+    return [
+        f"{plural(len(cmp.drifted_hosts), 'host')} drifted from the baseline "
+        f"({', '.join(kinds)}): {fold_hosts(cmp.drifted_hosts)}"
+    ]
 
 
 def audit_off(section: dict) -> bool:
     """Whether an audit section holds an expectation finding or drift from the baseline."""
-    return bool((section["expectations"] or {}).get("findings")) or bool((section["baseline"] or {}).get("drift"))
+    return bool((section["expectations"] or {}).get("findings")) or bool(
+        (section["baseline"] or {}).get("drift")
+    )
 
 
 def _expectations_part(recs: dict[str, dict], listed: list[str], expectations) -> dict:
-    """The "expectations" part of the section; warns of names of the file that match no audited host."""
+    """The "expectations" part of the section; warns of names of the file that
+    match no audited host."""
     import warnings
 
-    from sweep.audit.expect import Expectations, evaluate_expectations, load_expectations, unmatched_names
+    from sweep.audit.expect import (
+        Expectations,
+        evaluate_expectations,
+        load_expectations,
+        unmatched_names,
+    )
     from sweep.errors import ExpectationsWarning
 
-    exp = expectations if isinstance(expectations, Expectations) else load_expectations(expectations)
+    exp = (
+        expectations if isinstance(expectations, Expectations) else load_expectations(expectations)
+    )
     findings = evaluate_expectations(recs, exp)
-    unjudged = [{"host": n, "reason": "no health.json (" + str((r.get("failure") or {}).get("class")) + ")"}
-                for n, r in recs.items() if r.get("status") != "ok" or not isinstance(r.get("health"), dict)]
+    unjudged = [
+        {"host": n, "reason": "no health.json (" + str((r.get("failure") or {}).get("class")) + ")"}
+        for n, r in recs.items()
+        if r.get("status") != "ok" or not isinstance(r.get("health"), dict)
+    ]
     unjudged += [{"host": n, "reason": "no record (not swept)"} for n in listed if n not in recs]
-    groups = {g for r in recs.values() for g in ([r["groups"]] if isinstance(r.get("groups"), str)
-                                                else r.get("groups") or ())}
+    groups = {
+        g
+        for r in recs.values()
+        for g in ([r["groups"]] if isinstance(r.get("groups"), str) else r.get("groups") or ())
+    }
     unmatched = unmatched_names(exp, listed, groups)
     for entry in unmatched:
         warnings.warn(entry["message"], ExpectationsWarning, stacklevel=3)
-    return {"file": str(exp.path), "hosts_judged": len(listed) - len(unjudged), "findings": [f.as_dict() for f in findings],
-            "hosts_off": sorted({f.host for f in findings}, key=host_key), "unjudged": unjudged, "unmatched": unmatched}
+    return {
+        "file": str(exp.path),
+        "hosts_judged": len(listed) - len(unjudged),
+        "findings": [f.as_dict() for f in findings],
+        "hosts_off": sorted({f.host for f in findings}, key=host_key),
+        "unjudged": unjudged,
+        "unmatched": unmatched,
+    }
 
 
 def _unjudged(section: dict, listed: list[str], recs: dict[str, dict], baseline_dir) -> list[dict]:
-    """The listed hosts some asked-for audit did not judge, each with the first reason, in natural order."""
+    """The listed hosts some asked-for audit did not judge, each with the first reason,
+    in natural order."""
     reasons: dict[str, str] = {}
     for item in (section["expectations"] or {}).get("unjudged", ()):
         reasons.setdefault(item["host"], item["reason"])
@@ -477,7 +702,9 @@ def _unjudged(section: dict, listed: list[str], recs: dict[str, dict], baseline_
         for item in base["unjudged"]:
             reasons.setdefault(item["host"], item["reason"])
         for name in base["no_baseline"]:
-            reasons.setdefault(name, f"no baseline (sweep baseline set RUN -o {baseline_dir} adds it)")
+            reasons.setdefault(
+                name, f"no baseline (sweep baseline set RUN -o {baseline_dir} adds it)"
+            )
         for name in listed:
             if name not in recs:
                 reasons.setdefault(name, "no record (not swept)")

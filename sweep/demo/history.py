@@ -15,6 +15,7 @@ point carries a time, not only a date, and the last run before it is on the same
 `change_window(root)` writes one day of it, the cap lowered in its last run, swept without `--load`
 (what the issue's real H200 history looked like: one state drawn, "0 hosts drifted").
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -44,12 +45,12 @@ class Degradation:
     """What happens to one host, from which day on."""
 
     host: str
-    day: int           # days after START; the change is first seen in that day's run
-    what: str          # "power", "driver", "ecc", "sink"
+    day: int  # days after START; the change is first seen in that day's run
+    what: str  # "power", "driver", "ecc", "sink"
     edits: tuple = ()  # capture edits from that day on
     sink_per_week: float = 0.0
     hour: float = DAILY_HOUR  # UTC hour of that day's first run that shows it
-    window: tuple = ()        # UTC hours of that day's extra runs (a change window)
+    window: tuple = ()  # UTC hours of that day's extra runs (a change window)
 
     @property
     def date(self) -> date:
@@ -69,9 +70,12 @@ def _when(on: date, hour: float) -> datetime:
 
 
 def degradations() -> list[Degradation]:
-    """The default story: a cap lowered, a driver changed, ECC switched off, a card sinking 1% a week."""
+    """The default story: a cap lowered, a driver changed, ECC switched off, a card
+    sinking 1% a week."""
     return [
-        Degradation("gpu09", 9, "power", (synth.power_cap(500),), hour=11.5, window=(10.0, 11.5, 15.0)),
+        Degradation(
+            "gpu09", 9, "power", (synth.power_cap(500),), hour=11.5, window=(10.0, 11.5, 15.0)
+        ),
         Degradation("gpu15", 28, "driver", (synth.driver("590.44.01", 13010),)),
         Degradation("gpu22", 20, "ecc", (synth.ecc(False),)),
         Degradation("gpu30", 0, "sink", sink_per_week=0.01),
@@ -79,7 +83,8 @@ def degradations() -> list[Degradation]:
 
 
 def _probe(capture: dict, workdir: Path) -> dict:
-    """health.json of the agent replaying `capture` under --load (in this process: no interpreter start)."""
+    """health.json of the agent replaying `capture` under --load (in this process: no
+    interpreter start)."""
     name = hashlib.sha256(json.dumps(capture, sort_keys=True).encode()).hexdigest()[:16]
     cap_path, out = workdir / f"{name}.json", workdir / name
     if not (out / "health.json").is_file():
@@ -109,39 +114,63 @@ def _jitter(host: str, day: int) -> float:
     return JITTER[int(hashlib.sha256(f"{host}/{day}".encode()).hexdigest(), 16) % len(JITTER)]
 
 
-def six_weeks(root: str | Path, hosts: int = 40, days: int = DAYS, story: list[Degradation] | None = None,
-              start: date = START, load: bool = True) -> list[Degradation]:
-    """Write `days` daily run folders of the demo fleet (`hosts` hosts) under `root`, and the extra runs
-    of each change window; `load=False`: runs without `--load` (no load samples: drift not measured)."""
+def six_weeks(
+    root: str | Path,
+    hosts: int = 40,
+    days: int = DAYS,
+    story: list[Degradation] | None = None,
+    start: date = START,
+    load: bool = True,
+) -> list[Degradation]:
+    """Write `days` daily run folders of the demo fleet (`hosts` hosts) under `root`, and the
+    extra runs of each change window; `load=False`: runs without `--load` (no load samples:
+    drift not measured)."""
     root = Path(root)
     story = degradations() if story is None else story
     by_host = {d.host: d for d in story}
     names = [f"gpu{n:02d}" for n in range(1, hosts + 1)]
     with tempfile.TemporaryDirectory(prefix="sweep-history-") as tmp:
         work = Path(tmp)
-        fleet = {h.name: json.loads(Path(h.capture).read_text())
-                 for h in demo_fleet(work / "fleet", count=hosts, unreachable=False, base="h200-load")}
+        fleet = {
+            h.name: json.loads(Path(h.capture).read_text())
+            for h in demo_fleet(work / "fleet", count=hosts, unreachable=False, base="h200-load")
+        }
         cache: dict[tuple, dict] = {}
         for day in range(days):
             hours = sorted({DAILY_HOUR, *(h for d in story if d.day == day for h in d.window)})
             for hour in hours:
-                folder = RunFolder.create(root / f"{_when(start + timedelta(days=day), hour):%Y%m%dT%H%M%SZ}-demo")
+                folder = RunFolder.create(
+                    root / f"{_when(start + timedelta(days=day), hour):%Y%m%dT%H%M%SZ}-demo"
+                )
                 stamp = _when(start + timedelta(days=day), hour).isoformat().replace("+00:00", "Z")
                 for name in names:
                     health = _health(name, by_host.get(name), day, hour, fleet, cache, work)
                     if not load:
                         health["load"] = None
                     health["probe"] = dict(health["probe"], started_at=stamp)
-                    folder.write_record({"record_version": RECORD_VERSION, "host": name, "address": "127.0.0.1",
-                                         "status": "ok", "failure": None, "attempts": 1, "started_at": stamp,
-                                         "ended_at": stamp, "duration_s": 0.2, "health": health})
+                    folder.write_record(
+                        {
+                            "record_version": RECORD_VERSION,
+                            "host": name,
+                            "address": "127.0.0.1",
+                            "status": "ok",
+                            "failure": None,
+                            "attempts": 1,
+                            "started_at": stamp,
+                            "ended_at": stamp,
+                            "duration_s": 0.2,
+                            "health": health,
+                        }
+                    )
                 _manifest(folder, names, hosts, stamp, load)
     return story
 
 
-def _health(name: str, d: Degradation | None, day: int, hour: float, fleet: dict, cache: dict, work: Path) -> dict:
-    """One host's health.json in the run of `day` at `hour`: its capture (degraded from the run `d` applies
-    on) probed once per state, with that day's load samples."""
+def _health(
+    name: str, d: Degradation | None, day: int, hour: float, fleet: dict, cache: dict, work: Path
+) -> dict:
+    """One host's health.json in the run of `day` at `hour`: its capture (degraded from the run `d`
+    applies on) probed once per state, with that day's load samples."""
     on = d is not None and d.applies(day, hour)
     extra = list(d.edits) if on and d.edits else []
     state = (name, len(extra))
@@ -160,16 +189,34 @@ def _health(name: str, d: Degradation | None, day: int, hour: float, fleet: dict
 
 
 def _manifest(folder: RunFolder, names: list[str], hosts: int, stamp: str, load: bool) -> None:
-    folder.write_manifest({"format": RUN_FORMAT, "record_version": RECORD_VERSION, "sweep_version": "synthetic",
-                           "inventory": {"path": "demo.yml", "snapshot": {"hosts": [
-                               {"name": h, "groups": ["rack_a" if i < hosts // 2 else "rack_b"]}
-                               for i, h in enumerate(names)]}},
-                           "options": {"agent_args": ["--load", "20"] if load else []}, "started_at": stamp,
-                           "ended_at": stamp, "state": "complete", "hosts": names, "sessions": []})
+    folder.write_manifest(
+        {
+            "format": RUN_FORMAT,
+            "record_version": RECORD_VERSION,
+            "sweep_version": "synthetic",
+            "inventory": {
+                "path": "demo.yml",
+                "snapshot": {
+                    "hosts": [
+                        {"name": h, "groups": ["rack_a" if i < hosts // 2 else "rack_b"]}
+                        for i, h in enumerate(names)
+                    ]
+                },
+            },
+            "options": {"agent_args": ["--load", "20"] if load else []},
+            "started_at": stamp,
+            "ended_at": stamp,
+            "state": "complete",
+            "hosts": names,
+            "sessions": [],
+        }
+    )
 
 
 def change_window(root: str | Path, hosts: int = 8) -> list[Degradation]:
-    """One day of the demo fleet without `--load`: runs at 03:00, 10:00 and 11:30, gpu03's power limit
-    lowered to 500 W in the last one."""
-    story = [Degradation("gpu03", 0, "power", (synth.power_cap(500),), hour=11.5, window=(10.0, 11.5))]
+    """One day of the demo fleet without `--load`: runs at 03:00, 10:00 and 11:30, gpu03's power
+    limit lowered to 500 W in the last one."""
+    story = [
+        Degradation("gpu03", 0, "power", (synth.power_cap(500),), hour=11.5, window=(10.0, 11.5))
+    ]
     return six_weeks(root, hosts=hosts, days=1, story=story, load=False)

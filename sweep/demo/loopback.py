@@ -4,14 +4,15 @@
 key, serving a replayed GPU capture (``SetEnv SWEEP_REPLAY=... SWEEP_REPLAY_HOSTNAME=...``), and
 writes what a controller needs: a client key, a known_hosts file and an Ansible inventory (groups,
 children, group vars, host ranges with ``host_vars/`` files). Hosts can also be made faulty (see
-`KINDS`). Everything is torn down on exit, sshd session processes included. ``SWEEP_LOOPBACK_RANGE``
-(`loopback_range`) keeps fleets of separate owners apart (the test suite gives each pytest-xdist worker
-its own).
+`KINDS`). Everything is torn down on exit, sshd session processes included.
+``SWEEP_LOOPBACK_RANGE`` (`loopback_range`) keeps fleets of separate owners apart (the test suite
+gives each pytest-xdist worker its own).
 
 Needs root (sshd binds port 22 and switches users) and ``/usr/sbin/sshd``. The sshds get
 PR_SET_PDEATHSIG, so they die with the thread that started the fleet: start it from the main
 thread.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -44,7 +45,9 @@ DEMO_DIR = Path(__file__).with_name("captures")
 KINDS = {
     "healthy": "sshd serving a replayed capture",
     "slow": "like healthy, but the agent starts after `delay_s` seconds",
-    "flaky": "drops its first `drops` connections before the SSH banner (as sshd's MaxStartups does)",
+    "flaky": (
+        "drops its first `drops` connections before the SSH banner (as sshd's MaxStartups does)"
+    ),
     "dead": "nothing listens: connection refused",
     "blackhole": "accepts TCP connections and never sends an SSH banner: timeout",
     "unknown_key": "its host key is not in the fleet's known_hosts",
@@ -62,19 +65,29 @@ KINDS = {
 DROP_AFTER_BYTES = 64 * 1024  # kind drop_mid_output: server-to-client bytes relayed before the cut
 _SCRIPTS = {
     "slow": 'sleep "${SWEEP_DEMO_DELAY:-1}"\nexec python3 "$@"\n',
-    "agent_error": ('cat >/dev/null\necho "Traceback (most recent call last):" >&2\n'
-                    'echo "RuntimeError: demo agent failure on $SWEEP_REPLAY_HOSTNAME" >&2\nexit 1\n'),
-    "bad_output": 'cat >/dev/null\necho "Welcome to $SWEEP_REPLAY_HOSTNAME! Unauthorized access prohibited."\n',
-    # what python 2.7 answers to `python -I -c CODE` (Modules/main.c: an unknown option, then usage(2))
-    "old_python": ('case "$1" in -V|--version) echo "Python 2.7.18" >&2; exit 0;; esac\ncat >/dev/null\n'
-                   'echo "Unknown option: -I" >&2\n'
-                   'echo "usage: $0 [option] ... [-c cmd | -m mod | file | -] [arg] ..." >&2\n'
-                   'echo "Try \\`python -h\' for more information." >&2\nexit 2\n'),
+    "agent_error": (
+        'cat >/dev/null\necho "Traceback (most recent call last):" >&2\n'
+        'echo "RuntimeError: demo agent failure on $SWEEP_REPLAY_HOSTNAME" >&2\nexit 1\n'
+    ),
+    "bad_output": 'cat >/dev/null\necho "Welcome to $SWEEP_REPLAY_HOSTNAME! Unauthorized access '
+    'prohibited."\n',
+    # what python 2.7 answers to `python -I -c CODE` (Modules/main.c: an unknown
+    # option, then usage(2))
+    "old_python": (
+        'case "$1" in -V|--version) echo "Python 2.7.18" >&2; exit 0;; esac\ncat >/dev/null\n'
+        'echo "Unknown option: -I" >&2\n'
+        'echo "usage: $0 [option] ... [-c cmd | -m mod | file | -] [arg] ..." >&2\n'
+        'echo "Try \\`python -h\' for more information." >&2\nexit 2\n'
+    ),
     "huge_output": 'cat >/dev/null\nhead -c 104857600 /dev/zero | tr "\\000" "x"\n',
-    "bad_schema": ('cat >/dev/null\necho \'{"schema_version": "1.0", "kind": "sweep.health", "probe": {}, '
-                   '"gpus": "eight, all fine"}\'\n'),
-    "drop_mid_output": ('cat >/dev/null\nprintf \'{"schema_version": "1.0", "kind": "sweep.health", "pad": "\'\n'
-                        'head -c 1048576 /dev/zero | tr "\\000" "x"\nsleep 60\necho \'"}\'\n'),
+    "bad_schema": (
+        'cat >/dev/null\necho \'{"schema_version": "1.0", "kind": "sweep.health", "probe": {}, '
+        '"gpus": "eight, all fine"}\'\n'
+    ),
+    "drop_mid_output": (
+        'cat >/dev/null\nprintf \'{"schema_version": "1.0", "kind": "sweep.health", "pad": "\'\n'
+        'head -c 1048576 /dev/zero | tr "\\000" "x"\nsleep 60\necho \'"}\'\n'
+    ),
 }
 
 
@@ -88,20 +101,26 @@ class FleetHost:
     capture: str | None = None  # a capture file; default: the fleet's capture; "live": no replay
     delay_s: float = 0.0  # kinds "slow" and "slow_banner"
     drops: int = 1  # kind "flaky"
-    script: str | None = None  # a shell script body run as the host's python (any kind that runs python)
-    sshd_options: tuple[str, ...] = ()  # sshd_config lines that win over the template, e.g. ("MaxStartups 2:100:2",)
+    # a shell script body run as the host's python (any kind that runs python)
+    script: str | None = None
+    # sshd_config lines that win over the template, e.g. ("MaxStartups 2:100:2",)
+    sshd_options: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()  # more inventory names for this same sshd (same address and key)
-    env: tuple[tuple[str, str], ...] = ()  # more variables its sessions get (sshd SetEnv), e.g. SWEEP_KERNEL_LOG
+    # more variables its sessions get (sshd SetEnv), e.g. SWEEP_KERNEL_LOG
+    env: tuple[tuple[str, str], ...] = ()
 
 
 def loopback_range() -> tuple[int, int]:
-    """The second octets A of the 127.A.x.y blocks a LocalFleet may take: ``SWEEP_LOOPBACK_RANGE=A-B``
-    (default 64-249); fleets started with disjoint ranges never share an address."""
+    """The second octets A of the 127.A.x.y blocks a LocalFleet may take:
+    ``SWEEP_LOOPBACK_RANGE=A-B`` (default 64-249); fleets started with disjoint ranges never
+    share an address."""
     text = os.environ.get("SWEEP_LOOPBACK_RANGE", "").strip() or "64-249"
     match = re.fullmatch(r"(\d{1,3})-(\d{1,3})", text)
     if not match or not 1 <= int(match.group(1)) <= int(match.group(2)) <= 254:
-        raise ConfigError(f"SWEEP_LOOPBACK_RANGE={text!r} is not a range of second octets A-B within 1-254",
-                          fix="set it as e.g. 64-249, or unset it")
+        raise ConfigError(
+            f"SWEEP_LOOPBACK_RANGE={text!r} is not a range of second octets A-B within 1-254",
+            fix="set it as e.g. 64-249, or unset it",
+        )
     return int(match.group(1)), int(match.group(2))
 
 
@@ -112,8 +131,11 @@ def default_capture() -> Path:
             return DEMO_DIR / name
     found = sorted(DEMO_DIR.glob("*.json"))
     if not found:
-        raise ConfigError("no capture file in sweep/demo/captures/", where=str(DEMO_DIR),
-                          fix="reinstall sweep, or record one with the agent's --record")
+        raise ConfigError(
+            "no capture file in sweep/demo/captures/",
+            where=str(DEMO_DIR),
+            fix="reinstall sweep, or record one with the agent's --record",
+        )
     return found[0]
 
 
@@ -126,10 +148,16 @@ def _pdeathsig() -> None:  # in the child, before exec: die with the thread that
 
 def _keypair() -> tuple[bytes, str]:
     key = Ed25519PrivateKey.generate()
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-                                serialization.NoEncryption())
-    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
-                                           serialization.PublicFormat.OpenSSH).decode()
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    )
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
     return private, public
 
 
@@ -152,22 +180,32 @@ def _free_port(address: str) -> int:
 class LocalFleet:
     """Real sshds on loopback, one per host; a context manager (`start` / `stop`).
 
-    After `start`: `inventory_path`, `known_hosts_path`, `client_key_path`, `addresses`
-    ({name: address}), `port`, and `home` (an empty HOME for a hermetic controller: `controller_env`).
+    After `start`: `inventory_path`, `known_hosts_path`, `client_key_path`, `addresses` ({name:
+    address}), `port`, and `home` (an empty HOME for a hermetic controller: `controller_env`).
     """
 
-    def __init__(self, hosts: Sequence[FleetHost], workdir: str | Path | None = None, *,
-                 capture: str | Path | None = None, port: int | None = None,
-                 children: Mapping[str, Sequence[str]] | None = None,
-                 group_vars: Mapping[str, Mapping] | None = None, inventory_name: str = "inventory.yml",
-                 ready_timeout: float = 20.0, user: str | None = None):
+    def __init__(
+        self,
+        hosts: Sequence[FleetHost],
+        workdir: str | Path | None = None,
+        *,
+        capture: str | Path | None = None,
+        port: int | None = None,
+        children: Mapping[str, Sequence[str]] | None = None,
+        group_vars: Mapping[str, Mapping] | None = None,
+        inventory_name: str = "inventory.yml",
+        ready_timeout: float = 20.0,
+        user: str | None = None,
+    ):
         names = [name for h in hosts for name in (h.name, *h.aliases)]
         if len(set(names)) != len(names):
             raise ConfigError("a LocalFleet host name is used twice")
         for host in hosts:
             if host.kind not in KINDS:
-                raise ConfigError(f"{host.name}: unknown fleet host kind {host.kind!r}",
-                                  fix=f"use one of {', '.join(KINDS)}")
+                raise ConfigError(
+                    f"{host.name}: unknown fleet host kind {host.kind!r}",
+                    fix=f"use one of {', '.join(KINDS)}",
+                )
         self.hosts = list(hosts)
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir is not None else None
@@ -206,7 +244,16 @@ class LocalFleet:
 
     def _start(self) -> None:
         wd = self.workdir
-        for sub in ("keys", "sshd", "bin", "logs", "remote-home", "home/.ssh", "host_vars", "group_vars"):
+        for sub in (
+            "keys",
+            "sshd",
+            "bin",
+            "logs",
+            "remote-home",
+            "home/.ssh",
+            "host_vars",
+            "group_vars",
+        ):
             (wd / sub).mkdir(parents=True, exist_ok=True)
         try:
             os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege separation directory
@@ -256,7 +303,8 @@ class LocalFleet:
         self._launch()
 
     def stop(self) -> None:
-        """Stop every sshd and its session processes, close the fake listeners, remove a temp workdir."""
+        """Stop every sshd and its session processes, close the fake listeners,
+        remove a temp workdir."""
         procs, self._procs = list(self._procs.values()), {}
         for proc in procs:
             if proc.poll() is None:
@@ -292,24 +340,32 @@ class LocalFleet:
         return env
 
     def ssh_settings(self, **changes: Any) -> "SSHSettings":
-        """run_sweep's `ssh`: trust this fleet's host keys and no user ssh state; `changes` on top."""
+        """run_sweep's `ssh`: trust this fleet's host keys and no user ssh state;
+        `changes` on top."""
         from sweep.collect.options import SSHSettings
 
-        trust = {"known_hosts": str(self.known_hosts_path), "ssh_config": None, "allow_agent": False,
-                 "look_for_keys": False}
+        trust = {
+            "known_hosts": str(self.known_hosts_path),
+            "ssh_config": None,
+            "allow_agent": False,
+            "look_for_keys": False,
+        }
         return SSHSettings(**{**trust, **changes})
 
     # --- internals ----------------------------------------------------------------------------
 
     def _allocate(self) -> None:
-        """127.A.B.C addresses, A random per fleet so that fleets started side by side do not meet; A within
-        `loopback_range()`, so that fleets of separate owners (test workers, two demos) cannot meet at all."""
+        """127.A.B.C addresses, A random per fleet so that fleets started side by side do not meet;
+        A within `loopback_range()`, so that fleets of separate owners (test workers, two demos)
+        cannot meet at all."""
         rng = random.Random()
         low, high = loopback_range()
         for _ in range(50):
             first = rng.randint(low, high)
             third = rng.randrange(0, 200)
-            addrs = [f"127.{first}.{third + i // 250}.{i % 250 + 1}" for i in range(len(self.hosts))]
+            addrs = [
+                f"127.{first}.{third + i // 250}.{i % 250 + 1}" for i in range(len(self.hosts))
+            ]
             port = self.requested_port or 22
             if not all(_bindable(a, port) for a in addrs):
                 if self.requested_port:
@@ -331,10 +387,15 @@ class LocalFleet:
         groups: dict[str, list[FleetHost]] = {}
         for host in self.hosts:
             groups.setdefault(host.group, []).append(host)
-        (wd / "group_vars" / "all.yml").write_text(yaml.safe_dump({
-            "ansible_user": self.user or _user(),
-            "ansible_ssh_private_key_file": str(self.client_key_path),
-        }, sort_keys=False))
+        (wd / "group_vars" / "all.yml").write_text(
+            yaml.safe_dump(
+                {
+                    "ansible_user": self.user or _user(),
+                    "ansible_ssh_private_key_file": str(self.client_key_path),
+                },
+                sort_keys=False,
+            )
+        )
         parent_of = {child: parent for parent, kids in self.children.items() for child in kids}
         tree: dict = {}
 
@@ -354,7 +415,8 @@ class LocalFleet:
                     entries[pattern] = None
                     for host in run:
                         (wd / "host_vars" / f"{host.name}.yml").write_text(
-                            yaml.safe_dump(self._host_vars(host), sort_keys=False))
+                            yaml.safe_dump(self._host_vars(host), sort_keys=False)
+                        )
                 else:
                     entries[pattern] = self._host_vars(run[0])
             for host in members:
@@ -364,12 +426,15 @@ class LocalFleet:
         body = {"all": {**({"vars": vars_} if vars_ else {}), "children": tree}}
         self.inventory_path.write_text(
             "# written by sweep's LocalFleet: real sshds on loopback\n"
-            + yaml.safe_dump(body, sort_keys=False, default_flow_style=False))
+            + yaml.safe_dump(body, sort_keys=False, default_flow_style=False)
+        )
 
     def _host_vars(self, host: FleetHost) -> dict:
         values: dict = {"ansible_host": self.addresses[host.name]}
         if host.script is not None:
-            values["ansible_python_interpreter"] = str(self.workdir / "bin" / f"python-host-{_slug(host.name)}")
+            values["ansible_python_interpreter"] = str(
+                self.workdir / "bin" / f"python-host-{_slug(host.name)}"
+            )
         elif host.kind == "no_python":
             values["ansible_python_interpreter"] = "/nonexistent/bin/python3"
         elif host.kind in _SCRIPTS:
@@ -378,9 +443,8 @@ class LocalFleet:
 
     def _readable(self, capture: Path) -> Path:
         """The capture as the hosts' login user reads it: where that user is not the fleet's owner,
-        a copy in
-        the fleet's folder (a checkout under a 0700 folder, as a clone under /root, is not theirs to
-        read)."""
+        a copy in the fleet's folder (a checkout under a 0700 folder, as a clone under /root, is not
+        theirs to read)."""
         if self.user is None:
             return capture
         folder = self.workdir / "captures"
@@ -409,37 +473,81 @@ class LocalFleet:
             listen = (address, self.port)
             if host.kind in ("flaky", "slow_banner", "drop_mid_output"):
                 listen = (address, _free_port(address))
-                self._proxies.append(DropProxy(
-                    (address, self.port), listen, host.drops if host.kind == "flaky" else 0,
-                    delay_s=host.delay_s if host.kind == "slow_banner" else 0.0,
-                    cut_after=DROP_AFTER_BYTES if host.kind == "drop_mid_output" else 0))
-            replay = "" if host.capture == "live" else str(self._readable(Path(host.capture or capture).resolve()))
-            env = {"HOME": str(wd / "remote-home"), "SWEEP_REPLAY": replay,
-                   "SWEEP_REPLAY_HOSTNAME": host.name, "SWEEP_DEMO_DELAY": f"{host.delay_s:g}", **dict(host.env)}
-            if host.capture == "live":  # the agent reads this machine's own driver (none: no GPU here)
-                del env["SWEEP_REPLAY"]
-            if not re.fullmatch(r"[ -~]*", host.name) or '"' in host.name:
-                del env["SWEEP_REPLAY_HOSTNAME"]  # sshd_config cannot carry it: the capture's hostname stays
-            keys = wd / "keys" / ("no_keys" if host.kind == "bad_auth" else "authorized_keys")
-            config = wd / "sshd" / f"{_slug(host.name)}.conf"
-            # the host's own lines before and after the template: sshd keeps the first value of most
-            # keywords (LogLevel, TrustedUserCAKeys) and the last of a few (MaxStartups)
-            own = "".join(f"{line}\n" for line in host.sshd_options)
-            config.write_text(own + _SSHD_CONFIG.format(
-                listen=f"{listen[0]}:{listen[1]}", keys=keys,
-                setenv=" ".join(f'"{k}={v}"' for k, v in env.items())) + own)
+                self._proxies.append(
+                    DropProxy(
+                        (address, self.port),
+                        listen,
+                        host.drops if host.kind == "flaky" else 0,
+                        delay_s=host.delay_s if host.kind == "slow_banner" else 0.0,
+                        cut_after=DROP_AFTER_BYTES if host.kind == "drop_mid_output" else 0,
+                    )
+                )
+            config = self._write_sshd_config(host, listen, self._agent_env(host, capture))
             log = open(wd / "logs" / f"{_slug(host.name)}.log", "wb")
             try:
                 # -r: no re-exec per connection: measured here, sshd's CPU per connection (a session
                 # running `true`) drops from ~72 to ~48 ms, which is the fleet's side of every sweep
                 self._procs[host.name] = subprocess.Popen(
-                    [SSHD, "-D", "-e", "-r", "-f", str(config), "-h", str(wd / "keys" / f"host-{_slug(host.name)}")],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=_pdeathsig)
+                    [
+                        SSHD,
+                        "-D",
+                        "-e",
+                        "-r",
+                        "-f",
+                        str(config),
+                        "-h",
+                        str(wd / "keys" / f"host-{_slug(host.name)}"),
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    preexec_fn=_pdeathsig,
+                )
             finally:
                 log.close()
         self._wait_ready()
 
+    def _agent_env(self, host: FleetHost, capture: Path) -> dict[str, str]:
+        """The environment sshd sets for the host's sessions: the capture the agent replays (none
+        for a live host, which reads this machine's driver), the host name it reports, its delay."""
+        env = {
+            "HOME": str(self.workdir / "remote-home"),
+            "SWEEP_REPLAY": ""
+            if host.capture == "live"
+            else str(self._readable(Path(host.capture or capture).resolve())),
+            "SWEEP_REPLAY_HOSTNAME": host.name,
+            "SWEEP_DEMO_DELAY": f"{host.delay_s:g}",
+            **dict(host.env),
+        }
+        # the agent reads this machine's own driver (none: no GPU here)
+        if host.capture == "live":
+            del env["SWEEP_REPLAY"]
+        if not re.fullmatch(r"[ -~]*", host.name) or '"' in host.name:
+            # sshd_config cannot carry it: the capture's hostname stays
+            del env["SWEEP_REPLAY_HOSTNAME"]
+        return env
+
+    def _write_sshd_config(self, host: FleetHost, listen: tuple, env: dict[str, str]) -> Path:
+        """The host's sshd_config: the template, its address, its keys, the agent's environment."""
+        wd = self.workdir
+        keys = wd / "keys" / ("no_keys" if host.kind == "bad_auth" else "authorized_keys")
+        config = wd / "sshd" / f"{_slug(host.name)}.conf"
+        # the host's own lines before and after the template: sshd keeps the first value of most
+        # keywords (LogLevel, TrustedUserCAKeys) and the last of a few (MaxStartups)
+        own = "".join(f"{line}\n" for line in host.sshd_options)
+        config.write_text(
+            own
+            + _SSHD_CONFIG.format(
+                listen=f"{listen[0]}:{listen[1]}",
+                keys=keys,
+                setenv=" ".join(f'"{k}={v}"' for k, v in env.items()),
+            )
+            + own
+        )
+        return config
+
     def _wait_ready(self) -> None:
+
         pending = {name: self.addresses[name] for name in self._procs}
         end = time.monotonic() + self.ready_timeout
         while pending:
@@ -447,8 +555,10 @@ class LocalFleet:
                 proc = self._procs[name]
                 if proc.poll() is not None:
                     log = (self.workdir / "logs" / f"{_slug(name)}.log").read_text(errors="replace")
-                    raise ConfigError(f"{name}: sshd on {address}:{self.port} exited ({proc.returncode}): "
-                                      f"{log.strip()[-500:]}")
+                    raise ConfigError(
+                        f"{name}: sshd on {address}:{self.port} exited ({proc.returncode}): "
+                        f"{log.strip()[-500:]}"
+                    )
                 port = self.port
                 for proxy in self._proxies:
                     if proxy.listen[0] == address:
@@ -460,8 +570,10 @@ class LocalFleet:
                     pass
             if pending:
                 if time.monotonic() > end:
-                    raise ConfigError(f"sshd did not start within {self.ready_timeout:g} s for "
-                                      f"{', '.join(sorted(pending)[:5])}")
+                    raise ConfigError(
+                        f"sshd did not start within {self.ready_timeout:g} s for "
+                        f"{', '.join(sorted(pending)[:5])}"
+                    )
                 time.sleep(0.02)
 
 
@@ -498,7 +610,8 @@ def _slug(name: str) -> str:
 
 
 def _ranges(hosts: list[FleetHost]) -> list[tuple[str, list[FleetHost]]]:
-    """Runs of consecutive names (gpu01, gpu02, ...) as Ansible ranges (gpu[01:25]); others alone."""
+    """Runs of consecutive names (gpu01, gpu02, ...) as Ansible ranges
+    (gpu[01:25]); others alone."""
     out: list[tuple[str, list[FleetHost]]] = []
     run: list[FleetHost] = []
     key = None
@@ -506,7 +619,9 @@ def _ranges(hosts: list[FleetHost]) -> list[tuple[str, list[FleetHost]]]:
     def flush():
         if len(run) >= 3:
             prefix = key[0]
-            out.append((f"{prefix}[{run[0].name[len(prefix):]}:{run[-1].name[len(prefix):]}]", list(run)))
+            out.append(
+                (f"{prefix}[{run[0].name[len(prefix) :]}:{run[-1].name[len(prefix) :]}]", list(run))
+            )
         else:
             out.extend((h.name, [h]) for h in run)
 
@@ -514,8 +629,12 @@ def _ranges(hosts: list[FleetHost]) -> list[tuple[str, list[FleetHost]]]:
         match = re.fullmatch(r"(.*?)(\d+)", host.name)
         this = (match.group(1), len(match.group(2))) if match else None
         number = int(match.group(2)) if match else None
-        if run and this == key and this is not None and \
-                number == int(run[-1].name[len(key[0]):]) + 1:
+        if (
+            run
+            and this == key
+            and this is not None
+            and number == int(run[-1].name[len(key[0]) :]) + 1
+        ):
             run.append(host)
             continue
         if run:

@@ -1,11 +1,13 @@
-"""The speed tier's demo: H200 hosts replaying derived captures, in the states the tier is there to catch.
+"""The speed tier's demo: H200 hosts replaying derived captures, in the states the
+tier is there to catch.
 
 Every host replays, through the agent with `--speed`, a capture derived (sweep.demo.synth) from the
 real `--speed` recording of the lent H200 (`sweep/demo/captures/h200-speed.json`: HBM 4276 GB/s,
-PCIe 55 GB/s each way on gen5 x16, FP32 57.4 TFLOP/s, bf16 GEMM 765 TFLOP/s, one GPU): made eight-GPU,
-each GPU's figures are the recorded GPU 0's times the variant's factor. The peer copies and the
-all-reduce, which one GPU cannot show, are derived from the record contract (/work/wt/SPEED_RECORD.md):
-390 GB/s per NV18 pair, 360 GB/s bus bandwidth. Each derived capture says so in its `note`.
+PCIe 55 GB/s each way on gen5 x16, FP32 57.4 TFLOP/s, bf16 GEMM 765 TFLOP/s, one GPU): made
+eight-GPU, each GPU's figures are the recorded GPU 0's times the variant's factor. The peer copies
+and the all-reduce, which one GPU cannot show, are derived from the record contract
+(/work/wt/SPEED_RECORD.md): 390 GB/s per NV18 pair, 360 GB/s bus bandwidth. Each derived capture
+says so in its `note`.
 
     gpu01-gpu08   healthy twins of the reference class
     gpu03         GPU 5's HBM at 70% of the reference (broken, named with its figure)
@@ -13,8 +15,10 @@ all-reduce, which one GPU cannot show, are derived from the record contract (/wo
     gpu09-gpu12   a class of its own (a 500 W board power on every GPU) whose bf16 GEMM sits at
                   80% of the reference: comparable inside, but the top box says the class is slow
 
-`write_speed_run` writes the fleet as a run folder, as `sweep run --speed` would (`sweep demo --speed`).
+`write_speed_run` writes the fleet as a run folder, as `sweep run --speed` would
+(`sweep demo --speed`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,8 +27,10 @@ from pathlib import Path
 from typing import Callable, Optional
 
 PAIR_BPS, ALLREDUCE_BPS = 3.9e11, 3.6e11  # derived from the contract: one GPU cannot show them
-NOTE = ("derived: the lent H200's --speed capture made eight-GPU, each GPU's figures GPU 0's x the variant's "
-        "factor; peer copies and all-reduce from the record contract, not measured")
+NOTE = (
+    "derived: the lent H200's --speed capture made eight-GPU, each GPU's figures GPU 0's x the "
+    "variant's factor; peer copies and all-reduce from the record contract, not measured"
+)
 HALF_LINK = 63.0e9 / 2  # half a gen5 x16 link's raw rate
 
 
@@ -46,38 +52,74 @@ def _scaled(fig: dict, factor: float) -> dict:
 
 
 def _pair(src: int, dst: int) -> dict:
-    return {"src": src, "dst": dst, "value": PAIR_BPS, "unit": "B/s", "method": "cuMemcpyPeer", "bytes": 2**30,
-            "repetitions": 6, "spread": 0.004}
+    return {
+        "src": src,
+        "dst": dst,
+        "value": PAIR_BPS,
+        "unit": "B/s",
+        "method": "cuMemcpyPeer",
+        "bytes": 2**30,
+        "repetitions": 6,
+        "spread": 0.004,
+    }
 
 
-def derive_section(indices: list, scale: Optional[dict] = None, per_gpu: Optional[Callable] = None,
-                   power_w: Optional[float] = None, base: Optional[dict] = None) -> dict:
-    """A speed section for the GPUs `indices`: the recorded GPU 0's figures times `scale[figure]` and
-    `per_gpu(index, figure)`; its envelope under a `power_w` cap where given."""
+def derive_section(
+    indices: list,
+    scale: Optional[dict] = None,
+    per_gpu: Optional[Callable] = None,
+    power_w: Optional[float] = None,
+    base: Optional[dict] = None,
+) -> dict:
+    """A speed section for the GPUs `indices`: the recorded GPU 0's figures times `scale[figure]`
+    and `per_gpu(index, figure)`; its envelope under a `power_w` cap where given."""
     base = copy.deepcopy(base or recorded())
     scale = scale or {}
     gpu0 = base["gpus"][0]
     row0 = base["samples"]["summary"][0]
     gpus, summary = [], []
     for i in indices:
-        figures = {name: _scaled(fig, scale.get(name, 1.0) * (per_gpu(i, name) if per_gpu else 1.0))
-                   for name, fig in gpu0["figures"].items()}
+        figures = {
+            name: _scaled(fig, scale.get(name, 1.0) * (per_gpu(i, name) if per_gpu else 1.0))
+            for name, fig in gpu0["figures"].items()
+        }
         gpus.append({"index": i, "uuid": None, "figures": figures})
         row = dict(row0, gpu=i)
         if power_w is not None:
-            row.update(enforced_limit_w=power_w, power_w_median=power_w - 4, power_w_max=power_w,
-                       sw_power_cap_fraction=0.91, sm_mhz_median=1710.0)
+            row.update(
+                enforced_limit_w=power_w,
+                power_w_median=power_w - 4,
+                power_w_max=power_w,
+                sw_power_cap_fraction=0.91,
+                sm_mhz_median=1710.0,
+            )
         summary.append(row)
-    base.update(gpus=gpus, p2p=[_pair(a, b) for a in indices for b in indices if a != b],
-                allreduce={"value": ALLREDUCE_BPS, "unit": "B/s", "method": "torch.cuda.nccl all_reduce busbw",
-                           "gpus": list(indices), "bytes": 2**28, "repetitions": 5, "spread": 0.01}
-                if len(indices) > 1 else {"skipped": "one GPU selected"})
-    base["samples"] = {"interval_s": base["samples"].get("interval_s", 0.2), "samples": [], "summary": summary}
+    base.update(
+        gpus=gpus,
+        p2p=[_pair(a, b) for a in indices for b in indices if a != b],
+        allreduce={
+            "value": ALLREDUCE_BPS,
+            "unit": "B/s",
+            "method": "torch.cuda.nccl all_reduce busbw",
+            "gpus": list(indices),
+            "bytes": 2**28,
+            "repetitions": 5,
+            "spread": 0.01,
+        }
+        if len(indices) > 1
+        else {"skipped": "one GPU selected"},
+    )
+    base["samples"] = {
+        "interval_s": base["samples"].get("interval_s", 0.2),
+        "samples": [],
+        "summary": summary,
+    }
     return base
 
 
 def _board_power(watts: float) -> Callable:
-    """A SKU whose board power (default and enforced limit) is `watts`: its own class, no broken contract."""
+    """A SKU whose board power (default and enforced limit) is `watts`: its own class,
+    no broken contract."""
     from sweep.demo import synth
 
     cap = synth.power_cap(watts)
@@ -86,21 +128,30 @@ def _board_power(watts: float) -> Callable:
         cap(capture)
         for i in range(synth.gpu_count(capture)):
             capture["nvml"][f"gpu{i}.default_power_limit"] = {"value": int(watts * 1000)}
+
     return edit
 
 
 def probe(edits: list, workdir: Path, hostname: str, speed: dict) -> dict:
-    """health.json of the agent replaying, with --speed, the H200's speed capture made eight-GPU, edited
-    by `edits` and carrying the derived `speed` section (in this process: no interpreter start)."""
+    """health.json of the agent replaying, with --speed, the H200's speed capture made
+    eight-GPU, edited by `edits` and carrying the derived `speed` section (in this process: no
+    interpreter start)."""
     import contextlib
     import io
 
     from probe_agent.main import main as agent_main
     from sweep.demo import synth
 
-    cap = synth.derive(synth.base_capture("h200-speed"), [synth.multi_gpu(8, lambda i, j: "NV18"),
-                                                          synth.hgx_platform(), synth.identity(hostname), *edits],
-                       hostname=hostname)
+    cap = synth.derive(
+        synth.base_capture("h200-speed"),
+        [
+            synth.multi_gpu(8, lambda i, j: "NV18"),
+            synth.hgx_platform(),
+            synth.identity(hostname),
+            *edits,
+        ],
+        hostname=hostname,
+    )
     cap["speed"] = speed
     cap["note"] = f"{cap.get('note', '')}; {NOTE}"
     path, out = workdir / f"{hostname}.capture.json", workdir / hostname
@@ -144,11 +195,29 @@ def write_speed_run(folder: Path, healths: dict, started: str | None = None) -> 
     folder = Path(folder)
     started = started or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     (folder / "hosts").mkdir(parents=True, exist_ok=True)
-    (folder / MANIFEST).write_text(json.dumps({"format": RUN_FORMAT, "record_version": RECORD_VERSION,
-                                               "started_at": started, "state": "complete", "hosts": sorted(healths)}))
+    (folder / MANIFEST).write_text(
+        json.dumps(
+            {
+                "format": RUN_FORMAT,
+                "record_version": RECORD_VERSION,
+                "started_at": started,
+                "state": "complete",
+                "hosts": sorted(healths),
+            }
+        )
+    )
     for host, health in healths.items():
-        record = {"record_version": RECORD_VERSION, "host": host, "address": "127.0.0.1", "status": "ok",
-                  "failure": None, "attempts": 1, "duration_s": 10.0, "groups": ["speed"], "health": health}
+        record = {
+            "record_version": RECORD_VERSION,
+            "host": host,
+            "address": "127.0.0.1",
+            "status": "ok",
+            "failure": None,
+            "attempts": 1,
+            "duration_s": 10.0,
+            "groups": ["speed"],
+            "health": health,
+        }
         (folder / "hosts" / f"{host}.json").write_text(json.dumps(record, indent=1))
     return folder
 
@@ -157,7 +226,11 @@ def off_design(summary: dict) -> list[str]:
     """What the speed demo's report (summary.json) judged otherwise than the fleet was built for."""
     speed = summary.get("speed") or {}
     odd = []
-    broken = {(j["host"], j["gpu"], j["figure"]) for j in speed.get("judgments", ()) if j["severity"] == "broken"}
+    broken = {
+        (j["host"], j["gpu"], j["figure"])
+        for j in speed.get("judgments", ())
+        if j["severity"] == "broken"
+    }
     if ("gpu03", 5, "hbm") not in broken:
         odd.append("gpu03: built with GPU 5's HBM at 70% of the reference, not judged broken")
     if not all(("gpu06", i, f) in broken for i in range(8) for f in ("pcie_h2d", "pcie_d2h")):

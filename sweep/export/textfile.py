@@ -6,6 +6,7 @@ lines, label values escaped (backslash, double quote, newline), families and ser
 `write_output(text, path)` writes a temporary file in the target folder and renames it over the
 target, so node_exporter never reads half a file (its docs ask for exactly this).
 """
+
 from __future__ import annotations
 
 import math
@@ -31,11 +32,12 @@ def _number(value) -> str:
         return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
-    return str(int(value)) if value.is_integer() and abs(value) < 2 ** 53 else repr(value)
+    return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
 
 
 class Metrics:
-    """Gauge families: `add(name, value, **labels)` after `family(name, help)`; None values are skipped."""
+    """Gauge families: `add(name, value, **labels)` after `family(name, help)`; None
+    values are skipped."""
 
     def __init__(self):
         self._help: dict[str, str] = {}
@@ -62,17 +64,22 @@ class Metrics:
             series = self._series[name]
             if not series:
                 continue
-            out.append(f"# HELP {name} {self._help[name].replace(chr(92), chr(92) * 2).replace(chr(10), ' ')}")
+            out.append(
+                f"# HELP {name} "
+                f"{self._help[name].replace(chr(92), chr(92) * 2).replace(chr(10), ' ')}"
+            )
             out.append(f"# TYPE {name} gauge")
             for key in sorted(series):
                 labels = ",".join(f'{k}="{_escape(v)}"' for k, v in key)
-                out.append(f"{name}{{{labels}}} {series[key]}" if labels else f"{name} {series[key]}")
+                out.append(
+                    f"{name}{{{labels}}} {series[key]}" if labels else f"{name} {series[key]}"
+                )
         return "\n".join(out) + "\n"
 
 
 def write_output(text: str, path: str | Path | None) -> None:
-    """`text` to stdout (path None or "-"), or into `path` whole (sweep.store's one writer: a temporary file
-    beside it, fsync, rename; never through a link)."""
+    """`text` to stdout (path None or "-"), or into `path` whole (sweep.store's one writer: a
+    temporary file beside it, fsync, rename; never through a link)."""
     if path is None or str(path) == "-":
         sys.stdout.write(text)
         return
@@ -83,10 +90,16 @@ def write_output(text: str, path: str | Path | None) -> None:
         make_dirs(Path(path).parent, SHARED)
         write_bytes_atomic(Path(path), text.encode("utf-8"))
     except OSError as err:
-        raise ConfigError(f"cannot write {Path(path).name} ({err.strerror or err})", where=str(Path(path).parent),
-                          fix="make the folder writable (node_exporter's textfile directory), or choose "
-                              "another with -o") from None
+        raise ConfigError(
+            f"cannot write {Path(path).name} ({err.strerror or err})",
+            where=str(Path(path).parent),
+            fix="make the folder writable (node_exporter's textfile directory), or choose "
+            "another with -o",
+        ) from None
     except RunFolderError as err:
-        raise ConfigError(err.message, where=err.where,
-                          fix="make the folder writable (node_exporter's textfile directory), or choose "
-                              "another with -o") from None
+        raise ConfigError(
+            err.message,
+            where=err.where,
+            fix="make the folder writable (node_exporter's textfile directory), or choose "
+            "another with -o",
+        ) from None

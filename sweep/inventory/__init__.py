@@ -1,1 +1,2 @@
-"""Hosts and their settings: Ansible inventories (YAML, INI), their variables and --limit patterns."""
+"""Hosts and their settings: Ansible inventories (YAML, INI), their variables and
+--limit patterns."""

@@ -9,6 +9,7 @@ sides and removes one pair of matching quotes around the whole value only (``x='
 ansible-core itself on generated text. Where Ansible would keep a word without ``=`` as
 ``_raw_params`` (which no variable reads) or make an empty name, sweep refuses the text instead.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -16,25 +17,33 @@ import re
 
 from sweep.errors import InventoryError
 
-_ESCAPE = re.compile(r"\\(?:U[0-9a-fA-F]{8}|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|N\{[^}]+\}|[\\'\"abfnrtv])")
+_ESCAPE = re.compile(
+    r"\\(?:U[0-9a-fA-F]{8}|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|N\{[^}]+\}|[\\'\"abfnrtv])"
+)
 BLOCKS = (("{{", "}}"), ("{%", "%}"), ("{#", "#}"))
 _NOT_KV_FIX = "give variables as key=value, as JSON (-e '{...}'), or as a file (-e @vars.yml)"
 
 
 def parse_kv(text: str) -> dict[str, str]:
-    """``key=value key2='a b'`` as Ansible's parse_kv reads it: values are strings; a word without ``=``
-    (or with nothing before it) is refused."""
+    """``key=value key2='a b'`` as Ansible's parse_kv reads it: values are strings; a word without
+    ``=`` (or with nothing before it) is refused."""
     out = {}
     for word in split_words(text):
         try:
             decoded = _ESCAPE.sub(lambda m: codecs.decode(m.group(0), "unicode-escape"), word)
         except UnicodeDecodeError as err:
-            raise InventoryError(f"-e: {word!r} has an escape Ansible cannot decode ({err.reason})", where="-e",
-                                 fix="write the character itself, or a \\N{NAME} that Unicode names") from None
-        pos = next((i for i in range(1, len(decoded)) if decoded[i] == "=" and decoded[i - 1] != "\\"), None)
+            raise InventoryError(
+                f"-e: {word!r} has an escape Ansible cannot decode ({err.reason})",
+                where="-e",
+                fix="write the character itself, or a \\N{NAME} that Unicode names",
+            ) from None
+        pos = next(
+            (i for i in range(1, len(decoded)) if decoded[i] == "=" and decoded[i - 1] != "\\"),
+            None,
+        )
         if pos is None or not decoded[:pos].strip():
             raise InventoryError(f"-e: {word!r} is not key=value", where="-e", fix=_NOT_KV_FIX)
-        out[decoded[:pos].strip()] = _unquote(decoded[pos + 1:].strip())
+        out[decoded[:pos].strip()] = _unquote(decoded[pos + 1 :].strip())
     return out
 
 
@@ -44,8 +53,8 @@ def _unquote(value: str) -> str:
 
 
 def _quote_after(token: str, quote: str | None) -> str | None:
-    """The quote still open after `token` (None: none), given the one open before it; a quote after a
-    backslash counts for nothing."""
+    """The quote still open after `token` (None: none), given the one open before it; a quote after
+    a backslash counts for nothing."""
     for i, ch in enumerate(token):
         if ch in "'\"" and (i == 0 or token[i - 1] != "\\"):
             quote = ch if quote is None else (None if ch == quote else quote)
@@ -62,7 +71,8 @@ def split_words(text: str) -> list[str]:
         continued = False
         for i, token in enumerate(line.split(" ")):
             if token == "" and i:
-                words[-1:] = [(words[-1] if words else "") + " "]  # a second space stays with the word before
+                # a second space stays with the word before
+                words[-1:] = [(words[-1] if words else "") + " "]
                 continue
             if token == "\\" and quote is None:
                 continued = True
@@ -87,6 +97,9 @@ def split_words(text: str) -> list[str]:
         if n < len(lines) - 1 and not continued:
             words[-1:] = [(words[-1] if words else "") + "\n"]
     if quote is not None or any(depth.values()):
-        raise InventoryError(f"-e {text!r} cannot be split (an unclosed quote or Jinja2 block)", where="-e",
-                             fix="close the quote, or give the variables as JSON: -e '{\"key\": \"value\"}'")
+        raise InventoryError(
+            f"-e {text!r} cannot be split (an unclosed quote or Jinja2 block)",
+            where="-e",
+            fix='close the quote, or give the variables as JSON: -e \'{"key": "value"}\'',
+        )
     return words

@@ -1,10 +1,12 @@
-"""The line-keeping YAML loader: every mapping remembers the line of each key (inventories, vars files,
-and the expectations files of `sweep.audit.expect`), with ansible's ``!unsafe`` and ``!vault`` tags.
+"""The line-keeping YAML loader: every mapping remembers the line of each key (inventories,
+vars files, and the expectations files of `sweep.audit.expect`), with ansible's ``!unsafe``
+and ``!vault`` tags.
 
 Bounded, because a YAML file can be a bomb: aliases may add at most ``max_values`` values to a file
 once expanded (the billion laughs: 9 levels of 10 aliases are 10**9 values) and a document nests at
 most `MAX_YAML_DEPTH` deep; both are checked before anything is constructed.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,6 +19,7 @@ from sweep.errors import InventoryError
 
 MAX_YAML_DEPTH = 100
 DEFAULT_MAX_VALUES = 1_000_000  # InventoryLimits.yaml_values, --max-yaml-values
+
 
 class LineMapping(dict):
     """A YAML mapping that remembers the line of each of its keys."""
@@ -37,13 +40,15 @@ class LineLoader(_SAFE_LOADER):  # type: ignore[valid-type,misc]
     """A safe loader (libyaml's where PyYAML has it, as ansible's) whose mappings are LineMappings
     (inventories here, expectations files in sweep.audit.expect).
 
-    With `refuse_duplicates`, a key written twice in one mapping calls `duplicate_key` (which raises);
-    otherwise the later one wins, as in YAML and Ansible.
+    With `refuse_duplicates`, a key written twice in one mapping calls `duplicate_key` (which
+    raises); otherwise the later one wins, as in YAML and Ansible.
     """
 
     refuse_duplicates = False
 
-    def duplicate_key(self, key: Any, first_line: int, node: yaml.Node) -> None:  # pragma: no cover - overridden
+    def duplicate_key(
+        self, key: Any, first_line: int, node: yaml.Node
+    ) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
 
@@ -52,20 +57,24 @@ def _construct_mapping(loader: LineLoader, node: yaml.MappingNode):
     yield data
     if loader.refuse_duplicates:
         seen: dict[Any, int] = {}
-        for key_node, _ in node.value:  # explicit keys only: a key may override one merged in with '<<'
+        # explicit keys only: a key may override one merged in with '<<'
+        for key_node, _ in node.value:
             if key_node.tag != "tag:yaml.org,2002:merge":
                 key = loader.construct_object(key_node, deep=True)
                 if key in seen:
                     loader.duplicate_key(key, seen[key], key_node)
                 seen[key] = key_node.start_mark.line + 1
     data.update(loader.construct_mapping(node))  # flattens '<<' merges into node.value first
-    data.key_lines = {loader.construct_object(key): key.start_mark.line + 1 for key, _ in node.value}
+    data.key_lines = {
+        loader.construct_object(key): key.start_mark.line + 1 for key, _ in node.value
+    }
 
 
 LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml where present, as Ansible: ~10x faster
+# libyaml where present, as Ansible: ~10x faster
+class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     """The inventory's loader: LineMappings, and ansible's ``!unsafe`` / ``!vault`` tags."""
 
     refuse_duplicates = False
@@ -82,7 +91,8 @@ for _loader in (_LineLoader, _PureLineLoader):
 
 
 def yaml_load(text: str, path: Path, max_values: int | None = DEFAULT_MAX_VALUES) -> Any:
-    """The YAML document in `text`, its aliases bounded (`bounded_expansion`); InventoryError says why not."""
+    """The YAML document in `text`, its aliases bounded (`bounded_expansion`);
+    InventoryError says why not."""
     try:
         return _load(text, _LineLoader, path, max_values)
     except yaml.YAMLError:
@@ -91,27 +101,37 @@ def yaml_load(text: str, path: Path, max_values: int | None = DEFAULT_MAX_VALUES
         return _load(text, _PureLineLoader, path, max_values)
     except yaml.MarkedYAMLError as err:
         # an unclosed quote or bracket is reported at the end of the file; its start is more useful
-        at_end = err.context_mark and (any(end in (err.problem or "") for end in ("end of stream", "<stream end>"))
-                                       or (err.problem_mark and not text[err.problem_mark.index:].strip()))
+        at_end = err.context_mark and (
+            any(end in (err.problem or "") for end in ("end of stream", "<stream end>"))
+            or (err.problem_mark and not text[err.problem_mark.index :].strip())
+        )
         mark = err.context_mark if at_end else err.problem_mark or err.context_mark
         context = f"{err.context}: " if err.context else ""
-        fix = ("sweep reads plain YAML and ansible's !unsafe and !vault tags" if "tag" in (err.problem or "")
-               else "fix the YAML there (indentation, a missing ':' or an unclosed quote)")
+        fix = (
+            "sweep reads plain YAML and ansible's !unsafe and !vault tags"
+            if "tag" in (err.problem or "")
+            else "fix the YAML there (indentation, a missing ':' or an unclosed quote)"
+        )
         said = plain_yaml_problem(err, text)
         if said is not None:
             (problem, fix), mark, context = said[:2], said[2], ""
         else:
             problem = err.problem
-        raise InventoryError(f"not valid YAML: {context}{problem}",
-                             where=f"{path}:{mark.line + 1}" if mark else str(path), fix=fix) from None
+        raise InventoryError(
+            f"not valid YAML: {context}{problem}",
+            where=f"{path}:{mark.line + 1}" if mark else str(path),
+            fix=fix,
+        ) from None
     except yaml.YAMLError as err:
-        raise InventoryError(f"not valid YAML: {err}", where=str(path), fix="fix the YAML syntax") from None
+        raise InventoryError(
+            f"not valid YAML: {err}", where=str(path), fix="fix the YAML syntax"
+        ) from None
 
 
 def plain_yaml_problem(err: yaml.MarkedYAMLError, text: str):
-    """(problem, fix, mark) in plain words for the YAML mistakes people make most, at the line they made
-    them on, or None: a tab (libyaml: "found character that cannot start any token"), a key without its
-    ':' (reported on the line after the key, where the scanner gave up)."""
+    """(problem, fix, mark) in plain words for the YAML mistakes people make most, at the line they
+    made them on, or None: a tab (libyaml: "found character that cannot start any token"), a key
+    without its ':' (reported on the line after the key, where the scanner gave up)."""
     at = err.problem_mark
     if at is not None and at.index < len(text) and text[at.index] == "\t":
         return (
@@ -135,12 +155,14 @@ def plain_yaml_problem(err: yaml.MarkedYAMLError, text: str):
 
 
 def load_yaml_node(text: str, path: Path | None, max_values: int | None) -> Any:
-    """`text`'s YAML document with the inventory loader (libyaml), bounded; yaml.YAMLError when it is not YAML."""
+    """`text`'s YAML document with the inventory loader (libyaml), bounded; yaml.YAMLError
+    when it is not YAML."""
     return _load(text, _LineLoader, path, max_values)
 
 
 def _load(text: str, loader_class, path: Path | None, max_values: int | None) -> Any:
-    shallow(text, path)  # before composing: libyaml's composer recurses in C, and overflows its stack
+    # before composing: libyaml's composer recurses in C, and overflows its stack
+    shallow(text, path)
     loader = loader_class(text)
     try:
         node = loader.get_single_node()
@@ -158,23 +180,29 @@ _DEEP_INDENT = re.compile(r"^ {%d,}\S" % (4 * MAX_YAML_DEPTH), re.M)
 
 
 def shallow(text: str, path: Path | None) -> None:
-    """Refuse YAML that nests deeper than MAX_YAML_DEPTH (flow brackets, or block indentation) in one
-    linear scan: a bracket inside a quoted value can only make the count err towards refusing."""
+    """Refuse YAML that nests deeper than MAX_YAML_DEPTH (flow brackets, or block
+    indentation) in one linear scan: a bracket inside a quoted value can only make the count
+    err towards refusing."""
     depth = 0
     for match in _FLOW.finditer(text):
         if match.group() in "[{":
             depth += 1
             if depth > MAX_YAML_DEPTH:
-                raise InventoryError(f"YAML nests deeper than {MAX_YAML_DEPTH} levels",
-                                     where=f"{path}:{text.count(chr(10), 0, match.start()) + 1}",
-                                     fix="flatten the values there")
+                raise InventoryError(
+                    f"YAML nests deeper than {MAX_YAML_DEPTH} levels",
+                    where=f"{path}:{text.count(chr(10), 0, match.start()) + 1}",
+                    fix="flatten the values there",
+                )
         elif depth:
             depth -= 1
     deep = _DEEP_INDENT.search(text)
     if deep:
-        raise InventoryError(f"YAML nests deeper than {MAX_YAML_DEPTH} levels (a line indented "
-                             f"{4 * MAX_YAML_DEPTH} spaces or more)",
-                             where=f"{path}:{text.count(chr(10), 0, deep.start()) + 1}", fix="flatten the values there")
+        raise InventoryError(
+            f"YAML nests deeper than {MAX_YAML_DEPTH} levels (a line indented "
+            f"{4 * MAX_YAML_DEPTH} spaces or more)",
+            where=f"{path}:{text.count(chr(10), 0, deep.start()) + 1}",
+            fix="flatten the values there",
+        )
 
 
 def bounded_expansion(root: yaml.Node, path: Path | None, max_values: int | None) -> None:
@@ -195,24 +223,35 @@ def bounded_expansion(root: yaml.Node, path: Path | None, max_values: int | None
             continue
         where = f"{path}:{node.start_mark.line + 1}"
         if key in on_path:
-            raise InventoryError("a YAML alias refers to a value that holds it (a loop)", where=where,
-                                 fix="remove the alias, or write the value out")
+            raise InventoryError(
+                "a YAML alias refers to a value that holds it (a loop)",
+                where=where,
+                fix="remove the alias, or write the value out",
+            )
         if len(on_path) >= MAX_YAML_DEPTH:
-            raise InventoryError(f"YAML nests deeper than {MAX_YAML_DEPTH} levels", where=where,
-                                 fix="flatten the values there")
+            raise InventoryError(
+                f"YAML nests deeper than {MAX_YAML_DEPTH} levels",
+                where=where,
+                fix="flatten the values there",
+            )
         on_path.add(key)
         stack.append((node, True))
         for child in children:
             if id(child) in on_path:
-                raise InventoryError("a YAML alias refers to a value that holds it (a loop)",
-                                     where=f"{path}:{child.start_mark.line + 1}", fix="remove the alias, or write the value out")
+                raise InventoryError(
+                    "a YAML alias refers to a value that holds it (a loop)",
+                    where=f"{path}:{child.start_mark.line + 1}",
+                    fix="remove the alias, or write the value out",
+                )
             if id(child) not in sizes:
                 stack.append((child, False))
     added = sizes[id(root)] - len(sizes)
     if max_values is not None and added > max_values:
-        raise InventoryError(f"YAML aliases expand this file by more than {max_values:,} values (an alias bomb?)",
-                             where=f"{path}:{root.start_mark.line + 1}",
-                             fix="write the values out, or raise the limit with --max-yaml-values")
+        raise InventoryError(
+            f"YAML aliases expand this file by more than {max_values:,} values (an alias bomb?)",
+            where=f"{path}:{root.start_mark.line + 1}",
+            fix="write the values out, or raise the limit with --max-yaml-values",
+        )
 
 
 def _children(node: yaml.Node) -> list:
@@ -221,7 +260,6 @@ def _children(node: yaml.Node) -> list:
     if isinstance(node, yaml.SequenceNode):
         return node.value
     return []
-
 
 
 def value_kind(value: Any) -> str:
