@@ -38,9 +38,9 @@ audits, the export), `RunFolder.read_records` (resume), `list_records` (the file
 and the hosts a manifest lists), `manifest_groups` and `read_json`.
 
 One module per part: files (names, safe file names, atomic writes, bounded reads), records (a record
-read back, strictly or by its listed digest; old schema names), folder (RunFolder, list_records,
-load_run), earlier (the runs beside a run, for the previous-sweep comparison). Their public names
-are all here: `from sweep.store import RunFolder`.
+read back, strictly or by its listed digest; old schema names), folder (RunFolder), reading
+(list_records, load_run), earlier (the runs beside a run, for the previous-sweep comparison). Their
+public names are all here: `from sweep.store import RunFolder`.
 """
 
 from __future__ import annotations
@@ -69,15 +69,8 @@ from sweep.store.files import (
     write_json_atomic,
 )
 from sweep.store.records import normalize_health, read_digests, read_json, read_record
-from sweep.store.folder import (
-    Listing,
-    Run,
-    RunFolder,
-    list_records,
-    load_run,
-    manifest_groups,
-    new_manifest,
-)
+from sweep.store.folder import RunFolder, new_manifest
+from sweep.store.reading import Listing, Run, list_records, load_run, manifest_groups
 from sweep.store.earlier import earlier_runs, previous_health
 
 __all__ = [
