@@ -21,6 +21,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sweep.collect.ssh.config_words import dollar_expand, expand, pattern_list_match, tilde
 from sweep.collect.ssh.openssh_config import (
     ConfigReader,
     Resolved,
@@ -28,11 +29,7 @@ from sweep.collect.ssh.openssh_config import (
     SSHArgsError,
     SSHConfigRejected,
     command_line,
-    dollar_expand,
-    expand,
     local_tokens,
-    pattern_list_match,
-    tilde,
 )
 from sweep.collect.ssh.policy import KEYWORDS, check, seconds
 from sweep.errors import SSHConfigError

@@ -32,14 +32,12 @@ from sweep.collect.bundle import become_user, remote_command
 from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
 from sweep.collect.ssh.config import SSHSettingRefused, inventory_settings, user_known_hosts
 from sweep.errors import SSHConfigError
+from sweep.collect.ssh.config_words import dollar_expand, expand, tilde
 from sweep.collect.ssh.openssh_config import (
     ConfigReader,
     Resolved,
     SSHConfigRejected,
-    dollar_expand,
-    expand,
     local_tokens,
-    tilde,
 )
 from sweep.collect.ssh.policy import KEYWORDS
 from sweep.collect.outcome import read_agent_output
