@@ -28,7 +28,7 @@ import time
 import weakref
 from typing import Any
 
-from sweep.collect.bundle import become_user, remote_command
+from sweep.collect.bundle import become_user, host_agent_args, remote_command
 from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
 from sweep.collect.ssh.config import SSHSettingRefused, inventory_settings, user_known_hosts
 from sweep.errors import SSHConfigError
@@ -41,7 +41,7 @@ from sweep.collect.ssh.openssh_config import (
 )
 from sweep.collect.ssh.policy import KEYWORDS
 from sweep.collect.outcome import read_agent_output
-from sweep.collect.ssh.prober import HostFailure, Prober, SSHOptions, host_agent_args
+from sweep.collect.ssh.prober import HostFailure, Prober, SSHOptions
 from sweep.collect.ssh.watchdog import Attempt
 from sweep.text import visible
 

@@ -12,7 +12,8 @@ import threading
 from typing import Any, Sequence
 
 from sweep.collect.ssh.config import NeedsOpenSSH
-from sweep.collect.ssh.prober import Outcome, Prober, SSHOptions, hosts_named
+from sweep.collect.ssh.diagnosis import hosts_named
+from sweep.collect.ssh.prober import Outcome, Prober, SSHOptions
 
 TRANSPORTS = ("auto", "paramiko", "openssh")
 
