@@ -1,4 +1,5 @@
-"""What changed between two probes (health.json files): the conclusion, then its evidence, then the rest.
+"""What changed between two probes (health.json files): the conclusion, then its evidence, then the
+rest.
 
 `explain_files(a, b)` opens with one or two lines saying what the clock and power evidence means
 (`sweep.audit.throttle.conclusion`); `diff_health(a, b)` returns the changed fields, each with its
@@ -9,6 +10,7 @@ PCIe replays that rose, new Xid events), links and fabric, power and clock polic
 health and modes, processes, the verdict, identity and software, then readings that prove nothing
 by themselves (temperature, utilisation, memory clock, pstate), then the rest.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from sweep.audit.fields import PROBE_CATEGORIES, first_match, generic, probe_cat
 from sweep.errors import HealthFileError
 from sweep.store import normalize_health, read_json
 from sweep.text import plural
+
 
 @dataclass(frozen=True)
 class Change:
@@ -41,12 +44,19 @@ def load_health(path: str | Path) -> dict:
     if isinstance(data, dict) and data.get("kind") == PROVENANCE_KIND:
         data = _check_provenance(data, path)["before"]
     if not isinstance(data, dict) or data.get("kind") != "sweep.health":
-        raise HealthFileError("not a sweep health.json (no kind 'sweep.health')", where=str(path),
-                              fix="give a file written by the sweep agent or a run folder's hosts/*.json")
+        raise HealthFileError(
+            "not a sweep health.json (no kind 'sweep.health')",
+            where=str(path),
+            fix="give a file written by the sweep agent or a run folder's hosts/*.json",
+        )
     major = str(data.get("schema_version", "")).split(".")[0]
     if major != "1":
-        raise HealthFileError(f"health.json schema version {data.get('schema_version')} is not supported by this "
-                              "sweep (it reads 1.x)", where=str(path), fix="upgrade sweep to read newer probes")
+        raise HealthFileError(
+            f"health.json schema version {data.get('schema_version')} is not supported by this "
+            "sweep (it reads 1.x)",
+            where=str(path),
+            fix="upgrade sweep to read newer probes",
+        )
     return normalize_health(data)
 
 
@@ -54,13 +64,18 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     """Nested dicts/lists as {path: leaf}; GPUs and contracts keyed by index / name."""
     out: dict[str, Any] = {}
     if isinstance(value, dict):
-        if prefix.endswith(".ecc") and "pending_mode" in value:  # `pending`: its alias (store.normalize_health)
+        # `pending`: its alias (store.normalize_health)
+        if prefix.endswith(".ecc") and "pending_mode" in value:
             value = {k: v for k, v in value.items() if k != "pending"}
         for k, v in value.items():
             out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
     elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         for n, v in enumerate(value):
-            key = v.get("name") if prefix == "contracts" else v.get("index", v.get("gpu", v.get("pid", n)))
+            key = (
+                v.get("name")
+                if prefix == "contracts"
+                else v.get("index", v.get("gpu", v.get("pid", n)))
+            )
             out.update(flatten(v, f"{prefix}[{key}]"))
     else:
         out[prefix] = value
@@ -75,10 +90,16 @@ def rising_link_errors(changes: list[Change]) -> list[str]:
         if c.category != "link errors" or not all(isinstance(v, int) for v in (c.before, c.after)):
             continue
         if c.after > c.before and not c.path.startswith("kernel_log"):
-            out.append(f"{c.path} rose by {c.after - c.before} ({c.before} -> {c.after}): a link is taking errors; "
-                       "watch it (nvidia-smi nvlink -e, -q -d PCIE) and reseat or replace it if it keeps rising")
+            out.append(
+                f"{c.path} rose by {c.after - c.before} ({c.before} -> {c.after}): a link is "
+                "taking errors; watch it (nvidia-smi nvlink -e, -q -d PCIE) and reseat or "
+                "replace it if it keeps rising"
+            )
         elif c.path == "kernel_log.xid_lines" and c.after > c.before:
-            out.append(f"{plural(c.after - c.before, 'new Xid line')} in the kernel log: read kernel_log.xid")
+            out.append(
+                f"{plural(c.after - c.before, 'new Xid line')} in the kernel log: read "
+                "kernel_log.xid"
+            )
     return out
 
 
@@ -107,9 +128,19 @@ RUN_CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("changed during the run", ("during.*",)),
     ("command", ("command.*",)),
 ]
-SAMPLE_SUMMARY_FIELDS = ("sm_mhz_min", "sm_mhz_median", "sm_mhz_max_allowed", "power_w_max", "power_w_median",
-                         "enforced_limit_w", "sw_power_cap_fraction", "hw_slowdown_fraction", "sw_thermal_fraction")
-# Run-to-run noise, not a reason: relative for clocks, power and wall time; absolute for fractions of samples.
+SAMPLE_SUMMARY_FIELDS = (
+    "sm_mhz_min",
+    "sm_mhz_median",
+    "sm_mhz_max_allowed",
+    "power_w_max",
+    "power_w_median",
+    "enforced_limit_w",
+    "sw_power_cap_fraction",
+    "hw_slowdown_fraction",
+    "sw_thermal_fraction",
+)
+# Run-to-run noise, not a reason: relative for clocks, power and wall time; absolute for fractions
+# of samples.
 NOISE_RELATIVE = 0.02
 NOISE_FRACTION = 0.05
 
@@ -117,11 +148,18 @@ NOISE_FRACTION = 0.05
 def _check_provenance(data: dict, path: Path) -> dict:
     major = str(data.get("schema_version", "")).split(".")[0]
     if major != "1":
-        raise HealthFileError(f"provenance schema version {data.get('schema_version')} is not supported by this "
-                              "sweep (it reads 1.x)", where=str(path), fix="upgrade sweep to read newer provenance")
+        raise HealthFileError(
+            f"provenance schema version {data.get('schema_version')} is not supported by this "
+            "sweep (it reads 1.x)",
+            where=str(path),
+            fix="upgrade sweep to read newer provenance",
+        )
     if not isinstance(data.get("before"), dict):
-        raise HealthFileError("provenance file without its probe before the command", where=str(path),
-                              fix="give a provenance.json written by sweep wrap")
+        raise HealthFileError(
+            "provenance file without its probe before the command",
+            where=str(path),
+            fix="give a provenance.json written by sweep wrap",
+        )
     return data
 
 
@@ -130,27 +168,41 @@ def load_provenance(path: str | Path) -> dict:
     path = Path(path)
     data = _read_json(path)
     if not isinstance(data, dict) or data.get("kind") != PROVENANCE_KIND:
-        raise HealthFileError("not a sweep provenance.json (no kind 'sweep.provenance')", where=str(path),
-                              fix="give a provenance.json written by sweep wrap")
+        raise HealthFileError(
+            "not a sweep provenance.json (no kind 'sweep.provenance')",
+            where=str(path),
+            fix="give a provenance.json written by sweep wrap",
+        )
     return _check_provenance(data, path)
 
 
 def _run_view(p: dict) -> dict:
     """What a provenance file says beyond its probe before, in the shape `flatten` keys well."""
     v = p.get("verdict") or {}
-    procs = lambda key: [{"pid": x.get("pid"), "name": x.get("name"), "gpus": x.get("gpus")} for x in v.get(key) or []]
+    procs = lambda key: [
+        {"pid": x.get("pid"), "name": x.get("name"), "gpus": x.get("gpus")}
+        for x in v.get(key) or []
+    ]
     cmd = p.get("command") or {}
     return {
         "samples": {
             "hw_slowdown": v.get("hw_slowdown"),
-            "gpus": [dict({"gpu": g.get("gpu")}, **{k: g.get(k) for k in SAMPLE_SUMMARY_FIELDS})
-                     for g in v.get("gpus") or []],
+            "gpus": [
+                dict({"gpu": g.get("gpu")}, **{k: g.get(k) for k in SAMPLE_SUMMARY_FIELDS})
+                for g in v.get("gpus") or []
+            ],
             "other_processes": procs("other_processes"),
             "unattributed_processes": procs("unattributed_processes"),
         },
-        "during": {c.get("field"): {"before": c.get("before"), "after": c.get("after")}
-                   for c in v.get("changes") or []},
-        "command": {"argv": cmd.get("argv"), "exit_code": cmd.get("exit_code"), "wall_s": cmd.get("wall_s")},
+        "during": {
+            c.get("field"): {"before": c.get("before"), "after": c.get("after")}
+            for c in v.get("changes") or []
+        },
+        "command": {
+            "argv": cmd.get("argv"),
+            "exit_code": cmd.get("exit_code"),
+            "wall_s": cmd.get("wall_s"),
+        },
     }
 
 
@@ -173,15 +225,26 @@ def diff_provenance(a: dict, b: dict) -> list[Change]:
     """Why two wrapped runs differ: the probes before them first (`before.*`), then what their
     samples saw (`samples.*`), what changed during each run (`during.*`), the command (`command.*`).
     Differences within run-to-run noise (NOISE_RELATIVE, NOISE_FRACTION) are left out."""
-    changes = [Change(c.category, "before." + c.path, c.before, c.after) for c in diff_health(a["before"], b["before"])]
+    changes = [
+        Change(c.category, "before." + c.path, c.before, c.after)
+        for c in diff_health(a["before"], b["before"])
+    ]
     fa, fb = flatten(_run_view(a)), flatten(_run_view(b))
     order = {name: n for n, (name, _) in enumerate(RUN_CATEGORIES)}
-    run = [Change(_run_category(path), path, fa.get(path), fb.get(path)) for path in sorted(set(fa) | set(fb))
-           if fa.get(path) != fb.get(path) and not _is_noise(path, fa.get(path), fb.get(path))]
+    run = [
+        Change(_run_category(path), path, fa.get(path), fb.get(path))
+        for path in sorted(set(fa) | set(fb))
+        if fa.get(path) != fb.get(path) and not _is_noise(path, fa.get(path), fb.get(path))
+    ]
     run.sort(key=lambda c: (order[c.category], c.path))
     changes += run
-    # an empty list that gained items flattens to "[] -> None" beside the items' own changes: drop it
-    return [c for c in changes if not (_emptied(c) and any(d.path.startswith(c.path + "[") for d in changes))]
+    # an empty list that gained items flattens to "[] -> None" beside the items' own changes: drop
+    # it
+    return [
+        c
+        for c in changes
+        if not (_emptied(c) and any(d.path.startswith(c.path + "[") for d in changes))
+    ]
 
 
 def _emptied(c: Change) -> bool:
@@ -189,8 +252,9 @@ def _emptied(c: Change) -> bool:
 
 
 def explain_files(before: str | Path, after: str | Path) -> tuple[list[str], list[Change]]:
-    """`sweep diff`: (the conclusion in one or two lines, the changes in reading order). Two provenance
-    files compare as runs; otherwise as probes (a provenance file standing for its probe before the command)."""
+    """`sweep diff`: (the conclusion in one or two lines, the changes in reading order). Two
+    provenance files compare as runs; otherwise as probes (a provenance file standing for its probe
+    before the command)."""
     from sweep.audit.throttle import conclusion, conclusion_of_runs
 
     if _kind(before) == _kind(after) == PROVENANCE_KIND:
@@ -201,7 +265,8 @@ def explain_files(before: str | Path, after: str | Path) -> tuple[list[str], lis
 
 
 def probes_of(before: str | Path, after: str | Path) -> tuple[dict, dict]:
-    """The two health documents `sweep diff A B` compares as machines (a provenance file: its probe before)."""
+    """The two health documents `sweep diff A B` compares as machines (a provenance file: its probe
+    before)."""
     return load_health(before), load_health(after)
 
 

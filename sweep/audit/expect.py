@@ -22,8 +22,10 @@ probe ran a load.
 
 The rules themselves, each declared once, are `sweep.audit.expect_rules.TABLE`.
 
-Exit code (through `sweep.audit.baseline.audit_section`): 5 when there is a finding; 2 for a bad file.
+Exit code (through `sweep.audit.baseline.audit_section`): 5 when there is a finding; 2 for a bad
+file.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -45,7 +47,8 @@ from sweep.inventory.yaml_lines import plain_yaml_problem
 from sweep.text import noun, plural
 
 SECTIONS = ("version", "defaults", "models", "groups", "hosts", "drain")
-DRAINABLE = ("config",)  # `drain: [config]`: drain.sh drains for the node's configuration too (sweep.analysis.owners)
+# `drain: [config]`: drain.sh drains for the node's configuration too (sweep.analysis.owners)
+DRAINABLE = ("config",)
 
 
 @dataclass(frozen=True)
@@ -58,20 +61,30 @@ class Setting:
 
 @dataclass(frozen=True)
 class Expectations:
-    """A validated expectations file: section -> name -> rule -> Setting (defaults under name '')."""
+    """A validated expectations file: section -> name -> rule -> Setting (defaults under name
+    '')."""
 
     path: Path
     defaults: dict
     models: dict
     groups: dict
     hosts: dict
-    lines: dict = field(default_factory=dict, compare=False)  # (section, name) -> "file:line" of the name
-    drain: tuple = ()  # the owners whose causes drain.sh drains besides the node's (`DRAINABLE`): ("config",) or ()
+    # (section, name) -> "file:line" of the name
+    lines: dict = field(default_factory=dict, compare=False)
+    # the owners whose causes drain.sh drains besides the node's (`DRAINABLE`): ("config",) or ()
+    drain: tuple = ()
 
     @property
     def rule_count(self) -> int:
-        return sum(len(r) for r in [self.defaults, *self.models.values(), *self.groups.values(),
-                                    *self.hosts.values()])
+        return sum(
+            len(r)
+            for r in [
+                self.defaults,
+                *self.models.values(),
+                *self.groups.values(),
+                *self.hosts.values(),
+            ]
+        )
 
 
 @dataclass(frozen=True)
@@ -89,8 +102,14 @@ class Violation:
         return f"{self.host}: {self.detail}"
 
     def as_dict(self) -> dict:
-        return {"host": self.host, "rule": self.rule, "expected": self.expected, "actual": self.actual,
-                "message": self.message, "detail": self.detail}
+        return {
+            "host": self.host,
+            "rule": self.rule,
+            "expected": self.expected,
+            "actual": self.actual,
+            "message": self.message,
+            "detail": self.detail,
+        }
 
 
 # --- validation ------------------------------------------------------------------------------
@@ -102,8 +121,11 @@ class _Loader(LineLoader):
     refuse_duplicates = True
 
     def duplicate_key(self, key: Any, first_line: int, node: yaml.Node) -> None:
-        raise ConfigError(f"key '{key}' appears twice (first on line {first_line})",
-                          where=f"{self.name}:{node.start_mark.line + 1}", fix="keep one of them")
+        raise ConfigError(
+            f"key '{key}' appears twice (first on line {first_line})",
+            where=f"{self.name}:{node.start_mark.line + 1}",
+            fix="keep one of them",
+        )
 
 
 def _parse(text: str, path: Path):
@@ -115,8 +137,12 @@ def _parse(text: str, path: Path):
         at_end = "end of stream" in (err.problem or "") and err.context_mark
         mark = err.context_mark if at_end else err.problem_mark or err.context_mark
         context = ""
-        if err.context and err.context_mark and mark is not err.context_mark \
-                and err.context_mark.line != mark.line:
+        if (
+            err.context
+            and err.context_mark
+            and mark is not err.context_mark
+            and err.context_mark.line != mark.line
+        ):
             context = f" ({err.context} that starts on line {err.context_mark.line + 1})"
         elif err.context:
             context = f" ({err.context})"
@@ -125,10 +151,15 @@ def _parse(text: str, path: Path):
         problem = err.problem
         if said is not None:
             (problem, fix), mark, context = said[:2], said[2], ""
-        raise ConfigError(f"not valid YAML: {problem}{context}",
-                          where=f"{path}:{mark.line + 1}" if mark else str(path), fix=fix) from None
+        raise ConfigError(
+            f"not valid YAML: {problem}{context}",
+            where=f"{path}:{mark.line + 1}" if mark else str(path),
+            fix=fix,
+        ) from None
     except yaml.YAMLError as err:
-        raise ConfigError(f"not valid YAML: {err}", where=str(path), fix="fix the YAML syntax") from None
+        raise ConfigError(
+            f"not valid YAML: {err}", where=str(path), fix="fix the YAML syntax"
+        ) from None
     finally:
         loader.dispose()
 
@@ -136,7 +167,9 @@ def _parse(text: str, path: Path):
 def _unknown(key: Any, where: str, valid, place: str) -> ConfigError:
     close = difflib.get_close_matches(str(key), list(valid), n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
-    return ConfigError(f"unknown key '{key}' {place}", where=where, fix=f"{hint}valid keys: {', '.join(valid)}")
+    return ConfigError(
+        f"unknown key '{key}' {place}", where=where, fix=f"{hint}valid keys: {', '.join(valid)}"
+    )
 
 
 def _rules(body: Any, path: Path, line: int, place: str, allowed: dict, problems: list) -> dict:
@@ -179,18 +212,23 @@ def _rules(body: Any, path: Path, line: int, place: str, allowed: dict, problems
 
 
 def _drain(value: Any, where: str) -> tuple:
-    """The top-level `drain:` list: which owners' causes drain.sh drains too (a policy the operator states)."""
+    """The top-level `drain:` list: which owners' causes drain.sh drains too (a policy the operator
+    states)."""
     if value is None:
         return ()
     if not isinstance(value, list) or any(v not in DRAINABLE for v in value):
-        raise ConfigError(f"drain must be a list of {', '.join(DRAINABLE)}, not {value!r}"[:200], where=where,
-                          fix="write 'drain: [config]' to drain the hosts held out for their configuration (a power "
-                              "cap, ECC mode...), or leave it out")
+        raise ConfigError(
+            f"drain must be a list of {', '.join(DRAINABLE)}, not {value!r}"[:200],
+            where=where,
+            fix="write 'drain: [config]' to drain the hosts held out for their configuration (a "
+            "power cap, ECC mode...), or leave it out",
+        )
     return tuple(dict.fromkeys(value))
 
 
 def _all_at_once(problems: list, path: Path) -> None:
-    """Raise the file's mistakes: one as it is, several as one error that names each (file:line, fix)."""
+    """Raise the file's mistakes: one as it is, several as one error that names each (file:line,
+    fix)."""
     if len(problems) == 1:
         raise problems[0]
     if problems:
@@ -205,26 +243,77 @@ def _all_at_once(problems: list, path: Path) -> None:
 def load_expectations(path: str | Path) -> Expectations:
     """Read and validate an expectations file (errors name the file, line and key)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("no such expectations file", where=str(path),
-                          fix="give the path of a YAML expectations file (docs/expectations.md)") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"cannot be read ({getattr(err, 'strerror', None) or err})", where=str(path),
-                          fix="check the path and its permissions") from None
-    data = _parse(text, path)
+    data = _parse(_read_text(path), path)
     if not isinstance(data, LineMapping) or not data:
-        raise ConfigError(f"must be a mapping with {', '.join(SECTIONS[1:5])}, not {_type_name(data)}",
-                          where=f"{path}:1", fix="start from inventories/expectations.example.yml")
+        raise ConfigError(
+            f"must be a mapping with {', '.join(SECTIONS[1:5])}, not {_type_name(data)}",
+            where=f"{path}:1",
+            fix="start from inventories/expectations.example.yml",
+        )
+    problems = _top_level_problems(data, path)
+    defaults = _rules(
+        data.get("defaults"), path, data.key_lines.get("defaults", 1), "defaults", RULES, problems
+    )
+    named, lines = _named_rules(data, path, problems)
+    _all_at_once(problems, path)
+    exp = Expectations(
+        path,
+        defaults,
+        named["models"],
+        named["groups"],
+        named["hosts"],
+        lines,
+        _drain(data.get("drain"), f"{path}:{data.key_lines.get('drain', 1)}"),
+    )
+    if exp.rule_count == 0:
+        raise ConfigError(
+            "holds no rule",
+            where=f"{path}:1",
+            fix="add rules under defaults, models, groups or hosts",
+        )
+    return exp
+
+
+def _read_text(path: Path) -> str:
+    """The expectations file's text; a missing or unreadable file is a ConfigError naming it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            "no such expectations file",
+            where=str(path),
+            fix="give the path of a YAML expectations file (docs/expectations.md)",
+        ) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(
+            f"cannot be read ({getattr(err, 'strerror', None) or err})",
+            where=str(path),
+            fix="check the path and its permissions",
+        ) from None
+
+
+def _top_level_problems(data: LineMapping, path: Path) -> list[ConfigError]:
+    """The top level's unknown keys and an unsupported version, each with its line."""
     problems: list[ConfigError] = []
     for key in data:
         if key not in SECTIONS:
-            problems.append(_unknown(key, f"{path}:{data.key_lines[key]}", SECTIONS, "at the top level"))
+            problems.append(
+                _unknown(key, f"{path}:{data.key_lines[key]}", SECTIONS, "at the top level")
+            )
     if "version" in data and (isinstance(data["version"], bool) or data["version"] != 1):
-        problems.append(ConfigError(f"version {data['version']!r} is not supported (this sweep reads version 1)",
-                                    where=f"{path}:{data.key_lines['version']}", fix="write version: 1"))
-    defaults = _rules(data.get("defaults"), path, data.key_lines.get("defaults", 1), "defaults", RULES, problems)
+        problems.append(
+            ConfigError(
+                f"version {data['version']!r} is not supported (this sweep reads version 1)",
+                where=f"{path}:{data.key_lines['version']}",
+                fix="write version: 1",
+            )
+        )
+    return problems
+
+
+def _named_rules(data: LineMapping, path: Path, problems: list) -> tuple[dict, dict]:
+    """The rules of the models, groups and hosts sections by name, and each name's "file:line";
+    a section that is no mapping, or a bad rule, is added to `problems`."""
     named, lines = {}, {}
     for section, allowed in (("models", GPU_RULES), ("groups", RULES), ("hosts", RULES)):
         body, line = data.get(section), data.key_lines.get(section, 1)
@@ -232,19 +321,22 @@ def load_expectations(path: str | Path) -> Expectations:
         if body is None:
             continue
         if not isinstance(body, LineMapping):
-            problems.append(ConfigError(f"{section} must be a mapping of names to rules, not {_type_name(body)}",
-                                        where=f"{path}:{line}",
-                                        fix=f"write '{section}:' then one 'name:' per line, rules under it"))
+            problems.append(
+                ConfigError(
+                    f"{section} must be a mapping of names to rules, not {_type_name(body)}",
+                    where=f"{path}:{line}",
+                    fix=f"write '{section}:' then one 'name:' per line, rules under it",
+                )
+            )
             continue
-        named[section] = {str(name): _rules(rules, path, body.key_lines[name], f"{section}.{name}", allowed,
-                                            problems) for name, rules in body.items()}
+        named[section] = {
+            str(name): _rules(
+                rules, path, body.key_lines[name], f"{section}.{name}", allowed, problems
+            )
+            for name, rules in body.items()
+        }
         lines.update({(section, str(name)): f"{path}:{body.key_lines[name]}" for name in body})
-    _all_at_once(problems, path)
-    exp = Expectations(path, defaults, named["models"], named["groups"], named["hosts"], lines,
-                       _drain(data.get("drain"), f"{path}:{data.key_lines.get('drain', 1)}"))
-    if exp.rule_count == 0:
-        raise ConfigError("holds no rule", where=f"{path}:1", fix="add rules under defaults, models, groups or hosts")
-    return exp
+    return named, lines
 
 
 def unmatched_names(exp: Expectations, hosts, groups) -> list[dict]:
@@ -253,17 +345,31 @@ def unmatched_names(exp: Expectations, hosts, groups) -> list[dict]:
     the file may describe more of the fleet than one run sweeps)."""
     hosts, groups = list(hosts), set(groups)
     out = []
-    for section, names, matches in (("groups", exp.groups, lambda name: name in groups),
-                                    ("hosts", exp.hosts, lambda name: any(
-                                        name == host or fnmatch.fnmatchcase(host, name) for host in hosts))):
+    for section, names, matches in (
+        ("groups", exp.groups, lambda name: name in groups),
+        (
+            "hosts",
+            exp.hosts,
+            lambda name: any(name == host or fnmatch.fnmatchcase(host, name) for host in hosts),
+        ),
+    ):
         for name in names:
             if matches(name):
                 continue
             what = "is the group of none" if section == "groups" else "matches none"
             where = exp.lines.get((section, name), str(exp.path))
-            out.append({"section": section, "name": name, "where": where, "message": (
-                f"{where}: {section}.{name} {what} of the {plural(len(hosts), 'audited host')}, so its rules "
-                f"judge nothing; fix the name, or remove it if it is not in this fleet")})
+            out.append(
+                {
+                    "section": section,
+                    "name": name,
+                    "where": where,
+                    "message": (
+                        f"{where}: {section}.{name} {what} of the "
+                        f"{plural(len(hosts), 'audited host')}, so its rules judge nothing; fix "
+                        "the name, or remove it if it is not in this fleet"
+                    ),
+                }
+            )
     return out
 
 
@@ -282,8 +388,11 @@ def _layers(exp: Expectations, host: str, groups, model: str | None):
             yield rules
 
 
-def resolve(exp: Expectations, host: str, groups=(), model: str | None = None) -> dict[str, Setting]:
-    """rule -> Setting for one host (and GPU model), later sections winning; unset (null) rules dropped."""
+def resolve(
+    exp: Expectations, host: str, groups=(), model: str | None = None
+) -> dict[str, Setting]:
+    """rule -> Setting for one host (and GPU model), later sections winning; unset (null) rules
+    dropped."""
     out: dict[str, Setting] = {}
     for layer in _layers(exp, host, set(groups or ()), model):
         out.update(layer)
@@ -300,7 +409,8 @@ def _groups_of(rec: dict):
 
 
 def evaluate_expectations(records, expectations: Expectations) -> list[Violation]:
-    """Findings for every reachable host of `records` (host -> record, or an iterable of records)."""
+    """Findings for every reachable host of `records` (host -> record, or an iterable of
+    records)."""
     recs = records.values() if isinstance(records, dict) else records
     findings: list[Violation] = []
     for rec in recs:
@@ -316,8 +426,9 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
 
     def add(rule, expected, actual, said, where):
         text, want, fix = said
-        out.append(Violation(host, rule, expected, actual,
-                             f"{text}; expected {want} ({where}); {fix}"))
+        out.append(
+            Violation(host, rule, expected, actual, f"{text}; expected {want} ({where}); {fix}")
+        )
 
     rules = resolve(exp, host, groups)
     for rule in TABLE:
@@ -328,13 +439,24 @@ def _judge_host(host: str, groups, health: dict, exp: Expectations) -> list[Viol
             add(rule.name, s.value, actual, rule.says(s.value, raw), s.where)
     _judge_speed(health, host, groups, exp, add)
     load = load_summary(health)
-    for (name, _, _, where), (expected, actual, idx) in _gpu_checks(host, groups, health, exp, load).items():
-        add(name, expected, actual, BY_NAME[name].says(expected, actual, _gpus_text(idx), idx, load), where)
+    for (name, _, _, where), (expected, actual, idx) in _gpu_checks(
+        host, groups, health, exp, load
+    ).items():
+        add(
+            name,
+            expected,
+            actual,
+            BY_NAME[name].says(expected, actual, _gpus_text(idx), idx, load),
+            where,
+        )
     return out
 
 
-def _gpu_checks(host: str, groups, health: dict, exp: Expectations, load: dict) -> dict[tuple, list]:
-    """(rule, expected, actual, where) -> [expected, actual, [GPU indices]] for every GPU off a rule."""
+def _gpu_checks(
+    host: str, groups, health: dict, exp: Expectations, load: dict
+) -> dict[tuple, list]:
+    """(rule, expected, actual, where) -> [expected, actual, [GPU indices]] for every GPU off a
+    rule."""
     per_gpu: dict[tuple, list] = {}
     for g in health.get("gpus") or []:
         idx = g.get("index")
@@ -344,7 +466,9 @@ def _gpu_checks(host: str, groups, health: dict, exp: Expectations, load: dict) 
             raw = rule.read(g, load.get(idx)) if s else None
             actual = None if raw is None else rule.off(raw, s.value)
             if actual is not None:
-                per_gpu.setdefault((rule.name, _key(s.value), _key(actual), s.where), [s.value, actual, []])[2].append(idx)
+                per_gpu.setdefault(
+                    (rule.name, _key(s.value), _key(actual), s.where), [s.value, actual, []]
+                )[2].append(idx)
     return per_gpu
 
 
@@ -353,9 +477,18 @@ def _speed_floor(rule: str, value: float, floor: float, on: str, add, where) -> 
     scale = 1e9 if unit == "GB/s" else 1e12
     if value / scale < floor:
         fact = SPEED_FACTS[rule]
-        add(rule, floor, round(value / scale, 1), (f"{fact.label} {value / scale:.1f} {unit} on {on}, below the floor",
-            f"at least {floor:g} {unit}", "look at the tier's envelope (power cap, slowdown, processes) in the report's "
-                                          "Speed section; reseat or replace the card if it stays slow"), where)
+        add(
+            rule,
+            floor,
+            round(value / scale, 1),
+            (
+                f"{fact.label} {value / scale:.1f} {unit} on {on}, below the floor",
+                f"at least {floor:g} {unit}",
+                "look at the tier's envelope (power cap, slowdown, processes) in the report's "
+                "Speed section; reseat or replace the card if it stays slow",
+            ),
+            where,
+        )
 
 
 def _judge_speed(health: dict, host: str, groups, exp: Expectations, add) -> None:
@@ -368,14 +501,25 @@ def _judge_speed(health: dict, host: str, groups, exp: Expectations, add) -> Non
         grules = resolve(exp, host, groups, names.get(index))
         for rule, fact in SPEED_FACTS.items():
             if fact.scope == "gpu" and rule in grules and fact.name in figures:
-                _speed_floor(rule, figures[fact.name], grules[rule].value, f"GPU {index}", add, grules[rule].where)
+                _speed_floor(
+                    rule,
+                    figures[fact.name],
+                    grules[rule].value,
+                    f"GPU {index}",
+                    add,
+                    grules[rule].where,
+                )
     rules = resolve(exp, host, groups)
-    host_values = {"p2p": min((v for *_, v in record.p2p), default=None), "allreduce": record.allreduce}
+    host_values = {
+        "p2p": min((v for *_, v in record.p2p), default=None),
+        "allreduce": record.allreduce,
+    }
     for rule, fact in SPEED_FACTS.items():
         if fact.scope == "host" and rule in rules and host_values.get(fact.name) is not None:
-            _speed_floor(rule, host_values[fact.name], rules[rule].value, "the host", add, rules[rule].where)
+            _speed_floor(
+                rule, host_values[fact.name], rules[rule].value, "the host", add, rules[rule].where
+            )
 
 
 def _key(v: Any) -> str:
     return repr(v)
-

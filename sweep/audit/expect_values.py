@@ -2,6 +2,7 @@
 its key and
 returns the typed value, or raises `TypeProblem` saying how to write it (the caller adds the file
 and line)."""
+
 from __future__ import annotations
 
 import re
@@ -11,22 +12,37 @@ from sweep.errors import ConfigError
 
 
 def type_name(v: Any) -> str:
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
-            dict: "a mapping", type(None): "null"}.get(type(v), type(v).__name__)
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+        type(None): "null",
+    }.get(type(v), type(v).__name__)
 
 
 def strings(what: str, example: str) -> Callable:
     def check(v, key):
         items = [v] if isinstance(v, str) else v
         if not isinstance(items, list) or not items or not all(isinstance(i, str) for i in items):
-            bad = next((i for i in items if not isinstance(i, str)), v) if isinstance(items,
-                                                                                      list) and items else v
-            hint = " (quote version numbers)" if isinstance(bad, (int,
-                                                                  float)) and not isinstance(bad,
-                                                                                             bool) else ""
-            raise TypeProblem(f"must be {what} or a list of them, not {type_name(bad)} ({bad!r}){hint}",
-                               f"write e.g. {key}: [{example}]")
+            bad = (
+                next((i for i in items if not isinstance(i, str)), v)
+                if isinstance(items, list) and items
+                else v
+            )
+            hint = (
+                " (quote version numbers)"
+                if isinstance(bad, (int, float)) and not isinstance(bad, bool)
+                else ""
+            )
+            raise TypeProblem(
+                f"must be {what} or a list of them, not {type_name(bad)} ({bad!r}){hint}",
+                f"write e.g. {key}: [{example}]",
+            )
         return sorted(set(items), key=items.index)
+
     return check
 
 
@@ -34,18 +50,24 @@ def number(unit: str, example: str, integer: bool = False) -> Callable:
     def check(v, key):
         ok = isinstance(v, int) if integer else isinstance(v, (int, float))
         if isinstance(v, bool) or not ok:
-            raise TypeProblem(f"must be {'a whole number' if integer else 'a number'} of {unit}, "
-                               f"not {type_name(v)} ({v!r})", f"write e.g. {key}: {example}")
+            raise TypeProblem(
+                f"must be {'a whole number' if integer else 'a number'} of {unit}, "
+                f"not {type_name(v)} ({v!r})",
+                f"write e.g. {key}: {example}",
+            )
         if v <= 0:
             raise TypeProblem(f"must be above 0, not {v!r}", f"write e.g. {key}: {example}")
         return float(v) if not integer else int(v)
+
     return check
 
 
 def boolean(v, key):
     if not isinstance(v, bool):
-        raise TypeProblem(f"must be true or false, not {type_name(v)} ({v!r})",
-                          f"write {key}: true or {key}: false")
+        raise TypeProblem(
+            f"must be true or false, not {type_name(v)} ({v!r})",
+            f"write {key}: true or {key}: false",
+        )
     return v
 
 
@@ -54,11 +76,16 @@ def layout(v, key):
     if v is False or (isinstance(v, str) and v.strip().lower() == "off"):
         return "off"
     items = v.split("+") if isinstance(v, str) else v
-    if not isinstance(items, list) or not items or not all(isinstance(i,
-                                                                      str) and i.strip() for i in items):
-        raise TypeProblem(f"must be off, a layout like '3g.71gb+3g.71gb' or a list of MIG profiles, "
-                           f"not {type_name(v)} ({v!r})",
-                           f"write e.g. {key}: off, or {key}: [3g.71gb, 3g.71gb]")
+    if (
+        not isinstance(items, list)
+        or not items
+        or not all(isinstance(i, str) and i.strip() for i in items)
+    ):
+        raise TypeProblem(
+            f"must be off, a layout like '3g.71gb+3g.71gb' or a list of MIG profiles, "
+            f"not {type_name(v)} ({v!r})",
+            f"write e.g. {key}: off, or {key}: [3g.71gb, 3g.71gb]",
+        )
     return "+".join(sorted(i.strip() for i in items))
 
 
@@ -66,8 +93,10 @@ def pcie(v, key):
     """A PCIe link as gen and width: 'gen5x16' (also 'Gen5 x16')."""
     m = re.match(r"^\s*gen\s*(\d)\s*x\s*(\d{1,2})\s*$", v, re.I) if isinstance(v, str) else None
     if not m:
-        raise TypeProblem(f"must be a PCIe link like gen5x16, not {type_name(v)} ({v!r})",
-                          f"write e.g. {key}: gen5x16")
+        raise TypeProblem(
+            f"must be a PCIe link like gen5x16, not {type_name(v)} ({v!r})",
+            f"write e.g. {key}: gen5x16",
+        )
     return f"gen{int(m.group(1))}x{int(m.group(2))}"
 
 

@@ -16,6 +16,7 @@ durations; nor are the contract verdicts and the device mask, which are derived 
 Exit code of ``sweep diff RUN_A RUN_B`` (see docs/audits.md): 0 the runs describe the same fleet;
 5 something changed (a host added, removed, unreachable, recovered or a field changed); 2 bad input.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,12 +50,18 @@ class FieldChange:
     after: Any = None
 
     def as_dict(self) -> dict:
-        return {"kind": self.kind, "field": self.field, "gpus": list(self.gpus) or None,
-                "before": self.before, "after": self.after}
+        return {
+            "kind": self.kind,
+            "field": self.field,
+            "gpus": list(self.gpus) or None,
+            "before": self.before,
+            "after": self.after,
+        }
 
 
 def match_gpus(before: list[dict], after: list[dict]):
-    """Pair the cards of two probes: same UUID, else same PCI slot (a swapped card), else same index.
+    """Pair the cards of two probes: same UUID, else same PCI slot (a swapped card), else same
+    index.
 
     Returns (pairs [(b, a)], missing [b], added [a]).
     """
@@ -78,17 +85,23 @@ def match_gpus(before: list[dict], after: list[dict]):
 
 
 def _index(g: dict):
-    return g.get("index") if isinstance(g.get("index"), int) else 10 ** 6
+    return g.get("index") if isinstance(g.get("index"), int) else 10**6
 
 
 def _card(g: dict | None) -> dict | None:
     if g is None:
         return None
-    return {"index": g.get("index"), "uuid": g.get("uuid"), "serial": g.get("serial"), "name": g.get("name")}
+    return {
+        "index": g.get("index"),
+        "uuid": g.get("uuid"),
+        "serial": g.get("serial"),
+        "name": g.get("name"),
+    }
 
 
 def host_changes(a: dict, b: dict) -> list[FieldChange]:
-    """What changed on one host between health.json `a` and `b` (volatile fields left out), by kind."""
+    """What changed on one host between health.json `a` and `b` (volatile fields left out), by
+    kind."""
     pairs, missing, added = match_gpus(list(a.get("gpus") or []), list(b.get("gpus") or []))
     a2, b2 = dict(a), dict(b)
     a2["gpus"], b2["gpus"] = [], []
@@ -112,29 +125,46 @@ def host_changes(a: dict, b: dict) -> list[FieldChange]:
             item = int(m.group(1)) if m.group(1).lstrip("-").isdigit() else m.group(1)
             raw.append((kind, m.group(2), item, c.before, c.after))
         elif c.path.startswith("topology.pairs."):
-            raw.append((kind, "topology.pairs", c.path[len("topology.pairs."):], c.before, c.after))
+            raw.append(
+                (kind, "topology.pairs", c.path[len("topology.pairs.") :], c.before, c.after)
+            )
         else:
             raw.append((kind, c.path, None, c.before, c.after))
     raw += speed_changes(a, b)
     folded: dict[tuple, list] = {}
     for kind, fld, item, before, after in raw:
-        key = (kind, fld, json.dumps(before, sort_keys=True, default=str), json.dumps(after, sort_keys=True, default=str))
+        key = (
+            kind,
+            fld,
+            json.dumps(before, sort_keys=True, default=str),
+            json.dumps(after, sort_keys=True, default=str),
+        )
         entry = folded.setdefault(key, [before, after, []])
         if item is not None:
             entry[2].append(item)
-    out = [FieldChange(kind, fld, tuple(sorted(items, key=lambda i: (isinstance(i, str), host_key(str(i))))), before, after)
-           for (kind, fld, _, _), (before, after, items) in folded.items()]
+    out = [
+        FieldChange(
+            kind,
+            fld,
+            tuple(sorted(items, key=lambda i: (isinstance(i, str), host_key(str(i))))),
+            before,
+            after,
+        )
+        for (kind, fld, _, _), (before, after, items) in folded.items()
+    ]
     order = {k: n for n, k in enumerate(KIND_ORDER)}
     out.sort(key=lambda c: (order[c.kind], c.field, host_key(str(c.gpus[:1]))))
     return out
 
 
-SPEED_MOVED = 0.10  # a measured figure that moved less than 10% between two runs is run-to-run noise
+# a measured figure that moved less than 10% between two runs is run-to-run noise
+SPEED_MOVED = 0.10
 
 
 def speed_changes(a: dict, b: dict) -> list[tuple]:
-    """(kind, field, GPU, before, after) of each speed-tier figure (validated) that moved by more than
-    SPEED_MOVED between health.json `a` and `b`, or that one side measured and the other did not."""
+    """(kind, field, GPU, before, after) of each speed-tier figure (validated) that moved by more
+    than SPEED_MOVED between health.json `a` and `b`, or that one side measured and the other did
+    not."""
     ra, rb = read_speed(a), read_speed(b)
     if ra is None or rb is None:
         return []
@@ -145,10 +175,17 @@ def speed_changes(a: dict, b: dict) -> list[tuple]:
             before, after = fa.get(name), fb.get(name)
             if before is None or after is None or abs(after / before - 1) > SPEED_MOVED:
                 out.append(("speed", f"speed.{name}", index, _round(before), _round(after)))
-    for name, before, after in (("speed.allreduce", ra.allreduce, rb.allreduce),
-                                ("speed.p2p_slowest", min((v for *_, v in ra.p2p), default=None),
-                                 min((v for *_, v in rb.p2p), default=None))):
-        if (before is None) != (after is None) or (before and after and abs(after / before - 1) > SPEED_MOVED):
+    for name, before, after in (
+        ("speed.allreduce", ra.allreduce, rb.allreduce),
+        (
+            "speed.p2p_slowest",
+            min((v for *_, v in ra.p2p), default=None),
+            min((v for *_, v in rb.p2p), default=None),
+        ),
+    ):
+        if (before is None) != (after is None) or (
+            before and after and abs(after / before - 1) > SPEED_MOVED
+        ):
             out.append(("speed", name, None, _round(before), _round(after)))
     return out
 
@@ -160,17 +197,30 @@ def _round(value):
 def fold_probe_changes(changes) -> list[FieldChange]:
     """A probe diff's changes (`diff.Change`) named and folded as the run diff names and folds them:
     the run diff's kind where the field is one (`power`, `ecc`, ...), else the probe diff's heading
-    (`throttle evidence`, `other readings`); the same change on several GPUs is one row listing them."""
+    (`throttle evidence`, `other readings`); the same change on several GPUs is one row listing
+    them."""
     folded: dict[tuple, list] = {}
     for c in changes:
         m = _GPU_PATH.match(c.path)
-        fld, item = (m.group(2), int(m.group(1)) if m.group(1).lstrip("-").isdigit() else m.group(1)) if m else (c.path, None)
+        fld, item = (
+            (m.group(2), int(m.group(1)) if m.group(1).lstrip("-").isdigit() else m.group(1))
+            if m
+            else (c.path, None)
+        )
         kind = run_kind(c.path) or c.category
-        key = (kind, fld, json.dumps(c.before, sort_keys=True, default=str), json.dumps(c.after, sort_keys=True, default=str))
+        key = (
+            kind,
+            fld,
+            json.dumps(c.before, sort_keys=True, default=str),
+            json.dumps(c.after, sort_keys=True, default=str),
+        )
         entry = folded.setdefault(key, [c.before, c.after, []])
         if item is not None:
             entry[2].append(item)
-    return [FieldChange(kind, fld, tuple(items), before, after) for (kind, fld, _, _), (before, after, items) in folded.items()]
+    return [
+        FieldChange(kind, fld, tuple(items), before, after)
+        for (kind, fld, _, _), (before, after, items) in folded.items()
+    ]
 
 
 def probe_exit_code(before: dict, after: dict) -> int:
@@ -184,13 +234,15 @@ def probe_exit_code(before: dict, after: dict) -> int:
 
 @dataclass
 class RunDiff:
-    """Hosts sorted by what happened to them between run `before` and run `after`, with field changes."""
+    """Hosts sorted by what happened to them between run `before` and run `after`, with field
+    changes."""
 
     before: str
     after: str
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
-    unreachable: list[dict] = field(default_factory=list)  # {"host", "failure_class", "failure_message"}
+    # {"host", "failure_class", "failure_message"}
+    unreachable: list[dict] = field(default_factory=list)
     recovered: list[str] = field(default_factory=list)
     still_failing: list[str] = field(default_factory=list)
     not_swept: list[str] = field(default_factory=list)
@@ -199,7 +251,9 @@ class RunDiff:
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.removed or self.unreachable or self.recovered or self.changed)
+        return not (
+            self.added or self.removed or self.unreachable or self.recovered or self.changed
+        )
 
     @property
     def exit_code(self) -> int:
@@ -219,8 +273,12 @@ class RunDiff:
         for kind, items in self.by_kind().items():
             rows: dict[tuple, tuple[list[str], FieldChange]] = {}
             for host, c in items:
-                key = (c.field, c.gpus, json.dumps(c.before, sort_keys=True, default=str),
-                       json.dumps(c.after, sort_keys=True, default=str))
+                key = (
+                    c.field,
+                    c.gpus,
+                    json.dumps(c.before, sort_keys=True, default=str),
+                    json.dumps(c.after, sort_keys=True, default=str),
+                )
                 rows.setdefault(key, ([], c))[0].append(host)
             out[kind] = list(rows.values())
         return out
@@ -228,28 +286,52 @@ class RunDiff:
     def headline(self) -> str:
         if self.empty:
             return f"no change between {self.before} and {self.after}"
-        parts = [f"{len(v)} {name}" for name, v in (
-            ("added", self.added), ("removed", self.removed), ("newly unreachable", self.unreachable),
-            ("recovered", self.recovered), ("changed", self.changed)) if v]
+        parts = [
+            f"{len(v)} {name}"
+            for name, v in (
+                ("added", self.added),
+                ("removed", self.removed),
+                ("newly unreachable", self.unreachable),
+                ("recovered", self.recovered),
+                ("changed", self.changed),
+            )
+            if v
+        ]
         kinds = ", ".join(f"{k} ({len({h for h, _ in v})})" for k, v in self.by_kind().items())
         return "hosts: " + ", ".join(parts) + (f"; changes: {kinds}" if kinds else "")
 
     def as_dict(self) -> dict:
         """The JSON of ``sweep diff RUN_A RUN_B --json`` (shape in docs/audits.md)."""
         return {
-            "format": "sweep-rundiff", "version": 1, "before": self.before, "after": self.after,
-            "hosts": {"added": self.added, "removed": self.removed, "unreachable": self.unreachable,
-                      "recovered": self.recovered, "still_failing": self.still_failing,
-                      "not_swept": self.not_swept, "changed": list(self.changed), "unchanged": self.unchanged},
+            "format": "sweep-rundiff",
+            "version": 1,
+            "before": self.before,
+            "after": self.after,
+            "hosts": {
+                "added": self.added,
+                "removed": self.removed,
+                "unreachable": self.unreachable,
+                "recovered": self.recovered,
+                "still_failing": self.still_failing,
+                "not_swept": self.not_swept,
+                "changed": list(self.changed),
+                "unchanged": self.unchanged,
+            },
             "changes": [dict(host=h, **c.as_dict()) for v in self.by_kind().values() for h, c in v],
-            "by_kind": {k: sorted({h for h, _ in v}, key=host_key) for k, v in self.by_kind().items()},
+            "by_kind": {
+                k: sorted({h for h, _ in v}, key=host_key) for k, v in self.by_kind().items()
+            },
             "exit_code": self.exit_code,
         }
 
 
 def _failure(rec: dict) -> dict:
     f = rec.get("failure") or {}
-    return {"host": rec["host"], "failure_class": f.get("class"), "failure_message": f.get("message")}
+    return {
+        "host": rec["host"],
+        "failure_class": f.get("class"),
+        "failure_message": f.get("message"),
+    }
 
 
 def _ok(rec: dict | None) -> bool:
@@ -288,13 +370,21 @@ def diff_runs(before: Run, after: Run) -> RunDiff:
 
 
 # a field's unit, by the end of its name, as the report writes it ("700 W", "1980 MHz")
-UNITS = (("_w", "W"), ("_mhz", "MHz"), ("_c", "°C"), ("_mib", "MiB"), ("_gib", "GiB"), ("_gbps", "GB/s"),
-         ("_pct", "%"))
+UNITS = (
+    ("_w", "W"),
+    ("_mhz", "MHz"),
+    ("_c", "°C"),
+    ("_mib", "MiB"),
+    ("_gib", "GiB"),
+    ("_gbps", "GB/s"),
+    ("_pct", "%"),
+)
 
 
 def show_field(field_name: str, value: Any) -> str:
-    """A changed field's value as the report prints it: a number as ``700`` (not ``700.0``), with the
-    unit its name ends in (``power.enforced_limit_w`` 700.0 -> ``700 W``); text as it is; else JSON."""
+    """A changed field's value as the report prints it: a number as ``700`` (not ``700.0``), with
+    the unit its name ends in (``power.enforced_limit_w`` 700.0 -> ``700 W``); text as it is; else
+    JSON."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         unit = next((u for end, u in UNITS if field_name.endswith(end)), None)
         number = f"{value:g}" if isinstance(value, float) else str(value)
@@ -319,20 +409,33 @@ def render_terminal(diff: RunDiff, console) -> None:
     def esc(text) -> str:
         return escape(visible(text))
 
-    console.print(f"{esc(diff.before)} -> {esc(diff.after)}: {esc(diff.headline())}", soft_wrap=True)
+    console.print(
+        f"{esc(diff.before)} -> {esc(diff.after)}: {esc(diff.headline())}", soft_wrap=True
+    )
     hosts = Table(title=None)
     hosts.add_column("what")
     hosts.add_column("hosts")
-    rows = [("added", diff.added), ("removed", diff.removed),
-            ("newly unreachable", [f"{u['host']} ({u['failure_class']}: {u['failure_message']})"
-                                   for u in diff.unreachable]),
-            ("recovered", diff.recovered), ("still failing", diff.still_failing),
-            ("not swept in the later run", diff.not_swept), ("changed", list(diff.changed)),
-            ("unchanged", [plural(len(diff.unchanged), "host")] if diff.unchanged else [])]
+    rows = [
+        ("added", diff.added),
+        ("removed", diff.removed),
+        (
+            "newly unreachable",
+            [
+                f"{u['host']} ({u['failure_class']}: {u['failure_message']})"
+                for u in diff.unreachable
+            ],
+        ),
+        ("recovered", diff.recovered),
+        ("still failing", diff.still_failing),
+        ("not swept in the later run", diff.not_swept),
+        ("changed", list(diff.changed)),
+        ("unchanged", [plural(len(diff.unchanged), "host")] if diff.unchanged else []),
+    ]
     for label, names in rows:
         if names:
             hosts.add_row(label, esc(", ".join(names)))
-    console.print("Hosts", soft_wrap=True)  # a title of its own line: a table's title wraps at the table's width
+    # a title of its own line: a table's title wraps at the table's width
+    console.print("Hosts", soft_wrap=True)
     console.print(hosts)
     groups = diff.folded()
     if not groups:
@@ -342,8 +445,14 @@ def render_terminal(diff: RunDiff, console) -> None:
         table.add_column(col, overflow="fold", min_width=len(col))
     for kind, items in groups.items():
         for n, (names, c) in enumerate(items):
-            table.add_row(kind if n == 0 else "", esc(fold_hosts(names)), esc(c.field), esc(show_gpus(c.gpus)),
-                          escape(show_field(c.field, c.before)), escape(show_field(c.field, c.after)))
+            table.add_row(
+                kind if n == 0 else "",
+                esc(fold_hosts(names)),
+                esc(c.field),
+                esc(show_gpus(c.gpus)),
+                escape(show_field(c.field, c.before)),
+                escape(show_field(c.field, c.after)),
+            )
         table.add_section()
     console.print("Changes by kind (the same change on several hosts is one row)", soft_wrap=True)
     console.print(table)
@@ -353,7 +462,12 @@ def render_html(diff: RunDiff) -> str:
     """The run diff as one self-contained HTML page (autoescaped: host text is shown as text)."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-    env = Environment(loader=FileSystemLoader(Path(__file__).parents[1] / "report" / "templates"), autoescape=True,
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=FileSystemLoader(Path(__file__).parents[1] / "report" / "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters.update(visible=visible, value=show_field, gpus=show_gpus, hosts=fold_hosts)
     return env.get_template("rundiff.html.j2").render(diff=diff, groups=diff.folded())

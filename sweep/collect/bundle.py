@@ -5,6 +5,7 @@ go in on stdin to a small bootstrap (`remote_command()`), which imports the agen
 nothing is written on the host, and (given a lifetime) the bootstrap ends the agent at the host's
 deadline, saying so on stderr (`DEADLINE_MARK`), so nothing keeps running there either.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -26,35 +27,42 @@ MAIN = "import sys\nfrom probe_agent.main import main\nsys.exit(main())\n"
 # What the bootstrap writes on stderr (and exit 3) under a python older than the agent needs.
 TOO_OLD_MARK = "sweep-agent: this python is too old"
 
-# What the bootstrap writes on stderr (and its exit status) when it ends the agent at the host deadline:
-# the controller reads it as a timeout, whichever of the two deadlines (its own, the host's) came first.
+# What the bootstrap writes on stderr (and its exit status) when it ends the agent at the host
+# deadline: the controller reads it as a timeout, whichever of the two deadlines (its own, the
+# host's) came first.
 DEADLINE_MARK = "sweep-agent: ended at the host deadline"
 DEADLINE_EXIT = 124
-# the kernel's SIGALRM backstop, for an agent whose every thread is stuck (the mark's thread included):
-# later than the controller's deadline, which has then already recorded the timeout
+# the kernel's SIGALRM backstop, for an agent whose every thread is stuck (the mark's thread
+# included): later than the controller's deadline, which has then already recorded the timeout
 BACKSTOP_S = 2.0
 
-# The bootstrap's (and the become guard's) python runs isolated, as the agent's children run `-I -S`: with
-# `-I` (Python 3.4 and later, 3.8 included) it reads no PYTHON* variable of the login session (PYTHONPATH,
-# PYTHONSTARTUP, PYTHONHOME), no user site-packages (~/.local/lib/pythonX.Y: a sitecustomize there) and
-# puts neither the working folder nor the script's on sys.path (a zipfile.py in the login folder), so
-# nothing of the login user's loads into the agent, nor into root's python under --become. A python
-# without -I (2.x, 3.0-3.3) answers "Unknown option: -I": python_too_old (sweep.collect.outcome).
+# The bootstrap's (and the become guard's) python runs isolated, as the agent's children run `-I
+# -S`: with `-I` (Python 3.4 and later, 3.8 included) it reads no PYTHON* variable of the login
+# session (PYTHONPATH, PYTHONSTARTUP, PYTHONHOME), no user site-packages (~/.local/lib/pythonX.Y: a
+# sitecustomize there) and puts neither the working folder nor the script's on sys.path (a
+# zipfile.py in the login folder), so nothing of the login user's loads into the agent, nor into
+# root's python under --become. A python without -I (2.x, 3.0-3.3) answers "Unknown option: -I":
+# python_too_old (sweep.collect.outcome).
 ISOLATED = "-I"
 
 MAIN_CALL = "from probe_agent.main import main\nsys.exit(main())\n"  # the bootstrap's last lines
 
-# Runs on the host under its python3 (3.8+): read the zip from stdin, import from memory (the agent's own
-# IMPORTER, which its children use too: probe_agent.children), run main.
-# Its first lines parse and run under Python 2 and old 3.x, so that such a host says so in words.
-BOOTSTRAP = r"""
+# Runs on the host under its python3 (3.8+): read the zip from stdin, import from memory (the
+# agent's own IMPORTER, which its children use too: probe_agent.children), run main. Its first lines
+# parse and run under Python 2 and old 3.x, so that such a host says so in words.
+BOOTSTRAP = (
+    r"""
 import sys
 if sys.version_info < (3, 8):
-    sys.stderr.write('""" + TOO_OLD_MARK + r""": Python %s; the agent needs 3.8 or later\n' % sys.version.split()[0])
+    sys.stderr.write('"""
+    + TOO_OLD_MARK
+    + r""": Python %s; the agent needs 3.8 or later\n' % sys.version.split()[0])
     sys.exit(3)
 if sys.argv[1].endswith('+'):  # under become: tell the guard that sudo started us
     sys.argv[1] = sys.argv[1][:-1]
-    sys.stderr.write('""" + become.STARTED_MARK + r"""\n')
+    sys.stderr.write('"""
+    + become.STARTED_MARK
+    + r"""\n')
     sys.stderr.flush()
 import signal
 n, _, life = sys.argv[1].partition('/')
@@ -62,18 +70,28 @@ if life:
     import os, threading
     def cut(life=float(life)):
         try:
-            os.write(2, ('\n""" + DEADLINE_MARK + r""" after %.1f s\n' % life).encode())
+            os.write(2, ('\n"""
+    + DEADLINE_MARK
+    + r""" after %.1f s\n' % life).encode())
         finally:
-            os._exit(""" + str(DEADLINE_EXIT) + r""")
+            os._exit("""
+    + str(DEADLINE_EXIT)
+    + r""")
     cutter = threading.Timer(float(life), cut)
     cutter.daemon = True
     cutter.start()
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    signal.setitimer(signal.ITIMER_REAL, float(life) + """ + str(BACKSTOP_S) + r""" + float(life) / 10)
-""" + IMPORTER + r"""
+    signal.setitimer(signal.ITIMER_REAL, float(life) + """
+    + str(BACKSTOP_S)
+    + r""" + float(life) / 10)
+"""
+    + IMPORTER
+    + r"""
 sweep_bundle_install(sweep_bundle_read(int(n)))
 sys.argv = ['sweep-agent'] + sys.argv[2:]
-""" + MAIN_CALL
+"""
+    + MAIN_CALL
+)
 
 
 def _pynvml_source() -> bytes:
@@ -81,7 +99,9 @@ def _pynvml_source() -> bytes:
     if spec is None or spec.origin is None:
         from sweep.errors import ConfigError
 
-        raise ConfigError("pynvml is not installed", fix="pip install nvidia-ml-py, then bundle again")
+        raise ConfigError(
+            "pynvml is not installed", fix="pip install nvidia-ml-py, then bundle again"
+        )
     return Path(spec.origin).read_bytes()
 
 
@@ -93,7 +113,12 @@ def _compiled(name: str, source: bytes) -> bytes:
     """
     code = compile(source, name, "exec", dont_inherit=True)
     flags = (0b01).to_bytes(4, "little")  # hash-based, source not checked
-    return importlib.util.MAGIC_NUMBER + flags + importlib.util.source_hash(source) + marshal.dumps(code)
+    return (
+        importlib.util.MAGIC_NUMBER
+        + flags
+        + importlib.util.source_hash(source)
+        + marshal.dumps(code)
+    )
 
 
 def bundle_bytes() -> bytes:
@@ -117,8 +142,8 @@ def bundle_bytes() -> bytes:
 
 
 def build_bundle(dest: str | Path) -> Path:
-    """Write the zipapp to `dest` (mode 0755 from its creation, whole, never through a link: sweep.store's one
-    writer) and return its path."""
+    """Write the zipapp to `dest` (mode 0755 from its creation, whole, never through a link:
+    sweep.store's one writer) and return its path."""
     from sweep.store import write_bytes_atomic
 
     dest = Path(dest)
@@ -127,8 +152,13 @@ def build_bundle(dest: str | Path) -> Path:
     return dest
 
 
-def remote_command(python: str, payload_size: int, agent_args: list[str], lifetime: float | None = None,
-                   become_user: str | None = None) -> str:
+def remote_command(
+    python: str,
+    payload_size: int,
+    agent_args: list[str],
+    lifetime: float | None = None,
+    become_user: str | None = None,
+) -> str:
     """The shell command that runs the bootstrap under `python`, reading `payload_size` bytes.
 
     With `lifetime` (seconds) the bootstrap starts a timer thread before it reads the agent: at
@@ -139,17 +169,32 @@ def remote_command(python: str, payload_size: int, agent_args: list[str], lifeti
     tenth) later, ends an agent whose threads are all stuck.
 
     With `become_user` the bootstrap runs under ``sudo -n -u USER --``, started by the become guard
-    (sweep.collect.become) under the login user's `python`: a sudo that would ask for a password fails
-    at once, with its own words on stderr; one that prompts or hangs anyway is ended, with what it
-    started, after `become.sudo_wait(lifetime)`, and says so.
-    Every python it starts runs isolated (`ISOLATED`), as the agent's children do.
+    (sweep.collect.become) under the login user's `python`: a sudo that would ask for a password
+    fails at once, with its own words on stderr; one that prompts or hangs anyway is ended, with
+    what it started, after `become.sudo_wait(lifetime)`, and says so. Every python it starts runs
+    isolated (`ISOLATED`), as the agent's children do.
     """
     size = str(payload_size) if lifetime is None else f"{payload_size}/{lifetime:.1f}"
     if not become_user:
         parts = [python, ISOLATED, "-c", BOOTSTRAP, size, *agent_args]
     else:
-        parts = [python, ISOLATED, "-c", become.guard(TOO_OLD_MARK), f"{become.sudo_wait(lifetime):.1f}", *SUDO, "-u",
-                 become_user, "--", python, ISOLATED, "-c", BOOTSTRAP, size + "+", *agent_args]
+        parts = [
+            python,
+            ISOLATED,
+            "-c",
+            become.guard(TOO_OLD_MARK),
+            f"{become.sudo_wait(lifetime):.1f}",
+            *SUDO,
+            "-u",
+            become_user,
+            "--",
+            python,
+            ISOLATED,
+            "-c",
+            BOOTSTRAP,
+            size + "+",
+            *agent_args,
+        ]
     return " ".join(shlex.quote(p) for p in parts)
 
 

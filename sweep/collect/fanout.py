@@ -5,6 +5,7 @@ item, and nothing that joins a hung worker at interpreter exit. `stop()` (Ctrl-C
 and calls `on_stop`, whose job is to make the work in flight return at once (the transport shuts
 its sockets); `drain()` then collects what the in-flight items returned.
 """
+
 from __future__ import annotations
 
 import queue
@@ -19,11 +20,17 @@ _POLL_S = 0.2  # the main thread wakes this often, so Ctrl-C is seen promptly
 
 
 class FanOut(Generic[Item, Result]):
-    """`work(item)` over items, `forks` at a time; `work` must return, not raise, for a host's trouble."""
+    """`work(item)` over items, `forks` at a time; `work` must return, not raise, for a host's
+    trouble."""
 
-    def __init__(self, work: Callable[[Item], Result], *, forks: int = 32,
-                 on_stop: Callable[[], None] | None = None,
-                 on_result: Callable[[Item, Result], None] | None = None):
+    def __init__(
+        self,
+        work: Callable[[Item], Result],
+        *,
+        forks: int = 32,
+        on_stop: Callable[[], None] | None = None,
+        on_result: Callable[[Item, Result], None] | None = None,
+    ):
         if forks < 1:
             raise ValueError("forks must be 1 or more")
         self.work = work
@@ -43,8 +50,8 @@ class FanOut(Generic[Item, Result]):
         for item in items:
             self._todo.put(item)
         self._outstanding = len(items)
-        # Thread.start() waits until the new thread runs; with the first workers already busy (and the
-        # GIL with them) starting 200 took ~10 s here, and the last hosts began that much later
+        # Thread.start() waits until the new thread runs; with the first workers already busy (and
+        # the GIL with them) starting 200 took ~10 s here, and the last hosts began that much later
         for n in range(min(self.forks, len(items))):
             thread = threading.Thread(target=self._worker, name=f"sweep-fanout-{n}", daemon=True)
             thread.start()
@@ -72,7 +79,8 @@ class FanOut(Generic[Item, Result]):
             self.on_stop()
 
     def drain(self, timeout: float = 10.0) -> list[tuple[Item, Result]]:
-        """After stop(): the results of the items that were in flight, waiting at most `timeout` s."""
+        """After stop(): the results of the items that were in flight, waiting at most `timeout`
+        s."""
         end = time.monotonic() + timeout
         got = []
         while time.monotonic() < end:

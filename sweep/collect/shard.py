@@ -6,6 +6,7 @@ adding or removing hosts moves no other host. ``--shard-by index`` takes every n
 selected list instead (exactly even shares, but a host moves when the inventory above it changes).
 The n run folders are reported together with ``sweep report RUN_1 ... RUN_n``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,11 +23,15 @@ def parse_shard(text: str) -> tuple[int, int]:
     """``"2/8"`` -> (2, 8); shards count from 1."""
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
     if not match:
-        raise ConfigError(f"--shard {text!r} is not I/N", fix="write it as I/N, e.g. --shard 1/4 ... --shard 4/4")
+        raise ConfigError(
+            f"--shard {text!r} is not I/N", fix="write it as I/N, e.g. --shard 1/4 ... --shard 4/4"
+        )
     index, count = int(match.group(1)), int(match.group(2))
     if count < 1 or not 1 <= index <= count:
-        raise ConfigError(f"--shard {text} is out of range: I must be 1..N and N 1 or more",
-                          fix=f"use --shard 1/{max(count, 1)} ... --shard {max(count, 1)}/{max(count, 1)}")
+        raise ConfigError(
+            f"--shard {text} is out of range: I must be 1..N and N 1 or more",
+            fix=f"use --shard 1/{max(count, 1)} ... --shard {max(count, 1)}/{max(count, 1)}",
+        )
     return index, count
 
 

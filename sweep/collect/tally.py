@@ -1,5 +1,7 @@
-"""Where a sweep stands and what it left: `RunProgress` (the progress callback's figures), `RunResult`
-(the run folder and its counts, the exit code) and `Tally`, the counters kept as each record arrives."""
+"""Where a sweep stands and what it left: `RunProgress` (the progress callback's figures),
+`RunResult` (the run folder and its counts, the exit code) and `Tally`, the counters kept as each
+record arrives."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -11,6 +13,7 @@ from sweep import exitcodes
 from sweep.collect.outcome import Outcome
 from sweep.failures import FAILURE_CLASSES
 from sweep.inventory.model import Host
+
 
 @dataclass(frozen=True)
 class RunProgress:
@@ -37,9 +40,12 @@ class RunResult:
     by_class: dict[str, int] = field(default_factory=dict)
     failures: tuple[tuple[str, str, str], ...] = ()  # (host, class, message) of this session
     options: dict = field(default_factory=dict)  # the run's options as its manifest keeps them now
-    earlier_failed: tuple[tuple[str, str], ...] = ()  # (host, class): failed in an earlier session, not swept now
-    retry_classes: tuple[str, ...] | None = None  # --retry-failed: the classes asked for (None: not asked)
-    retried: tuple[str, ...] = ()  # --retry-failed: the hosts swept again, their old records set aside
+    # (host, class): failed in an earlier session, not swept now
+    earlier_failed: tuple[tuple[str, str], ...] = ()
+    # --retry-failed: the classes asked for (None: not asked)
+    retry_classes: tuple[str, ...] | None = None
+    # --retry-failed: the hosts swept again, their old records set aside
+    retried: tuple[str, ...] = ()
 
     @property
     def fully_swept(self) -> bool:
@@ -58,8 +64,14 @@ class Tally:
     Counters, kept as each record comes: a host's arrival costs the same at 100,000 hosts as at 10
     (rescanning every host's state per arrival made a sweep quadratic: ~270 s at 100,000 hosts)."""
 
-    def __init__(self, hosts: list[Host], done: dict[str, dict], listed: set[str],
-                 progress: Callable[[RunProgress], None] | None, session: dict):
+    def __init__(
+        self,
+        hosts: list[Host],
+        done: dict[str, dict],
+        listed: set[str],
+        progress: Callable[[RunProgress], None] | None,
+        session: dict,
+    ):
         self.total, self.resumed, self.progress = len(hosts), len(done), progress
         self.status: dict[str, tuple] = {}
         self.ok = 0
@@ -68,7 +80,8 @@ class Tally:
             if name in listed:
                 self._set(name, (rec.get("status"), (rec.get("failure") or {}).get("class")))
         self.failures: list[tuple[str, str, str]] = []
-        self.session = session  # the manifest's entry for this session (its hosts_swept is counted here)
+        # the manifest's entry for this session (its hosts_swept is counted here)
+        self.session = session
 
     def _set(self, name: str, state: tuple) -> None:
         old = self.status.get(name)
@@ -88,18 +101,42 @@ class Tally:
 
     def report(self, last: Outcome | None) -> None:
         if self.progress is not None:
-            self.progress(RunProgress(total=self.total, ok=self.ok, failed=len(self.status) - self.ok,
-                                      pending=self.total - len(self.status), last=last))
+            self.progress(
+                RunProgress(
+                    total=self.total,
+                    ok=self.ok,
+                    failed=len(self.status) - self.ok,
+                    pending=self.total - len(self.status),
+                    last=last,
+                )
+            )
 
     def counts(self, listed: int) -> dict[str, int]:
-        return {"total": listed, "ok": self.ok, "failed": len(self.status) - self.ok,
-                "pending": listed - len(self.status)}
+        return {
+            "total": listed,
+            "ok": self.ok,
+            "failed": len(self.status) - self.ok,
+            "pending": listed - len(self.status),
+        }
 
     def result(self, run_dir: Path, state: str, options: dict) -> RunResult:
         by_class = {cls: self.by_class[cls] for cls in FAILURE_CLASSES if self.by_class[cls]}
         now = {host for host, *_ in self.failures}
-        earlier = tuple((name, cls) for name, (s, cls) in self.status.items() if s == "failed" and name not in now)
+        earlier = tuple(
+            (name, cls)
+            for name, (s, cls) in self.status.items()
+            if s == "failed" and name not in now
+        )
         return RunResult(
-            run_dir=run_dir, state=state, total=self.total, ok=self.ok, failed=len(self.status) - self.ok,
-            pending=self.total - len(self.status), resumed=self.resumed, by_class=by_class,
-            failures=tuple(self.failures), options=options, earlier_failed=earlier)
+            run_dir=run_dir,
+            state=state,
+            total=self.total,
+            ok=self.ok,
+            failed=len(self.status) - self.ok,
+            pending=self.total - len(self.status),
+            resumed=self.resumed,
+            by_class=by_class,
+            failures=tuple(self.failures),
+            options=options,
+            earlier_failed=earlier,
+        )

@@ -1,28 +1,32 @@
-"""Worker processes inside one `sweep run`: the hosts spread over processes forked after the engine is bound.
+"""Worker processes inside one `sweep run`: the hosts spread over processes forked after the engine
+is bound.
 
-One Python process spends ~3-10 ms of CPU per host (SSH handshake, decrypting the answer, parsing and
-checking it, writing the record), so it tops out near 110-300 hosts/s whatever the machine has.
-`WorkerPool` forks `n` workers once, after every import and after `Engine.bind` (the agent bundle, the keys,
-the known_hosts read once, shared copy-on-write); each worker runs the same engine over its share of the
-hosts with its share of ``--forks``, writes each host's record into the run folder itself (the file, its
-fsync, its digest line, as `sweep.collect.run.keep_record` does in one process), then tells the parent in
-one line what it kept. The parent keeps the one progress view, the tally, the manifest, Ctrl-C and the exit
-code: it reads the workers' lines like an engine's outcomes (`run`, `stop`, `drain`).
+One Python process spends ~3-10 ms of CPU per host (SSH handshake, decrypting the answer, parsing
+and checking it, writing the record), so it tops out near 110-300 hosts/s whatever the machine has.
+`WorkerPool` forks `n` workers once, after every import and after `Engine.bind` (the agent bundle,
+the keys, the known_hosts read once, shared copy-on-write); each worker runs the same engine over
+its share of the hosts with its share of ``--forks``, writes each host's record into the run folder
+itself (the file, its fsync, its digest line, as `sweep.collect.run.keep_record` does in one
+process), then tells the parent in one line what it kept. The parent keeps the one progress view,
+the tally, the manifest, Ctrl-C and the exit code: it reads the workers' lines like an engine's
+outcomes (`run`, `stop`, `drain`).
 
-- **Shares**: hosts of one address and port go to one worker (a --wrap benchmark runs once per machine at a
-  time, whatever its aliases: `SSHEngine` serialises them inside one process), shares balanced by count.
-- **Ctrl-C / SIGTERM**: the terminal's Ctrl-C reaches the whole process group; workers ignore SIGINT and
-  wait for the parent, whose `stop()` sends them SIGTERM: each stops its engine and drains it as one
-  process does (the hosts in flight still get their records), then exits.
+- **Shares**: hosts of one address and port go to one worker (a --wrap benchmark runs once per
+  machine at a time, whatever its aliases: `SSHEngine` serialises them inside one process), shares
+  balanced by count.
+- **Ctrl-C / SIGTERM**: the terminal's Ctrl-C reaches the whole process group; workers ignore SIGINT
+  and wait for the parent, whose `stop()` sends them SIGTERM: each stops its engine and drains it as
+  one process does (the hosts in flight still get their records), then exits.
 - **kill -9 of the parent**: each worker asked the kernel for SIGTERM at its parent's death
-  (PR_SET_PDEATHSIG), so it ends as at Ctrl-C; the run folder's lock (a shared open file description)
-  stays held until the last worker is gone, and `--resume` finishes the run.
-- **A worker that dies** (OOM killer, a bug): its hosts without a record stay pending, the others go on; a
-  warning names the worker and `--resume`.
+  (PR_SET_PDEATHSIG), so it ends as at Ctrl-C; the run folder's lock (a shared open file
+  description) stays held until the last worker is gone, and `--resume` finishes the run.
+- **A worker that dies** (OOM killer, a bug): its hosts without a record stay pending, the others go
+  on; a warning names the worker and `--resume`.
 - **How many** (`auto_workers`): the CPUs this process may use (affinity and the cgroup's quota, as
-  `usable_cpus` reads them) less one for the parent, at most one per 8 forks and per 32 hosts; 1 (no fork,
-  the one-process path) on 2 CPUs or fewer.
+  `usable_cpus` reads them) less one for the parent, at most one per 8 forks and per 32 hosts; 1 (no
+  fork, the one-process path) on 2 CPUs or fewer.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -45,7 +49,8 @@ from sweep.errors import RunFolderError, SweepError
 
 _PR_SET_PDEATHSIG = 1
 _CHILD_DRAIN_S = 8.0  # a worker's drain after SIGTERM: within the parent's (run.py drains 10 s)
-_MESSAGE_MAX = 4096  # characters of a failure message carried to the parent (the record keeps it whole)
+# characters of a failure message carried to the parent (the record keeps it whole)
+_MESSAGE_MAX = 4096
 _SIGNALS = {signal.SIGINT, signal.SIGTERM}
 HOSTS_PER_WORKER = 32  # fewer hosts than this a worker: forking costs more than it saves
 FORKS_PER_WORKER = 8
@@ -56,13 +61,19 @@ class WorkerLost(SweepError, UserWarning):
 
 
 def usable_cpus(cgroup: str | Path = "/sys/fs/cgroup", affinity: int | None = None) -> int:
-    """The CPUs this process may use: its affinity (taskset, cpusets) bounded by the cgroup's CPU quota
-    (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``), rounded up; at least 1."""
+    """The CPUs this process may use: its affinity (taskset, cpusets) bounded by the cgroup's CPU
+    quota (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``), rounded up; at least
+    1."""
     if affinity is None:
-        affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        affinity = (
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else (os.cpu_count() or 1)
+        )
     root = Path(cgroup)
-    quota = _cgroup_quota(_read(root / "cpu.max"), _read(root / "cpu.cfs_quota_us"),
-                          _read(root / "cpu.cfs_period_us"))
+    quota = _cgroup_quota(
+        _read(root / "cpu.max"), _read(root / "cpu.cfs_quota_us"), _read(root / "cpu.cfs_period_us")
+    )
     return max(1, min(affinity, math.ceil(quota)) if quota is not None else affinity)
 
 
@@ -74,7 +85,8 @@ def _read(path: Path) -> str | None:
 
 
 def _cgroup_quota(v2: str | None, v1_quota: str | None, v1_period: str | None) -> float | None:
-    """CPUs of quota (None: no limit, or unreadable): v2 "200000 100000" is 2.0, "max 100000" none."""
+    """CPUs of quota (None: no limit, or unreadable): v2 "200000 100000" is 2.0, "max 100000"
+    none."""
     try:
         if v2 is not None:
             quota, period = v2.split()[:2]
@@ -95,11 +107,13 @@ def auto_workers(cpus: int, forks: int, hosts: int) -> int:
 
 
 def shares(hosts: Sequence[Any], n: int) -> list[list[Any]]:
-    """`hosts` in `n` shares: each address:port whole in one share, the largest groups placed first on the
-    least loaded share; the order of hosts within a share is theirs in `hosts`."""
+    """`hosts` in `n` shares: each address:port whole in one share, the largest groups placed first
+    on the least loaded share; the order of hosts within a share is theirs in `hosts`."""
     groups: dict[tuple, list[int]] = {}
     for i, host in enumerate(hosts):
-        groups.setdefault((getattr(host, "address", None) or host.name, getattr(host, "port", None)), []).append(i)
+        groups.setdefault(
+            (getattr(host, "address", None) or host.name, getattr(host, "port", None)), []
+        ).append(i)
     load = [0] * n
     placed: list[list[int]] = [[] for _ in range(n)]
     for members in sorted(groups.values(), key=len, reverse=True):
@@ -110,8 +124,9 @@ def shares(hosts: Sequence[Any], n: int) -> list[list[Any]]:
 
 
 class WorkerPool:
-    """The engine `bound` (already bound, forks per worker) run by `n` forked workers; an engine to `_collect`:
-    `run(hosts)` yields (host, outcome) of hosts whose record a worker has written (`records_kept`)."""
+    """The engine `bound` (already bound, forks per worker) run by `n` forked workers; an engine to
+    `_collect`: `run(hosts)` yields (host, outcome) of hosts whose record a worker has written
+    (`records_kept`)."""
 
     records_kept = True
 
@@ -140,8 +155,8 @@ class WorkerPool:
                 pass
 
     def drain(self, timeout: float = 10.0) -> list[tuple[Any, Outcome]]:
-        """After `stop()`: what the workers kept while draining, waiting at most `timeout` s; then the ones
-        still there are killed."""
+        """After `stop()`: what the workers kept while draining, waiting at most `timeout` s; then
+        the ones still there are killed."""
         end, got = time.monotonic() + timeout, []
         while self._children and time.monotonic() < end:
             got.extend(self._read(min(0.25, max(0.0, end - time.monotonic()))))
@@ -151,16 +166,19 @@ class WorkerPool:
         return got
 
     def _start(self, parts: list[list[Any]]) -> None:
-        """Fork one worker per share, SIGINT and SIGTERM blocked meanwhile (a worker sets its own handlers
-        before it takes them; the parent records every pid before a signal can interrupt it)."""
+        """Fork one worker per share, SIGINT and SIGTERM blocked meanwhile (a worker sets its own
+        handlers before it takes them; the parent records every pid before a signal can interrupt
+        it)."""
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
         parent = os.getpid()
         try:
             for number, part in enumerate(parts):
                 rfd, wfd = os.pipe()
                 sys.stdout.flush(), sys.stderr.flush()
-                with warnings.catch_warnings():  # Python 3.12 warns of a fork beside threads (the progress bar's):
-                    warnings.simplefilter("ignore", DeprecationWarning)  # the worker touches none of their state
+                # Python 3.12 warns of a fork beside threads (the progress bar's): the worker
+                # touches none of their state
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)
                     pid = os.fork()
                 if pid == 0:
                     os.close(rfd)
@@ -197,8 +215,16 @@ class WorkerPool:
         if kind == "outcome":
             name, status, cls, text, attempts, started, ended, code = message[1:]
             host = self._by_name[name]
-            return host, Outcome(host=host, status=status, failure_class=cls, message=text, attempts=attempts,
-                                 started_at=started, ended_at=ended, exit_status=code)
+            return host, Outcome(
+                host=host,
+                status=status,
+                failure_class=cls,
+                message=text,
+                attempts=attempts,
+                started_at=started,
+                ended_at=ended,
+                exit_status=code,
+            )
         if kind == "done":
             self._finished.add(fd)
             return None
@@ -211,56 +237,34 @@ class WorkerPool:
         os.close(fd)
         _, status = os.waitpid(pid, 0)
         if lost and not self._stopped:
-            how = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit status "
-                   f"{os.waitstatus_to_exitcode(status)}")
-            warnings.warn(WorkerLost(f"worker process {number + 1} (pid {pid}) ended ({how}) before its hosts "
-                                     "did: those without a record are left pending",
-                                     fix="sweep run --resume RUN_DIR sweeps them"))
+            how = (
+                f"signal {os.WTERMSIG(status)}"
+                if os.WIFSIGNALED(status)
+                else f"exit status {os.waitstatus_to_exitcode(status)}"
+            )
+            warnings.warn(
+                WorkerLost(
+                    f"worker process {number + 1} (pid {pid}) ended ({how}) before its hosts "
+                    "did: those without a record are left pending",
+                    fix="sweep run --resume RUN_DIR sweeps them",
+                )
+            )
 
 
-def _worker(bound: Any, hosts: list[Any], keep: Callable[[Outcome], Outcome], wfd: int, inherited: list[int],
-            parent: tuple[int, set]) -> None:
-    """A forked worker's whole life: never returns (os._exit), so nothing of the parent's runs here again.
-    `parent`: (its pid, the signal mask it had before the fork)."""
+def _worker(
+    bound: Any,
+    hosts: list[Any],
+    keep: Callable[[Outcome], Outcome],
+    wfd: int,
+    inherited: list[int],
+    parent: tuple[int, set],
+) -> None:
+    """A forked worker's whole life: never returns (os._exit), so nothing of the parent's runs here
+    again. `parent`: (its pid, the signal mask it had before the fork)."""
     code, (parent_pid, blocked) = 0, parent
     try:
-        for fd in inherited:  # the other workers' pipes: theirs alone
-            os.close(fd)
-        _own_streams()
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C: the parent decides
-        signal.signal(signal.SIGTERM, _stop_on_term)
-        _die_with_parent(parent_pid)
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-
-        def send(*fields: Any) -> None:
-            data = orjson.dumps(list(fields)) + b"\n"
-            while data:
-                data = data[os.write(wfd, data):]
-
-        def kept(outcome: Outcome) -> None:
-            if outcome.status == "interrupted":
-                return
-            signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)  # a SIGTERM now waits until the record on
-            try:  # disk is told to the parent too: the parent's counts then say what the folder holds
-                done = keep(outcome)
-                send("outcome", done.host.name, done.status, done.failure_class, (done.message or "")[:_MESSAGE_MAX],
-                     done.attempts, done.started_at, done.ended_at, done.exit_status)
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-
-        try:
-            try:
-                for _, outcome in bound.run(hosts):
-                    kept(outcome)
-            except KeyboardInterrupt:
-                bound.stop()
-                for _, outcome in bound.drain(timeout=_CHILD_DRAIN_S):
-                    kept(outcome)
-            send("done")
-        except RunFolderError as err:
-            send("folder", err.message, err.where, err.fix)
-        except EngineError as err:
-            send("engine", err.message, err.where, err.fix)
+        _take_over(inherited, parent_pid, blocked)
+        _sweep_share(bound, hosts, lambda outcome: _keep_and_tell(keep, outcome, wfd, blocked), wfd)
     except BrokenPipeError:
         code = 3  # the parent is gone: nothing more to tell
     except BaseException:  # sweep's own bug: the parent names the worker; its hosts stay pending
@@ -270,14 +274,79 @@ def _worker(bound: Any, hosts: list[Any], keep: Callable[[Outcome], Outcome], wf
         os._exit(code)
 
 
+def _take_over(inherited: list[int], parent_pid: int, blocked: set) -> None:
+    """The forked process made a worker: only its own pipe, streams and signal handling, and it
+    dies with the parent."""
+    for fd in inherited:  # the other workers' pipes: theirs alone
+        os.close(fd)
+    _own_streams()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C: the parent decides
+    signal.signal(signal.SIGTERM, _stop_on_term)
+    _die_with_parent(parent_pid)
+    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _send(wfd: int, *fields: Any) -> None:
+    """One message to the parent: a JSON list on a line of the worker's pipe, written whole."""
+    data = orjson.dumps(list(fields)) + b"\n"
+    while data:
+        data = data[os.write(wfd, data) :]
+
+
+def _keep_and_tell(
+    keep: Callable[[Outcome], Outcome], outcome: Outcome, wfd: int, blocked: set
+) -> None:
+    """A finished host's record kept on disk and told to the parent, with SIGTERM held off between
+    the two; an interrupted host is neither."""
+    if outcome.status == "interrupted":
+        return
+    # a SIGTERM now waits until the record on disk is told to the parent too: the parent's counts
+    # then say what the folder holds
+    signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        done = keep(outcome)
+        _send(
+            wfd,
+            "outcome",
+            done.host.name,
+            done.status,
+            done.failure_class,
+            (done.message or "")[:_MESSAGE_MAX],
+            done.attempts,
+            done.started_at,
+            done.ended_at,
+            done.exit_status,
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _sweep_share(bound: Any, hosts: list[Any], kept: Callable[[Outcome], None], wfd: int) -> None:
+    """The worker's share of hosts swept, each outcome kept as it comes (on Ctrl-C, those the
+    engine drains); then "done", or the run folder's or the engine's error, to the parent."""
+    try:
+        try:
+            for _, outcome in bound.run(hosts):
+                kept(outcome)
+        except KeyboardInterrupt:
+            bound.stop()
+            for _, outcome in bound.drain(timeout=_CHILD_DRAIN_S):
+                kept(outcome)
+        _send(wfd, "done")
+    except RunFolderError as err:
+        _send(wfd, "folder", err.message, err.where, err.fix)
+    except EngineError as err:
+        _send(wfd, "engine", err.message, err.where, err.fix)
+
+
 def _stop_on_term(signum, frame) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second one must not cut the drain short
     raise KeyboardInterrupt
 
 
 def _own_streams() -> None:
-    """stdout and stderr as new objects on the same descriptors: a lock the parent's other threads (the
-    progress bar) held at the fork stays held in their copies, never in these."""
+    """stdout and stderr as new objects on the same descriptors: a lock the parent's other threads
+    (the progress bar) held at the fork stays held in their copies, never in these."""
     sys.stdout = open(os.dup(1), "w", buffering=1, encoding="utf-8", errors="replace", closefd=True)
     sys.stderr = open(os.dup(2), "w", buffering=1, encoding="utf-8", errors="replace", closefd=True)
 

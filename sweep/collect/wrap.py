@@ -1,4 +1,5 @@
-"""`sweep run INVENTORY --wrap -- COMMAND`: the benchmark on every host, inside the agent's envelope.
+"""`sweep run INVENTORY --wrap -- COMMAND`: the benchmark on every host, inside the agent's
+envelope.
 
 On each host the agent probes, refuses to start the command on a broken contract or another
 process on the GPUs (unless `--force`, which the record keeps), runs it in its own process group
@@ -18,6 +19,7 @@ mismatch as the reason, and none of its figures is kept.
 The names the operator gave with `--metric` are read from the operator's expressions only: a
 JSON line the command prints under such a name is ignored.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,17 +52,26 @@ class Metric:
     def parse(cls, text: str) -> "Metric":
         name, sep, pattern = text.partition("=")
         if not sep or not NAME.match(name) or not pattern:
-            raise ConfigError(f"--metric {text!r} is not NAME=REGEX", where="--metric",
-                              fix="write it as --metric 'tflops=TFLOP/s: ([0-9.]+)' (a name of letters, digits "
-                                  "and _.:/%+-, then =, then a regular expression whose first group is the number)")
+            raise ConfigError(
+                f"--metric {text!r} is not NAME=REGEX",
+                where="--metric",
+                fix="write it as --metric 'tflops=TFLOP/s: ([0-9.]+)' (a name of letters, digits "
+                "and _.:/%+-, then =, then a regular expression whose first group is the number)",
+            )
         try:
             groups = re.compile(pattern).groups
         except re.error as err:
-            raise ConfigError(f"--metric {name}: the regular expression does not compile ({err})",
-                              where="--metric", fix="fix the expression (Python re syntax)") from None
+            raise ConfigError(
+                f"--metric {name}: the regular expression does not compile ({err})",
+                where="--metric",
+                fix="fix the expression (Python re syntax)",
+            ) from None
         if groups < 1:
-            raise ConfigError(f"--metric {name}: the regular expression has no group", where="--metric",
-                              fix="put the number in parentheses: 'TFLOP/s: ([0-9.]+)'")
+            raise ConfigError(
+                f"--metric {name}: the regular expression has no group",
+                where="--metric",
+                fix="put the number in parentheses: 'TFLOP/s: ([0-9.]+)'",
+            )
         return cls(name, pattern)
 
 
@@ -77,27 +88,55 @@ class WrapSpec:
 
     def __post_init__(self):
         if not self.command:
-            raise ConfigError("--wrap needs a command", fix="sweep run INVENTORY --wrap -- COMMAND [ARGS...]")
+            raise ConfigError(
+                "--wrap needs a command", fix="sweep run INVENTORY --wrap -- COMMAND [ARGS...]"
+            )
         if not self.interval > 0:
-            raise ConfigError(f"--interval is {self.interval}; it must be above 0", where="--interval")
+            raise ConfigError(
+                f"--interval is {self.interval}; it must be above 0", where="--interval"
+            )
 
     def agent_args(self, host_deadline: float) -> list[str]:
         """The agent's arguments for a host whose deadline is `host_deadline` seconds."""
         probe, timeout = budget(host_deadline)
-        args = ["--wrap", "--emit", "--refuse", "--tether", "--deadline", f"{probe:g}",
-                "--command-timeout", f"{timeout:g}", "--interval", f"{self.interval:g}",
-                "--max-samples", str(self.max_samples), "--output-tail", str(self.output_tail)]
+        args = [
+            "--wrap",
+            "--emit",
+            "--refuse",
+            "--tether",
+            "--deadline",
+            f"{probe:g}",
+            "--command-timeout",
+            f"{timeout:g}",
+            "--interval",
+            f"{self.interval:g}",
+            "--max-samples",
+            str(self.max_samples),
+            "--output-tail",
+            str(self.output_tail),
+        ]
         return args + (["--force"] if self.force else []) + ["--", *self.command]
 
     def to_dict(self) -> dict:
-        return {"command": list(self.command), "metrics": [f"{m.name}={m.pattern}" for m in self.metrics],
-                "force": self.force, "interval": self.interval, "max_samples": self.max_samples,
-                "output_tail": self.output_tail}
+        return {
+            "command": list(self.command),
+            "metrics": [f"{m.name}={m.pattern}" for m in self.metrics],
+            "force": self.force,
+            "interval": self.interval,
+            "max_samples": self.max_samples,
+            "output_tail": self.output_tail,
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> "WrapSpec":
-        return cls(tuple(d["command"]), tuple(Metric.parse(m) for m in d.get("metrics") or ()), bool(d.get("force")),
-                   float(d.get("interval", 0.2)), int(d.get("max_samples", 1000)), int(d.get("output_tail", 65536)))
+        return cls(
+            tuple(d["command"]),
+            tuple(Metric.parse(m) for m in d.get("metrics") or ()),
+            bool(d.get("force")),
+            float(d.get("interval", 0.2)),
+            int(d.get("max_samples", 1000)),
+            int(d.get("output_tail", 65536)),
+        )
 
 
 def budget(host_deadline: float) -> tuple[float, float]:
@@ -109,9 +148,12 @@ def budget(host_deadline: float) -> tuple[float, float]:
     probe = min(30.0, max(2.0, 0.1 * host_deadline))
     command = host_deadline - 2 * probe - max(3.0, 0.05 * host_deadline)
     if command < 1.0:
-        raise ConfigError(f"--host-deadline {host_deadline:g} s leaves no time for the command (the probes before "
-                          f"and after take up to {2 * probe:g} s)", where="--host-deadline",
-                          fix="give the benchmark's run time plus a minute: --host-deadline 900, say")
+        raise ConfigError(
+            f"--host-deadline {host_deadline:g} s leaves no time for the command (the probes "
+            f"before and after take up to {2 * probe:g} s)",
+            where="--host-deadline",
+            fix="give the benchmark's run time plus a minute: --host-deadline 900, say",
+        )
     return round(probe, 1), round(command, 1)
 
 
@@ -186,18 +228,28 @@ def _json_lines(tail: str):
             doc = json.loads(line)
         except (ValueError, RecursionError):
             continue
-        if isinstance(doc, dict) and isinstance(doc.get("metric"), str) and NAME.match(doc["metric"]):
+        if (
+            isinstance(doc, dict)
+            and isinstance(doc.get("metric"), str)
+            and NAME.match(doc["metric"])
+        ):
             yield doc
 
 
 def held_tail(output: dict, limit: int) -> dict:
-    """The output section with its tail held to the last `limit` bytes (UTF-8), whatever the host sent."""
+    """The output section with its tail held to the last `limit` bytes (UTF-8), whatever the host
+    sent."""
     raw = output["tail"].encode("utf-8", "surrogatepass")
     if len(raw) <= limit:
         return output
     kept = raw[-limit:].decode("utf-8", "ignore")
-    return dict(output, tail=kept, truncated=True, tail_limit_bytes=limit,
-                bytes=max(output.get("bytes") or 0, len(raw)))
+    return dict(
+        output,
+        tail=kept,
+        truncated=True,
+        tail_limit_bytes=limit,
+        bytes=max(output.get("bytes") or 0, len(raw)),
+    )
 
 
 def _number(raw) -> float | None:
@@ -222,57 +274,97 @@ def bench_status(provenance: dict, figures: dict) -> tuple[str, str]:
     if cmd.get("refused"):
         return "refused", f"not started: {cmd['refused']}; --force runs it anyway (recorded)"
     if cmd.get("timed_out"):
-        return "timed_out", (f"ended at the command timeout of {cmd.get('timeout_s'):g} s (its process group); "
-                             "raise --host-deadline")
+        return "timed_out", (
+            f"ended at the command timeout of {cmd.get('timeout_s'):g} s (its process group); "
+            "raise --host-deadline"
+        )
     if cmd.get("ended_by"):
         return "failed", f"ended: {cmd['ended_by']}"
     if cmd.get("error"):
         return "failed", f"could not start: {cmd['error']} (exit {cmd['exit_code']})"
     if cmd.get("exit_code"):
         sig = f", {cmd['signal']}" if cmd.get("signal") else ""
-        return "failed", f"the command failed (exit {cmd['exit_code']}{sig}); the output's tail is in the record"
+        return (
+            "failed",
+            f"the command failed (exit {cmd['exit_code']}{sig}); the output's tail is in the "
+            "record",
+        )
     if not figures:
-        return "no_figure", ("the command printed no figure: give --metric NAME=REGEX, or print a JSON line "
-                             "{\"metric\": NAME, \"value\": NUMBER}")
-    return "ok", ", ".join(f"{k} {v['value']:g}{' ' + v['unit'] if v['unit'] else ''}" for k, v in figures.items())
+        return "no_figure", (
+            "the command printed no figure: give --metric NAME=REGEX, or print a JSON line "
+            '{"metric": NAME, "value": NUMBER}'
+        )
+    return "ok", ", ".join(
+        f"{k} {v['value']:g}{' ' + v['unit'] if v['unit'] else ''}" for k, v in figures.items()
+    )
 
 
-def provenance_mismatches(provenance: dict, spec: WrapSpec, session_s: float | None = None) -> list[str]:
-    """What a host's provenance says against what the controller knows: the command it sent, the agent it
-    pushed, the sampling it asked for, the session's length (`session_s`), one host before and after."""
+def provenance_mismatches(
+    provenance: dict, spec: WrapSpec, session_s: float | None = None
+) -> list[str]:
+    """What a host's provenance says against what the controller knows: the command it sent, the
+    agent it pushed, the sampling it asked for, the session's length (`session_s`), one host before
+    and after."""
     found = []
     argv = provenance["command"].get("argv")
     if list(argv) != list(spec.command):
-        found.append(f"command.argv {visible(json.dumps(argv))[:200]} is not the command sent "
-                     f"{visible(json.dumps(list(spec.command)))[:200]}")
+        found.append(
+            f"command.argv {visible(json.dumps(argv))[:200]} is not the command sent "
+            f"{visible(json.dumps(list(spec.command)))[:200]}"
+        )
     version = (provenance.get("agent") or {}).get("version")
     if version != AGENT_VERSION:
-        found.append(f"agent.version {visible(str(version))[:40]!r} is not the agent sent ({AGENT_VERSION})")
+        found.append(
+            f"agent.version {visible(str(version))[:40]!r} is not the agent sent ({AGENT_VERSION})"
+        )
     interval = (provenance.get("sampler") or {}).get("interval_s")
-    if not isinstance(interval, (int, float)) or abs(interval - spec.interval) > 1e-9 * max(1.0, spec.interval):
-        found.append(f"sampler.interval_s {interval!r} is not the --interval sent ({spec.interval:g})")
+    if not isinstance(interval, (int, float)) or abs(interval - spec.interval) > 1e-9 * max(
+        1.0, spec.interval
+    ):
+        found.append(
+            f"sampler.interval_s {interval!r} is not the --interval sent ({spec.interval:g})"
+        )
     kept = (provenance.get("thinning") or {}).get("max_samples", spec.max_samples)
     if kept != spec.max_samples:
-        found.append(f"thinning.max_samples {kept!r} is not the --max-samples sent ({spec.max_samples})")
+        found.append(
+            f"thinning.max_samples {kept!r} is not the --max-samples sent ({spec.max_samples})"
+        )
     wall = provenance["command"].get("wall_s")
     if session_s is not None and isinstance(wall, (int, float)) and wall > session_s + 1.0:
-        found.append(f"command.wall_s {wall:g} s is longer than the whole SSH session ({session_s:.1f} s)")
-    names = [((provenance.get(part) or {}).get("host") or {}).get("hostname") for part in ("before", "after")]
+        found.append(
+            f"command.wall_s {wall:g} s is longer than the whole SSH session ({session_s:.1f} s)"
+        )
+    names = [
+        ((provenance.get(part) or {}).get("host") or {}).get("hostname")
+        for part in ("before", "after")
+    ]
     if all(isinstance(n, str) for n in names) and names[0] != names[1]:
-        found.append(f"the probes name two hosts: {visible(names[0])[:64]!r} before, {visible(names[1])[:64]!r} after")
+        found.append(
+            f"the probes name two hosts: {visible(names[0])[:64]!r} before, "
+            f"{visible(names[1])[:64]!r} after"
+        )
     return found
 
 
-def split_record(provenance: dict, spec: WrapSpec, session_s: float | None = None) -> tuple[dict, dict]:
+def split_record(
+    provenance: dict, spec: WrapSpec, session_s: float | None = None
+) -> tuple[dict, dict]:
     """(the health.json of the probe before, the record's `wrap` section) of one host's answer;
     `session_s`: how long the controller's session with the host lasted."""
     output = held_tail(provenance["output"], spec.output_tail)
     figures, dropped = read_figures(output["tail"], spec.metrics)
     status, why = bench_status(provenance, figures)
     mismatches = provenance_mismatches(provenance, spec, session_s)
-    if mismatches:  # a forged or foreign provenance: its figures are not the benchmark the operator ran
-        status, why = "failed", ("the provenance does not match what the controller sent or saw: "
-                                 + "; ".join(mismatches) + "; its figures were dropped")
+    # a forged or foreign provenance: its figures are not the benchmark the operator ran
+    if mismatches:
+        status, why = (
+            "failed",
+            (
+                "the provenance does not match what the controller sent or saw: "
+                + "; ".join(mismatches)
+                + "; its figures were dropped"
+            ),
+        )
         figures, dropped = {}, 0
     rest = {k: v for k, v in provenance.items() if k != "before"}
     rest["output"] = output
@@ -280,7 +372,10 @@ def split_record(provenance: dict, spec: WrapSpec, session_s: float | None = Non
     if mismatches:
         wrapped["mismatches"] = mismatches
     if dropped:
-        wrapped["figures_dropped"] = {"names": dropped, "kept_max": FIGURES_MAX,
-                                      "why": f"the output named more than {FIGURES_MAX} figures: "
-                                             f"{plural(dropped, 'name')} past the first ones were dropped"}
+        wrapped["figures_dropped"] = {
+            "names": dropped,
+            "kept_max": FIGURES_MAX,
+            "why": f"the output named more than {FIGURES_MAX} figures: "
+            f"{plural(dropped, 'name')} past the first ones were dropped",
+        }
     return provenance["before"], wrapped

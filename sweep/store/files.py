@@ -1,5 +1,7 @@
-"""The run folder's names and its file-level rules: safe host file names, whole-or-nothing writes that
-never follow a link, and bounded reads that refuse a link, a FIFO or a device (docs/security.md)."""
+"""The run folder's names and its file-level rules: safe host file names, whole-or-nothing writes
+that never follow a link, and bounded reads that refuse a link, a FIFO or a device
+(docs/security.md)."""
+
 from __future__ import annotations
 
 import errno
@@ -21,13 +23,27 @@ RUN_FORMAT = "sweep-run"
 MANIFEST = "manifest.json"
 HOSTS = "hosts"
 DIGESTS = "records.sha256"  # "<sha256>  hosts/<file>" per record written, appended as each one is
-DIGESTS_MAX_BYTES = 64 * 2**20  # ~100 bytes a line: 600,000 records; a larger list is not read (all strict)
-MACS = "records.mac"  # "<HMAC of the records.sha256 line>  hosts/<file>": the lines this user's sweep wrote
-RECORD_MAX_BYTES = 64 * 2**20  # a host's output is cut at 16 MiB on arrival (SSHOptions.output_limit)
-MANIFEST_MAX_BYTES = 256 * 2**20  # the inventory snapshot: ~300 bytes a host, 100,000 hosts in 30 MB
+# ~100 bytes a line: 600,000 records; a larger list is not read (all strict)
+DIGESTS_MAX_BYTES = 64 * 2**20
+# "<HMAC of the records.sha256 line>  hosts/<file>": the lines this user's sweep wrote
+MACS = "records.mac"
+# a host's output is cut at 16 MiB on arrival (SSHOptions.output_limit)
+RECORD_MAX_BYTES = 64 * 2**20
+# the inventory snapshot: ~300 bytes a host, 100,000 hosts in 30 MB
+MANIFEST_MAX_BYTES = 256 * 2**20
 STATES = ("running", "complete", "interrupted")
-RECORD_KEYS = ("record_version", "host", "address", "status", "failure", "attempts",
-               "started_at", "ended_at", "duration_s", "health")
+RECORD_KEYS = (
+    "record_version",
+    "host",
+    "address",
+    "status",
+    "failure",
+    "attempts",
+    "started_at",
+    "ended_at",
+    "duration_s",
+    "health",
+)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 TMP_PREFIX = ".tmp-"
 _ATTEMPT = re.compile(r"~attempt-[0-9]+\.json$")
@@ -61,14 +77,20 @@ def utc_now() -> str:
 
 
 def iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return (
+        datetime.fromtimestamp(epoch, timezone.utc)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
 
 
-def default_run_dir(inventory_path: str | Path, reports: str | Path = "reports",
-                    now: datetime | None = None) -> Path:
+def default_run_dir(
+    inventory_path: str | Path, reports: str | Path = "reports", now: datetime | None = None
+) -> Path:
     """``reports/<UTC timestamp>-<inventory stem>``, with ``-2``, ``-3``... if that one exists."""
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
-    stem = INLINE_NAME if is_inline(inventory_path) else Path(inventory_path).stem  # 'gpu01,gpu02,', -w
+    # 'gpu01,gpu02,', -w
+    stem = INLINE_NAME if is_inline(inventory_path) else Path(inventory_path).stem
     base = Path(reports) / f"{stamp}-{safe_name(stem)}"
     path, n = base, 1
     while path.exists():
@@ -79,8 +101,10 @@ def default_run_dir(inventory_path: str | Path, reports: str | Path = "reports",
 
 def fix_for(err: OSError) -> str:
     if err.errno == errno.ENOSPC or err.errno == errno.EDQUOT:
-        return ("free space on that filesystem (or choose a folder elsewhere with --out), then finish "
-                "the sweep with --resume RUN_DIR: the records already written are kept")
+        return (
+            "free space on that filesystem (or choose a folder elsewhere with --out), then finish "
+            "the sweep with --resume RUN_DIR: the records already written are kept"
+        )
     if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return "make the folder writable, or choose another with --out"
     if err.errno in (errno.ENOTDIR, errno.EEXIST):
@@ -88,7 +112,9 @@ def fix_for(err: OSError) -> str:
     return "check the path, or choose another folder with --out"
 
 
-def write_json_atomic(path: Path, data: Any, *, sync_dir: bool = False, indent: int | None = None) -> None:
+def write_json_atomic(
+    path: Path, data: Any, *, sync_dir: bool = False, indent: int | None = None
+) -> None:
     """Write `data` as strict JSON to `path` whole or not at all; OSError becomes RunFolderError.
 
     Records are written without indent: json's C encoder does not indent, and the pure-Python
@@ -98,13 +124,16 @@ def write_json_atomic(path: Path, data: Any, *, sync_dir: bool = False, indent: 
     write_bytes_atomic(path, (dumps(data, indent=indent) + "\n").encode("utf-8"), sync_dir=sync_dir)
 
 
-def write_bytes_atomic(path: Path, blob: bytes, *, sync_dir: bool = False, mode: int = 0o644) -> None:
-    """`blob` into `path` whole or not at all, never through a symbolic link (the folder or the file): the
-    one writer of every file sweep writes (run folders, report, history, export, baseline, bundle).
+def write_bytes_atomic(
+    path: Path, blob: bytes, *, sync_dir: bool = False, mode: int = 0o644
+) -> None:
+    """`blob` into `path` whole or not at all, never through a symbolic link (the folder or the
+    file): the one writer of every file sweep writes (run folders, report, history, export,
+    baseline, bundle).
 
     The folder is opened with O_NOFOLLOW and the file created beside it with O_EXCL | O_NOFOLLOW and
-    `mode` (0755 for the agent bundle; the umask can take bits away, never add them: no chmod after),
-    then renamed over `path`; a link already at `path` is refused, not replaced or followed.
+    `mode` (0755 for the agent bundle; the umask can take bits away, never add them: no chmod
+    after), then renamed over `path`; a link already at `path` is refused, not replaced or followed.
     """
     path = Path(path)
     tmp = dir_fd = None
@@ -116,8 +145,12 @@ def write_bytes_atomic(path: Path, blob: bytes, *, sync_dir: bool = False, mode:
         except FileNotFoundError:
             pass
         tmp = f"{TMP_PREFIX}{secrets.token_hex(8)}{path.suffix}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
-                     dir_fd=dir_fd)
+        fd = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            mode,
+            dir_fd=dir_fd,
+        )
         with os.fdopen(fd, "wb") as fh:
             fh.write(blob)
             fh.flush()
@@ -128,9 +161,14 @@ def write_bytes_atomic(path: Path, blob: bytes, *, sync_dir: bool = False, mode:
             os.fsync(dir_fd)
     except OSError as err:
         if err.errno == errno.ELOOP and tmp is None:
-            err = OSError(errno.ELOOP, "the folder is a symbolic link; sweep never writes through one")
-        raise RunFolderError(f"cannot write {path.name} ({err.strerror or err})", where=str(path.parent),
-                             fix=fix_for(err)) from None
+            err = OSError(
+                errno.ELOOP, "the folder is a symbolic link; sweep never writes through one"
+            )
+        raise RunFolderError(
+            f"cannot write {path.name} ({err.strerror or err})",
+            where=str(path.parent),
+            fix=fix_for(err),
+        ) from None
     finally:
         if tmp is not None and dir_fd is not None:
             try:
@@ -142,7 +180,8 @@ def write_bytes_atomic(path: Path, blob: bytes, *, sync_dir: bool = False, mode:
 
 
 def refuse_links(root: Path, parts: list[str], fix: str) -> None:
-    """RunFolderError when any of `parts` (paths relative to `root`, a folder sweep writes in) is a link."""
+    """RunFolderError when any of `parts` (paths relative to `root`, a folder sweep writes in) is a
+    link."""
     for part in parts:
         try:
             mode = os.lstat(Path(root) / part).st_mode
@@ -151,8 +190,11 @@ def refuse_links(root: Path, parts: list[str], fix: str) -> None:
         except OSError:
             continue  # a missing or unreadable parent: the write itself reports it
         if stat.S_ISLNK(mode):
-            raise RunFolderError(f"{part} is a symbolic link; sweep never writes through a link in a run folder",
-                                 where=str(root), fix=fix)
+            raise RunFolderError(
+                f"{part} is a symbolic link; sweep never writes through a link in a run folder",
+                where=str(root),
+                fix=fix,
+            )
 
 
 def read_bounded(path: Path, max_bytes: int) -> bytes:
@@ -163,10 +205,16 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, f"it is {_KINDS.get(stat.S_IFMT(info.st_mode), 'no regular file')}, "
-                                        "not a regular file")
+            raise OSError(
+                errno.EINVAL,
+                f"it is {_KINDS.get(stat.S_IFMT(info.st_mode), 'no regular file')}, "
+                "not a regular file",
+            )
         if info.st_size > max_bytes:
-            raise OSError(errno.EFBIG, f"it is {info.st_size:,} bytes, more than the {max_bytes:,} sweep reads")
+            raise OSError(
+                errno.EFBIG,
+                f"it is {info.st_size:,} bytes, more than the {max_bytes:,} sweep reads",
+            )
         with os.fdopen(os.dup(fd), "rb") as fh:
             blob = fh.read(max_bytes + 1)
     finally:
@@ -176,8 +224,13 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
     return blob
 
 
-_KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-          stat.S_IFDIR: "a folder", stat.S_IFSOCK: "a socket"}
+_KINDS = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a folder",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 def why_unreadable(err: BaseException) -> str:

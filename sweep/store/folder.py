@@ -1,5 +1,6 @@
-"""The run folder itself (`RunFolder`: created, locked, resumed; manifest and records written), the files
-a report reads (`list_records`), and a whole run read (`load_run`)."""
+"""The run folder itself (`RunFolder`: created, locked, resumed; manifest and records written).
+What readers of a run folder get from it is `sweep.store.reading`'s."""
+
 from __future__ import annotations
 
 import errno
@@ -8,31 +9,47 @@ import hashlib
 import os
 import stat
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sweep.inventory.command_line import is_inline, without_secrets
 from sweep import __version__
-from sweep.errors import HealthFileError, RunFolderError
-from sweep.inventory.formats import IMPLICIT_GROUPS
+from sweep.errors import RunFolderError
 from sweep.schema import manifest_problem
 from sweep.strictjson import indented, loads, record_bytes
-from sweep.text import host_key
 from sweep.folders import SHARED, make_dirs
 from sweep.trust import line_mac, sign
-from sweep.store.files import (DIGESTS, HOSTS, LOCK, MACS, MANIFEST, MANIFEST_MAX_BYTES, NOFOLLOW_DIR, RECORD_KEYS,
-                               RECORD_MAX_BYTES, RECORD_VERSION, RUN_FORMAT, STATES, TMP_PREFIX, fix_for,
-                               is_attempt_file, read_bounded, refuse_links, safe_name, utc_now, why_unreadable,
-                               write_bytes_atomic)
+from sweep.store.files import (
+    DIGESTS,
+    HOSTS,
+    LOCK,
+    MACS,
+    MANIFEST,
+    MANIFEST_MAX_BYTES,
+    NOFOLLOW_DIR,
+    RECORD_KEYS,
+    RECORD_MAX_BYTES,
+    RECORD_VERSION,
+    RUN_FORMAT,
+    STATES,
+    TMP_PREFIX,
+    fix_for,
+    is_attempt_file,
+    read_bounded,
+    refuse_links,
+    safe_name,
+    utc_now,
+    why_unreadable,
+    write_bytes_atomic,
+)
 from sweep.store.records import left_out, normalize_health, read_digests, read_record
 
 _held: dict[str, int] = {}  # run folder (real path) -> fd of its .lock, held by this process
 
 
 def _without_secrets(manifest: dict) -> dict:
-    """`manifest` (changed in place) with no value under a secret's name (`without_secrets`) in what holds
-    variables: the options, each session's options, the snapshot's per-host settings."""
+    """`manifest` (changed in place) with no value under a secret's name (`without_secrets`) in what
+    holds variables: the options, each session's options, the snapshot's per-host settings."""
     manifest["options"] = without_secrets(manifest.get("options") or {})
     for session in manifest.get("sessions") or ():
         if isinstance(session, dict) and isinstance(session.get("options_set"), dict):
@@ -44,14 +61,21 @@ def _without_secrets(manifest: dict) -> dict:
     return manifest
 
 
-def new_manifest(inventory_path: str | Path, snapshot: dict, hosts: list[str], options: dict) -> dict:
-    """The manifest of a new run: format and versions, the inventory and its snapshot, the options, the hosts."""
+def new_manifest(
+    inventory_path: str | Path, snapshot: dict, hosts: list[str], options: dict
+) -> dict:
+    """The manifest of a new run: format and versions, the inventory and its snapshot, the options,
+    the hosts."""
     return {
         "format": RUN_FORMAT,
         "record_version": RECORD_VERSION,
         "sweep_version": __version__,
-        "inventory": {"path": os.fspath(inventory_path) if is_inline(inventory_path) else str(Path(inventory_path).resolve()),
-                      "snapshot": snapshot},
+        "inventory": {
+            "path": os.fspath(inventory_path)
+            if is_inline(inventory_path)
+            else str(Path(inventory_path).resolve()),
+            "snapshot": snapshot,
+        },
         "options": options,
         "started_at": utc_now(),
         "ended_at": None,
@@ -71,50 +95,79 @@ class RunFolder:
 
     @classmethod
     def create(cls, path: str | Path) -> "RunFolder":
-        """Make a new, empty run folder (its parents too) and lock it; refuse one that already holds files."""
+        """Make a new, empty run folder (its parents too) and lock it; refuse one that already holds
+        files."""
         folder = cls(path)
         if folder.path.is_symlink():
-            raise RunFolderError("is a symbolic link; sweep never writes through one", where=str(folder.path),
-                                 fix="choose another path with --out, or remove the link")
+            raise RunFolderError(
+                "is a symbolic link; sweep never writes through one",
+                where=str(folder.path),
+                fix="choose another path with --out, or remove the link",
+            )
         if folder.path.exists() and not folder.path.is_dir():
-            raise RunFolderError("is a file, not a folder", where=str(folder.path),
-                                 fix="choose another path with --out")
+            raise RunFolderError(
+                "is a file, not a folder",
+                where=str(folder.path),
+                fix="choose another path with --out",
+            )
         try:
             make_dirs(folder.path, SHARED)
         except OSError as err:
-            raise RunFolderError(f"cannot create the run folder ({err.strerror or err})",
-                                 where=str(folder.path), fix=fix_for(err)) from None
+            raise RunFolderError(
+                f"cannot create the run folder ({err.strerror or err})",
+                where=str(folder.path),
+                fix=fix_for(err),
+            ) from None
         folder.lock()
         try:
             if folder.manifest_path.exists():
-                raise RunFolderError("already holds a sweep run", where=str(folder.path),
-                                     fix=f"resume it with --resume {folder.path.absolute()}, or choose another --out")
+                raise RunFolderError(
+                    "already holds a sweep run",
+                    where=str(folder.path),
+                    fix=f"resume it with --resume {folder.path.absolute()}, or choose another "
+                    "--out",
+                )
             if any(entry.name != LOCK for entry in os.scandir(folder.path)):
-                raise RunFolderError("is not empty", where=str(folder.path),
-                                     fix="choose a new or empty folder with --out")
+                raise RunFolderError(
+                    "is not empty",
+                    where=str(folder.path),
+                    fix="choose a new or empty folder with --out",
+                )
             os.mkdir(folder.hosts_dir, SHARED)
         except OSError as err:
             folder.close()
-            raise RunFolderError(f"cannot create the run folder ({err.strerror or err})",
-                                 where=str(folder.path), fix=fix_for(err)) from None
+            raise RunFolderError(
+                f"cannot create the run folder ({err.strerror or err})",
+                where=str(folder.path),
+                fix=fix_for(err),
+            ) from None
         except RunFolderError:
             folder.close()
             raise
         return folder
 
     def lock(self) -> None:
-        """Hold the folder's lock until `close` or the end of the process; RunFolderError names its holder."""
+        """Hold the folder's lock until `close` or the end of the process; RunFolderError names its
+        holder."""
         key = os.path.realpath(self.path)
         if key in _held:
             return
         try:
-            fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            fd = os.open(
+                self.path / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+            )
         except OSError as err:
             if err.errno == errno.ELOOP:
-                raise RunFolderError(f"{LOCK} is a symbolic link; sweep never writes through a link in a run "
-                                     "folder", where=str(self.path), fix="remove the link") from None
-            raise RunFolderError(f"cannot lock the run folder ({err.strerror or err})", where=str(self.path),
-                                 fix=fix_for(err)) from None
+                raise RunFolderError(
+                    f"{LOCK} is a symbolic link; sweep never writes through a link in a run folder",
+                    where=str(self.path),
+                    fix="remove the link",
+                ) from None
+            raise RunFolderError(
+                f"cannot lock the run folder ({err.strerror or err})",
+                where=str(self.path),
+                fix=fix_for(err),
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -126,42 +179,56 @@ class RunFolder:
                 time.sleep(0.025)
             os.close(fd)
             raise RunFolderError(
-                f"is in use by another sweep (pid {holder.decode('ascii', 'replace') or '?'}, which holds "
-                f"{self.path / LOCK})", where=str(self.path),
-                fix="wait for it to end, or choose another --out") from None
+                f"is in use by another sweep (pid {holder.decode('ascii', 'replace') or '?'}, "
+                f"which holds {self.path / LOCK})",
+                where=str(self.path),
+                fix="wait for it to end, or choose another --out",
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         _held[key] = fd
 
     def close(self) -> None:
-        """Let go of the folder's lock (a sweep that ends does this; so does the end of the process)."""
+        """Let go of the folder's lock (a sweep that ends does this; so does the end of the
+        process)."""
         fd = _held.pop(os.path.realpath(self.path), None)
         if fd is not None:
             os.close(fd)
 
     @classmethod
     def existing(cls, path: str | Path) -> tuple["RunFolder", dict]:
-        """A run folder that exists and has a sweep manifest, and that manifest; nothing is written."""
+        """A run folder that exists and has a sweep manifest, and that manifest; nothing is
+        written."""
         folder = cls(path)
         if not folder.path.is_dir():
-            raise RunFolderError("no such run folder", where=str(folder.path),
-                                 fix="pass the folder a sweep run wrote (it holds manifest.json)")
+            raise RunFolderError(
+                "no such run folder",
+                where=str(folder.path),
+                fix="pass the folder a sweep run wrote (it holds manifest.json)",
+            )
         manifest = folder.read_manifest()
         if manifest.get("format") != RUN_FORMAT:
-            raise RunFolderError(f"is not a sweep run folder (manifest format {manifest.get('format')!r})",
-                                 where=str(folder.path), fix="pass the folder a sweep run wrote")
+            raise RunFolderError(
+                f"is not a sweep run folder (manifest format {manifest.get('format')!r})",
+                where=str(folder.path),
+                fix="pass the folder a sweep run wrote",
+            )
         return folder, manifest
 
     @classmethod
     def open(cls, path: str | Path) -> "RunFolder":
-        """An existing run folder of this record version, locked, its ``.tmp-*`` leftovers removed."""
+        """An existing run folder of this record version, locked, its ``.tmp-*`` leftovers
+        removed."""
         folder, manifest = cls.existing(path)
         version = manifest.get("record_version")
         if version != RECORD_VERSION:
             raise RunFolderError(
-                f"was written with record version {version!r}; this sweep reads version {RECORD_VERSION}",
+                f"was written with record version {version!r}; this sweep reads version "
+                f"{RECORD_VERSION}",
                 where=str(folder.path),
-                fix="resume it with the sweep version that started it, or start a new run without --resume")
+                fix="resume it with the sweep version that started it, or start a new run "
+                "without --resume",
+            )
         refuse_links(folder.path, [HOSTS, MANIFEST], fix="remove the link, or start a new run")
         folder.lock()
         try:
@@ -171,60 +238,92 @@ class RunFolder:
                 dir_fd = os.open(where, NOFOLLOW_DIR)
                 try:
                     for entry in os.scandir(dir_fd):
-                        if entry.name.startswith(TMP_PREFIX) and entry.is_file(follow_symlinks=False):
+                        if entry.name.startswith(TMP_PREFIX) and entry.is_file(
+                            follow_symlinks=False
+                        ):
                             os.unlink(entry.name, dir_fd=dir_fd)
                 finally:
                     os.close(dir_fd)
         except OSError as err:
             folder.close()
-            raise RunFolderError(f"cannot tidy the run folder ({err.strerror or err})",
-                                 where=str(folder.path), fix=fix_for(err)) from None
+            raise RunFolderError(
+                f"cannot tidy the run folder ({err.strerror or err})",
+                where=str(folder.path),
+                fix=fix_for(err),
+            ) from None
         return folder
 
     def read_manifest(self, fix: str = "start a new run without --resume") -> dict:
-        """The run's manifest.json as a dict: the one reader of manifests (the controller's resume, run
-        diffs, history, reports): a regular file (no link, no FIFO), bounded, parsed strictly and checked
-        against `sweep.schema.MANIFEST`; RunFolderError with `fix` says what is wrong with the file."""
+        """The run's manifest.json as a dict: the one reader of manifests (the controller's resume,
+        run diffs, history, reports): a regular file (no link, no FIFO), bounded, parsed strictly
+        and checked against `sweep.schema.MANIFEST`; RunFolderError with `fix` says what is wrong
+        with the file."""
         try:
             blob = read_bounded(self.manifest_path, MANIFEST_MAX_BYTES)
         except FileNotFoundError:
-            raise RunFolderError("is not a sweep run folder (no manifest.json)", where=str(self.path),
-                                 fix="pass the folder a sweep run wrote") from None
+            raise RunFolderError(
+                "is not a sweep run folder (no manifest.json)",
+                where=str(self.path),
+                fix="pass the folder a sweep run wrote",
+            ) from None
         except OSError as err:
-            raise RunFolderError(f"{MANIFEST} cannot be read ({err.strerror or err})", where=str(self.path),
-                                 fix=fix) from None
+            raise RunFolderError(
+                f"{MANIFEST} cannot be read ({err.strerror or err})", where=str(self.path), fix=fix
+            ) from None
         try:
             data = loads(blob).document
         except UnicodeDecodeError as err:
-            raise RunFolderError(f"{MANIFEST} is not UTF-8 ({err})", where=str(self.path), fix=fix) from None
+            raise RunFolderError(
+                f"{MANIFEST} is not UTF-8 ({err})", where=str(self.path), fix=fix
+            ) from None
         except ValueError as err:  # DepthError included
-            raise RunFolderError(f"{MANIFEST} is not valid JSON, cut short or garbled ({err})", where=str(self.path),
-                                 fix=fix) from None
+            raise RunFolderError(
+                f"{MANIFEST} is not valid JSON, cut short or garbled ({err})",
+                where=str(self.path),
+                fix=fix,
+            ) from None
         if not isinstance(data, dict):
-            raise RunFolderError(f"is not a sweep run folder ({MANIFEST} is not a JSON object)", where=str(self.path),
-                                 fix="pass the folder a sweep run wrote")
+            raise RunFolderError(
+                f"is not a sweep run folder ({MANIFEST} is not a JSON object)",
+                where=str(self.path),
+                fix="pass the folder a sweep run wrote",
+            )
         problem = manifest_problem(data, MANIFEST) if data.get("format") == RUN_FORMAT else None
         if problem:
-            raise RunFolderError(f"{MANIFEST} is not a run manifest sweep can read ({problem})", where=str(self.path),
-                                 fix=fix)
+            raise RunFolderError(
+                f"{MANIFEST} is not a run manifest sweep can read ({problem})",
+                where=str(self.path),
+                fix=fix,
+            )
         return data
 
     def write_manifest(self, manifest: dict) -> None:
         if manifest.get("state") not in STATES:
             raise ValueError(f"manifest state must be one of {STATES}")
-        write_bytes_atomic(self.manifest_path, indented(sign(_without_secrets(manifest))), sync_dir=True)
+        write_bytes_atomic(
+            self.manifest_path, indented(sign(_without_secrets(manifest))), sync_dir=True
+        )
 
     def begin_session(self, manifest: dict, **about: Any) -> dict:
-        """Mark the run running again with a new session (written now; `about` goes into it: the options it
-        set, the records it set aside); the session is returned."""
-        session = {"started_at": utc_now(), "ended_at": None, "state": "running", "hosts_swept": 0, **about}
+        """Mark the run running again with a new session (written now; `about` goes into it: the
+        options it set, the records it set aside); the session is returned."""
+        session = {
+            "started_at": utc_now(),
+            "ended_at": None,
+            "state": "running",
+            "hosts_swept": 0,
+            **about,
+        }
         manifest["sessions"].append(session)
         manifest["state"], manifest["ended_at"] = "running", None
         self.write_manifest(manifest)
         return session
 
-    def end_session(self, manifest: dict, session: dict, state: str, counts: dict, *, quiet: bool = False) -> None:
-        """Write the run's end: its state, the time and the host counts; `quiet`: a write error is dropped."""
+    def end_session(
+        self, manifest: dict, session: dict, state: str, counts: dict, *, quiet: bool = False
+    ) -> None:
+        """Write the run's end: its state, the time and the host counts; `quiet`: a write error is
+        dropped."""
         now = utc_now()
         session["ended_at"], session["state"] = now, state
         manifest.update(state=state, ended_at=now, counts=counts)
@@ -257,13 +356,22 @@ class RunFolder:
         line = f"{hashlib.sha256(blob).hexdigest()}  {HOSTS}/{name}".encode("utf-8")
         mac = line_mac(line)
         self._append(DIGESTS, line + b"\n")
-        if mac is not None:  # after the digest line: a crash between leaves a line without its MAC (read strictly)
+        # after the digest line: a crash between leaves a line without its MAC (read strictly)
+        if mac is not None:
             self._append(MACS, f"{mac}  {HOSTS}/{name}\n".encode("utf-8"))
 
     def _append(self, name: str, line: bytes) -> None:
         try:
-            fd = os.open(self.path / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-                         | os.O_CLOEXEC, 0o644)
+            fd = os.open(
+                self.path / name,
+                os.O_WRONLY
+                | os.O_APPEND
+                | os.O_CREAT
+                | os.O_NOFOLLOW
+                | os.O_NONBLOCK
+                | os.O_CLOEXEC,
+                0o644,
+            )
             try:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
                     raise OSError(errno.EEXIST, "it is not a regular file")
@@ -273,11 +381,15 @@ class RunFolder:
         except OSError as err:
             if err.errno == errno.ELOOP:
                 err = OSError(errno.ELOOP, "it is a symbolic link; sweep never writes through one")
-            raise RunFolderError(f"cannot write {name} ({err.strerror or err})", where=str(self.path),
-                                 fix=fix_for(err)) from None
+            raise RunFolderError(
+                f"cannot write {name} ({err.strerror or err})",
+                where=str(self.path),
+                fix=fix_for(err),
+            ) from None
 
     def set_aside(self, host_name: str) -> str:
-        """Rename `host_name`'s record to the next free ``<name>~attempt-N.json`` (``--retry-failed``); its name."""
+        """Rename `host_name`'s record to the next free ``<name>~attempt-N.json``
+        (``--retry-failed``); its name."""
         base = safe_name(host_name)
         dir_fd = os.open(self.hosts_dir, NOFOLLOW_DIR)
         try:
@@ -289,12 +401,18 @@ class RunFolder:
                 except FileNotFoundError:
                     break
                 n += 1
-            os.link(f"{base}.json", name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-            os.unlink(f"{base}.json", dir_fd=dir_fd)  # linked first: a crash between leaves both, never neither
+            os.link(
+                f"{base}.json", name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False
+            )
+            # linked first: a crash between leaves both, never neither
+            os.unlink(f"{base}.json", dir_fd=dir_fd)
             os.fsync(dir_fd)
         except OSError as err:
-            raise RunFolderError(f"cannot set aside {base}.json ({err.strerror or err})", where=str(self.hosts_dir),
-                                 fix=fix_for(err)) from None
+            raise RunFolderError(
+                f"cannot set aside {base}.json ({err.strerror or err})",
+                where=str(self.hosts_dir),
+                fix=fix_for(err),
+            ) from None
         finally:
             os.close(dir_fd)
         return name
@@ -308,17 +426,24 @@ class RunFolder:
             return
         except OSError as err:
             if err.errno == errno.ELOOP:
-                raise RunFolderError(f"{path.name} is a symbolic link; sweep never writes through a link in a run "
-                                     "folder", where=str(path.parent), fix="remove the link, or start a new run") from None
-            return  # an unreadable file (a FIFO, a device, too large) is no record: the rename replaces it
+                raise RunFolderError(
+                    f"{path.name} is a symbolic link; sweep never writes through a link in a run "
+                    "folder",
+                    where=str(path.parent),
+                    fix="remove the link, or start a new run",
+                ) from None
+            # an unreadable file (a FIFO, a device, too large) is no record: the rename replaces it
+            return
         except ValueError:
             return  # a torn or invalid file is no record: it may be replaced
         other = head.get("host") if isinstance(head, dict) else None
         if isinstance(other, str) and other != host:
             raise RunFolderError(
-                f"{path.name} holds the record of host '{other}', not of '{host}': sweep never writes one "
-                "host's record onto another's", where=str(path.parent),
-                fix="move that file out of the run folder, or start a new run")
+                f"{path.name} holds the record of host '{other}', not of '{host}': sweep never "
+                "writes one host's record onto another's",
+                where=str(path.parent),
+                fix="move that file out of the run folder, or start a new run",
+            )
 
     def read_records(self) -> dict[str, dict]:
         """host name -> record, for every readable record file (an unreadable one counts as absent);
@@ -333,104 +458,28 @@ class RunFolder:
             try:
                 record = read_record(path, digests.get(path.name))
             except (OSError, ValueError) as err:
-                left_out(path, why_unreadable(err), "it counts as no record (a resume sweeps its host again)")
+                left_out(
+                    path,
+                    why_unreadable(err),
+                    "it counts as no record (a resume sweeps its host again)",
+                )
                 continue
             if not isinstance(record, dict) or not isinstance(record.get("host"), str):
-                left_out(path, "it is no host record", "it counts as no record (a resume sweeps its host again)")
+                left_out(
+                    path,
+                    "it is no host record",
+                    "it counts as no record (a resume sweeps its host again)",
+                )
                 continue
             if record.get("record_version") != RECORD_VERSION:
                 raise RunFolderError(
-                    f"{path.name} has record version {record.get('record_version')!r}; this sweep reads "
-                    f"version {RECORD_VERSION}", where=str(self.path),
-                    fix="start a new run without --resume")
+                    f"{path.name} has record version {record.get('record_version')!r}; this sweep "
+                    f"reads version {RECORD_VERSION}",
+                    where=str(self.path),
+                    fix="start a new run without --resume",
+                )
             if path.name != f"{safe_name(record['host'])}.json":
                 continue  # not where this sweep would write it: not ours
             normalize_health(record.get("health"))
             records[record["host"]] = record
         return records
-
-
-def manifest_groups(manifest: Any) -> dict[str, list[str]]:
-    """host -> its inventory groups, from a manifest's inventory snapshot ({} without one)."""
-    inv = manifest.get("inventory") if isinstance(manifest, dict) else None
-    snap = inv.get("snapshot", inv) if isinstance(inv, dict) else None
-    hosts = snap.get("hosts") if isinstance(snap, dict) else None
-    out = {}
-    for entry in hosts if isinstance(hosts, list) else ():
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-            out[entry["name"]] = [g for g in entry.get("groups") or () if g not in IMPLICIT_GROUPS]
-    return out
-
-
-@dataclass(frozen=True)
-class Listing:
-    """The JSON files a path stands for and, for a run folder, the hosts its manifest lists and their groups."""
-
-    manifest_path: Path
-    files: list[Path] = field(default_factory=list)
-    hosts: list[str] = field(default_factory=list)
-    groups: dict[str, list[str]] = field(default_factory=dict)
-    digests: dict[str, str] = field(default_factory=dict)  # file name in hosts/ -> the SHA-256 sweep wrote it with
-    engines: tuple = ()  # the engines the manifest names: the run's options.engine and each session's
-
-
-def list_records(path: Path) -> Listing:
-    """What a reader of `path` reads: a file itself, a run folder's hosts/*.json, or a folder's *.json."""
-    if path.is_file():  # a file the operator names: a link there is theirs, resolved once
-        return Listing(Path(os.path.realpath(path)), [Path(os.path.realpath(path))])
-    if not path.is_dir():
-        raise HealthFileError("no such file or folder", where=str(path),
-                         fix="pass a run folder, a host-record file or a health.json file")
-    folder = RunFolder(path)
-    listing = Listing(path)
-    if folder.manifest_path.is_file() or folder.hosts_dir.is_dir():
-        listing = _listed(folder.manifest_path)
-        if not folder.hosts_dir.is_dir():
-            raise RunFolderError("run folder without a hosts/ folder", where=str(path),
-                                 fix="pass the folder a sweep run wrote")
-        path = folder.hosts_dir
-    files = sorted(e.path for e in os.scandir(path) if e.name.endswith(".json") and not e.name.startswith(".")
-                   and not is_attempt_file(e.name) and not e.is_dir(follow_symlinks=False))
-    digests = read_digests(folder.path) if path == folder.hosts_dir else {}
-    return Listing(listing.manifest_path, [Path(f) for f in files], listing.hosts, listing.groups, digests,
-                   listing.engines)
-
-
-def _listed(path: Path) -> Listing:
-    """The hosts a run selected, and each host's groups (from the inventory snapshot); empty if absent."""
-    if not os.path.lexists(path):
-        return Listing(path)
-    manifest = RunFolder(path.parent).read_manifest(fix="pass the folder a sweep run wrote")
-    hosts = [h for h in manifest.get("hosts") or () if isinstance(h, str)]
-    said = [manifest.get("options"), *(s.get("options_set") for s in manifest.get("sessions") or ()
-                                       if isinstance(s, dict))]
-    engines = tuple(sorted({o["engine"] for o in said if isinstance(o, dict) and isinstance(o.get("engine"), str)}))
-    return Listing(path, [], hosts, manifest_groups(manifest), engines=engines)
-
-
-@dataclass(frozen=True)
-class Run:
-    """One run folder, read: host -> record (each with its inventory groups), and the manifest."""
-
-    path: Path
-    manifest: dict
-    records: dict[str, dict]
-
-    @property
-    def listed(self) -> list[str]:
-        """The hosts the run set out to sweep (the manifest's list, else the records')."""
-        hosts = self.manifest.get("hosts")
-        return list(hosts) if isinstance(hosts, list) else list(self.records)
-
-
-def load_run(path: str | Path) -> Run:
-    """Read a run folder without writing to it (records by host, in natural order); each record gains "groups"
-    from the manifest if it has none. The reader of a whole run: sweep diff, baselines, audits, the export."""
-    folder, manifest = RunFolder.existing(path)
-    groups = manifest_groups(manifest)
-    records = {}
-    for name, rec in folder.read_records().items():
-        if rec.get("groups") is None and name in groups:
-            rec = dict(rec, groups=groups[name])
-        records[name] = rec
-    return Run(folder.path, manifest, dict(sorted(records.items(), key=lambda kv: host_key(kv[0]))))

@@ -1,6 +1,7 @@
-"""A record read back: bounded, parsed strictly unless this user's sweep listed its bytes (records.sha256
-and its HMACs, `read_digests`), checked against the schema, and any health.json of schema 1.x named as
-the newest minor version names it (`normalize_health`)."""
+"""A record read back: bounded, parsed strictly unless this user's sweep listed its bytes
+(records.sha256 and its HMACs, `read_digests`), checked against the schema, and any health.json of
+schema 1.x named as the newest minor version names it (`normalize_health`)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,12 +15,21 @@ from sweep.errors import ReadBackWarning, SweepError
 from sweep.schema import record_problem
 from sweep.strictjson import loads, loads_known
 from sweep.trust import line_mac
-from sweep.store.files import (DIGESTS, DIGESTS_MAX_BYTES, HOSTS, MACS, RECORD_MAX_BYTES, read_bounded,
-                               why_unreadable)
+from sweep.store.files import (
+    DIGESTS,
+    DIGESTS_MAX_BYTES,
+    HOSTS,
+    MACS,
+    RECORD_MAX_BYTES,
+    read_bounded,
+    why_unreadable,
+)
+
 
 def read_json(path: Path, error: type[SweepError], fix: str, digest: str | None = None) -> Any:
-    """The JSON document in the file `path`, read back as `read_record` reads it; a missing, unreadable
-    (a link, a FIFO, a device, too large) or invalid file raises `error` with `fix`, naming the file."""
+    """The JSON document in the file `path`, read back as `read_record` reads it; a missing,
+    unreadable (a link, a FIFO, a device, too large) or invalid file raises `error` with `fix`,
+    naming the file."""
     try:
         return read_record(path, digest)
     except FileNotFoundError:
@@ -33,12 +43,13 @@ def read_json(path: Path, error: type[SweepError], fix: str, digest: str | None 
 def read_record(path: Path, digest: str | None = None) -> Any:
     """A file of a run folder (or a health.json) as the readers get it: `read_bounded`, then parsed.
 
-    `digest`: the SHA-256 this user's sweep listed for the file (`read_digests`: verified lines only);
-    when the bytes have it, they are the record sweep validated on arrival, read with orjson alone.
-    Any other file is parsed strictly (nesting bounded) and, when it is a host record, checked against
-    `sweep.schema.RECORD` and the published health.json schema: a record that does not fit becomes its
-    host's failed record (``bad_output``, the message naming the file and the fault), which every
-    reader already handles; what is no record is returned as it is, for the caller to refuse."""
+    `digest`: the SHA-256 this user's sweep listed for the file (`read_digests`: verified lines
+    only); when the bytes have it, they are the record sweep validated on arrival, read with orjson
+    alone. Any other file is parsed strictly (nesting bounded) and, when it is a host record,
+    checked against `sweep.schema.RECORD` and the published health.json schema: a record that does
+    not fit becomes its host's failed record (``bad_output``, the message naming the file and the
+    fault), which every reader already handles; what is no record is returned as it is, for the
+    caller to refuse."""
     blob = read_bounded(path, RECORD_MAX_BYTES)
     if digest is not None and hashlib.sha256(blob).hexdigest() == digest:
         return loads_known(blob).document
@@ -56,21 +67,33 @@ def bad_record_message(path: Path, problem: str, changed: bool) -> str:
     changed after the sweep; else it says which schema it does not match and how (``contracts has 15
     items, at most 14``)."""
     if changed:
-        return (f"{path}: not a host record sweep can read ({problem[:300]}); its bytes are not the ones this "
-                "sweep wrote (records.sha256): the file was changed after the sweep: sweep the host again")
+        return (
+            f"{path}: not a host record sweep can read ({problem[:300]}); its bytes are not the "
+            "ones this sweep wrote (records.sha256): the file was changed after the sweep: sweep "
+            "the host again"
+        )
     what = "the health schema" if problem.startswith("record.health") else "the host-record format"
-    return (f"{path}: not a host record sweep can read: it does not match {what} this sweep reads "
-            f"({problem[:300]}); it was written by another version of sweep or its agent, or by another "
-            "program: sweep the host again with this sweep")
+    return (
+        f"{path}: not a host record sweep can read: it does not match {what} this sweep reads "
+        f"({problem[:300]}); it was written by another version of sweep or its agent, or by "
+        "another program: sweep the host again with this sweep"
+    )
 
 
 def _bad_record(path: Path, record: dict, problem: str, changed: bool = False) -> dict:
     """The failed record read in place of a host record that does not fit the schema."""
-    return {"record_version": record.get("record_version"), "host": record["host"], "status": "failed",
-            "failure": {"class": "bad_output", "message": bad_record_message(path, problem,
-                                                                             changed)},
-            "attempts": None, "started_at": None, "ended_at": None, "duration_s": None, "health": None,
-            **({"groups": record["groups"]} if isinstance(record.get("groups"), list) else {})}
+    return {
+        "record_version": record.get("record_version"),
+        "host": record["host"],
+        "status": "failed",
+        "failure": {"class": "bad_output", "message": bad_record_message(path, problem, changed)},
+        "attempts": None,
+        "started_at": None,
+        "ended_at": None,
+        "duration_s": None,
+        "health": None,
+        **({"groups": record["groups"]} if isinstance(record.get("groups"), list) else {}),
+    }
 
 
 def left_out(path: Path, why: str, then: str) -> None:
@@ -79,10 +102,10 @@ def left_out(path: Path, why: str, then: str) -> None:
 
 def read_digests(run: Path) -> dict[str, str]:
     """file name in hosts/ -> the SHA-256 its record was written with, for the lines of the run's
-    records.sha256 that this user's sweep wrote (each one's HMAC in records.mac verifies with this user's
-    key, `sweep.trust`; the last line for a file wins); {} without a key, or when either file is absent,
-    a link, not a regular file or too large. A line that does not verify is no digest: that record is
-    read strictly and checked, as a file of a folder sweep did not write."""
+    records.sha256 that this user's sweep wrote (each one's HMAC in records.mac verifies with this
+    user's key, `sweep.trust`; the last line for a file wins); {} without a key, or when either file
+    is absent, a link, not a regular file or too large. A line that does not verify is no digest:
+    that record is read strictly and checked, as a file of a folder sweep did not write."""
     lines, macs = _lines(Path(run) / DIGESTS), _lines(Path(run) / MACS)
     out = {}
     for name, line in lines.items():
@@ -108,11 +131,11 @@ def _lines(path: Path) -> dict[str, bytes]:
 
 
 def normalize_health(health: Any) -> Any:
-    """A health.json of any schema 1.x as the newest minor version names it, in place (and returned):
-    the one place that knows the older names. Schema 1.0 called each GPU's ECC mode after reset
-    `ecc.pending`; 1.1 named it `ecc.pending_mode` (the agent writes both until schema 2). Before 1.5
-    an Xid group had no `type`, NVIDIA bucket or action: they are judged here from its code, by the
-    catalogue this sweep carries, and its times are "not recorded" (null)."""
+    """A health.json of any schema 1.x as the newest minor version names it, in place (and
+    returned): the one place that knows the older names. Schema 1.0 called each GPU's ECC mode after
+    reset `ecc.pending`; 1.1 named it `ecc.pending_mode` (the agent writes both until schema 2).
+    Before 1.5 an Xid group had no `type`, NVIDIA bucket or action: they are judged here from its
+    code, by the catalogue this sweep carries, and its times are "not recorded" (null)."""
     for gpu in (health.get("gpus") if isinstance(health, dict) else None) or ():
         ecc = gpu.get("ecc") if isinstance(gpu, dict) else None
         if isinstance(ecc, dict) and "pending" in ecc and "pending_mode" not in ecc:
@@ -120,9 +143,15 @@ def normalize_health(health: Any) -> Any:
     log = health.get("kernel_log") if isinstance(health, dict) else None
     for group in (log.get("xid") if isinstance(log, dict) else None) or ():
         if isinstance(group, dict) and "action" not in group and isinstance(group.get("code"), int):
-            fields = xid.group_fields("xid", group["code"], str(group.get("last") or ""))  # the agent's own judgment
-            group.update(type="xid", bucket=fields["bucket"], action=fields["action"], kind=fields["kind"],
-                         meaning=group.get("meaning") or fields["meaning"])
+            # the agent's own judgment
+            fields = xid.group_fields("xid", group["code"], str(group.get("last") or ""))
+            group.update(
+                type="xid",
+                bucket=fields["bucket"],
+                action=fields["action"],
+                kind=fields["kind"],
+                meaning=group.get("meaning") or fields["meaning"],
+            )
             for key in ("first_s", "last_s", "first_at", "last_at"):
                 group.setdefault(key, None)
     return health

@@ -122,7 +122,7 @@ def fields_of(resolved, file) -> dict[str, list[str]]:
     from sweep.collect.ssh.openssh_config import expand, local_tokens, tilde
 
     try:
-        from sweep.collect.ssh.openssh_config import dollar_expand
+        from sweep.collect.ssh.config_words import dollar_expand
     except ImportError:  # before issue 50: no ${NAME}
         def dollar_expand(text, *_):
             return text

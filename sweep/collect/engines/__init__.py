@@ -6,6 +6,7 @@ client, whether hosts' SSH settings and --become apply, whether it lists its own
 declared by its class's attributes (`base.Engine`), and nothing outside the engines asks an engine's
 name.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -34,12 +35,17 @@ def create_engine(name: str, **settings: Any) -> "Engine":
     return engine_class(name)(**settings)
 
 
-def engine_from_options(name: str, *, partition: str | None = None, nodelist: str | None = None) -> "str | Engine":
-    """What `sweep run --engine NAME [--partition P] [--nodelist N]` asks for: "ssh" or an Engine."""
+def engine_from_options(
+    name: str, *, partition: str | None = None, nodelist: str | None = None
+) -> "str | Engine":
+    """What `sweep run --engine NAME [--partition P] [--nodelist N]` asks for: "ssh" or an
+    Engine."""
     if name not in ENGINES:
         raise ConfigError(f"--engine {name!r} is unknown", fix=f"use one of {', '.join(ENGINES)}")
     if (partition or nodelist) and name != "slurm":
-        raise ConfigError("--partition and --nodelist belong to the slurm engine", fix="add --engine slurm")
+        raise ConfigError(
+            "--partition and --nodelist belong to the slurm engine", fix="add --engine slurm"
+        )
     if name == "ssh":
         return "ssh"
     if name == "slurm":

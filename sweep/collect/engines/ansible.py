@@ -7,9 +7,9 @@ the script module copies agent.pyz to each host and runs it under the host's
 an `Outcome` judged as the SSH engine judges one: health.json, or a failure class of
 `sweep.failures.FailureClass` (an unreachable host's class is read from OpenSSH's message).
 
-An inventory cannot undo that setup: every ``ansible_*`` variable ansible-core acts on is declared in
-`sweep.collect.engines.ansible_vars` as read by sweep, refused (before any host is contacted, with
-its file:line), or trusted with the reason; ssh arguments and ssh_config settings are held to
+An inventory cannot undo that setup: every ``ansible_*`` variable ansible-core acts on is declared
+in `sweep.collect.engines.ansible_vars` as read by sweep, refused (before any host is contacted,
+with its file:line), or trusted with the reason; ssh arguments and ssh_config settings are held to
 --transport openssh's rules.
 
 Host keys are verified as the SSH engine verifies them: ``ANSIBLE_HOST_KEY_CHECKING=True``,
@@ -18,6 +18,7 @@ known_hosts files as ``UserKnownHostsFile``. These options lead ``ANSIBLE_SSH_AR
 first on ssh's command line and win over the inventory's ``ansible_ssh_common_args`` (ssh keeps the
 first value it reads of an option).
 """
+
 from __future__ import annotations
 
 import json
@@ -40,13 +41,27 @@ from sweep.text import plural
 
 CALLBACKS = Path(__file__).with_name("ansible_callbacks")
 # the host's interpreter, as sweep reads it (sweep.inventory.model): "auto*" and unset mean python3
-PYTHON = ("{{ (ansible_python_interpreter | default('python3')) "
-          "if not (ansible_python_interpreter | default('python3')).startswith('auto') else 'python3' }}")
+PYTHON = (
+    "{{ (ansible_python_interpreter | default('python3')) "
+    "if not (ansible_python_interpreter | default('python3')).startswith('auto') else 'python3' }}"
+)
 _UNREACHABLE = (  # OpenSSH's words -> failure class; the first match wins
-    ("dns", re.compile(r"Could not resolve hostname|Name or service not known|"
-                       r"Temporary failure in name resolution", re.I)),
-    ("host_key_changed", re.compile(r"REMOTE HOST IDENTIFICATION HAS CHANGED|Host key for \S+ has changed", re.I)),
-    ("host_key_unknown", re.compile(r"Host key verification failed|No \S+ host key is known", re.I)),
+    (
+        "dns",
+        re.compile(
+            r"Could not resolve hostname|Name or service not known|"
+            r"Temporary failure in name resolution",
+            re.I,
+        ),
+    ),
+    (
+        "host_key_changed",
+        re.compile(r"REMOTE HOST IDENTIFICATION HAS CHANGED|Host key for \S+ has changed", re.I),
+    ),
+    (
+        "host_key_unknown",
+        re.compile(r"Host key verification failed|No \S+ host key is known", re.I),
+    ),
     ("auth", re.compile(r"Permission denied|Too many authentication failures", re.I)),
     ("refused", re.compile(r"Connection refused", re.I)),
     ("timeout", re.compile(r"timed out|No route to host|Network is unreachable|timeout", re.I)),
@@ -60,16 +75,25 @@ def find_ansible() -> str:
         return str(beside)
     found = shutil.which("ansible")
     if found is None:
-        raise EngineError("ansible is not installed", fix="pip install ansible-core, or use --engine ssh")
+        raise EngineError(
+            "ansible is not installed", fix="pip install ansible-core, or use --engine ssh"
+        )
     return found
 
 
 def ssh_args(options: SSHOptions) -> str:
-    """ANSIBLE_SSH_ARGS for a run: host key checks with the run's known_hosts, then ansible's defaults."""
+    """ANSIBLE_SSH_ARGS for a run: host key checks with the run's known_hosts, then ansible's
+    defaults."""
     known = " ".join(str(Path(p).expanduser()) for p in options.known_hosts) or "/dev/null"
     strict = "accept-new" if options.accept_new_host_keys else "yes"
-    args = ["-o", f"UserKnownHostsFile={known}", "-o", f"StrictHostKeyChecking={strict}",
-            "-o", "BatchMode=yes"]
+    args = [
+        "-o",
+        f"UserKnownHostsFile={known}",
+        "-o",
+        f"StrictHostKeyChecking={strict}",
+        "-o",
+        "BatchMode=yes",
+    ]
     if options.ssh_config is None:
         args += ["-F", "none"]
     if not options.allow_agent:
@@ -77,24 +101,32 @@ def ssh_args(options: SSHOptions) -> str:
     if not options.look_for_keys:
         args += ["-o", "IdentitiesOnly=yes"]
     if options.fast_kex:
-        args += ["-o", f"KexAlgorithms=^{FAST_KEX}"]  # OpenSSH 9's default kex costs ~100 ms of client CPU
+        # OpenSSH 9's default kex costs ~100 ms of client CPU
+        args += ["-o", f"KexAlgorithms=^{FAST_KEX}"]
     args += ["-o", "ControlMaster=auto", "-o", "ControlPersist=30s"]
     return " ".join(shlex.quote(a) for a in args)
 
 
-_FLAG_OF = {"ansible_user": "-u", "ansible_private_key_file": "--private-key", "ansible_become_user": "--become-user"}
+_FLAG_OF = {
+    "ansible_user": "-u",
+    "ansible_private_key_file": "--private-key",
+    "ansible_become_user": "--become-user",
+}
 
 
 def command_line_args(variables: Any) -> list[str]:
-    """sweep's -u, --private-key, --become, --become-user and -e, handed to ansible as the same options, so that
-    ansible resolves them against the inventory by its own precedence."""
+    """sweep's -u, --private-key, --become, --become-user and -e, handed to ansible as the same
+    options, so that ansible resolves them against the inventory by its own precedence."""
     if not variables:
         return []
     args: list[str] = []
     for var, (value, _) in variables.under.items():
         args += ["--become"] if var == "ansible_become" else [_FLAG_OF[var], str(value)]
     if variables.over:
-        args += ["-e", json.dumps({key: value for key, (value, _) in variables.over.items()}, default=str)]
+        args += [
+            "-e",
+            json.dumps({key: value for key, (value, _) in variables.over.items()}, default=str),
+        ]
     return args
 
 
@@ -113,16 +145,18 @@ class AnsibleEngine(ProcessEngine):
         self.extra_args = tuple(extra_args)
 
     def check(self, hosts: Any, options: SSHOptions, inventory_path: Path | None) -> None:
-        """Refuse, before any host is contacted, the ansible_* variables that would undo sweep's setup
-        (`ansible_vars.VARIABLES`); sweep.collect.run holds the hosts' ssh arguments and ssh_config to
-        --transport openssh's rules (ansible runs OpenSSH's ssh)."""
+        """Refuse, before any host is contacted, the ansible_* variables that would undo sweep's
+        setup (`ansible_vars.VARIABLES`); sweep.collect.run holds the hosts' ssh arguments and
+        ssh_config to --transport openssh's rules (ansible runs OpenSSH's ssh)."""
         check_hosts(hosts, inventory_path)
 
     def command(self, work: Path, names: list[str]) -> tuple[list[str], dict[str, str]]:
         """argv and environment of the ansible run (files under `work`)."""
         job = self.job
         if job.inventory_path is None:
-            raise EngineError("the ansible engine needs an inventory", fix="sweep run --engine ansible INVENTORY")
+            raise EngineError(
+                "the ansible engine needs an inventory", fix="sweep run --engine ansible INVENTORY"
+            )
         pyz = work / "agent.pyz"
         pyz.write_bytes(job.payload)
         pyz.chmod(0o755)
@@ -132,22 +166,48 @@ class AnsibleEngine(ProcessEngine):
         # ansible's ssh connection gives the remote command a pty for stdin that never ends: the
         # agent reads none, but a host's python wrapper (or a login script) that reads it would hang
         cmd = " ".join(shlex.quote(a) for a in (str(pyz), *job.agent_args)) + " </dev/null"
-        argv = [self.ansible or find_ansible(), "all", "-i", str(job.inventory_path), "--limit", f"@{limit}",
-                "-f", str(job.forks), "-m", "ansible.builtin.script",
-                "-a", json.dumps({"cmd": cmd, "executable": f"{PYTHON} {ISOLATED}"}),  # -I: as the bootstrap
-                "-T", f"{max(1, round(opts.connect_timeout))}",
-                "--task-timeout", f"{max(1, round(opts.host_deadline))}", *command_line_args(job.variables),
-                *self.extra_args]
+        argv = [
+            self.ansible or find_ansible(),
+            "all",
+            "-i",
+            str(job.inventory_path),
+            "--limit",
+            f"@{limit}",
+            "-f",
+            str(job.forks),
+            "-m",
+            "ansible.builtin.script",
+            # -I: as the bootstrap
+            "-a",
+            json.dumps({"cmd": cmd, "executable": f"{PYTHON} {ISOLATED}"}),
+            "-T",
+            f"{max(1, round(opts.connect_timeout))}",
+            "--task-timeout",
+            f"{max(1, round(opts.host_deadline))}",
+            *command_line_args(job.variables),
+            *self.extra_args,
+        ]
         env = dict(os.environ)
-        env.update({
-            "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "sweep_lines",
-            "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS), "ANSIBLE_HOST_KEY_CHECKING": "True",
-            "ANSIBLE_SSH_ARGS": ssh_args(opts), "ANSIBLE_SSH_USETTY": "False",  # a tty merges stderr
-            "ANSIBLE_LOCAL_TEMP": str(work / "tmp"), "ANSIBLE_SSH_CONTROL_PATH_DIR": str(work / "cp"),
-            "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_DEPRECATION_WARNINGS": "False",
-            "ANSIBLE_SYSTEM_WARNINGS": "False", "ANSIBLE_RETRY_FILES_ENABLED": "False",
-            "PYTHONUNBUFFERED": "1",  # each host's line as it is printed, not when a pipe buffer fills
-        })
+        env.update(
+            {
+                "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+                "ANSIBLE_STDOUT_CALLBACK": "sweep_lines",
+                "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS),
+                "ANSIBLE_HOST_KEY_CHECKING": "True",
+                # a tty merges stderr
+                "ANSIBLE_SSH_ARGS": ssh_args(opts),
+                "ANSIBLE_SSH_USETTY": "False",
+                "ANSIBLE_LOCAL_TEMP": str(work / "tmp"),
+                "ANSIBLE_SSH_CONTROL_PATH_DIR": str(work / "cp"),
+                "ANSIBLE_NOCOLOR": "1",
+                "ANSIBLE_FORCE_COLOR": "0",
+                "ANSIBLE_DEPRECATION_WARNINGS": "False",
+                "ANSIBLE_SYSTEM_WARNINGS": "False",
+                "ANSIBLE_RETRY_FILES_ENABLED": "False",
+                # each host's line as it is printed, not when a pipe buffer fills
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         return argv, env
 
     def _read(self, hosts: list[Any]) -> None:
@@ -164,7 +224,11 @@ class AnsibleEngine(ProcessEngine):
                     event = json.loads(line) if line.startswith("{") else None
                 except ValueError:
                     event = None
-                if not isinstance(event, dict) or event.get("sweep") != 1 or event.get("host") not in by_name:
+                if (
+                    not isinstance(event, dict)
+                    or event.get("sweep") != 1
+                    or event.get("host") not in by_name
+                ):
                     noise.append(line)
                     continue
                 host = by_name.pop(event["host"])
@@ -181,7 +245,8 @@ class AnsibleEngine(ProcessEngine):
                 f"ansible exited {code} without a result for {plural(len(missing), 'host')} "
                 f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); it said: {said}",
                 fix="run the same inventory with `ansible all -i INVENTORY -m ping` to see why; "
-                    "the records written so far are kept (sweep run --resume RUN_DIR)")
+                "the records written so far are kept (sweep run --resume RUN_DIR)",
+            )
 
 
 def close_masters(control_dir: Path) -> None:
@@ -208,28 +273,59 @@ def outcome(host: Any, event: dict, started: float, output_limit: int = SSHOptio
         return failed(host, began, *unreachable(host.name, msg), stderr=msg[-4096:])
     rc = event.get("rc")
     if kind == "failed" and rc is None:
-        if re.search(r"\btimed out\b", msg, re.I):  # "Timed out after N second(s).", not a variable called *_timeout
-            return failed(host, began, "timeout", (
-                f"{host.name}: no answer within the host deadline ({msg}); check the host, or raise "
-                "--host-deadline"), stderr=stderr)
-        return failed(host, began, "agent_error", f"{host.name}: ansible could not run the agent: {msg[:300]}; "
-                      "the record's stderr holds the rest", stderr=stderr or msg)
+        # "Timed out after N second(s).", not a variable called *_timeout
+        if re.search(r"\btimed out\b", msg, re.I):
+            return failed(
+                host,
+                began,
+                "timeout",
+                (
+                    f"{host.name}: no answer within the host deadline ({msg}); check the host, or "
+                    "raise --host-deadline"
+                ),
+                stderr=stderr,
+            )
+        return failed(
+            host,
+            began,
+            "agent_error",
+            f"{host.name}: ansible could not run the agent: {msg[:300]}; "
+            "the record's stderr holds the rest",
+            stderr=stderr or msg,
+        )
     if len(event.get("stdout") or "") > output_limit:
-        return failed(host, began, "output_too_large", (
-            f"{host.name}: the agent wrote more than {output_limit // (1024 * 1024)} MiB on stdout; the output "
-            "was dropped; check what the host's python3 runs at start (sitecustomize, PYTHONSTARTUP)"),
-            exit_status=event.get("rc"), stderr=stderr[-4096:])
+        return failed(
+            host,
+            began,
+            "output_too_large",
+            (
+                f"{host.name}: the agent wrote more than {output_limit // (1024 * 1024)} MiB on "
+                "stdout; the output was dropped; check what the host's python3 runs at start "
+                "(sitecustomize, PYTHONSTARTUP)"
+            ),
+            exit_status=event.get("rc"),
+            stderr=stderr[-4096:],
+        )
     if kind == "skipped":
-        return failed(host, began, "agent_error", f"{host.name}: ansible skipped the host ({msg or 'no reason'})")
-    return outcome_of_output(host, began, (event.get("stdout") or "").encode("utf-8", "surrogateescape"), rc, stderr)
+        return failed(
+            host,
+            began,
+            "agent_error",
+            f"{host.name}: ansible skipped the host ({msg or 'no reason'})",
+        )
+    return outcome_of_output(
+        host, began, (event.get("stdout") or "").encode("utf-8", "surrogateescape"), rc, stderr
+    )
 
 
 def unreachable(name: str, msg: str) -> tuple[str, str]:
     """(failure class, message) of a host ansible could not reach, from OpenSSH's words in `msg`."""
     said = _last_words(msg)
     if not said:  # ssh exited 255 and said nothing: the session was cut, not refused
-        return "agent_error", (f"{name}: the SSH session broke without a word from ssh (cut while the agent "
-                               "ran?); sweep the host again")
+        return "agent_error", (
+            f"{name}: the SSH session broke without a word from ssh (cut while the agent "
+            "ran?); sweep the host again"
+        )
     for cls, pattern in _UNREACHABLE:
         if pattern.search(msg):
             break
@@ -237,13 +333,19 @@ def unreachable(name: str, msg: str) -> tuple[str, str]:
         cls = "refused"
     fixes = {
         "dns": "fix the name or set ansible_host to its address in the inventory",
-        "host_key_changed": ("HOST KEY CHANGED: someone may be intercepting the connection (man-in-the-middle), "
-                             "or the host was reinstalled; if the change is expected, remove the old key with "
-                             "ssh-keygen -R HOST -f KNOWN_HOSTS"),
-        "host_key_unknown": ("its host key is not in the known_hosts files of the run; check it and add it "
-                             "(ssh-keyscan -H HOST >> ~/.ssh/known_hosts), or sweep with --accept-new-host-keys"),
-        "auth": ("check ansible_user and ansible_ssh_private_key_file, and that the key is in the host's "
-                 "authorized_keys (ssh-copy-id)"),
+        "host_key_changed": (
+            "HOST KEY CHANGED: someone may be intercepting the connection (man-in-the-middle), "
+            "or the host was reinstalled; if the change is expected, remove the old key with "
+            "ssh-keygen -R HOST -f KNOWN_HOSTS"
+        ),
+        "host_key_unknown": (
+            "its host key is not in the known_hosts files of the run; check it and add it "
+            "(ssh-keyscan -H HOST >> ~/.ssh/known_hosts), or sweep with --accept-new-host-keys"
+        ),
+        "auth": (
+            "check ansible_user and ansible_ssh_private_key_file, and that the key is in the "
+            "host's authorized_keys (ssh-copy-id)"
+        ),
         "refused": "check the host is up and sshd listens on the port (ansible_port)",
         "timeout": "check the host is up and reachable, or raise --connect-timeout",
     }
@@ -255,7 +357,11 @@ def _last_words(msg: str) -> str:
     text = re.sub(r"Task failed:\s*|Failed to connect to the host via ssh:\s*", "", msg)
     lines = [l.strip() for l in text.splitlines() if l.strip() and not l.strip().startswith("@")]
     for line in lines:
-        if re.search(r"refused|timed out|denied|verification failed|has changed|resolve|unreachable|"
-                     r"No route|closed", line, re.I):
+        if re.search(
+            r"refused|timed out|denied|verification failed|has changed|resolve|unreachable|"
+            r"No route|closed",
+            line,
+            re.I,
+        ):
             return line[:300]
     return lines[-1][:300] if lines else ""

@@ -1,4 +1,5 @@
-"""The engine interface: whatever runs the agent on hosts (ssh, ansible, slurm) hands back one Outcome per host.
+"""The engine interface: whatever runs the agent on hosts (ssh, ansible, slurm) hands back one
+Outcome per host.
 
 An engine is bound to an `EngineJob` (the agent, its arguments, the run's options), then takes the
 hosts of a sweep and yields ``(host, outcome)`` as they finish (`run`); `stop()` on Ctrl-C;
@@ -8,8 +9,10 @@ options) which engine filled it.
 
 `ProcessEngine` is the base of the engines that drive one child process (``ansible``, ``srun``)
 whose output a reader thread turns into outcomes; the child runs in its own session, so the
-terminal's Ctrl-C reaches sweep alone and the engine stops the child in the way that child understands.
+terminal's Ctrl-C reaches sweep alone and the engine stops the child in the way that child
+understands.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,41 +40,83 @@ class EngineError(SweepError):
 
 @dataclass(frozen=True)
 class EngineJob:
-    """What every engine needs: the agent, its arguments, the SSH options of the run, the fan-out."""
+    """What every engine needs: the agent, its arguments, the SSH options of the run, the
+    fan-out."""
 
     payload: bytes
     forks: int  # the run's --forks (sweep.collect.resume.OPTIONS holds its default)
     agent_args: tuple[str, ...] = ()
     options: SSHOptions = SSHOptions()
     inventory_path: Path | None = None
-    # command-line connect_timeout / host_deadline / retries (None: unset); they win over host settings
+    # command-line connect_timeout / host_deadline / retries (None: unset); they win over host
+    # settings
     flags: Mapping[str, Any] = field(default_factory=dict)
-    wrap: Any = None  # a sweep.collect.wrap.WrapSpec: run the benchmark in the envelope (ssh engine only)
-    variables: Any = None  # the command line's VarLayers (-u, --private-key, --become, -e): the ansible engine passes them on
+    # a sweep.collect.wrap.WrapSpec: run the benchmark in the envelope (ssh engine only)
+    wrap: Any = None
+    # the command line's VarLayers (-u, --private-key, --become, -e): the ansible engine passes them
+    # on
+    variables: Any = None
 
     def given_flags(self, *, retries: bool = True) -> dict[str, Any]:
         """The flags that were set (`retries=False`: without the number of tries)."""
-        return {k: v for k, v in self.flags.items() if v is not None and (retries or k != "retries")}
+        return {
+            k: v for k, v in self.flags.items() if v is not None and (retries or k != "retries")
+        }
 
 
-def outcome_of_output(host: Any, started: float, out: bytes, exit_status: int | None, stderr: str,
-           host_deadline: float | None = None) -> Outcome:
-    """The Outcome of one host from the agent's stdout and exit status, judged as the SSH engine does."""
-    outcome = Outcome(host=host, status="ok", attempts=1, started_at=started, ended_at=time.time(),
-                      exit_status=exit_status, stderr=stderr)
+def outcome_of_output(
+    host: Any,
+    started: float,
+    out: bytes,
+    exit_status: int | None,
+    stderr: str,
+    host_deadline: float | None = None,
+) -> Outcome:
+    """The Outcome of one host from the agent's stdout and exit status, judged as the SSH engine
+    does."""
+    outcome = Outcome(
+        host=host,
+        status="ok",
+        attempts=1,
+        started_at=started,
+        ended_at=time.time(),
+        exit_status=exit_status,
+        stderr=stderr,
+    )
     try:
-        outcome.health, outcome.unknown_numbers = read_agent_output(host, out, exit_status, stderr,
-                                                               host_deadline=host_deadline)
+        outcome.health, outcome.unknown_numbers = read_agent_output(
+            host, out, exit_status, stderr, host_deadline=host_deadline
+        )
     except HostFailure as failure:
-        outcome.status, outcome.failure_class, outcome.message = "failed", failure.failure_class, failure.message
+        outcome.status, outcome.failure_class, outcome.message = (
+            "failed",
+            failure.failure_class,
+            failure.message,
+        )
     return outcome
 
 
-def failed(host: Any, started: float, failure_class: str, message: str, *, stderr: str = "",
-           exit_status: int | None = None) -> Outcome:
+def failed(
+    host: Any,
+    started: float,
+    failure_class: str,
+    message: str,
+    *,
+    stderr: str = "",
+    exit_status: int | None = None,
+) -> Outcome:
     """A failed host's Outcome (one attempt)."""
-    return Outcome(host=host, status="failed", failure_class=failure_class, message=message, attempts=1,
-                   started_at=started, ended_at=time.time(), exit_status=exit_status, stderr=stderr)
+    return Outcome(
+        host=host,
+        status="failed",
+        failure_class=failure_class,
+        message=message,
+        attempts=1,
+        started_at=started,
+        ended_at=time.time(),
+        exit_status=exit_status,
+        stderr=stderr,
+    )
 
 
 class Engine:
@@ -84,19 +129,20 @@ class Engine:
     name = "engine"
     # the SSH client it connects with: "run" (the run's --transport), "openssh",
     transport: str | None = None
-    #                               or None (no SSH from sweep: a scheduler or another tool reaches the hosts)
-    # hosts' SSH settings (ssh_config, ansible_ssh_*) apply: held to `transport`'s rules
+    # or None (no SSH from sweep: a scheduler or another tool reaches the hosts) hosts' SSH settings
+    # (ssh_config, ansible_ssh_*) apply: held to `transport`'s rules
     reads_ssh_config = False
     become_applies = False  # --become / ansible_become is honoured (else refused before any host)
     one_inventory = False  # takes exactly one inventory source (its tool reads the file itself)
     wraps = False  # runs a --wrap benchmark in the agent's envelope
     lists_nodes = False  # lists its own hosts (`inventory()`): no inventory file needed
-    splits_hosts = False  # its hosts may be shared among worker processes, each running it (--workers)
+    # its hosts may be shared among worker processes, each running it (--workers)
+    splits_hosts = False
 
     def check(self, hosts: Sequence[Any], options: SSHOptions, inventory_path: Path | None) -> None:
-        """Before any host is contacted: refuse (a SweepError naming host, setting, file:line and fix) what
-        the hosts' settings ask that this engine would not do safely. The SSH engine's transports check
-        their own (`sweep.collect.run`); the others override this."""
+        """Before any host is contacted: refuse (a SweepError naming host, setting, file:line and
+        fix) what the hosts' settings ask that this engine would not do safely. The SSH engine's
+        transports check their own (`sweep.collect.run`); the others override this."""
 
     def bind(self, job: EngineJob) -> "Engine":  # pragma: no cover - the engines implement these
         raise NotImplementedError
@@ -112,7 +158,8 @@ class Engine:
 
 
 class ProcessEngine(Engine):
-    """One child process for the whole sweep; `_read` (in a thread) turns its output into outcomes."""
+    """One child process for the whole sweep; `_read` (in a thread) turns its output into
+    outcomes."""
 
     def __init__(self) -> None:
         self.job: EngineJob | None = None
@@ -123,7 +170,8 @@ class ProcessEngine(Engine):
         self._error: BaseException | None = None
 
     def bind(self, job: EngineJob) -> "ProcessEngine":
-        """Give the engine the agent and the run's options, the command-line timeouts laid over them."""
+        """Give the engine the agent and the run's options, the command-line timeouts laid over
+        them."""
         self.job = replace(job, options=replace(job.options, **job.given_flags(retries=False)))
         return self
 
@@ -135,8 +183,9 @@ class ProcessEngine(Engine):
             raise ValueError("bind() the engine to a job first")
         if not hosts:
             return
-        self._reader = threading.Thread(target=self._read_all, args=(list(hosts),),
-                                        name=f"sweep-{self.name}", daemon=True)
+        self._reader = threading.Thread(
+            target=self._read_all, args=(list(hosts),), name=f"sweep-{self.name}", daemon=True
+        )
         self._reader.start()
         yield from self._collect(None)
         if self._error is not None:
@@ -150,7 +199,8 @@ class ProcessEngine(Engine):
             self._interrupt(proc)
 
     def drain(self, timeout: float = 10.0) -> Iterator[tuple[Any, Outcome]]:
-        """The outcomes that still arrive within `timeout` s after `stop()`; then the child is killed."""
+        """The outcomes that still arrive within `timeout` s after `stop()`; then the child is
+        killed."""
         yield from self._collect(time.monotonic() + timeout)
         proc = self._proc
         if proc is not None and proc.poll() is None:
@@ -159,28 +209,41 @@ class ProcessEngine(Engine):
 
     # --- for the engines ---------------------------------------------------------------------
 
-    def _start(self, argv: list[str], env: dict[str, str], stdin: bytes | None = None) -> subprocess.Popen:
+    def _start(
+        self, argv: list[str], env: dict[str, str], stdin: bytes | None = None
+    ) -> subprocess.Popen:
         # stderr to a file: a chatty child must not stall on a full pipe that nobody reads yet
         self._stderr = tempfile.TemporaryFile()
         try:
-            proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=self._stderr, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                start_new_session=True,
+            )
         except OSError as err:
-            raise EngineError(f"cannot start {argv[0]} ({err.strerror or err})",
-                              fix=f"install {Path(argv[0]).name} or put it on PATH") from None
+            raise EngineError(
+                f"cannot start {argv[0]} ({err.strerror or err})",
+                fix=f"install {Path(argv[0]).name} or put it on PATH",
+            ) from None
         self._proc = proc
         if stdin is not None:
+
             def feed() -> None:
                 try:
                     proc.stdin.write(stdin)
                     proc.stdin.close()
                 except OSError:
                     pass
+
             threading.Thread(target=feed, name=f"sweep-{self.name}-stdin", daemon=True).start()
         return proc
 
     def _stderr_text(self, limit: int = 1 << 20) -> str:
-        """The last `limit` bytes of what the child wrote on stderr so far (a host's flood stays on disk)."""
+        """The last `limit` bytes of what the child wrote on stderr so far (a host's flood stays on
+        disk)."""
         self._stderr.seek(0, os.SEEK_END)
         self._stderr.seek(max(0, self._stderr.tell() - limit))
         return self._stderr.read(limit).decode("utf-8", "replace")
@@ -217,11 +280,12 @@ class ProcessEngine(Engine):
 
 
 class FanOutEngine(Engine):
-    """An engine whose hosts go through a `sweep.collect.fanout.FanOut` (`_fan`, made by `bind`): `forks`
-    hosts at a time, Ctrl-C stops starting more, the ones in flight are drained."""
+    """An engine whose hosts go through a `sweep.collect.fanout.FanOut` (`_fan`, made by `bind`):
+    `forks` hosts at a time, Ctrl-C stops starting more, the ones in flight are drained."""
 
     _fan: Any = None
-    splits_hosts = True  # each host's work is this process's: worker processes share it out (--workers)
+    # each host's work is this process's: worker processes share it out (--workers)
+    splits_hosts = True
 
     def run(self, hosts: Sequence[Any]) -> Iterator[tuple[Any, Outcome]]:
         """Yield (host, outcome) as hosts finish."""
@@ -260,8 +324,12 @@ class HostProcessEngine(FanOutEngine):
         from sweep.collect.bundle import host_agent_args, remote_command
 
         job = self.job
-        return remote_command(host.python, len(job.payload), host_agent_args(host, list(job.agent_args)),
-                              lifetime=job.options.host_deadline)
+        return remote_command(
+            host.python,
+            len(job.payload),
+            host_agent_args(host, list(job.agent_args)),
+            lifetime=job.options.host_deadline,
+        )
 
     def bind(self, job: EngineJob) -> "HostProcessEngine":
         from sweep.collect.fanout import FanOut
@@ -274,11 +342,21 @@ class HostProcessEngine(FanOutEngine):
         started, options = time.time(), self.job.options
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             try:
-                proc = subprocess.Popen(self.argv(host), stdin=subprocess.PIPE, stdout=out, stderr=err,
-                                        start_new_session=True)
+                proc = subprocess.Popen(
+                    self.argv(host),
+                    stdin=subprocess.PIPE,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
             except OSError as exc:
-                return failed(host, started, "agent_error", f"{host.name}: cannot start the {self.name} "
-                              f"engine's command ({exc.strerror or exc})")
+                return failed(
+                    host,
+                    started,
+                    "agent_error",
+                    f"{host.name}: cannot start the {self.name} "
+                    f"engine's command ({exc.strerror or exc})",
+                )
             with self._lock:
                 self._children[proc.pid] = proc
             try:
@@ -286,14 +364,21 @@ class HostProcessEngine(FanOutEngine):
             except subprocess.TimeoutExpired:
                 kill_group(proc, signal.SIGKILL)
                 proc.wait()
-                return failed(host, started, "timeout", f"{host.name}: no answer within the host deadline "
-                              f"({options.host_deadline:g} s)")
+                return failed(
+                    host,
+                    started,
+                    "timeout",
+                    f"{host.name}: no answer within the host deadline "
+                    f"({options.host_deadline:g} s)",
+                )
             finally:
                 with self._lock:
                     self._children.pop(proc.pid, None)
             return self._outcome_of_files(host, started, out, err, proc.returncode)
 
-    def _outcome_of_files(self, host: Any, started: float, out: Any, err: Any, code: int | None) -> Outcome:
+    def _outcome_of_files(
+        self, host: Any, started: float, out: Any, err: Any, code: int | None
+    ) -> Outcome:
         limit = self.job.options.output_limit
         out.seek(0)
         stdout = out.read(limit + 1)
@@ -301,9 +386,17 @@ class HostProcessEngine(FanOutEngine):
         err.seek(max(0, err.tell() - 65536))
         stderr = err.read().decode("utf-8", "replace")
         if len(stdout) > limit:
-            return failed(host, started, "output_too_large", f"{host.name}: the agent's output is over "
-                          f"{limit} bytes", stderr=stderr, exit_status=code)
-        return outcome_of_output(host, started, stdout, code, stderr, self.job.options.host_deadline)
+            return failed(
+                host,
+                started,
+                "output_too_large",
+                f"{host.name}: the agent's output is over {limit} bytes",
+                stderr=stderr,
+                exit_status=code,
+            )
+        return outcome_of_output(
+            host, started, stdout, code, stderr, self.job.options.host_deadline
+        )
 
     def _kill_all(self) -> None:
         with self._lock:

@@ -1,5 +1,7 @@
 """The ssh engine: one connection per host, `forks` hosts at a time, through the run's transport:
-paramiko (sweep's own, `sweep.collect.ssh.prober`) or the system ssh (`sweep.collect.ssh.openssh`)."""
+paramiko (sweep's own, `sweep.collect.ssh.prober`) or the system ssh
+(`sweep.collect.ssh.openssh`)."""
+
 from __future__ import annotations
 
 import threading
@@ -31,9 +33,12 @@ class SSHEngine(FanOutEngine):
         self._prober: Prober | None = None
 
     def bind(self, job: EngineJob) -> "SSHEngine":
-        """Give the engine the agent and the run's options; command-line flags win over host settings."""
+        """Give the engine the agent and the run's options; command-line flags win over host
+        settings."""
         self.job = job
-        self._prober = make_prober(job.options.transport, job.payload, job.agent_args, job.options, wrap=job.wrap)
+        self._prober = make_prober(
+            job.options.transport, job.payload, job.agent_args, job.options, wrap=job.wrap
+        )
         self._busy: dict = defaultdict(threading.Lock)
         self._fan = FanOut(self._probe, forks=job.forks, on_stop=self._prober.stop)
         return self
@@ -41,7 +46,8 @@ class SSHEngine(FanOutEngine):
     def _probe(self, host: Any) -> Outcome:
         if self.job.wrap is None:
             return self._attempt(host)
-        with self._busy[(host.address, host.port)]:  # one benchmark per host at a time, whatever its aliases
+        # one benchmark per host at a time, whatever its aliases
+        with self._busy[(host.address, host.port)]:
             return self._attempt(host)
 
     def _attempt(self, host: Any) -> Outcome:
@@ -49,10 +55,18 @@ class SSHEngine(FanOutEngine):
             return self._prober.probe(with_flags(host, self.job.given_flags()))
         except Exception as exc:  # sweep's own bug, met on one host's data: that host's failure
             now = time.time()
-            return Outcome(host=host, status="failed", failure_class="agent_error", started_at=now, ended_at=now,
-                           message=(f"{host.name}: sweep failed while probing this host ({type(exc).__name__}: "
-                                    f"{visible(exc, keep='')[:200]}); the other hosts are unaffected; please "
-                                    "report this as a sweep bug"))
+            return Outcome(
+                host=host,
+                status="failed",
+                failure_class="agent_error",
+                started_at=now,
+                ended_at=now,
+                message=(
+                    f"{host.name}: sweep failed while probing this host ({type(exc).__name__}: "
+                    f"{visible(exc, keep='')[:200]}); the other hosts are unaffected; please "
+                    "report this as a sweep bug"
+                ),
+            )
 
 
 def with_flags(host: Any, given: dict[str, Any]) -> Any:

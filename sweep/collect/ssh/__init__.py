@@ -1,1 +1,2 @@
-"""The SSH transport: one paramiko connection per host, host keys, ~/.ssh/config, the deadline watchdog."""
+"""The SSH transport: one paramiko connection per host, host keys, ~/.ssh/config, the deadline
+watchdog."""

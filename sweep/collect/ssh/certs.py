@@ -3,6 +3,7 @@
 The server's refusal is the truth; `problem()` only explains it from the certificate itself
 (validity window, principals), so that an `auth` record names the certificate and the reason.
 """
+
 from __future__ import annotations
 
 import base64
@@ -16,9 +17,16 @@ from sweep.errors import SweepError
 from sweep.text import noun
 
 # the public key fields after the nonce, per key type (PROTOCOL.certkeys)
-_KEY_FIELDS = {"ssh-rsa": 2, "ssh-dss": 4, "ecdsa-sha2-nistp256": 2, "ecdsa-sha2-nistp384": 2,
-               "ecdsa-sha2-nistp521": 2, "ssh-ed25519": 1, "sk-ssh-ed25519@openssh.com": 2,
-               "sk-ecdsa-sha2-nistp256@openssh.com": 3}
+_KEY_FIELDS = {
+    "ssh-rsa": 2,
+    "ssh-dss": 4,
+    "ecdsa-sha2-nistp256": 2,
+    "ecdsa-sha2-nistp384": 2,
+    "ecdsa-sha2-nistp521": 2,
+    "ssh-ed25519": 1,
+    "sk-ssh-ed25519@openssh.com": 2,
+    "sk-ecdsa-sha2-nistp256@openssh.com": 3,
+}
 FOREVER = 0xFFFFFFFFFFFFFFFF
 
 
@@ -38,7 +46,8 @@ class Certificate:
     user_cert: bool
 
     def problem(self, user: str, now: float | None = None) -> str | None:
-        """Why a server would refuse this certificate for `user`, read from the certificate; None if it looks valid."""
+        """Why a server would refuse this certificate for `user`, read from the certificate; None if
+        it looks valid."""
         now = time.time() if now is None else now
         if not self.user_cert:
             return "is a host certificate, not a user certificate"
@@ -47,8 +56,10 @@ class Certificate:
         if self.valid_before != FOREVER and now >= self.valid_before:
             return f"expired at {_when(self.valid_before)}"
         if self.principals and user not in self.principals:
-            return (f"is for the {noun(len(self.principals), 'principal')} {', '.join(self.principals)}, not the user {user!r} "
-                    "logged in as")
+            return (
+                f"is for the {noun(len(self.principals), 'principal')} "
+                f"{', '.join(self.principals)}, not the user {user!r} logged in as"
+            )
         return None
 
     def describe(self) -> str:
@@ -66,7 +77,7 @@ class _Reader:
     def _take(self, n: int) -> bytes:
         if self.at + n > len(self.data):
             raise CertificateError("truncated")
-        chunk = self.data[self.at:self.at + n]
+        chunk = self.data[self.at : self.at + n]
         self.at += n
         return chunk
 
@@ -81,7 +92,8 @@ class _Reader:
 
 
 def parse_blob(blob: bytes, source: str) -> Certificate:
-    """A certificate from its wire form (what the -cert.pub file holds in base64, or the agent hands out)."""
+    """A certificate from its wire form (what the -cert.pub file holds in base64, or the agent hands
+    out)."""
     reader = _Reader(blob)
     cert_type = reader.string().decode("ascii", "replace")
     base = cert_type.replace("-cert-v01@openssh.com", "")
@@ -125,7 +137,9 @@ def agent_certificates() -> list[Certificate]:
         for key in paramiko.Agent().get_keys():
             if key.get_name().endswith("-cert-v01@openssh.com"):
                 try:
-                    found.append(parse_blob(key.asbytes(), f"in ssh-agent ({key.comment or 'no comment'})"))
+                    found.append(
+                        parse_blob(key.asbytes(), f"in ssh-agent ({key.comment or 'no comment'})")
+                    )
                 except CertificateError:
                     continue
     except (paramiko.SSHException, OSError):

@@ -1,8 +1,10 @@
-"""known_hosts: the host keys a sweep trusts, checked as OpenSSH does with ``StrictHostKeyChecking=yes``.
+"""known_hosts: the host keys a sweep trusts, checked as OpenSSH does with
+``StrictHostKeyChecking=yes``.
 
 With ``accept-new`` (`HostKeyStore.accept_new`) a first-seen key is written, hashed, to the first
 known_hosts file; a changed key is always refused.
 """
+
 from __future__ import annotations
 
 import base64
@@ -70,8 +72,11 @@ class HostKeyStore:
             found = list(self._plain.get(name, ()))
             hashed = list(self._hashed)
         data = name.encode()
-        found += [(path, key) for salt, digest, path, key in hashed
-                  if hmac.compare_digest(hmac.new(salt, data, hashlib.sha1).digest(), digest)]
+        found += [
+            (path, key)
+            for salt, digest, path, key in hashed
+            if hmac.compare_digest(hmac.new(salt, data, hashlib.sha1).digest(), digest)
+        ]
         if not found:
             return {}, None
         first = found[0][0]
@@ -82,11 +87,18 @@ class HostKeyStore:
         return keys, first
 
     def add(self, name: str, key: paramiko.PKey) -> None:
-        """Record a first-seen key (accept-new); refuses if another thread recorded a different one."""
+        """Record a first-seen key (accept-new); refuses if another thread recorded a different
+        one."""
         with self._lock:
             same = [k for _, k in self._plain.get(name, ()) if k.get_name() == key.get_name()]
-            same += [k for salt, digest, _, k in self._hashed if k.get_name() == key.get_name()
-                     and hmac.compare_digest(hmac.new(salt, name.encode(), hashlib.sha1).digest(), digest)]
+            same += [
+                k
+                for salt, digest, _, k in self._hashed
+                if k.get_name() == key.get_name()
+                and hmac.compare_digest(
+                    hmac.new(salt, name.encode(), hashlib.sha1).digest(), digest
+                )
+            ]
             if same:
                 if same[0] != key:
                     raise paramiko.BadHostKeyException(name, key, same[0])

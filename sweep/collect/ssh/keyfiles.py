@@ -1,5 +1,7 @@
-"""Private key files as a sweep reads them: decrypted with the passphrase given (SWEEP_KEY_PASSPHRASE),
-or a `KeyFileError` saying why the file cannot be used (after the file's name)."""
+"""Private key files as a sweep reads them: decrypted with the passphrase given
+(SWEEP_KEY_PASSPHRASE), or a `KeyFileError` saying why the file cannot be used (after the file's
+name)."""
+
 from __future__ import annotations
 
 import os
@@ -26,7 +28,8 @@ class KeyFileWrongPassphrase(KeyFileError):
 
 
 def load_private_key(path: str, passphrase: str | None = None) -> paramiko.PKey:
-    """A private key file, decrypted with `passphrase` if it is encrypted; KeyFileError says why not."""
+    """A private key file, decrypted with `passphrase` if it is encrypted; KeyFileError says why
+    not."""
     if not os.path.exists(path):
         raise KeyFileMissing("does not exist")
     if os.path.isdir(path):
@@ -42,10 +45,13 @@ def load_private_key(path: str, passphrase: str | None = None) -> paramiko.PKey:
     except Exception as exc:
         raise KeyFileError(f"is not a private key sweep can read ({type(exc).__name__})") from None
     if secret is None:
-        raise KeyFileEncrypted("is encrypted and no passphrase was given: set SWEEP_KEY_PASSPHRASE, "
-                           "or load the key into ssh-agent")
+        raise KeyFileEncrypted(
+            "is encrypted and no passphrase was given: set SWEEP_KEY_PASSPHRASE, "
+            "or load the key into ssh-agent"
+        )
     try:
         return paramiko.PKey.from_path(path, secret)
     except Exception:
-        raise KeyFileWrongPassphrase("cannot be decrypted with the passphrase in SWEEP_KEY_PASSPHRASE "
-                           "(wrong passphrase?)") from None
+        raise KeyFileWrongPassphrase(
+            "cannot be decrypted with the passphrase in SWEEP_KEY_PASSPHRASE (wrong passphrase?)"
+        ) from None

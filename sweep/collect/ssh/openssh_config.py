@@ -1,53 +1,99 @@
-"""ssh_config read as OpenSSH 9 reads it, for one host at a time, every value with where it came from.
+"""ssh_config read as OpenSSH 9 reads it, for one host at a time, every value with where it came
+from.
 
-`resolve()` follows readconf.c: command-line options (``-o``, ``-l``, ``-p``, ``-i``, ``-J``, from the
-inventory) first, then the config file; the first value of a keyword wins, except the keywords that
-accumulate (IdentityFile, CertificateFile, SendEnv, SetEnv, the forwardings). Patterns are match.c's
-``match_pattern``: ``*`` and ``?`` only (``[`` is a plain character), byte by byte on the UTF-8 name.
-``Host`` patterns match the host as given, case-sensitively; ``Match host`` (the HostName set so
-far) and ``Match originalhost`` compare with ASCII case folded, as ``match_hostname`` does (never
-Python's ``str.lower``, which folds the Kelvin sign to ``k``); ``Include`` is read
-in place (relative paths under ``~/.ssh``, globs sorted) and cannot change the enclosing block.
-Lines are split as ssh splits them (`config_grammar`: ProxyCommand whole, Match by strdelim);
-``Match final`` (anywhere in the file) and CanonicalizeHostname make ssh read the file a second
-time, Host lines then matching the final host name, ``Match final``/``canonical`` true; that name is
-ssh's (addresses canonicalised, other names lower-cased). A line ssh refuses wherever it stands is
-`SSHConfigRejected` for the whole file, with its file:line. The tests hold it to ``ssh -G``.
+`resolve()` follows readconf.c: command-line options (``-o``, ``-l``, ``-p``, ``-i``, ``-J``, from
+the inventory) first, then the config file; the first value of a keyword wins, except the keywords
+that accumulate (IdentityFile, CertificateFile, SendEnv, SetEnv, the forwardings). Patterns are
+match.c's ``match_pattern``: ``*`` and ``?`` only (``[`` is a plain character), byte by byte on the
+UTF-8 name. ``Host`` patterns match the host as given, case-sensitively; ``Match host`` (the
+HostName set so far) and ``Match originalhost`` compare with ASCII case folded, as
+``match_hostname`` does (never Python's ``str.lower``, which folds the Kelvin sign to ``k``);
+``Include`` is read in place (relative paths under ``~/.ssh``, globs sorted) and cannot change the
+enclosing block. Lines are split as ssh splits them (`config_grammar`: ProxyCommand whole, Match by
+strdelim); ``Match final`` (anywhere in the file) and CanonicalizeHostname make ssh read the file a
+second time, Host lines then matching the final host name, ``Match final``/``canonical`` true; that
+name is ssh's (addresses canonicalised, other names lower-cased). A line ssh refuses wherever it
+stands is `SSHConfigRejected` for the whole file, with its file:line. The tests hold it to ``ssh
+-G``. The words of a line, their expansions and the patterns are `config_words`'.
 """
+
 from __future__ import annotations
 
-import functools
 import glob
 import os
-import re
 import shlex
 import subprocess
 from dataclasses import dataclass, field
 from typing import Collection
 from pathlib import Path
 
-from sweep.collect.ssh.config_grammar import COMMANDS, Line, command_value, parse_line, strdelim, value_problem
+from sweep.collect.ssh.config_grammar import (
+    COMMANDS,
+    Line,
+    command_value,
+    parse_line,
+    strdelim,
+    value_problem,
+)
+from sweep.collect.ssh.config_words import (
+    ascii_lower,
+    canonical_host,
+    expand,
+    match_pattern,
+    pattern_list_match,
+    split_line,
+    tilde,
+)
 from sweep.errors import SSHConfigError
 
 MAX_INCLUDE_DEPTH = 16
-ACCUMULATE = {"identityfile", "certificatefile", "sendenv", "setenv", "localforward", "remoteforward",
-              "dynamicforward"}
+ACCUMULATE = {
+    "identityfile",
+    "certificatefile",
+    "sendenv",
+    "setenv",
+    "localforward",
+    "remoteforward",
+    "dynamicforward",
+}
 STRUCTURE = {"host", "match", "include"}
-# readconf.c's old names for keywords, and the keywords it reads and ignores (deprecated, unsupported)
-ALIASES = {"challengeresponseauthentication": "kbdinteractiveauthentication",
-           "skeyauthentication": "kbdinteractiveauthentication", "tisauthentication": "kbdinteractiveauthentication",
-           "pubkeyacceptedkeytypes": "pubkeyacceptedalgorithms", "hostbasedkeytypes": "hostbasedacceptedalgorithms",
-           "dsaauthentication": "pubkeyauthentication", "identityfile2": "identityfile",
-           "smartcarddevice": "pkcs11provider", "keepalive": "tcpkeepalive"}
-IGNORED_BY_OPENSSH = {"protocol", "cipher", "fallbacktorsh", "globalknownhostsfile2", "rhostsauthentication",
-                      "userknownhostsfile2", "useroaming", "usersh", "useprivilegedport", "afstokenpassing",
-                      "kerberosauthentication", "kerberostgtpassing", "rsaauthentication",
-                      "rhostsrsaauthentication", "compressionlevel", "useblacklistedkeys"}
+# readconf.c's old names for keywords, and the keywords it reads and ignores (deprecated,
+# unsupported)
+ALIASES = {
+    "challengeresponseauthentication": "kbdinteractiveauthentication",
+    "skeyauthentication": "kbdinteractiveauthentication",
+    "tisauthentication": "kbdinteractiveauthentication",
+    "pubkeyacceptedkeytypes": "pubkeyacceptedalgorithms",
+    "hostbasedkeytypes": "hostbasedacceptedalgorithms",
+    "dsaauthentication": "pubkeyauthentication",
+    "identityfile2": "identityfile",
+    "smartcarddevice": "pkcs11provider",
+    "keepalive": "tcpkeepalive",
+}
+IGNORED_BY_OPENSSH = {
+    "protocol",
+    "cipher",
+    "fallbacktorsh",
+    "globalknownhostsfile2",
+    "rhostsauthentication",
+    "userknownhostsfile2",
+    "useroaming",
+    "usersh",
+    "useprivilegedport",
+    "afstokenpassing",
+    "kerberosauthentication",
+    "kerberostgtpassing",
+    "rsaauthentication",
+    "rhostsrsaauthentication",
+    "compressionlevel",
+    "useblacklistedkeys",
+}
 
 
 @dataclass(frozen=True)
 class Setting:
-    """One keyword's value for a host: the words after the keyword, and the file:line (or inventory var)."""
+    """One keyword's value for a host: the words after the keyword, and the file:line (or inventory
+    var)."""
 
     keyword: str  # lower case
     args: tuple[str, ...]
@@ -69,7 +115,8 @@ class Resolved:
 
     original: str
     settings: list[Setting] = field(default_factory=list)
-    final_host: str | None = None  # ssh's final pass: the host name it was made (Match final, CanonicalizeHostname)
+    # ssh's final pass: the host name it was made (Match final, CanonicalizeHostname)
+    final_host: str | None = None
 
     def first(self, keyword: str) -> Setting | None:
         for setting in self.settings:
@@ -86,8 +133,8 @@ class Resolved:
 
     @property
     def hostname(self) -> str:
-        """The name connected to, as ssh.c makes it after reading the config: an address in its canonical
-        form (``FD00::0001`` -> ``fd00::1``), any other name ASCII lower-cased."""
+        """The name connected to, as ssh.c makes it after reading the config: an address in its
+        canonical form (``FD00::0001`` -> ``fd00::1``), any other name ASCII lower-cased."""
         return canonical_host(self.hostname_so_far, (self.get("addressfamily") or "any").lower())
 
     @property
@@ -102,7 +149,8 @@ class Resolved:
 
     @property
     def host_key_alias(self) -> str | None:
-        """HostKeyAlias, ASCII lower-cased as ssh.c lower-cases it (known_hosts hashes the lower-case name)."""
+        """HostKeyAlias, ASCII lower-cased as ssh.c lower-cases it (known_hosts hashes the
+        lower-case name)."""
         alias = self.get("hostkeyalias")
         return ascii_lower(alias) if alias is not None else None
 
@@ -112,143 +160,18 @@ class Resolved:
         if setting is None:
             return 22
         if not setting.value.isdigit() or not 0 < int(setting.value) < 65536:
-            raise SSHConfigError(f"{setting.name} {setting.value} is not a port number (1 to 65535)", setting.where)
+            raise SSHConfigError(
+                f"{setting.name} {setting.value} is not a port number (1 to 65535)", setting.where
+            )
         return int(setting.value)
 
     def user(self, local_user: str) -> str:
         return self.get("user") or local_user
 
 
-def canonical_host(name: str, family: str = "any") -> str:
-    """ssh.c's treatment of the host name after the config: is_addr() names are canonicalised by
-    getaddrinfo/getnameinfo (numeric only, no lookup) and left as they are when that fails (a name
-    holding ':' or '%', or only digits and dots, counts as an address); other names lower-cased."""
-    fast = "%" in name or ":" in name or all(ch in "0123456789." for ch in name)
-    canonical = _numeric_address(name, family)
-    if canonical is not None:  # resolve_canonicalize keeps the name when only its case differs
-        return name if ascii_lower(canonical) == ascii_lower(name) else canonical
-    return name if fast else ascii_lower(name)
-
-
-@functools.lru_cache(maxsize=4096)
-def _numeric_address(name: str, family: str) -> str | None:
-    import socket
-
-    families = {"inet": socket.AF_INET, "inet6": socket.AF_INET6}
-    try:
-        found = socket.getaddrinfo(name, "22", families.get(family, socket.AF_UNSPEC), socket.SOCK_STREAM, 0,
-                                   socket.AI_NUMERICHOST | socket.AI_NUMERICSERV)
-        if len(found) != 1:
-            return None
-        return socket.getnameinfo(found[0][4], socket.NI_NUMERICHOST | socket.NI_NUMERICSERV)[0]
-    except (OSError, UnicodeError, ValueError):
-        return None
-
-
-def split_line(line: str) -> list[str]:
-    """A line's words as OpenSSH splits them (`config_grammar`): the keyword, then argv_split's words,
-    or the rest of the line, whole, for a command keyword (ProxyCommand, ...)."""
-    try:
-        parsed = parse_line(line)
-    except ValueError as exc:
-        raise ValueError(str(exc)) from None
-    if parsed is None:
-        raise ValueError("no keyword")
-    if parsed.keyword.lower() in COMMANDS:
-        return [parsed.keyword, command_value(parsed.rest)]
-    return [parsed.keyword, *parsed.args]
-
-
-def dollar_expand(text: str, keyword: str, where: str) -> str:
-    """misc.c's ``${NAME}`` expansion (before the %-tokens) of the keywords ssh gives it (IdentityFile,
-    CertificateFile, UserKnownHostsFile, ControlPath, IdentityAgent, the forwardings' socket paths): a variable
-    this environment does not set makes ssh refuse the host, so SSHConfigError says which."""
-    out, i = [], 0
-    while i < len(text):
-        if text.startswith("${", i):
-            end = text.find("}", i + 2)
-            name = text[i + 2:end] if end > i + 2 else ""
-            if not name or os.environ.get(name) is None:
-                raise SSHConfigError(f"{keyword} uses ${{{name}}}, which has no value in this environment (ssh "
-                                     "refuses the host too); set it, or write the path out", where)
-            out.append(os.environ[name])
-            i = end + 1
-            continue
-        out.append(text[i])
-        i += 1
-    return "".join(out)
-
-
-def expand(text: str, tokens: dict[str, str], keyword: str, where: str, *, shell: bool = False) -> str:
-    """OpenSSH's percent_expand: every %x must be one of `tokens` (or %%), else SSHConfigError.
-
-    With `shell` (a ProxyCommand, a Match exec line: text the shell runs) each token's value is
-    quoted with shlex.quote, so that no value carries shell syntax into the command; a value of plain
-    name characters (every valid host name and address) is left as it is, as OpenSSH writes it.
-    """
-    out, i = [], 0
-    while i < len(text):
-        ch = text[i]
-        if ch != "%":
-            out.append(ch)
-            i += 1
-            continue
-        key = text[i + 1:i + 2]
-        if key == "%":
-            out.append("%")
-        elif key in tokens:
-            out.append(shlex.quote(tokens[key]) if shell else tokens[key])
-        else:
-            allowed = ", ".join(f"%{k}" for k in ("%", *tokens))
-            raise SSHConfigError(f"{keyword} uses the token %{key}, which OpenSSH does not accept there "
-                                 f"(or sweep cannot expand); it accepts {allowed}", where)
-        i += 2
-    return "".join(out)
-
-
-def tilde(path: str) -> str:
-    return os.path.expanduser(path)
-
-
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-
-
-def ascii_lower(text: str) -> str:
-    """OpenSSH's lowercase(): A-Z only (tolower in the C locale); every other character stays as it is."""
-    return text.translate(_ASCII_LOWER)
-
-
-@functools.lru_cache(maxsize=4096)
-def _pattern(pattern: str) -> re.Pattern:
-    raw = pattern.encode("utf-8", "surrogateescape")
-    return re.compile(b"".join(b".*" if byte == 42 else b"." if byte == 63 else re.escape(bytes((byte,)))
-                               for byte in raw), re.DOTALL)
-
-
-def match_pattern(name: str, pattern: str) -> bool:
-    """match.c's match_pattern: ``*`` any bytes, ``?`` one byte, every other byte itself (``[`` too)."""
-    return _pattern(pattern).fullmatch(name.encode("utf-8", "surrogateescape")) is not None
-
-
-def pattern_list_match(name: str, patterns: str, *, fold: bool = False) -> bool:
-    """OpenSSH's match_pattern_list: comma-separated, ``!`` negates and vetoes; case-sensitive unless `fold`
-    (ASCII case folded on both sides, as match_hostname does)."""
-    if fold:
-        name, patterns = ascii_lower(name), ascii_lower(patterns)
-    result = False
-    for pattern in patterns.split(","):
-        negated = pattern.startswith("!")
-        if negated:
-            pattern = pattern[1:]
-        if match_pattern(name, pattern):
-            if negated:
-                return False
-            result = True
-    return result
-
-
 class SSHConfigRejected(SSHConfigError):
-    """A line OpenSSH refuses wherever it stands: ssh refuses the whole file, for every host, and so does sweep."""
+    """A line OpenSSH refuses wherever it stands: ssh refuses the whole file, for every host, and so
+    does sweep."""
 
 
 @dataclass(frozen=True)
@@ -266,15 +189,18 @@ class ConfigReader:
     `known`: the keywords OpenSSH knows (an unknown one, unless IgnoreUnknown names it, makes ssh
     refuse the whole file); None: not checked."""
 
-    def __init__(self, path: str | None, *, local_user: str = "root", known: Collection[str] | None = None):
+    def __init__(
+        self, path: str | None, *, local_user: str = "root", known: Collection[str] | None = None
+    ):
         self.path = tilde(path) if path else None
         self.local_user = local_user
         self.known = frozenset(known) if known is not None else None
         self._lines: dict[str, list[_Read]] = {}  # each file read and split once per sweep
 
     def resolve(self, host: str, command_line: list[Setting] = ()) -> Resolved:
-        """What applies to `host` (as ``ssh ... host``), command-line settings first; then, where the file
-        asks for it (``Match final``, CanonicalizeHostname), ssh's second pass over the file."""
+        """What applies to `host` (as ``ssh ... host``), command-line settings first; then, where
+        the file asks for it (``Match final``, CanonicalizeHostname), ssh's second pass over the
+        file."""
         resolved = Resolved(original=host)
         seen: set[str] = set()
         for setting in command_line:
@@ -282,11 +208,17 @@ class ConfigReader:
         if self.path and os.path.isfile(self.path):
             state = _Pass(name=host, ignore_unknown=resolved.get("ignoreunknown"))
             self._read(self.path, resolved, seen, state, active=True, depth=0)
-            canonicalize = (resolved.get("canonicalizehostname") or "no").lower() not in ("no", "false")
-            if state.want_final or canonicalize:  # ssh.c sets HostName to the final name, then reads again
+            canonicalize = (resolved.get("canonicalizehostname") or "no").lower() not in (
+                "no",
+                "false",
+            )
+            # ssh.c sets HostName to the final name, then reads again
+            if state.want_final or canonicalize:
                 resolved.final_host = resolved.hostname
                 seen.add("hostname")
-                final = _Pass(name=resolved.hostname, final=True, ignore_unknown=resolved.get("ignoreunknown"))
+                final = _Pass(
+                    name=resolved.hostname, final=True, ignore_unknown=resolved.get("ignoreunknown")
+                )
                 self._read(self.path, resolved, seen, final, active=True, depth=0)
         return resolved
 
@@ -294,14 +226,21 @@ class ConfigReader:
     def _take(resolved: Resolved, setting: Setting, seen: set[str]) -> None:
         key = setting.keyword
         if key in ACCUMULATE:
-            if key in ("identityfile", "certificatefile") and any(  # add_identity_file skips repeats
-                    s.keyword == key and s.args == setting.args for s in resolved.settings):
+            # add_identity_file skips repeats
+            if key in ("identityfile", "certificatefile") and any(
+                s.keyword == key and s.args == setting.args for s in resolved.settings
+            ):
                 return
             resolved.settings.append(setting)
             return
-        if key == "proxyjump" and "proxycommand" in seen:  # whichever comes first disables the other,
-            return                                           # but ProxyJump none leaves ProxyCommand open
-        if key == "proxycommand" and "proxyjump" in seen and resolved.get("proxyjump", "").lower() != "none":
+        # whichever comes first disables the other, but ProxyJump none leaves ProxyCommand open
+        if key == "proxyjump" and "proxycommand" in seen:
+            return
+        if (
+            key == "proxycommand"
+            and "proxyjump" in seen
+            and resolved.get("proxyjump", "").lower() != "none"
+        ):
             return
         if key in seen:
             return
@@ -316,13 +255,25 @@ class ConfigReader:
                 text = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
             except OSError as exc:
                 raise SSHConfigError(f"cannot be read ({exc.strerror})", path) from None
-            found = [read for read in (_split(number, raw) for number, raw in enumerate(text, 1))
-                     if read is not None]
+            found = [
+                read
+                for read in (_split(number, raw) for number, raw in enumerate(text, 1))
+                if read is not None
+            ]
             self._lines[path] = found
         return found
 
-    def _read(self, path: str, resolved: Resolved, seen: set[str], state: "_Pass", *, active: bool, depth: int,
-              never: bool = False) -> None:
+    def _read(
+        self,
+        path: str,
+        resolved: Resolved,
+        seen: set[str],
+        state: "_Pass",
+        *,
+        active: bool,
+        depth: int,
+        never: bool = False,
+    ) -> None:
         if depth > MAX_INCLUDE_DEPTH:
             raise SSHConfigError(f"Include nested deeper than {MAX_INCLUDE_DEPTH}", path)
         for read in self.lines(path):
@@ -336,8 +287,11 @@ class ConfigReader:
             if self.known is not None and key not in self.known and key not in STRUCTURE:
                 ignore = state.ignore_unknown
                 if not (ignore and pattern_list_match(key, ignore)):
-                    raise SSHConfigRejected(f"{line.keyword} is not an ssh_config keyword OpenSSH 9.2 knows "
-                                            "(OpenSSH refuses the whole file)", where)
+                    raise SSHConfigRejected(
+                        f"{line.keyword} is not an ssh_config keyword OpenSSH 9.2 knows "
+                        "(OpenSSH refuses the whole file)",
+                        where,
+                    )
                 continue
             if key == "host":
                 active = not never and self._host_matches(state.name, args)
@@ -347,8 +301,15 @@ class ConfigReader:
             elif key == "include":
                 for pattern in args:
                     for found in self._include_paths(pattern):
-                        self._read(found, resolved, seen, state, active=active, depth=depth + 1,
-                                   never=never or not active)
+                        self._read(
+                            found,
+                            resolved,
+                            seen,
+                            state,
+                            active=active,
+                            depth=depth + 1,
+                            never=never or not active,
+                        )
             elif active:
                 if key == "ignoreunknown" and state.ignore_unknown is None:
                     state.ignore_unknown = args[0].lower()
@@ -389,8 +350,11 @@ class ConfigReader:
             if criterion == "all":
                 following, _ = strdelim(text)
                 if count > 1 or (following and not following.startswith("#")):
-                    raise SSHConfigRejected(f"Match {word} cannot be combined with other Match attributes "
-                                            "(OpenSSH refuses the whole file)", where)
+                    raise SSHConfigRejected(
+                        f"Match {word} cannot be combined with other Match attributes "
+                        "(OpenSSH refuses the whole file)",
+                        where,
+                    )
                 return result and not negated
             count += 1
             if criterion in ("canonical", "final"):
@@ -399,14 +363,23 @@ class ConfigReader:
             elif criterion in ("host", "originalhost", "user", "localuser", "exec"):
                 arg, text = strdelim(text)
                 if not arg or arg.startswith("#"):
-                    raise SSHConfigRejected(f"Match {criterion} needs an argument (OpenSSH refuses the whole "
-                                            "file)", where)
+                    raise SSHConfigRejected(
+                        f"Match {criterion} needs an argument (OpenSSH refuses the whole file)",
+                        where,
+                    )
                 # ssh runs no exec once an earlier criterion failed
-                this = self._criterion(resolved, criterion, arg, where) if criterion != "exec" or result else False
+                this = (
+                    self._criterion(resolved, criterion, arg, where)
+                    if criterion != "exec" or result
+                    else False
+                )
             else:
-                raise SSHConfigRejected(f"Match {criterion} is not a Match criterion OpenSSH 9.2 knows (it reads "
-                                        "all, canonical, final, exec, host, originalhost, user and localuser); "
-                                        "OpenSSH refuses the whole file", where)
+                raise SSHConfigRejected(
+                    f"Match {criterion} is not a Match criterion OpenSSH 9.2 knows (it reads "
+                    "all, canonical, final, exec, host, originalhost, user and localuser); "
+                    "OpenSSH refuses the whole file",
+                    where,
+                )
             if this == negated:
                 result = False
         if count == 0:
@@ -424,14 +397,25 @@ class ConfigReader:
             return pattern_list_match(user, arg)
         if criterion == "localuser":
             return pattern_list_match(self.local_user, arg)
-        tokens = {"h": hostname, "n": resolved.original, "p": str(resolved.port), "r": user,
-                  "u": self.local_user, "l": _short_host(), "L": _short_host().split(".")[0],
-                  "d": tilde("~")}
+        tokens = {
+            "h": hostname,
+            "n": resolved.original,
+            "p": str(resolved.port),
+            "r": user,
+            "u": self.local_user,
+            "l": _short_host(),
+            "L": _short_host().split(".")[0],
+            "d": tilde("~"),
+        }
         command = expand(arg, tokens, "Match exec", where, shell=True)
         try:
-            done = subprocess.run([os.environ.get("SHELL") or "/bin/sh", "-c", command],
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, timeout=30)
+            done = subprocess.run(
+                [os.environ.get("SHELL") or "/bin/sh", "-c", command],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=30,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise SSHConfigError(f"Match exec {command!r} could not run ({exc})", where) from None
         return done.returncode == 0
@@ -439,8 +423,8 @@ class ConfigReader:
 
 @dataclass
 class _Pass:
-    """One pass of ssh over the file: the name Host lines match, whether it is the final pass, and what the
-    pass learns (a ``Match final`` asks for a final pass; IgnoreUnknown's patterns)."""
+    """One pass of ssh over the file: the name Host lines match, whether it is the final pass, and
+    what the pass learns (a ``Match final`` asks for a final pass; IgnoreUnknown's patterns)."""
 
     name: str
     final: bool = False
@@ -467,30 +451,78 @@ def _short_host() -> str:
 
 
 def local_tokens(resolved: Resolved, user: str, local_user: str) -> dict[str, str]:
-    """The tokens of IdentityFile, CertificateFile and UserKnownHostsFile (all but %C, %i, %k, %T)."""
-    return {"h": resolved.hostname, "n": resolved.original, "p": str(resolved.port), "r": user,
-            "u": local_user, "l": _short_host(), "L": _short_host().split(".")[0], "d": tilde("~")}
+    """The tokens of IdentityFile, CertificateFile and UserKnownHostsFile (all but %C, %i, %k,
+    %T)."""
+    return {
+        "h": resolved.hostname,
+        "n": resolved.original,
+        "p": str(resolved.port),
+        "r": user,
+        "u": local_user,
+        "l": _short_host(),
+        "L": _short_host().split(".")[0],
+        "d": tilde("~"),
+    }
 
 
 # ssh(1)'s flags as the ssh_config settings they stand for (readconf and ssh.c); None: no setting
 _FLAG_SETTING = {
-    "4": ("addressfamily", "inet"), "6": ("addressfamily", "inet6"), "A": ("forwardagent", "yes"),
-    "a": ("forwardagent", "no"), "C": ("compression", "yes"), "f": ("forkafterauthentication", "yes"),
-    "g": ("gatewayports", "yes"), "K": ("gssapiauthentication", "yes"), "k": ("gssapidelegatecredentials", "no"),
-    "M": ("controlmaster", "yes"), "N": ("sessiontype", "none"), "n": ("stdinnull", "yes"),
-    "q": ("loglevel", "quiet"), "s": ("sessiontype", "subsystem"), "T": ("requesttty", "no"),
-    "t": ("requesttty", "yes"), "v": ("loglevel", "verbose"), "X": ("forwardx11", "yes"),
-    "x": ("forwardx11", "no"), "Y": ("forwardx11", "yes"), "y": ("syslogfacility", "user"),
+    "4": ("addressfamily", "inet"),
+    "6": ("addressfamily", "inet6"),
+    "A": ("forwardagent", "yes"),
+    "a": ("forwardagent", "no"),
+    "C": ("compression", "yes"),
+    "f": ("forkafterauthentication", "yes"),
+    "g": ("gatewayports", "yes"),
+    "K": ("gssapiauthentication", "yes"),
+    "k": ("gssapidelegatecredentials", "no"),
+    "M": ("controlmaster", "yes"),
+    "N": ("sessiontype", "none"),
+    "n": ("stdinnull", "yes"),
+    "q": ("loglevel", "quiet"),
+    "s": ("sessiontype", "subsystem"),
+    "T": ("requesttty", "no"),
+    "t": ("requesttty", "yes"),
+    "v": ("loglevel", "verbose"),
+    "X": ("forwardx11", "yes"),
+    "x": ("forwardx11", "no"),
+    "Y": ("forwardx11", "yes"),
+    "y": ("syslogfacility", "user"),
 }
 _FLAG_WITH_ARG = {
-    "b": "bindaddress", "B": "bindinterface", "c": "ciphers", "D": "dynamicforward", "e": "escapechar",
-    "I": "pkcs11provider", "i": "identityfile", "J": "proxyjump", "L": "localforward", "l": "user",
-    "m": "macs", "p": "port", "R": "remoteforward", "S": "controlpath", "w": "tunnel",
-    "E": None, "F": None, "O": None, "P": None, "Q": None, "W": None, "o": "",
+    "b": "bindaddress",
+    "B": "bindinterface",
+    "c": "ciphers",
+    "D": "dynamicforward",
+    "e": "escapechar",
+    "I": "pkcs11provider",
+    "i": "identityfile",
+    "J": "proxyjump",
+    "L": "localforward",
+    "l": "user",
+    "m": "macs",
+    "p": "port",
+    "R": "remoteforward",
+    "S": "controlpath",
+    "w": "tunnel",
+    "E": None,
+    "F": None,
+    "O": None,
+    "P": None,
+    "Q": None,
+    "W": None,
+    "o": "",
 }
-_FLAG_REFUSED = {"E": "a log file", "F": "another config file per host", "O": "a control command",
-                 "P": "a tag", "Q": "a query", "W": "stdio forwarding", "G": "printing the config",
-                 "V": "printing the version"}
+_FLAG_REFUSED = {
+    "E": "a log file",
+    "F": "another config file per host",
+    "O": "a control command",
+    "P": "a tag",
+    "Q": "a query",
+    "W": "stdio forwarding",
+    "G": "printing the config",
+    "V": "printing the version",
+}
 
 
 class SSHArgsError(SSHConfigError):
@@ -515,7 +547,10 @@ def command_line(text: str | None, where: str) -> list[Setting]:
         word = words[i]
         i += 1
         if not word.startswith("-") or len(word) < 2:
-            raise SSHArgsError(f"holds {word!r}, which is not an ssh option; sweep adds the host and command itself")
+            raise SSHArgsError(
+                f"holds {word!r}, which is not an ssh option; sweep adds the host and command "
+                "itself"
+            )
         j = 1
         while j < len(word):
             flag = word[j]
@@ -527,8 +562,10 @@ def command_line(text: str | None, where: str) -> list[Setting]:
             if flag not in _FLAG_WITH_ARG and flag not in _FLAG_REFUSED:
                 raise SSHArgsError(f"holds -{flag}, which ssh(1) does not know")
             if flag in _FLAG_REFUSED:
-                raise SSHArgsError(f"holds -{flag} ({_FLAG_REFUSED[flag]}), which sweep does not pass on: it sets "
-                                   "up the session itself; remove it (an ssh_config file goes in ~/.ssh/config)")
+                raise SSHArgsError(
+                    f"holds -{flag} ({_FLAG_REFUSED[flag]}), which sweep does not pass on: it sets "
+                    "up the session itself; remove it (an ssh_config file goes in ~/.ssh/config)"
+                )
             arg = word[j:]
             if not arg:
                 if i >= len(words):

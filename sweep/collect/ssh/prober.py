@@ -4,8 +4,8 @@
 a failure class (`sweep.failures.FailureClass`) with a message that names the host and the fix.
 
 Where the connection settings of a host come from, highest first:
-1. the inventory (``ansible_host``, ``ansible_port``, ``ansible_user``, ``ansible_ssh_private_key_file``,
-   a ProxyJump in ``ansible_ssh_common_args``);
+1. the inventory (``ansible_host``, ``ansible_port``, ``ansible_user``,
+   ``ansible_ssh_private_key_file``, a ProxyJump in ``ansible_ssh_common_args``);
 2. the ``~/.ssh/config`` Host blocks matching the address (HostName, User, Port, IdentityFile,
    ProxyJump, HostKeyAlias), read with paramiko's SSHConfig (`sweep.collect.ssh.config`);
 3. OpenSSH's defaults: port 22, the local user name, ssh-agent and ``~/.ssh/id_*``.
@@ -15,36 +15,46 @@ does with ``StrictHostKeyChecking=yes`` (or ``accept-new``): a changed key is al
 (`sweep.collect.ssh.hostkeys`).
 
 Time: ``connect_timeout`` bounds the TCP connect, the banner and the authentication, each;
-``host_deadline`` bounds the whole host, retries included. paramiko's own timeouts are per read,
-so a `Watchdog` thread (`sweep.collect.ssh.watchdog`) shuts the socket of any attempt still running at its deadline.
+``host_deadline`` bounds the whole host, retries included. paramiko's own timeouts are per read, so
+a `Watchdog` thread (`sweep.collect.ssh.watchdog`) shuts the socket of any attempt still running at
+its deadline.
 """
+
 from __future__ import annotations
 
-import base64
-import errno
 import json
 import logging
-import os
 import random
 import shlex
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import paramiko
 
-# noqa: F401  (openssh reads it here)
 from sweep.collect.bundle import become_user, host_agent_args, remote_command
 from sweep.collect.ssh.keyfiles import KeyFileError, load_private_key
-from sweep.collect.ssh.hostkeys import HostKeyStore, KnownHostsPolicy, UnknownHostKey, known_hosts_name
-from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
+from sweep.collect.ssh.hostkeys import (
+    HostKeyStore,
+    KnownHostsPolicy,
+    UnknownHostKey,
+    known_hosts_name,
+)
 from sweep.collect.ssh.config import Hop, SSHConfigFile
+from sweep.collect.ssh.diagnosis import (
+    aborted,
+    auth_failed,
+    classify,
+    hosts_named,
+    present_key_files,
+    size_text,
+)
 from sweep.collect.ssh.proxy import ShellProxyCommand
 from sweep.text import visible
 from sweep.collect.ssh.watchdog import Attempt, Watchdog
 from sweep.collect.options import FAST_CIPHER, FAST_KEX, SSHOptions
-from sweep.collect.outcome import Outcome, read_agent_output, timed_out
+from sweep.collect.outcome import Outcome, read_agent_output
 from sweep.failures import HostFailure
 
 # paramiko logs each failed handshake with a traceback at ERROR; a failed host is already a record
@@ -75,11 +85,19 @@ def _first(names: tuple[str, ...], preferred: str) -> tuple[str, ...]:
 class Prober:
     """Runs the agent on hosts; one per sweep, shared by the fan-out's threads."""
 
-    def __init__(self, payload: bytes, agent_args: tuple[str, ...] | list[str] = (),
-                 options: SSHOptions = SSHOptions(), *, watchdog: Watchdog | None = None, wrap=None):
+    def __init__(
+        self,
+        payload: bytes,
+        agent_args: tuple[str, ...] | list[str] = (),
+        options: SSHOptions = SSHOptions(),
+        *,
+        watchdog: Watchdog | None = None,
+        wrap=None,
+    ):
         self.payload = payload
         self.agent_args = list(agent_args)
-        self.wrap = wrap  # a sweep.collect.wrap.WrapSpec: run the benchmark in the envelope, not a probe
+        # a sweep.collect.wrap.WrapSpec: run the benchmark in the envelope, not a probe
+        self.wrap = wrap
         self.options = options
         self.keys = HostKeyStore(options.known_hosts, accept_new=options.accept_new_host_keys)
         self._stores: dict[tuple[tuple[str, ...], bool], HostKeyStore] = {}
@@ -90,29 +108,39 @@ class Prober:
         self._lock = threading.Lock()
 
     def check(self, host: Any) -> None:
-        """Refuse (SSHSettingRefused) what this host's ssh settings ask and this transport would not do."""
+        """Refuse (SSHSettingRefused) what this host's ssh settings ask and this transport would not
+        do."""
         self.config.check(host)
 
     def notes(self) -> list[str]:
-        """One line per ssh_config keyword this run leaves unused (where first seen, which hosts)."""
-        return [f"{where}: {why} ({hosts_named(sorted(hosts))})"
-                for _, (why, where, hosts) in sorted(self.config.notes.items())]
+        """One line per ssh_config keyword this run leaves unused (where first seen, which
+        hosts)."""
+        return [
+            f"{where}: {why} ({hosts_named(sorted(hosts))})"
+            for _, (why, where, hosts) in sorted(self.config.notes.items())
+        ]
 
     def _store(self, hop: Hop) -> HostKeyStore:
-        """The host keys a hop is checked against: the run's files, then the config's UserKnownHostsFile."""
+        """The host keys a hop is checked against: the run's files, then the config's
+        UserKnownHostsFile."""
         if not hop.known_hosts and not hop.accept_new:
             return self.keys
         key = (hop.known_hosts, hop.accept_new)
         with self._lock:
             if key not in self._stores:
-                files = (*self.options.known_hosts[:-1], *(hop.known_hosts or self.options.known_hosts[-1:]))
-                self._stores[key] = HostKeyStore(files, accept_new=self.options.accept_new_host_keys or hop.accept_new)
+                files = (
+                    *self.options.known_hosts[:-1],
+                    *(hop.known_hosts or self.options.known_hosts[-1:]),
+                )
+                self._stores[key] = HostKeyStore(
+                    files, accept_new=self.options.accept_new_host_keys or hop.accept_new
+                )
             return self._stores[key]
 
     def _pkey(self, hop: Hop) -> paramiko.PKey | None:
-        """The one key file of a hop with its certificate (``-cert.pub`` beside it, or a CertificateFile),
-        read once per sweep (None: let paramiko read and report it)."""
-        present = _present(hop.key_files)
+        """The one key file of a hop with its certificate (``-cert.pub`` beside it, or a
+        CertificateFile), read once per sweep (None: let paramiko read and report it)."""
+        present = present_key_files(hop.key_files)
         if len(present) != 1:
             return None
         index = (present, hop.cert_files)
@@ -140,7 +168,8 @@ class Prober:
         self.watchdog.abort_all("interrupted")
 
     def probe(self, host: Any) -> Outcome:
-        """Connect, run the agent, read health.json; retry transient failures within the deadline."""
+        """Connect, run the agent, read health.json; retry transient failures within the
+        deadline."""
         opts = self.options.with_settings(getattr(host, "settings", None))
         started, start = time.time(), time.monotonic()
         deadline = start + opts.host_deadline
@@ -159,7 +188,11 @@ class Prober:
                     outcome.status = "interrupted"
                     break
                 delay = opts.backoff_s * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
-                if not failure.transient or attempt == opts.retries or time.monotonic() + delay >= deadline:
+                if (
+                    not failure.transient
+                    or attempt == opts.retries
+                    or time.monotonic() + delay >= deadline
+                ):
                     break
                 if self.stopping.wait(delay):
                     outcome.status = "interrupted"
@@ -172,11 +205,18 @@ class Prober:
         outcome.ended_at = started + (time.monotonic() - start)
         return outcome
 
-    def _attempt(self, host: Any, opts: SSHOptions, deadline: float) -> tuple[tuple[dict, list], int | None, str]:
+    def _attempt(
+        self, host: Any, opts: SSHOptions, deadline: float
+    ) -> tuple[tuple[dict, list], int | None, str]:
         if host.address == "":  # ansible_host= in the inventory: ansible too has no address to use
-            raise HostFailure("dns", (
-                f"{host.name}: ansible_host is set but empty in the inventory, so there is no address to "
-                f"connect to; set it to the host's address, or remove it to connect to '{host.name}'"))
+            raise HostFailure(
+                "dns",
+                (
+                    f"{host.name}: ansible_host is set but empty in the inventory, so there is no "
+                    "address to connect to; set it to the host's address, or remove it to "
+                    f"connect to '{host.name}'"
+                ),
+            )
         attempt = Attempt()
         token = self.watchdog.watch(deadline, attempt)
         phase, hop = "connect", None
@@ -196,18 +236,19 @@ class Prober:
             return self._run_agent(host, client, opts, deadline)
         except HostFailure:
             if attempt.aborted:
-                raise _aborted(host, attempt.aborted, opts, phase) from None
+                raise aborted(host, attempt.aborted, opts, phase) from None
             raise
         except Exception as exc:
             if attempt.aborted:
-                raise _aborted(host, attempt.aborted, opts, phase) from None
-            raise _classify(host.name, exc, phase, opts, hop) from None
+                raise aborted(host, attempt.aborted, opts, phase) from None
+            raise classify(host.name, exc, phase, opts, hop) from None
         finally:
             self.watchdog.unwatch(token)
             attempt.close()
 
-    def _ssh(self, name: str, hop: Hop, sock, opts: SSHOptions, deadline: float,
-             attempt: Attempt) -> paramiko.SSHClient:
+    def _ssh(
+        self, name: str, hop: Hop, sock, opts: SSHOptions, deadline: float, attempt: Attempt
+    ) -> paramiko.SSHClient:
         client = paramiko.SSHClient()
         attempt.add(client)
         keys = self._store(hop)
@@ -216,44 +257,59 @@ class Prober:
         for keytype, key in known.items():
             client.get_host_keys().add(key_name, keytype, key)
         client.set_missing_host_key_policy(KnownHostsPolicy(keys))
-        step = max(0.1, min(hop.connect_timeout or opts.connect_timeout, deadline - time.monotonic()))
+        step = max(
+            0.1, min(hop.connect_timeout or opts.connect_timeout, deadline - time.monotonic())
+        )
         pkey = self._pkey(hop)
         try:
             client.connect(
-                hostname=hop.key_alias, port=hop.port, username=hop.user, sock=sock,
-                pkey=pkey, key_filename=None if pkey else list(_present(hop.key_files)) or None,
+                hostname=hop.key_alias,
+                port=hop.port,
+                username=hop.user,
+                sock=sock,
+                pkey=pkey,
+                key_filename=None if pkey else list(present_key_files(hop.key_files)) or None,
                 passphrase=None if pkey else opts.key_passphrase,
-                allow_agent=opts.allow_agent and hop.agent, compress=hop.compression,
+                allow_agent=opts.allow_agent and hop.agent,
+                compress=hop.compression,
                 look_for_keys=opts.look_for_keys and hop.agent,
                 timeout=min(2 * step, max(0.1, deadline - time.monotonic())),
-                banner_timeout=step, auth_timeout=step,
-                channel_timeout=step, transport_factory=_FastTransport if opts.fast_kex else None,
+                banner_timeout=step,
+                auth_timeout=step,
+                channel_timeout=step,
+                transport_factory=_FastTransport if opts.fast_kex else None,
             )
         except UnknownHostKey:
             raise _unknown_key(name, hop, client, keys) from None
         except paramiko.BadHostKeyException as exc:
             raise _changed_key(name, hop, key_name, exc, keys) from None
         except paramiko.AuthenticationException as exc:
-            raise _auth_failed(name, hop, exc, pkey, opts) from None
+            raise auth_failed(name, hop, exc, pkey, opts) from None
         except Exception as exc:
             if isinstance(sock, ShellProxyCommand) and (sock.closed or sock.said()):
                 said = sock.said() or f"exit {sock.process.poll()}, nothing on stderr"
-                raise HostFailure("refused", (
-                    f"{name}: the ProxyCommand for {hop.address} ({visible(hop.proxy_command[:200], keep='')}) "
-                    f"ended before an SSH session was up ({said}); check the ProxyCommand and the host "
-                    "behind it")) from exc
+                raise HostFailure(
+                    "refused",
+                    (
+                        f"{name}: the ProxyCommand for {hop.address} "
+                        f"({visible(hop.proxy_command[:200], keep='')}) ended before an SSH "
+                        f"session was up ({said}); check the ProxyCommand and the host behind it"
+                    ),
+                ) from exc
             raise
         if hop.keepalive_s:
             client.get_transport().set_keepalive(hop.keepalive_s)
         return client
 
     def _args(self, host: Any, opts: SSHOptions) -> list[str]:
-        """The agent's arguments on `host`: the run's, the host's settings, and the wrapped benchmark's."""
+        """The agent's arguments on `host`: the run's, the host's settings, and the wrapped
+        benchmark's."""
         args = host_agent_args(host, self.agent_args)
         return args + self.wrap.agent_args(opts.host_deadline) if self.wrap is not None else args
 
-    def _run_agent(self, host: Any, client: paramiko.SSHClient, opts: SSHOptions,
-                   deadline: float) -> tuple[tuple[dict, list], int | None, str]:
+    def _run_agent(
+        self, host: Any, client: paramiko.SSHClient, opts: SSHOptions, deadline: float
+    ) -> tuple[tuple[dict, list], int | None, str]:
         transport = client.get_transport()
         chan = self._start_agent(host, transport, opts, deadline)
         out, err, err_total = bytearray(), bytearray(), 0
@@ -262,32 +318,31 @@ class Prober:
         while not (out_done and err_done):
             if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
                 # the agent has exited, but a child it left (a daemon) may hold the channel open and
-                # never send EOF: once what arrived is whole JSON, or nothing came for a while, it is done
+                # never send EOF: once what arrived is whole JSON, or nothing came for a while, it
+                # is done
                 quiet = time.monotonic() - heard
                 if quiet >= _LINGER_S or (quiet >= _SETTLE_S and _whole_json(out)):
                     break
-            chan.settimeout(max(0.01, min(_SETTLE_S if chan.exit_status_ready() else 0.5,
-                                          deadline - time.monotonic())))
+            chan.settimeout(
+                max(
+                    0.01,
+                    min(
+                        _SETTLE_S if chan.exit_status_ready() else 0.5, deadline - time.monotonic()
+                    ),
+                )
+            )
             if chan.recv_stderr_ready() or (out_done and not err_done):
-                try:
-                    data = chan.recv_stderr(_READ_CHUNK)
-                except socket.timeout:
-                    if time.monotonic() >= deadline:
-                        raise _aborted(host, "deadline", opts, "exec") from None
-                    data = None
+                data = _read_until(deadline, chan.recv_stderr, host, opts)
                 if data == b"":
                     err_done = True
                 elif data:
                     heard = time.monotonic()
                     err_total += len(data)
                     err += data
-                    del err[:-opts.stderr_limit]
+                    del err[: -opts.stderr_limit]
                 continue
-            try:
-                data = chan.recv(_READ_CHUNK)
-            except socket.timeout:
-                if time.monotonic() >= deadline:
-                    raise _aborted(host, "deadline", opts, "exec") from None
+            data = _read_until(deadline, chan.recv, host, opts)
+            if data is None:
                 continue
             if not data:
                 out_done = True
@@ -295,20 +350,34 @@ class Prober:
             heard = time.monotonic()
             out += data
             if len(out) > opts.output_limit:
-                raise HostFailure("output_too_large", (
-                    f"{host.name}: the agent wrote more than {_size(opts.output_limit)} on stdout; "
-                    "the output was cut off and dropped; check what the host's python3 runs at start "
-                    "(sitecustomize, PYTHONSTARTUP) or raise the output limit"))
+                raise HostFailure(
+                    "output_too_large",
+                    (
+                        f"{host.name}: the agent wrote more than {size_text(opts.output_limit)} on "
+                        "stdout; the output was cut off and dropped; check what the host's "
+                        "python3 runs at start (sitecustomize, PYTHONSTARTUP) or raise the "
+                        "output limit"
+                    ),
+                )
         return self._exit_and_output(host, chan, transport, out, err, err_total, opts, deadline)
 
-    def _start_agent(self, host: Any, transport: paramiko.Transport, opts: SSHOptions,
-                     deadline: float) -> paramiko.Channel:
+    def _start_agent(
+        self, host: Any, transport: paramiko.Transport, opts: SSHOptions, deadline: float
+    ) -> paramiko.Channel:
         """A session running the agent's bootstrap, the agent bundle sent on its stdin."""
         chan = transport.open_session(timeout=max(0.1, deadline - time.monotonic()))
-        # the agent ends itself when this host's deadline has passed: nothing hung is left on the host
+        # the agent ends itself when this host's deadline has passed: nothing hung is left on the
+        # host
         lifetime = max(1.0, deadline - time.monotonic())
-        chan.exec_command(remote_command(host.python, len(self.payload), self._args(host, opts), lifetime=lifetime,
-                                         become_user=become_user(host)))
+        chan.exec_command(
+            remote_command(
+                host.python,
+                len(self.payload),
+                self._args(host, opts),
+                lifetime=lifetime,
+                become_user=become_user(host),
+            )
+        )
         try:
             chan.sendall(self.payload)
             if self.wrap is None:  # a wrapped command ends when our side of stdin closes (--tether)
@@ -317,29 +386,69 @@ class Prober:
             pass  # the remote command ended without reading stdin: its exit status tells why
         return chan
 
-    def _exit_and_output(self, host: Any, chan: paramiko.Channel, transport: paramiko.Transport, out: bytearray,
-               err: bytearray, err_total: int, opts: SSHOptions, deadline: float) -> tuple[tuple[dict, list], int | None, str]:
-        """The agent's exit status and what it wrote, judged: (health, unknown numbers), status, stderr."""
+    def _exit_and_output(
+        self,
+        host: Any,
+        chan: paramiko.Channel,
+        transport: paramiko.Transport,
+        out: bytearray,
+        err: bytearray,
+        err_total: int,
+        opts: SSHOptions,
+        deadline: float,
+    ) -> tuple[tuple[dict, list], int | None, str]:
+        """The agent's exit status and what it wrote, judged: (health, unknown numbers), status,
+        stderr."""
         if not chan.status_event.wait(max(0.01, deadline - time.monotonic())):
-            raise _aborted(host, "deadline", opts, "exec")
+            raise aborted(host, "deadline", opts, "exec")
         exit_status = chan.exit_status
         if exit_status == -1 and time.monotonic() >= deadline:
-            raise _aborted(host, "deadline", opts, "exec")  # the host's backstop alarm ended it, past ours
+            # the host's backstop alarm ended it, past ours
+            raise aborted(host, "deadline", opts, "exec")
         if exit_status == -1 and not transport.is_active():
-            raise HostFailure("agent_error", (
-                f"{host.name}: the SSH connection was lost while the agent ran ({len(out)} bytes of output "
-                "read, no exit status): the host or the network dropped it; check the host's sshd log and "
-                "the network, then sweep the host again"), transient=True, exit_status=None,
-                stderr=err.decode("utf-8", "replace"))
+            raise HostFailure(
+                "agent_error",
+                (
+                    f"{host.name}: the SSH connection was lost while the agent ran ({len(out)} "
+                    "bytes of output read, no exit status): the host or the network dropped it; "
+                    "check the host's sshd log and the network, then sweep the host again"
+                ),
+                transient=True,
+                exit_status=None,
+                stderr=err.decode("utf-8", "replace"),
+            )
         stderr = err.decode("utf-8", "replace")
         if err_total > len(err):
             stderr = f"[first {err_total - len(err)} bytes of stderr cut]\n" + stderr
         try:
-            return read_agent_output(host, bytes(out), exit_status, stderr, wrapped=self.wrap is not None,
-                                host_deadline=opts.host_deadline), exit_status, stderr
+            return (
+                read_agent_output(
+                    host,
+                    bytes(out),
+                    exit_status,
+                    stderr,
+                    wrapped=self.wrap is not None,
+                    host_deadline=opts.host_deadline,
+                ),
+                exit_status,
+                stderr,
+            )
         except HostFailure as failure:
             failure.exit_status, failure.stderr = exit_status, stderr
             raise
+
+
+def _read_until(
+    deadline: float, recv: Callable[[int], bytes], host: Any, opts: SSHOptions
+) -> bytes | None:
+    """One read of the channel (b"": its end); None when nothing came within the read's timeout,
+    and the host aborted once its deadline has passed."""
+    try:
+        return recv(_READ_CHUNK)
+    except socket.timeout:
+        if time.monotonic() >= deadline:
+            raise aborted(host, "deadline", opts, "exec") from None
+        return None
 
 
 def _whole_json(out: bytes | bytearray) -> bool:
@@ -353,26 +462,31 @@ def _whole_json(out: bytes | bytearray) -> bool:
     return True
 
 
-def _present(key_files: tuple[str, ...]) -> tuple[str, ...]:
-    """The key files that exist: OpenSSH skips an IdentityFile that is not there."""
-    return tuple(k for k in key_files if os.path.isfile(k))
-
-
 _FAMILIES = {"any": socket.AF_UNSPEC, "inet": socket.AF_INET, "inet6": socket.AF_INET6}
 
 
-def _tcp_connect(name: str, hop: Hop, opts: SSHOptions, deadline: float, attempt: Attempt) -> socket.socket:
+def _tcp_connect(
+    name: str, hop: Hop, opts: SSHOptions, deadline: float, attempt: Attempt
+) -> socket.socket:
     try:
-        infos = socket.getaddrinfo(hop.address, hop.port, _FAMILIES.get(hop.family, 0), socket.SOCK_STREAM)
+        infos = socket.getaddrinfo(
+            hop.address, hop.port, _FAMILIES.get(hop.family, 0), socket.SOCK_STREAM
+        )
     except socket.gaierror as exc:
-        raise HostFailure("dns", (
-            f"{name}: cannot resolve '{hop.address}' ({exc.strerror}); fix the name or set "
-            "ansible_host to its address in the inventory")) from None
+        raise HostFailure(
+            "dns",
+            (
+                f"{name}: cannot resolve '{hop.address}' ({exc.strerror}); fix the name or set "
+                "ansible_host to its address in the inventory"
+            ),
+        ) from None
     last: OSError | None = None
     for family, kind, proto, _, addr in infos:
         sock = socket.socket(family, kind, proto)
         attempt.add(sock)
-        sock.settimeout(max(0.05, min(hop.connect_timeout or opts.connect_timeout, deadline - time.monotonic())))
+        sock.settimeout(
+            max(0.05, min(hop.connect_timeout or opts.connect_timeout, deadline - time.monotonic()))
+        )
         try:
             if hop.bind_address:
                 sock.bind((hop.bind_address, 0))
@@ -392,171 +506,54 @@ def _open_tunnel(name: str, client: paramiko.SSHClient, hop: Hop, deadline: floa
     """A direct-tcpip channel of the previous hop to the next (OpenSSH's ProxyJump)."""
     try:
         return client.get_transport().open_channel(
-            "direct-tcpip", (hop.address, hop.port), ("127.0.0.1", 0),
-            timeout=max(0.1, deadline - time.monotonic()))
+            "direct-tcpip",
+            (hop.address, hop.port),
+            ("127.0.0.1", 0),
+            timeout=max(0.1, deadline - time.monotonic()),
+        )
     except paramiko.ChannelException as exc:
-        raise HostFailure("refused", (
-            f"{name}: the jump host could not reach {hop.address}:{hop.port} ({exc.text}); "
-            "check the ProxyJump setting and that the jump host allows TCP forwarding")) from None
+        raise HostFailure(
+            "refused",
+            (
+                f"{name}: the jump host could not reach {hop.address}:{hop.port} ({exc.text}); "
+                "check the ProxyJump setting and that the jump host allows TCP forwarding"
+            ),
+        ) from None
 
 
-# --- judging and naming failures ----------------------------------------------------------------
+# --- host keys refused ----------------------------------------------------------------------------
 
 
-def _size(n: int) -> str:
-    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n} bytes"
-
-
-def _aborted(host: Any, reason: str, opts: SSHOptions, phase: str) -> HostFailure:
-    if reason == "interrupted":
-        return HostFailure("interrupted", f"{host.name}: interrupted")
-    return timed_out(host, opts.host_deadline, "before the SSH session was up" if phase == "connect" else
-                     "while the agent ran")
-
-
-def _classify(name: str, exc: BaseException, phase: str, opts: SSHOptions, hop: Hop | None) -> HostFailure:
-    """Turn an exception of one attempt into a failure class; transient ones are retried."""
-    text = visible(str(exc), keep="")  # may quote what the host sent (its banner)
-    at = f"{hop.user}@{hop.address}" + (f":{hop.port}" if hop.port != 22 else "") if hop else "the host"
-    if isinstance(exc, ConnectionRefusedError):
-        return HostFailure("refused", (
-            f"{name}: connection to {at} refused: no sshd listens there; check the host is up "
-            "and the port (ansible_port) is right"))
-    if text.startswith("Error reading SSH protocol banner"):
-        if isinstance(exc.__context__, (socket.timeout, TimeoutError)):
-            return HostFailure("timeout", (
-                f"{name}: no SSH banner within {opts.connect_timeout:g} s: something accepts TCP "
-                "connections there but does not answer as an SSH server; check the host and its sshd"))
-        return HostFailure("refused", (
-            f"{name}: the host closed the connection before the SSH banner: its sshd dropped it "
-            "(MaxStartups reached?) or something else listens on that port"), transient=True)
-    if isinstance(exc, (socket.timeout, TimeoutError)) or "timed out" in text.lower() or \
-            "timeout" in text.lower() or text == "No existing session":
-        what = "TCP connect" if phase == "connect" and not isinstance(exc, paramiko.SSHException) else \
-            ("SSH handshake" if phase == "connect" else "agent")
-        return HostFailure("timeout", (
-            f"{name}: {what} timed out after {opts.connect_timeout:g} s; check the host is up and "
-            "reachable, or raise --connect-timeout"))
-    if isinstance(exc, OSError) and exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
-        return HostFailure("timeout", f"{name}: no route to host ({exc.strerror}); check the host is up")
-    if isinstance(exc, paramiko.AuthenticationException) or "No authentication methods" in text:
-        return HostFailure("auth", (
-            f"{name}: authentication as {at} failed ({text or type(exc).__name__}); check ansible_user and "
-            "ansible_ssh_private_key_file, and that the key is in the host's authorized_keys (ssh-copy-id)"))
-    if phase == "connect" and (
-            isinstance(exc, (EOFError, ConnectionResetError, BrokenPipeError))
-            or "reset by peer" in text):
-        return HostFailure("refused", (
-            f"{name}: the host closed the connection during the SSH handshake ({text or type(exc).__name__}); "
-            "the sshd may be overloaded (MaxStartups) or block this client"), transient=True)
-    if phase == "connect":
-        return HostFailure("refused", (
-            f"{name}: no SSH session could be set up ({type(exc).__name__}: {text}); check the host's sshd"))
-    return HostFailure("agent_error", (
-        f"{name}: the session broke while the agent ran ({type(exc).__name__}: {text}); sweep the host again"))
-
-
-def _certificates(hop: Hop, pkey: paramiko.PKey | None, opts: SSHOptions) -> list[Certificate]:
-    """The certificates this hop offered: its key's (or the files beside its keys and its CertificateFiles),
-    and the agent's."""
-    found: list[Certificate] = []
-    candidates = [c for c in (*hop.cert_files, *(k + "-cert.pub" for k in _present(hop.key_files)))
-                  if os.path.isfile(c)]
-    blob = pkey.public_blob.key_blob if pkey is not None and pkey.public_blob is not None else None
-    for path in candidates:
-        try:
-            if blob is None or base64.b64decode(open(path, "rb").read().split()[1]) == blob:
-                found.append(read_file(path))
-        except (CertificateError, OSError, IndexError, ValueError):
-            continue
-    if opts.allow_agent and hop.agent:
-        found += agent_certificates()
-    return found
-
-
-def _auth_failed(name: str, hop: Hop, exc: Exception, pkey: paramiko.PKey | None, opts: SSHOptions) -> HostFailure:
-    """`auth`, naming the certificates offered and why each would be refused (the server has the last word)."""
-    at = f"{hop.user}@{hop.address}" + (f":{hop.port}" if hop.port != 22 else "")
-    text = visible(str(exc), keep="") or type(exc).__name__
-    certs = _certificates(hop, pkey, opts)
-    reasons = [f"{cert.describe()} {cert.problem(hop.user)}" for cert in certs if cert.problem(hop.user)]
-    if reasons:
-        return HostFailure("auth", f"{name}: authentication as {at} failed: {'; '.join(reasons)}; "
-                                   "get a certificate valid for this user now from your CA")
-    if certs:
-        listed = ", ".join(cert.describe() for cert in certs)
-        return HostFailure("auth", f"{name}: authentication as {at} failed ({text}): the host refused "
-                                   f"{listed}, valid for {hop.user!r} now; check that the host's "
-                                   "TrustedUserCAKeys holds the CA that signed it")
-    return HostFailure("auth", (
-        f"{name}: authentication as {at} failed ({text}); {keys_tried(hop, opts)}; check ansible_user and "
-        "ansible_ssh_private_key_file, and that the key is in the host's authorized_keys (ssh-copy-id)"))
-
-
-DEFAULT_KEYS = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")  # what paramiko's look_for_keys reads in ~/.ssh
-
-
-def keys_tried(hop: Hop, opts: SSHOptions) -> str:
-    """The keys offered to a hop, each with where it was set: the key files (a missing one skipped, as
-    OpenSSH skips it), the default files of ~/.ssh, the ssh-agent's keys."""
-    sources = (
-        hop.key_sources
-        if len(hop.key_sources) == len(hop.key_files)
-        else ("",) * len(hop.key_files)
-    )
-    tried = [
-        f"{key} ({where or 'the inventory'}"
-        + ("" if os.path.isfile(key) else ": no such file, skipped")
-        + ")"
-        for key, where in zip(hop.key_files, sources)
-    ]
-    if opts.look_for_keys and hop.agent:
-        home = os.path.expanduser("~/.ssh")
-        found = [
-            os.path.join(home, k) for k in DEFAULT_KEYS if os.path.isfile(os.path.join(home, k))
-        ]
-        tried += [f"{k} (a default key file)" for k in found] or [f"no default key file in {home}"]
-    if opts.allow_agent and hop.agent:
-        tried.append(
-            "the ssh-agent's keys (SSH_AUTH_SOCK)"
-            if os.environ.get("SSH_AUTH_SOCK")
-            else "no ssh-agent (SSH_AUTH_SOCK is not set)"
-        )
-    elif not hop.agent:
-        tried.append("no agent or default keys (IdentitiesOnly / IdentityAgent none)")
-    if not hop.key_files and not any(
-        "(a default key file)" in t or "(SSH_AUTH_SOCK)" in t for t in tried
-    ):
-        return "no key was offered: " + ", ".join(
-            ["no key file set (ansible_ssh_private_key_file, --private-key, IdentityFile)", *tried]
-        )
-    return "keys tried: " + ", ".join(tried)
-
-
-def _unknown_key(name: str, hop: Hop, client: paramiko.SSHClient, keys: HostKeyStore) -> HostFailure:
+def _unknown_key(
+    name: str, hop: Hop, client: paramiko.SSHClient, keys: HostKeyStore
+) -> HostFailure:
     transport = client.get_transport()
     key = transport.get_remote_server_key() if transport else None
     seen = f" (its {key.get_name()} key is {key.fingerprint})" if key is not None else ""
     port = f" -p {hop.port}" if hop.port != 22 else ""
     files = ", ".join(str(p) for p in keys.paths) or "no known_hosts file"
-    return HostFailure("host_key_unknown", (
-        f"{name}: the host key of {hop.key_alias}{seen} is not in {files}; check it and add it: "
-        f"ssh-keyscan -H{port} {shlex.quote(hop.address)} >> ~/.ssh/known_hosts, or sweep with "
-        "--accept-new-host-keys"))
+    return HostFailure(
+        "host_key_unknown",
+        (
+            f"{name}: the host key of {hop.key_alias}{seen} is not in {files}; check it and add "
+            f"it: ssh-keyscan -H{port} {shlex.quote(hop.address)} >> ~/.ssh/known_hosts, or sweep "
+            "with --accept-new-host-keys"
+        ),
+    )
 
 
-def _changed_key(name: str, hop: Hop, key_name: str, exc: paramiko.BadHostKeyException,
-                 keys: HostKeyStore) -> HostFailure:
+def _changed_key(
+    name: str, hop: Hop, key_name: str, exc: paramiko.BadHostKeyException, keys: HostKeyStore
+) -> HostFailure:
     _, path = keys.known(key_name)
     where = str(path) if path else "known_hosts"
-    return HostFailure("host_key_changed", (
-        f"{name}: HOST KEY CHANGED for {key_name}: it offers {exc.key.get_name()} {exc.key.fingerprint}, "
-        f"but {where} records {exc.expected_key.fingerprint}; someone may be intercepting the "
-        f"connection (man-in-the-middle), or the host was reinstalled; if you know the change is "
-        f"expected, remove the old key with: ssh-keygen -R {shlex.quote(key_name)} -f {shlex.quote(where)}"))
-
-
-def hosts_named(names: list[str], shown: int = 5) -> str:
-    """``gpu01, gpu02`` or ``gpu01, ... gpu05 and 295 more hosts``: hosts named on one line."""
-    more = f" and {len(names) - shown} more hosts" if len(names) > shown else ""
-    return ", ".join(names[:shown]) + more
+    return HostFailure(
+        "host_key_changed",
+        (
+            f"{name}: HOST KEY CHANGED for {key_name}: it offers {exc.key.get_name()} "
+            f"{exc.key.fingerprint}, but {where} records {exc.expected_key.fingerprint}; someone "
+            "may be intercepting the connection (man-in-the-middle), or the host was "
+            "reinstalled; if you know the change is expected, remove the old key with: "
+            f"ssh-keygen -R {shlex.quote(key_name)} -f {shlex.quote(where)}"
+        ),
+    )

@@ -1,9 +1,12 @@
-"""ProxyCommand as OpenSSH runs it: ``exec COMMAND`` by the user's shell, its stdin and stdout the connection.
+"""ProxyCommand as OpenSSH runs it: ``exec COMMAND`` by the user's shell, its stdin and stdout the
+connection.
 
 paramiko's own ProxyCommand splits the line with shlex (no shell: pipes, ``$VAR`` and ``&&`` break)
-and spins on a closed pipe; this one is read like a socket (EOF is ``b""``), runs in a session of its
-own, and `kill()` ends the whole process group (``ssh -W`` and what it started) at the host's deadline.
+and spins on a closed pipe; this one is read like a socket (EOF is ``b""``), runs in a session of
+its own, and `kill()` ends the whole process group (``ssh -W`` and what it started) at the host's
+deadline.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,16 +26,23 @@ class ShellProxyCommand:
         self.command = command
         self._stderr = tempfile.TemporaryFile()
         shell = os.environ.get("SHELL") or "/bin/sh"
-        self.process = subprocess.Popen([shell, "-c", f"exec {command}"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=self._stderr, bufsize=0,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            [shell, "-c", f"exec {command}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            bufsize=0,
+            start_new_session=True,
+        )
         self.timeout: float | None = None
 
     def send(self, data: bytes) -> int:
         try:
             return os.write(self.process.stdin.fileno(), data)
         except OSError as exc:
-            raise OSError(exc.errno, f"ProxyCommand {self.command!r} stopped reading ({exc.strerror})") from None
+            raise OSError(
+                exc.errno, f"ProxyCommand {self.command!r} stopped reading ({exc.strerror})"
+            ) from None
 
     def recv(self, size: int) -> bytes:
         ready, _, _ = select.select([self.process.stdout], [], [], self.timeout)

@@ -1,24 +1,28 @@
-"""The SSH engine's transports behind one Prober interface: sweep's own (paramiko), OpenSSH's ssh, and
-``auto`` (the default): sweep's own for every host it can honour, ssh for the others, in one run.
+"""The SSH engine's transports behind one Prober interface: sweep's own (paramiko), OpenSSH's ssh,
+and ``auto`` (the default): sweep's own for every host it can honour, ssh for the others, in one
+run.
 
 All share `Prober.probe` (deadline, retries, failure classes); they differ in how one attempt
 connects. `make_prober` builds the one a run asks for (``--transport``).
 """
+
 from __future__ import annotations
 
 import threading
 from typing import Any, Sequence
 
 from sweep.collect.ssh.config import NeedsOpenSSH
-from sweep.collect.ssh.prober import Outcome, Prober, SSHOptions, hosts_named
+from sweep.collect.ssh.diagnosis import hosts_named
+from sweep.collect.ssh.prober import Outcome, Prober, SSHOptions
 
 TRANSPORTS = ("auto", "paramiko", "openssh")
 
 
-def make_prober(transport: str, payload: bytes, agent_args: Sequence[str], options: SSHOptions,
-                wrap=None) -> Prober:
-    """A Prober for `transport` ("auto", "paramiko" or "openssh"); `wrap` (a sweep.collect.wrap.WrapSpec) runs the
-    benchmark in the agent's envelope instead of a probe."""
+def make_prober(
+    transport: str, payload: bytes, agent_args: Sequence[str], options: SSHOptions, wrap=None
+) -> Prober:
+    """A Prober for `transport` ("auto", "paramiko" or "openssh"); `wrap` (a
+    sweep.collect.wrap.WrapSpec) runs the benchmark in the agent's envelope instead of a probe."""
     if transport == "openssh":
         from sweep.collect.ssh.openssh import OpenSSHProber
 
@@ -29,9 +33,10 @@ def make_prober(transport: str, payload: bytes, agent_args: Sequence[str], optio
 
 
 class AutoProber(Prober):
-    """sweep's own transport, except for the hosts whose settings ask for what only OpenSSH's ssh does
-    (`NeedsOpenSSH`: an agent socket, GSSAPI, a cipher list, ...): those go through ssh, in the same run,
-    and `notes()` names them with the reason. A config paramiko honours costs nothing more."""
+    """sweep's own transport, except for the hosts whose settings ask for what only OpenSSH's ssh
+    does (`NeedsOpenSSH`: an agent socket, GSSAPI, a cipher list, ...): those go through ssh, in the
+    same run, and `notes()` names them with the reason. A config paramiko honours costs nothing
+    more."""
 
     def __init__(self, payload: bytes, agent_args=(), options: SSHOptions = SSHOptions(), **kwargs):
         super().__init__(payload, agent_args, options, **kwargs)
@@ -45,12 +50,18 @@ class AutoProber(Prober):
             if self._openssh is None:
                 from sweep.collect.ssh.openssh import OpenSSHProber
 
-                self._openssh = OpenSSHProber(self.payload, self.agent_args, self.options, watchdog=self.watchdog,
-                                              wrap=self.wrap)
+                self._openssh = OpenSSHProber(
+                    self.payload,
+                    self.agent_args,
+                    self.options,
+                    watchdog=self.watchdog,
+                    wrap=self.wrap,
+                )
             return self._openssh
 
     def check(self, host: Any) -> None:
-        """As sweep's own transport checks; a host only ssh can reach is checked as ssh's and kept for it."""
+        """As sweep's own transport checks; a host only ssh can reach is checked as ssh's and kept
+        for it."""
         try:
             self.config.check(host)
         except NeedsOpenSSH as need:
@@ -76,5 +87,8 @@ class AutoProber(Prober):
         by_why: dict[str, list[str]] = {}
         for name, why in self.through_ssh.items():
             by_why.setdefault(why, []).append(name)
-        return super().notes() + [f"{hosts_named(names)} through OpenSSH's ssh: {why}; --transport paramiko would "
-                                  "refuse it instead" for why, names in sorted(by_why.items())]
+        return super().notes() + [
+            f"{hosts_named(names)} through OpenSSH's ssh: {why}; --transport paramiko would "
+            "refuse it instead"
+            for why, names in sorted(by_why.items())
+        ]

@@ -1,4 +1,6 @@
-"""The host deadline: paramiko's timeouts are per read, so one thread shuts each attempt still running at its end."""
+"""The host deadline: paramiko's timeouts are per read, so one thread shuts each attempt still
+running at its end."""
+
 from __future__ import annotations
 
 import heapq
@@ -28,7 +30,9 @@ class Watchdog:
             self._live[token] = attempt
             heapq.heappush(self._heap, (deadline, token, attempt))
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="sweep-watchdog", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="sweep-watchdog", daemon=True
+                )
                 self._thread.start()
             self._cond.notify()
             return token
@@ -75,7 +79,8 @@ class Attempt:
         self._processes: list = []
 
     def add(self, thing) -> None:
-        """A socket, an SSHClient, or a process (anything with ``kill()``: a ProxyCommand, an ssh)."""
+        """A socket, an SSHClient, or a process (anything with ``kill()``: a ProxyCommand, an
+        ssh)."""
         with self._lock:
             if isinstance(thing, paramiko.SSHClient):
                 self._clients.append(thing)

@@ -4,6 +4,7 @@ Loaded by ansible itself (ANSIBLE_CALLBACK_PLUGINS points at this folder, ANSIBL
 names it), never imported by sweep. Each line: {"sweep": 1, "host", "event" (ok | failed |
 unreachable | skipped), "started" (epoch s), "rc", "stdout", "stderr", "msg"}.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,9 +42,14 @@ class CallbackModule(CallbackBase):
         name = host.get_name()
         rc = data.get("rc")
         line = {
-            "sweep": 1, "host": name, "event": event, "started": self._started.get(name),
-            "rc": rc if isinstance(rc, int) else None, "stdout": _text(data.get("stdout")),
-            "stderr": _text(data.get("stderr")), "msg": _text(data.get("msg")),
+            "sweep": 1,
+            "host": name,
+            "event": event,
+            "started": self._started.get(name),
+            "rc": rc if isinstance(rc, int) else None,
+            "stdout": _text(data.get("stdout")),
+            "stderr": _text(data.get("stderr")),
+            "msg": _text(data.get("msg")),
         }
         self._display.display(json.dumps(line, default=str))
 
