@@ -1,4 +1,5 @@
 """What `sweep run` calls when it finishes: bring the history index of the run's root up to date."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -10,7 +11,8 @@ from sweep.text import plural
 
 
 def keep_index_current(run_dir: str | Path) -> str | None:
-    """Update ``<root>/.sweep-history.sqlite`` for the folder that holds `run_dir`; a warning or None.
+    """Update ``<root>/.sweep-history.sqlite`` for the folder that holds `run_dir`; a warning or
+    None.
 
     The run folder is the source of truth and is already complete: a failure here costs only
     the index, which the next `sweep history` rebuilds, so it is returned, never raised.
@@ -20,10 +22,15 @@ def keep_index_current(run_dir: str | Path) -> str | None:
         with HistoryIndex(default_index_path(root)) as index:
             result = index.update(run_folders([root]))
     except (SweepError, OSError, ValueError, sqlite3.Error) as err:
-        return f"the history index of {root} was not updated ({err}); `sweep history --root {root}` rebuilds it"
+        return (
+            f"the history index of {root} was not updated ({err}); "
+            f"`sweep history --root {root}` rebuilds it"
+        )
     if result.fresh:  # each skipped run is named once, not at every later run
-        return (f"{plural(len(result.fresh), 'run or record', 'runs or records')} under {root} cannot be read and "
-                "are left out of its "
-                f"history, first {result.fresh[0].where}: {result.fresh[0].why}; `sweep history --root {root}` "
-                "names them all (said once)")
+        return (
+            f"{plural(len(result.fresh), 'run or record', 'runs or records')} under {root} "
+            "cannot be read and are left out of its history, first "
+            f"{result.fresh[0].where}: {result.fresh[0].why}; `sweep history --root {root}` "
+            "names them all (said once)"
+        )
     return None

@@ -5,7 +5,8 @@ keeps current: a run is read again only when its manifest changed (mtime, size, 
 its bytes) or its hosts/ folder gained a record, and forgotten when its folder is gone. Delete the
 file and the next `update` rebuilds it; so does an index that is damaged (truncated, garbage,
 another program's database) or was built by another index version or fact table (a fact added to
-`sweep.analysis.facts`, another column or dtype behind one): `HistoryIndex.rebuilt` says why. Run paths inside the index's folder are kept
+`sweep.analysis.facts`, another column or dtype behind one): `HistoryIndex.rebuilt` says why. Run
+paths inside the index's folder are kept
 relative to it, so `reports/` can move with its index. The index is never opened through a link
 and has one writer at a time (`sweep.history.files`).
 
@@ -19,11 +20,15 @@ int32 facts and float64 load, because millions of SQL rows take seconds to read 
 
     facts(run, host, gpu, key, val)   gpu -1: the host's value. Keys are the facts of
                                       `sweep.analysis.facts.FACTS` (whatever that table holds), each
-                                      contract's status, reachability and the HW clock-event reasons.
+                                      contract's status, reachability and the HW clock-event
+                                      reasons.
                                       A fact's value is its typed value (JSON of its columns: a list
-                                      of the distinct per-GPU tuples, `null` where nothing was read),
-                                      rendered only when shown (`render_value`), so rewording a label
-                                      changes no value. A GPU key's per-GPU values are kept only where
+                                      of the distinct per-GPU tuples, `null` where nothing was
+                                      read),
+                                      rendered only when shown (`render_value`), so rewording a
+                                      label
+                                      changes no value. A GPU key's per-GPU values are kept only
+                                      where
                                       the host's GPUs disagree (the host's value says the rest).
     load(run, host, gpu, sm_mhz, power_w, limit_w, sw_power_cap, hw_slowdown)
                                       the medians of `--load` runs (health.json `load.summary`, as
@@ -32,6 +37,7 @@ int32 facts and float64 load, because millions of SQL rows take seconds to read 
                                       the speed tier's validated figures (gpu -1: a host figure;
                                       figure: its position in `runs.SPEED_FIGURES`), for their drift
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -62,8 +68,8 @@ MAX_WORKERS = 4  # each holds one run's frames (~150 MiB for 1,000 8-GPU hosts):
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS runs(id INTEGER PRIMARY KEY, path TEXT UNIQUE, name TEXT, started_at TEXT,
-    epoch REAL, state TEXT, stamp TEXT, digest TEXT, hosts INTEGER, skipped TEXT);
+CREATE TABLE IF NOT EXISTS runs(id INTEGER PRIMARY KEY, path TEXT UNIQUE, name TEXT,
+    started_at TEXT, epoch REAL, state TEXT, stamp TEXT, digest TEXT, hosts INTEGER, skipped TEXT);
 CREATE TABLE IF NOT EXISTS hosts(id INTEGER PRIMARY KEY, name TEXT UNIQUE);
 CREATE TABLE IF NOT EXISTS keys(id INTEGER PRIMARY KEY, name TEXT UNIQUE, label TEXT, scope TEXT);
 CREATE TABLE IF NOT EXISTS vals(id INTEGER PRIMARY KEY, text TEXT UNIQUE);
@@ -93,11 +99,13 @@ class IndexDamaged(SweepError):
 
 
 def damaged(err: BaseException) -> bool:
-    """Whether `err`, met while using the index, says the file is broken (rather than unwritable, locked)."""
+    """Whether `err`, met while using the index, says the file is broken (rather than unwritable,
+    locked)."""
     if isinstance(err, IndexDamaged):
         return True
     return isinstance(err, sqlite3.DatabaseError) and not isinstance(
-        err, (sqlite3.OperationalError, sqlite3.ProgrammingError, sqlite3.InterfaceError))
+        err, (sqlite3.OperationalError, sqlite3.ProgrammingError, sqlite3.InterfaceError)
+    )
 
 
 def run_folders(paths) -> list[Path]:
@@ -109,8 +117,11 @@ def run_folders(paths) -> list[Path]:
         elif path.is_dir():
             found.extend(sorted(p for p in path.iterdir() if (p / MANIFEST).is_file()))
         else:
-            raise RunFolderError("no such run folder or folder of runs", where=str(path),
-                                 fix="pass run folders, or --root the folder that holds them (reports/)")
+            raise RunFolderError(
+                "no such run folder or folder of runs",
+                where=str(path),
+                fix="pass run folders, or --root the folder that holds them (reports/)",
+            )
     return found
 
 
@@ -129,7 +140,11 @@ def render_value(key: str, stored: str) -> str:
     fact = fact_table.BY_NAME.get(key)
     if fact is None:
         return str(value)
-    rows = [dict(zip(fact.columns, v)) for v in value] if value is not None else [dict.fromkeys(fact.columns)]
+    rows = (
+        [dict(zip(fact.columns, v)) for v in value]
+        if value is not None
+        else [dict.fromkeys(fact.columns)]
+    )
     return fact.render(rows[0]) if len(rows) == 1 else mixed_text(fact, rows)
 
 
@@ -162,8 +177,11 @@ class HistoryIndex:
         try:
             make_dirs(self.path.parent, SHARED)
         except OSError as err:
-            raise RunFolderError(f"cannot open the history index ({err})", where=str(self.path),
-                                 fix="make the folder writable, or choose another with --index") from None
+            raise RunFolderError(
+                f"cannot open the history index ({err})",
+                where=str(self.path),
+                fix="make the folder writable, or choose another with --index",
+            ) from None
         refuse_index_links(self.path)
         self.lock = IndexLock(self.path)
         self.lock.acquire()
@@ -178,12 +196,16 @@ class HistoryIndex:
             raise
 
     def _connect(self) -> None:
-        """Open the index, or raise IndexDamaged when the file is not a current sweep history index."""
+        """Open the index, or raise IndexDamaged when the file is not a current sweep history
+        index."""
         try:
             self.db = sqlite3.connect(self.path)
         except sqlite3.Error as err:
-            raise RunFolderError(f"cannot open the history index ({err})", where=str(self.path),
-                                 fix="make the folder writable, or choose another with --index") from None
+            raise RunFolderError(
+                f"cannot open the history index ({err})",
+                where=str(self.path),
+                fix="make the folder writable, or choose another with --index",
+            ) from None
         try:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
@@ -196,16 +218,22 @@ class HistoryIndex:
             self.db.executescript(_SCHEMA)
             self.db.execute("INSERT OR REPLACE INTO meta VALUES ('signature', ?)", (signature,))
             self.db.commit()
-            self._ids = {t: dict(self.db.execute(f"SELECT {c}, id FROM {t}")) for t, c in
-                         (("hosts", "name"), ("keys", "name"), ("vals", "text"))}
+            self._ids = {
+                t: dict(self.db.execute(f"SELECT {c}, id FROM {t}"))
+                for t, c in (("hosts", "name"), ("keys", "name"), ("vals", "text"))
+            }
         except sqlite3.Error as err:
             if damaged(err):
                 raise IndexDamaged(f"it is damaged ({err})") from None
-            raise RunFolderError(f"cannot use the history index ({err})", where=str(self.path),
-                                 fix="make it writable, or choose another file with --index") from None
+            raise RunFolderError(
+                f"cannot use the history index ({err})",
+                where=str(self.path),
+                fix="make it writable, or choose another file with --index",
+            ) from None
 
     def reset(self, why: str) -> None:
-        """Throw the index away and start an empty one (the run folders are the truth): `rebuilt` = why."""
+        """Throw the index away and start an empty one (the run folders are the truth): `rebuilt` =
+        why."""
         if self.db is not None:
             self.db.close()
         remove_index(self.path)
@@ -213,8 +241,11 @@ class HistoryIndex:
         try:
             self._connect()
         except IndexDamaged as err:
-            raise RunFolderError(f"the history index cannot be rebuilt ({err})", where=str(self.path),
-                                 fix="choose another file with --index") from None
+            raise RunFolderError(
+                f"the history index cannot be rebuilt ({err})",
+                where=str(self.path),
+                fix="choose another file with --index",
+            ) from None
 
     def _signature(self) -> str | None:
         try:
@@ -241,7 +272,9 @@ class HistoryIndex:
         if got is None:
             columns = {"hosts": "(name)", "keys": "(name, label, scope)", "vals": "(text)"}[table]
             marks = ",".join("?" * (1 + len(extra)))
-            got = self.db.execute(f"INSERT INTO {table}{columns} VALUES ({marks})", (name, *extra)).lastrowid
+            got = self.db.execute(
+                f"INSERT INTO {table}{columns} VALUES ({marks})", (name, *extra)
+            ).lastrowid
             ids[name] = got
         return got
 
@@ -258,8 +291,12 @@ class HistoryIndex:
         """
         folders = [Path(f).resolve() for f in folders]
         workers = min(usable_cpus(), MAX_WORKERS) if workers is None else workers
-        known = {path: (rid, stamp, digest) for rid, path, stamp, digest in
-                 self.db.execute("SELECT id, path, stamp, digest FROM runs")}
+        known = {
+            path: (rid, stamp, digest)
+            for rid, path, stamp, digest in self.db.execute(
+                "SELECT id, path, stamp, digest FROM runs"
+            )
+        }
         todo, kept, skipped, stamps = [], 0, [], {}
         for folder in folders:
             old = known.pop(self._key(folder), None)
@@ -274,7 +311,9 @@ class HistoryIndex:
             else:
                 todo.append(job)
         read = []
-        for (folder, stamp, digest, old_id), rows in zip(todo, read_all([t[0] for t in todo], workers)):
+        for (folder, stamp, digest, old_id), rows in zip(
+            todo, read_all([t[0] for t in todo], workers)
+        ):
             if isinstance(rows, Skipped):
                 skipped.append(self._skip(rows, (old_id,) if old_id is not None else None))
                 stamps[rows.where] = stamp
@@ -287,7 +326,9 @@ class HistoryIndex:
         removed = []
         with self.db:
             for path, (rid, _, _) in known.items():
-                if not (self.path.parent / path / MANIFEST).is_file():  # absolute paths stay absolute
+                if not (
+                    self.path.parent / path / MANIFEST
+                ).is_file():  # absolute paths stay absolute
                     self._forget(rid)
                     removed.append(path)
         fresh = self._told(skipped, stamps)
@@ -307,7 +348,8 @@ class HistoryIndex:
         return tuple(fresh)
 
     def _changed(self, folder: Path, old: tuple | None):
-        """None when the indexed run `old` is current, else (folder, stamp, digest, old id) to read."""
+        """None when the indexed run `old` is current, else (folder, stamp, digest, old id) to
+        read."""
         stamp = _stamp(folder)
         if old and old[1] == stamp:
             return None
@@ -319,7 +361,8 @@ class HistoryIndex:
         return folder, stamp, digest, old[0] if old else None
 
     def _skip(self, skipped: Skipped, old: tuple | None) -> Skipped:
-        """A run that cannot be read is not in the index (its old rows are forgotten): read again next time."""
+        """A run that cannot be read is not in the index (its old rows are forgotten): read again
+        next time."""
         if old is not None:
             with self.db:
                 self._forget(old[0])
@@ -334,21 +377,38 @@ class HistoryIndex:
         run_id = self.db.execute(
             "INSERT INTO runs(path, name, started_at, epoch, state, stamp, digest, hosts, skipped) "
             "VALUES (?,?,?,?,?,?,?,?,?)",
-            (self._key(folder), folder.name, started, epoch, manifest.get("state"), stamp, digest,
-             len(rows.hosts), json.dumps([s.as_dict() for s in rows.skipped]))).lastrowid
+            (
+                self._key(folder),
+                folder.name,
+                started,
+                epoch,
+                manifest.get("state"),
+                stamp,
+                digest,
+                len(rows.hosts),
+                json.dumps([s.as_dict() for s in rows.skipped]),
+            ),
+        ).lastrowid
         hosts = np.array([self._id("hosts", h) for h in rows.hosts] or [0], dtype=np.int64)
         keys = np.array([self._id("keys", k[0], k[1:]) for k in rows.keys] or [0], dtype=np.int64)
         vals = np.array([self._id("vals", v) for v in rows.vals] or [0], dtype=np.int64)
         f = rows.facts
-        facts = np.column_stack([hosts[f[:, 0]], f[:, 1], keys[f[:, 2]], vals[f[:, 3]]]).astype("<i4")
+        facts = np.column_stack([hosts[f[:, 0]], f[:, 1], keys[f[:, 2]], vals[f[:, 3]]]).astype(
+            "<i4"
+        )
         self.db.execute("INSERT INTO facts VALUES (?,?,?)", (run_id, len(facts), facts.tobytes()))
-        load = np.array([(hosts[h], *rest) for h, *rest in rows.load], dtype="<f8").reshape(-1, len(LOAD_COLUMNS))
+        load = np.array([(hosts[h], *rest) for h, *rest in rows.load], dtype="<f8").reshape(
+            -1, len(LOAD_COLUMNS)
+        )
         self.db.execute("INSERT INTO load VALUES (?,?,?)", (run_id, len(load), load.tobytes()))
-        speed = np.array([(hosts[h], *rest) for h, *rest in rows.speed], dtype="<f8").reshape(-1, len(SPEED_COLUMNS))
+        speed = np.array([(hosts[h], *rest) for h, *rest in rows.speed], dtype="<f8").reshape(
+            -1, len(SPEED_COLUMNS)
+        )
         self.db.execute("INSERT INTO speed VALUES (?,?,?)", (run_id, len(speed), speed.tobytes()))
 
     def _key(self, folder: Path) -> str:
-        """A run's path as the index keeps it: relative to the index's folder when inside it, so that
+        """A run's path as the index keeps it: relative to the index's folder when inside it, so
+        that
         the folder of runs and its index can move together."""
         base = self.path.parent.resolve()
         return str(folder.relative_to(base)) if folder.is_relative_to(base) else str(folder)
@@ -365,34 +425,47 @@ class HistoryIndex:
         return self._key(Path(folder).resolve())
 
     # Every reader checks what it returns, as a forged or damaged file could hold anything: ids that
-    # name no row, values that are not JSON of their key's shape, text where numbers belong. What does
-    # not check out is IndexDamaged, and `sweep.history.build` rebuilds the index from the run folders.
+    # name no row, values that are not JSON of their key's shape, text where numbers belong. What
+    # does
+    # not check out is IndexDamaged, and `sweep.history.build` rebuilds the index from the run
+    # folders.
 
     def runs(self) -> pd.DataFrame:
-        """One row per indexed run: id, path, name, started_at, epoch, state, hosts, skipped (a JSON list
+        """One row per indexed run: id, path, name, started_at, epoch, state, hosts, skipped (a JSON
+        list
         of the host records left out); oldest first."""
-        rows = list(self.db.execute(
-            "SELECT id, path, name, started_at, epoch, state, hosts, skipped FROM runs ORDER BY epoch, id"))
+        rows = list(
+            self.db.execute(
+                "SELECT id, path, name, started_at, epoch, state, hosts, skipped FROM runs "
+                "ORDER BY epoch, id"
+            )
+        )
         for row in rows:
             _check_run(row)
-        return pd.DataFrame(rows, columns=["id", "path", "name", "started_at", "epoch", "state", "hosts", "skipped"]
-                            ).astype({"id": np.int64, "epoch": np.float64})
+        return pd.DataFrame(
+            rows, columns=["id", "path", "name", "started_at", "epoch", "state", "hosts", "skipped"]
+        ).astype({"id": np.int64, "epoch": np.float64})
 
     def names(self, table: str) -> dict[int, str]:
         column = "text" if table == "vals" else "name"
         names = dict(self.db.execute(f"SELECT id, {column} FROM {table}"))
         if not all(type(k) is int and type(v) is str for k, v in names.items()):
-            raise IndexDamaged(f"it is damaged ({table} holds a row that is not an id and its text)")
+            raise IndexDamaged(
+                f"it is damaged ({table} holds a row that is not an id and its text)"
+            )
         return names
 
     def key_table(self) -> pd.DataFrame:
-        frame = pd.read_sql_query("SELECT id, name, label, scope FROM keys", self.db).set_index("id")
+        frame = pd.read_sql_query("SELECT id, name, label, scope FROM keys", self.db).set_index(
+            "id"
+        )
         if not all(isinstance(v, str) for column in ("name", "scope") for v in frame[column]):
             raise IndexDamaged("it is damaged (keys holds a name or scope that is not text)")
         return frame
 
     def facts(self, run_ids) -> pd.DataFrame:
-        """run, host, gpu, key, val (ids) of the runs `run_ids`; every id names a row, every value reads."""
+        """run, host, gpu, key, val (ids) of the runs `run_ids`; every id names a row, every value
+        reads."""
         frame = self._arrays("facts", run_ids, FACT_COLUMNS, "<i4").astype(np.int64)
         self._known(frame, {"host": "hosts", "key": "keys", "val": "vals"})
         keys, vals = self.names("keys"), self.names("vals")
@@ -401,12 +474,15 @@ class HistoryIndex:
             try:
                 render_value(keys[int(key)], vals[int(val)])
             except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
-                raise IndexDamaged(f"it is damaged (value {int(val)} of {keys[int(key)]!r} does not read: "
-                                   f"{type(err).__name__})") from None
+                raise IndexDamaged(
+                    f"it is damaged (value {int(val)} of {keys[int(key)]!r} does not read: "
+                    f"{type(err).__name__})"
+                ) from None
         return frame
 
     def load(self, run_ids) -> pd.DataFrame:
-        """run, host, gpu, sm_mhz, power_w, limit_w, sw_power_cap, hw_slowdown of the runs `run_ids`."""
+        """run, host, gpu, sm_mhz, power_w, limit_w, sw_power_cap, hw_slowdown of the runs
+        `run_ids`."""
         frame = self._arrays("load", run_ids, LOAD_COLUMNS, "<f8")
         self._known(frame, {"host": "hosts"})
         return frame.astype({"run": np.int64, "host": np.int64, "gpu": np.int64})
@@ -415,16 +491,21 @@ class HistoryIndex:
         """run, host, gpu, figure, value of the runs `run_ids` (the speed tier's figures)."""
         frame = self._arrays("speed", run_ids, SPEED_COLUMNS, "<f8")
         self._known(frame, {"host": "hosts"})
-        return frame.astype({"run": np.int64, "host": np.int64, "gpu": np.int64, "figure": np.int64})
+        return frame.astype(
+            {"run": np.int64, "host": np.int64, "gpu": np.int64, "figure": np.int64}
+        )
 
     def _known(self, frame: pd.DataFrame, columns: dict[str, str]) -> None:
-        """IndexDamaged when an id of `frame`'s columns names no row of its table (a dangling id)."""
+        """IndexDamaged when an id of `frame`'s columns names no row of its table (a dangling
+        id)."""
         for column, table in columns.items():
             ids = frame[column].to_numpy()
             known = np.fromiter(self.names(table), dtype=np.int64)
             dangling = ids[~np.isin(ids, known)] if len(ids) else ids
             if len(dangling):
-                raise IndexDamaged(f"it is damaged ({column} id {dangling[0]:g} names no row of {table})")
+                raise IndexDamaged(
+                    f"it is damaged ({column} id {dangling[0]:g} names no row of {table})"
+                )
 
     def _arrays(self, table: str, run_ids, columns, dtype) -> pd.DataFrame:
         """A run's rows are one packed array (a blob): 2 million facts read in a blink, where as
@@ -433,7 +514,10 @@ class HistoryIndex:
         parts, runs = [], []
         for run, n, data in self.db.execute(f"SELECT run, rows, data FROM {table} ORDER BY run"):
             if run in wanted and n:
-                if not isinstance(data, bytes) or len(data) != n * len(columns) * np.dtype(dtype).itemsize:
+                if (
+                    not isinstance(data, bytes)
+                    or len(data) != n * len(columns) * np.dtype(dtype).itemsize
+                ):
                     raise IndexDamaged(f"it is damaged (run {run}: {table} does not hold {n} rows)")
                 parts.append(np.frombuffer(data, dtype=dtype).reshape(n, len(columns)))
                 runs.append(np.full(n, run, dtype=np.int64))
@@ -444,17 +528,31 @@ class HistoryIndex:
 
 
 def _check_run(row: tuple) -> None:
-    """IndexDamaged unless a `runs` row is typed as the index writes it (its `skipped` a JSON list of Skipped)."""
+    """IndexDamaged unless a `runs` row is typed as the index writes it (its `skipped` a JSON list
+    of Skipped)."""
     run_id, path, name, started_at, epoch, state, hosts, skipped = row
-    typed = (type(run_id) is int and isinstance(path, str) and isinstance(name, str)
-             and isinstance(started_at, (str, type(None))) and isinstance(epoch, (int, float, type(None)))
-             and isinstance(state, (str, type(None))) and isinstance(hosts, (int, type(None)))
-             and isinstance(skipped, (str, type(None))))
+    typed = (
+        type(run_id) is int
+        and isinstance(path, str)
+        and isinstance(name, str)
+        and isinstance(started_at, (str, type(None)))
+        and isinstance(epoch, (int, float, type(None)))
+        and isinstance(state, (str, type(None)))
+        and isinstance(hosts, (int, type(None)))
+        and isinstance(skipped, (str, type(None)))
+    )
     try:
         listed = json.loads(skipped or "[]") if typed else None
-        typed = typed and isinstance(listed, list) and all(
-            isinstance(s, dict) and set(s) == {"where", "why"} and all(isinstance(v, str) for v in s.values())
-            for s in listed)
+        typed = (
+            typed
+            and isinstance(listed, list)
+            and all(
+                isinstance(s, dict)
+                and set(s) == {"where", "why"}
+                and all(isinstance(v, str) for v in s.values())
+                for s in listed
+            )
+        )
     except ValueError:
         typed = False
     if not typed:

@@ -11,6 +11,7 @@ a `state` among the states, a `started_at` that is text) is checked here; a host
 fleet reader refuses (torn, invalid) is left out of its run and named (`RunRows.skipped`), so
 one bad file costs its host, never the run or the history.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -54,7 +55,8 @@ class Skipped:
 
 
 class _Interner:
-    """Local ids of the names of one run (host, key, value), sent back with the rows as small lists."""
+    """Local ids of the names of one run (host, key, value), sent back with the rows as small
+    lists."""
 
     def __init__(self):
         self.hosts, self.keys, self.vals = {}, {}, {}
@@ -86,10 +88,12 @@ class RunRows:
     hosts: list
     keys: list
     vals: list
-    facts: np.ndarray   # (n, 4): host, gpu, key, val (local ids)
-    load: list          # (host, gpu, sm_mhz, power_w, limit_w, sw_power_cap, hw_slowdown), host a local id
-    skipped: list       # Skipped host records (torn, invalid): left out of the run
-    speed: list = field(default_factory=list)  # (host, gpu or -1, figure position in SPEED_FIGURES, value)
+    facts: np.ndarray  # (n, 4): host, gpu, key, val (local ids)
+    load: list  # (host, gpu, sm_mhz, power_w, limit_w, sw_power_cap, hw_slowdown), host a local id
+    skipped: list  # Skipped host records (torn, invalid): left out of the run
+    speed: list = field(
+        default_factory=list
+    )  # (host, gpu or -1, figure position in SPEED_FIGURES, value)
 
 
 def encode(value) -> str:
@@ -109,11 +113,17 @@ def read_run(folder: str | Path) -> RunRows:
     host_ids = [names.host(str(h)) for h in hosts["host"]]
     facts: list[tuple] = []
     probed = (hosts["status"] == "ok").to_numpy()
-    for fact in (f for f in fact_table.FACTS if f.history == "value"):  # measured figures drift: no change points
+    for fact in (
+        f for f in fact_table.FACTS if f.history == "value"
+    ):  # measured figures drift: no change points
         kid = names.key(fact.name, fact.label, fact.scope)
         texts = _host_texts(fact, hosts, gpu_keys)
-        facts += [(host_ids[p], -1, kid, names.val(texts[p])) for p in np.flatnonzero(probed).tolist()]
-    for fact in (f for f in fact_table.GPU_FACTS if f.history == "value"):  # per-GPU values where a host's GPUs disagree
+        facts += [
+            (host_ids[p], -1, kid, names.val(texts[p])) for p in np.flatnonzero(probed).tolist()
+        ]
+    for fact in (
+        f for f in fact_table.GPU_FACTS if f.history == "value"
+    ):  # per-GPU values where a host's GPUs disagree
         mixed_hosts = np.flatnonzero(mixed[fact.name].to_numpy(dtype=bool))
         if not len(mixed_hosts):
             continue
@@ -121,21 +131,41 @@ def read_run(folder: str | Path) -> RunRows:
         rows, combos = gpu_keys.rows[fact.name], gpu_keys.combos[fact.name]
         for r in np.flatnonzero(np.isin(gpu_keys.host_codes, mixed_hosts)).tolist():
             value = typed_value(fact, rows[combos[r]])
-            facts.append((host_ids[gpu_keys.host_codes[r]], int(gpu_keys.gpu_index[r]), kid,
-                          names.val(encode(None if value is None else [value]))))
+            facts.append(
+                (
+                    host_ids[gpu_keys.host_codes[r]],
+                    int(gpu_keys.gpu_index[r]),
+                    kid,
+                    names.val(encode(None if value is None else [value])),
+                )
+            )
     reach = names.key(REACHABILITY, "Reachability", "health")
-    for hid, s, f in zip(host_ids, hosts["status"].astype(object).tolist(), hosts["failure_class"].astype(object).tolist()):
+    for hid, s, f in zip(
+        host_ids,
+        hosts["status"].astype(object).tolist(),
+        hosts["failure_class"].astype(object).tolist(),
+    ):
         facts.append((hid, -1, reach, names.value("ok" if s == "ok" else f"unreachable ({f})")))
     _contract_facts(fleet, host_ids, names, facts)
     _hw_facts(fleet, host_ids, names, facts)
     load = _load_rows(fleet, host_ids)
     array = np.array(facts, dtype=np.int64).reshape(-1, 4)
-    return RunRows(str(folder), manifest, list(names.hosts), list(names.keys), list(names.vals), array, load, skipped,
-                   _speed_rows(fleet, host_ids))
+    return RunRows(
+        str(folder),
+        manifest,
+        list(names.hosts),
+        list(names.keys),
+        list(names.vals),
+        array,
+        load,
+        skipped,
+        _speed_rows(fleet, host_ids),
+    )
 
 
 class EmptyInterruptedRun(RunFolderError):
-    """A run folder stopped before any host record was written (nothing to read; resume or remove it)."""
+    """A run folder stopped before any host record was written (nothing to read; resume or remove
+    it)."""
 
 
 def _refuse_empty_interrupted(folder: Path, manifest: dict) -> None:
@@ -155,10 +185,13 @@ def _refuse_empty_interrupted(folder: Path, manifest: dict) -> None:
 
 
 def _host_texts(fact, hosts: pd.DataFrame, gpu_keys) -> list[str]:
-    """Per host position, the text of its typed value (`encode`): a host fact's value as a one-item list;
-    a GPU fact's distinct per-GPU values (the GPUs the mask selects) in a sorted list; null: not read.
+    """Per host position, the text of its typed value (`encode`): a host fact's value as a one-item
+    list;
+    a GPU fact's distinct per-GPU values (the GPUs the mask selects) in a sorted list; null: not
+    read.
 
-    Each distinct value (a host fact's combination of columns, a GPU fact's set of per-GPU combinations)
+    Each distinct value (a host fact's combination of columns, a GPU fact's set of per-GPU
+    combinations)
     is made and encoded once: a fleet has a handful, so the cost per host is an array lookup."""
     if fact.scope == "host":
         combo, first = factorize(hosts, fact.columns)
@@ -169,13 +202,15 @@ def _host_texts(fact, hosts: pd.DataFrame, gpu_keys) -> list[str]:
         return [texts[c] for c in combo.tolist()]
     rows, combos = gpu_keys.rows[fact.name], gpu_keys.combos[fact.name]
     n_combos = len(rows) + 1
-    pairs = np.unique(gpu_keys.host_codes * n_combos + combos)  # each host's distinct combinations, host by host
+    pairs = np.unique(
+        gpu_keys.host_codes * n_combos + combos
+    )  # each host's distinct combinations, host by host
     owner, combo = (pairs // n_combos).tolist(), (pairs % n_combos).tolist()
     counts = np.bincount(owner, minlength=len(hosts)).tolist()
     memo: dict[tuple, str] = {(): encode(None)}
     out, at = [], 0
     for count in counts:  # the hosts in order: each one's combinations are the next `count` pairs
-        combo_set = tuple(combo[at:at + count])
+        combo_set = tuple(combo[at : at + count])
         at += count
         text = memo.get(combo_set)
         if text is None:
@@ -187,18 +222,27 @@ def _host_texts(fact, hosts: pd.DataFrame, gpu_keys) -> list[str]:
 
 
 def read_manifest(folder: Path) -> dict:
-    """A run's manifest, checked for what the index keeps of it; RunFolderError says what is wrong."""
+    """A run's manifest, checked for what the index keeps of it; RunFolderError says what is
+    wrong."""
     fix = "repair or remove the run folder (the history skips it meanwhile)"
     manifest = RunFolder(folder).read_manifest(fix=fix)  # the controller's own reader of manifests
     if manifest.get("format") != RUN_FORMAT:
-        raise RunFolderError(f"is not a sweep run folder ({MANIFEST} has no format {RUN_FORMAT!r})", where=str(folder),
-                             fix="pass the folder a sweep run wrote")
+        raise RunFolderError(
+            f"is not a sweep run folder ({MANIFEST} has no format {RUN_FORMAT!r})",
+            where=str(folder),
+            fix="pass the folder a sweep run wrote",
+        )
     state, started = manifest.get("state"), manifest.get("started_at")
     if state is not None and state not in STATES:
-        raise RunFolderError(f"{MANIFEST}: state {_short(state)} is not one of {', '.join(STATES)}",
-                             where=str(folder), fix=fix)
+        raise RunFolderError(
+            f"{MANIFEST}: state {_short(state)} is not one of {', '.join(STATES)}",
+            where=str(folder),
+            fix=fix,
+        )
     if started is not None and not isinstance(started, str):
-        raise RunFolderError(f"{MANIFEST}: started_at {_short(started)} is not a date", where=str(folder), fix=fix)
+        raise RunFolderError(
+            f"{MANIFEST}: started_at {_short(started)} is not a date", where=str(folder), fix=fix
+        )
     return manifest
 
 
@@ -208,7 +252,8 @@ def _short(value, limit: int = 60) -> str:
 
 
 def _fleet_of(folder: Path):
-    """The run's fleet and the host records left out of it (Skipped): one torn record costs its host,
+    """The run's fleet and the host records left out of it (Skipped): one torn record costs its
+    host,
     not the run. Only when a record fails are the run's records read one by one."""
     try:
         return load_fleet([folder], workers=1), []
@@ -222,7 +267,9 @@ def _fleet_of(folder: Path):
             files.append(file)
         except HealthFileError as err:
             skipped.append(Skipped(str(file), err.message))
-    while files:  # then what only the fleet reader refuses (a record version, no host name), one by one
+    while (
+        files
+    ):  # then what only the fleet reader refuses (a record version, no host name), one by one
         try:
             return load_fleet(files, workers=1), skipped
         except HealthFileError as err:
@@ -231,8 +278,11 @@ def _fleet_of(folder: Path):
             files.remove(Path(err.where))
             skipped.append(Skipped(err.where, err.message))
     first = skipped[0] if skipped else Skipped(str(folder / "hosts"), "no record")
-    raise RunFolderError(f"no host record of the run can be read ({first.where}: {first.why})", where=str(folder),
-                         fix="repair or remove the run folder (the history skips it meanwhile)")
+    raise RunFolderError(
+        f"no host record of the run can be read ({first.where}: {first.why})",
+        where=str(folder),
+        fix="repair or remove the run folder (the history skips it meanwhile)",
+    )
 
 
 def _is_record(where: str | None, folder: Path) -> bool:
@@ -244,7 +294,9 @@ def _contract_facts(fleet, host_ids, names: _Interner, facts) -> None:
     if not len(c):
         return
     codes = c["host"].cat.codes.to_numpy()
-    for (contract, title), part in c.groupby(["contract", "title"], observed=True, sort=False).groups.items():
+    for (contract, title), part in c.groupby(
+        ["contract", "title"], observed=True, sort=False
+    ).groups.items():
         kid = names.key(f"contract:{contract}", f"Contract: {title}", "health")
         rows = c.loc[part]
         for code, status in zip(codes[part], rows["status"].astype(object).tolist()):
@@ -262,14 +314,24 @@ def _hw_facts(fleet, host_ids, names: _Interner, facts) -> None:
         for code in np.unique(codes[on]).tolist():
             active.setdefault(code, []).append(reason)
     for code in np.unique(codes).tolist():
-        facts.append((host_ids[code], -1, kid, names.value(",".join(active.get(code, ())) or "none")))
+        facts.append(
+            (host_ids[code], -1, kid, names.value(",".join(active.get(code, ())) or "none"))
+        )
 
 
 def _load_rows(fleet, host_ids) -> list[tuple]:
-    """Per GPU, the medians under load of each probed host that ran `--load` (the frames' load columns;
+    """Per GPU, the medians under load of each probed host that ran `--load` (the frames' load
+    columns;
     a figure that is not a finite number is not a reading)."""
     g = fleet.gpus
-    columns = ["index", "sm_load_mhz", "load_power_w", "load_limit_w", "load_sw_power_cap", "load_hw_slowdown"]
+    columns = [
+        "index",
+        "sm_load_mhz",
+        "load_power_w",
+        "load_limit_w",
+        "load_sw_power_cap",
+        "load_hw_slowdown",
+    ]
     ran = g[g["sm_load_mhz"].notna().to_numpy(dtype=bool) & g["index"].notna().to_numpy(dtype=bool)]
     codes = ran["host"].cat.codes.to_numpy()
     out = []
@@ -280,11 +342,14 @@ def _load_rows(fleet, host_ids) -> list[tuple]:
     return out
 
 
-SPEED_FIGURES = tuple(f.name for f in fact_table.FACTS if f.history == "drift")  # the measured figures, in table order
+SPEED_FIGURES = tuple(
+    f.name for f in fact_table.FACTS if f.history == "drift"
+)  # the measured figures, in table order
 
 
 def _speed_rows(fleet, host_ids) -> list[tuple]:
-    """(host, gpu (-1: the host), figure, value) of every validated speed figure of the run (the frames' columns)."""
+    """(host, gpu (-1: the host), figure, value) of every validated speed figure of the run (the
+    frames' columns)."""
     out = []
     for code, fact in enumerate(f for f in fact_table.FACTS if f.history == "drift"):
         frame = fleet.gpus if fact.scope == "gpu" else fleet.hosts
@@ -296,51 +361,70 @@ def _speed_rows(fleet, host_ids) -> list[tuple]:
         if fact.scope == "gpu":
             hosts = frame["host"].cat.codes.to_numpy()
             gpus = frame["index"].to_numpy(dtype=float, na_value=np.nan)
-            out += [(host_ids[hosts[r]], int(gpus[r]), code, float(values[r])) for r in have.tolist()
-                    if not np.isnan(gpus[r]) and abs(gpus[r]) <= 2**31]
+            out += [
+                (host_ids[hosts[r]], int(gpus[r]), code, float(values[r]))
+                for r in have.tolist()
+                if not np.isnan(gpus[r]) and abs(gpus[r]) <= 2**31
+            ]
         else:
             out += [(host_ids[r], -1, code, float(values[r])) for r in have.tolist()]
     return out
 
 
 def read_or_skip(folder: str | Path):
-    """`read_run`, or Skipped naming the folder and what is wrong with it: one bad run never ends the
+    """`read_run`, or Skipped naming the folder and what is wrong with it: one bad run never ends
+    the
     history. Whatever a hostile run folder raises is caught here, in the worker that read it."""
     try:
         return read_run(folder)
     except SweepError as err:
-        why = err.message if err.where == str(folder) or not err.where else f"{err.where}: {err.message}"
-        return Skipped(str(folder), f"{why}; {err.fix}" if isinstance(err, EmptyInterruptedRun) else why)
+        why = (
+            err.message
+            if err.where == str(folder) or not err.where
+            else f"{err.where}: {err.message}"
+        )
+        return Skipped(
+            str(folder), f"{why}; {err.fix}" if isinstance(err, EmptyInterruptedRun) else why
+        )
     except Exception as err:  # noqa: BLE001 - a run folder sweep did not write may hold anything
         return Skipped(str(folder), f"cannot be read ({type(err).__name__}: {err})")
 
 
 def read_all(folders: list[Path], workers: int):
-    """RunRows (or Skipped) of each folder, in order; up to `workers` processes when there are several runs."""
+    """RunRows (or Skipped) of each folder, in order; up to `workers` processes when there are
+    several runs."""
     workers = max(1, min(workers, len(folders)))
     if workers == 1:
         yield from (read_or_skip(f) for f in folders)
         return
     fork = sys.platform.startswith("linux") and threading.active_count() == 1
     context = multiprocessing.get_context("fork" if fork else "spawn")
-    with _workers_end_with_sigterm(), ProcessPoolExecutor(
-            workers, mp_context=context, initializer=tie_to_parent, initargs=(os.getpid(),)) as pool:
+    with (
+        _workers_end_with_sigterm(),
+        ProcessPoolExecutor(
+            workers, mp_context=context, initializer=tie_to_parent, initargs=(os.getpid(),)
+        ) as pool,
+    ):
         yield from pool.map(read_or_skip, folders)
 
 
 def tie_to_parent(parent: int) -> None:
     """Pool initializer: the worker is killed when the process that started it dies, however it dies
-    (kill -9 included: Linux PR_SET_PDEATHSIG), and it ends on SIGTERM without the parent's handler."""
+    (kill -9 included: Linux PR_SET_PDEATHSIG), and it ends on SIGTERM without the parent's
+    handler."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    if os.getppid() != parent:  # the parent died before the prctl: nobody would ever read our answer
+    if (
+        os.getppid() != parent
+    ):  # the parent died before the prctl: nobody would ever read our answer
         os._exit(1)
 
 
 @contextlib.contextmanager
 def _workers_end_with_sigterm():
-    """While the pool reads: SIGTERM kills its workers first, then takes its usual course in this process."""
+    """While the pool reads: SIGTERM kills its workers first, then takes its usual course in this
+    process."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -7,6 +7,7 @@ of its last BASELINE_RUNS runs (never overlapping the baseline) its recent figur
 than THRESHOLD_PCT is drift. Week-on-week drift of HBM or PCIe bandwidth says more of a card's
 health than the SM clock alone (issue 25).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -38,15 +39,21 @@ class SpeedDrift:
     def text(self) -> str:
         unit = UNITS[self.figure]
         where = f"{self.host}" + (f" GPU {self.gpu}" if self.gpu >= 0 else "")
-        return (f"{where}: {LABELS[self.figure]} {rate(self.baseline, unit)} -> {rate(self.recent, unit)} "
-                f"(-{self.fall_pct:.1f}% over {self.runs} runs)")
+        return (
+            f"{where}: {LABELS[self.figure]} {rate(self.baseline, unit)} -> "
+            f"{rate(self.recent, unit)} "
+            f"(-{self.fall_pct:.1f}% over {self.runs} runs)"
+        )
 
     def as_dict(self) -> dict:
         return dict(asdict(self), text=self.text)
 
 
-def speed_drift(speed: pd.DataFrame | None, hosts: dict, threshold_pct: float = THRESHOLD_PCT) -> list[SpeedDrift]:
-    """Each (host, GPU, figure) series' drift, the most fallen first (`speed`: the index's rows + epoch)."""
+def speed_drift(
+    speed: pd.DataFrame | None, hosts: dict, threshold_pct: float = THRESHOLD_PCT
+) -> list[SpeedDrift]:
+    """Each (host, GPU, figure) series' drift, the most fallen first (`speed`: the index's rows +
+    epoch)."""
     if speed is None or not len(speed):
         return []
     out = []
@@ -55,11 +62,21 @@ def speed_drift(speed: pd.DataFrame | None, hosts: dict, threshold_pct: float = 
         values = series["value"].tolist()
         if len(values) <= BASELINE_RUNS or not 0 <= figure < len(SPEED_FIGURES):
             continue
-        tail = values[max(BASELINE_RUNS, len(values) - BASELINE_RUNS):]
+        tail = values[max(BASELINE_RUNS, len(values) - BASELINE_RUNS) :]
         baseline = float(pd.Series(values[:BASELINE_RUNS]).median())
         recent = float(pd.Series(tail).median())
         fall = 100.0 * (baseline - recent) / baseline if baseline > 0 else 0.0
-        out.append(SpeedDrift(str(hosts.get(int(host), host)), int(gpu), SPEED_FIGURES[int(figure)], baseline,
-                              recent, round(fall, 2), len(values), fall > threshold_pct))
+        out.append(
+            SpeedDrift(
+                str(hosts.get(int(host), host)),
+                int(gpu),
+                SPEED_FIGURES[int(figure)],
+                baseline,
+                recent,
+                round(fall, 2),
+                len(values),
+                fall > threshold_pct,
+            )
+        )
     out.sort(key=lambda d: (-d.fall_pct, d.host, d.gpu, d.figure))
     return out

@@ -7,6 +7,7 @@ A host that was unreachable on a day has no comparability-key values that day: i
 their span across the gap (reachability has its own timeline), so a host that was down for a
 day does not "change" its driver twice.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,17 +27,20 @@ HOST = -1  # the gpu of a host-level fact
 class Selection:
     """The runs and hosts a history covers, and the index's names for their ids."""
 
-    runs: pd.DataFrame          # id, path, name, started_at, epoch, ..., folder (absolute) oldest first
-    facts: pd.DataFrame         # run, host, gpu, key, val (ids) + epoch
-    load: pd.DataFrame          # run, host, gpu, sm_mhz, power_w, ... + epoch
-    hosts: dict                 # id -> name
-    keys: pd.DataFrame          # id -> name, label, scope
-    vals: dict                  # id -> the value as the index keeps it (typed, `render_value` makes its text)
+    runs: pd.DataFrame  # id, path, name, started_at, epoch, ..., folder (absolute) oldest first
+    facts: pd.DataFrame  # run, host, gpu, key, val (ids) + epoch
+    load: pd.DataFrame  # run, host, gpu, sm_mhz, power_w, ... + epoch
+    hosts: dict  # id -> name
+    keys: pd.DataFrame  # id -> name, label, scope
+    vals: dict  # id -> the value as the index keeps it (typed, `render_value` makes its text)
     speed: pd.DataFrame = None  # run, host, gpu, figure, value + epoch: the speed tier's figures
 
 
-def select(index: HistoryIndex, since_epoch: float | None = None, host_filter=None, paths=None) -> Selection:
-    """The indexed runs (those named in `paths`, the index's `runs.path`, if given) from `since_epoch`
+def select(
+    index: HistoryIndex, since_epoch: float | None = None, host_filter=None, paths=None
+) -> Selection:
+    """The indexed runs (those named in `paths`, the index's `runs.path`, if given) from
+    `since_epoch`
     on, limited to the hosts `host_filter(name)` accepts."""
     runs = index.runs()
     if paths is not None:
@@ -57,8 +61,15 @@ def select(index: HistoryIndex, since_epoch: float | None = None, host_filter=No
     facts = facts.assign(epoch=by_run[facts["run"].to_numpy()])
     load = load.assign(epoch=by_run[load["run"].to_numpy()])
     speed = speed.assign(epoch=by_run[speed["run"].to_numpy()])
-    return Selection(runs, facts.reset_index(drop=True), load.reset_index(drop=True), hosts,
-                     index.key_table(), index.names("vals"), speed.reset_index(drop=True))
+    return Selection(
+        runs,
+        facts.reset_index(drop=True),
+        load.reset_index(drop=True),
+        hosts,
+        index.key_table(),
+        index.names("vals"),
+        speed.reset_index(drop=True),
+    )
 
 
 def day(epoch: float) -> str:
@@ -82,9 +93,13 @@ def spans(sel: Selection) -> pd.DataFrame:
     other runs the host's row is the GPU's value too.
     """
     if not len(sel.facts):
-        return pd.DataFrame(columns=["host", "gpu", "key", "value", "first_seen", "last_seen", "runs"])
+        return pd.DataFrame(
+            columns=["host", "gpu", "key", "value", "first_seen", "last_seen", "runs"]
+        )
     columns = [sel.facts[c].to_numpy() for c in ("host", "gpu", "key", "val", "epoch")]
-    order = np.lexsort((columns[4], columns[2], columns[1], columns[0]))  # host, gpu, key, then time
+    order = np.lexsort(
+        (columns[4], columns[2], columns[1], columns[0])
+    )  # host, gpu, key, then time
     h, g, k, v, epoch = (c[order] for c in columns)
     new = np.ones(len(h), dtype=bool)
     new[1:] = (h[1:] != h[:-1]) | (g[1:] != g[:-1]) | (k[1:] != k[:-1]) | (v[1:] != v[:-1])
@@ -92,8 +107,17 @@ def spans(sel: Selection) -> pd.DataFrame:
     first = epoch[new]
     last = np.maximum.reduceat(epoch, np.flatnonzero(new))
     count = np.bincount(group)
-    out = pd.DataFrame({"host": h[new], "gpu": g[new], "key": k[new], "val": v[new],
-                        "first_seen": first, "last_seen": last, "runs": count})
+    out = pd.DataFrame(
+        {
+            "host": h[new],
+            "gpu": g[new],
+            "key": k[new],
+            "val": v[new],
+            "first_seen": first,
+            "last_seen": last,
+            "runs": count,
+        }
+    )
     return _named(out, sel)
 
 
@@ -143,9 +167,20 @@ class Change:
         return f"{self.time}: {self.label}{where} {self.before} -> {self.after}"
 
     def as_dict(self) -> dict:
-        return {"host": self.host, "gpu": self.gpu, "key": self.key, "label": self.label, "before": self.before,
-                "after": self.after, "date": self.date, "time": iso(self.epoch), "run": self.run,
-                "time_before": iso(self.before_epoch), "run_before": self.run_before, "text": self.text}
+        return {
+            "host": self.host,
+            "gpu": self.gpu,
+            "key": self.key,
+            "label": self.label,
+            "before": self.before,
+            "after": self.after,
+            "date": self.date,
+            "time": iso(self.epoch),
+            "run": self.run,
+            "time_before": iso(self.before_epoch),
+            "run_before": self.run_before,
+            "text": self.text,
+        }
 
 
 def changes(span_frame: pd.DataFrame, sel: Selection) -> list[Change]:
@@ -155,16 +190,37 @@ def changes(span_frame: pd.DataFrame, sel: Selection) -> list[Change]:
     make change points; the per-GPU spans are in the timeline files. A fact that earlier runs did
     not read (an older agent without that field) is first seen, not changed: no change point.
     """
-    s = span_frame[span_frame["gpu"] == HOST].sort_values(["host", "key", "first_seen"], kind="stable")
-    run_of = {e: (name, folder) for e, name, folder in zip(sel.runs["epoch"], sel.runs["name"], sel.runs["folder"])}
+    s = span_frame[span_frame["gpu"] == HOST].sort_values(
+        ["host", "key", "first_seen"], kind="stable"
+    )
+    run_of = {
+        e: (name, folder)
+        for e, name, folder in zip(sel.runs["epoch"], sel.runs["name"], sel.runs["folder"])
+    }
     out = []
     prev = None
     for row in s.itertuples(index=False):
         if prev is not None and prev.host == row.host and prev.key == row.key and not prev.absent:
-            (after, folder), (before, folder_before) = run_of.get(row.first_seen, ("", "")), run_of.get(
-                prev.last_seen, ("", ""))
-            out.append(Change(row.host, None, row.key, row.key_label, prev.value, row.value, row.first_seen,
-                              after, prev.last_seen, before, folder, folder_before))
+            (after, folder), (before, folder_before) = (
+                run_of.get(row.first_seen, ("", "")),
+                run_of.get(prev.last_seen, ("", "")),
+            )
+            out.append(
+                Change(
+                    row.host,
+                    None,
+                    row.key,
+                    row.key_label,
+                    prev.value,
+                    row.value,
+                    row.first_seen,
+                    after,
+                    prev.last_seen,
+                    before,
+                    folder,
+                    folder_before,
+                )
+            )
         prev = row
     out.sort(key=lambda c: (c.host, c.epoch, c.key))
     return out
