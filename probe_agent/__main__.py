@@ -1,4 +1,5 @@
 """`python -m probe_agent`: the agent's command line (probe_agent.main)."""
+
 import sys
 
 from probe_agent.main import main

@@ -11,6 +11,7 @@ folder on its sys.path. Either way nothing is written on the host.
 `CHILDREN` is the one list: a child started any other way is a bug, and
 tests/unit/test_children.py starts every entry from a memory-loaded bundle.
 """
+
 import collections
 import importlib
 import os
@@ -57,27 +58,53 @@ def sweep_bundle_install(data):
 """
 
 # argv: SIZE MODULE ARGS...; the bundle's SIZE bytes first on stdin (then whatever the child reads).
-CHILD_BOOTSTRAP = IMPORTER + r"""
+CHILD_BOOTSTRAP = (
+    IMPORTER
+    + r"""
 import sys, importlib
 sweep_bundle_install(sweep_bundle_read(int(sys.argv[1])))
 module = sys.argv[2]
 sys.argv = ['-c'] + sys.argv[3:]
 sys.exit(importlib.import_module(module).main())
 """
+)
 
 # module: an agent module whose main() the child runs; source: "module:NAME", an embedded source
 # run as `python -c`; python: "agent" (the interpreter running the agent, isolated) or "framework"
 # (the host's training python, which the caller names).
 Entry = collections.namedtuple("Entry", "name module source python purpose")
 CHILDREN = (
-    Entry("speed-driver", "probe_agent.speed.driver_child", None, "agent",
-          "--speed: HBM, PCIe, peer copies, FP32 through the CUDA driver API"),
-    Entry("speed-torch", None, "probe_agent.speed.torch_child:TORCH_CHILD", "framework",
-          "--speed: bf16 GEMM and NCCL all-reduce through torch"),
-    Entry("load-ptx", None, "probe_agent.load:PTX_LOAD", "agent", "--load --load-engine ptx: an FMA loop"),
-    Entry("load-torch", None, "probe_agent.load:TORCH_LOAD", "framework", "--load --load-engine torch"),
-    Entry("framework", None, "probe_agent.framework:INSPECT", "framework",
-          "the framework contract: each interpreter's torch build"),
+    Entry(
+        "speed-driver",
+        "probe_agent.speed.driver_child",
+        None,
+        "agent",
+        "--speed: HBM, PCIe, peer copies, FP32 through the CUDA driver API",
+    ),
+    Entry(
+        "speed-torch",
+        None,
+        "probe_agent.speed.torch_child:TORCH_CHILD",
+        "framework",
+        "--speed: bf16 GEMM and NCCL all-reduce through torch",
+    ),
+    Entry(
+        "load-ptx",
+        None,
+        "probe_agent.load:PTX_LOAD",
+        "agent",
+        "--load --load-engine ptx: an FMA loop",
+    ),
+    Entry(
+        "load-torch", None, "probe_agent.load:TORCH_LOAD", "framework", "--load --load-engine torch"
+    ),
+    Entry(
+        "framework",
+        None,
+        "probe_agent.framework:INSPECT",
+        "framework",
+        "the framework contract: each interpreter's torch build",
+    ),
 )
 BY_NAME = {e.name: e for e in CHILDREN}
 ISOLATED = ("-I", "-S")  # the agent's own python: no site, no user paths, no PYTHON* variables
@@ -86,6 +113,7 @@ ISOLATED = ("-I", "-S")  # the agent's own python: no site, no user paths, no PY
 def bundle_bytes():
     """The bundle this agent was imported from (memory), or None (a file or a source checkout)."""
     import probe_agent
+
     loader = getattr(getattr(probe_agent, "__spec__", None), "loader", None)
     data = getattr(loader, "sweep_bundle", None)
     return data if isinstance(data, bytes) else None
@@ -94,6 +122,7 @@ def bundle_bytes():
 def agent_root():
     """The folder (or zipapp) that holds probe_agent, for a module child's sys.path."""
     import probe_agent
+
     return os.path.dirname(os.path.dirname(os.path.abspath(probe_agent.__file__)))
 
 
@@ -116,7 +145,14 @@ def command(name, args=(), python=None):
         return [interpreter] + flags + ["-c", source_of(entry)] + args, b""
     bundle = bundle_bytes()
     if bundle is not None:
-        return [interpreter] + flags + ["-c", CHILD_BOOTSTRAP, str(len(bundle)), entry.module] + args, bundle
-    code = ("import sys; sys.path.insert(0, %r); from %s import main; sys.exit(main())"
-            % (agent_root(), entry.module))
+        return [interpreter] + flags + [
+            "-c",
+            CHILD_BOOTSTRAP,
+            str(len(bundle)),
+            entry.module,
+        ] + args, bundle
+    code = "import sys; sys.path.insert(0, %r); from %s import main; sys.exit(main())" % (
+        agent_root(),
+        entry.module,
+    )
     return [interpreter] + flags + ["-c", code] + args, b""

@@ -1,6 +1,7 @@
 """The loopback fleet's flaky network: a TCP relay in front of one sshd that drops, delays or cuts
 connections (`sweep.demo.loopback.LocalFleet`'s hosts of kind flaky, slow_banner and
 drop_mid_output)."""
+
 from __future__ import annotations
 
 import socket
@@ -13,8 +14,15 @@ class DropProxy:
     sshd; waits `delay_s` before relaying (a slow banner); cuts a connection after `cut_after` bytes
     from sshd."""
 
-    def __init__(self, listen: tuple[str, int], backend: tuple[str, int], drops: int, *,
-                 delay_s: float = 0.0, cut_after: int = 0):
+    def __init__(
+        self,
+        listen: tuple[str, int],
+        backend: tuple[str, int],
+        drops: int,
+        *,
+        delay_s: float = 0.0,
+        cut_after: int = 0,
+    ):
         self.listen, self.backend, self.drops = listen, backend, drops
         self.delay_s, self.cut_after = delay_s, cut_after
         self._server = socket.socket()
@@ -50,8 +58,9 @@ class DropProxy:
         self._links.append(upstream)
         cut = (conn, upstream) if self.cut_after else None
         threading.Thread(target=_pipe, args=(conn, upstream), daemon=True).start()
-        threading.Thread(target=_pipe, args=(upstream, conn, self.cut_after, cut),
-                         daemon=True).start()
+        threading.Thread(
+            target=_pipe, args=(upstream, conn, self.cut_after, cut), daemon=True
+        ).start()
 
     def close(self) -> None:
         self._closed = True
@@ -71,11 +80,12 @@ def _pipe(src: socket.socket, dst: socket.socket, limit: int = 0, cut=None) -> N
             if not data:
                 break
             if limit and sent + len(data) >= limit:
-                dst.sendall(data[:limit - sent])
+                dst.sendall(data[: limit - sent])
                 for sock in cut:  # the network drops the connection: both ends go, mid-stream (RST)
                     try:
-                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                        b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                        sock.setsockopt(
+                            socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+                        )
                         # wakes the other relay thread out of recv()
                         sock.shutdown(socket.SHUT_RDWR)
                     except OSError:

@@ -1,17 +1,21 @@
 """The layout holds: layers as import-linter contracts, no dead code (vulture), no private names across modules,
-modules readable in one sitting and functions in one screen."""
+modules readable in one sitting, functions in one screen, the formatter's output and lines of at most 100
+characters."""
 import ast
+import fnmatch
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from helpers import require
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("sweep", "probe_agent")
+LINE_LENGTH = 100
 
 
 def _tool(name: str) -> str:
@@ -99,3 +103,28 @@ def test_every_module_fits_one_sitting():
     assert not long, f"modules over {MODULE_LINES} lines: {', '.join(long)}"
     stale = [name for name in LONG_FOR_NOW if lengths.get(name, 0) <= MODULE_LINES]
     assert not stale, f"LONG_FOR_NOW names modules at most {MODULE_LINES} lines long: {stale}; remove them"
+
+
+def _not_yet_formatted(path: Path) -> bool:
+    """Named by pyproject.toml's [tool.ruff.format] exclude: the paths issue 48 has not formatted yet."""
+    ruff = tomllib.loads((ROOT / "pyproject.toml").read_text()).get("tool", {}).get("ruff", {})
+    patterns = ruff.get("format", {}).get("exclude", [])
+    return any(fnmatch.fnmatch(str(path.relative_to(ROOT)), pattern) for pattern in patterns)
+
+
+def test_the_tree_is_as_the_formatter_writes_it():
+    """`ruff format --check`: every file that pyproject.toml does not exclude is as ruff writes it
+    (fix: `ruff format`, or `ruff format PATH` for the files you touched)."""
+    proc = subprocess.run([_tool("ruff"), "format", "--check", "--no-cache"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_no_line_is_over_100_characters():
+    """The formatter leaves strings, comments and docstrings as written: those are wrapped by hand."""
+    wide = []
+    for path in _modules():
+        if not _not_yet_formatted(path):
+            wide += [f"{path.relative_to(ROOT)}:{number} ({len(line)})"
+                     for number, line in enumerate(path.read_text().splitlines(), 1) if len(line) > LINE_LENGTH]
+    assert not wide, f"lines over {LINE_LENGTH} characters: {', '.join(wide)}"
