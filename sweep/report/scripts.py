@@ -133,8 +133,8 @@ if ! scontrol ping >/dev/null 2>&1; then
     say "$0: the Slurm controller does not answer (scontrol ping): nothing done"
     exit 1
   fi
-  say "$0: the Slurm controller does not answer (scontrol ping): each line is what this report" \
-    "asks, state not read"
+  asked="each line is what this report asks, state not read"
+  say "$0: the Slurm controller does not answer (scontrol ping): $asked"
   reads=0 note="state not read"
 fi
 """
@@ -161,8 +161,8 @@ drain() {
       todo=${todo:+$todo,}$node
     fi
   done
-  [ "$seen" -ge "$#" ] || say "$0: $(($# - seen)) of the $# nodes of $nodeset not drained:" \
-    "Slurm does not know them (scontrol show node)"
+  unknown="Slurm does not know them (scontrol show node)"
+  [ "$seen" -ge "$#" ] || say "$0: $(($# - seen)) of the $# nodes of $nodeset not drained: $unknown"
   [ "$kept" -gt 0 ] || [ "$seen" -lt "$#" ] || todo=$nodeset  # every node of SET: keep it folded
   [ -n "$todo" ] && act scontrol update NodeName="$todo" State=DRAIN Reason="$why" &&
     [ "$DRY_RUN" = 0 ] && echo "drained $todo: $why"
@@ -201,8 +201,8 @@ keep() {
   for node in "$@"; do
     read_node "$node" || continue
     held "$state" || continue
-    say "$0: $node left alone: still held out or broken in this report, $state," \
-      "Reason=$(shown "$reason")"
+    still="still held out or broken in this report"
+    say "$0: $node left alone: $still, $state, Reason=$(shown "$reason")"
   done
 }
 """
