@@ -2,19 +2,28 @@
 
     import sweep
 
-    inventory = sweep.load_inventory("inventory.yml")          # Inventory: .hosts, .groups, .select(limit)
-    run = sweep.run_sweep("inventory.yml", hosts=sweep.HostSelection(limit="dc1"),  # RunResult: .run_dir, .ok,
-                          ssh=sweep.SSHSettings(host_deadline=60))                   # .failed, .exit_code
-    fleet = sweep.load_fleet([run.run_dir])                     # Fleet: pandas frames of hosts, GPUs, contracts
-    judged = sweep.assess(fleet)                                # Assessment: classes, sections, verdict:
-    judged.pool, judged.held_out, judged.broken, judged.cause("gpu03"), judged.exit_code, judged.headline()
-    report = sweep.build_report([run.run_dir], "out/")          # ReportResult: files written, exit code
-    history = sweep.build_history(["reports/"], "reports/history")  # History: .changes, .drift (sweep history)
-    text = sweep.metrics_text(run.run_dir)                       # node_exporter textfile (sweep export prometheus)
+    # Inventory: .hosts, .groups, .select(limit)
+    inventory = sweep.load_inventory("inventory.yml")
+    # RunResult: .run_dir, .ok, .failed, .exit_code
+    run = sweep.run_sweep("inventory.yml", hosts=sweep.HostSelection(limit="dc1"),
+                          ssh=sweep.SSHSettings(host_deadline=60))
+    # Fleet: pandas frames of hosts, GPUs, contracts
+    fleet = sweep.load_fleet([run.run_dir])
+    # Assessment: classes, sections, verdict: judged.pool, judged.held_out, judged.broken,
+    # judged.cause("gpu03"), judged.exit_code, judged.headline()
+    judged = sweep.assess(fleet)
+    # ReportResult: files written, exit code
+    report = sweep.build_report([run.run_dir], "out/")
+    # History: .changes, .drift (sweep history)
+    history = sweep.build_history(["reports/"], "reports/history")
+    # node_exporter textfile (sweep export prometheus)
+    text = sweep.metrics_text(run.run_dir)
 
 Every failure a user can act on is a `SweepError` (`sweep.errors`); a host that fails is data in
-its record, never an exception. The names are imported on first use, so ``import sweep`` stays cheap.
+its record, never an exception. The names are imported on first use, so ``import sweep`` stays
+cheap.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -1,4 +1,5 @@
-"""The one error hierarchy of the controller; sweep.cli.main alone turns it into a message and exit code.
+"""The one error hierarchy of the controller; sweep.cli.main alone turns it into a message and exit
+code.
 
 Every exception class defined in `sweep/` descends from `SweepError` (tests/unit/test_errors.py
 walks them all and checks this tree lists each one); a class is defined where it is raised, unless
@@ -6,37 +7,53 @@ several modules raise it:
 
 * SweepError
   + InventoryError ................. an inventory or group_vars / host_vars file
-  |   + _Template .................. (inventory.host) a connection value left unrendered (caught there)
+  |   + _Template .................. (inventory.host) a connection value left unrendered (caught
+  |                                  there)
   + LimitError ..................... a --limit pattern
   + ConfigError .................... an option or input file of the user's
-  |   + SSHConfigError ............. ssh_config line, ssh argument or setting a connection cannot honour
-  |   |   + SSHSettingRefused ...... (collect.ssh.config) the same, said for one host (its name first)
-  |   |   |   + NeedsOpenSSH ....... (collect.ssh.config) what only OpenSSH's ssh does (auto: sent there)
+  |   + SSHConfigError ............. ssh_config line, ssh argument or setting a connection cannot
+  |   |                              honour
+  |   |   + SSHSettingRefused ...... (collect.ssh.config) the same, said for one host (its name
+  |   |   |                          first)
+  |   |   |   + NeedsOpenSSH ....... (collect.ssh.config) what only OpenSSH's ssh does (auto: sent
+  |   |   |                          there)
   |   |   + SSHArgsError ........... (collect.ssh.openssh_config) an ssh(1) argument list
-  |   |   + SSHConfigRejected ...... (collect.ssh.openssh_config) a line ssh refuses the whole file for
+  |   |   + SSHConfigRejected ...... (collect.ssh.openssh_config) a line ssh refuses the whole file
+  |   |                              for
   |   + KeyFileError ............... (collect.ssh.keyfiles) a private key file that cannot be used
   |   |   + KeyFileMissing
   |   |   + KeyFileEncrypted
   |   |   + KeyFileWrongPassphrase
   |   + TypeProblem ................ (audit.expect_values) an expectations value of the wrong type
-  |   + ManifestNotTrusted ......... (collect.resume) a foreign manifest's commands, programs or files
+  |   + ManifestNotTrusted ......... (collect.resume) a foreign manifest's commands, programs or
+  |                                  files
   + RunFolderError ................. a run folder
   |   + EmptyInterruptedRun ........ (history.runs) a run stopped before any host record was written
   + HealthFileError ................ a health.json or capture file
-  + DepthError ..................... (strictjson) a document nested deeper than the limit (also a ValueError)
+  + DepthError ..................... (strictjson) a document nested deeper than the limit (also a
+  |                                  ValueError)
   + EngineError .................... (collect.engines.base) ansible / srun failed as a whole
   + HostFailure .................... (failures) one host's attempt failed, classified; never
   |                                  escapes a sweep: it becomes the host's record
   + UnknownHostKey ................. (collect.ssh.hostkeys) a key no known_hosts file records
-  + CertificateError ............... (collect.ssh.certs) bytes that are not an OpenSSH certificate (a ValueError)
-  + IndexDamaged ................... (history.index) a history index file that is not one (it is rebuilt)
-  + InventoryWarning ............... also a UserWarning: the inventory reads, but likely holds a mistake
-  |   + ExpectationsWarning ........ an expectations file names a host or group no audited host matches
-  + Interrupted .................... (collect.run) Ctrl-C before the run folder was made or reopened (exit 130)
-  + ReadBackWarning ................ also a UserWarning: a file of a run folder is left out (named, with why)
-  + SSHConfigNote .................. also a UserWarning: an ssh_config keyword left unused, hosts sent through ssh
-  + WorkerLost ..................... (collect.workers) also a UserWarning: a worker process ended before its hosts (--resume)
+  + CertificateError ............... (collect.ssh.certs) bytes that are not an OpenSSH certificate
+  |                                  (a ValueError)
+  + IndexDamaged ................... (history.index) a history index file that is not one (it is
+  |                                  rebuilt)
+  + InventoryWarning ............... also a UserWarning: the inventory reads, but likely holds a
+  |                                  mistake
+  |   + ExpectationsWarning ........ an expectations file names a host or group no audited host
+  |                                  matches
+  + Interrupted .................... (collect.run) Ctrl-C before the run folder was made or reopened
+  |                                  (exit 130)
+  + ReadBackWarning ................ also a UserWarning: a file of a run folder is left out (named,
+  |                                  with why)
+  + SSHConfigNote .................. also a UserWarning: an ssh_config keyword left unused, hosts
+  |                                  sent through ssh
+  + WorkerLost ..................... (collect.workers) also a UserWarning: a worker process ended
+                                     before its hosts did (they have no record)
 """
+
 from __future__ import annotations
 
 from sweep import exitcodes
@@ -87,15 +104,18 @@ class SSHConfigError(ConfigError):
 
 
 class InventoryWarning(SweepError, UserWarning):
-    """The inventory reads, but something in it is likely a mistake (a host defined twice, differently)."""
+    """The inventory reads, but something in it is likely a mistake (a host defined twice,
+    differently)."""
 
 
 class ExpectationsWarning(InventoryWarning):
-    """An expectations file reads, but names a host or group that none of the audited hosts matches."""
+    """An expectations file reads, but names a host or group that none of the audited hosts
+    matches."""
 
 
 class SSHConfigNote(SweepError, UserWarning):
-    """An ssh_config keyword a run leaves unused, or hosts that go through OpenSSH's ssh: said once per run."""
+    """An ssh_config keyword a run leaves unused, or hosts that go through OpenSSH's ssh: said once
+    per run."""
 
 
 class ReadBackWarning(SweepError, UserWarning):

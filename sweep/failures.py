@@ -12,6 +12,7 @@ This module sits below both the collection and the analysis (pyproject.toml's la
 engines that classify and the report that advises read the same table, and it imports no
 transport: the ansible and slurm engines reach it without paramiko.
 """
+
 from __future__ import annotations
 
 import enum
@@ -25,19 +26,50 @@ class FailureClass(str, enum.Enum):
     # value, transient, probed (a probe attempt can end with it), fix
     DNS = ("dns", True, True, "fix the name in DNS or give the address in the inventory")
     REFUSED = ("refused", True, True, "start sshd on the host, or check the port and firewall")
-    TIMEOUT = ("timeout", True, True, "check that the host is up and routable; raise the timeout for slow links")
-    HOST_KEY_UNKNOWN = ("host_key_unknown", True, True,
-                        "add the host key to known_hosts after checking its fingerprint")
-    HOST_KEY_CHANGED = ("host_key_changed", False, True,
-                        "find out why the host key changed (reinstall? another machine?) before trusting it")
+    TIMEOUT = (
+        "timeout",
+        True,
+        True,
+        "check that the host is up and routable; raise the timeout for slow links",
+    )
+    HOST_KEY_UNKNOWN = (
+        "host_key_unknown",
+        True,
+        True,
+        "add the host key to known_hosts after checking its fingerprint",
+    )
+    HOST_KEY_CHANGED = (
+        "host_key_changed",
+        False,
+        True,
+        "find out why the host key changed (reinstall? another machine?) before trusting it",
+    )
     AUTH = ("auth", False, True, "check the user and key the inventory names for this host")
-    BECOME_FAILED = ("become_failed", False, True,
-                     "give the login user passwordless sudo for the agent's python (a NOPASSWD rule in "
-                     "/etc/sudoers.d), or sweep the host without become (--become, ansible_become)")
-    NO_PYTHON = ("no_python", False, True, "install python3 on the host, or name one with python= in the inventory")
-    PYTHON_TOO_OLD = ("python_too_old", False, True,
-                      "install python3 >= 3.8 on the host, or set ansible_python_interpreter to one")
-    AGENT_ERROR = ("agent_error", False, True, "read the message; run the agent by hand on the host with --no-json")
+    BECOME_FAILED = (
+        "become_failed",
+        False,
+        True,
+        "give the login user passwordless sudo for the agent's python (a NOPASSWD rule in "
+        "/etc/sudoers.d), or sweep the host without become (--become, ansible_become)",
+    )
+    NO_PYTHON = (
+        "no_python",
+        False,
+        True,
+        "install python3 on the host, or name one with python= in the inventory",
+    )
+    PYTHON_TOO_OLD = (
+        "python_too_old",
+        False,
+        True,
+        "install python3 >= 3.8 on the host, or set ansible_python_interpreter to one",
+    )
+    AGENT_ERROR = (
+        "agent_error",
+        False,
+        True,
+        "read the message; run the agent by hand on the host with --no-json",
+    )
     OUTPUT_TOO_LARGE = ("output_too_large", False, True, "probe the host alone and read its output")
     BAD_OUTPUT = ("bad_output", False, True, "probe the host alone and read its output")
     NOT_PROBED = ("not_probed", False, False, "finish the run: sweep run --resume RUN_DIR")
@@ -70,10 +102,18 @@ def fix_for(value: object) -> str | None:
 class HostFailure(SweepError):
     """One attempt's failure, already classified; `transient` ones are retried within the sweep."""
 
-    def __init__(self, failure_class: str, message: str, *, transient: bool = False,
-                 exit_status: int | None = None, stderr: str = ""):
+    def __init__(
+        self,
+        failure_class: str,
+        message: str,
+        *,
+        transient: bool = False,
+        exit_status: int | None = None,
+        stderr: str = "",
+    ):
         super().__init__(message)
-        self.failure_class = FailureClass(failure_class).value  # an unknown class is a bug, found here
+        # an unknown class is a bug, found here
+        self.failure_class = FailureClass(failure_class).value
         self.message = message
         self.transient = transient
         self.exit_status = exit_status

@@ -1,4 +1,5 @@
-"""JSON from hosts, strictly: RFC 8259 in and out, nesting bounded, numbers a double cannot hold named.
+"""JSON from hosts, strictly: RFC 8259 in and out, nesting bounded, numbers a double cannot hold
+named.
 
 Every byte a host sends is hostile until validated, and one host's document must never stop the
 sweep or the report for the others. So a host's health.json is read by `loads`, which
@@ -22,6 +23,7 @@ time); such a document goes to `loads`, which names the fault. An integer past 2
 record holds either, orjson reads as a number (a float past 2**64), which the frames type as NA (no
 exact column type holds it). So a forged digest list buys no crash (docs/security.md, run folders).
 """
+
 from __future__ import annotations
 
 import json
@@ -34,13 +36,16 @@ import orjson
 from sweep.errors import SweepError
 
 MAX_DEPTH = 64  # a health.json nests 6 deep; a record adds 1
-INT_LIMIT = 2 ** 63  # larger integers have no exact column type: they are unknown numbers
+INT_LIMIT = 2**63  # larger integers have no exact column type: they are unknown numbers
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _CONTAINERS = (dict, list)  # exactly: what json and orjson build
-STRICT_MAX_BYTES = 1 << 20  # a health.json is ~30 KB (8 GPUs); the strict parse costs ~1.3 s per MiB of numbers
-_DIGITS = bytes(0x30 if 0x30 <= i <= 0x39 else 0x20 for i in range(256))  # every digit a 0, the rest a space
+# a health.json is ~30 KB (8 GPUs); the strict parse costs ~1.3 s per MiB of numbers
+STRICT_MAX_BYTES = 1 << 20
+# every digit a 0, the rest a space
+_DIGITS = bytes(0x30 if 0x30 <= i <= 0x39 else 0x20 for i in range(256))
 _DIGIT_RUN = b"0" * 19
-_LONG_INT = re.compile(rb"(?:^|[\[,:\s])-?\d{19}")  # an integer token of 19+ digits (maybe past what orjson keeps)
+# an integer token of 19+ digits (maybe past what orjson keeps)
+_LONG_INT = re.compile(rb"(?:^|[\[,:\s])-?\d{19}")
 
 
 class DepthError(SweepError, ValueError):
@@ -48,16 +53,20 @@ class DepthError(SweepError, ValueError):
 
     def __init__(self, depth: int | None, limit: int):
         self.depth, self.limit = depth, limit
-        shown = f"{depth} levels deep" if depth is not None else "deeper than Python's recursion limit"
+        shown = (
+            f"{depth} levels deep" if depth is not None else "deeper than Python's recursion limit"
+        )
         super().__init__(f"nests {shown}, more than the {limit} levels a health.json may")
 
 
 @dataclass
 class Loaded:
-    """A parsed document and the numbers in it that JSON wrote but a double cannot hold (now null)."""
+    """A parsed document and the numbers in it that JSON wrote but a double cannot hold (now
+    null)."""
 
     document: Any
-    unknown_numbers: list[dict] = field(default_factory=list)  # {"path": "gpus[0].power.draw_w", "text": "NaN"}
+    # {"path": "gpus[0].power.draw_w", "text": "NaN"}
+    unknown_numbers: list[dict] = field(default_factory=list)
 
 
 class _Unknown:
@@ -76,20 +85,23 @@ def _float(text: str):
 
 def _int(text: str):
     if len(text) > 18:  # cheap test first: 18 digits always fit in 64 bits
-        if len(text) > 4000 or not -INT_LIMIT <= int(text) < INT_LIMIT:  # int() refuses > 4300 digits
+        # int() refuses > 4300 digits
+        if len(text) > 4000 or not -INT_LIMIT <= int(text) < INT_LIMIT:
             return _Unknown(text if len(text) <= 40 else text[:37] + "...")
     return int(text)
 
 
 def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Loaded:
-    """Parse `text` as strict JSON (ValueError when it is not JSON; DepthError when it nests too deep).
+    """Parse `text` as strict JSON (ValueError when it is not JSON; DepthError when it nests too
+    deep).
 
-    orjson first (a document of plain numbers, as the agent writes, costs C speed and one walk of its
-    containers for the depth); the strict parse, which calls Python for every number, only where orjson
-    refuses (NaN, Infinity, a number that overflows a double, a lone surrogate, not JSON) or an integer of
-    19 digits or more is written (orjson reads one past 2**64 as a float). That path is bounded: on a
-    document over `STRICT_MAX_BYTES` it is refused (ValueError) instead, so no host's answer costs the
-    controller more than about a second of CPU (a 15 MiB ``[0,0,...]`` took 20 s)."""
+    orjson first (a document of plain numbers, as the agent writes, costs C speed and one walk of
+    its containers for the depth); the strict parse, which calls Python for every number, only where
+    orjson refuses (NaN, Infinity, a number that overflows a double, a lone surrogate, not JSON) or
+    an integer of 19 digits or more is written (orjson reads one past 2**64 as a float). That path
+    is bounded: on a document over `STRICT_MAX_BYTES` it is refused (ValueError) instead, so no
+    host's answer costs the controller more than about a second of CPU (a 15 MiB ``[0,0,...]`` took
+    20 s)."""
     if isinstance(text, (bytearray, memoryview)):
         text = bytes(text)
     if not _long_int(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")):
@@ -102,20 +114,25 @@ def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Loaded:
             _walk(loaded, max_depth, False, False)
             return loaded
     if len(text) > STRICT_MAX_BYTES:
-        try:  # json's C parser without a Python call per number: what is wrong with a document that is not JSON
+        # json's C parser without a Python call per number: what is wrong with a document that is
+        # not JSON
+        try:
             json.loads(text)
         except RecursionError:
             raise DepthError(None, max_depth) from None
-        raise ValueError(f"{len(text) // 1024} KiB that only a strict parse reads (NaN, Infinity, a number a "
-                         f"double cannot hold, a lone surrogate, or not JSON), more than the "
-                         f"{STRICT_MAX_BYTES // 1024} KiB sweep parses strictly")
+        raise ValueError(
+            f"{len(text) // 1024} KiB that only a strict parse reads (NaN, Infinity, a number a "
+            f"double cannot hold, a lone surrogate, or not JSON), more than the "
+            f"{STRICT_MAX_BYTES // 1024} KiB sweep parses strictly"
+        )
     return _strict_loads(text, max_depth)
 
 
 def _may_nest_past(document: Any, max_depth: int) -> bool:
-    """False when `document` surely nests at most `max_depth` levels: orjson's indented text (C speed, 0.1 ms
-    for a health.json where the walk took 0.5) has no line indented as the members of a container that deep;
-    True (walk it) when it has one, or when orjson will not indent it (past 254 levels)."""
+    """False when `document` surely nests at most `max_depth` levels: orjson's indented text (C
+    speed, 0.1 ms for a health.json where the walk took 0.5) has no line indented as the members of
+    a container that deep; True (walk it) when it has one, or when orjson will not indent it (past
+    254 levels)."""
     if type(document) not in _CONTAINERS:
         return False
     try:
@@ -125,14 +142,16 @@ def _may_nest_past(document: Any, max_depth: int) -> bool:
 
 
 def _long_int(text: bytes) -> bool:
-    """Whether `text` holds an integer token of 19 digits or more: 19 digits in a row (a C-speed scan, 14 us
-    for a health.json, where the regex alone took 1.9 ms), then the regex only where there are."""
+    """Whether `text` holds an integer token of 19 digits or more: 19 digits in a row (a C-speed
+    scan, 14 us for a health.json, where the regex alone took 1.9 ms), then the regex only where
+    there are."""
     return _DIGIT_RUN in text.translate(_DIGITS) and _LONG_INT.search(text) is not None
 
 
 def _strict_loads(text: str | bytes, max_depth: int) -> Loaded:
     if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("utf-8")  # RFC 8259: JSON between systems is UTF-8 (UnicodeDecodeError: ValueError)
+        # RFC 8259: JSON between systems is UTF-8 (UnicodeDecodeError: ValueError)
+        text = bytes(text).decode("utf-8")
     unknown: list[_Unknown] = []
 
     def mark(value):
@@ -141,8 +160,12 @@ def _strict_loads(text: str | bytes, max_depth: int) -> Loaded:
         return value
 
     try:
-        document = json.loads(text, parse_float=lambda s: mark(_float(s)), parse_int=lambda s: mark(_int(s)),
-                              parse_constant=lambda s: mark(_Unknown(s)))
+        document = json.loads(
+            text,
+            parse_float=lambda s: mark(_float(s)),
+            parse_int=lambda s: mark(_int(s)),
+            parse_constant=lambda s: mark(_Unknown(s)),
+        )
     except RecursionError:
         raise DepthError(None, max_depth) from None
     loaded = Loaded(document)
@@ -151,18 +174,21 @@ def _strict_loads(text: str | bytes, max_depth: int) -> Loaded:
 
 
 def loads_known(text: bytes) -> Loaded:
-    """`loads` for a document strict JSON accepted when it arrived and `dumps` wrote (sweep's own record,
-    its bytes unchanged): orjson's parse only, no walk; what orjson refuses goes to `loads`."""
+    """`loads` for a document strict JSON accepted when it arrived and `dumps` wrote (sweep's own
+    record, its bytes unchanged): orjson's parse only, no walk; what orjson refuses goes to
+    `loads`."""
     try:
         document = orjson.loads(text)
         orjson.dumps(document)  # its encoder refuses nesting past 254 levels; a record nests 7
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError):  # NaN, Infinity, 1e999, a lone surrogate, too deep
+    # NaN, Infinity, 1e999, a lone surrogate, too deep
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         return loads(text)  # ... or deeper than orjson encodes: the walk names the depth
     return Loaded(document)
 
 
 def _walk(loaded: Loaded, max_depth: int, numbers: bool, surrogates: bool) -> None:
-    """Check the depth without recursion; replace unknown numbers and lone surrogates where there are any."""
+    """Check the depth without recursion; replace unknown numbers and lone surrogates where there
+    are any."""
     root = loaded.document
     if not isinstance(root, (dict, list)):
         if isinstance(root, _Unknown):
@@ -215,27 +241,33 @@ def _has_surrogate(text: str) -> bool:
 
 
 def _clean(text: str) -> str:
-    return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text) if isinstance(text, str) else text
+    return (
+        "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+        if isinstance(text, str)
+        else text
+    )
 
 
 def dumps(data: Any, *, indent: int | None = None) -> str:
-    """Strict JSON text (ValueError for NaN or infinity, RecursionError for a cycle or absurd depth)."""
+    """Strict JSON text (ValueError for NaN or infinity, RecursionError for a cycle or absurd
+    depth)."""
     return json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False)
 
 
 def record_bytes(record: dict) -> bytes:
-    """A host record as strict JSON bytes (one line): its health.json, parsed by `loads` (no NaN or infinity can
-    come out of it: orjson refuses them, the strict parse makes them null) and re-encoded by orjson, 0.03 ms
-    where json's encoder took 0.26; the rest, sweep's own fields, checked as `dumps` checks them (ValueError for
-    NaN or infinity). Nesting past orjson's 254 levels or an integer past 64 bits is a TypeError."""
+    """A host record as strict JSON bytes (one line): its health.json, parsed by `loads` (no NaN or
+    infinity can come out of it: orjson refuses them, the strict parse makes them null) and
+    re-encoded by orjson, 0.03 ms where json's encoder took 0.26; the rest, sweep's own fields,
+    checked as `dumps` checks them (ValueError for NaN or infinity). Nesting past orjson's 254
+    levels or an integer past 64 bits is a TypeError."""
     json.dumps({key: value for key, value in record.items() if key != "health"}, allow_nan=False)
     return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
 
 
 def indented(data: Any) -> bytes:
-    """Strict JSON text, indented for a reader (a run's manifest): checked as `dumps` checks it (json's C
-    encoder, compact), written by orjson (C speed; json's indenting encoder is pure Python: 0.15 ms a host
-    for a manifest that lists the inventory, written three times a run)."""
+    """Strict JSON text, indented for a reader (a run's manifest): checked as `dumps` checks it
+    (json's C encoder, compact), written by orjson (C speed; json's indenting encoder is pure
+    Python: 0.15 ms a host for a manifest that lists the inventory, written three times a run)."""
     json.dumps(data, allow_nan=False)
     return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
 

@@ -9,18 +9,22 @@ report's templates and the run diff all show host text through this one function
 writes the `--json` outputs with the same characters as JSON escapes; `csv_cell` makes a value
 inert in a spreadsheet (OWASP's advice on CSV injection).
 """
+
 from __future__ import annotations
 
 import json
 import re
 from typing import Any
 
-# characters that show nothing: soft hyphen, Arabic letter mark, Mongolian vowel separator, zero-width
-# space/joiners and LRM/RLM, word joiner and invisible operators, BOM, the tag characters
+# characters that show nothing: soft hyphen, Arabic letter mark, Mongolian vowel separator,
+# zero-width space/joiners and LRM/RLM, word joiner and invisible operators, BOM, the tag characters
 INVISIBLE = "\u00ad\u061c\u180e\u200b-\u200f\u2060-\u2064\ufeff\U000e0000-\U000e007f"
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069" + INVISIBLE + "]")
-# what json.dumps(ensure_ascii=False) leaves raw but a terminal obeys or hides (C0 it escapes itself)
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff" + INVISIBLE + "]")
+# what json.dumps(ensure_ascii=False) leaves raw but a terminal obeys or hides (C0 it escapes
+# itself)
+_JSON_UNSAFE = re.compile(
+    "[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff" + INVISIBLE + "]"
+)
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _STRIPPED = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")
@@ -33,12 +37,14 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 
 
 def noun(n: int, word: str, many: str | None = None) -> str:
-    """The noun alone, as `plural` writes it after `n`: 'host' for 1, 'hosts' otherwise ('<b>3</b> hosts')."""
+    """The noun alone, as `plural` writes it after `n`: 'host' for 1, 'hosts' otherwise ('<b>3</b>
+    hosts')."""
     return word if n == 1 else (many or word + "s")
 
 
 def show_value(value: Any) -> str:
-    """A field's value for a person: text as it is, anything else as JSON, None as a dash; escaped."""
+    """A field's value for a person: text as it is, anything else as JSON, None as a dash;
+    escaped."""
     if value is None:
         return "—"
     if isinstance(value, str):
@@ -78,7 +84,8 @@ def csv_cell(value: Any) -> Any:
     """
     if not isinstance(value, str):
         return value
-    if value.isascii() and value.isprintable():  # U+0020..U+007E only: nothing to drop or show (most cells)
+    # U+0020..U+007E only: nothing to drop or show (most cells)
+    if value.isascii() and value.isprintable():
         text = value
     else:
         text = _BIDI.sub(lambda m: ascii(m.group())[1:-1], _STRIPPED.sub("", value))
@@ -90,13 +97,23 @@ def csv_cell(value: Any) -> Any:
 def csv_cells(values: list) -> list:
     """`csv_cell` of each value, without a call for the common cell (None, or printable ASCII that
     starts no formula): a column of 80,000 host names in a quarter of the time."""
-    return [value if value is None or (value.__class__ is str and value.isascii() and value.isprintable()
-                                       and not value.startswith(_FORMULA_START)) else csv_cell(value)
-            for value in values]
+    return [
+        value
+        if value is None
+        or (
+            value.__class__ is str
+            and value.isascii()
+            and value.isprintable()
+            and not value.startswith(_FORMULA_START)
+        )
+        else csv_cell(value)
+        for value in values
+    ]
 
 
-# Where a value shown in an HTML table may wrap (issue 41: "2.11.0+cu13 / 0", "gpu[01- / 02,...]" broke mid-token):
-# at spaces and after these separators, nowhere else (not at a hyphen, where a browser would).
+# Where a value shown in an HTML table may wrap (issue 41: "2.11.0+cu13 / 0", "gpu[01- / 02,...]"
+# broke mid-token): at spaces and after these separators, nowhere else (not at a hyphen, where a
+# browser would).
 BREAK_AFTER = ",/+;|"
 _BREAKS = re.compile(r"(?<=[%s])(?=\S)|(\s+)" % re.escape(BREAK_AFTER))
 
@@ -104,7 +121,8 @@ _BREAKS = re.compile(r"(?<=[%s])(?=\S)|(\s+)" % re.escape(BREAK_AFTER))
 def breakable_html(value: Any) -> str:
     """`value` as escaped HTML whose every token (the text between spaces and separators) is one
     unbreakable `<span class="nw">`, a <wbr> after each separator that no space follows
-    (`<span class="nw">gpu[01-02,</span><wbr><span class="nw">04]</span>`): a line may end there only."""
+    (`<span class="nw">gpu[01-02,</span><wbr><span class="nw">04]</span>`): a line may end there
+    only."""
     from markupsafe import escape
 
     out = []

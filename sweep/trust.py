@@ -12,12 +12,13 @@ verify as written by someone else (docs/security.md):
   whose bytes match a verified line was validated on arrival by this user's sweep and is read back
   without the strict walk and the schema check; any other is checked again before use.
 
-The key is 32 random bytes in ``$XDG_STATE_HOME/sweep/run.key`` (default ``~/.local/state``), made on
-first use with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and mode 0600, in a folder made 0700. It is used only
-when it is a regular file of this user's, mode 0600 or stricter, in a folder of this user's that no
-one else can write, and reached through no link; otherwise sweep has no key, signs nothing and
-trusts nothing it reads back (every record is checked; a resume needs the options again).
+The key is 32 random bytes in ``$XDG_STATE_HOME/sweep/run.key`` (default ``~/.local/state``), made
+on first use with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and mode 0600, in a folder made 0700. It is used
+only when it is a regular file of this user's, mode 0600 or stricter, in a folder of this user's
+that no one else can write, and reached through no link; otherwise sweep has no key, signs nothing
+and trusts nothing it reads back (every record is checked; a resume needs the options again).
 """
+
 from __future__ import annotations
 
 import errno
@@ -39,14 +40,16 @@ _keys: dict[str, bytes | None] = {}  # key path -> the key (None: unusable), rea
 
 
 def key_path() -> Path:
-    """Where this user's run key is: ``$XDG_STATE_HOME/sweep/run.key`` (default ``~/.local/state``)."""
+    """Where this user's run key is: ``$XDG_STATE_HOME/sweep/run.key`` (default
+    ``~/.local/state``)."""
     base = os.environ.get("XDG_STATE_HOME") or ""
     root = Path(base) if os.path.isabs(base) else Path(os.path.expanduser("~")) / ".local" / "state"
     return root / "sweep" / KEY_NAME
 
 
 def run_key() -> bytes | None:
-    """This user's key (made on first use), or None when it cannot be made or is not safely this user's."""
+    """This user's key (made on first use), or None when it cannot be made or is not safely this
+    user's."""
     path = key_path()
     if str(path) not in _keys:
         try:
@@ -61,19 +64,28 @@ def _private(info: os.stat_result, mask: int) -> bool:
 
 
 def _load_key(path: Path) -> bytes | None:
-    make_dirs(path.parent, PRIVATE)  # its parents too (~/.local, ~/.local/state), whatever the umask
+    # its parents too (~/.local, ~/.local/state), whatever the umask
+    make_dirs(path.parent, PRIVATE)
     dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         if not _private(os.fstat(dir_fd), 0o022):
             return None
         try:
-            fd = os.open(KEY_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+            fd = os.open(
+                KEY_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+            )
         except FileNotFoundError:
             _make_key(dir_fd)
-            fd = os.open(KEY_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+            fd = os.open(
+                KEY_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+            )
         try:
             info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or not _private(info, 0o077) or info.st_size != KEY_BYTES:
+            if (
+                not stat.S_ISREG(info.st_mode)
+                or not _private(info, 0o077)
+                or info.st_size != KEY_BYTES
+            ):
                 return None
             key = os.read(fd, KEY_BYTES + 1)
         finally:
@@ -84,9 +96,15 @@ def _load_key(path: Path) -> bytes | None:
 
 
 def _make_key(dir_fd: int) -> None:
-    """Write a new key whole (a temporary file linked into place: two sweeps starting at once share one)."""
+    """Write a new key whole (a temporary file linked into place: two sweeps starting at once share
+    one)."""
     tmp = f".{KEY_NAME}.{secrets.token_hex(8)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    fd = os.open(
+        tmp,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
+        dir_fd=dir_fd,
+    )
     try:
         os.write(fd, secrets.token_bytes(KEY_BYTES))
         os.fsync(fd)
@@ -106,9 +124,12 @@ def _mac(data: bytes) -> str | None:
 
 
 def canonical(doc: dict) -> bytes:
-    """The bytes a signature covers: `doc` less its signature, keys sorted, no spaces (as read back or as written)."""
+    """The bytes a signature covers: `doc` less its signature, keys sorted, no spaces (as read back
+    or as written)."""
     rest = {k: v for k, v in doc.items() if k != SIGNATURE}
-    return json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
+    return json.dumps(
+        rest, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    ).encode()
 
 
 def sign(doc: dict) -> dict:

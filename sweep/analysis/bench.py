@@ -14,6 +14,7 @@ of them print it; its unit is the one most of those hosts give. A host that ran 
 figure (or gives it in another unit) is `no_figure`. A figure beyond FIGURE_ABS_MAX (or not a
 finite number) is an outlier, never part of a median or a spread.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,8 @@ OUTLIER_MIN = 0.02  # a figure within 2% of its class's median is never an outli
 OUTLIER_MADS = 3.0  # ... nor one within 3 scaled median absolute deviations
 CAP_FRACTION_GAP = 0.10
 CLOCK_GAP = 0.02
-FIGURE_ABS_MAX = 1e30  # no benchmark measures this much on one host: the figure is not a measurement
+# no benchmark measures this much on one host: the figure is not a measurement
+FIGURE_ABS_MAX = 1e30
 METRICS_LISTED = 50  # the figure names summary.json lists (the most reported first)
 NAME = re.compile(r"[A-Za-z0-9_.:/%+-]{1,64}\Z")  # sweep.collect.wrap's --metric NAME
 
@@ -48,7 +50,8 @@ def wrap_records(fleet: Fleet) -> dict[str, dict]:
 
 
 def _manifest_wraps(sources):
-    """The `options.wrap` of each run folder's manifest among `sources` (what the operator asked)."""
+    """The `options.wrap` of each run folder's manifest among `sources` (what the operator
+    asked)."""
     for source in sources:
         manifest = Path(source) / "manifest.json"
         if not manifest.is_file():
@@ -64,12 +67,18 @@ def _manifest_wraps(sources):
 
 
 def operator_metrics(sources) -> tuple[tuple[str, ...], list | None]:
-    """(the figure names the operator gave with --metric, in order; the command), from the run folders' manifests."""
+    """(the figure names the operator gave with --metric, in order; the command), from the run
+    folders' manifests."""
     names: list[str] = []
     command = None
     for wrap in _manifest_wraps(sources):
         argv = wrap.get("command")
-        if command is None and isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
+        if (
+            command is None
+            and isinstance(argv, list)
+            and argv
+            and all(isinstance(a, str) for a in argv)
+        ):
             command = argv
         metrics = wrap.get("metrics")
         for text in metrics if isinstance(metrics, list) else ():
@@ -80,14 +89,17 @@ def operator_metrics(sources) -> tuple[tuple[str, ...], list | None]:
 
 
 def bench_section(fleet: Fleet, findings: Findings) -> dict | None:
-    """The benchmark part of the report (summary.json "benchmark"), or None when nothing was wrapped."""
+    """The benchmark part of the report (summary.json "benchmark"), or None when nothing was
+    wrapped."""
     wraps = wrap_records(fleet)
     if not wraps:
         return None
     named, command = operator_metrics(fleet.sources)
     metric, chosen_by = _primary_metric(wraps, named)
     unit, agreed = _unit(wraps, metric, bool(named))
-    values = {h: _figure(w, metric, unit, bool(named)) if agreed else None for h, w in wraps.items()}
+    values = {
+        h: _figure(w, metric, unit, bool(named)) if agreed else None for h, w in wraps.items()
+    }
     class_of = {h: c.id for c in findings.classes for h in c.hosts}
     classes, outliers = [], []
     for c in findings.classes:
@@ -96,18 +108,28 @@ def bench_section(fleet: Fleet, findings: Findings) -> dict | None:
             table["reference"] = c is findings.reference
             classes.append(table)
             outliers += [dict(h, **{"class": c.id}) for h in table["hosts"] if h["outlier"]]
-    not_run = [{"host": h, "status": status, "why": why, "class": class_of.get(h)}
-               for h, (status, why) in sorted(_not_run(wraps, values, metric, unit, chosen_by, agreed).items())]
+    not_run = [
+        {"host": h, "status": status, "why": why, "class": class_of.get(h)}
+        for h, (status, why) in sorted(
+            _not_run(wraps, values, metric, unit, chosen_by, agreed).items()
+        )
+    ]
     ref = next((t for t in classes if t["reference"]), None)
     with_figures = [t for t in classes if t["n"]]
     reported = Counter(k for w in wraps.values() for k in _figures_of(w))
     section = {
-        "metric": metric, "metric_chosen_by": chosen_by, "unit": unit,
+        "metric": metric,
+        "metric_chosen_by": chosen_by,
+        "unit": unit,
         "metrics": sorted(k for k, _ in reported.most_common(METRICS_LISTED)),
         "metrics_not_listed": max(0, len(reported) - METRICS_LISTED),
-        "command": command or _command(wraps), "hosts_wrapped": len(wraps),
-        "hosts_with_figure": sum(t["n"] for t in classes), "classes": classes, "outliers": outliers,
-        "not_run": not_run, "quote": _quote(ref, findings, metric, wraps, chosen_by),
+        "command": command or _command(wraps),
+        "hosts_wrapped": len(wraps),
+        "hosts_with_figure": sum(t["n"] for t in classes),
+        "classes": classes,
+        "outliers": outliers,
+        "not_run": not_run,
+        "quote": _quote(ref, findings, metric, wraps, chosen_by),
         "not_pooled": _not_pooled(with_figures, findings),
     }
     section["exit_code"], section["exit_meaning"] = _verdict(not_run, with_figures)
@@ -117,12 +139,16 @@ def bench_section(fleet: Fleet, findings: Findings) -> dict | None:
 def _figures_of(w: dict) -> dict:
     """A record's figures that are well formed: name -> {value, unit, source}."""
     figures = w.get("figures")
-    return {k: f for k, f in figures.items() if isinstance(k, str) and isinstance(f, dict)} \
-        if isinstance(figures, dict) else {}
+    return (
+        {k: f for k, f in figures.items() if isinstance(k, str) and isinstance(f, dict)}
+        if isinstance(figures, dict)
+        else {}
+    )
 
 
 def _primary_metric(wraps: dict, named: tuple[str, ...]) -> tuple[str | None, str]:
-    """(the figure to quote, how it was chosen): the operator's first --metric, else the majority's name."""
+    """(the figure to quote, how it was chosen): the operator's first --metric, else the majority's
+    name."""
     if named:
         return named[0], "--metric"
     ran = [w for w in wraps.values() if w.get("status") == "ok"]
@@ -135,9 +161,15 @@ def _primary_metric(wraps: dict, named: tuple[str, ...]) -> tuple[str | None, st
         return None, "no host printed a figure"
     name = min(count, key=lambda k: (-count[k], -first[k], k))
     if 2 * count[name] <= len(ran):
-        return None, (f"no figure name is printed by more than half of the {plural(len(ran), 'host')} that ran the "
-                      f"benchmark ({name} by {count[name]}): name the figure with --metric NAME=REGEX")
-    return name, f"printed by {count[name]} of the {plural(len(ran), 'host')} that ran the benchmark"
+        return None, (
+            f"no figure name is printed by more than half of the {plural(len(ran), 'host')} "
+            "that ran the "
+            f"benchmark ({name} by {count[name]}): name the figure with --metric NAME=REGEX"
+        )
+    return (
+        name,
+        f"printed by {count[name]} of the {plural(len(ran), 'host')} that ran the benchmark",
+    )
 
 
 def _plain_number(value) -> bool:
@@ -145,13 +177,18 @@ def _plain_number(value) -> bool:
 
 
 def _unit(wraps: dict, metric: str | None, operator: bool) -> tuple[str | None, bool]:
-    """(the unit most of the hosts with the figure give, whether more than half of them agree on one):
-    where they do not, (None, False), and no figure is compared (figures in two units are no one number)."""
+    """(the unit most of the hosts with the figure give, whether more than half of them agree on
+    one): where they do not, (None, False), and no figure is compared (figures in two units are no
+    one number)."""
     if metric is None:
         return None, True
-    units = [f.get("unit") if isinstance(f.get("unit"), str) else None
-             for w in wraps.values() if w.get("status") == "ok" for k, f in _figures_of(w).items()
-             if k == metric and (not operator or f.get("source") == "--metric")]
+    units = [
+        f.get("unit") if isinstance(f.get("unit"), str) else None
+        for w in wraps.values()
+        if w.get("status") == "ok"
+        for k, f in _figures_of(w).items()
+        if k == metric and (not operator or f.get("source") == "--metric")
+    ]
     if not units:
         return None, True
     unit, n = Counter(units).most_common(1)[0]
@@ -159,20 +196,27 @@ def _unit(wraps: dict, metric: str | None, operator: bool) -> tuple[str | None, 
 
 
 def _figure(w: dict, metric: str | None, unit: str | None, operator: bool) -> float | None:
-    """One host's figure of `metric` (in the fleet's unit; an operator's figure from --metric only)."""
+    """One host's figure of `metric` (in the fleet's unit; an operator's figure from --metric
+    only)."""
     if w.get("status") != "ok" or metric is None:
         return None
     fig = _figures_of(w).get(metric)
-    if fig is None or not _plain_number(fig.get("value")) or (operator and fig.get("source") != "--metric"):
+    if (
+        fig is None
+        or not _plain_number(fig.get("value"))
+        or (operator and fig.get("source") != "--metric")
+    ):
         return None
     if (fig.get("unit") if isinstance(fig.get("unit"), str) else None) != unit and unit is not None:
         return None
     return float(fig["value"])
 
 
-def _not_run(wraps: dict, values: dict, metric: str | None, unit: str | None, chosen_by: str,
-             agreed: bool) -> dict:
-    """host -> (status, why) of each host without a figure to compare (no figure name agreed: every host)."""
+def _not_run(
+    wraps: dict, values: dict, metric: str | None, unit: str | None, chosen_by: str, agreed: bool
+) -> dict:
+    """host -> (status, why) of each host without a figure to compare (no figure name agreed: every
+    host)."""
     out = {h: (w.get("status"), w.get("why")) for h, w in wraps.items() if w.get("status") != "ok"}
     for h, w in wraps.items():
         if w.get("status") == "ok" and metric is None:
@@ -183,19 +227,25 @@ def _not_run(wraps: dict, values: dict, metric: str | None, unit: str | None, ch
             if other and chosen_by == "--metric" and other.get("source") != "--metric":
                 why = f"its {metric} is from a JSON line, not the operator's --metric"
             elif other and not agreed:
-                why = (f"the hosts give {metric} in no one unit (none by more than half of them): no {metric} "
-                       "figure is compared")
+                why = (
+                    f"the hosts give {metric} in no one unit (none by more than half of "
+                    f"them): no {metric} "
+                    "figure is compared"
+                )
             elif other and unit:
                 why = f"its {metric} is in {other.get('unit')!s}, not the fleet's {unit}"
             else:
-                why = f"printed no {metric} figure" + (f" (it printed {', '.join(printed[:5])})" if printed else "")
+                why = f"printed no {metric} figure" + (
+                    f" (it printed {', '.join(printed[:5])})" if printed else ""
+                )
             out[h] = ("no_figure", why)
     return out
 
 
 def _command(wraps: dict) -> list | None:
-    """The command the hosts ran, where the manifest names none: the first record's whose provenance the
-    controller did not find forged (a mismatch's argv is the host's claim, not what was sent)."""
+    """The command the hosts ran, where the manifest names none: the first record's whose provenance
+    the controller did not find forged (a mismatch's argv is the host's claim, not what was
+    sent)."""
     for w in wraps.values():
         if w.get("mismatches"):
             continue
@@ -218,20 +268,42 @@ def _class_table(c, wraps: dict, values: dict) -> dict | None:
     for h in members:
         v = None if h in absurd and not math.isfinite(values[h]) else values[h]
         dev = None if v is None or not median or h in absurd else (v - median) / abs(median)
-        row = {"host": h, "value": v, "status": wraps[h].get("status"), "deviation_pct": _pct(dev),
-               "outlier": h in absurd or bool(dev is not None and is_outlier(dev, figures, median)),
-               "envelope": verdicts[h].get("summary"), "evidence": []}
+        row = {
+            "host": h,
+            "value": v,
+            "status": wraps[h].get("status"),
+            "deviation_pct": _pct(dev),
+            "outlier": h in absurd or bool(dev is not None and is_outlier(dev, figures, median)),
+            "envelope": verdicts[h].get("summary"),
+            "evidence": [],
+        }
         if h in absurd:
-            row["evidence"] = [f"the figure {values[h]:g} is not a measurement (not a finite number within "
-                               f"±{FIGURE_ABS_MAX:g}): it is left out of the class's median and spread"]
+            row["evidence"] = [
+                f"the figure {values[h]:g} is not a measurement (not a finite number within "
+                f"±{FIGURE_ABS_MAX:g}): it is left out of the class's median and spread"
+            ]
         elif row["outlier"]:
-            row["evidence"] = evidence(wraps[h], [verdicts[o] for o in members if o != h and values[o] is not None])
+            row["evidence"] = evidence(
+                wraps[h], [verdicts[o] for o in members if o != h and values[o] is not None]
+            )
         rows.append(row)
-    rows.sort(key=lambda r: (r["value"] is None, r["value"] if r["value"] is not None else 0, r["host"]))
-    return {"id": c.id, "folded": c.folded, "size": c.size, "n": len(figures), "median": median,
-            "min": min(figures) if figures else None, "max": max(figures) if figures else None,
-            "spread_pct": _pct((max(figures) - min(figures)) / abs(median)) if len(figures) > 1 and median else None,
-            "hosts": rows, "differs": [d.label for d in c.differs]}
+    rows.sort(
+        key=lambda r: (r["value"] is None, r["value"] if r["value"] is not None else 0, r["host"])
+    )
+    return {
+        "id": c.id,
+        "folded": c.folded,
+        "size": c.size,
+        "n": len(figures),
+        "median": median,
+        "min": min(figures) if figures else None,
+        "max": max(figures) if figures else None,
+        "spread_pct": _pct((max(figures) - min(figures)) / abs(median))
+        if len(figures) > 1 and median
+        else None,
+        "hosts": rows,
+        "differs": [d.label for d in c.differs],
+    }
 
 
 def _plausible(value: float) -> bool:
@@ -244,7 +316,8 @@ def _verdict_of(w: dict) -> dict:
 
 
 def is_outlier(dev: float, figures: list, median: float) -> bool:
-    """Whether a deviation from the median is an outlier: beyond 2% and 3 scaled MADs (three figures at least)."""
+    """Whether a deviation from the median is an outlier: beyond 2% and 3 scaled MADs (three figures
+    at least)."""
     if len(figures) < 3:
         return False  # two figures that disagree: no telling which one is off
     mad = statistics.median(abs(x - median) for x in figures) * 1.4826 / abs(median)
@@ -269,24 +342,39 @@ def evidence(wrap: dict, peers: list[dict]) -> list[str]:
     if sm is not None and peer_sm and abs(sm - peer_sm) / peer_sm >= CLOCK_GAP:
         out.append(f"SM clock median {sm:g} MHz against {peer_sm:g} MHz in its class")
     if v.get("hw_slowdown"):
-        spans = [f"GPU {i.get('gpu')} {i.get('what')} {_g(i.get('from_s'))}-{_g(i.get('to_s'))} s"
-                 for i in prov.get("intervals") or [] if isinstance(i, dict) and i.get("what") != "other_process"][:3]
+        spans = [
+            f"GPU {i.get('gpu')} {i.get('what')} {_g(i.get('from_s'))}-{_g(i.get('to_s'))} s"
+            for i in prov.get("intervals") or []
+            if isinstance(i, dict) and i.get("what") != "other_process"
+        ][:3]
         frac = v.get("hw_slowdown_fraction")
-        out.append("HW slowdown" + (f" in {frac:.0%} of samples" if frac else " (its counters grew)") +
-                   (f" ({'; '.join(spans)})" if spans else ""))
+        out.append(
+            "HW slowdown"
+            + (f" in {frac:.0%} of samples" if frac else " (its counters grew)")
+            + (f" ({'; '.join(spans)})" if spans else "")
+        )
     for p in (v.get("other_processes") or [])[:3]:
-        when = (f"appeared at {p['first_seen_s']:g} s into the run" if not p.get("present_before")
-                and p.get("first_seen_s") is not None else "there before the run")
+        when = (
+            f"appeared at {p['first_seen_s']:g} s into the run"
+            if not p.get("present_before") and p.get("first_seen_s") is not None
+            else "there before the run"
+        )
         gpus = ",".join(str(g) for g in p.get("gpus") or [])
         out.append(f"another process, {p.get('name')} (pid {p.get('pid')}), on GPU {gpus}: {when}")
     for ch in (v.get("changes") or [])[:3]:
-        out.append(f"the probe after differs from the probe before: {ch['field']} {ch['before']} -> {ch['after']}")
+        out.append(
+            f"the probe after differs from the probe before: {ch['field']} {ch['before']} -> "
+            f"{ch['after']}"
+        )
     forced = (prov.get("command") or {}).get("forced")
     if forced:
         out.append("run with --force over: " + "; ".join(forced))
     if not out:
-        out.append("nothing in the envelope explains it (power cap, clocks, processes and both probes match "
-                   "its class): look at the benchmark or its inputs")
+        out.append(
+            "nothing in the envelope explains it (power cap, clocks, processes and both "
+            "probes match "
+            "its class): look at the benchmark or its inputs"
+        )
     return out
 
 
@@ -300,20 +388,35 @@ def _median(values) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _quote(ref: dict | None, findings: Findings, metric: str | None, wraps: dict, chosen_by: str) -> dict:
+def _quote(
+    ref: dict | None, findings: Findings, metric: str | None, wraps: dict, chosen_by: str
+) -> dict:
     """The one figure an operator may quote: the reference class's median, with its provenance."""
     if metric is None:
         return {"value": None, "why": chosen_by}
     if ref is None or not ref["n"]:
-        why = ("no host of the reference class ran the benchmark to a figure" if ref is not None
-               else "no host can run a benchmark")
+        why = (
+            "no host of the reference class ran the benchmark to a figure"
+            if ref is not None
+            else "no host can run a benchmark"
+        )
         return {"value": None, "why": why}
     c = findings.reference
     hosts = [r["host"] for r in ref["hosts"] if r["value"] is not None and _plausible(r["value"])]
-    return {"value": ref["median"], "metric": metric, "class": ref["id"], "hosts": hosts, "n": ref["n"],
-            "spread_pct": ref["spread_pct"], "folded": ref["folded"], "keys": dict(c.keys),
-            "chosen_by": findings.reference_by, "metric_chosen_by": chosen_by, "outliers": [r["host"] for r in ref["hosts"] if r["outlier"]],
-            "records": [wraps[h]["source"] for h in hosts]}
+    return {
+        "value": ref["median"],
+        "metric": metric,
+        "class": ref["id"],
+        "hosts": hosts,
+        "n": ref["n"],
+        "spread_pct": ref["spread_pct"],
+        "folded": ref["folded"],
+        "keys": dict(c.keys),
+        "chosen_by": findings.reference_by,
+        "metric_chosen_by": chosen_by,
+        "outliers": [r["host"] for r in ref["hosts"] if r["outlier"]],
+        "records": [wraps[h]["source"] for h in hosts],
+    }
 
 
 def _not_pooled(with_figures: list[dict], findings: Findings) -> str | None:
@@ -324,19 +427,28 @@ def _not_pooled(with_figures: list[dict], findings: Findings) -> str | None:
     for t in with_figures:
         c = by_id[t["id"]]
         if c.differs:
-            parts.append(f"class {c.id} differs in " + ", ".join(f"{d.label} ({d.value} vs {d.reference})"
-                                                                  for d in c.differs))
-    return (f"figures from {len(with_figures)} comparability classes are not pooled into one number: "
-            + "; ".join(parts) + ". A median across them would mix machines that are not the same machine.")
+            parts.append(
+                f"class {c.id} differs in "
+                + ", ".join(f"{d.label} ({d.value} vs {d.reference})" for d in c.differs)
+            )
+    return (
+        f"figures from {len(with_figures)} comparability classes are not pooled into one number: "
+        + "; ".join(parts)
+        + ". A median across them would mix machines that are not the same machine."
+    )
 
 
 def _verdict(not_run: list, with_figures: list) -> tuple[int, str]:
-    """The benchmark's own exit code (precedence: a failed benchmark, a refusal, several classes)."""
+    """The benchmark's own exit code (precedence: a failed benchmark, a refusal, several
+    classes)."""
     failed = [n for n in not_run if n["status"] in ("failed", "timed_out", "no_figure")]
     if failed:
         return exitcodes.BENCH_FAILED, exitcodes.MEANING[exitcodes.BENCH_FAILED]
     if any(n["status"] == "refused" for n in not_run):
         return exitcodes.REFUSED, exitcodes.MEANING[exitcodes.REFUSED]
     if len(with_figures) > 1:
-        return exitcodes.NOT_COMPARABLE, "the figures come from more than one comparability class: no pooled number"
+        return (
+            exitcodes.NOT_COMPARABLE,
+            "the figures come from more than one comparability class: no pooled number",
+        )
     return exitcodes.OK, exitcodes.MEANING[exitcodes.OK]

@@ -4,8 +4,8 @@
 files, plain health.json files, provenance files (``sweep wrap``: the probe before the command is
 the host's health, the verdict's summary its ``provenance`` column), and folders of these. A host
 that failed is a row like any other, with its failure class; a file that is none of these is a
-HealthFileError. With `keep_health=True` the fleet also keeps each host's health.json as it was read,
-and `records_of(fleet)` gives the hosts back as run-folder records (for audits), read once.
+HealthFileError. With `keep_health=True` the fleet also keeps each host's health.json as it was
+read, and `records_of(fleet)` gives the hosts back as run-folder records (for audits), read once.
 
 The frames keep raw facts only (what the host said; one file's rows: `sweep.analysis.rows`);
 compare.py derives the comparability keys.
@@ -13,6 +13,7 @@ JSON is parsed one file at a time with the stdlib and reduced to row tuples at o
 the frames, not the documents; from PARALLEL_FROM files on, worker processes parse chunks of the
 files and send back typed frames, which are concatenated in file order.
 """
+
 from __future__ import annotations
 
 import gc
@@ -27,9 +28,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from sweep.analysis.columns import (
+    CONTRACT_COLUMNS,
+    CONTRACT_KEYS,
+    CONTRACT_ROW,
+    GPU_COLUMNS,
+    HOST_COLUMNS,
+    PROCESS_COLUMNS,
+)
 from sweep.analysis.frames import concat_frames, layout_frame, typed_frame
 from sweep.analysis.load_record import load_summary
-from sweep.analysis.facts import GPU_READS, HOST_READS
 from sweep.analysis.rows import GPU_ROW, dig, foreign_processes, gpu_facts, host_facts
 from sweep.analysis.speed_record import gpu_view, read_speed
 from sweep.errors import HealthFileError, SweepError
@@ -39,84 +47,29 @@ from sweep.store import RECORD_VERSION, list_records, normalize_health, read_jso
 
 PROVENANCE_KIND = "sweep.provenance"
 _EMPTY: dict = {}
-
-# column -> dtype; the order is the frames' column order
-HOST_COLUMNS = {
-    "host": "string", "groups": "category", "source": "string", "status": "category",
-    "failure_class": "category", "failure_message": "string", "attempts": "Int64", "duration_s": "Float64",
-    "address": "string", "hostname": "string", "probe_complete": "boolean", "probe_mode": "category",
-    "driver": "category", "cuda_driver": "category", "nvml_error": "category", "gpu_count": "Int64",
-    "confidential_compute": "boolean", "mask_state": "category", "cuda_visible_devices": "category",
-    "gpus_selected": "Int64", "gpu_model": "category", "torch": "category", "cuda_runtime": "category",
-    "framework_status": "category", "worst_link": "category", "lowest_broken": "category",
-    "verdict": "category", "lowest_message": "category", "lowest_fix": "category", "summary": "category",
-    "provenance": "string", "gpus_on_bus": "Int64", "gpus_missing": "string", "cpu_governor": "category",
-    "cpufreq_exposed": "boolean",  # False: sysfs exposes no cpufreq at all (a VM; scaling left to the firmware)
-    "ib_rates": "category", "ib_ports_down": "Int64",
-    # the speed tier (health.json speed, schema 1.4): its status, why, and the fields rejected as no measurement
-    "speed_status": "category", "speed_reason": "string", "speed_rejected": "string", "speed_forced": "boolean",
-    "speed_skipped": "string", "speed_contended": "string",
-    "load_problem": "string",  # why a --load did not measure (its exit code, its error, no sample under load)
-    # where the probe ran (`probed_in`): "login" (an SSH / ansible login session), "job" (a Slurm job step),
-    # NA (not said: a plain health.json, a record without its run's manifest); and whether the framework
-    # was read with an interpreter the operator named (sweep_interpreters / --python), not the login python3
-    "probed_in": "category", "interpreter_named": "boolean",
-    "worst_link_nvml": "category",  # the worst link among every GPU NVML lists, whatever the mask selects
-    **{column: dtype for column, (dtype, _) in HOST_READS.items()},  # the fact table's own columns
-}
-GPU_COLUMNS = {
-    "host": "category", "index": "Int64", "selected": "boolean", "uuid": "string", "name": "category",
-    "pci_bus_id": "category", "memory_total_bytes": "Int64", "power_enforced_w": "Float64",
-    "power_default_w": "Float64", "power_max_w": "Float64", "power_draw_w": "Float64",
-    "ecc_current": "boolean", "ecc_pending": "boolean", "ecc_volatile_uncorrected": "Int64",
-    "sm_mhz": "Int64", "sm_max_mhz": "Int64", "app_sm_mhz": "Int64", "default_app_sm_mhz": "Int64",
-    "reasons_active": "category", "idle": "boolean", "hw_slowdown": "boolean", "hw_thermal_slowdown": "boolean",
-    "hw_power_brake_slowdown": "boolean", "sw_thermal_slowdown": "boolean", "temperature_c": "Float64",
-    "mig_current": "boolean", "mig_pending": "boolean", "mig_layout": "category", "persistence_mode": "boolean",
-    "compute_mode": "category", "processes": "Int64", "process_names": "string",
-    "remap_pending": "boolean", "remap_failure": "boolean", "retired_pages_pending": "boolean",
-    # medians while the probe's --load ran (health.json load.summary); NA for a probe taken idle
-    "sm_load_mhz": "Float64", "load_power_w": "Float64", "load_limit_w": "Float64",
-    "load_sw_power_cap": "Float64", "load_hw_slowdown": "Float64",
-    "pcie_gen": "Int64", "pcie_width": "Int64", "pcie_max_gen": "Int64", "pcie_max_width": "Int64",
-    "pcie_replays": "Int64", "nvlink_links": "Int64", "nvlink_active": "Int64", "nvlink_errors": "Int64",
-    "nvlink_error": "category",  # why no NVLink answered a state (NVMLError_NotSupported: the GPU has none)
-    "fabric_state": "category", "memory_temperature_c": "Float64", "memory_max_c": "Float64",
-    # the envelope sampled during the speed tier (medians; NA where the tier did not run)
-    "speed_sm_mhz": "Float64", "speed_power_w": "Float64", "speed_limit_w": "Float64",
-    "speed_sw_power_cap": "Float64", "speed_hw_slowdown": "Float64",
-    **{column: dtype for column, (dtype, _) in GPU_READS.items()},  # the fact table's own columns
-}
-CONTRACT_COLUMNS = {
-    "host": "category", "position": "Int64", "contract": "category", "title": "category",
-    "status": "category", "message": "category", "fix": "category", "consequence_of": "category",
-}
-# a contract's row: its host's position, its position in the chain, then (column, key of the contract)
-CONTRACT_FIELDS = (("contract", "name"), ("title", "title"), ("status", "status"), ("message", "message"),
-                   ("fix", "fix"), ("consequence_of", "consequence_of"))
-CONTRACT_ROW = ("host", "position", *(column for column, _ in CONTRACT_FIELDS))
-_CONTRACT_KEYS = tuple(key for _, key in CONTRACT_FIELDS)
-
-
-PROCESS_COLUMNS = {
-    "host": "category", "gpu": "Int64", "pid": "Int64", "name": "string", "used_memory_bytes": "Int64",
-    "user": "string", "job": "string", "job_user": "string",  # the Slurm job it belongs to (health.json 1.7), or <NA>
-}
+# the failure message of a host the run's manifest lists and no record holds
+_NOT_PROBED = (
+    "listed in the run's manifest but without a record: the sweep stopped before this host"
+)
 
 
 @dataclass(frozen=True)
 class Fleet:
-    """The loaded fleet: `hosts` (one row per host), `gpus`, `contracts` (14 per probed host; 9 in schema 1.0),
-    `processes` (the foreign ones: those the agent's own "processes" contract names)."""
+    """The loaded fleet: `hosts` (one row per host), `gpus`, `contracts` (14 per probed host; 9 in
+    schema 1.0), `processes` (the foreign ones: those the agent's own "processes" contract
+    names)."""
 
     hosts: pd.DataFrame
     gpus: pd.DataFrame
     contracts: pd.DataFrame
     processes: pd.DataFrame
     sources: tuple[str, ...] = ()
-    health: tuple = field(default=(), repr=False)  # per row of `hosts`, with load_fleet(keep_health=True)
-    wraps: dict = field(default_factory=dict, repr=False)  # host -> its record's `wrap` section (sweep run --wrap)
-    kernel: dict = field(default_factory=dict, repr=False)  # host -> its kernel_log, for hosts with Xid / SXid events
+    # per row of `hosts`, with load_fleet(keep_health=True)
+    health: tuple = field(default=(), repr=False)
+    # host -> its record's `wrap` section (sweep run --wrap)
+    wraps: dict = field(default_factory=dict, repr=False)
+    # host -> its kernel_log, for hosts with Xid / SXid events
+    kernel: dict = field(default_factory=dict, repr=False)
 
 
 def load_fleet(paths, workers: int | None = None, keep_health: bool = False) -> Fleet:
@@ -130,16 +83,23 @@ def load_fleet(paths, workers: int | None = None, keep_health: bool = False) -> 
         sources.append(str(path))
         listing = list_records(path)
         where = probed_in(listing)
-        files.extend((file, listing.groups, listing.digests.get(file.name), where) for file in listing.files)
+        files.extend(
+            (file, listing.groups, listing.digests.get(file.name), where) for file in listing.files
+        )
         listed.append(listing)
     if not files:
-        raise HealthFileError("no host record or health.json found", where=", ".join(sources) or "(no path)",
-                              fix="pass a run folder, host-record files or health.json files")
+        raise HealthFileError(
+            "no host record or health.json found",
+            where=", ".join(sources) or "(no path)",
+            fix="pass a run folder, host-record files or health.json files",
+        )
     if workers is None:
         workers = min(usable_cpus(), 8) if len(files) >= PARALLEL_FROM else 1
     workers = max(1, min(workers, len(files)))
     size = -(-len(files) // (workers * 4))  # four chunks per worker even out slow files
-    chunks = [(start, files[start:start + size], keep_health) for start in range(0, len(files), size)]
+    chunks = [
+        (start, files[start : start + size], keep_health) for start in range(0, len(files), size)
+    ]
     if workers > 1:
         # fork (no re-import) where it is safe: Linux, and no other thread that could hold a lock
         fork = sys.platform.startswith("linux") and threading.active_count() == 1
@@ -164,24 +124,36 @@ def _unprobed(parts, listed, offset, keep_health):
         for name in manifest.hosts:
             if name not in recorded:
                 recorded.add(name)
-                builder.add(manifest.manifest_path, {
-                    "record_version": RECORD_VERSION, "host": name, "status": "failed", "health": None,
-                    "failure": {"class": "not_probed",
-                                "message": "listed in the run's manifest but without a record: the sweep stopped "
-                                           "before this host"}}, manifest.groups)
+                builder.add(
+                    manifest.manifest_path,
+                    {
+                        "record_version": RECORD_VERSION,
+                        "host": name,
+                        "status": "failed",
+                        "health": None,
+                        "failure": {
+                            "class": "not_probed",
+                            "message": _NOT_PROBED,
+                        },
+                    },
+                    manifest.groups,
+                )
     return builder.typed() if builder.hosts else None
 
 
 PARALLEL_FROM = 2000
-LOGIN_ENGINES = ("ssh", "ansible")  # the agent runs in a login session's environment (its mask, its python3)
-JOB_ENGINES = ("slurm",)  # the agent runs as a task of a job step: the job's mask (gres), the job's environment
+# the agent runs in a login session's environment (its mask, its python3)
+LOGIN_ENGINES = ("ssh", "ansible")
+# the agent runs as a task of a job step: the job's mask (gres), the job's environment
+JOB_ENGINES = ("slurm",)
 
 
 def probed_in(listing) -> str | None:
     """Where the agent of a run folder's records ran, from the engines its manifest names (the run's
-    ``options.engine`` and each session's): "login" when every one is a login session's (ssh, ansible),
-    "job" when one ran it in a Slurm job step, None when the manifest does not say (no manifest: a
-    health.json or a record file read alone, which a prolog or a HealthCheckProgram may have written)."""
+    ``options.engine`` and each session's): "login" when every one is a login session's (ssh,
+    ansible), "job" when one ran it in a Slurm job step, None when the manifest does not say (no
+    manifest: a health.json or a record file read alone, which a prolog or a HealthCheckProgram may
+    have written)."""
     engines = set(listing.engines)  # read with the manifest's hosts (`list_records`), not again
     if engines & set(JOB_ENGINES):
         return "job"
@@ -207,7 +179,8 @@ def _load_chunk(chunk):
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for file, groups_of, digest, where in files:  # digest: the record's own as sweep wrote it (store.read_digests)
+        # digest: the record's own as sweep wrote it (store.read_digests)
+        for file, groups_of, digest, where in files:
             builder.add(file, _read_json(file, digest), groups_of, where)
         return builder.typed()  # still paused: each collection would walk every row
     except SweepError as err:
@@ -218,17 +191,20 @@ def _load_chunk(chunk):
 
 
 def rows_at(frame: pd.DataFrame, positions) -> list[dict]:
-    """The rows at `positions` as dicts of plain Python values, NA as None (for the few rows shown)."""
+    """The rows at `positions` as dicts of plain Python values, NA as None (for the few rows
+    shown)."""
     rows = frame.iloc[positions].astype(object)
     return rows.where(rows.notna(), None).to_dict("records")
 
 
 def records_of(fleet: Fleet) -> dict[str, dict]:
-    """host -> a run-folder record of every host of the fleet, under the report's host names and groups.
+    """host -> a run-folder record of every host of the fleet, under the report's host names and
+    groups.
 
     The health.json of each reachable host is the one the frames were made from (a record's, a plain
     health.json, a provenance file's probe before), as load_fleet(keep_health=True) kept it; a fleet
-    loaded without it has each one read again from its source. For `sweep.audit.baseline.audit_section`.
+    loaded without it has each one read again from its source. For
+    `sweep.audit.baseline.audit_section`.
     """
     columns = ["host", "groups", "source", "status", "failure_class", "failure_message"]
     kept = fleet.health if len(fleet.health) == len(fleet.hosts) else [None] * len(fleet.hosts)
@@ -239,16 +215,21 @@ def records_of(fleet: Fleet) -> dict[str, dict]:
         elif health is None:
             health = _health_of(_read_json(Path(row["source"])))
         out[row["host"]] = {
-            "record_version": RECORD_VERSION, "host": row["host"],
-            "groups": row["groups"].split(",") if row["groups"] else [], "status": row["status"],
-            "failure": None if health else {"class": row["failure_class"], "message": row["failure_message"]},
-            "health": health}
+            "record_version": RECORD_VERSION,
+            "host": row["host"],
+            "groups": row["groups"].split(",") if row["groups"] else [],
+            "status": row["status"],
+            "failure": None
+            if health
+            else {"class": row["failure_class"], "message": row["failure_message"]},
+            "health": health,
+        }
     return out
 
 
-
 def _health_of(doc: dict) -> dict:
-    """The health.json in a document read again: a record's, a provenance file's probe before, or itself."""
+    """The health.json in a document read again: a record's, a provenance file's probe before, or
+    itself."""
     if "record_version" in doc:
         return doc["health"]
     return doc["before"] if doc.get("kind") == PROVENANCE_KIND else doc
@@ -262,11 +243,13 @@ class _Builder:
         self.hosts, self.gpus, self.contracts, self.processes = [], [], [], []
         self.plain = []  # (row position, reported hostname, file stem) of plain health.json files
         self.health = [] if keep_health else None  # each host's health.json as read, when kept
-        self.wraps = []  # (row position, a reachable host's `wrap` section, its file), as the records are read
+        # (row position, a reachable host's `wrap` section, its file), as the records are read
+        self.wraps = []
         self.kernel = []  # (row position, the kernel_log of a host with Xid / SXid events)
 
     def add(self, path: Path, doc, groups_of, where: str | None = None):
-        """One file's document; `where`: where its run's agent ran (`probed_in`), for a run folder's record."""
+        """One file's document; `where`: where its run's agent ran (`probed_in`), for a run folder's
+        record."""
         if isinstance(doc, dict) and "record_version" in doc:
             self._add_record(path, doc, groups_of, where)
         elif isinstance(doc, dict) and doc.get("kind") == "sweep.health":
@@ -275,14 +258,20 @@ class _Builder:
         elif isinstance(doc, dict) and doc.get("kind") == PROVENANCE_KIND:
             health = _provenance_health(path, doc)
             verdict = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
-            self._add_plain(path, health, _provenance_name(path), verdict.get("summary") or "no verdict")
+            self._add_plain(
+                path, health, _provenance_name(path), verdict.get("summary") or "no verdict"
+            )
         else:
-            raise HealthFileError("is neither a sweep host record, a health.json (kind sweep.health) nor a "
-                                  "provenance file (kind sweep.provenance)", where=str(path),
-                                  fix="pass a run folder, host-record files, health.json or provenance.json files")
+            raise HealthFileError(
+                "is neither a sweep host record, a health.json (kind sweep.health) nor a "
+                "provenance file (kind sweep.provenance)",
+                where=str(path),
+                fix="pass a run folder, host-record files, health.json or provenance.json files",
+            )
 
     def _add_plain(self, path, health, stem, provenance=None):
-        """A health.json (or a provenance file's probe before): named in _host_names, once all are read."""
+        """A health.json (or a provenance file's probe before): named in _host_names, once all are
+        read."""
         reported = dig(health, "host", "hostname")
         reported = reported if isinstance(reported, str) and reported else None
         self.plain.append((self.offset + len(self.hosts), reported, stem))
@@ -290,16 +279,25 @@ class _Builder:
 
     def _add_record(self, path, rec, groups_of, where=None):
         if rec.get("record_version") != RECORD_VERSION:
-            raise HealthFileError(f"has record version {rec.get('record_version')!r}; this sweep reads "
-                                  f"version {RECORD_VERSION}", where=str(path), fix="report it with the sweep "
-                                  "version that wrote it")
+            raise HealthFileError(
+                f"has record version {rec.get('record_version')!r}; this sweep reads "
+                f"version {RECORD_VERSION}",
+                where=str(path),
+                fix="report it with the sweep version that wrote it",
+            )
         name = rec.get("host")
         if not isinstance(name, str) or not name:
-            raise HealthFileError("host record without a host name", where=str(path),
-                                  fix="pass the files a sweep run wrote")
+            raise HealthFileError(
+                "host record without a host name",
+                where=str(path),
+                fix="pass the files a sweep run wrote",
+            )
         health, status, failure = rec.get("health"), rec.get("status"), rec.get("failure") or {}
         if status == "ok" and not isinstance(health, dict):
-            status, failure = "failed", {"class": "bad_output", "message": "record says ok but holds no health.json"}
+            status, failure = (
+                "failed",
+                {"class": "bad_output", "message": "record says ok but holds no health.json"},
+            )
         if isinstance(health, dict):
             _check_health(path, health)
         groups = rec.get("groups")
@@ -309,18 +307,38 @@ class _Builder:
             groups = [groups]
         if status == "ok" and isinstance(rec.get("wrap"), dict):
             self.wraps.append((self.offset + len(self.hosts), rec["wrap"], str(path)))
-        record = (",".join(g for g in groups or () if g not in IMPLICIT_GROUPS) or None, failure.get("class"),
-                  failure.get("message"), rec.get("attempts"), rec.get("duration_s"), rec.get("address"))
-        self._add_host(path, name, record, health if isinstance(health, dict) else None,
-                       status="ok" if status == "ok" else "failed", where=where)
+        record = (
+            ",".join(g for g in groups or () if g not in IMPLICIT_GROUPS) or None,
+            failure.get("class"),
+            failure.get("message"),
+            rec.get("attempts"),
+            rec.get("duration_s"),
+            rec.get("address"),
+        )
+        self._add_host(
+            path,
+            name,
+            record,
+            health if isinstance(health, dict) else None,
+            status="ok" if status == "ok" else "failed",
+            where=where,
+        )
 
     def _add_host(self, path, name, record, health, status, provenance=None, where=None):
         if self.health is not None:
             self.health.append(health)
         groups, failure_class, failure_message, attempts, duration, address = record or (None,) * 6
-        row = {"host": name, "groups": groups, "source": str(path), "status": status,
-               "failure_class": failure_class if status == "failed" or health is None else None,
-               "failure_message": failure_message, "attempts": attempts, "duration_s": duration, "address": address}
+        row = {
+            "host": name,
+            "groups": groups,
+            "source": str(path),
+            "status": status,
+            "failure_class": failure_class if status == "failed" or health is None else None,
+            "failure_message": failure_message,
+            "attempts": attempts,
+            "duration_s": duration,
+            "address": address,
+        }
         if health is None:
             row["failure_class"] = failure_class or "agent_error"
             self.hosts.append(row)
@@ -333,41 +351,72 @@ class _Builder:
             picked = {s.get("physical_index") for s in mask.get("selected") or ()}
         else:  # no mask read: CUDA sees what NVML sees
             picked = {g.get("index") for g in gpus}
-        row.update(host_facts(health, contracts, gpus, picked), provenance=provenance, probed_in=where)
+        row.update(
+            host_facts(health, contracts, gpus, picked), provenance=provenance, probed_in=where
+        )
         self.hosts.append(row)
         log = health.get("kernel_log")
         if isinstance(log, dict) and (log.get("xid") or log.get("sxid")):
             self.kernel.append((position, log))
         self._add_gpus(position, health, gpus, picked, foreign_processes(health, contracts))
-        self.contracts.extend((position, i, *map(c.get, _CONTRACT_KEYS)) for i, c in enumerate(contracts))
+        self.contracts.extend(
+            (position, i, *map(c.get, CONTRACT_KEYS)) for i, c in enumerate(contracts)
+        )
 
     def _add_gpus(self, position: int, health: dict, gpus: list, picked: set, foreign: set) -> None:
-        """One row per GPU, and per process the agent counts as foreign; each carries its host's position."""
-        under_load = {gpu: row for gpu, row in load_summary(health).items()
-                      if type(row.get("sm_mhz_median")) in (int, float)}
+        """One row per GPU, and per process the agent counts as foreign; each carries its host's
+        position."""
+        under_load = {
+            gpu: row
+            for gpu, row in load_summary(health).items()
+            if type(row.get("sm_mhz_median")) in (int, float)
+        }
         speed = read_speed(health) if health.get("speed") is not None else None
         for g in gpus:
-            self.gpus.append(gpu_facts(gpu_view(g, speed), under_load.get(g.get("index")) or _EMPTY, position,
-                                        g.get("index") in picked, health))
-            for p in (p for p in g.get("processes") or () if (g.get("index"), p.get("pid")) in foreign):
+            self.gpus.append(
+                gpu_facts(
+                    gpu_view(g, speed),
+                    under_load.get(g.get("index")) or _EMPTY,
+                    position,
+                    g.get("index") in picked,
+                    health,
+                )
+            )
+            for p in (
+                p for p in g.get("processes") or () if (g.get("index"), p.get("pid")) in foreign
+            ):
                 job = p.get("job") if isinstance(p.get("job"), dict) else {}
-                self.processes.append({"host": position, "gpu": g.get("index"), "pid": p.get("pid"),
-                                       "name": p.get("name"), "used_memory_bytes": p.get("used_memory_bytes"),
-                                       "user": p.get("user"), "job": job.get("id"), "job_user": job.get("user")})
+                self.processes.append(
+                    {
+                        "host": position,
+                        "gpu": g.get("index"),
+                        "pid": p.get("pid"),
+                        "name": p.get("name"),
+                        "used_memory_bytes": p.get("used_memory_bytes"),
+                        "user": p.get("user"),
+                        "job": job.get("id"),
+                        "job_user": job.get("user"),
+                    }
+                )
 
     def typed(self) -> "_TypedRows":
         """This chunk's rows as typed frames (their host column still the host's position)."""
-        return _TypedRows(typed_frame(self.hosts, HOST_COLUMNS, "host"),
-                      layout_frame(self.gpus, GPU_ROW, GPU_COLUMNS, "GPU"),
-                      layout_frame(self.contracts, CONTRACT_ROW, CONTRACT_COLUMNS, "contract"),
-                      typed_frame(self.processes, PROCESS_COLUMNS,
-                                  "process"), self.plain, self.health,
-                      self.wraps, self.kernel)
+        return _TypedRows(
+            typed_frame(self.hosts, HOST_COLUMNS, "host"),
+            layout_frame(self.gpus, GPU_ROW, GPU_COLUMNS, "GPU"),
+            layout_frame(self.contracts, CONTRACT_ROW, CONTRACT_COLUMNS, "contract"),
+            typed_frame(self.processes, PROCESS_COLUMNS, "process"),
+            self.plain,
+            self.health,
+            self.wraps,
+            self.kernel,
+        )
 
 
 @dataclass
 class _TypedRows:
-    """One chunk of records as typed frames (host column: the position), and what rides beside them."""
+    """One chunk of records as typed frames (host column: the position), and what rides beside
+    them."""
 
     hosts: pd.DataFrame
     gpus: pd.DataFrame
@@ -381,15 +430,21 @@ class _TypedRows:
 
 def _assemble(chunks, sources) -> Fleet:
     """One Fleet from the typed chunks, in file order, host positions turned into host names."""
-    hosts, gpus, contracts, processes = (concat_frames([getattr(c, t) for c in chunks])
-                                         for t in ("hosts", "gpus", "contracts", "processes"))
+    hosts, gpus, contracts, processes = (
+        concat_frames([getattr(c, t) for c in chunks])
+        for t in ("hosts", "gpus", "contracts", "processes")
+    )
     names = _host_names(hosts["host"].tolist(), [p for c in chunks for p in c.plain])
     hosts["host"] = pd.array(names, dtype="string")
     categories = pd.CategoricalDtype(pd.Index(names, dtype="string"))
     for frame in (gpus, contracts, processes):
-        frame["host"] = pd.Categorical.from_codes(frame["host"].to_numpy(dtype="int64"), dtype=categories)
+        frame["host"] = pd.Categorical.from_codes(
+            frame["host"].to_numpy(dtype="int64"), dtype=categories
+        )
     health = () if chunks[0].health is None else tuple(h for c in chunks for h in c.health)
-    wraps = {names[position]: dict(wrap, source=path) for c in chunks for position, wrap, path in c.wraps}
+    wraps = {
+        names[position]: dict(wrap, source=path) for c in chunks for position, wrap, path in c.wraps
+    }
     kernel = {names[position]: log for c in chunks for position, log in c.kernel}
     return Fleet(hosts, gpus, contracts, processes, sources, health, wraps, kernel)
 
@@ -399,7 +454,9 @@ def _host_names(names, plain) -> list[str]:
     taken = Counter(name for name in names if name)
     reported = Counter(hostname for _, hostname, _ in plain if hostname)
     for position, hostname, stem in plain:
-        names[position] = hostname if hostname and reported[hostname] == 1 and not taken[hostname] else stem
+        names[position] = (
+            hostname if hostname and reported[hostname] == 1 and not taken[hostname] else stem
+        )
     seen = Counter()
     for i, name in enumerate(names):  # the same name twice (two runs, two copies): keep both
         seen[name] += 1
@@ -409,46 +466,65 @@ def _host_names(names, plain) -> list[str]:
 
 
 def _provenance_health(path, doc) -> dict:
-    """The probe before the command of a provenance file (schema provenance-1), checked as a health.json."""
+    """The probe before the command of a provenance file (schema provenance-1), checked as a
+    health.json."""
     version = str(doc.get("schema_version") or "")
     if not version.startswith("1."):
         newer = version.split(".")[0].isdigit() and int(version.split(".")[0]) > 1
-        raise HealthFileError(f"provenance file of schema version {version or '?'}; this sweep reads 1.x",
-                              where=str(path), fix="upgrade sweep to read it" if newer else "wrap the run with "
-                              "this sweep (sweep wrap)")
+        raise HealthFileError(
+            f"provenance file of schema version {version or '?'}; this sweep reads 1.x",
+            where=str(path),
+            fix="upgrade sweep to read it"
+            if newer
+            else "wrap the run with this sweep (sweep wrap)",
+        )
     health = doc.get("before")
     if not isinstance(health, dict):
-        raise HealthFileError("provenance file without its probe before the command", where=str(path),
-                              fix="pass a provenance.json written by sweep wrap")
+        raise HealthFileError(
+            "provenance file without its probe before the command",
+            where=str(path),
+            fix="pass a provenance.json written by sweep wrap",
+        )
     _check_health(path, health, schema=True)
     return health
 
 
 def _provenance_name(path: Path) -> str:
-    """A provenance file's name for its host when the hostname is missing or taken: runs/r17/provenance.json
-    is r17, bench/a100.provenance.json is a100."""
-    stem = path.stem[:-len(".provenance")] if path.stem.endswith(".provenance") else path.stem
+    """A provenance file's name for its host when the hostname is missing or taken:
+    runs/r17/provenance.json is r17, bench/a100.provenance.json is a100."""
+    stem = path.stem[: -len(".provenance")] if path.stem.endswith(".provenance") else path.stem
     if stem == "provenance":  # sweep wrap's own file name: the folder names the run
         return path.resolve().parent.name or stem
     return stem
 
 
 def _check_health(path, health, schema: bool = False):
-    """A health.json of schema 1.x, normalized; `schema`: checked against the published schema too (a plain
-    file or a provenance file's probe; a record's health.json was checked as the store read it back)."""
+    """A health.json of schema 1.x, normalized; `schema`: checked against the published schema too
+    (a plain file or a provenance file's probe; a record's health.json was checked as the store read
+    it back)."""
     version = str(health.get("schema_version") or "")
     if health.get("kind") != "sweep.health" or not version.startswith("1."):
         newer = version.split(".")[0].isdigit() and int(version.split(".")[0]) > 1
-        raise HealthFileError(f"health.json of schema version {version or '?'} (kind {health.get('kind')!r}); "
-                              "this sweep reads 1.x", where=str(path),
-                              fix="upgrade sweep to read it" if newer else "probe the host with this sweep's agent")
+        raise HealthFileError(
+            f"health.json of schema version {version or '?'} (kind {health.get('kind')!r}); "
+            "this sweep reads 1.x",
+            where=str(path),
+            fix="upgrade sweep to read it" if newer else "probe the host with this sweep's agent",
+        )
     problem = health_problem(health) if schema else None
     if problem:
-        raise HealthFileError(f"is not a health.json sweep can read ({problem})", where=str(path),
-                              fix="pass health.json as the agent printed it")
+        raise HealthFileError(
+            f"is not a health.json sweep can read ({problem})",
+            where=str(path),
+            fix="pass health.json as the agent printed it",
+        )
     normalize_health(health)
 
 
 def _read_json(path: Path, digest: str | None = None):
-    return read_json(path, HealthFileError,
-                     "pass health.json as the agent printed it, or a run folder's host record", digest)
+    return read_json(
+        path,
+        HealthFileError,
+        "pass health.json as the agent printed it, or a run folder's host record",
+        digest,
+    )

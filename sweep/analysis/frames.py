@@ -3,6 +3,7 @@
 with their categories united. What a value of the wrong type (a hand-edited file) becomes: NA, never
 an error.
 """
+
 from __future__ import annotations
 
 from operator import itemgetter
@@ -34,11 +35,13 @@ def union_categoricals(parts) -> pd.Categorical:
     seen: dict = {}
     codes = []
     for part in parts:
-        remap = np.array([seen.setdefault(v, len(seen)) for v in part.categories] + [-1],
-                         dtype=np.int64)
+        remap = np.array(
+            [seen.setdefault(v, len(seen)) for v in part.categories] + [-1], dtype=np.int64
+        )
         codes.append(remap[part.codes])  # code -1 (NA) picks the trailing -1
-    return pd.Categorical.from_codes(np.concatenate(codes),
-                                     dtype=pd.CategoricalDtype(index_of(list(seen))))
+    return pd.Categorical.from_codes(
+        np.concatenate(codes), dtype=pd.CategoricalDtype(index_of(list(seen)))
+    )
 
 
 def index_of(values) -> pd.Index:
@@ -57,12 +60,17 @@ def typed_frame(rows: list[dict], columns: dict, what: str) -> pd.DataFrame:
         return pd.DataFrame({name: typed_array([], dtype) for name, dtype in columns.items()})
     get, blank, width = itemgetter(*names), dict.fromkeys(names), len(names)
     try:
-        tuples = [get(row) if len(row) == width else get(completed_row(row, blank,
-                                                                       what)) for row in rows]
+        tuples = [
+            get(row) if len(row) == width else get(completed_row(row, blank, what)) for row in rows
+        ]
     except KeyError:  # a full-width row with an undeclared name: completed names it
         tuples = [get(completed_row(row, blank, what)) for row in rows]
-    return pd.DataFrame({name: typed_array(list(column), dtype)
-                         for (name, dtype), column in zip(columns.items(), zip(*tuples))})
+    return pd.DataFrame(
+        {
+            name: typed_array(list(column), dtype)
+            for (name, dtype), column in zip(columns.items(), zip(*tuples))
+        }
+    )
 
 
 def completed_row(row: dict, blank: dict, what: str) -> dict:
@@ -71,7 +79,9 @@ def completed_row(row: dict, blank: dict, what: str) -> dict:
     full = {**blank, **row}
     if len(full) != len(blank):
         undeclared = sorted(set(full) - blank.keys())
-        raise KeyError(f"{what} column(s) {', '.join(undeclared)} have no dtype in the {what} columns")
+        raise KeyError(
+            f"{what} column(s) {', '.join(undeclared)} have no dtype in the {what} columns"
+        )
     return full
 
 
@@ -81,12 +91,15 @@ def layout_frame(rows: list, layout: tuple, columns: dict, what: str) -> pd.Data
     a name of the layout that `columns` does not declare is an error."""
     undeclared = [name for name in layout if name not in columns]
     if undeclared:
-        raise KeyError(f"{what} column(s) {', '.join(undeclared)} have no dtype in the {what} columns")
+        raise KeyError(
+            f"{what} column(s) {', '.join(undeclared)} have no dtype in the {what} columns"
+        )
     # ValueError: a short row
     by_name = dict(zip(layout, zip(*rows, strict=True), strict=True)) if rows else {}
     blank = (None,) * len(rows)
-    return pd.DataFrame({name: typed_array(by_name.get(name, blank), dtype) for name,
-                         dtype in columns.items()})
+    return pd.DataFrame(
+        {name: typed_array(by_name.get(name, blank), dtype) for name, dtype in columns.items()}
+    )
 
 
 def object_array(values: list) -> np.ndarray:
@@ -112,11 +125,15 @@ def missing_array(n: int, dtype: str):
     """n NA values of `dtype`, without looking at n values."""
     if dtype == "category":
         return pd.Categorical.from_codes(np.full(n, -1), dtype=pd.CategoricalDtype(index_of([])))
-    masked = {"Int64": pd.arrays.IntegerArray, "Float64": pd.arrays.FloatingArray,
-              "boolean": pd.arrays.BooleanArray}
+    masked = {
+        "Int64": pd.arrays.IntegerArray,
+        "Float64": pd.arrays.FloatingArray,
+        "boolean": pd.arrays.BooleanArray,
+    }
     if dtype in masked:
-        zeros = np.zeros(n, dtype={"Int64": np.int64, "Float64": np.float64,
-                                   "boolean": np.bool_}[dtype])
+        zeros = np.zeros(
+            n, dtype={"Int64": np.int64, "Float64": np.float64, "boolean": np.bool_}[dtype]
+        )
         return masked[dtype](zeros, np.ones(n, dtype=np.bool_))
     return pd.array(np.full(n, None, dtype=object), dtype=dtype)
 
@@ -129,8 +146,9 @@ def typed_array(values, dtype: str):
     if dtype == "category":
         try:
             codes, uniques = pd.factorize(object_array(values))
-            return pd.Categorical.from_codes(codes,
-                                             dtype=pd.CategoricalDtype(index_of(list(uniques))))
+            return pd.Categorical.from_codes(
+                codes, dtype=pd.CategoricalDtype(index_of(list(uniques)))
+            )
         except (TypeError, ValueError):  # unhashable or odd values: categories of their text
             return typed_array([None if v is None else str(v) for v in values], dtype)
     try:

@@ -1,9 +1,12 @@
-"""The comparability keys: what two hosts must share to be benchmarked together, per host and per GPU.
+"""The comparability keys: what two hosts must share to be benchmarked together, per host and per
+GPU.
 
-The keys are the fact table's (`sweep.analysis.facts`): `KEYS` (the table's `COMPARED`) are the facts
-that split the fleet into classes; `facts.LABELS` names every fact, compared or not. `host_keys(fleet)` turns the fleet's frames into one label per key per host (the GPUs the mask
+The keys are the fact table's (`sweep.analysis.facts`): `KEYS` (the table's `COMPARED`) are the
+facts that split the fleet into classes; `facts.LABELS` names every fact, compared or not.
+`host_keys(fleet)` turns the fleet's frames into one label per key per host (the GPUs the mask
 selects decide a host's value; GPUs that differ inside one host give a "mixed" value).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -62,17 +65,21 @@ def host_keys(fleet: Fleet) -> tuple[pd.DataFrame, pd.DataFrame, GpuKeys]:
     columns, mixed, combos, texts, raw_rows = {}, {}, {}, {}, {}
     for fact in fact_table.GPU_FACTS:
         combo, first = factorize(used, fact.columns)
-        records = rows_at(used[list(fact.columns)], first)  # only the key's columns: 10x faster on 8,000 GPUs
+        # only the key's columns: 10x faster on 8,000 GPUs
+        records = rows_at(used[list(fact.columns)], first)
         labels = [fact.render(r) for r in records]
         combos[fact.name], texts[fact.name], raw_rows[fact.name] = combo, labels, records
-        columns[fact.name], mixed[fact.name] = _per_host(used_hosts, combo, labels, n_hosts, fact, records, gpu_index)
+        columns[fact.name], mixed[fact.name] = _per_host(
+            used_hosts, combo, labels, n_hosts, fact, records, gpu_index
+        )
     for fact in fact_table.HOST_FACTS:
         combo, first = factorize(hosts, fact.columns)
         labels = [fact.render(r) for r in rows_at(hosts[list(fact.columns)], first)]
         columns[fact.name] = _categorical(np.where(ok, combo, -1), labels)
     index = pd.Index(hosts["host"], name="host")
     keys = pd.DataFrame({f.name: columns[f.name] for f in fact_table.FACTS}, index=index)
-    for key in keys.columns:  # a failed host has no key values; a probed host without the reading has "unknown"
+    # a failed host has no key values; a probed host without the reading has "unknown"
+    for key in keys.columns:
         column = keys[key]
         gap = column.isna().to_numpy() & ok
         if gap.any():
@@ -98,8 +105,8 @@ def _categorical(combo: np.ndarray, labels: list) -> pd.Categorical:
 
 
 def _per_host(host_codes, combo, labels, n_hosts, fact, records, gpu_index):
-    """(Categorical of each host's text, whether the host's GPUs disagree) from per-GPU combination ids
-    (`gpu_index`: each row's GPU index, for the text of a host whose GPUs disagree)."""
+    """(Categorical of each host's text, whether the host's GPUs disagree) from per-GPU combination
+    ids (`gpu_index`: each row's GPU index, for the text of a host whose GPUs disagree)."""
     n_combos = max(len(labels), 1)
     pairs = np.unique(host_codes * n_combos + combo)
     pair_host, pair_combo = pairs // n_combos, pairs % n_combos

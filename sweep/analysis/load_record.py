@@ -6,6 +6,7 @@ takes what is a row (an object), keyed by its `gpu`, and nothing else, for every
 frames, the Prometheus export, the expectations and the throttle evidence; and why a load measured
 nothing (`load_problem`).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,8 +17,11 @@ def load_summary(health: Any) -> dict:
     not one)."""
     load = health.get("load") if isinstance(health, dict) else None
     rows = load.get("summary") if isinstance(load, dict) else None
-    return {row.get("gpu"): row for row in rows if isinstance(row, dict)} if isinstance(rows,
-                                                                                        list) else {}
+    return (
+        {row.get("gpu"): row for row in rows if isinstance(row, dict)}
+        if isinstance(rows, list)
+        else {}
+    )
 
 
 def load_problem(health: dict):
@@ -28,8 +32,11 @@ def load_problem(health: dict):
         return None
     code, error = load.get("exit_code"), load.get("error")
     if code not in (0, None) or (isinstance(error, str) and error):
-        said = f": {' '.join(error.split())[-200:]}" if isinstance(error,
-                                                                   str) and error.strip() else ""
+        said = (
+            f": {' '.join(error.split())[-200:]}"
+            if isinstance(error, str) and error.strip()
+            else ""
+        )
         return f"the load exited {code}{said}"
     if not any(type(r.get("sm_mhz_median")) in (int, float) for r in load_summary(health).values()):
         return "no GPU sample under load"

@@ -1,4 +1,5 @@
 """Host names folded the way operators write them: gpu[01-08,10] (ClusterShell's NodeSet)."""
+
 from __future__ import annotations
 
 import numbers
@@ -7,7 +8,8 @@ from functools import lru_cache
 
 from ClusterShell.NodeSet import NodeSet
 
-from sweep.text import host_key  # natural order; also the name the analysis modules import from here
+# natural order; also the name the analysis modules import from here
+from sweep.text import host_key
 
 
 def fold_messages(items) -> list[str]:
@@ -19,7 +21,7 @@ def fold_messages(items) -> list[str]:
     """
     hosts: dict[str, list[str]] = {}
     for host, message in items:
-        text = message[len(host) + 2:] if message.startswith(f"{host}: ") else message
+        text = message[len(host) + 2 :] if message.startswith(f"{host}: ") else message
         hosts.setdefault(text, []).append(host)
     return [f"{fold_hosts(names)}: {text}" for text, names in hosts.items()]
 
@@ -27,21 +29,26 @@ def fold_messages(items) -> list[str]:
 # What differs from host to host inside one kind of failure message: its own name, its address and
 # its key's fingerprint. Failures alike but for these fold into one line that shows them as <host>,
 # <address> and <fingerprint> (each host's own message stays in its record and the report's detail).
-_FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/]{43}=?|(?:MD5:)?\b(?:[0-9a-f]{2}:){15}[0-9a-f]{2}\b")
+_FINGERPRINT = re.compile(
+    r"SHA256:[A-Za-z0-9+/]{43}=?|(?:MD5:)?\b(?:[0-9a-f]{2}:){15}[0-9a-f]{2}\b"
+)
 _ADDRESS = re.compile(r"\[?\b(?:\d{1,3}\.){3}\d{1,3}\b\]?(?::\d+)?|\[[0-9A-Fa-f:]+\](?::\d+)?")
 
 
 @lru_cache(maxsize=4096)
 def _generalised(text: str) -> str:
-    """The text with addresses and key fingerprints generalised (100,000 hosts share a few texts)."""
+    """The text with addresses and key fingerprints generalised (100,000 hosts share a few
+    texts)."""
     return _FINGERPRINT.sub("<fingerprint>", _ADDRESS.sub("<address>", text))
 
 
 def failure_shape(host: str, message: str) -> tuple[str, str]:
-    """(the message without its leading "host: ", the same with the host's own values generalised)."""
-    text = message[len(host) + 2:] if message.startswith(f"{host}: ") else message
+    """(the message without its leading "host: ", the same with the host's own values
+    generalised)."""
+    text = message[len(host) + 2 :] if message.startswith(f"{host}: ") else message
     shape = _generalised(text)
-    if host and host in shape:  # a pattern per host: compiled only where its name is in the text (100,000 hosts: 56 s)
+    # a pattern per host: compiled only where its name is in the text (100,000 hosts: 56 s)
+    if host and host in shape:
         shape = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "<host>", shape)
     return text, shape
 
@@ -54,20 +61,29 @@ def fold_failures(items) -> list[dict]:
     rows: dict[tuple, dict] = {}
     for host, cls, message in items:
         text, shape = failure_shape(host, message or "")
-        row = rows.setdefault((cls, shape), {"hosts": [], "failure_class": cls, "texts": set(), "shape": shape})
+        row = rows.setdefault(
+            (cls, shape), {"hosts": [], "failure_class": cls, "texts": set(), "shape": shape}
+        )
         row["hosts"].append(host)
         row["texts"].add(text)
-    return [{"hosts": r["hosts"], "failure_class": r["failure_class"],
-             "message": next(iter(r["texts"])) if len(r["texts"]) == 1 else r["shape"]} for r in rows.values()]
+    return [
+        {
+            "hosts": r["hosts"],
+            "failure_class": r["failure_class"],
+            "message": next(iter(r["texts"])) if len(r["texts"]) == 1 else r["shape"],
+        }
+        for r in rows.values()
+    ]
 
 
 def fold_hosts(names) -> str:
-    """Host names folded the way operators write them (``gpu[01-08,10]``), odd names listed as they are.
+    """Host names folded the way operators write them (``gpu[01-08,10]``), odd names listed as they
+    are.
 
     ClusterShell's NodeSet does the folding. It parses every name it is given, which takes seconds
     for 10,000 names, so names that differ in one number only are first written as one pattern
-    (``gpu[00001-00100]``) and NodeSet folds the few patterns; the result is checked by expanding it.
-    A report folds its pool several times (verdict, headline, summary): the last folds are kept.
+    (``gpu[00001-00100]``) and NodeSet folds the few patterns; the result is checked by expanding
+    it. A report folds its pool several times (verdict, headline, summary): the last folds are kept.
     """
     return _fold(tuple(dict.fromkeys(names)))
 
@@ -94,7 +110,8 @@ def _fold(names: tuple) -> str:
 # hostlist read as syntax, brackets, commas, '@', '!', '&', '^', blanks, is not in it).
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _LAST_NUMBER = re.compile(r"^(.*?)(\d{1,9})$")
-SLURM_RANGE_MAX = 65536  # Slurm's hostlist refuses a single range of more hosts ("Too many hosts in range")
+# Slurm's hostlist refuses a single range of more hosts ("Too many hosts in range")
+SLURM_RANGE_MAX = 65536
 
 
 def fold_nodeset(names) -> tuple[str, tuple[str, ...]]:
@@ -103,10 +120,11 @@ def fold_nodeset(names) -> tuple[str, tuple[str, ...]]:
     ``nodeset -e``) both read back as exactly the names given.
 
     Only a name's last number is folded, and only when nothing follows it (``gpu[01-04,07]``,
-    ``rack1-n[1-8]``): Slurm 22.05 refuses text after a range (``gpu[01-02].dc1``), so ``gpu01.dc1`` is
-    listed as it is. Numbers fold with numbers of their own width when one of them is zero-padded
-    (``gpu[08-10]``; ``gpu1`` and ``gpu01`` stay apart). A name outside `NODE_NAME` is returned apart.
-    A report folds the same large sets several times (host_sets, summary.json's lists): the last folds are kept.
+    ``rack1-n[1-8]``): Slurm 22.05 refuses text after a range (``gpu[01-02].dc1``), so ``gpu01.dc1``
+    is listed as it is. Numbers fold with numbers of their own width when one of them is zero-padded
+    (``gpu[08-10]``; ``gpu1`` and ``gpu01`` stay apart). A name outside `NODE_NAME` is returned
+    apart. A report folds the same large sets several times (host_sets, summary.json's lists): the
+    last folds are kept.
     """
     return _fold_nodeset(tuple(dict.fromkeys(names)))
 
@@ -124,27 +142,35 @@ def _fold_nodeset(unique: tuple) -> tuple[str, tuple[str, ...]]:
             listed.append(name)
         else:
             numbered.append(m.groups())
-    padded = {(prefix, len(digits)) for prefix, digits in numbered if len(digits) > 1 and digits[0] == "0"}
+    padded = {
+        (prefix, len(digits)) for prefix, digits in numbered if len(digits) > 1 and digits[0] == "0"
+    }
     groups: dict = {}  # (prefix, width when zero-padded, else 0) -> numbers
     for prefix, digits in numbered:
         width = len(digits) if (prefix, len(digits)) in padded else 0
         groups.setdefault((prefix, width), set()).add(int(digits))
     parts = [(host_key(n), n) for n in listed]
     for (prefix, width), numbers in groups.items():
-        ranges = [f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}"
-                  for start, end in _runs(sorted(numbers))
-                  for a, b in ((s, min(s + SLURM_RANGE_MAX - 1, end)) for s in range(start, end + 1, SLURM_RANGE_MAX))]
+        ranges = [
+            f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}"
+            for start, end in _runs(sorted(numbers))
+            for a, b in (
+                (s, min(s + SLURM_RANGE_MAX - 1, end))
+                for s in range(start, end + 1, SLURM_RANGE_MAX)
+            )
+        ]
         text = f"{prefix}{ranges[0]}" if len(numbers) == 1 else f"{prefix}[{','.join(ranges)}]"
         parts.append((host_key(f"{prefix}{min(numbers):0{width}d}"), text))
     return ",".join(text for _, text in sorted(parts)), odd
 
 
 def abbreviate(folded: str, limit: int = 120) -> str:
-    """A folded host list cut to about `limit` characters at a comma: ``gpu[0001-0008,0010,…]``."""
+    """A folded host list cut to about `limit` characters at a comma:
+    ``gpu[0001-0008,0010,…]``."""
     if len(folded) <= limit:
         return folded
     cut = folded.rfind(",", 0, limit)
-    head = folded[:cut if cut > 0 else limit]
+    head = folded[: cut if cut > 0 else limit]
     return head + (",…]" if head.count("[") > head.count("]") else ",…")
 
 
@@ -153,7 +179,8 @@ _DIGITS = re.compile(r"(\d+)")
 
 
 def _patterns(names) -> list[str]:
-    """Names that differ in one digit run only, as one NodeSet pattern per group; others as they are."""
+    """Names that differ in one digit run only, as one NodeSet pattern per group; others as they
+    are."""
     groups: dict = {}
     for name in names:
         parts = _DIGITS.split(name)  # text, digits, text, digits, ..., text
@@ -169,7 +196,10 @@ def _patterns(names) -> list[str]:
         i = varying[0]
         width = len(digits[i][0])
         numbers = sorted({int(d) for d in digits[i]})
-        ranges = ",".join(f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}" for a, b in _runs(numbers))
+        ranges = ",".join(
+            f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}"
+            for a, b in _runs(numbers)
+        )
         parts = list(members[0])
         parts[1 + 2 * i] = f"[{ranges}]"
         out.append("".join(parts))
@@ -187,7 +217,8 @@ def _runs(numbers):
 
 
 def fold_numbers(items) -> str:
-    """``[0, 1, 2, 5]`` -> ``0-2,5``; items that are not all whole numbers (GPU pairs) are listed as they are."""
+    """``[0, 1, 2, 5]`` -> ``0-2,5``; items that are not all whole numbers (GPU pairs) are listed as
+    they are."""
     items = list(items)
     if not all(isinstance(i, numbers.Integral) for i in items):
         return ",".join(str(i) for i in items)

@@ -20,14 +20,17 @@ outliers, rejected figures), "tier" (a tier asked for and not measured), "xid" (
 A host's state, the first that applies (`STATES`):
 
     unreachable   no health.json
-    cannot_run    its lowest broken contract stops any benchmark (driver, fabric, device mask, framework);
-                  not a device mask or framework the probe read in a login session (ssh / ansible engines):
-                  that judges the probe's environment, not the host, which is judged on what NVML read
-                  (an entry of finding "probe_env", severity watch: `sweep.analysis.compare.probe_env_only`)
+    cannot_run    its lowest broken contract stops any benchmark (driver, fabric, device mask,
+                  framework); not a device mask or framework the probe read in a login session (ssh
+                  / ansible engines): that judges the probe's environment, not the host, which is
+                  judged on what NVML read (an entry of finding "probe_env", severity watch:
+                  `sweep.analysis.compare.probe_env_only`)
     broken        an entry of severity broken
-    held_out      of the reference class, but an entry holds it out (a foreign process, an incomplete probe)
-    busy          of the reference class, held out only because it runs a Slurm job (its processes are a
-                  running job's: `sweep.analysis.owners`): out of the pool, no fault, no exit code of its own
+    held_out      of the reference class, but an entry holds it out (a foreign process, an
+                  incomplete probe)
+    busy          of the reference class, held out only because it runs a Slurm job (its processes
+                  are a running job's: `sweep.analysis.owners`): out of the pool, no fault, no exit
+                  code of its own
     other_class   runnable and healthy, in another comparability class
     pool          everything else: the reference class, no broken entry, nothing holding it out
 
@@ -43,6 +46,7 @@ a host (`bench_section`); 3 a host in another class; 4 a host broken, cannot run
 5 an audit finding; 0 otherwise. An `unknown` contract does not change the code: it is no evidence
 of a fault, and every one is counted and named with its fix (`Verdict.notes`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -59,13 +63,18 @@ from sweep.text import plural
 SEVERITIES = ("ok", "watch", "unknown", "broken")
 STATES = ("pool", "held_out", "broken", "other_class", "cannot_run", "unreachable", "busy")
 NOT_APPLICABLE = ("one GPU selected",)
-NOT_MEASURED = ("partial", "refused", "failed", "invalid")  # speed tier statuses that measured not all it was asked  # a skipped figure that cannot exist on the host: no measurement missing
-TIERS_INCOMPLETE = ("speed", "load")  # a tier of these not measured makes the run incomplete (exit 1)
+# speed tier statuses that measured not all it was asked  # a skipped figure that cannot exist on
+# the host: no measurement missing
+NOT_MEASURED = ("partial", "refused", "failed", "invalid")
+# a tier of these not measured makes the run incomplete (exit 1)
+TIERS_INCOMPLETE = ("speed", "load")
 SPEED_FIX = {
-    "pcie": "check the GPU's PCIe link (lspci -vv: generation and width; reseat the card or riser) and the host's "
-            "IOMMU / ACS settings, then measure again with sweep run --speed",
-    "other": "look at the card (power cap, clocks and slowdown during the tier: the report's Speed section), measure "
-             "again with sweep run --speed, and have it replaced if it stays slow",
+    "pcie": "check the GPU's PCIe link (lspci -vv: generation and width; reseat the card or riser) "
+    "and the host's "
+    "IOMMU / ACS settings, then measure again with sweep run --speed",
+    "other": "look at the card (power cap, clocks and slowdown during the tier: the report's Speed "
+    "section), measure "
+    "again with sweep run --speed, and have it replaced if it stays slow",
 }
 
 
@@ -79,14 +88,17 @@ class Entry:
     about: str  # the contract, finding kind, figure or tier it is about
     cause: str
     fix: str | None = None
-    holds_out: bool = False  # keeps a host of the reference class out of the pool without being broken
+    # keeps a host of the reference class out of the pool without being broken
+    holds_out: bool = False
     tier: str | None = None  # a tier asked for and not measured: speed, load, wrap
     off_audit: bool = False  # off its expectations or drifted from its baseline (exit 5)
-    finding: str | None = None  # the health finding's kind ("lowest_broken", "hw_slowdown", ...), for "health"
+    # the health finding's kind ("lowest_broken", "hw_slowdown", ...), for "health"
+    finding: str | None = None
     contract: str | None = None  # the contract it is about, where it is one
 
     def to_dict(self) -> dict:
-        return {key: getattr(self, name) for key, name in ENTRY_KEYS}  # flat: asdict's deep copy cost 16 s at 100,000 hosts
+        # flat: asdict's deep copy cost 16 s at 100,000 hosts
+        return {key: getattr(self, name) for key, name in ENTRY_KEYS}
 
 
 # summary.json's key of each field (sweep.summary/2 is published: a renamed field keeps its key)
@@ -96,13 +108,15 @@ ENTRY_KEYS = tuple((JSON_KEY.get(f.name, f.name), f.name) for f in fields(Entry)
 
 @dataclass(frozen=True)
 class Verdict:
-    """The states of a fleet's hosts and the entries they come from; every list and code is read here."""
+    """The states of a fleet's hosts and the entries they come from; every list and code is read
+    here."""
 
     states: dict  # host -> state, in the fleet's order
     entries: tuple[Entry, ...]
     reference_hosts: frozenset = field(default_factory=frozenset)
     bench_code: int | None = None  # bench_section's 6 / 7 of a --wrap run, else None
-    by_host: dict = field(default_factory=dict, repr=False)  # host -> its entries, broken first (`of`)
+    # host -> its entries, broken first (`of`)
+    by_host: dict = field(default_factory=dict, repr=False)
     # host -> the entry that explains it (`cause`)
     causes: dict = field(default_factory=dict, repr=False)
 
@@ -131,7 +145,8 @@ class Verdict:
 
     @property
     def drain_candidates(self) -> list[str]:
-        """Held out or broken: the hosts `sweep.analysis.owners.drain_hosts` picks the drain set from."""
+        """Held out or broken: the hosts `sweep.analysis.owners.drain_hosts` picks the drain set
+        from."""
         return sorted(set(self.held_out) | set(self.broken), key=host_key)
 
     def of(self, host: str) -> list[Entry]:
@@ -144,8 +159,13 @@ class Verdict:
 
     @property
     def unknown(self) -> list[Entry]:
-        """Contracts not read and figures rejected (the tiers not measured and unreachable hosts apart)."""
-        return [e for e in self.entries if e.severity == "unknown" and e.tier is None and e.source != "reach"]
+        """Contracts not read and figures rejected (the tiers not measured and unreachable hosts
+        apart)."""
+        return [
+            e
+            for e in self.entries
+            if e.severity == "unknown" and e.tier is None and e.source != "reach"
+        ]
 
     @property
     def exit_code(self) -> int:
@@ -166,20 +186,31 @@ class Verdict:
     def exit_meaning(self) -> str:
         code = self.exit_code
         if code == exitcodes.INCOMPLETE and "unreachable" not in self.states.values():
-            return "a figure asked for was not measured on some host: the verdict covers only what was measured"
+            return (
+                "a figure asked for was not measured on some host: the verdict covers only "
+                "what was measured"
+            )
         return exitcodes.MEANING[code]
 
     def note_items(self) -> list[dict]:
-        """What every view says beside the headline: each tier asked for and not measured, each contract or
-        figure not read, each speed figure to watch (a warning), with its hosts and fix:
-        [{"said": kind, "hosts", "text"}], kind "not measured" | "not read" | "to watch" (under the key
-        "said": summary.json's notes are published, sweep.summary/2)."""
+        """What every view says beside the headline: each tier asked for and not measured, each
+        contract or figure not read, each speed figure to watch (a warning), with its hosts and fix:
+        [{"said": kind, "hosts", "text"}], kind "not measured" | "not read" | "to watch" (under the
+        key "said": summary.json's notes are published, sweep.summary/2)."""
         out = []
-        watch = [e for e in self.entries if e.severity == "watch" and e.source == "speed"
-                 and self.states.get(e.host) not in ("broken", "cannot_run")]  # a broken host is said as broken
-        for kind, entries, key in (("not measured", self.not_measured, lambda e: e.tier),
-                                  ("not read", self.unknown, lambda e: (e.source, e.about)),
-                                  ("to watch", watch, lambda e: e.about)):
+        watch = [
+            e
+            for e in self.entries
+            if e.severity == "watch"
+            and e.source == "speed"
+            # a broken host is said as broken
+            and self.states.get(e.host) not in ("broken", "cannot_run")
+        ]
+        for kind, entries, key in (
+            ("not measured", self.not_measured, lambda e: e.tier),
+            ("not read", self.unknown, lambda e: (e.source, e.about)),
+            ("to watch", watch, lambda e: e.about),
+        ):
             for group in _grouped(entries, key):
                 hosts = sorted({e.host for e in group}, key=host_key)
                 out.append({"said": kind, "hosts": hosts, "text": _note(kind, hosts, group[0])})
@@ -192,14 +223,19 @@ class Verdict:
         counts = {s: 0 for s in STATES}
         for state in self.states.values():
             counts[state] += 1
-        return {"states": dict(self.states), "counts": counts, "exit_code": self.exit_code,
-                "exit_meaning": self.exit_meaning, "notes": self.note_items(),
-                "not_measured": [e.to_dict() for e in self.not_measured],
-                # each host's one cause (`cause`), as every view says it
-                "causes": [dict(e.to_dict(), key=cause_key(e)) for e in self.causes.values()],
-                # a contract not read is in `notes`, once per contract with its hosts (on a fleet of old agents it
-                # is every host: 4 entries each would be most of the file)
-                "entries": [e.to_dict() for e in self.entries if e.source != "contract"]}
+        return {
+            "states": dict(self.states),
+            "counts": counts,
+            "exit_code": self.exit_code,
+            "exit_meaning": self.exit_meaning,
+            "notes": self.note_items(),
+            "not_measured": [e.to_dict() for e in self.not_measured],
+            # each host's one cause (`cause`), as every view says it
+            "causes": [dict(e.to_dict(), key=cause_key(e)) for e in self.causes.values()],
+            # a contract not read is in `notes`, once per contract with its hosts (on a fleet of old
+            # agents it is every host: 4 entries each would be most of the file)
+            "entries": [e.to_dict() for e in self.entries if e.source != "contract"],
+        }
 
 
 # The contract a health finding is about, where the finding does not name it (the agent's table).
@@ -221,21 +257,33 @@ def cause_key(e: Entry) -> str:
 
 def cause_rank(e: Entry, lowest: str | None = None) -> tuple:
     """The order a host's entries explain it in, best first: a broken entry about the lowest fault
-    of the chain
-    (a contract standing on the host's lowest broken one, `lowest`, is that fault: HW thermal
-    slowdown under broken thermal headroom), there the Xid repair, then the finding that says it
-    precisely, then the lowest broken contract's own sentence; a broken entry about no contract (a
-    speed figure last); an entry that holds
-    the host out; its unreachability; the probe's login environment (a broken mask or framework that
-    did not stop the host: `sweep.analysis.compare.probe_env_only`); what was not read or measured; a warning."""
+    of the chain (a contract standing on the host's lowest broken one, `lowest`, is that fault: HW
+    thermal slowdown under broken thermal headroom), there the Xid repair, then the finding that
+    says it precisely, then the lowest broken contract's own sentence; a broken entry about no
+    contract (a speed figure last); an entry that holds the host out; its unreachability; the
+    probe's login environment (a broken mask or framework that did not stop the host:
+    `sweep.analysis.compare.probe_env_only`); what was not read or measured; a warning."""
     if e.severity == "broken":
         contract = contract_of(e)
         if contract and lowest and lowest in CONTRACT_BY_NAME[contract].consequence_of:
             contract = lowest
-        return (0, CHAIN.get(contract, len(CHAIN)) if contract else len(CHAIN) + (e.source == "speed"),
-                e.source != "xid", e.finding == "lowest_broken")
-    return (1 if e.holds_out else 2 if e.source == "reach" else 3 if e.finding == "probe_env"
-            else 4 if e.severity == "unknown" else 5,)
+        return (
+            0,
+            CHAIN.get(contract, len(CHAIN)) if contract else len(CHAIN) + (e.source == "speed"),
+            e.source != "xid",
+            e.finding == "lowest_broken",
+        )
+    return (
+        1
+        if e.holds_out
+        else 2
+        if e.source == "reach"
+        else 3
+        if e.finding == "probe_env"
+        else 4
+        if e.severity == "unknown"
+        else 5,
+    )
 
 
 def _cause(items: list[Entry]) -> Entry:
@@ -251,17 +299,32 @@ def _grouped(entries, key) -> list[list[Entry]]:
 
 
 def _note(kind: str, hosts: list[str], first: Entry) -> str:
-    """'speed not measured on 1 host (gpu05; gpu05: failed: ...): fix' / 'xid not read on 2 hosts (gpu[07-08]; ...): fix'."""
+    """'speed not measured on 1 host (gpu05; gpu05: failed: ...): fix' / 'xid not read on 2 hosts
+    (gpu[07-08]; ...): fix'."""
     name = first.tier or LABELS.get(first.about) or first.about
-    return (f"{name} {kind} on {plural(len(hosts), 'host')} ({fold_hosts(hosts)}; {first.host}: {first.cause})"
-            + (f": {first.fix}" if first.fix else ""))
+    return (
+        f"{name} {kind} on {plural(len(hosts), 'host')} ({fold_hosts(hosts)}; {first.host}: "
+        f"{first.cause})" + (f": {first.fix}" if first.fix else "")
+    )
 
 
-def make_verdict(fleet: Fleet, findings: Findings, speed: dict | None = None, bench: dict | None = None,
-          xid: dict | None = None, audit: dict | None = None) -> Verdict:
+def make_verdict(
+    fleet: Fleet,
+    findings: Findings,
+    speed: dict | None = None,
+    bench: dict | None = None,
+    xid: dict | None = None,
+    audit: dict | None = None,
+) -> Verdict:
     """Every judgment of the fleet as entries, and each host's state from them."""
-    entries = [*_health_entries(findings, xid), *_unknown_contracts(fleet), *_speed_entries(speed),
-               *_tier_entries(fleet, speed, bench), *_xid_entries(xid), *_audit_entries(audit)]
+    entries = [
+        *_health_entries(findings, xid),
+        *_unknown_contracts(fleet),
+        *_speed_entries(speed),
+        *_tier_entries(fleet, speed, bench),
+        *_xid_entries(xid),
+        *_audit_entries(audit),
+    ]
     reference = frozenset(findings.reference.hosts) if findings.reference else frozenset()
     # compare's one cannot-run rule (BLOCKING), not a second
     excluded = {e["host"] for e in findings.excluded}
@@ -279,7 +342,8 @@ def make_verdict(fleet: Fleet, findings: Findings, speed: dict | None = None, be
             states[host] = "held_out" if host in holds else "pool"
         else:
             states[host] = "other_class"
-    for host in _busy_only(entries):  # held out only by the processes of a running job: busy, not a fault
+    # held out only by the processes of a running job: busy, not a fault
+    for host in _busy_only(entries):
         if states.get(host) == "held_out":
             states[host] = "busy"
     code = bench["exit_code"] if bench else None
@@ -304,17 +368,27 @@ def _busy_only(entries) -> set:
 
 
 def _health_entries(findings: Findings, xid: dict | None) -> list[Entry]:
-    """The health findings (contracts as the agent judged them, GPU faults, processes, unreachability);
-    the xid contract's finding is left to the Xid entries where a host has them."""
+    """The health findings (contracts as the agent judged them, GPU faults, processes,
+    unreachability); the xid contract's finding is left to the Xid entries where a host has them."""
     xid_hosts = {h["host"] for h in (xid or {}).get("hosts", ())}
     out = []
     for f in findings.health:
         if f.kind == "unreachable":
             out.append(Entry(f.host, "unknown", "reach", f.kind, f.detail, f.fix))
         elif not (f.contract == "xid" and f.host in xid_hosts):
-            out.append(Entry(f.host, "broken" if f.severity == "broken" else "watch", "health",
-                             f.contract or f.kind, f.detail, f.fix, holds_out=f.kind in HELD_OUT_BY,
-                             finding=f.kind, contract=f.contract))
+            out.append(
+                Entry(
+                    f.host,
+                    "broken" if f.severity == "broken" else "watch",
+                    "health",
+                    f.contract or f.kind,
+                    f.detail,
+                    f.fix,
+                    holds_out=f.kind in HELD_OUT_BY,
+                    finding=f.kind,
+                    contract=f.contract,
+                )
+            )
     return out
 
 
@@ -322,13 +396,23 @@ def _unknown_contracts(fleet: Fleet) -> list[Entry]:
     c = fleet.contracts
     hit = (c["status"].astype(object) == "unknown") & c["consequence_of"].isna()
     picked = [i for i, h in enumerate(hit.tolist()) if h]
-    return [Entry(str(r["host"]), "unknown", "contract", str(r["contract"]), r["message"] or "not read", r["fix"],
-                  contract=str(r["contract"])) for r in rows_at(c, picked)]
+    return [
+        Entry(
+            str(r["host"]),
+            "unknown",
+            "contract",
+            str(r["contract"]),
+            r["message"] or "not read",
+            r["fix"],
+            contract=str(r["contract"]),
+        )
+        for r in rows_at(c, picked)
+    ]
 
 
 def _speed_entries(speed: dict | None) -> list[Entry]:
-    """Each host's broken and warning figures (one entry per host and severity, its worst figure first),
-    its class outliers and its rejected figures."""
+    """Each host's broken and warning figures (one entry per host and severity, its worst figure
+    first), its class outliers and its rejected figures."""
     if not speed:
         return []
     out, seen = [], {}
@@ -339,20 +423,51 @@ def _speed_entries(speed: dict | None) -> list[Entry]:
         more = len(items) - 1
         cause = figure_text(worst) + (f"; and {plural(more, 'more figure')}" if more else "")
         family = "pcie" if worst["figure"].startswith("pcie_") else "other"
-        out.append(Entry(host, "broken" if severity == "broken" else "watch", "speed", worst["figure"], cause,
-                         SPEED_FIX[family]))
-    out += [Entry(o["host"], "watch", "speed", o["figure"], o["detail"],
-                  "; ".join(o["evidence"])) for o in speed.get("class_outliers", ())]
-    out += [Entry(r["host"], "unknown", "speed", r["field"], r["detail"],
-                  "probe the host again with this sweep's agent") for r in speed.get("rejected", ())]
-    out += [Entry(c["host"], "unknown", "speed", "contended", f"figures contended: {c['processes']} appeared during "
-                  "the tier (recorded, not judged)", "measure again with sweep run --speed while no other process uses "
-                  "the GPUs", tier="speed") for c in speed.get("contended", ())]  # not judged: not measured (exit 1)
+        out.append(
+            Entry(
+                host,
+                "broken" if severity == "broken" else "watch",
+                "speed",
+                worst["figure"],
+                cause,
+                SPEED_FIX[family],
+            )
+        )
+    out += [
+        Entry(o["host"], "watch", "speed", o["figure"], o["detail"], "; ".join(o["evidence"]))
+        for o in speed.get("class_outliers", ())
+    ]
+    out += [
+        Entry(
+            r["host"],
+            "unknown",
+            "speed",
+            r["field"],
+            r["detail"],
+            "probe the host again with this sweep's agent",
+        )
+        for r in speed.get("rejected", ())
+    ]
+    out += [
+        Entry(
+            c["host"],
+            "unknown",
+            "speed",
+            "contended",
+            f"figures contended: {c['processes']} appeared during the tier (recorded, not judged)",
+            "measure again with sweep run --speed while no other process uses "
+            # not judged: not measured (exit 1)
+            "the GPUs",
+            tier="speed",
+        )
+        for c in speed.get("contended", ())
+    ]
     return out
 
 
 def figure_text(j: dict) -> str:
-    """'GPU 5 HBM 2993 GB/s, 70% of the H200 reference' / '... 57% of what its PCIe gen5 x16 link carries'."""
+    """'GPU 5 HBM 2993 GB/s, 70% of the H200 reference' / '... 57% of what its PCIe gen5 x16 link
+    carries'."""
     from sweep.analysis.speed import rate
 
     what = f"GPU {j['gpu']} {LABELS[j['figure']]} {rate(j['value'], UNITS[j['figure']])}"
@@ -362,8 +477,9 @@ def figure_text(j: dict) -> str:
 
 
 def _tier_entries(fleet: Fleet, speed: dict | None, bench: dict | None) -> list[Entry]:
-    """A tier the operator asked for that did not measure on a host: the speed tier not measured (or figures
-    skipped for a reason other than not applicable), the load that failed, the --wrap benchmark not run."""
+    """A tier the operator asked for that did not measure on a host: the speed tier not measured (or
+    figures skipped for a reason other than not applicable), the load that failed, the --wrap
+    benchmark not run."""
     out = []
     skipped: dict = {}
     for item in (speed or {}).get("skipped", ()):
@@ -376,22 +492,52 @@ def _tier_entries(fleet: Fleet, speed: dict | None, bench: dict | None) -> list[
         if item is not None and (status not in NOT_MEASURED or not reason):
             gpu = "" if item["gpu"] is None else f"GPU {item['gpu']} "
             reason = f"{gpu}{item['figure']} skipped: {item['reason']}"
-        out.append(Entry(host, "unknown", "tier", "speed", f"{status}: {reason or 'no reason given'}",
-                         _tier_fix(status), tier="speed"))
+        out.append(
+            Entry(
+                host,
+                "unknown",
+                "tier",
+                "speed",
+                f"{status}: {reason or 'no reason given'}",
+                _tier_fix(status),
+                tier="speed",
+            )
+        )
     hosts = fleet.hosts
     problems = hosts["load_problem"].notna().to_numpy(dtype=bool)
     for r in rows_at(hosts[["host", "load_problem"]], [i for i, p in enumerate(problems) if p]):
-        out.append(Entry(r["host"], "unknown", "tier", "load", r["load_problem"],
-                         "read the load's error in the host record, fix it, and sweep run --load again", tier="load"))
+        out.append(
+            Entry(
+                r["host"],
+                "unknown",
+                "tier",
+                "load",
+                r["load_problem"],
+                "read the load's error in the host record, fix it, and sweep run --load again",
+                tier="load",
+            )
+        )
     for n in (bench or {}).get("not_run", ()):
-        out.append(Entry(n["host"], "unknown", "tier", "wrap", f"{n['status']}: {n['why']}",
-                         "read the host record's wrap section (exit code, output), fix it, and run again", tier="wrap"))
+        out.append(
+            Entry(
+                n["host"],
+                "unknown",
+                "tier",
+                "wrap",
+                f"{n['status']}: {n['why']}",
+                "read the host record's wrap section (exit code, output), fix it, and run again",
+                tier="wrap",
+            )
+        )
     return out
 
 
 def _tier_fix(status: str) -> str:
     if status == "refused":
-        return "fix what the reason names, then sweep run --speed again (--force measures over other processes)"
+        return (
+            "fix what the reason names, then sweep run --speed again (--force measures over "
+            "other processes)"
+        )
     return "read the host record's speed section (its reason), fix it, and sweep run --speed again"
 
 
@@ -399,14 +545,36 @@ def _xid_entries(xid: dict | None) -> list[Entry]:
     out = []
     for h in (xid or {}).get("hosts", ()):
         _, label, status, _, fix = ACTION[h["action"]]
-        out.append(Entry(h["host"], "broken" if status == "broken" else "watch", "xid", h["action"],
-                         f"{label}: {h['reason']}", fix, contract="xid"))
+        out.append(
+            Entry(
+                h["host"],
+                "broken" if status == "broken" else "watch",
+                "xid",
+                h["action"],
+                f"{label}: {h['reason']}",
+                fix,
+                contract="xid",
+            )
+        )
     return out
 
 
 def _audit_entries(audit: dict | None) -> list[Entry]:
     if not audit:
         return []
-    items = [*((audit.get("expectations") or {}).get("findings") or ()), *((audit.get("baseline") or {}).get("drift") or ())]
-    return [Entry(i["host"], "watch", "audit", i.get("rule") or i.get("kind") or "audit",
-                  i["detail"], i.get("fix"), off_audit=True) for i in items]
+    items = [
+        *((audit.get("expectations") or {}).get("findings") or ()),
+        *((audit.get("baseline") or {}).get("drift") or ()),
+    ]
+    return [
+        Entry(
+            i["host"],
+            "watch",
+            "audit",
+            i.get("rule") or i.get("kind") or "audit",
+            i["detail"],
+            i.get("fix"),
+            off_audit=True,
+        )
+        for i in items
+    ]

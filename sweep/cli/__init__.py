@@ -1,14 +1,16 @@
 """sweep's command line: parses, hands over, prints. The one place where errors become exit codes.
 
-Exit codes (all commands): 0 success; 1 hosts unreachable or failed (run), not judged (audit); 2 bad input (a message
-names the file, host or option and the fix); 3 hosts not comparable (report); 4 a broken contract
-(probe, report); 5 off expectations or a baseline; 6 a wrapped benchmark failed on a host, 7 it was
-refused on a host (run --wrap; docs/fleet-benchmark.md); 130 interrupted. `sweep report --help` lists the report's precedence.
+Exit codes (all commands): 0 success; 1 hosts unreachable or failed (run), not judged (audit); 2 bad
+input (a message names the file, host or option and the fix); 3 hosts not comparable (report); 4 a
+broken contract (probe, report); 5 off expectations or a baseline; 6 a wrapped benchmark failed on a
+host, 7 it was refused on a host (run --wrap; docs/fleet-benchmark.md); 130 interrupted. `sweep
+report --help` lists the report's precedence.
 
-Each command is a module of its own (`sweep.cli.run`, `sweep.cli.report`, ...); this module adds them to the one
-typer app (`sweep.cli.app`) in the order `sweep --help` lists them. Options several commands share are declared
-once, in `sweep.cli.options`.
+Each command is a module of its own (`sweep.cli.run`, `sweep.cli.report`, ...); this module adds
+them to the one typer app (`sweep.cli.app`) in the order `sweep --help` lists them. Options several
+commands share are declared once, in `sweep.cli.options`.
 """
+
 from __future__ import annotations
 
 import sys
@@ -27,8 +29,17 @@ from sweep.errors import SweepError
 __all__ = ["app", "command", "main", "retry_failed_argv"]
 
 # the commands, in the order `sweep --help` lists them, then the groups of subcommands
-for function in (probe.probe, bundle.bundle, diff.diff, wrap.wrap, run.run, report.report, audit.audit, demo.demo,
-                 history.history):
+for function in (
+    probe.probe,
+    bundle.bundle,
+    diff.diff,
+    wrap.wrap,
+    run.run,
+    report.report,
+    audit.audit,
+    demo.demo,
+    history.history,
+):
     sweep_command()(function)
 app.add_typer(baseline.baseline_app, name="baseline")
 app.add_typer(export.export_app, name="export")
@@ -65,7 +76,8 @@ def main(argv: Optional[list] = None) -> int:
     except SweepError as exc:
         say("interrupted" if exc.exit_code == exitcodes.INTERRUPTED else "error", exc)
         return exc.exit_code
-    except OSError as exc:  # a local file or folder: the path, what failed and the fix, never a traceback
+    # a local file or folder: the path, what failed and the fix, never a traceback
+    except OSError as exc:
         err = paths.os_error(exc)
         say("error", err)
         return err.exit_code

@@ -1,11 +1,13 @@
 """The typer app every command module adds its command to, and the one command class they share.
 
 typer (0.29) writes a required argument as ``{RUN_DIR}`` in the usage line and adds its type to the
-argument's help (``RUN_DIR <path>``, ``[RUN_DIR]... <list[Path]>``). `SweepCommand` names arguments as
-users type them (``RUN_DIR``, ``PATH...``, ``[RUN_DIR]...``) through click's public ``Command`` hooks,
-`collect_usage_pieces` and `format_options`: nothing of click's or typer's private API is patched.
-Typer runs with completion and rich markup off (`add_completion=False`, `rich_markup_mode=None`).
+argument's help (``RUN_DIR <path>``, ``[RUN_DIR]... <list[Path]>``). `SweepCommand` names arguments
+as users type them (``RUN_DIR``, ``PATH...``, ``[RUN_DIR]...``) through click's public ``Command``
+hooks, `collect_usage_pieces` and `format_options`: nothing of click's or typer's private API is
+patched. Typer runs with completion and rich markup off (`add_completion=False`,
+`rich_markup_mode=None`).
 """
+
 from __future__ import annotations
 
 import typer
@@ -24,7 +26,8 @@ def argument_name(param) -> str:
 
 
 def argument_usage(param) -> str:
-    """An argument as the usage line shows it: RUN_DIR, [RUN_DIR] when optional, PATH... when repeated."""
+    """An argument as the usage line shows it: RUN_DIR, [RUN_DIR] when optional, PATH... when
+    repeated."""
     name = argument_name(param)
     shown = name if param.required else f"[{name}]"
     return shown + ("..." if param.nargs != 1 and not name.endswith("...") else "")
@@ -71,7 +74,8 @@ def group(help: str) -> typer.Typer:
 
 
 def command(under: typer.Typer | None = None, name: str | None = None):
-    """The decorator of a sweep command (`@command()`, `@command(baseline, "set")`): a `SweepCommand`."""
+    """The decorator of a sweep command (`@command()`, `@command(baseline, "set")`): a
+    `SweepCommand`."""
     return (under or app).command(name, cls=SweepCommand)
 
 
@@ -82,6 +86,9 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _top(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
-                                      help="print sweep's version and exit")):
+def _top(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_version, help="print sweep's version and exit"
+    ),
+):
     """Is this GPU fleet the fleet you think it is? Probe hosts, sweep a fleet, compare it."""

@@ -1,4 +1,6 @@
-"""`sweep baseline set | show | check`: record each host's GPU stack from a run, list it, report drift from it."""
+"""`sweep baseline set | show | check`: record each host's GPU stack from a run, list it, report
+drift from it."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,29 +14,44 @@ from sweep.cli.options import BASELINE_DIR, HOSTS, json_flag, old_spelling
 from sweep.cli.output import print_lines, results, safe
 from sweep.text import json_text, plural
 
-baseline_app = group("Per-host baselines: record each host's GPU stack from a run, then report drift "
-                                 "from it (exit 5 on drift; docs/audits.md).")
+baseline_app = group(
+    "Per-host baselines: record each host's GPU stack from a run, then report drift "
+    "from it (exit 5 on drift; docs/audits.md)."
+)
 
 
 @command(baseline_app, "set")
 def baseline_set(
-    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="the run folder whose reachable hosts become the baseline"),
-    out: Path = typer.Option(Path("baseline"), "--out", "-o", metavar="DIR", help="baseline folder (one file per host)"),
+    run_dir: Path = typer.Argument(
+        ..., metavar="RUN_DIR", help="the run folder whose reachable hosts become the baseline"
+    ),
+    out: Path = typer.Option(
+        Path("baseline"), "--out", "-o", metavar="DIR", help="baseline folder (one file per host)"
+    ),
     update: bool = typer.Option(False, "--update", help="replace hosts the baseline already holds"),
     host: List[str] = HOSTS,
-    unhealthy: bool = typer.Option(False, "--unhealthy", help="take the hosts the run's verdict does not call "
-                                   "healthy too (broken, held out, cannot run, busy); default: each is named, not taken"),
+    unhealthy: bool = typer.Option(
+        False,
+        "--unhealthy",
+        help="take the hosts the run's verdict does not call "
+        "healthy too (broken, held out, cannot run, busy); default: each is named, not taken",
+    ),
     directory: Optional[Path] = old_spelling("--dir"),
 ):
-    """Record each healthy host's state from RUN_DIR (the pool and the other classes of its verdict): new hosts
-    are added, existing ones kept unless --update; a host the verdict does not call healthy is named, not taken."""
+    """Record each healthy host's state from RUN_DIR (the pool and the other classes of its
+    verdict): new hosts are added, existing ones kept unless --update; a host the verdict does not
+    call healthy is named, not taken."""
     from sweep.audit.baseline import set_baseline
 
     paths.input_dir(run_dir, "RUN_DIR", "a run folder (sweep run)")
     paths.output_dir(directory, "--dir", "the baseline")
-    directory = directory if directory is not None else paths.output_dir(out, "--out", "the baseline")
+    directory = (
+        directory if directory is not None else paths.output_dir(out, "--out", "the baseline")
+    )
 
-    print_lines(set_baseline(run_dir, directory, update=update, hosts=host, unhealthy=unhealthy).lines())
+    print_lines(
+        set_baseline(run_dir, directory, update=update, hosts=host, unhealthy=unhealthy).lines()
+    )
 
 
 @command(baseline_app, "show")
@@ -44,7 +61,8 @@ def baseline_show(
     as_json: bool = json_flag("the rows"),
     directory: Optional[Path] = old_spelling("--dir"),
 ):
-    """One line per host of the baseline: driver, GPUs, ECC, power limit, MIG, worst link, when set."""
+    """One line per host of the baseline: driver, GPUs, ECC, power limit, MIG, worst link, when
+    set."""
     from sweep.audit.baseline import show_rows
 
     directory = directory if directory is not None else baseline
@@ -55,8 +73,18 @@ def baseline_show(
     from rich.table import Table
 
     table = Table(title=f"baseline {safe(directory)}: {plural(len(rows), 'host')}")
-    cols = ("host", "driver", "gpus", "models", "ecc", "power_limit_w", "mig_layout", "persistence", "worst_link",
-            "set_at")
+    cols = (
+        "host",
+        "driver",
+        "gpus",
+        "models",
+        "ecc",
+        "power_limit_w",
+        "mig_layout",
+        "persistence",
+        "worst_link",
+        "set_at",
+    )
     for col in cols:
         table.add_column(col)
     for row in rows:
@@ -66,7 +94,9 @@ def baseline_show(
 
 @command(baseline_app, "check")
 def baseline_check(
-    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="the run folder to compare with the baseline"),
+    run_dir: Path = typer.Argument(
+        ..., metavar="RUN_DIR", help="the run folder to compare with the baseline"
+    ),
     baseline: Path = BASELINE_DIR,
     as_json: bool = json_flag("the comparison"),
     directory: Optional[Path] = old_spelling("--dir"),
@@ -83,11 +113,18 @@ def baseline_check(
         from sweep.analysis.names import fold_messages
 
         print_lines(fold_messages((d.host, d.message) for d in result.drift))
-        for label, names in (("no baseline", result.no_baseline), ("in the baseline, not in the run", result.absent),
-                             ("not compared (failed in the run)", [u["host"] for u in result.unjudged])):
+        for label, names in (
+            ("no baseline", result.no_baseline),
+            ("in the baseline, not in the run", result.absent),
+            ("not compared (failed in the run)", [u["host"] for u in result.unjudged]),
+        ):
             if names:
                 results.print(safe(f"{label}: {', '.join(names)}"), soft_wrap=True)
-        results.print(safe(f"{plural(len(result.compared), 'host')} compared, {len(result.drifted_hosts)} drifted"),
-                  soft_wrap=True)
+        results.print(
+            safe(
+                f"{plural(len(result.compared), 'host')} compared, "
+                f"{len(result.drifted_hosts)} drifted"
+            ),
+            soft_wrap=True,
+        )
     raise typer.Exit(result.exit_code)
-

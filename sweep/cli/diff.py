@@ -1,4 +1,5 @@
 """`sweep diff`: what changed between two probes, two wrapped runs or two run folders."""
+
 from __future__ import annotations
 
 import json
@@ -14,13 +15,16 @@ from sweep.text import json_text, plural
 
 
 def diff(
-    before: Path = typer.Argument(..., metavar="BEFORE",
-                                  help="a health.json, host record or provenance.json, or a run folder"),
-    after: Path = typer.Argument(..., metavar="AFTER",
-                                 help="a health.json, host record or provenance.json, or a run folder"),
+    before: Path = typer.Argument(
+        ..., metavar="BEFORE", help="a health.json, host record or provenance.json, or a run folder"
+    ),
+    after: Path = typer.Argument(
+        ..., metavar="AFTER", help="a health.json, host record or provenance.json, or a run folder"
+    ),
     as_json: bool = json_flag("the changes"),
-    html: Optional[Path] = typer.Option(None, "--html", metavar="FILE",
-                                        help="two run folders: also write the diff as HTML to FILE"),
+    html: Optional[Path] = typer.Option(
+        None, "--html", metavar="FILE", help="two run folders: also write the diff as HTML to FILE"
+    ),
 ):
     """What changed between two probes: the conclusion in a line or two, then the throttle evidence
     that proves it, then the rest; between two wrapped runs
@@ -39,16 +43,25 @@ def diff(
     code = probe_exit_code(*probes_of(before, after))
     folded = fold_probe_changes(changes)
     if as_json:
-        print(json.dumps({"conclusion": conclusion, "changes": [c.__dict__ for c in changes],
-                          "folded": [c.as_dict() for c in folded], "exit_code": code}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "conclusion": conclusion,
+                    "changes": [c.__dict__ for c in changes],
+                    "folded": [c.as_dict() for c in folded],
+                    "exit_code": code,
+                },
+                indent=1,
+            )
+        )
         raise typer.Exit(code)
     _probe_table(before, after, conclusion, changes, folded)
     raise typer.Exit(code)
 
 
 def _probe_table(before: Path, after: Path, conclusion: list, changes: list, folded: list) -> None:
-    """`sweep diff A B` of two probes on stdout: the conclusion, one row per change (kinds and GPUs as
-    the run diff names and folds them), then the findings of rising link errors."""
+    """`sweep diff A B` of two probes on stdout: the conclusion, one row per change (kinds and GPUs
+    as the run diff names and folds them), then the findings of rising link errors."""
     from rich.table import Table
 
     from sweep.audit.diff import rising_link_errors
@@ -56,15 +69,22 @@ def _probe_table(before: Path, after: Path, conclusion: list, changes: list, fol
 
     print_lines(conclusion)
     # the title on a line of its own, as the run diff's: a table's title wraps at the table's width
-    results.print(f"{safe(before)} -> {safe(after)}: {plural(len(changes), 'change')}", soft_wrap=True)
+    results.print(
+        f"{safe(before)} -> {safe(after)}: {plural(len(changes), 'change')}", soft_wrap=True
+    )
     if not folded:
         return
     table = Table()
     for col in ("kind", "field", "GPUs", "before", "after"):
         table.add_column(col, overflow="fold")
     for c in folded:
-        table.add_row(c.kind, safe(c.field), safe(show_gpus(c.gpus)), safe(show_field(c.field, c.before)),
-                      safe(show_field(c.field, c.after)))
+        table.add_row(
+            c.kind,
+            safe(c.field),
+            safe(show_gpus(c.gpus)),
+            safe(show_field(c.field, c.before)),
+            safe(show_field(c.field, c.after)),
+        )
     results.print(table)
     for finding in rising_link_errors(changes):
         results.print("finding: " + safe(finding), soft_wrap=True)
@@ -76,8 +96,11 @@ def _run_diff(before: Path, after: Path, as_json: bool, html: Optional[Path]) ->
     from sweep.store import load_run
 
     if not (before.is_dir() and after.is_dir()):
-        raise ConfigError("cannot compare a run folder with a file", where=f"{before} {after}",
-                          fix="give two run folders, or two health.json files")
+        raise ConfigError(
+            "cannot compare a run folder with a file",
+            where=f"{before} {after}",
+            fix="give two run folders, or two health.json files",
+        )
     result = diff_runs(load_run(before), load_run(after))
     if html is not None:
         from sweep.errors import RunFolderError
@@ -88,11 +111,12 @@ def _run_diff(before: Path, after: Path, as_json: bool, html: Optional[Path]) ->
             make_dirs(html.parent, SHARED)
             write_bytes_atomic(html, render_html(result).encode("utf-8"))
         except RunFolderError as err:
-            raise ConfigError(err.message, where=err.where, fix="choose a writable path with --html") from None
+            raise ConfigError(
+                err.message, where=err.where, fix="choose a writable path with --html"
+            ) from None
         console.print(f"wrote {safe(html)}")
     if as_json:
         print(json_text(result.as_dict()))
     else:
         render_terminal(result, results)
     return result.exit_code
-

@@ -1,5 +1,7 @@
-"""The CLI's two streams: results on stdout (`results`), progress and diagnostics on stderr (`console`),
-never wrapped or cut when piped (README "Output streams"); host text made safe for the terminal."""
+"""The CLI's two streams: results on stdout (`results`), progress and diagnostics on stderr
+(`console`), never wrapped or cut when piped (README "Output streams"); host text made safe for the
+terminal."""
+
 from __future__ import annotations
 
 from rich.console import Console, ConsoleDimensions
@@ -28,7 +30,8 @@ console = Stream(stderr=True, highlight=False, emoji=False)
 
 
 def safe(text) -> str:
-    """Host-supplied text for the terminal: control characters shown as escapes, rich markup escaped."""
+    """Host-supplied text for the terminal: control characters shown as escapes, rich markup
+    escaped."""
     return escape(visible(text))
 
 

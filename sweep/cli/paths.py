@@ -5,6 +5,7 @@ path and the fix (exit 2), never a traceback from deep inside a command.
 `input_dir` and `input_path` for what it reads. `os_error` turns an OSError that still escapes a
 command (a disk that fills, a folder made read-only meanwhile) into the same kind of line.
 """
+
 from __future__ import annotations
 
 import errno
@@ -22,50 +23,77 @@ def _first_existing_parent(path: Path) -> Path:
 
 
 def _not_a_link(path: Path, option: str, what: str) -> None:
-    """Refuse an output path that is a symbolic link: sweep never writes through one (docs/security.md)."""
+    """Refuse an output path that is a symbolic link: sweep never writes through one
+    (docs/security.md)."""
     if path.is_symlink():
-        raise ConfigError(f"is a symbolic link; sweep never writes through one ({option})", where=str(path),
-                          fix=f"give another path for {what}, or remove the link")
+        raise ConfigError(
+            f"is a symbolic link; sweep never writes through one ({option})",
+            where=str(path),
+            fix=f"give another path for {what}, or remove the link",
+        )
 
 
 def output_dir(path: Path | None, option: str, what: str) -> Path | None:
-    """A folder sweep will create (or write into): not a link, not a file, and creatable under a folder it
-    can write."""
+    """A folder sweep will create (or write into): not a link, not a file, and creatable under a
+    folder it can write."""
     if path is None:
         return None
     _not_a_link(path, option, what)
     if path.exists():
         if not path.is_dir():
-            raise ConfigError(f"is a file, not a folder ({option})", where=str(path),
-                              fix=f"give a folder for {what} (it is created if missing)")
+            raise ConfigError(
+                f"is a file, not a folder ({option})",
+                where=str(path),
+                fix=f"give a folder for {what} (it is created if missing)",
+            )
         if not os.access(path, os.W_OK | os.X_OK):
-            raise ConfigError(f"is not writable ({option})", where=str(path), fix=f"choose a writable folder for {what}")
+            raise ConfigError(
+                f"is not writable ({option})",
+                where=str(path),
+                fix=f"choose a writable folder for {what}",
+            )
         return path
     parent = _first_existing_parent(path)
     if not parent.is_dir():
-        raise ConfigError(f"cannot be created: {parent} is a file, not a folder ({option})", where=str(path),
-                          fix=f"give a folder for {what} (it is created if missing)")
+        raise ConfigError(
+            f"cannot be created: {parent} is a file, not a folder ({option})",
+            where=str(path),
+            fix=f"give a folder for {what} (it is created if missing)",
+        )
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"cannot be created: {parent} is not writable ({option})", where=str(path),
-                          fix=f"choose a writable folder for {what}")
+        raise ConfigError(
+            f"cannot be created: {parent} is not writable ({option})",
+            where=str(path),
+            fix=f"choose a writable folder for {what}",
+        )
     return path
 
 
 def output_file(path: Path | None, option: str, what: str) -> Path | None:
-    """A file sweep will write: not a link, not a folder, in a folder that exists (or can be made) and can be
-    written."""
+    """A file sweep will write: not a link, not a folder, in a folder that exists (or can be made)
+    and can be written."""
     if path is None:
         return None
     _not_a_link(path, option, what)
     if path.is_dir():
-        raise ConfigError(f"is a folder, not a file ({option})", where=str(path), fix=f"give a file path for {what}")
+        raise ConfigError(
+            f"is a folder, not a file ({option})",
+            where=str(path),
+            fix=f"give a file path for {what}",
+        )
     parent = _first_existing_parent(path)
     if not parent.is_dir():
-        raise ConfigError(f"cannot be written: {parent} is a file, not a folder ({option})", where=str(path),
-                          fix=f"give a file path for {what} in a writable folder")
+        raise ConfigError(
+            f"cannot be written: {parent} is a file, not a folder ({option})",
+            where=str(path),
+            fix=f"give a file path for {what} in a writable folder",
+        )
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"cannot be written: {parent} is not writable ({option})", where=str(path),
-                          fix=f"give a file path for {what} in a writable folder")
+        raise ConfigError(
+            f"cannot be written: {parent} is not writable ({option})",
+            where=str(path),
+            fix=f"give a file path for {what} in a writable folder",
+        )
     return path
 
 
@@ -74,9 +102,13 @@ def input_file(path: Path | None, option: str, what: str) -> Path | None:
     if path is None:
         return None
     if not path.exists():
-        raise ConfigError(f"no such file ({option})", where=str(path), fix=f"give the path of {what}")
+        raise ConfigError(
+            f"no such file ({option})", where=str(path), fix=f"give the path of {what}"
+        )
     if path.is_dir():
-        raise ConfigError(f"is a folder, not a file ({option})", where=str(path), fix=f"give the path of {what}")
+        raise ConfigError(
+            f"is a folder, not a file ({option})", where=str(path), fix=f"give the path of {what}"
+        )
     return path
 
 
@@ -85,16 +117,22 @@ def input_dir(path: Path | None, option: str, what: str) -> Path | None:
     if path is None:
         return None
     if not path.exists():
-        raise ConfigError(f"no such folder ({option})", where=str(path), fix=f"give the path of {what}")
+        raise ConfigError(
+            f"no such folder ({option})", where=str(path), fix=f"give the path of {what}"
+        )
     if not path.is_dir():
-        raise ConfigError(f"is a file, not a folder ({option})", where=str(path), fix=f"give the path of {what}")
+        raise ConfigError(
+            f"is a file, not a folder ({option})", where=str(path), fix=f"give the path of {what}"
+        )
     return path
 
 
 def input_path(path: Path, option: str, what: str) -> Path:
     """A file or a folder sweep reads: it exists."""
     if not path.exists():
-        raise ConfigError(f"no such file or folder ({option})", where=str(path), fix=f"give the path of {what}")
+        raise ConfigError(
+            f"no such file or folder ({option})", where=str(path), fix=f"give the path of {what}"
+        )
     return path
 
 
@@ -111,7 +149,11 @@ _OS_FIX = {
 
 
 def os_error(exc: OSError) -> ConfigError:
-    """An OSError about a local file as the one line a user reads: the path, what failed, the fix."""
+    """An OSError about a local file as the one line a user reads: the path, what failed, the
+    fix."""
     where = exc.filename if exc.filename is not None else None
-    return ConfigError(exc.strerror or str(exc), where=None if where is None else str(where),
-                       fix=_OS_FIX.get(exc.errno, "check the path and the file system"))
+    return ConfigError(
+        exc.strerror or str(exc),
+        where=None if where is None else str(where),
+        fix=_OS_FIX.get(exc.errno, "check the path and the file system"),
+    )

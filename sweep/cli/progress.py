@@ -3,6 +3,7 @@
 Kept apart from `sweep.collect.run`: run_sweep takes `SweepProgress` as its `progress` callback, and
 `render_summary` prints a `RunResult`.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,8 +18,9 @@ from sweep.collect.run import RunProgress, RunResult
 from sweep.text import plural, visible
 
 
-# the bar is redrawn this often, whatever the fleet: a fixed cost per second of the sweep (rich's default, 10
-# a second, took ~1 ms of controller CPU per host at 110 hosts/s); a host's arrival only updates counters
+# the bar is redrawn this often, whatever the fleet: a fixed cost per second of the sweep (rich's
+# default, 10 a second, took ~1 ms of controller CPU per host at 110 hosts/s); a host's arrival only
+# updates counters
 REFRESH_PER_S = 4
 
 
@@ -28,10 +30,16 @@ class SweepProgress:
     def __init__(self, console: Console | None = None):
         self.console = console or Console(stderr=True)
         self._progress = Progress(
-            TextColumn("[bold]sweep"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-            TextColumn("[green]{task.fields[ok]} ok[/]  [red]{task.fields[failed]} failed[/]  "
-                       "{task.fields[pending]} pending"),
-            TimeElapsedColumn(), console=self.console, transient=False,
+            TextColumn("[bold]sweep"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TextColumn(
+                "[green]{task.fields[ok]} ok[/]  [red]{task.fields[failed]} failed[/]  "
+                "{task.fields[pending]} pending"
+            ),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=False,
             refresh_per_second=REFRESH_PER_S,
         )
         self._task = None
@@ -49,7 +57,9 @@ class SweepProgress:
         fields = {"ok": state.ok, "failed": state.failed, "pending": state.pending}
         done = state.ok + state.failed
         if self._task is None:
-            self._task = self._progress.add_task("sweep", total=state.total, completed=done, **fields)
+            self._task = self._progress.add_task(
+                "sweep", total=state.total, completed=done, **fields
+            )
         else:
             self._progress.update(self._task, completed=done, **fields)
 
@@ -101,7 +111,8 @@ def retry_lines(result: RunResult, run_dir: str) -> list[str]:
 def render_summary(result: RunResult, console: Console | None = None, *, shown: int = 10) -> None:
     """Counts by failure class, the first `shown` failures of this session, and the verdict."""
     console = console or Console()
-    run_dir = escape(str(Path(result.run_dir).resolve()))  # absolute: the hints below still work after a cd
+    # absolute: the hints below still work after a cd
+    run_dir = escape(str(Path(result.run_dir).resolve()))
     console.print(f"run folder: {run_dir}", highlight=False, soft_wrap=True)
     table = Table(show_edge=False)
     table.add_column("result")
@@ -113,21 +124,29 @@ def render_summary(result: RunResult, console: Console | None = None, *, shown: 
         table.add_row("[yellow]no record (interrupted)[/]", str(result.pending))
     table.add_row("[bold]total[/]", str(result.total))
     console.print(table)
-    folded = [f"{fold_hosts(row['hosts'])}: {row['failure_class']}: {row['message']}"  # gpu[07-20]: host_key_unknown:
-              for row in fold_failures(result.failures)]
+    # gpu[07-20]: host_key_unknown:
+    folded = [
+        f"{fold_hosts(row['hosts'])}: {row['failure_class']}: {row['message']}"
+        for row in fold_failures(result.failures)
+    ]
     for line in folded[:shown]:
         console.print(f"  [red]{_shown(line)}[/]", highlight=False, soft_wrap=True)
     if len(folded) > shown:
-        console.print(f"  ... and {len(folded) - shown} more failure lines in {run_dir}/hosts/",
-                      soft_wrap=True)
+        console.print(
+            f"  ... and {len(folded) - shown} more failure lines in {run_dir}/hosts/",
+            soft_wrap=True,
+        )
     for line in retry_lines(result, run_dir):
         console.print(line, soft_wrap=True, highlight=False)
     if result.state == "interrupted":
-        console.print(f"[yellow]interrupted[/]: finish with: sweep run --resume {run_dir}",
-                      soft_wrap=True)
+        console.print(
+            f"[yellow]interrupted[/]: finish with: sweep run --resume {run_dir}", soft_wrap=True
+        )
     elif result.fully_swept:
         console.print(f"[green]every host swept[/] ({result.ok} of {result.total})")
     else:
         missing = result.failed + result.pending
-        console.print(f"[red]not fully swept[/]: {missing} of {plural(result.total, 'host')} "
-                      f"{'has' if missing == 1 else 'have'} no health.json")
+        console.print(
+            f"[red]not fully swept[/]: {missing} of {plural(result.total, 'host')} "
+            f"{'has' if missing == 1 else 'have'} no health.json"
+        )

@@ -1,8 +1,10 @@
-"""docs/cli.md, the command-line reference, generated from the CLI's own help (as sqlite-utils generates
-its docs/cli-reference.rst): every command and subcommand, its ``--help`` as a user sees it at a fixed
-width. ``python -m sweep.cli.reference > docs/cli.md`` writes it; tests/unit/test_docs.py fails when
-the file is not what this prints, so the reference cannot drift from the options.
+"""docs/cli.md, the command-line reference, generated from the CLI's own help (as sqlite-utils
+generates its docs/cli-reference.rst): every command and subcommand, its ``--help`` as a user sees
+it at a fixed width. ``python -m sweep.cli.reference > docs/cli.md`` writes it;
+tests/unit/test_docs.py fails when the file is not what this prints, so the reference cannot drift
+from the options.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -10,12 +12,14 @@ import io
 import os
 import sys
 
-WIDTH = 100  # the terminal width the help is rendered for (click then wraps at its own 78 columns), fixed
+# the terminal width the help is rendered for (click then wraps at its own 78 columns), fixed
+WIDTH = 100
 # so that the reference is the same text whatever terminal regenerates it
 
 
 def command_paths() -> list[list[str]]:
-    """Every command as argv words (["run"], ["baseline", "set"], ...), in the order the tree lists them."""
+    """Every command as argv words (["run"], ["baseline", "set"], ...), in the order the tree lists
+    them."""
     from sweep.cli import command
 
     out: list[list[str]] = []
@@ -50,10 +54,18 @@ def help_text(path: list[str]) -> str:
 
 def reference() -> str:
     """The text of docs/cli.md."""
-    parts = ["# Command-line reference", "",
-             "Generated from the CLI's own help by `python -m sweep.cli.reference > docs/cli.md`; "
-             "`tests/unit/test_docs.py` checks that it is current. Do not edit by hand.", "",
-             "## sweep", "", "```", help_text([]), "```"]
+    parts = [
+        "# Command-line reference",
+        "",
+        "Generated from the CLI's own help by `python -m sweep.cli.reference > docs/cli.md`; "
+        "`tests/unit/test_docs.py` checks that it is current. Do not edit by hand.",
+        "",
+        "## sweep",
+        "",
+        "```",
+        help_text([]),
+        "```",
+    ]
     for path in command_paths():
         parts += ["", f"## sweep {' '.join(path)}", "", "```", help_text(path), "```"]
     return "\n".join(parts) + "\n"

@@ -36,14 +36,13 @@ KEPT_OUT = (
     "cannot_run",
     "unreachable",
 )  # states whose hosts have a cause to fix
-CAUSE_ORDER = ("cannot_run", "broken", "held_out", "unreachable", "busy")  # the causes, the gravest first
+# the causes, the gravest first
+CAUSE_ORDER = ("cannot_run", "broken", "held_out", "unreachable", "busy")
 CAUSES_SHOWN = 6  # cause lines in the terminal; the rest behind `sweep report RUN --details`
 CAUSE_CHARS = 90  # a cause or fix longer than this is cut in the glance (the details keep it whole)
 SETS_CHARS = (
     100  # a node set longer than this is cut at a comma (the lists in the report keep it whole)
 )
-
-
 
 
 def state_and_cause(verdict: Verdict, host: str) -> tuple[str, Entry | None]:
@@ -80,7 +79,8 @@ class Glance:
 
 def glance(verdict: Verdict, classes: list[dict], headline: str) -> Glance:
     """The glance of a verdict; `classes` are summary.json's classes (the reference first),
-    `headline` its headline (`sweep.judgment.Assessment.headline`: the one wording, not made here)."""
+    `headline` its headline (`sweep.judgment.Assessment.headline`: the one wording, not made
+    here)."""
     by_state: dict[str, list[str]] = {s: [] for s, _ in STATE_WORDS}
     groups: dict[tuple, list] = {}
     for host in verdict.states:
@@ -198,8 +198,9 @@ def tiles(g: Glance) -> list[dict]:
 
 
 def cause_rows(g: Glance, drained=()) -> list[dict]:
-    """The causes as the report's first screen lists them: state, node set, count, text and fix, whose
-    cause it is, and whether drain.sh drains its hosts (`drained`: summary.json's drain set)."""
+    """The causes as the report's first screen lists them: state, node set, count, text and fix,
+    whose cause it is, and whether drain.sh drains its hosts (`drained`: summary.json's drain
+    set)."""
     drained = set(drained)
     return [
         {
@@ -215,7 +216,8 @@ def cause_rows(g: Glance, drained=()) -> list[dict]:
             "owner_label": OWNERS[c.owner].label,
             "owner_action": OWNERS[c.owner].action,
             # drain.sh leaves its hosts alone for their cause's owner (a job, a policy, the probe's
-            # environment, a process): said on the row; an unreachable host is not the node's to drain
+            # environment, a process): said on the row; an unreachable host is not the node's to
+            # drain
             "owned": c.owner != "node" and not drained & set(c.hosts),
         }
         for c in g.causes
