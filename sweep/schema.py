@@ -118,26 +118,25 @@ def _show(value: Any) -> str:
 _NINT = {"type": ["integer", "null"]}
 _NNUM = {"type": ["number", "null"]}
 _NSTR = {"type": ["string", "null"]}
+# the numbers of one GPU's load summary (health.json's load.gpus[], provenance's samples.gpus[])
+LOAD_SUMMARY_NUMBERS = (
+    "sm_mhz_min",
+    "sm_mhz_median",
+    "sm_mhz_max_allowed",
+    "power_w_max",
+    "power_w_median",
+    "enforced_limit_w",
+    "sw_power_cap_fraction",
+    "hw_slowdown_fraction",
+    "sw_thermal_fraction",
+)
 _LOAD_GPU = {
     "type": "object",
     "properties": {
         "gpu": _NINT,
         "samples": _NINT,
         "pcie_gen_max": _NINT,
-        **{
-            k: _NNUM
-            for k in (
-                "sm_mhz_min",
-                "sm_mhz_median",
-                "sm_mhz_max_allowed",
-                "power_w_max",
-                "power_w_median",
-                "enforced_limit_w",
-                "sw_power_cap_fraction",
-                "hw_slowdown_fraction",
-                "sw_thermal_fraction",
-            )
-        },
+        **{k: _NNUM for k in LOAD_SUMMARY_NUMBERS},
     },
 }
 _SAMPLE_GPU = {

@@ -19,6 +19,7 @@ from typing import Any
 
 from sweep.audit.fields import PROBE_CATEGORIES, first_match, generic, probe_category
 from sweep.errors import HealthFileError
+from sweep.schema import LOAD_SUMMARY_NUMBERS
 from sweep.store import normalize_health, read_json
 from sweep.text import plural
 
@@ -128,17 +129,7 @@ RUN_CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("changed during the run", ("during.*",)),
     ("command", ("command.*",)),
 ]
-SAMPLE_SUMMARY_FIELDS = (
-    "sm_mhz_min",
-    "sm_mhz_median",
-    "sm_mhz_max_allowed",
-    "power_w_max",
-    "power_w_median",
-    "enforced_limit_w",
-    "sw_power_cap_fraction",
-    "hw_slowdown_fraction",
-    "sw_thermal_fraction",
-)
+SAMPLE_SUMMARY_FIELDS = LOAD_SUMMARY_NUMBERS
 # Run-to-run noise, not a reason: relative for clocks, power and wall time; absolute for fractions
 # of samples.
 NOISE_RELATIVE = 0.02
