@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from probe_agent import collect, gpuchecks, hostfacts, xid
+from probe_agent import collect, contracts, hostfacts, xid
 
 NEW = hasattr(hostfacts, "OLD_NAMES")  # this tree (issue 51) or an older one
 if NEW:
@@ -52,7 +52,7 @@ def topo_checks(n, text, exp):
     for mask, link in exp["worst"].items():
         chosen = [{"cuda_index": a, "physical_index": int(b)} for a, b in enumerate(mask.split(","))]
         facts = {"topology": topo, "gpus": [{"index": i} for i in range(exp["gpus"])], "mask": {"selected": chosen}}
-        worst = gpuchecks.worst_link(facts)
+        worst = contracts.worst_link(facts)
         check("topo", "%s worst link of GPUs %s" % (n, mask), worst == link, "got %r" % worst)
 
 
