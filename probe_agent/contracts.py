@@ -14,7 +14,8 @@ from probe_agent import gpuchecks, hostchecks
 # plural is re-exported for the checks' callers
 from probe_agent.chain import BY_NAME, CONTRACTS, contract, plural  # noqa: F401
 
-# re-exported for the controller's readers (sweep.audit.throttle, sweep.analysis.impact and rows)
+# re-exported for their readers (sweep.audit.throttle, sweep.analysis.impact and rows,
+# tools/corpus_check.py, which runs against older trees too)
 from probe_agent.gpuchecks import FACILITY_CAUSES, link_rank, worst_link  # noqa: F401
 
 from probe_agent.framework import version_tuple
