@@ -13,7 +13,8 @@ import time
 
 from probe_agent import AGENT_VERSION, HEALTH_SCHEMA_VERSION
 from probe_agent.collect import read_driver, read_gpu, read_topology
-from probe_agent.contracts import evaluate, worst_link, mig_layout
+from probe_agent.contracts import evaluate
+from probe_agent.gpuchecks import mig_layout, worst_link
 from probe_agent.framework import inspect
 from probe_agent.jobs import attach_jobs
 from probe_agent.hostfacts import (

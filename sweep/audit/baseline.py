@@ -14,12 +14,13 @@ Layout (baseline version 1), one file per host so a host that joins the fleet la
 `set_baseline(run, dir)` adds the hosts the folder lacks and leaves the others (``update=True``
 replaces them; ``hosts=`` limits either to some hosts). `compare_to_baseline(records, dir)` compares
 each host of a run with its baseline using `sweep.audit.rundiff.host_changes` and keeps the kinds
-that are drift of the GPU stack: gpus (missing / added), gpu swap, driver, ecc, power, clock policy,
-mig, modes (persistence), topology, firmware, gpu model, links (PCIe width, NVLinks active, fabric,
-GPUs on the PCI bus), link errors (NVLink / PCIe counters, Xid events) and host settings (CPU
-governor, NUMA balancing, THP, kernel arguments, modules, IB / RoCE ports) and speed (a figure of
-the speed tier that moved more than 10%; the baseline's figures are also the report's speed
-reference, `sweep.analysis.speed.baseline_references`). Framework, host (kernel), environment and
+that are drift of the GPU stack (`sweep.audit.drift`, which words them): gpus (missing / added),
+gpu swap, driver, ecc, power, clock policy, mig, modes (persistence), topology, firmware, gpu
+model, links (PCIe width, NVLinks active, fabric, GPUs on the PCI bus), link errors (NVLink / PCIe
+counters, Xid events) and host settings (CPU governor, NUMA balancing, THP, kernel arguments,
+modules, IB / RoCE ports) and speed (a figure of the speed tier that moved more than 10%; the
+baseline's figures are also the report's speed reference,
+`sweep.analysis.speed.baseline_references`). Framework, host (kernel), environment and
 memory-error changes are shown by ``sweep diff``, not as drift.
 
 `audit_section(records, expectations, baseline_dir)` is the dict the report embeds (docs/audits.md).
@@ -36,10 +37,10 @@ from typing import Any, Iterable, Mapping
 
 from sweep import exitcodes
 from sweep.errors import ConfigError, RunFolderError
-from sweep.analysis.facts import path_labels
-from sweep.analysis.names import fold_hosts, fold_numbers, host_key
-from sweep.audit.rundiff import FieldChange, host_changes
-from sweep.text import noun, show_value, plural
+from sweep.analysis.names import fold_hosts, host_key
+from sweep.audit.drift import Drift, drift_of, value_text
+from sweep.audit.rundiff import host_changes
+from sweep.text import plural
 from sweep.folders import SHARED, make_dirs
 from sweep.store import Run, load_run, read_json, safe_name, utc_now, write_json_atomic
 
@@ -47,47 +48,6 @@ BASELINE_VERSION = 1
 FORMAT = "sweep-baseline"
 HOST_FORMAT = "sweep-baseline-host"
 INDEX = "baseline.json"
-DRIFT_KINDS = (
-    "gpus",
-    "gpu swap",
-    "driver",
-    "ecc",
-    "power",
-    "clock policy",
-    "mig",
-    "modes",
-    "topology",
-    "firmware",
-    "gpu model",
-    "links",
-    "link errors",
-    "host settings",
-    "speed",
-)
-_LABELS = {
-    "pcie.width": "PCIe width",
-    "pcie.max_gen": "PCIe generation (link)",
-    "nvlink.active": "NVLinks active",
-    "nvlinks_active": "NVLinks active",
-    "fabric.state": "GPU fabric",
-    "ecc.current": "ECC mode",
-    "ecc.pending_mode": "ECC mode after reset",
-    "ecc.pending": "ECC mode after reset",
-    "power.enforced_limit_w": "enforced power limit (W)",
-    "power.management_limit_w": "power limit (W)",
-    "power.default_limit_w": "default power limit (W)",
-    "mig_layout": "MIG layout",
-    "mig.current": "MIG mode",
-    "mig.pending": "MIG mode after reset",
-    "persistence_mode": "persistence mode",
-    "driver.version": "driver",
-    "driver.cuda_driver_version": "CUDA driver API",
-    "driver.gpu_count": "GPU count",
-    "topology.worst_link_selected": "worst link",
-    "topology.pairs": "link",
-    "vbios": "VBIOS",
-    **path_labels(),
-}
 
 
 def host_state(health: dict) -> dict:
@@ -328,31 +288,6 @@ def _write_host_baseline(root: Path, run: Run, name: str, rec: dict, now: str) -
 # --- drift -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Drift:
-    """One kind of drift on one host (a swapped card is one drift per card)."""
-
-    host: str
-    kind: str
-    detail: str  # what drifted, without the host (entries carry the host beside the text)
-    changes: tuple[FieldChange, ...]
-
-    @property
-    def message(self) -> str:
-        return f"{self.host}: {self.detail}"
-
-    def as_dict(self) -> dict:
-        return {
-            "host": self.host,
-            "kind": self.kind,
-            "message": self.message,
-            "detail": self.detail,
-            "changes": [
-                {k: v for k, v in c.as_dict().items() if k != "kind"} for c in self.changes
-            ],
-        }
-
-
 @dataclass
 class BaselineComparison:
     """Drift per host, and the hosts that could not be compared."""
@@ -383,97 +318,6 @@ class BaselineComparison:
             "absent": self.absent,
             "unjudged": self.unjudged,
         }
-
-
-def _label(c: FieldChange) -> str:
-    return _LABELS.get(c.field, c.field)
-
-
-def _val(v: Any) -> str:
-    if isinstance(v, bool):
-        return "on" if v else "off"
-    if v is None:
-        return "none"
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return show_value(v)
-
-
-def _on(c: FieldChange) -> str:
-    if not c.gpus:
-        return ""
-    if c.field == "topology.pairs":
-        return (
-            f" on {plural(len(c.gpus), 'GPU pair')} "
-            f"({fold_numbers(c.gpus[:4])}{',…' if len(c.gpus) > 4 else ''})"
-        )
-    return f" on {noun(len(c.gpus), 'GPU')} {fold_numbers(c.gpus)}"
-
-
-def _card_text(card: dict | None) -> str:
-    return f"serial {(card or {}).get('serial')} ({(card or {}).get('uuid')})"
-
-
-def drift_of(host: str, changes: list[FieldChange]) -> list[Drift]:
-    """The changes of one host that are drift, as messages a person reads (one per kind, one
-    per swapped card)."""
-    out = []
-    by_kind: dict[str, list[FieldChange]] = {}
-    for c in changes:
-        if c.kind in DRIFT_KINDS:
-            by_kind.setdefault(c.kind, []).append(c)
-    for kind, items in by_kind.items():
-        if kind == "gpu swap":
-            cards: dict[Any, dict] = {}
-            for c in items:
-                for i in c.gpus:
-                    cards.setdefault(i, {"before": {}, "after": {}, "changes": []})
-                    cards[i]["before"][c.field], cards[i]["after"][c.field] = c.before, c.after
-                    cards[i]["changes"].append(
-                        FieldChange(c.kind, c.field, (i,), c.before, c.after)
-                    )
-            for i, card in cards.items():
-                out.append(
-                    Drift(
-                        host,
-                        kind,
-                        f"the card at GPU {i} was swapped: {_card_text(card['before'])} "
-                        f"-> {_card_text(card['after'])}",
-                        tuple(card["changes"]),
-                    )
-                )
-            continue
-        if kind == "gpus":
-            parts = []
-            for c in items:
-                if c.field == "gpu":
-                    card = c.before or c.after
-                    state = "missing" if c.after is None else "added"
-                    parts.append(f"GPU {fold_numbers(c.gpus)} {state} ({_card_text(card)})")
-                elif c.field == "driver.gpu_count":
-                    parts.append(f"{_val(c.before)} -> {_val(c.after)} GPUs")
-                else:
-                    parts.append(
-                        f"GPU {fold_numbers(c.gpus)} index {_val(c.before)} -> {_val(c.after)}"
-                    )
-            out.append(Drift(host, kind, "; ".join(parts), tuple(items)))
-            continue
-        head = [
-            c for c in items if c.field in ("driver.version", "topology.worst_link_selected")
-        ] or items
-        shown = head[:3] if kind != "topology" else head[:1]
-        text = "; ".join(f"{_label(c)} {_val(c.before)} -> {_val(c.after)}{_on(c)}" for c in shown)
-        more = len(items) - len(shown)
-        out.append(
-            Drift(
-                host,
-                kind,
-                f"{kind} changed: {text}"
-                + (f" (+{more} more {'field' if more == 1 else 'fields'})" if more > 0 else ""),
-                tuple(items),
-            )
-        )
-    return out
 
 
 def _records(records) -> dict[str, dict]:
@@ -526,7 +370,7 @@ def show_rows(baseline_dir: str | Path, hosts: Iterable[str] = ()) -> list[dict]
         gpus = st.get("gpus") or []
 
         def distinct(key):
-            vals = sorted({_val(g.get(key)) for g in gpus})
+            vals = sorted({value_text(g.get(key)) for g in gpus})
             return ",".join(vals) if vals else "-"
 
         rows.append(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sweep.demo import synth
+from sweep.demo import hgx, synth
 from sweep.demo.loopback import FleetHost
 
 OLD_DRIVER = ("580.95.05", 13000)
@@ -36,7 +36,7 @@ def _variants() -> dict[int, tuple[list, str]]:
                 synth.foreign_process(
                     pid=48213, name="python3 orphan_eval.py", mib=11264, gpus=[2]
                 ),
-                synth.xid(31, gpu=2, count=240, first_s=9050.25, every_s=30.0),
+                hgx.xid(31, gpu=2, count=240, first_s=9050.25, every_s=30.0),
             ],
             "foreign process holding 11 GiB, whose page faults logged Xid 31 240 times",
         ),
@@ -51,21 +51,21 @@ def _variants() -> dict[int, tuple[list, str]]:
         39: ([synth.driver(*OLD_DRIVER)], "driver 580.95.05"),
         40: ([synth.driver(*OLD_DRIVER)], "driver 580.95.05"),
         # issue 15: the failures fleet health checkers catch
-        3: ([synth.gpu_off_nvml(gpu=7)], "GPU on the bus missing from NVML"),
-        9: ([synth.pcie_width(8, gpus=[3])], "PCIe x8 on GPU 3"),
-        15: ([synth.nvlink_down(gpu=5, link=3)], "NVLink down on GPU 5"),
-        19: ([synth.xid(79, gpu=2, first_s=20417.75)], "Xid 79"),
+        3: ([hgx.gpu_off_nvml(gpu=7)], "GPU on the bus missing from NVML"),
+        9: ([hgx.pcie_width(8, gpus=[3])], "PCIe x8 on GPU 3"),
+        15: ([hgx.nvlink_down(gpu=5, link=3)], "NVLink down on GPU 5"),
+        19: ([hgx.xid(79, gpu=2, first_s=20417.75)], "Xid 79"),
         23: (
             [
-                synth.xid(48, gpu=1, count=2, first_s=3600.5, every_s=4.0),
-                synth.xid(95, gpu=1, count=1870, first_s=3604.5, every_s=2.0),
+                hgx.xid(48, gpu=1, count=2, first_s=3600.5, every_s=4.0),
+                hgx.xid(95, gpu=1, count=1870, first_s=3604.5, every_s=2.0),
             ],
             "Xid 48, then Xid 95 1870 times",
         ),
-        27: ([synth.fabric_state(1)], "GPU fabric not started"),
-        31: ([synth.ib_rate(port=1, rate="200 Gb/sec (4X HDR)")], "IB port at 200 Gb/s"),
-        35: ([synth.governor("powersave")], "CPU governor powersave"),
-        36: ([synth.hbm_temperature(92, gpus=[4])], "HBM near slowdown"),
+        27: ([hgx.fabric_state(1)], "GPU fabric not started"),
+        31: ([hgx.ib_rate(port=1, rate="200 Gb/sec (4X HDR)")], "IB port at 200 Gb/s"),
+        35: ([hgx.governor("powersave")], "CPU governor powersave"),
+        36: ([hgx.hbm_temperature(92, gpus=[4])], "HBM near slowdown"),
     }
 
 
@@ -95,7 +95,7 @@ def demo_fleet(
             base,
             [
                 synth.multi_gpu(8, _all_nv),
-                synth.hgx_platform(),
+                hgx.hgx_platform(),
                 *load,
                 synth.identity(name),
                 *edits,

@@ -3,8 +3,9 @@
 `LocalFleet` starts one ``sshd -D`` per host, each on its own 127.x.y.z address with its own host
 key, serving a replayed GPU capture (``SetEnv SWEEP_REPLAY=... SWEEP_REPLAY_HOSTNAME=...``), and
 writes what a controller needs: a client key, a known_hosts file and an Ansible inventory (groups,
-children, group vars, host ranges with ``host_vars/`` files). Hosts can also be made faulty (see
-`KINDS`). Everything is torn down on exit, sshd session processes included.
+children, group vars, host ranges with ``host_vars/`` files: `sweep.demo.fleet_inventory`). Hosts
+can also be made faulty (see `KINDS`). Everything is torn down on exit, sshd session processes
+included.
 ``SWEEP_LOOPBACK_RANGE`` (`loopback_range`) keeps fleets of separate owners apart (the test suite
 gives each pytest-xdist worker its own).
 
@@ -30,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from sweep.demo.fleet_inventory import write_inventory
 from sweep.demo.proxy import DropProxy
 from sweep.errors import ConfigError
 
@@ -383,50 +384,16 @@ class LocalFleet:
         return address if self.port == 22 else f"[{address}]:{self.port}"
 
     def _write_inventory(self) -> None:
-        wd = self.workdir
-        groups: dict[str, list[FleetHost]] = {}
-        for host in self.hosts:
-            groups.setdefault(host.group, []).append(host)
-        (wd / "group_vars" / "all.yml").write_text(
-            yaml.safe_dump(
-                {
-                    "ansible_user": self.user or _user(),
-                    "ansible_ssh_private_key_file": str(self.client_key_path),
-                },
-                sort_keys=False,
-            )
-        )
-        parent_of = {child: parent for parent, kids in self.children.items() for child in kids}
-        tree: dict = {}
-
-        def node(group: str) -> dict:
-            parent = parent_of.get(group)
-            siblings = tree if parent is None else node(parent).setdefault("children", {})
-            return siblings.setdefault(group, {})
-
-        for group in [*self.children, *groups]:
-            node(group)
-        for group, values in self.group_vars.items():
-            node(group)["vars"] = dict(values)
-        for group, members in groups.items():
-            entries = node(group).setdefault("hosts", {})
-            for pattern, run in _ranges(members):
-                if len(run) > 1:
-                    entries[pattern] = None
-                    for host in run:
-                        (wd / "host_vars" / f"{host.name}.yml").write_text(
-                            yaml.safe_dump(self._host_vars(host), sort_keys=False)
-                        )
-                else:
-                    entries[pattern] = self._host_vars(run[0])
-            for host in members:
-                for alias in host.aliases:
-                    entries[alias] = self._host_vars(host)
-        vars_ = {"ansible_port": self.port} if self.port != 22 else {}
-        body = {"all": {**({"vars": vars_} if vars_ else {}), "children": tree}}
-        self.inventory_path.write_text(
-            "# written by sweep's LocalFleet: real sshds on loopback\n"
-            + yaml.safe_dump(body, sort_keys=False, default_flow_style=False)
+        write_inventory(
+            self.inventory_path,
+            self.hosts,
+            self._host_vars,
+            folder=self.workdir,
+            key_path=self.client_key_path,
+            port=self.port,
+            user=self.user,
+            children=self.children,
+            group_vars=self.group_vars,
         )
 
     def _host_vars(self, host: FleetHost) -> dict:
@@ -599,50 +566,8 @@ SetEnv {setenv}
 """
 
 
-def _user() -> str:
-    import pwd
-
-    return pwd.getpwuid(os.getuid()).pw_name
-
-
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
-
-
-def _ranges(hosts: list[FleetHost]) -> list[tuple[str, list[FleetHost]]]:
-    """Runs of consecutive names (gpu01, gpu02, ...) as Ansible ranges
-    (gpu[01:25]); others alone."""
-    out: list[tuple[str, list[FleetHost]]] = []
-    run: list[FleetHost] = []
-    key = None
-
-    def flush():
-        if len(run) >= 3:
-            prefix = key[0]
-            out.append(
-                (f"{prefix}[{run[0].name[len(prefix) :]}:{run[-1].name[len(prefix) :]}]", list(run))
-            )
-        else:
-            out.extend((h.name, [h]) for h in run)
-
-    for host in hosts:
-        match = re.fullmatch(r"(.*?)(\d+)", host.name)
-        this = (match.group(1), len(match.group(2))) if match else None
-        number = int(match.group(2)) if match else None
-        if (
-            run
-            and this == key
-            and this is not None
-            and number == int(run[-1].name[len(key[0]) :]) + 1
-        ):
-            run.append(host)
-            continue
-        if run:
-            flush()
-        run, key = [host], this
-    if run:
-        flush()
-    return out
 
 
 def _descendants(roots: set[int]) -> list[int]:

@@ -140,13 +140,13 @@ def probe(edits: list, workdir: Path, hostname: str, speed: dict) -> dict:
     import io
 
     from probe_agent.main import main as agent_main
-    from sweep.demo import synth
+    from sweep.demo import hgx, synth
 
     cap = synth.derive(
         synth.base_capture("h200-speed"),
         [
             synth.multi_gpu(8, lambda i, j: "NV18"),
-            synth.hgx_platform(),
+            hgx.hgx_platform(),
             synth.identity(hostname),
             *edits,
         ],

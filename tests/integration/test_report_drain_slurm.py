@@ -20,7 +20,7 @@ import fleet_variants as fv  # noqa: E402
 
 from probe_agent.source import RecordingSource  # noqa: E402
 from sweep.collect.run import run_sweep  # noqa: E402
-from sweep.demo import synth  # noqa: E402
+from sweep.demo import hgx, synth  # noqa: E402
 from sweep.demo.loopback import SSHD, FleetHost, LocalFleet  # noqa: E402
 from sweep.report.build import build_report  # noqa: E402
 
@@ -224,7 +224,7 @@ def test_dry_run_without_a_controller_prints_one_line_per_reason_from_the_report
 
 def _capture(tmp_path: Path, node: str, name: str, edits=()) -> Path:
     """A replayed 8-GPU H200 capture of `node` (the demo's), with `edits`."""
-    cap = synth.derive(synth.base_capture("h200-idle"), [synth.multi_gpu(8, lambda i, j: "NV18"), synth.hgx_platform(),
+    cap = synth.derive(synth.base_capture("h200-idle"), [synth.multi_gpu(8, lambda i, j: "NV18"), hgx.hgx_platform(),
                                                          synth.identity(node), *edits], hostname=node)
     return synth.write(cap, tmp_path / f"{name}.json")
 
@@ -319,7 +319,7 @@ def test_a_node_sweep_drained_is_probed_again_after_its_fix_over_ssh_and_resumed
     node, env = cluster
     if not os.path.exists(SSHD):
         require(False, "needs OpenSSH's sshd (apt-get install -y openssh-server)")
-    capture = _capture(tmp_path, node, "fleet-node", [synth.xid(79, gpu=2, first_s=20417.75)])
+    capture = _capture(tmp_path, node, "fleet-node", [hgx.xid(79, gpu=2, first_s=20417.75)])
     with LocalFleet([FleetHost(node, capture=str(capture))], tmp_path / "fleet") as fleet:
         ssh = fleet.ssh_settings(connect_timeout=5)
         broken = run_sweep(fleet.inventory_path, out=tmp_path / "run-broken", ssh=ssh)

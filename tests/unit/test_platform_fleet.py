@@ -13,7 +13,7 @@ from sweep.analysis.compare import compare
 from sweep.analysis.fleet import load_fleet
 from sweep.audit.diff import diff_health, rising_link_errors
 from sweep.audit.expect import evaluate_expectations, load_expectations
-from sweep.demo import synth
+from sweep.demo import hgx, synth
 from sweep.demo.fleet import demo_fleet
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,7 +131,7 @@ def test_expectations_pin_the_new_facts(demo, tmp_path):
 
 def test_sweep_diff_finds_nvlink_counters_rising(demo, tmp_path, capsys):
     _, _, health = demo
-    base = synth.derive(synth.base_capture("h200-idle"), [synth.multi_gpu(2), synth.hgx_platform()])
+    base = synth.derive(synth.base_capture("h200-idle"), [synth.multi_gpu(2), hgx.hgx_platform()])
     later = synth.derive(base, [])
     for cap, crc in ((base, 0), (later, 7)):
         cap["nvml"]["gpu1.fields"] = {"value": [{"fieldId": 38, "scopeId": 0, "valueType": 3, "nvmlReturn": 0,

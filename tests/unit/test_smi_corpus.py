@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from probe_agent.contracts import check_topology, worst_link
+from probe_agent.gpuchecks import check_topology, worst_link
 from probe_agent.hostfacts import nearest_nics
 from probe_agent.mask import resolve_mask, smi_list_gpus
 from probe_agent.smi_text import parse_active_reasons, parse_reason_counters, parse_smi_list, parse_topo_matrix
