@@ -21,6 +21,11 @@ def onoff(value, unknown="unknown") -> str:
     return unknown if value is None else ("on" if value else "off")
 
 
+def onoff_text(column: str, unknown="unknown"):
+    """The renderer of an on/off column: 'on', 'off', or `unknown` where it was not read."""
+    return lambda r: onoff(r[column], unknown)
+
+
 def as_number(value) -> str:
     return "?" if value is None else f"{float(value):g}"
 
