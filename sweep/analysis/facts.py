@@ -23,7 +23,7 @@ edge (the report, the terminal, Prometheus labels).
 from __future__ import annotations
 
 from sweep.analysis import impact as texts
-from sweep.analysis.fact import Expect, Fact, Metric, keyed_reader, path_reader
+from sweep.analysis.fact import Expect, Fact, Metric
 from sweep.analysis.fact_values import (
     as_number,
     clocks_text,
@@ -32,23 +32,22 @@ from sweep.analysis.fact_values import (
     governor_text,
     link_text,
     mig_text,
-    mixed_text,
     nvlinks_text,
-    onoff,
     onoff_text,
     pcie_text,
     port_rate,
     power_text,
     present_text,
-    typed_value,
 )
+
+# imported from the fact table's module too (explicit re-exports): their homes are `fact` and
+# `fact_values`
+from sweep.analysis.fact import keyed_reader as keyed_reader, path_reader as path_reader
+from sweep.analysis.fact_values import mixed_text as mixed_text, onoff as onoff
+from sweep.analysis.fact_values import typed_value as typed_value
 from sweep.analysis.platform_facts import PLATFORM_FACTS
 from sweep.analysis.speed_facts import SPEED_FACTS
 from sweep.text import plural
-
-# the names other modules read from the fact table's module, declared elsewhere
-__all__ = ["Expect", "Fact", "Metric", "as_number", "keyed_reader", "mixed_text", "onoff"]
-__all__ += ["path_reader", "typed_value"]
 
 _DRIVER_INFO = Metric.info(
     "sweep_host_driver_info",
