@@ -26,6 +26,11 @@ class Metric:
     scale: float = 1.0
     labels: tuple = ()
 
+    @classmethod
+    def info(cls, name: str, help_text: str, *labels) -> "Metric":
+        """An `_info` metric (value 1) whose labels are the (label, column) pairs `labels`."""
+        return cls(name, help_text, labels=tuple(labels))
+
 
 KINDS = ("equal", "glob", "floor", "ceiling")  # how an expectations file's value judges a fact's
 

@@ -19,7 +19,7 @@ from fleet_variants import base, rejudge
 from history_parts import PROMTOOL, require_part
 from probe_agent.hostfacts import read_firmware, read_ib_ports
 from probe_agent.source import LiveSource
-from sweep.analysis import facts
+from sweep.analysis import fact_values, facts
 from sweep.analysis import fleet as fleet_module
 from sweep.analysis import rows as rows_module
 from sweep.analysis.compare import compare
@@ -398,7 +398,7 @@ def _persistence_off(health):
 ])
 def test_on_off_labels_reworded_keep_their_impact(tmp_path, monkeypatch, edit, key, impact):
     """"on"/"off" reworded ("enabled"/"disabled") keeps the impact: the rules read the typed mode, not the text."""
-    monkeypatch.setattr(facts, "onoff", lambda value, unknown="unknown":
+    monkeypatch.setattr(fact_values, "onoff", lambda value, unknown="unknown":
                         unknown if value is None else ("enabled" if value else "disabled"))
     found = compare(load_fleet([write_run(tmp_path / "run", 1, fleet_health(3, gpu03=edit))]))
     (difference,) = [d for d in found.classes[1].differs if d.key == key]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sweep.analysis import facts
+from sweep.analysis import fact_values, platform_facts, speed_facts, speed_reference
 from sweep.analysis import impact as texts
 from sweep.analysis.compare import compare
 from sweep.analysis.fleet import load_fleet
@@ -130,13 +131,14 @@ def test_an_expectation_kind_is_one_of_four_and_another_is_refused_naming_the_ke
 
 
 def test_a_firmware_version_is_expected_by_globs_and_its_violation_says_to_finish_the_upgrade():
-    rule = facts._approved("bios")
+    rule = platform_facts.approved("bios")
     assert (rule.key, rule.kind, rule.noun) == ("bios", "glob", "version")
     assert rule.fix == "finish the firmware upgrade of the change window on this host (or approve this version)"
-    info = facts._info("sweep_host_x_info", "X, value 1.", ("version", "x"), ("mode", "y"))
+    info = facts.Metric.info("sweep_host_x_info", "X, value 1.", ("version", "x"), ("mode", "y"))
     assert info == facts.Metric("sweep_host_x_info", "X, value 1.", labels=(("version", "x"), ("mode", "y")))
-    assert facts._version("fw")({"fw": "1.2"}) == "1.2" and facts._version("fw")({"fw": None}) == "not recorded"
-    assert facts._version("fw", "not running")({"fw": None}) == "not running"
+    version = fact_values.version_text
+    assert version("fw")({"fw": "1.2"}) == "1.2" and version("fw")({"fw": None}) == "not recorded"
+    assert version("fw", "not running")({"fw": None}) == "not running"
 
 
 # --- the speed tier's figures ----------------------------------------------------------------------
@@ -157,18 +159,18 @@ def test_a_firmware_version_is_expected_by_globs_and_its_violation_says_to_finis
 ])
 def test_a_speed_figure_is_a_drift_with_a_floor_splits_no_class_and_reads_in_its_unit(name, scope, floor, metric, where,
                                                                                       value, text, unit):
-    fact = facts._speed_fact(name, scope, floor)
+    fact = speed_facts.speed_fact(name, scope, floor)
     column = f"speed_{name}"
     assert (fact.name, fact.scope, fact.columns, fact.paths) == (name, scope, (column,), where)
-    assert fact.label == facts.SPEED_LABELS[name]
+    assert fact.label == speed_reference.LABELS[name]
     assert (fact.history, fact.compares, fact.diff_kind) == ("drift", False, "speed")
     assert fact.expect == facts.Expect(floor, "floor", unit=unit)
     assert fact.metric.name == metric and fact.metric.column == column
-    assert fact.metric.help == (f"The speed tier's measured {facts.SPEED_LABELS[name]} ({facts.SPEED_UNITS[name]}), "
-                                "best of its repetitions.")
+    label, unit_name = speed_reference.LABELS[name], speed_reference.UNITS[name]
+    assert fact.metric.help == f"The speed tier's measured {label} ({unit_name}), best of its repetitions."
     assert fact.render({column: value}) == text and fact.render({column: None}) == "not measured"
     (only,) = fact.impact
-    assert only[0] is None and only[1] == facts.SPEED_IMPACT[name]
+    assert only[0] is None and only[1] == speed_facts.SPEED_IMPACT[name]
     dtype, read = fact.reads[column]
     assert dtype == "Float64"
     if scope == "gpu":
@@ -182,7 +184,7 @@ def test_a_speed_figure_is_a_drift_with_a_floor_splits_no_class_and_reads_in_its
 
 def test_a_speed_figure_reads_in_decimal_units_rounded_half_to_even():
     """GB/s is 10**9 B/s and TFLOP/s 10**12 FLOP/s (not GiB): a figure exactly halfway shows which."""
-    hbm, gemm = facts._speed_fact("hbm", "gpu", "hbm_gbps_min"), facts._speed_fact("bf16_gemm", "gpu", "x")
+    hbm, gemm = speed_facts.speed_fact("hbm", "gpu", "hbm_gbps_min"), speed_facts.speed_fact("bf16_gemm", "gpu", "x")
     assert hbm.render({"speed_hbm": 3.5e9}) == "4 GB/s" and hbm.render({"speed_hbm": 2.5e9}) == "2 GB/s"
     assert gemm.render({"speed_bf16_gemm": 7.5e11}) == "0.8 TFLOP/s"
 
