@@ -71,9 +71,12 @@ def fleet_hosts(sshds: int, hosts: int, answer: Path) -> list[FleetHost]:
 
 def one_run(fleet: LocalFleet, names: list[str], workers: int, forks: int, tmp: Path, tag: str) -> dict:
     out = tmp / f"run-{tag}"
+    listed = tmp / f"hosts-{tag}.txt"  # --limit @FILE: the first `hosts` names (a bare "" would sweep them all)
+    listed.write_text("\n".join(names) + "\n")
     argv = [sys.executable, "-c", SWEEP, str(fleet.inventory_path), str(out), str(fleet.known_hosts_path),
-            str(forks), str(workers), ",".join(names) if len(names) < 50 else ""]
-    env = {**fleet.controller_env(), "PYTHONPATH": str(REPO)}
+            str(forks), str(workers), f"@{listed}"]
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))  # the wheels' folder too
+    env = {**fleet.controller_env(), "PYTHONPATH": path}
     with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
         started = time.monotonic()
         proc = subprocess.Popen(argv, env=env, stdout=so, stderr=se, cwd=REPO)
@@ -86,6 +89,8 @@ def one_run(fleet: LocalFleet, names: list[str], workers: int, forks: int, tmp: 
         got = json.loads(text.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise SystemExit(f"run {tag} failed (exit {status}): {err[-2000:]}")
+    if got["ok"] + got["failed"] != len(names):  # the run swept other hosts than asked: its figures mean nothing
+        raise SystemExit(f"run {tag} swept {got['ok'] + got['failed']} hosts, not {len(names)}")
     return {"workers": workers, "hosts": len(names), "wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
             "ok": got["ok"], "failed": got["failed"], "by_class": got["by_class"], "sweep_s": got["sweep_s"]}
 
