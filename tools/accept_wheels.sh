@@ -2,12 +2,12 @@
 # The controller's wheels for a machine with no package index (tools/h200_acceptance.sh, tools/device_workers.sh
 # read them from .accept/whl): every dependency of pyproject.toml and theirs, resolved by pip for CPython
 # PYVER on x86-64 manylinux. A hand-picked list missed typer's pydantic on 2026-12-05 and cost an acceptance run.
-#   tools/accept_wheels.sh [PYVER]      (default 3.12; writes .accept/whl of the repository)
+#   tools/accept_wheels.sh OUTDIR [PYVER]     (OUTDIR: .accept/whl of the repository; PYVER default 3.12)
 set -euo pipefail
-PYVER=${1:-3.12}
+DEST=${1:?usage: tools/accept_wheels.sh OUTDIR [PYVER]}
+PYVER=${2:-3.12}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-OUT=$REPO/.accept/whl
-mkdir -p "$OUT"
+mkdir -p "$DEST"
 REQ=$(mktemp)
 trap 'rm -f "$REQ"' EXIT
 python3 -c "import sys, tomllib; print('\n'.join(tomllib.load(open(sys.argv[1], 'rb'))['project']['dependencies']))" \
@@ -18,5 +18,5 @@ for p in manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux_2_24_x86_64 manyli
     PLATFORMS+=(--platform "$p")
 done
 python3 -m pip download -q --only-binary=:all: --python-version "$PYVER" --implementation cp "${PLATFORMS[@]}" \
-    -d "$OUT" -r "$REQ"
-ls "$OUT"
+    -d "$DEST" -r "$REQ"
+ls "$DEST"

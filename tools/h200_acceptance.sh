@@ -4,7 +4,7 @@
 #   tools/h200_acceptance.sh OUTDIR        (as root, from anywhere; reads .accept/ of the repository)
 # .accept/deb: Debian 12 openssh-server, openssh-client and their libraries (dpkg -x, LD_LIBRARY_PATH),
 #              sudo (installed with dpkg -i only when the host has none; removed again at the end)
-# .accept/whl: the controller's wheels, installed into a temporary folder (pip --no-index --no-deps); tools/accept_wheels.sh writes them
+# .accept/whl: the controller's wheels, installed into a temporary folder (pip --no-index --no-deps); `tools/accept_wheels.sh .accept/whl` writes them
 # Hosts: one sshd per loopback alias 127.0.0.2..9 (port 22; ACCEPT_NET=127.x.y for another /24). Cases, each independent (a failure is a row):
 # plain on 8 aliases; --load 10; --speed on one alias; --speed on two at once (contended); --wrap of a
 # bf16 matmul with --metric; --transport openssh; user op without --become; op with --become and a
