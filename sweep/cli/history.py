@@ -15,12 +15,12 @@ from sweep.cli.output import console, print_lines, results, safe
 from sweep.text import plural
 
 
-def keep_history(run_dir: Path) -> None:
-    """After `sweep run`: bring the history index of the run's root up to date; a failure is a
-    warning."""
+def keep_history(run_dir: Path, fleet=None) -> None:
+    """After `sweep run`: bring the history index of the run's root up to date (`fleet`: the run's
+    records, already read for its report); a failure is a warning."""
     from sweep.history.hook import keep_index_current
 
-    warning = keep_index_current(run_dir)
+    warning = keep_index_current(run_dir, fleet)
     if warning:
         console.print(f"sweep: warning: {safe(warning)}", soft_wrap=True)
 

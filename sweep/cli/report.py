@@ -23,11 +23,12 @@ def print_report(
     baseline: Optional[Path] = None,
     details: bool = False,
     drain_config: bool = False,
+    fleet=None,
 ) -> int:
     """Build the report of `inputs` into `out_dir` and print the verdict (`sweep report`, and after
     `sweep run` and `sweep demo`): at a glance, a few short lines (the headline, each state's hosts,
     each cause with its fix); with `details`, every finding in full; then whose cause keeps each
-    host out undrained, and the commands that act next. The report's exit code."""
+    host out undrained, and the commands that act next (`fleet`: build_report's). Its exit code."""
     from sweep.report.build import build_report
     from sweep.report.glance import glance, load_line, terminal_lines
 
@@ -38,6 +39,7 @@ def print_report(
         expect=expect,
         baseline=baseline,
         drain_config=drain_config,
+        fleet=fleet,
     )
     summary = result.summary
     if details:

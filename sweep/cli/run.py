@@ -193,12 +193,30 @@ def _finish_run(result, report: dict) -> int:
     """After the sweep: the history index, the report, the run folder's path; the exit code. A run
     with --no-report only collects: reading its records into the history index (as long as the
     report, at 10,000 hosts) is left to the next `sweep history`, which reads the runs new since
-    its last update."""
-    if not result.options.get("no_report", report["no_report"]):
-        keep_history(result.run_dir)
-    code = _report_run(result, report)
+    its last update. A run that reports reads its records once, for the index and the report."""
+    report = {key: result.options.get(key, value) for key, value in report.items()}
+    fleet = _read_once(result, report)
+    if not report["no_report"]:
+        keep_history(result.run_dir, fleet)
+    code = _report_run(result, report, fleet)
     results.print(f"run folder: {result.run_dir.resolve()}", soft_wrap=True)
     return code
+
+
+def _read_once(result, report: dict):
+    """The run's records as its report reads them, or None: no report, or records only the
+    readers' own fallbacks take (the index leaves a torn record out, the report names it)."""
+    if report["no_report"] or result.state == "interrupted":
+        return None
+    from sweep.analysis.fleet import load_fleet
+    from sweep.errors import SweepError
+    from sweep.report.build import audited
+
+    expect, baseline = (report[key] for key in ("expect", "baseline"))
+    try:
+        return load_fleet([result.run_dir], keep_health=audited(expect, baseline))
+    except SweepError:
+        return None
 
 
 def _agent_args(deep: bool, load: tuple, speed: bool, force: bool) -> List[str]:
@@ -239,10 +257,10 @@ def _host_selection(
     )
 
 
-def _report_run(result, report: dict) -> int:
+def _report_run(result, report: dict, fleet=None) -> int:
     """The report of a run that was not interrupted, with the run's report options (--resume: its
-    own, but those given again); the exit code of the run and its report."""
-    report = {key: result.options.get(key, value) for key, value in report.items()}
+    own, but those given again: `_finish_run` merged them); the exit code of the run and its
+    report."""
     if report["no_report"] or result.state == "interrupted":
         return result.exit_code
     expect, baseline = (
@@ -251,7 +269,12 @@ def _report_run(result, report: dict) -> int:
     # the report's code is the verdict over every host the run lists (its failed ones included): the
     # table's order
     code = print_report(
-        [result.run_dir], result.run_dir / "report", report["reference"], expect, baseline
+        [result.run_dir],
+        result.run_dir / "report",
+        report["reference"],
+        expect,
+        baseline,
+        fleet=fleet,
     )
     return exitcodes.first((code, result.exit_code))  # the one table's precedence
 

@@ -46,6 +46,7 @@ from sweep.collect.selection import (
 from sweep.collect.signals import Held, sigterm_as_interrupt
 from sweep.collect.tally import RunProgress, RunResult, Tally
 from sweep.errors import RunFolderError, SweepError
+from sweep.gcpolicy import fewer_collections
 from sweep.inventory.command_line import is_inline
 from sweep.inventory.model import (
     Host,
@@ -421,7 +422,8 @@ def _sweep_hosts(
         try:
             hold.release()  # a Ctrl-C that came meanwhile is raised here
             todo = [host for host in hosts if host.name not in done]
-            state = _collect(fan.engine(todo, folder), todo, folder, manifest, tally, fan.wrap)
+            with fewer_collections():  # workers fork inside: they inherit it
+                state = _collect(fan.engine(todo, folder), todo, folder, manifest, tally, fan.wrap)
         except KeyboardInterrupt:
             pass  # before the engine ran: nothing to stop
         with Held():

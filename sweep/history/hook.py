@@ -10,9 +10,9 @@ from sweep.history.index import HistoryIndex, default_index_path, run_folders
 from sweep.text import plural
 
 
-def keep_index_current(run_dir: str | Path) -> str | None:
+def keep_index_current(run_dir: str | Path, fleet=None) -> str | None:
     """Update ``<root>/.sweep-history.sqlite`` for the folder that holds `run_dir`; a warning or
-    None.
+    None. `fleet`: the run's records as `load_fleet` read them for its report (read once for both).
 
     The run folder is the source of truth and is already complete: a failure here costs only
     the index, which the next `sweep history` rebuilds, so it is returned, never raised.
@@ -20,7 +20,9 @@ def keep_index_current(run_dir: str | Path) -> str | None:
     root = Path(run_dir).resolve().parent
     try:
         with HistoryIndex(default_index_path(root)) as index:
-            result = index.update(run_folders([root]))
+            result = index.update(
+                run_folders([root]), fleets={run_dir: fleet} if fleet is not None else None
+            )
     except (SweepError, OSError, ValueError, sqlite3.Error) as err:
         return (
             f"the history index of {root} was not updated ({err}); "

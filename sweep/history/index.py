@@ -55,7 +55,7 @@ from sweep.analysis import facts as fact_table
 from sweep.analysis.facts import mixed_text, signature as fact_signature
 from sweep.analysis.fleet import GPU_COLUMNS, HOST_COLUMNS, usable_cpus
 from sweep.history.files import IndexLock, refuse_index_links, remove_index
-from sweep.history.runs import HW_KEY, REACHABILITY, RunRows, Skipped, read_all
+from sweep.history.runs import HW_KEY, REACHABILITY, RunRows, Skipped, read_all, read_or_skip
 from sweep.folders import SHARED, make_dirs
 from sweep.store import MANIFEST
 
@@ -280,14 +280,15 @@ class HistoryIndex:
 
     # ------------------------------------------------------------ update
 
-    def update(self, folders, workers: int | None = None) -> UpdateResult:
+    def update(self, folders, workers: int | None = None, fleets=None) -> UpdateResult:
         """Read the run folders that are new or changed; forget indexed runs whose folder is gone.
 
         Runs indexed but not among `folders` stay while their folder exists: `sweep history RUN_A
         RUN_B` reads two runs without dropping the rest of the root's history.
 
         Many runs (a rebuild) are read by `workers` processes (default: one per usable CPU, at most
-        MAX_WORKERS); this process alone writes the index.
+        MAX_WORKERS); this process alone writes the index. `fleets` (folder -> Fleet): runs whose
+        records were already read (`sweep run` reads its run once for the report and the index).
         """
         folders = [Path(f).resolve() for f in folders]
         workers = min(usable_cpus(), MAX_WORKERS) if workers is None else workers
@@ -311,9 +312,7 @@ class HistoryIndex:
             else:
                 todo.append(job)
         read = []
-        for (folder, stamp, digest, old_id), rows in zip(
-            todo, read_all([t[0] for t in todo], workers)
-        ):
+        for (folder, stamp, digest, old_id), rows in _rows_of(todo, workers, fleets or {}):
             if isinstance(rows, Skipped):
                 skipped.append(self._skip(rows, (old_id,) if old_id is not None else None))
                 stamps[rows.where] = stamp
@@ -561,3 +560,13 @@ def _check_run(row: tuple) -> None:
 
 def default_index_path(root: str | Path) -> Path:
     return Path(root) / INDEX_NAME
+
+
+def _rows_of(todo: list, workers: int, fleets: dict):
+    """(job, RunRows or Skipped) of each job: the runs of `fleets` from the fleet already read, the
+    others read from their folders."""
+    fleets = {Path(folder).resolve(): fleet for folder, fleet in fleets.items()}
+    for job in [t for t in todo if t[0] in fleets]:
+        yield job, read_or_skip(job[0], fleets[job[0]])
+    rest = [t for t in todo if t[0] not in fleets]
+    yield from zip(rest, read_all([t[0] for t in rest], workers))

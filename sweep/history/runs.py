@@ -32,7 +32,7 @@ import pandas as pd
 from sweep.errors import HealthFileError, RunFolderError, SweepError
 from sweep.analysis import facts as fact_table
 from sweep.analysis.facts import typed_value
-from sweep.analysis.fleet import load_fleet, rows_at
+from sweep.analysis.fleet import Fleet, load_fleet, rows_at
 from sweep.analysis.keys import factorize, host_keys
 from sweep.analysis.speed_record import finite_number
 from sweep.store import MANIFEST, RUN_FORMAT, STATES, RunFolder, list_records, read_json
@@ -101,12 +101,12 @@ def encode(value) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
-def read_run(folder: str | Path) -> RunRows:
-    """Read one run folder into rows (runs in a worker process when many runs are read)."""
+def read_run(folder: str | Path, fleet: Fleet | None = None) -> RunRows:
+    """One run folder's rows (in a worker when many runs are read); `fleet`: its records, read."""
     folder = Path(folder)
     manifest = read_manifest(folder)
     _refuse_empty_interrupted(folder, manifest)
-    fleet, skipped = _fleet_of(folder)
+    fleet, skipped = (fleet, []) if fleet is not None else _fleet_of(folder)
     _, mixed, gpu_keys = host_keys(fleet)
     hosts = fleet.hosts
     names = _Interner()
@@ -371,12 +371,11 @@ def _speed_rows(fleet, host_ids) -> list[tuple]:
     return out
 
 
-def read_or_skip(folder: str | Path):
+def read_or_skip(folder: str | Path, fleet: Fleet | None = None):
     """`read_run`, or Skipped naming the folder and what is wrong with it: one bad run never ends
-    the
-    history. Whatever a hostile run folder raises is caught here, in the worker that read it."""
+    the history. Whatever a hostile run folder raises is caught here, in the worker that read it."""
     try:
-        return read_run(folder)
+        return read_run(folder, fleet)
     except SweepError as err:
         why = (
             err.message

@@ -79,6 +79,12 @@ class ReportResult:
     assessment: Assessment | None = None
 
 
+def audited(expect: Path | None, baseline: Path | None) -> bool:
+    """Whether the report audits its hosts: the audit judges the health.json the frames were made
+    from, which load_fleet then keeps."""
+    return expect is not None or baseline is not None
+
+
 def build_report(
     paths,
     out_dir,
@@ -86,6 +92,7 @@ def build_report(
     expect: Path | None = None,
     baseline: Path | None = None,
     drain_config: bool = False,
+    fleet: Fleet | None = None,
 ) -> ReportResult:
     """Read `paths` (run folders, host records, health.json or provenance files), compare, write the
     report folder.
@@ -95,11 +102,11 @@ def build_report(
     folder) add an audit of the same hosts (docs/audits.md). `drain_config`: drain.sh drains the
     hosts out of the pool for their configuration too (a power cap, ECC mode...:
     `sweep.analysis.owners`). Raises a SweepError for bad input; a failed host is data, never an
-    error.
+    error. `fleet`: `paths` as `load_fleet(paths, keep_health=audited(expect, baseline))` read them
+    (`sweep run` reads its run once, for the history index too).
     """
-    audited = expect is not None or baseline is not None
-    # the audit judges the health.json the frames were made from
-    fleet = load_fleet(paths, keep_health=audited)
+    if fleet is None:
+        fleet = load_fleet(paths, keep_health=audited(expect, baseline))
     # bad input stops here, before any file
     judged = assess(fleet, baseline, expect, reference=reference, drain_config=drain_config)
     verdict = judged.verdict  # the one verdict: every view below reads it

@@ -135,7 +135,7 @@ BLOCKING_RUNNER = r'''
 import os, sys, time
 import sweep.history.index as index
 
-def read_run(folder):  # a worker that stays busy until it is killed: it says who it is, then waits
+def read_run(folder, fleet=None):  # a worker that stays busy until it is killed: it says who it is, then waits
     with open(os.path.join(sys.argv[1], str(os.getpid())), "w") as fh:
         fh.write(str(os.getppid()))
     time.sleep(3600)
