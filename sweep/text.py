@@ -12,6 +12,7 @@ inert in a spreadsheet (OWASP's advice on CSV injection).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -136,6 +137,11 @@ def breakable_html(value: Any) -> str:
     return "".join(out)
 
 
-def host_key(name: str):
-    """Natural order of host names: gpu2 before gpu10."""
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+_NUMBERS = re.compile(r"(\d+)")
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def host_key(name: str) -> tuple:
+    """Natural order of host names: gpu2 before gpu10. Kept per name: a report sorts the same names
+    again and again (534,608 calls for 30,000 hosts)."""
+    return tuple(int(t) if t.isdigit() else t for t in _NUMBERS.split(name))
