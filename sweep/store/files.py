@@ -215,13 +215,26 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
                 errno.EFBIG,
                 f"it is {info.st_size:,} bytes, more than the {max_bytes:,} sweep reads",
             )
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            blob = fh.read(max_bytes + 1)
+        blob = _read_to_end(fd, info.st_size, max_bytes + 1)
     finally:
         os.close(fd)
     if len(blob) > max_bytes:
         raise OSError(errno.EFBIG, f"it grew past the {max_bytes:,} bytes sweep reads")
     return blob
+
+
+def _read_to_end(fd: int, size: int, limit: int) -> bytes:
+    """At most `limit` bytes of `fd` up to its end, in reads of the size fstat gave (one read and
+    the one that finds the end, for a file that does not change meanwhile): a buffered read of
+    `limit` (64 MiB for a record) cost 3 times as much for a 44 KB record."""
+    parts, total = [], 0
+    while total < limit:
+        chunk = os.read(fd, min(limit - total, max(size + 1 - total, 1 << 16)))
+        if not chunk:
+            break
+        parts.append(chunk)
+        total += len(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 _KINDS = {

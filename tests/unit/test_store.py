@@ -221,3 +221,37 @@ def test_write_record_refuses_an_incomplete_record(tmp_path):
     folder = new_folder(tmp_path)
     with pytest.raises(ValueError, match="record lacks health"):
         folder.write_record({k: v for k, v in record("gpu01").items() if k != "health"})
+
+
+@pytest.mark.parametrize("size", [0, 1, 44_000, 65_536, 65_537, 300_000])
+def test_read_bounded_reads_a_file_whole_up_to_its_limit(tmp_path, size):
+    from sweep.store.files import read_bounded
+
+    path = tmp_path / "record.json"
+    blob = os.urandom(size)
+    path.write_bytes(blob)
+    assert read_bounded(path, size) == blob
+    if size:
+        with pytest.raises(OSError) as err:
+            read_bounded(path, size - 1)
+        assert err.value.errno == errno.EFBIG
+
+
+def test_read_bounded_refuses_a_file_that_grows_past_its_limit(tmp_path, monkeypatch):
+    from sweep.store import files
+
+    path = tmp_path / "record.json"
+    path.write_bytes(b"x" * 100)
+    real_fstat = os.fstat
+
+    def grows(fd):  # fstat saw 100 bytes; by the read, the file has 10,000
+        info = real_fstat(fd)
+        with open(path, "ab") as fh:
+            fh.write(b"y" * 9_900)
+        return info
+
+    monkeypatch.setattr(files.os, "fstat", grows)
+    with pytest.raises(OSError, match="it grew past the 1,000 bytes sweep reads"):
+        files.read_bounded(path, 1_000)
+    monkeypatch.setattr(files.os, "fstat", real_fstat)
+    assert len(files.read_bounded(path, 10_000)) == 10_000
