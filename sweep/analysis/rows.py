@@ -58,6 +58,29 @@ def dig(d, *keys):
     return d
 
 
+_LINKS: dict = {}  # (GPU indices, topology pairs) -> worst_link
+_UNSEEN = object()
+
+
+def _worst_link(topology: dict, gpus: list) -> str | None:
+    """The agent's `worst_link` of a host, kept per (GPU indices, topology pairs), all it reads:
+    the hosts of a fleet share a few topologies (computed, 30 us a host: 7% of reading a run)."""
+    pairs = topology.get("pairs")
+    try:
+        key = (
+            tuple(g.get("index") for g in gpus),
+            tuple(pairs.items()) if isinstance(pairs, dict) else pairs,
+        )
+        got = _LINKS.get(key, _UNSEEN)
+    except (TypeError, AttributeError):  # what no validated record holds: computed as it is
+        return worst_link({"topology": topology, "gpus": gpus})
+    if got is _UNSEEN:
+        if len(_LINKS) >= 4096:
+            _LINKS.clear()
+        got = _LINKS[key] = worst_link({"topology": topology, "gpus": gpus})
+    return got
+
+
 def host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
     """The columns of a probed host, by name."""
     driver, mask = health.get("driver") or {}, health.get("mask")
@@ -85,7 +108,7 @@ def host_facts(health: dict, contracts: list, gpus: list, picked: set) -> dict:
         "torch": framework_build.get("torch_version"),
         "cuda_runtime": framework_build.get("cuda_runtime"),
         "framework_status": framework.get("status"),
-        "worst_link_nvml": worst_link({"topology": health.get("topology") or {}, "gpus": gpus}),
+        "worst_link_nvml": _worst_link(health.get("topology") or {}, gpus),
         "interpreter_named": any(
             isinstance(f, dict) and f.get("named") is True for f in health.get("frameworks") or ()
         ),
