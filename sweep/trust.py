@@ -36,7 +36,8 @@ from sweep.folders import PRIVATE, make_dirs
 KEY_BYTES = 32
 KEY_NAME = "run.key"
 SIGNATURE = "signature"
-_keys: dict[str, bytes | None] = {}  # key path -> the key (None: unusable), read once per process
+# ($XDG_STATE_HOME, $HOME) -> the key (None: unusable), read once per process
+_keys: dict[tuple, bytes | None] = {}
 
 
 def key_path() -> Path:
@@ -49,14 +50,15 @@ def key_path() -> Path:
 
 def run_key() -> bytes | None:
     """This user's key (made on first use), or None when it cannot be made or is not safely this
-    user's."""
-    path = key_path()
-    if str(path) not in _keys:
+    user's. Looked up by the variables that place it: a run signs every record with it."""
+    place = (os.environ.get("XDG_STATE_HOME"), os.environ.get("HOME"))
+    if place not in _keys:
+        path = key_path()
         try:
-            _keys[str(path)] = _load_key(path)
+            _keys[place] = _load_key(path)
         except OSError:
-            _keys[str(path)] = None
-    return _keys[str(path)]
+            _keys[place] = None
+    return _keys[place]
 
 
 def _private(info: os.stat_result, mask: int) -> bool:
