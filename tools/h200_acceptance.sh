@@ -5,6 +5,8 @@
 # .accept/deb: Debian 12 openssh-server, openssh-client and their libraries (dpkg -x, LD_LIBRARY_PATH),
 #              sudo (installed with dpkg -i only when the host has none; removed again at the end)
 # .accept/whl: the controller's wheels, installed into a temporary folder (pip --no-index --no-deps); `tools/accept_wheels.sh .accept/whl` writes them
+# The device takes at most 64 MiB of working tree and carried paths: carry .accept/deb and .accept/whl only, and leave out
+# of .accept/deb the libraries Ubuntu 24.04 has (libssl3, libgcrypt20, libsystemd0, libzstd1, liblzma5, libudev1: 3.7 MB).
 # Hosts: one sshd per loopback alias 127.0.0.2..9 (port 22; ACCEPT_NET=127.x.y for another /24). Cases, each independent (a failure is a row):
 # plain on 8 aliases; --load 10; --speed on one alias; --speed on two at once (contended); --wrap of a
 # bf16 matmul with --metric; --transport openssh; user op without --become; op with --become and a
