@@ -203,10 +203,15 @@ def _finish_run(result, report: dict) -> int:
     return code
 
 
+def _reports(result, report: dict) -> bool:
+    """Whether the run gets its report: not with --no-report, not when it was interrupted."""
+    return not report["no_report"] and result.state != "interrupted"
+
+
 def _read_once(result, report: dict):
     """The run's records as its report reads them, or None: no report, or records only the
     readers' own fallbacks take (the index leaves a torn record out, the report names it)."""
-    if report["no_report"] or result.state == "interrupted":
+    if not _reports(result, report):
         return None
     from sweep.analysis.fleet import load_fleet
     from sweep.errors import SweepError
@@ -261,7 +266,7 @@ def _report_run(result, report: dict, fleet=None) -> int:
     """The report of a run that was not interrupted, with the run's report options (--resume: its
     own, but those given again: `_finish_run` merged them); the exit code of the run and its
     report."""
-    if report["no_report"] or result.state == "interrupted":
+    if not _reports(result, report):
         return result.exit_code
     expect, baseline = (
         Path(report[key]) if report[key] is not None else None for key in ("expect", "baseline")
