@@ -18,8 +18,8 @@ import os
 import sys
 
 # The in-memory importer, as Python 3.8 source. `sweep_bundle_install(data)` serves imports from the
-# zip's bytes (its .pyc when the magic number matches, else its .py) and keeps the bytes on the
-# finder (`sweep_bundle`), so that the agent can hand them to its own children.
+# zip's bytes (its .pyc when the magic number matches, else its .py) and keeps the bytes as they
+# came on the finder (`sweep_bundle`), so that the agent can hand them to its own children.
 IMPORTER = r"""
 def sweep_bundle_read(n):
     import sys
@@ -30,8 +30,9 @@ def sweep_bundle_read(n):
         data += chunk
     return data
 def sweep_bundle_install(data):
-    import io, sys, zipfile, importlib.abc, importlib.util
-    z = zipfile.ZipFile(io.BytesIO(data))
+    import io, sys, zipfile, zlib, importlib.abc, importlib.util
+    # the bundle as sent, a zlib stream of the zipapp (sweep.collect.bundle.wire_bytes), or a zip
+    z = zipfile.ZipFile(io.BytesIO(data if data[:2] in (b'#!', b'PK') else zlib.decompress(data)))
     names = set(z.namelist())
     class F(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         sweep_bundle = data

@@ -13,6 +13,7 @@ import io
 import marshal
 import shlex
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from sweep.collect import become
 from sweep.folders import SHARED, make_dirs
 from sweep.collect.become import SUDO, become_user  # noqa: F401  (the engines' names for them)
 
+SHEBANG = b"#!/usr/bin/env python3\n"
 MAIN = "import sys\nfrom probe_agent.main import main\nsys.exit(main())\n"
 
 # What the bootstrap writes on stderr (and exit 3) under a python older than the agent needs.
@@ -121,24 +123,57 @@ def _compiled(name: str, source: bytes) -> bytes:
     )
 
 
-def bundle_bytes() -> bytes:
-    """The zipapp's bytes: probe_agent's .py (and .pyc) and schema files, pynvml, __main__.py."""
+def _files(bytecode: bool) -> dict[str, bytes]:
+    """The bundle's files by zip name: probe_agent's .py and schema files, pynvml, __main__.py, and
+    with `bytecode` each module's .pyc for this interpreter beside its .py."""
     files: dict[str, bytes] = {}
     root = Path(probe_agent.__file__).parent
     for path in sorted(root.rglob("*")):
         if path.suffix in (".py", ".json") and "__pycache__" not in path.parts:
             files["probe_agent/" + path.relative_to(root).as_posix()] = path.read_bytes()
     files["pynvml.py"] = _pynvml_source()
-    for name in [n for n in files if n.endswith(".py")]:
-        files[name + "c"] = _compiled(name, files[name])
+    if bytecode:
+        for name in [n for n in files if n.endswith(".py")]:
+            files[name + "c"] = _compiled(name, files[name])
     files["__main__.py"] = MAIN.encode()
+    return files
+
+
+def _zipapp(files: dict[str, bytes], compress_type: int) -> bytes:
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+    with zipfile.ZipFile(buf, "w") as zf:
         for name, data in files.items():
             info = zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
+            info.compress_type = compress_type
             zf.writestr(info, data)
-    return b"#!/usr/bin/env python3\n" + buf.getvalue()
+    return SHEBANG + buf.getvalue()
+
+
+def bundle_bytes() -> bytes:
+    """The zipapp's bytes: probe_agent's .py and .pyc and schema files, pynvml, __main__.py, each
+    deflated (the file `sweep bundle` writes)."""
+    return _zipapp(_files(bytecode=True), zipfile.ZIP_DEFLATED)
+
+
+def wire_bytes() -> bytes:
+    """What a sweep sends each host on stdin: the zipapp of the sources alone, stored, in one zlib
+    stream (level 9).
+
+    Every byte sent costs the controller CPU (paramiko's packets, AES-GCM, the server's window
+    adjusts: 1.4-2 us a KiB, bench/results/bundle-bytes-i52.md), and a controller serves the whole
+    fleet. One stream compresses across files: 155 KB against 527 KB for `bundle_bytes()`, whose
+    per-file deflate cannot share a dictionary and whose .pyc files (for one interpreter version)
+    are twice the source's size compressed. Each host pays instead: it inflates the stream (a few
+    ms) and compiles the modules it imports (docs/scaling.md gives the figures). zlib, not lzma: a
+    python3 without _lzma exists, one without zlib cannot read a zipapp at all.
+    """
+    return zlib.compress(_zipapp(_files(bytecode=False), zipfile.ZIP_STORED), 9)
+
+
+def zipapp_of(payload: bytes) -> bytes:
+    """The runnable zipapp (``python3 FILE``) of a payload: a zip (`bundle_bytes()`) as it is,
+    `wire_bytes()` inflated (the importer on the host tells them apart the same way)."""
+    return payload if payload[:2] in (b"#!", b"PK") else zlib.decompress(payload)
 
 
 def build_bundle(dest: str | Path) -> Path:

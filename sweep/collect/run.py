@@ -519,9 +519,9 @@ def _collect(
 
 
 def _bundle() -> bytes:
-    from sweep.collect.bundle import bundle_bytes
+    from sweep.collect.bundle import wire_bytes
 
-    return bundle_bytes()
+    return wire_bytes()
 
 
 def keep_record(folder: RunFolder, outcome: Outcome, wrap: "WrapSpec | None" = None) -> Outcome:

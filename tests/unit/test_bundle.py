@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.collect.bundle import build_bundle, bundle_bytes, remote_command
+from sweep.collect.bundle import build_bundle, bundle_bytes, remote_command, wire_bytes, zipapp_of
 
 from helpers import require
 
@@ -58,6 +58,37 @@ def test_bootstrap_reads_the_bundle_from_stdin_and_leaves_nothing(tmp_path):
     assert proc.returncode == 0, proc.stderr.decode()
     assert json.loads(proc.stdout)["gpus"][0]["name"] == "NVIDIA H200"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_what_a_sweep_sends_is_every_source_once_in_one_stream_and_runs_the_same(tmp_path):
+    """The wire bundle (issue 52): the zipapp's sources and data files, no .pyc, one zlib stream, and
+    the bootstrap answers from it what it answers from the zipapp."""
+    import io
+    wire, pyz = wire_bytes(), bundle_bytes()
+    sent = zipfile.ZipFile(io.BytesIO(zipapp_of(wire)))
+    full = zipfile.ZipFile(io.BytesIO(pyz))
+    assert sorted(sent.namelist()) == sorted(n for n in full.namelist() if not n.endswith(".pyc"))
+    assert all(sent.read(n) == full.read(n) for n in sent.namelist())
+    assert len(wire) < len(pyz) / 3, (len(wire), len(pyz))
+    answers = []
+    for payload in (wire, pyz):
+        cmd = remote_command(sys.executable, len(payload), ["--replay", str(IDLE)])
+        proc = subprocess.run(["sh", "-c", cmd], input=payload, capture_output=True, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr.decode()
+        health = json.loads(proc.stdout)
+        answers.append((health["verdict"], health["gpus"], health["contracts"]))
+    assert answers[0] == answers[1]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_payload_is_run_as_a_file_by_the_ansible_engine(tmp_path):
+    """`zipapp_of` gives a file `python3 FILE` runs, from either payload."""
+    for payload in (wire_bytes(), bundle_bytes()):
+        path = tmp_path / "agent.pyz"
+        path.write_bytes(zipapp_of(payload))
+        proc = subprocess.run([sys.executable, "-I", "-S", str(path), "--replay", str(IDLE)],
+                              capture_output=True, text=True, cwd=tmp_path)
+        assert proc.returncode == 0 and json.loads(proc.stdout)["gpus"][0]["name"] == "NVIDIA H200", proc.stderr
 
 
 def test_bytecode_for_another_python_falls_back_to_source(tmp_path):

@@ -18,7 +18,7 @@ import pytest
 
 from probe_agent import children
 from probe_agent.load import PTX
-from sweep.collect.bundle import BOOTSTRAP, MAIN_CALL, build_bundle, bundle_bytes
+from sweep.collect.bundle import BOOTSTRAP, MAIN_CALL, build_bundle, wire_bytes, zipapp_of
 
 import cuda_shim
 
@@ -83,7 +83,7 @@ def start_from_memory(name, args, env, cwd):
     """Child `name` started by an agent that the real bootstrap imported from stdin."""
     assert BOOTSTRAP.endswith(MAIN_CALL)
     bootstrap = BOOTSTRAP[: -len(MAIN_CALL)] + STARTER
-    payload = bundle_bytes()
+    payload = wire_bytes()  # what a sweep sends: the children get it as it came
     done = subprocess.run([sys.executable, "-c", bootstrap, str(len(payload)),
                            json.dumps([name, sys.executable, args])],
                           input=payload, capture_output=True, env=env, cwd=cwd, timeout=180)
@@ -131,11 +131,11 @@ def test_only_the_children_table_starts_the_agents_own_python():
 
 def test_every_agent_module_subpackages_included_imports_from_the_memory_loaded_bundle(tmp_path):
     """The bundle carries probe_agent's packages (probe_agent/speed/) and the bootstrap serves them."""
-    payload = bundle_bytes()
+    payload = wire_bytes()
     import io
     import zipfile
     names = sorted(n[:-3].replace("/", ".").removesuffix(".__init__")
-                   for n in zipfile.ZipFile(io.BytesIO(payload)).namelist()
+                   for n in zipfile.ZipFile(io.BytesIO(zipapp_of(payload))).namelist()
                    if n.startswith("probe_agent/") and n.endswith(".py") and not n.endswith("__main__.py"))
     assert "probe_agent.speed" in names and "probe_agent.speed.tier" in names
     importer = BOOTSTRAP[: -len(MAIN_CALL)] + (

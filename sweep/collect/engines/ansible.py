@@ -35,7 +35,7 @@ from typing import Any
 
 from sweep.collect.engines.ansible_vars import check_hosts
 from sweep.collect.engines.base import ProcessEngine, EngineError, failed, outcome_of_output, tail
-from sweep.collect.bundle import ISOLATED
+from sweep.collect.bundle import ISOLATED, zipapp_of
 from sweep.collect.options import FAST_KEX, SSHOptions
 from sweep.text import plural
 
@@ -158,7 +158,7 @@ class AnsibleEngine(ProcessEngine):
                 "the ansible engine needs an inventory", fix="sweep run --engine ansible INVENTORY"
             )
         pyz = work / "agent.pyz"
-        pyz.write_bytes(job.payload)
+        pyz.write_bytes(zipapp_of(job.payload))
         pyz.chmod(0o755)
         limit = work / "hosts.txt"
         limit.write_text("\n".join(names) + "\n")

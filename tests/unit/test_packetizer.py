@@ -1,0 +1,70 @@
+"""sweep's paramiko Packetizer (issue 52): the handshake still has its time limit without a timer
+thread per host, and packets read through its buffer arrive whole and in order."""
+import socket
+import threading
+import time
+
+import pytest
+
+from sweep.collect.ssh.prober import _FastTransport, _Packetizer
+
+
+def test_a_server_that_stops_after_its_banner_fails_the_handshake_at_its_limit(monkeypatch):
+    def no_timer(*args, **kwargs):
+        raise AssertionError("a threading.Timer was started for a handshake")
+
+    monkeypatch.setattr(threading, "Timer", no_timer)
+    ours, theirs = socket.socketpair()
+    try:
+        theirs.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")  # then nothing: no KEXINIT ever comes
+        transport = _FastTransport(ours)
+        transport.handshake_timeout = 0.5
+        start = time.monotonic()
+        with pytest.raises(EOFError):  # as paramiko's own Packetizer ends it
+            transport.start_client(timeout=10)
+        took = time.monotonic() - start
+        assert 0.5 <= took < 5, took
+        assert isinstance(transport.packetizer, _Packetizer)
+        transport.close()
+    finally:
+        theirs.close()
+
+
+def test_packets_split_and_joined_anyhow_on_the_socket_read_back_whole():
+    """Bytes as the socket gives them (one byte at a time, or many packets in one recv) come out
+    as the sizes asked for, in order; what was read past a packet is kept for the next one."""
+    ours, theirs = socket.socketpair()
+    ours.settimeout(0.1)
+    packetizer = _Packetizer(ours)
+    chunks = [bytes([i % 251]) * size for i, size in enumerate((16, 1, 4000, 70000, 16, 3))]
+    stream = b"".join(chunks)
+
+    def send():
+        theirs.sendall(stream[:5])
+        for i in range(5, 40):
+            theirs.sendall(stream[i:i + 1])
+            time.sleep(0.001)
+        theirs.sendall(stream[40:])
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    got = [packetizer.read_all(len(c)) for c in chunks]
+    sender.join()
+    assert got == chunks
+    theirs.close()
+    with pytest.raises(EOFError):
+        packetizer.read_all(1)
+    ours.close()
+
+
+def test_the_banner_line_and_the_first_packet_share_a_read():
+    """The banner is read by paramiko's readline; bytes after it wait in the remainder that
+    read_all takes first."""
+    ours, theirs = socket.socketpair()
+    ours.settimeout(0.1)
+    packetizer = _Packetizer(ours)
+    theirs.sendall(b"SSH-2.0-test\r\n" + b"P" * 20)
+    assert packetizer.readline(1.0) == "SSH-2.0-test"
+    assert packetizer.read_all(20) == b"P" * 20
+    ours.close()
+    theirs.close()
