@@ -19,11 +19,12 @@ _top  # sweep/cli/app.py, @app.callback(): the --version option and the app's he
 collect_usage_pieces, format_options
 
 # Python: PEP 562 module hooks (sweep/__init__.py's lazy public names), an OSError's second file
-# name (str(err) reads it), a ZipInfo's compress_type (zipfile.writestr reads it)
-__getattr__, __dir__, filename2, compress_type
+# name (str(err) reads it)
+__getattr__, __dir__, filename2
 
-# paramiko: MissingHostKeyPolicy.missing_host_key is called by SSHClient.connect
-missing_host_key
+# paramiko: MissingHostKeyPolicy.missing_host_key is called by SSHClient.connect; Transport calls
+# its Packetizer's start_handshake and complete_handshake (sweep/collect/ssh/packets.py)
+missing_host_key, start_handshake, complete_handshake
 
 # enum: FailureClass members are looked up by value (FailureClass("dns")) from records and engines
 DNS, TIMEOUT, HOST_KEY_UNKNOWN, HOST_KEY_CHANGED, AUTH, BECOME_FAILED, NO_PYTHON, PYTHON_TOO_OLD

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from sweep.collect.ssh.prober import _FastTransport, _Packetizer
+from sweep.collect.ssh.packets import FastTransport, SweepPacketizer
 
 
 def test_a_server_that_stops_after_its_banner_fails_the_handshake_at_its_limit(monkeypatch):
@@ -17,14 +17,14 @@ def test_a_server_that_stops_after_its_banner_fails_the_handshake_at_its_limit(m
     ours, theirs = socket.socketpair()
     try:
         theirs.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")  # then nothing: no KEXINIT ever comes
-        transport = _FastTransport(ours)
+        transport = FastTransport(ours)
         transport.handshake_timeout = 0.5
         start = time.monotonic()
         with pytest.raises(EOFError):  # as paramiko's own Packetizer ends it
             transport.start_client(timeout=10)
         took = time.monotonic() - start
         assert 0.5 <= took < 5, took
-        assert isinstance(transport.packetizer, _Packetizer)
+        assert isinstance(transport.packetizer, SweepPacketizer)
         transport.close()
     finally:
         theirs.close()
@@ -35,7 +35,7 @@ def test_packets_split_and_joined_anyhow_on_the_socket_read_back_whole():
     as the sizes asked for, in order; what was read past a packet is kept for the next one."""
     ours, theirs = socket.socketpair()
     ours.settimeout(0.1)
-    packetizer = _Packetizer(ours)
+    packetizer = SweepPacketizer(ours)
     chunks = [bytes([i % 251]) * size for i, size in enumerate((16, 1, 4000, 70000, 16, 3))]
     stream = b"".join(chunks)
 
@@ -62,7 +62,7 @@ def test_the_banner_line_and_the_first_packet_share_a_read():
     read_all takes first."""
     ours, theirs = socket.socketpair()
     ours.settimeout(0.1)
-    packetizer = _Packetizer(ours)
+    packetizer = SweepPacketizer(ours)
     theirs.sendall(b"SSH-2.0-test\r\n" + b"P" * 20)
     assert packetizer.readline(1.0) == "SSH-2.0-test"
     assert packetizer.read_all(20) == b"P" * 20
