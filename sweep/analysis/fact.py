@@ -93,13 +93,26 @@ def keyed_reader(path: str, dtype: str) -> Callable:
         ACCEPTS[dtype],
     )
 
-    def read(health, index):
+    def host_map(health):
+        """The host's map keyed by GPU index (None where there is none): found once per host."""
         doc = health
-        for step in (*steps, str(index), *rest):
+        for step in steps:
+            doc = doc.get(step) if isinstance(doc, dict) else None
+        return doc if isinstance(doc, dict) else None
+
+    def at(found, index):
+        """The value for GPU `index` in the `host_map` found."""
+        doc = found.get(str(index)) if found is not None else None
+        for step in rest:
             doc = doc.get(step) if isinstance(doc, dict) else None
         return doc if accepts(doc) else None
 
+    def read(health, index):
+        return at(host_map(health), index)
+
     read.keyed = True  # the frames call it with the host's document and the GPU's index
+    read.host_map, read.at = host_map, at  # or find the map once per host (sweep.analysis.rows)
+    read.path, read.dtype = path, dtype
     read.__name__ = f"read_{(rest or steps)[-1]}"
     return read
 

@@ -38,7 +38,7 @@ from sweep.analysis.columns import (
 )
 from sweep.analysis.frames import concat_frames, layout_frame, typed_frame
 from sweep.analysis.load_record import load_summary
-from sweep.analysis.rows import GPU_ROW, dig, foreign_processes, gpu_facts, host_facts
+from sweep.analysis.rows import GPU_ROW, dig, foreign_processes, gpu_facts, host_facts, host_maps
 from sweep.analysis.speed_record import gpu_view, read_speed
 from sweep.errors import HealthFileError, SweepError
 from sweep.inventory.formats import IMPLICIT_GROUPS
@@ -372,6 +372,7 @@ class _Builder:
             if type(row.get("sm_mhz_median")) in (int, float)
         }
         speed = read_speed(health) if health.get("speed") is not None else None
+        maps = host_maps(health)
         for g in gpus:
             self.gpus.append(
                 gpu_facts(
@@ -379,7 +380,7 @@ class _Builder:
                     under_load.get(g.get("index")) or _EMPTY,
                     position,
                     g.get("index") in picked,
-                    health,
+                    maps,
                 )
             )
             for p in (

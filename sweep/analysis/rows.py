@@ -259,17 +259,28 @@ _MEASURED_READERS = tuple(read for _, read in GPU_MEASURED_READS.values())
 _NO_SPEED = (None,) * (len(SPEED_ENVELOPE) + len(GPU_MEASURED_READS))
 
 
-def gpu_facts(g: dict, load: dict, host: int, selected: bool, health: dict) -> list:
+def host_maps(health: dict) -> tuple:
+    """What `gpu_facts` reads of the host's `health` for each GPU, found once per host: each keyed
+    reader's map (`facts.keyed_reader`), None for the readers of the GPU's own dict."""
+    return tuple(read.host_map(health) if keyed else None for read, keyed in _PLAIN_READERS)
+
+
+def gpu_facts(g: dict, load: dict, host: int, selected: bool, maps: tuple) -> list:
     """One GPU's row, its values in the order GPU_ROW names them; each section is read by one
     C-level `map` of its keys (80,000 GPUs: no Python loop per value). A reader of a host map keyed
-    by GPU index (`facts.keyed_reader`) reads the host's `health` at the GPU's index."""
+    by GPU index (`facts.keyed_reader`) reads its map in `maps` (`host_maps` of the host's health)
+    at the GPU's index."""
     row = [host, selected, *map(g.get, _OWN_KEYS)]
     for section, keys in _SECTIONS:
         row.extend(map((g.get(section) or _EMPTY).get, keys))
     row.extend(map(load.get, _LOAD_KEYS))
     row.extend(_gpu_computed(g))
+    index = g.get("index")
     row.extend(
-        [read(health, g.get("index")) if keyed else read(g) for read, keyed in _PLAIN_READERS]
+        [
+            read.at(found, index) if keyed else read(g)
+            for (read, keyed), found in zip(_PLAIN_READERS, maps)
+        ]
     )
     measured = g.get(VALIDATED)  # the host ran the speed tier (speed_record.gpu_view)
     if measured is None:

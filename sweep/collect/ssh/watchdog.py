@@ -19,7 +19,9 @@ class Watchdog:
 
     def __init__(self):
         self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, "Attempt"]] = []
+        # (deadline, token): a finished attempt leaves a pair here until its deadline comes up (the
+        # attempt itself, with its closed client, is only in _live, so it is freed at unwatch)
+        self._heap: list[tuple[float, int]] = []
         self._live: dict[int, "Attempt"] = {}
         self._ids = itertools.count()
         self._thread: threading.Thread | None = None
@@ -28,13 +30,18 @@ class Watchdog:
         with self._cond:
             token = next(self._ids)
             self._live[token] = attempt
-            heapq.heappush(self._heap, (deadline, token, attempt))
+            # the thread sleeps until the earliest deadline in the heap: it needs waking only for
+            # an earlier one (or an empty heap), not for each host of a sweep whose hosts share
+            # one deadline length (a wake-up per host: a thread switch and the GIL, issue 52)
+            wake = not self._heap or deadline < self._heap[0][0]
+            heapq.heappush(self._heap, (deadline, token))
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="sweep-watchdog", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify()
+            elif wake:
+                self._cond.notify()
             return token
 
     def unwatch(self, token: int) -> None:
@@ -63,8 +70,8 @@ class Watchdog:
                 if wait > 0:
                     self._cond.wait(wait)
                     continue
-                _, token, attempt = heapq.heappop(self._heap)
-                self._live.pop(token, None)
+                _, token = heapq.heappop(self._heap)
+                attempt = self._live.pop(token)
             attempt.abort("deadline")
 
 
