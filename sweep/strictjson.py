@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -67,6 +67,8 @@ class Loaded:
     document: Any
     # {"path": "gpus[0].power.draw_w", "text": "NaN"}
     unknown_numbers: list[dict] = field(default_factory=list)
+    # the caller's `fits` took it (valid, no deeper than the limit): no depth walk was needed
+    fitted: bool = False
 
 
 class _Unknown:
@@ -91,7 +93,9 @@ def _int(text: str):
     return int(text)
 
 
-def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Loaded:
+def loads(
+    text: str | bytes, max_depth: int = MAX_DEPTH, fits: Callable[[Any], bool] | None = None
+) -> Loaded:
     """Parse `text` as strict JSON (ValueError when it is not JSON; DepthError when it nests too
     deep).
 
@@ -101,7 +105,11 @@ def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Loaded:
     an integer of 19 digits or more is written (orjson reads one past 2**64 as a float). That path
     is bounded: on a document over `STRICT_MAX_BYTES` it is refused (ValueError) instead, so no
     host's answer costs the controller more than about a second of CPU (a 15 MiB ``[0,0,...]`` took
-    20 s)."""
+    20 s).
+
+    `fits`: a check of the document's shape that also bounds its depth to `max_depth`
+    (`sweep.schema_depth`); a document orjson parses and `fits` takes needs no depth walk
+    (`Loaded.fitted`). One it refuses is walked as any other."""
     if isinstance(text, (bytearray, memoryview)):
         text = bytes(text)
     if not _long_int(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")):
@@ -110,6 +118,8 @@ def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Loaded:
         except orjson.JSONDecodeError:
             pass
         else:
+            if fits is not None and fits(document):
+                return Loaded(document, fitted=True)
             loaded = Loaded(document)
             _walk(loaded, max_depth, False, False)
             return loaded

@@ -14,6 +14,7 @@ from typing import Any
 from sweep.collect.become import refusal as sudo_refusal
 from sweep.collect.bundle import DEADLINE_EXIT, DEADLINE_MARK, TOO_OLD_MARK
 from sweep.schema import health_problem
+from sweep.schema_depth import health_fits
 from sweep.failures import HostFailure
 from sweep.strictjson import DepthError, loads as strict_loads
 from sweep.text import visible
@@ -87,7 +88,8 @@ def _parse_output(
     document (None when it is one); output nested past the parser's bound is the agent's error."""
     problem, unknown = None, []
     try:
-        loaded = strict_loads(out)
+        # a valid health.json no deeper than the bound is taken in one check (sweep.schema_depth)
+        loaded = strict_loads(out, fits=None if wrapped else health_fits())
         health, unknown = loaded.document, loaded.unknown_numbers
     except DepthError as exc:
         status = "no exit status" if exit_status in (None, -1) else f"exit {exit_status}"
@@ -105,7 +107,7 @@ def _parse_output(
         problem = f"is JSON but not an object ({type(health).__name__})"
     elif health is not None and "schema_version" not in health:
         problem = "is a JSON object without schema_version"
-    elif health is not None:
+    elif health is not None and not loaded.fitted:
         _check_document(host, health, wrapped)
     return health, unknown, problem
 

@@ -13,6 +13,7 @@ from typing import Any
 from probe_agent import xid
 from sweep.errors import ReadBackWarning, SweepError
 from sweep.schema import record_problem
+from sweep.schema_depth import record_fits
 from sweep.strictjson import loads, loads_known
 from sweep.trust import line_mac
 from sweep.store.files import (
@@ -53,7 +54,10 @@ def read_record(path: Path, digest: str | None = None) -> Any:
     blob = read_bounded(path, RECORD_MAX_BYTES)
     if digest is not None and hashlib.sha256(blob).hexdigest() == digest:
         return loads_known(blob).document
-    document = loads(blob).document
+    loaded = loads(blob, fits=record_fits())  # valid and not too deep: one check (schema_depth)
+    document = loaded.document
+    if loaded.fitted:
+        return document
     if isinstance(document, dict) and "record_version" in document:
         problem = record_problem(document, "record")
         if problem is not None and isinstance(document.get("host"), str):

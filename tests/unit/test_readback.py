@@ -51,9 +51,11 @@ def swept(tmp_path: Path, names=NAMES) -> RunFolder:
 
 @pytest.fixture
 def walks(monkeypatch):
-    """Every host record the strict walk is run on (a manifest is always read strictly: not counted)."""
+    """Every host record read strictly: walked for its depth, or taken by the caller's one check of
+    schema and depth (`fits`, sweep.schema_depth) in its place (a manifest is always read strictly:
+    not counted)."""
     calls = []
-    real = strictjson._walk
+    real, loaded_class = strictjson._walk, strictjson.Loaded
 
     def counted(loaded, *args):
         result = real(loaded, *args)
@@ -61,7 +63,14 @@ def walks(monkeypatch):
             calls.append(loaded)
         return result
 
+    class Fitted(loaded_class):
+        def __init__(self, document, *args, fitted=False, **kwargs):
+            super().__init__(document, *args, fitted=fitted, **kwargs)
+            if fitted:
+                calls.append(self)
+
     monkeypatch.setattr(strictjson, "_walk", counted)
+    monkeypatch.setattr(strictjson, "Loaded", Fitted)
     return calls
 
 
