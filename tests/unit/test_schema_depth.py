@@ -103,3 +103,30 @@ def test_a_schema_keyword_the_rewrite_does_not_know_is_refused():
         depth_bounded({"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}]}}})
     with pytest.raises(ValueError, match="ref"):
         depth_bounded({"$ref": "https://example.com/other.json"})
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    number=st.one_of(
+        st.integers(-(2**70), 2**70),
+        st.sampled_from([2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**19, 10**25]),
+        st.floats(allow_nan=False, allow_infinity=False),
+    ),
+    where=st.sampled_from(["evidence", "typed", "load"]),
+)
+def test_a_number_orjson_would_misread_is_never_taken_by_the_one_check(number, where):
+    """An integer token past the 64-bit signed integers (the strict parse names it; orjson reads an
+    int or an inexact float) is not taken by the one check: the document reads as without it."""
+    health = copy.deepcopy(_health(ROOT / "tests" / "fixtures" / "h200" / "idle.health.json"))
+    if where == "evidence":
+        health["contracts"][0].setdefault("evidence", {})["n"] = number
+    elif where == "load":
+        health["load"] = {"x": [number]}
+    else:
+        health["gpus"][0]["memory_total_bytes"] = number
+    text = json.dumps(health).encode()
+    with_check, without = loads(text, fits=health_fits()), loads(text)
+    assert with_check.document == without.document
+    assert with_check.unknown_numbers == without.unknown_numbers
+    if isinstance(number, int) and not -(2**63) <= number < 2**63:
+        assert not with_check.fitted
