@@ -68,3 +68,39 @@ def test_the_banner_line_and_the_first_packet_share_a_read():
     assert packetizer.read_all(20) == b"P" * 20
     ours.close()
     theirs.close()
+
+
+def _debug_message(text):
+    import paramiko
+
+    m = paramiko.Message()
+    m.add_boolean(False)
+    m.add_string(text)
+    m.add_string("")
+    m.rewind()
+    return m
+
+
+def test_sshd_debug_messages_are_worded_only_for_a_log_that_takes_them(monkeypatch, caplog):
+    """OpenSSH sends SSH_MSG_DEBUG at each key login; it is read whole either way, and put in
+    words (paramiko's safe_string, a byte at a time) only when DEBUG is logged."""
+    import logging
+
+    import paramiko
+
+    worded = []
+    real = paramiko.util.safe_string
+    monkeypatch.setattr(paramiko.util, "safe_string", lambda s: worded.append(s) or real(s))
+    ours, theirs = socket.socketpair()
+    transport = FastTransport(ours)
+    transport.logger.setLevel(logging.INFO)
+    message = _debug_message("/root/.ssh/authorized_keys:1: key options: pty")
+    transport._parse_debug(message)
+    assert worded == [] and message.get_remainder() == b""
+    transport.logger.setLevel(logging.DEBUG)
+    with caplog.at_level(logging.DEBUG, logger=transport.logger.name):
+        transport._parse_debug(_debug_message("key options: pty"))
+    assert worded == [b"key options: pty"]
+    assert any("Debug msg" in r.getMessage() and "key options: pty" in r.getMessage() for r in caplog.records)
+    ours.close()
+    theirs.close()
