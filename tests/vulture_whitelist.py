@@ -23,8 +23,9 @@ collect_usage_pieces, format_options
 __getattr__, __dir__, filename2
 
 # paramiko: MissingHostKeyPolicy.missing_host_key is called by SSHClient.connect; Transport calls
-# its Packetizer's start_handshake and complete_handshake (sweep/collect/ssh/packets.py)
-missing_host_key, start_handshake, complete_handshake
+# its Packetizer's start_handshake and complete_handshake, and its own _parse_debug
+# (sweep/collect/ssh/packets.py)
+missing_host_key, start_handshake, complete_handshake, _parse_debug
 
 # enum: FailureClass members are looked up by value (FailureClass("dns")) from records and engines
 DNS, TIMEOUT, HOST_KEY_UNKNOWN, HOST_KEY_CHANGED, AUTH, BECOME_FAILED, NO_PYTHON, PYTHON_TOO_OLD

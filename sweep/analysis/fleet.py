@@ -191,10 +191,18 @@ def _load_chunk(chunk):
 
 
 def rows_at(frame: pd.DataFrame, positions) -> list[dict]:
-    """The rows at `positions` as dicts of plain Python values, NA as None (for the few rows
-    shown)."""
-    rows = frame.iloc[positions].astype(object)
-    return rows.where(rows.notna(), None).to_dict("records")
+    """The rows at `positions` as dicts of plain Python values, NA as None.
+
+    Column by column (each one C-level conversion to Python objects), then zipped into rows: the
+    frame-wide ``astype(object).where(...).to_dict("records")`` boxed every value through a
+    Python call, 0.49 s for the 138,516 contract rows of a 10,000-host fleet, 0.12 s this way
+    (issue 52)."""
+    rows = frame.iloc[positions]
+    names = list(rows.columns)
+    columns = [
+        rows.iloc[:, i].to_numpy(dtype=object, na_value=None).tolist() for i in range(len(names))
+    ]
+    return [dict(zip(names, values)) for values in zip(*columns)]
 
 
 def records_of(fleet: Fleet) -> dict[str, dict]:
