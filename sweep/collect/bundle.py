@@ -1,7 +1,8 @@
 """The agent payload: probe_agent plus the pynvml of the installed nvidia-ml-py, in one zipapp.
 
-`build_bundle()` writes a .pyz that a bare `python3 -I -S agent.pyz` runs. Over SSH the same bytes
-go in on stdin to a small bootstrap (`remote_command()`), which imports the agent from memory:
+`build_bundle()` writes a .pyz that a bare `python3 -I -S agent.pyz` runs. Over SSH the agent's
+sources go in on stdin, one zlib stream (`wire_bytes()`, 157 KB against the .pyz's 527 KB), to a
+small bootstrap (`remote_command()`), which inflates them and imports the agent from memory:
 nothing is written on the host, and (given a lifetime) the bootstrap ends the agent at the host's
 deadline, saying so on stderr (`DEADLINE_MARK`), so nothing keeps running there either.
 """
@@ -161,7 +162,7 @@ def wire_bytes() -> bytes:
 
     Every byte sent costs the controller CPU (paramiko's packets, AES-GCM, the server's window
     adjusts: 1.4-2 us a KiB, bench/results/bundle-bytes-i52.md), and a controller serves the whole
-    fleet. One stream compresses across files: 155 KB against 527 KB for `bundle_bytes()`, whose
+    fleet. One stream compresses across files: 157 KB against 527 KB for `bundle_bytes()`, whose
     per-file deflate cannot share a dictionary and whose .pyc files (for one interpreter version)
     are twice the source's size compressed. Each host pays instead: it inflates the stream (a few
     ms) and compiles the modules it imports (docs/scaling.md gives the figures). zlib, not lzma: a

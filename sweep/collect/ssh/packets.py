@@ -83,7 +83,7 @@ class FastTransport(paramiko.Transport):
     def _parse_debug(self, m):
         """sshd's SSH_MSG_DEBUG (OpenSSH sends one at each public-key login: "key options: ..."),
         put in words only when paramiko's log takes DEBUG: paramiko's own formats it a byte at a
-        time whether or not anything logs it (0.1 ms a host)."""
+        time whether or not anything logs it (17 us for a 102-byte message)."""
         m.get_boolean()  # always_display
         msg = m.get_string()
         m.get_string()  # language
