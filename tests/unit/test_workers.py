@@ -67,3 +67,52 @@ def test_workers_are_refused_for_an_engine_that_hands_its_hosts_to_one_tool(tmp_
     with pytest.raises(ConfigError, match="--workers is -1"):
         run_sweep(inventory, workers=-1, out=tmp_path / "run")
     assert not (tmp_path / "run").exists()  # refused before the run folder
+
+
+def _pool_reading(lines: bytes, names: str):
+    """A WorkerPool reading one forked child that wrote `lines` in one write and exited."""
+    import os
+    import select
+    import selectors
+
+    from sweep.collect.workers import WorkerPool
+
+    pool = WorkerPool(bound=None, n=1, keep=None)
+    pool._by_name = {name: SimpleNamespace(name=name) for name in names}
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker: every line in one write, then gone
+        os.close(rfd)
+        os.write(wfd, lines)
+        os._exit(0)
+    os.close(wfd)
+    assert len(lines) < select.PIPE_BUF  # one write lands whole: once readable, all of it is there
+    assert select.select([rfd], [], [], 30)[0] == [rfd]
+    os.set_blocking(rfd, False)
+    pool._children[rfd] = (pid, 0)
+    pool._buffers[rfd] = bytearray()
+    pool._selector.register(rfd, selectors.EVENT_READ)
+    return pool
+
+
+def test_a_ctrl_c_between_outcomes_read_together_loses_none_of_them():
+    """Lines a worker wrote together arrive in one read; Ctrl-C while the first is tallied must not
+    drop the others (a whole-suite run beside stress-ng counted 4 records of 5 on disk): the rest
+    are handed out by drain()."""
+    import os
+    import signal
+
+    import orjson
+
+    names = "abc"
+    lines = b"".join(orjson.dumps(["outcome", n, "ok", None, "", 1, 0.0, 1.0, 0]) + b"\n" for n in names)
+    pool = _pool_reading(lines + orjson.dumps(["done"]) + b"\n", names)
+    got = []
+    with pytest.raises(KeyboardInterrupt):
+        for host, _ in pool._read(1.0):
+            got.append(host.name)
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while this outcome is being tallied
+            for _ in range(1000):  # bytecodes enough for Python to run the signal's handler
+                pass
+    got += [host.name for host, _ in pool.drain(timeout=5.0)]
+    assert got == list(names)
