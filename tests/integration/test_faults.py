@@ -27,7 +27,7 @@ from sweep.collect.run import run_sweep
 from sweep.collect.options import AgentOptions, HostSelection
 from sweep.store import safe_name
 
-from helpers import CHROMIUM, Tags, chromium, read_records as records, require
+from helpers import CHROMIUM, Tags, chromium, machine_wide_state, read_records as records, require
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -387,24 +387,35 @@ def test_hostile_strings_from_hosts_stay_text_in_the_terminal_and_the_browser(fa
 PROBE_USER = "sweepprobe"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def probe_user():
-    """An unprivileged login user (created here if missing, removed again)."""
+    """An unprivileged login user (created here if missing, removed again), the test that uses it
+    alone on the machine: the read-only test walks /tmp for what this user owns and changed, so
+    another test's fleet of the same user (created, swept, removed meanwhile on another xdist
+    worker) read as the agent's writes, and a module's teardown removed the user under the other's
+    sweep."""
     import pwd
 
-    try:
-        pwd.getpwnam(PROBE_USER)
-        created = False
-    except KeyError:
-        # '*': no password, but not a locked account (sshd without PAM refuses locked ones)
-        done = subprocess.run(["useradd", "-M", "-d", "/nonexistent", "-s", "/bin/sh", "-p", "*", PROBE_USER],
-                              capture_output=True, text=True)
-        if done.returncode != 0:
-            pytest.skip(f"cannot add a test user: {done.stderr.strip()}")
-        created = True
-    yield pwd.getpwnam(PROBE_USER)
-    if created:
-        subprocess.run(["userdel", PROBE_USER], check=False)
+    with machine_wide_state("probe-user"):
+        try:
+            pwd.getpwnam(PROBE_USER)
+            created = False
+        except KeyError:
+            # '*': no password, but not a locked account (sshd without PAM refuses locked ones)
+            done = subprocess.run(["useradd", "-M", "-d", "/nonexistent", "-s", "/bin/sh", "-p", "*", PROBE_USER],
+                                  capture_output=True, text=True)
+            if done.returncode != 0:
+                pytest.skip(f"cannot add a test user: {done.stderr.strip()}")
+            created = True
+        try:
+            yield pwd.getpwnam(PROBE_USER)
+        finally:
+            if created:  # the fleet's last sessions may still be ending: userdel waits for them
+                deadline = time.monotonic() + 10
+                while subprocess.run(["userdel", PROBE_USER], capture_output=True).returncode == 8:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
 
 
 def _writable_state(user, roots) -> dict:
