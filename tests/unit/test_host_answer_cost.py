@@ -40,6 +40,16 @@ def python_calls(work):
     return got, calls[0]
 
 
+@pytest.fixture(autouse=True)
+def checks_compiled():
+    """The schema checks a controller compiles once per process (sweep.schema_depth rewrites the
+    schema in Python: ~1,500 calls), compiled before any count: the counts are of each answer."""
+    from sweep.schema import health_check
+    from sweep.schema_depth import health_fits
+
+    health_check(), health_fits()
+
+
 def number_array(size: int) -> bytes:
     return b"[" + b"0," * (size // 2 - 1) + b"0]"
 
