@@ -70,6 +70,7 @@ def compile_schema(schema: dict) -> Check:
         error = next(iter(validator.iter_errors(value)))
         return _worded(schema, error, where)
 
+    check.is_valid = validator.is_valid  # the verdict alone, without the words
     return check
 
 
@@ -233,9 +234,15 @@ def readable_problem(health: Any, where: str = "health.json") -> str | None:
 
 
 @lru_cache(maxsize=None)
+def health_schema() -> dict:
+    """The published health.json schema, read once per process (not to be changed in place)."""
+    return json.loads(HEALTH_SCHEMA.read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=None)
 def health_check() -> Check:
-    """The compiled health.json schema (read once per process)."""
-    return compile_schema(json.loads(HEALTH_SCHEMA.read_text(encoding="utf-8")))
+    """The compiled health.json schema."""
+    return compile_schema(health_schema())
 
 
 def health_problem(health: Any) -> str | None:

@@ -19,13 +19,12 @@ leave a part unbounded unnoticed (tests/unit/test_schema_depth.py).
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from typing import Any, Callable
 
 import jsonschema_rs
 
-from sweep.schema import HEALTH_SCHEMA, READ_BY_CONTROLLER, RECORD
+from sweep.schema import RECORD, health_schema, readable_check
 from sweep.strictjson import MAX_DEPTH
 
 # keywords that constrain a value without a subschema (their value is data, not a schema)
@@ -111,10 +110,8 @@ def _bound(schema: Any, depth: int, max_depth: int, defs: dict) -> Any:
 def health_fits() -> Callable[[Any], bool]:
     """True for a valid health.json (the published schema and READ_BY_CONTROLLER) no deeper than
     MAX_DEPTH; False sends the caller the old way."""
-    bounded = jsonschema_rs.validator_for(
-        depth_bounded(json.loads(HEALTH_SCHEMA.read_text(encoding="utf-8")))
-    ).is_valid
-    readable = jsonschema_rs.validator_for(READ_BY_CONTROLLER).is_valid
+    bounded = jsonschema_rs.validator_for(depth_bounded(health_schema())).is_valid
+    readable = readable_check().is_valid
     return lambda document: bounded(document) and readable(document)
 
 
@@ -122,7 +119,7 @@ def health_fits() -> Callable[[Any], bool]:
 def record_fits() -> Callable[[Any], bool]:
     """True for a host record (`RECORD`, its health.json as `health_fits` takes it) no deeper than
     MAX_DEPTH."""
-    health = json.loads(HEALTH_SCHEMA.read_text(encoding="utf-8"))
+    health = health_schema()
     record = {
         **RECORD,
         "$defs": health.get("$defs", {}),
@@ -137,7 +134,7 @@ def record_fits() -> Callable[[Any], bool]:
     bounded = jsonschema_rs.validator_for(
         {"$schema": health.get("$schema"), **depth_bounded(record)}
     ).is_valid
-    readable = jsonschema_rs.validator_for(READ_BY_CONTROLLER).is_valid
+    readable = readable_check().is_valid
 
     def fits(document: Any) -> bool:
         if not bounded(document):
