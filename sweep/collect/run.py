@@ -43,7 +43,7 @@ from sweep.collect.selection import (
     run_inventory,
     select_hosts,
 )
-from sweep.collect.signals import Held, sigterm_as_interrupt
+from sweep.collect.signals import Gate, Held, sigterm_as_interrupt
 from sweep.collect.tally import RunProgress, RunResult, Tally
 from sweep.errors import RunFolderError, SweepError
 from sweep.gcpolicy import fewer_collections
@@ -490,14 +490,24 @@ def _collect(
 
     # worker processes write their hosts' records themselves
     kept = getattr(runner, "records_kept", False)
+    gate = Gate()
 
     def record(outcome: Outcome) -> None:
         if outcome.status != "interrupted":
             # a Ctrl-C now waits until the record on disk is counted too: the manifest's counts say
             # what it holds
-            with Held():
+            with gate:
                 tally.add(outcome if kept else keep_record(folder, outcome, wrap))
 
+    try:
+        return _collect_through(runner, todo, folder, manifest, tally, record)
+    finally:
+        gate.close()
+
+
+def _collect_through(runner, todo, folder, manifest, tally, record) -> str:
+    """`_collect`'s loop: each outcome to `record` as it arrives; on Ctrl-C, the engine stopped and
+    what it drains recorded."""
     tally.report(None)
     try:
         try:

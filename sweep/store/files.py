@@ -124,8 +124,20 @@ def write_json_atomic(
     write_bytes_atomic(path, (dumps(data, indent=indent) + "\n").encode("utf-8"), sync_dir=sync_dir)
 
 
+def write_error(path: Path, err: OSError, folder: bool = False) -> RunFolderError:
+    """What a failed write of `path` tells the operator; `folder`: the error came before the file
+    was created (ELOOP there: the folder is the link)."""
+    if err.errno == errno.ELOOP and folder:
+        err = OSError(errno.ELOOP, "the folder is a symbolic link; sweep never writes through one")
+    return RunFolderError(
+        f"cannot write {path.name} ({err.strerror or err})",
+        where=str(path.parent),
+        fix=fix_for(err),
+    )
+
+
 def write_bytes_atomic(
-    path: Path, blob: bytes, *, sync_dir: bool = False, mode: int = 0o644
+    path: Path, blob: bytes, *, sync_dir: bool = False, mode: int = 0o644, dir_fd: int | None = None
 ) -> None:
     """`blob` into `path` whole or not at all, never through a symbolic link (the folder or the
     file): the one writer of every file sweep writes (run folders, report, history, export,
@@ -134,11 +146,15 @@ def write_bytes_atomic(
     The folder is opened with O_NOFOLLOW and the file created beside it with O_EXCL | O_NOFOLLOW and
     `mode` (0755 for the agent bundle; the umask can take bits away, never add them: no chmod
     after), then renamed over `path`; a link already at `path` is refused, not replaced or followed.
+    `dir_fd`: the folder, opened so by the caller and kept open (a run folder's hosts/: one open
+    fewer per record), else opened here.
     """
     path = Path(path)
-    tmp = dir_fd = None
+    tmp = None
+    own_fd = dir_fd is None
     try:
-        dir_fd = os.open(path.parent, NOFOLLOW_DIR)
+        if own_fd:
+            dir_fd = os.open(path.parent, NOFOLLOW_DIR)
         try:
             if stat.S_ISLNK(os.lstat(path.name, dir_fd=dir_fd).st_mode):
                 raise OSError(errno.ELOOP, "it is a symbolic link; sweep never writes through one")
@@ -160,22 +176,14 @@ def write_bytes_atomic(
         if sync_dir:
             os.fsync(dir_fd)
     except OSError as err:
-        if err.errno == errno.ELOOP and tmp is None:
-            err = OSError(
-                errno.ELOOP, "the folder is a symbolic link; sweep never writes through one"
-            )
-        raise RunFolderError(
-            f"cannot write {path.name} ({err.strerror or err})",
-            where=str(path.parent),
-            fix=fix_for(err),
-        ) from None
+        raise write_error(path, err, folder=tmp is None) from None
     finally:
         if tmp is not None and dir_fd is not None:
             try:
                 os.unlink(tmp, dir_fd=dir_fd)
             except OSError:
                 pass
-        if dir_fd is not None:
+        if own_fd and dir_fd is not None:
             os.close(dir_fd)
 
 

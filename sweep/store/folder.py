@@ -41,6 +41,7 @@ from sweep.store.files import (
     utc_now,
     why_unreadable,
     write_bytes_atomic,
+    write_error,
 )
 from sweep.store.records import left_out, normalize_health, read_digests, read_record
 
@@ -92,6 +93,8 @@ class RunFolder:
         self.path = Path(path)
         self.hosts_dir = self.path / HOSTS
         self.manifest_path = self.path / MANIFEST
+        # what the record writes keep open: name (HOSTS, DIGESTS, MACS) -> fd; see `_open`
+        self._open_fds: dict[str, int] = {}
 
     @classmethod
     def create(cls, path: str | Path) -> "RunFolder":
@@ -191,9 +194,36 @@ class RunFolder:
     def close(self) -> None:
         """Let go of the folder's lock (a sweep that ends does this; so does the end of the
         process)."""
+        self._close_kept()
         fd = _held.pop(os.path.realpath(self.path), None)
         if fd is not None:
             os.close(fd)
+
+    def _close_kept(self) -> None:
+        fds, self._open_fds = self._open_fds, {}
+        for fd in fds.values():
+            os.close(fd)
+
+    def _open(self, name: str) -> int:
+        """The descriptor of hosts/ (a folder, for the records' dir_fd) or of records.sha256 /
+        records.mac (appended to), opened on the first write and kept until `close`: three opens
+        and closes fewer per record. Each is opened as a write did before: no link followed
+        (O_NOFOLLOW), the digest lists regular files only; a link put in their place later changes
+        nothing, since what was opened is what is written. A worker forked from the writer shares
+        them (O_APPEND: each line lands whole, at the end, from either process)."""
+        fd = self._open_fds.get(name)
+        if fd is not None:
+            return fd
+        if name == HOSTS:
+            fd = os.open(self.hosts_dir, NOFOLLOW_DIR)
+        else:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+            fd = os.open(self.path / name, flags | os.O_CLOEXEC, 0o644)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise OSError(errno.EEXIST, "it is not a regular file")
+        self._open_fds[name] = fd
+        return fd
 
     @classmethod
     def existing(cls, path: str | Path) -> tuple["RunFolder", dict]:
@@ -346,7 +376,11 @@ class RunFolder:
         path = self.record_path(record["host"])
         self.check_record_file(record["host"], path)
         blob = record_bytes(record)
-        write_bytes_atomic(path, blob)
+        try:
+            hosts_fd = self._open(HOSTS)
+        except OSError as err:
+            raise write_error(path, err, folder=True) from None
+        write_bytes_atomic(path, blob, dir_fd=hosts_fd)
         self._list_digest(path.name, blob)
         return path
 
@@ -362,22 +396,7 @@ class RunFolder:
 
     def _append(self, name: str, line: bytes) -> None:
         try:
-            fd = os.open(
-                self.path / name,
-                os.O_WRONLY
-                | os.O_APPEND
-                | os.O_CREAT
-                | os.O_NOFOLLOW
-                | os.O_NONBLOCK
-                | os.O_CLOEXEC,
-                0o644,
-            )
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    raise OSError(errno.EEXIST, "it is not a regular file")
-                os.write(fd, line)
-            finally:
-                os.close(fd)
+            os.write(self._open(name), line)
         except OSError as err:
             if err.errno == errno.ELOOP:
                 err = OSError(errno.ELOOP, "it is a symbolic link; sweep never writes through one")

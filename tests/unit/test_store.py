@@ -255,3 +255,51 @@ def test_read_bounded_refuses_a_file_that_grows_past_its_limit(tmp_path, monkeyp
         files.read_bounded(path, 1_000)
     monkeypatch.setattr(files.os, "fstat", real_fstat)
     assert len(files.read_bounded(path, 10_000)) == 10_000
+
+
+def test_records_written_by_a_forked_worker_and_its_parent_are_all_listed(tmp_path):
+    """A record writer keeps hosts/, records.sha256 and records.mac open between records; a worker
+    forked from it writes through the same descriptors, closes its copies when it ends, and every
+    record of either process is in place with its digest line whole."""
+    folder = new_folder(tmp_path)
+    folder.write_record(record("gpu01"))
+    pid = os.fork()
+    if pid == 0:  # the worker
+        code = 1
+        try:
+            folder.write_record(record("gpu02"))
+            folder.close()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    folder.write_record(record("gpu03"))  # the parent's descriptors still work after the child's close
+    folder.close()
+    lines = (folder.path / "records.sha256").read_text().splitlines()
+    assert sorted(line.split("  ")[1] for line in lines) == ["hosts/gpu01.json", "hosts/gpu02.json",
+                                                             "hosts/gpu03.json"]
+    reopened = RunFolder.open(folder.path)
+    assert sorted(reopened.read_records()) == ["gpu01", "gpu02", "gpu03"]
+    assert set(store.read_digests(folder.path)) == {"gpu01.json", "gpu02.json", "gpu03.json"}
+
+
+def test_a_digest_list_swapped_for_a_link_mid_run_is_not_written_through(tmp_path):
+    """The digest list opened (no link followed) at the first record is the one written to; a link
+    put in its place later is neither followed nor written (its target stays as it was), the records
+    are still read (strictly: the folder holds no digest line of theirs), and a new writer refuses
+    the link."""
+    folder = new_folder(tmp_path)
+    folder.write_record(record("gpu01"))
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("theirs\n")
+    listed = folder.path / "records.sha256"
+    listed.unlink()
+    listed.symlink_to(target)
+    folder.write_record(record("gpu02"))
+    assert target.read_text() == "theirs\n"
+    folder.close()
+    with pytest.raises(RunFolderError, match="records.sha256 .*symbolic link"):
+        RunFolder(folder.path).write_record(record("gpu03"))
+    assert "gpu02.json" not in store.read_digests(folder.path)
+    assert sorted(RunFolder(folder.path).read_records()) == ["gpu01", "gpu02", "gpu03"]
