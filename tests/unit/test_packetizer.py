@@ -104,3 +104,36 @@ def test_sshd_debug_messages_are_worded_only_for_a_log_that_takes_them(monkeypat
     assert any("Debug msg" in r.getMessage() and "key options: pty" in r.getMessage() for r in caplog.records)
     ours.close()
     theirs.close()
+
+
+def test_the_tick_is_long_once_packets_flow_and_a_closed_try_wakes_its_reader_at_once():
+    """After the first packet, the transport thread wakes once a second (IDLE_TICK_S), not ten times;
+    ending the try (`Attempt.close`) shuts the socket, so a reader waiting in recv ends now, not at
+    its next tick."""
+    from sweep.collect.ssh.packets import IDLE_TICK_S
+    from sweep.collect.ssh.watchdog import Attempt
+
+    ours, theirs = socket.socketpair()
+    ours.settimeout(0.1)  # paramiko's, until a packet is handled
+    packetizer = SweepPacketizer(ours)
+    packetizer.complete_handshake()
+    assert ours.gettimeout() == IDLE_TICK_S >= 1.0
+    ours.settimeout(30)  # a tick far longer than the test: only the shutdown can wake the reader
+    attempt = Attempt()
+    attempt.add(ours)
+    ended = []
+
+    def reader():
+        try:
+            packetizer.read_all(4)
+        except (EOFError, OSError):  # EOF, or the descriptor closed right after the shutdown woke it
+            ended.append(time.monotonic())
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    time.sleep(0.2)  # the reader is in recv
+    closed = time.monotonic()
+    attempt.close()
+    thread.join(10)
+    assert ended and ended[0] - closed < 5, "the reader waited for its tick"
+    theirs.close()

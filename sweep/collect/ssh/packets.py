@@ -17,6 +17,14 @@ import paramiko
 from sweep.collect.options import FAST_CIPHER, FAST_KEX
 
 
+# The transport thread's tick once a session is under way. paramiko's 0.1 s woke each host's
+# thread ten times a second, for a raised socket.timeout and a keepalive check under the GIL, all
+# the while the agent ran: measured on the 300-host loopback fleet, 0.8 ms of controller CPU a host.
+# Nothing waits on the tick: a closed try shuts its socket (`watchdog.Attempt.close`), the watchdog
+# shuts one at its deadline, and either wakes the thread at once.
+IDLE_TICK_S = 1.0
+
+
 class SweepPacketizer(paramiko.Packetizer):
     """paramiko's Packetizer, less two costs per host that the profile shows (issue 52):
 
@@ -24,7 +32,9 @@ class SweepPacketizer(paramiko.Packetizer):
       packet (paramiko asks the socket for exactly the bytes it needs next: a header, then the
       rest, each into a growing ``bytes``);
     - the handshake's time limit is a deadline read on each socket timeout, not a `threading.Timer`
-      thread started and cancelled for every host.
+      thread started and cancelled for every host;
+    - once the first packet is handled, the socket's timeout (the transport thread's tick: paramiko
+      wakes on it to see whether it was closed) goes from paramiko's 0.1 s to `IDLE_TICK_S`.
     """
 
     _RECV = 65536
@@ -47,8 +57,10 @@ class SweepPacketizer(paramiko.Packetizer):
         )
 
     def complete_handshake(self):
-        if self._handshake_deadline is not None:
+        """paramiko calls it after every packet the transport thread handles."""
+        if not self._handshake_done:
             self._handshake_done = True
+            self._sock.settimeout(IDLE_TICK_S)
 
     def read_all(self, n, check_rekey=False):
         have = self._Packetizer__remainder
