@@ -424,3 +424,28 @@ def test_a_provenance_interval_without_times_does_not_stop_the_report(tmp_path):
     bench = json.loads((runs[-1] / "report" / "summary.json").read_text())["benchmark"]
     assert [o["host"] for o in bench["outliers"]] == ["hostile"]
     assert "HW slowdown (its counters grew) (GPU 0 hw_slowdown ?-? s)" in bench["outliers"][0]["evidence"]
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, "cycle", 2**70])
+def test_a_record_whose_own_fields_json_cannot_hold_becomes_bad_output_not_null_or_a_hang(tmp_path, bad):
+    """sweep's own fields of a record (a duration, the unknown numbers, a wrap's figures) pass no
+    parser: a NaN or infinity in them (orjson would write null), a cycle, an integer past 64 bits
+    become the host's bad_output record, naming the fault; the sweep goes on."""
+    folder = new_run(tmp_path / "run")
+    outcome = outcome_of_output(host("gpu01"), time.time(), json.dumps(BASES[sorted(BASES)[0]]).encode(), 0, "")
+    assert outcome.status == "ok"
+    if bad == "cycle":
+        loop: list = []
+        loop.append(loop)
+        outcome.unknown_numbers = [loop]
+    elif isinstance(bad, float):
+        outcome.unknown_numbers = [{"path": "gpus[0].power_w", "text": "1e999", "value": bad}]
+    else:
+        outcome.unknown_numbers = [bad]
+    kept = keep_record(folder, outcome)
+    assert kept.status == "failed" and kept.failure_class == "bad_output"
+    assert "its record cannot be written as JSON" in kept.message
+    if isinstance(bad, float):
+        assert "ValueError: Out of range float values are not JSON compliant" in kept.message
+    record = strict((folder.hosts_dir / "gpu01.json").read_text())
+    assert record["status"] == "failed" and record["health"] is None
