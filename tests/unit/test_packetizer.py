@@ -108,8 +108,8 @@ def test_sshd_debug_messages_are_worded_only_for_a_log_that_takes_them(monkeypat
 
 def test_the_tick_is_long_once_packets_flow_and_a_closed_try_wakes_its_reader_at_once():
     """After the first packet, the transport thread wakes once a second (IDLE_TICK_S), not ten times;
-    ending the try (`Attempt.close`) shuts the socket, so a reader waiting in recv ends now, not at
-    its next tick."""
+    ending the try (`Attempt.close`) shuts each client's socket before closing it, so a reader
+    waiting in recv ends now, not at its next tick."""
     from sweep.collect.ssh.packets import IDLE_TICK_S
     from sweep.collect.ssh.watchdog import Attempt
 
@@ -119,7 +119,12 @@ def test_the_tick_is_long_once_packets_flow_and_a_closed_try_wakes_its_reader_at
     packetizer.complete_handshake()
     assert ours.gettimeout() == IDLE_TICK_S >= 1.0
     ours.settimeout(30)  # a tick far longer than the test: only the shutdown can wake the reader
+    import paramiko
+
+    client = paramiko.SSHClient()  # the try's client, its transport on the socket (never started)
+    client._transport = FastTransport(ours)
     attempt = Attempt()
+    attempt.add(client)
     attempt.add(ours)
     ended = []
 
@@ -137,3 +142,21 @@ def test_the_tick_is_long_once_packets_flow_and_a_closed_try_wakes_its_reader_at
     thread.join(10)
     assert ended and ended[0] - closed < 5, "the reader waited for its tick"
     theirs.close()
+
+
+def test_a_server_that_hangs_up_mid_handshake_ends_start_client_at_once():
+    """The handshake is waited for in one wait: a server that closes the connection after its banner
+    ends start_client as soon as the transport thread ends (the error paramiko raises), not at the
+    handshake's time limit."""
+    import paramiko
+
+    ours, theirs = socket.socketpair()
+    theirs.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+    transport = FastTransport(ours)
+    transport.handshake_timeout = 30
+    start = time.monotonic()
+    threading.Timer(0.3, theirs.close).start()
+    with pytest.raises((paramiko.SSHException, EOFError, OSError)):  # as paramiko saw the end
+        transport.start_client(timeout=30)
+    assert time.monotonic() - start < 10
+    transport.close()

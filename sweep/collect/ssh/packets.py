@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+import threading
 import time
 
 import paramiko
@@ -101,6 +102,29 @@ class FastTransport(paramiko.Transport):
         m.get_string()  # language
         if self.logger.isEnabledFor(logging.DEBUG):
             self._log(logging.DEBUG, f"Debug msg: {paramiko.util.safe_string(msg)}")
+
+    def start_client(self, event=None, timeout=None):
+        """paramiko's, its handshake waited for in one wait: paramiko's own wait woke ten times a
+        second to see whether the transport had died, and the transport thread sets the event when
+        it dies too (Transport.run's end)."""
+        if event is not None:
+            return super().start_client(event, timeout)
+        done = threading.Event()
+        super().start_client(done, timeout)  # with an event: the thread started, nothing waited
+        done.wait(timeout)
+        if not self.active:
+            raise self.get_exception() or paramiko.SSHException("Negotiation failed.")
+        return None
+
+    def auth_publickey(self, username, key, event=None):
+        """paramiko's, the server's answer waited for in one wait (the auth handler sets the event
+        on an answer, and on the transport's end); paramiko's own wait then judges it at once."""
+        if event is not None:
+            return super().auth_publickey(username, key, event)
+        done = threading.Event()
+        super().auth_publickey(username, key, done)
+        done.wait(self.auth_timeout)
+        return self.auth_handler.wait_for_response(done)
 
     def __init__(self, sock, **kwargs):
         kwargs.setdefault("packetizer_class", SweepPacketizer)

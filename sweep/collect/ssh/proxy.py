@@ -50,7 +50,7 @@ class ShellProxyCommand:
             raise socket.timeout()
         try:
             return os.read(self.process.stdout.fileno(), size)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: `close` took the pipe while select woke
             return b""
 
     def settimeout(self, timeout: float | None) -> None:

@@ -115,17 +115,19 @@ class Attempt:
                 pass
 
     def close(self) -> None:
-        """Everything of the try ended; its sockets shut first, so a transport thread waiting in
-        ``recv`` wakes at once (a socket closed under it would wait for its idle tick,
-        `sweep.collect.ssh.packets.IDLE_TICK_S`)."""
+        """Everything of the try ended: the clients from the last hop back (a tunnel's session
+        closed while the hop that carries it still runs), each one's socket shut before its client
+        is closed, so its transport thread, waiting in ``recv``, wakes at once (a socket closed
+        under it would wait for its idle tick, `sweep.collect.ssh.packets.IDLE_TICK_S`)."""
         for process in self._processes:
             getattr(process, "close", process.kill)()  # a ProxyCommand is also reaped
-        for sock in self._sockets:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         for client in reversed(self._clients):
+            sock = getattr(client.get_transport(), "sock", None)
+            if isinstance(sock, socket.socket):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
             try:
                 client.close()
             except Exception:
