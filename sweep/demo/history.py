@@ -163,6 +163,7 @@ def six_weeks(
                         }
                     )
                 _manifest(folder, names, hosts, stamp, load)
+                folder.close()
     return story
 
 

@@ -9,6 +9,7 @@ import hashlib
 import os
 import stat
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,12 @@ from sweep.store.files import (
 from sweep.store.records import left_out, normalize_health, read_digests, read_record
 
 _held: dict[str, int] = {}  # run folder (real path) -> fd of its .lock, held by this process
+
+
+def _close_fds(fds: dict[str, int]) -> None:
+    """Close and forget the descriptors a run folder kept open (`RunFolder._open`)."""
+    while fds:
+        os.close(fds.popitem()[1])
 
 
 def _without_secrets(manifest: dict) -> dict:
@@ -93,8 +100,10 @@ class RunFolder:
         self.path = Path(path)
         self.hosts_dir = self.path / HOSTS
         self.manifest_path = self.path / MANIFEST
-        # what the record writes keep open: name (HOSTS, DIGESTS, MACS) -> fd; see `_open`
+        # what the record writes keep open: name (HOSTS, DIGESTS, MACS) -> fd; see `_open`. Closed
+        # by `close`, or when the folder object is collected (a writer that never closes it)
         self._open_fds: dict[str, int] = {}
+        weakref.finalize(self, _close_fds, self._open_fds)
 
     @classmethod
     def create(cls, path: str | Path) -> "RunFolder":
@@ -194,14 +203,9 @@ class RunFolder:
     def close(self) -> None:
         """Let go of the folder's lock (a sweep that ends does this; so does the end of the
         process)."""
-        self._close_kept()
+        _close_fds(self._open_fds)
         fd = _held.pop(os.path.realpath(self.path), None)
         if fd is not None:
-            os.close(fd)
-
-    def _close_kept(self) -> None:
-        fds, self._open_fds = self._open_fds, {}
-        for fd in fds.values():
             os.close(fd)
 
     def _open(self, name: str) -> int:

@@ -303,3 +303,24 @@ def test_a_digest_list_swapped_for_a_link_mid_run_is_not_written_through(tmp_pat
         RunFolder(folder.path).write_record(record("gpu03"))
     assert "gpu02.json" not in store.read_digests(folder.path)
     assert sorted(RunFolder(folder.path).read_records()) == ["gpu01", "gpu02", "gpu03"]
+
+
+def test_a_folder_object_dropped_without_close_gives_its_kept_descriptors_back(tmp_path):
+    """A writer that never calls close (a script, a demo writing many runs) holds no descriptor per
+    folder once the object is gone: only the lock, as before, stays until the process ends."""
+    import gc
+
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    folder = new_folder(tmp_path)
+    folder.write_record(record("gpu01"))
+    before = open_fds()
+    for i in range(20):
+        other = RunFolder.create(tmp_path / f"run{i}")
+        other.write_record(record("gpu01"))
+        other.write_record(record("gpu02"))
+        del other
+    gc.collect()
+    assert open_fds() - before <= 20, "each dropped folder kept more than its lock open"
+    folder.close()
