@@ -150,7 +150,10 @@ def measure(run: Path, out: Path) -> None:
     result = build_report([run], out)
     wall = time.perf_counter() - start
     usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
-    own, children = (u.ru_maxrss / 1024 for u in usage)
+    children = usage[1].ru_maxrss / 1024
+    # this process's own peak: VmHWM (ru_maxrss keeps the peak of the image before exec, the bench
+    # process that wrote the fleet, whatever this one used)
+    own = int(next(line for line in open("/proc/self/status") if line.startswith("VmHWM:")).split()[1]) / 1024
     cpu = sum(u.ru_utime + u.ru_stime for u in usage)
     print(json.dumps({"wall_s": round(wall, 2), "import_s": round(start - before_import, 2),
                       "cpu_s": round(cpu, 2), "peak_rss_mib": round(own, 1),

@@ -150,18 +150,20 @@ def test_an_agent_hung_in_a_driver_query_emits_at_its_deadline_or_is_cut_at_the_
 
 
 MEASURE_HUGE = """
-import json, resource, sys, time
+import json, sys, time
 from sweep.inventory.model import load_inventory
+def peak_mib():  # VmHWM: this image's own peak (ru_maxrss keeps the pytest worker's, from before exec)
+    return int(next(line for line in open("/proc/self/status") if line.startswith("VmHWM:")).split()[1]) / 1024
 from sweep.collect.ssh.prober import Prober, SSHOptions
 from sweep.collect.bundle import bundle_bytes
 host = load_inventory(sys.argv[1]).select("f-huge")[0]
 prober = Prober(bundle_bytes(), (), SSHOptions(known_hosts=(sys.argv[2],), ssh_config=None, allow_agent=False,
                                                look_for_keys=False))
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+before = peak_mib()
 started = time.monotonic()
 outcome = prober.probe(host)
 print(json.dumps({"class": outcome.failure_class, "message": outcome.message, "seconds": time.monotonic() - started,
-                  "before_mib": before, "grew_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before}))
+                  "before_mib": before, "grew_mib": peak_mib() - before}))
 """
 
 
