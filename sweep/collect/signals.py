@@ -21,41 +21,11 @@ def _deliver(sig: int, handler) -> None:
         signal.raise_signal(sig)
 
 
-class Held:
-    """Ctrl-C and SIGTERM wait while a run folder is between two whole states (the folder and its
-    manifest, a record set aside, a session's end): a signal that comes meanwhile is delivered, by
-    its own handler, at `release` (or at the end of a ``with`` block). Only in the main thread,
-    where Python runs handlers."""
-
-    def __init__(self):
-        self.caught: list[int] = []
-        self.previous: dict | None = None
-        if threading.current_thread() is threading.main_thread():
-            self.previous = {
-                sig: signal.signal(sig, lambda signum, frame: self.caught.append(signum))
-                for sig in _SIGNALS
-            }
-
-    def release(self) -> None:
-        if self.previous is None:
-            return
-        previous, self.previous = self.previous, None
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        for sig in self.caught[:1]:
-            _deliver(sig, previous[sig])
-
-    def __enter__(self) -> "Held":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
 class Gate:
-    """`Held` for many short holds: its handlers are installed once, when it is made, and each
-    ``with gate:`` block only counts, so a hold costs no system call (a `Held` per record installed
-    and restored two handlers, four system calls and 35 us a host). A signal that comes while no
+    """Ctrl-C and SIGTERM held off inside ``with gate:`` blocks, for many short holds (each record
+    kept): its handlers are installed once, when it is made, and each block only counts, so a hold
+    costs no system call (a `Held` per record installed and restored two handlers, four system
+    calls and 35 us a host). A signal that comes while no
     block runs goes to its own handler at once; one that comes inside a block waits for the block's
     end. `close` gives the signals back to their handlers, where nothing replaced the gate's since
     (sigterm_as_interrupt's sets SIGTERM ignored after the first). Only in the main thread, where
@@ -101,6 +71,33 @@ class Gate:
         for sig, handler in previous.items():
             if signal.getsignal(sig) == self._take:
                 signal.signal(sig, handler)
+
+
+class Held(Gate):
+    """Ctrl-C and SIGTERM wait while a run folder is between two whole states (the folder and its
+    manifest, a record set aside, a session's end): a `Gate` held from the start until `release`
+    (or the end of a ``with`` block), which gives the signals back to their handlers first and then
+    delivers one that came meanwhile. Only in the main thread, where Python runs handlers."""
+
+    def __init__(self):
+        super().__init__()
+        self.depth = 1
+
+    def release(self) -> None:
+        if not self.depth:
+            return
+        self.depth = 0
+        caught, previous = self.caught[:1], dict(self.previous)
+        self.caught.clear()
+        self.close()
+        for sig in caught:
+            _deliver(sig, previous[sig])
+
+    def __enter__(self) -> "Held":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 @contextmanager

@@ -46,7 +46,7 @@ import orjson
 
 from sweep.collect.engines.base import EngineError
 from sweep.collect.outcome import Outcome
-from sweep.collect.signals import Held
+from sweep.collect.signals import Gate
 from sweep.errors import RunFolderError, SweepError
 
 _PR_SET_PDEATHSIG = 1
@@ -143,12 +143,21 @@ class WorkerPool:
         self._pending: collections.deque[tuple[int, bytes]] = collections.deque()
         self._selector = selectors.DefaultSelector()
         self._stopped = False
+        self._gate: Gate | None = None  # see `_read`; made by the first read, closed by run / drain
 
     def run(self, hosts: Sequence[Any]) -> Iterator[tuple[Any, Outcome]]:
         self._by_name = {host.name: host for host in hosts}
         self._start(shares(hosts, self.n))
-        while self._children or self._pending:
-            yield from self._read(0.25)
+        try:
+            while self._children or self._pending:
+                yield from self._read(0.25)
+        finally:
+            self._close_gate()
+
+    def _close_gate(self) -> None:
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.close()
 
     def stop(self) -> None:
         """Ctrl-C: every worker stops its engine and drains it (SIGTERM; idempotent)."""
@@ -170,6 +179,7 @@ class WorkerPool:
             self._close(fd, lost=False)
         while self._pending:  # read before the kill: their records are on disk
             got.extend(self._read(0.0))
+        self._close_gate()
         return got
 
     def _start(self, parts: list[list[Any]]) -> None:
@@ -201,18 +211,17 @@ class WorkerPool:
     def _read(self, timeout: float) -> Iterator[tuple[Any, Outcome]]:
         if not self._pending:
             self._fill(timeout)
+        if self._gate is None:
+            self._gate = Gate()
         while self._pending:
-            # Ctrl-C waits from taking a line to the caller's tally of it (its own Held nests in
+            # Ctrl-C waits from taking a line to the caller's tally of it (its own gate nests in
             # this one): a record a worker kept is counted, or still pending for drain(), never
             # dropped (a whole-suite run beside stress-ng lost one: 4 counted, 5 on disk)
-            held = Held()
-            try:
+            with self._gate:
                 fd, line = self._pending.popleft()
                 got = self._message(fd, orjson.loads(line))
                 if got is not None:
                     yield got
-            finally:
-                held.release()
 
     def _fill(self, timeout: float) -> None:
         """The lines the workers wrote meanwhile into `_pending`; a pipe at its end is closed."""
