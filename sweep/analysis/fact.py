@@ -66,6 +66,15 @@ ACCEPTS = {
     # a value as it stands (a hand-written expectations rule judges it)
     "any": lambda v: v is not None,
 }
+# the same tests as Python expressions of `v`, for the row functions `sweep.analysis.rows` generates
+ACCEPTS_SOURCE = {
+    "category": 'isinstance(v, str) and v != ""',
+    "string": "isinstance(v, str)",
+    "boolean": "isinstance(v, bool)",
+    "Int64": "isinstance(v, int) and not isinstance(v, bool)",
+    "Float64": "isinstance(v, (int, float)) and not isinstance(v, bool)",
+    "any": "v is not None",
+}
 
 
 def path_reader(path: str, dtype: str) -> Callable:
@@ -79,6 +88,7 @@ def path_reader(path: str, dtype: str) -> Callable:
         return doc if accepts(doc) else None
 
     read.__name__ = f"read_{steps[-1]}"
+    read.steps, read.dtype = steps, dtype  # what a generated row function inlines
     return read
 
 
@@ -112,7 +122,7 @@ def keyed_reader(path: str, dtype: str) -> Callable:
 
     read.keyed = True  # the frames call it with the host's document and the GPU's index
     read.host_map, read.at = host_map, at  # or find the map once per host (sweep.analysis.rows)
-    read.path, read.dtype = path, dtype
+    read.path, read.dtype, read.rest = path, dtype, rest
     read.__name__ = f"read_{(rest or steps)[-1]}"
     return read
 
