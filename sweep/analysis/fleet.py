@@ -381,24 +381,26 @@ class _Builder:
         }
         speed = read_speed(health) if health.get("speed") is not None else None
         maps = host_maps(health)
+        rows = self.gpus
         for g in gpus:
-            self.gpus.append(
+            index = g.get("index")
+            rows.append(
                 gpu_facts(
-                    gpu_view(g, speed),
-                    under_load.get(g.get("index")) or _EMPTY,
+                    g if speed is None else gpu_view(g, speed),
+                    under_load.get(index) or _EMPTY,
                     position,
-                    g.get("index") in picked,
+                    index in picked,
                     maps,
                 )
             )
-            for p in (
-                p for p in g.get("processes") or () if (g.get("index"), p.get("pid")) in foreign
-            ):
+            if not foreign:  # most hosts: no process to look at
+                continue
+            for p in (p for p in g.get("processes") or () if (index, p.get("pid")) in foreign):
                 job = p.get("job") if isinstance(p.get("job"), dict) else {}
                 self.processes.append(
                     {
                         "host": position,
-                        "gpu": g.get("index"),
+                        "gpu": index,
                         "pid": p.get("pid"),
                         "name": p.get("name"),
                         "used_memory_bytes": p.get("used_memory_bytes"),

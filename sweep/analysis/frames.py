@@ -141,7 +141,9 @@ def missing_array(n: int, dtype: str):
 def typed_array(values, dtype: str):
     """A typed array of a list or tuple of values; values of the wrong type (a hand-edited file)
     become NA rather than an error."""
-    if values.count(None) == len(values):  # a column no row fills (a tier that did not run)
+    # a column no row fills (a tier that did not run); a first value is the common answer, without
+    # looking at all 80,000
+    if not values or (values[0] is None and values.count(None) == len(values)):
         return missing_array(len(values), dtype)
     if dtype == "category":
         try:
