@@ -212,6 +212,27 @@ def test_a_hung_proxy_command_ends_at_the_host_deadline_and_is_killed(ca_fleet, 
     assert not left, f"the hung ProxyCommand is still running: {left}"
 
 
+def test_a_proxy_command_ended_by_sweeps_own_wait_is_a_timeout_not_a_refusal(ca_fleet, tmp_path):
+    """paramiko's wait for the banner (the connect timeout, 1 s) ends before the host deadline (30 s):
+    paramiko closes the transport, which kills the hung ProxyCommand. Its exit (-9) is sweep's doing,
+    so the record is a timeout naming the command, not "the ProxyCommand ended" (refused). Under load
+    the same race came between the banner wait and a 2 s host deadline (the test above)."""
+    fleet, _ = ca_fleet
+    marker = f"318.{os.getpid()}"
+    inventory = _inventory(tmp_path / "inv.yml", {"hung": {
+        "ansible_host": fleet.addresses["inner"], "ansible_user": "root",
+        "ansible_ssh_private_key_file": str(fleet.client_key_path),
+        "ansible_ssh_common_args": f"-o 'ProxyCommand=sleep {marker}'"}})
+    started = time.monotonic()
+    result = run_sweep(inventory, out=tmp_path / "run",
+                       ssh=fleet.ssh_settings(connect_timeout=1, host_deadline=30, retries=1))
+    assert time.monotonic() - started < 20  # the 1 s wait ended it, not the 30 s deadline
+    failure = read_records(result.run_dir)["hung"]["failure"]
+    assert failure["class"] == "timeout", failure
+    assert "ProxyCommand" in failure["message"] and "within 1 s" in failure["message"], failure
+    assert not _left(f"sleep {marker}", within=5.0)
+
+
 def _left(command: str, within: float) -> list[str]:
     """The pids whose command line ends with `command`, once none is left or `within` seconds have passed."""
     end = time.monotonic() + within

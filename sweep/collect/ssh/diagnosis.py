@@ -16,6 +16,7 @@ from sweep.collect.options import SSHOptions
 from sweep.collect.outcome import timed_out
 from sweep.collect.ssh.certs import Certificate, CertificateError, agent_certificates, read_file
 from sweep.collect.ssh.config import Hop
+from sweep.collect.ssh.proxy import ShellProxyCommand
 from sweep.failures import HostFailure
 from sweep.text import visible
 
@@ -91,6 +92,52 @@ def _not_answered(
     if isinstance(exc, OSError) and exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
         return HostFailure(
             "timeout", f"{name}: no route to host ({exc.strerror}); check the host is up"
+        )
+    return None
+
+
+def waited_too_long(exc: BaseException) -> bool:
+    """Whether `exc` is a wait of ours that ran out (a socket's timeout, paramiko's wait for the
+    banner or the handshake), not something the other end did."""
+    text = str(exc).lower()
+    return (
+        isinstance(exc, (socket.timeout, TimeoutError))
+        or isinstance(exc.__context__, (socket.timeout, TimeoutError))
+        or "timed out" in text
+        or "timeout" in text
+    )
+
+
+def proxy_failure(
+    name: str, hop: Hop, sock, exc: BaseException, waited: float
+) -> HostFailure | None:
+    """Why an SSH session through a ProxyCommand (`sock`, a `ShellProxyCommand`) failed, where the
+    command is the cause; None: `exc` is classified as for any connection.
+
+    A wait of ours that ran out is a timeout: paramiko then closes the transport, which kills the
+    command, so the command's exit (-9) says nothing of it (under load paramiko's wait for the
+    banner can end just before the host's deadline). A command that ended, or complained on stderr,
+    before that is refused, with what it said."""
+    if not isinstance(sock, ShellProxyCommand):
+        return None
+    command = visible(hop.proxy_command[:200], keep="")
+    if waited_too_long(exc):
+        return HostFailure(
+            "timeout",
+            (
+                f"{name}: no SSH session through the ProxyCommand for {hop.address} ({command}) "
+                f"within {waited:g} s (sweep ended the command); check the ProxyCommand and the "
+                "host behind it, or raise --connect-timeout"
+            ),
+        )
+    if sock.closed or sock.said():
+        said = sock.said() or f"exit {sock.process.poll()}, nothing on stderr"
+        return HostFailure(
+            "refused",
+            (
+                f"{name}: the ProxyCommand for {hop.address} ({command}) ended before an SSH "
+                f"session was up ({said}); check the ProxyCommand and the host behind it"
+            ),
         )
     return None
 

@@ -43,6 +43,7 @@ from sweep.collect.ssh.hostkeys import (
 )
 from sweep.collect.ssh.config import Hop, SSHConfigFile
 from sweep.collect.ssh.diagnosis import (
+    proxy_failure,
     aborted,
     auth_failed,
     classify,
@@ -52,7 +53,6 @@ from sweep.collect.ssh.diagnosis import (
 )
 from sweep.collect.ssh.packets import FastTransport
 from sweep.collect.ssh.proxy import ShellProxyCommand
-from sweep.text import visible
 from sweep.collect.ssh.watchdog import Attempt, Watchdog
 from sweep.collect.options import SSHOptions
 from sweep.collect.outcome import Outcome, read_agent_output
@@ -272,16 +272,9 @@ class Prober:
         except paramiko.AuthenticationException as exc:
             raise auth_failed(name, hop, exc, pkey, opts) from None
         except Exception as exc:
-            if isinstance(sock, ShellProxyCommand) and (sock.closed or sock.said()):
-                said = sock.said() or f"exit {sock.process.poll()}, nothing on stderr"
-                raise HostFailure(
-                    "refused",
-                    (
-                        f"{name}: the ProxyCommand for {hop.address} "
-                        f"({visible(hop.proxy_command[:200], keep='')}) ended before an SSH "
-                        f"session was up ({said}); check the ProxyCommand and the host behind it"
-                    ),
-                ) from exc
+            failure = proxy_failure(name, hop, sock, exc, step)
+            if failure is not None:
+                raise failure from exc
             raise
         if hop.keepalive_s:
             client.get_transport().set_keepalive(hop.keepalive_s)
