@@ -192,22 +192,27 @@ def test_the_check_would_see_a_direct_connection(ca_fleet, tmp_path):
     assert (_connections(fleet, "inner") - before, _tunnels_to(fleet, "inner") - tunnels_before) == (1, 0)
 
 
+def _hung_proxy(fleet, tmp_path, marker: str, **ssh) -> tuple[dict, float]:
+    """Sweep one host whose ProxyCommand is `sleep MARKER` (it never answers) with `ssh` settings:
+    its failure, and the seconds the sweep took."""
+    inventory = _inventory(tmp_path / "inv.yml", {"hung": {
+        "ansible_host": fleet.addresses["inner"], "ansible_user": "root",
+        "ansible_ssh_private_key_file": str(fleet.client_key_path),
+        "ansible_ssh_common_args": f"-o 'ProxyCommand=sleep {marker}'"}})
+    started = time.monotonic()
+    result = run_sweep(inventory, out=tmp_path / "run", ssh=fleet.ssh_settings(retries=1, **ssh))
+    return read_records(result.run_dir)["hung"]["failure"], time.monotonic() - started
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_hung_proxy_command_ends_at_the_host_deadline_and_is_killed(ca_fleet, tmp_path, transport):
     fleet, _ = ca_fleet
     # a sleep of its own (this worker's pid, this transport): the other transport's case may run beside it on another
     # xdist worker, and its proxy, still being ended, is not this one's
     marker = f"317.{os.getpid()}{TRANSPORTS.index(transport)}"
-    inventory = _inventory(tmp_path / "inv.yml", {"hung": {
-        "ansible_host": fleet.addresses["inner"], "ansible_user": "root",
-        "ansible_ssh_private_key_file": str(fleet.client_key_path),
-        "ansible_ssh_common_args": f"-o 'ProxyCommand=sleep {marker}'"}})
-    started = time.monotonic()
-    result = run_sweep(inventory, out=tmp_path / "run",
-                       ssh=fleet.ssh_settings(transport=transport, host_deadline=2, retries=1))
-    assert time.monotonic() - started < 20  # the ProxyCommand sleeps 317 s: the 2 s deadline ended it
-    record = read_records(result.run_dir)["hung"]
-    assert record["failure"]["class"] == "timeout", record["failure"]
+    failure, took = _hung_proxy(fleet, tmp_path, marker, transport=transport, host_deadline=2)
+    assert took < 20  # the ProxyCommand sleeps 317 s: the 2 s deadline ended it
+    assert failure["class"] == "timeout", failure
     left = _left(f"sleep {marker}", within=5.0)  # killed: gone within seconds, not at the end of its 317 s
     assert not left, f"the hung ProxyCommand is still running: {left}"
 
@@ -219,15 +224,8 @@ def test_a_proxy_command_ended_by_sweeps_own_wait_is_a_timeout_not_a_refusal(ca_
     the same race came between the banner wait and a 2 s host deadline (the test above)."""
     fleet, _ = ca_fleet
     marker = f"318.{os.getpid()}"
-    inventory = _inventory(tmp_path / "inv.yml", {"hung": {
-        "ansible_host": fleet.addresses["inner"], "ansible_user": "root",
-        "ansible_ssh_private_key_file": str(fleet.client_key_path),
-        "ansible_ssh_common_args": f"-o 'ProxyCommand=sleep {marker}'"}})
-    started = time.monotonic()
-    result = run_sweep(inventory, out=tmp_path / "run",
-                       ssh=fleet.ssh_settings(connect_timeout=1, host_deadline=30, retries=1))
-    assert time.monotonic() - started < 20  # the 1 s wait ended it, not the 30 s deadline
-    failure = read_records(result.run_dir)["hung"]["failure"]
+    failure, took = _hung_proxy(fleet, tmp_path, marker, connect_timeout=1, host_deadline=30)
+    assert took < 20  # the 1 s wait ended it, not the 30 s deadline
     assert failure["class"] == "timeout", failure
     assert "ProxyCommand" in failure["message"] and "within 1 s" in failure["message"], failure
     assert not _left(f"sleep {marker}", within=5.0)
