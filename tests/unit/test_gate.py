@@ -19,46 +19,41 @@ def _handlers_back():
         signal.signal(sig, handler)
 
 
-def test_ctrl_c_inside_a_block_waits_for_its_end():
+@pytest.fixture
+def gate():
     gate = Gate()
+    yield gate
+    gate.close()
+
+
+def test_ctrl_c_inside_a_block_waits_for_its_end(gate):
     done = []
-    try:
-        with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt):
+        with gate:
+            signal.raise_signal(signal.SIGINT)
+            done.append("record written")  # the block runs to its end first
+            done.append("record counted")
+    assert done == ["record written", "record counted"]
+
+
+def test_ctrl_c_outside_a_block_is_raised_at_once(gate):
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
+    with gate:  # the gate holds nothing over from it
+        pass
+
+
+def test_nested_blocks_deliver_at_the_outermost_end_once(gate):
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        with gate:
             with gate:
                 signal.raise_signal(signal.SIGINT)
-                done.append("record written")  # the block runs to its end first
-                done.append("record counted")
-        assert done == ["record written", "record counted"]
-    finally:
-        gate.close()
-
-
-def test_ctrl_c_outside_a_block_is_raised_at_once():
-    gate = Gate()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            signal.raise_signal(signal.SIGINT)
-        with gate:  # the gate holds nothing over from it
-            pass
-    finally:
-        gate.close()
-
-
-def test_nested_blocks_deliver_at_the_outermost_end_once():
-    gate = Gate()
-    seen = []
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            with gate:
-                with gate:
-                    signal.raise_signal(signal.SIGINT)
-                    signal.raise_signal(signal.SIGINT)
-                seen.append("inner block ended, still held")
-        assert seen == ["inner block ended, still held"]
-        with gate:  # the second Ctrl-C of the block is not raised again later
-            pass
-    finally:
-        gate.close()
+                signal.raise_signal(signal.SIGINT)
+            seen.append("inner block ended, still held")
+    assert seen == ["inner block ended, still held"]
+    with gate:  # the second Ctrl-C of the block is not raised again later
+        pass
 
 
 def test_close_gives_the_signals_back_to_their_handlers():

@@ -71,12 +71,7 @@ def _not_answered(
         )
     if text.startswith("Error reading SSH protocol banner"):
         return _no_banner(name, exc, opts)
-    if (
-        isinstance(exc, (socket.timeout, TimeoutError))
-        or "timed out" in text.lower()
-        or "timeout" in text.lower()
-        or text == "No existing session"
-    ):
+    if _says_timeout(exc, text) or text == "No existing session":
         what = (
             "TCP connect"
             if phase == "connect" and not isinstance(exc, paramiko.SSHException)
@@ -96,15 +91,22 @@ def _not_answered(
     return None
 
 
-def waited_too_long(exc: BaseException) -> bool:
-    """Whether `exc` is a wait of ours that ran out (a socket's timeout, paramiko's wait for the
-    banner or the handshake), not something the other end did."""
-    text = str(exc).lower()
+def _says_timeout(exc: BaseException, text: str) -> bool:
+    """Whether `exc` (its words `text`) is a timeout by its type or its words."""
+    lowered = text.lower()
     return (
         isinstance(exc, (socket.timeout, TimeoutError))
-        or isinstance(exc.__context__, (socket.timeout, TimeoutError))
-        or "timed out" in text
-        or "timeout" in text
+        or "timed out" in lowered
+        or "timeout" in lowered
+    )
+
+
+def _waited_too_long(exc: BaseException) -> bool:
+    """Whether `exc` is a wait of ours that ran out (a socket's timeout, paramiko's wait for the
+    banner or the handshake, which raises with the socket's timeout as its context), not something
+    the other end did."""
+    return _says_timeout(exc, str(exc)) or isinstance(
+        exc.__context__, (socket.timeout, TimeoutError)
     )
 
 
@@ -121,7 +123,7 @@ def proxy_failure(
     if not isinstance(sock, ShellProxyCommand):
         return None
     command = visible(hop.proxy_command[:200], keep="")
-    if waited_too_long(exc):
+    if _waited_too_long(exc):
         return HostFailure(
             "timeout",
             (
