@@ -93,8 +93,14 @@ def _int(text: str):
     return int(text)
 
 
+NOT_PARSED = object()  # `loads`'s `parsed` when the caller did not parse the text
+
+
 def loads(
-    text: str | bytes, max_depth: int = MAX_DEPTH, fits: Callable[[Any], bool] | None = None
+    text: str | bytes,
+    max_depth: int = MAX_DEPTH,
+    fits: Callable[[Any], bool] | None = None,
+    parsed: Any = NOT_PARSED,
 ) -> Loaded:
     """Parse `text` as strict JSON (ValueError when it is not JSON; DepthError when it nests too
     deep).
@@ -109,15 +115,20 @@ def loads(
 
     `fits`: a check of the document's shape that also bounds its depth to `max_depth`
     (`sweep.schema_depth`); a document orjson parses and `fits` takes needs no depth walk
-    (`Loaded.fitted`). One it refuses is walked as any other."""
+    (`Loaded.fitted`). One it refuses is walked as any other.
+
+    `parsed`: what ``orjson.loads(text)`` already returned to the caller (a transport parses the
+    output to see that it is whole): used instead of parsing it again."""
     if isinstance(text, (bytearray, memoryview)):
         text = bytes(text)
     if not _long_int(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")):
-        try:
-            document = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass
-        else:
+        document = parsed
+        if document is NOT_PARSED:
+            try:
+                document = orjson.loads(text)
+            except orjson.JSONDecodeError:
+                pass
+        if document is not NOT_PARSED:
             if fits is not None and fits(document):
                 return Loaded(document, fitted=True)
             loaded = Loaded(document)

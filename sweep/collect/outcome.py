@@ -16,7 +16,7 @@ from sweep.collect.bundle import DEADLINE_EXIT, DEADLINE_MARK, TOO_OLD_MARK
 from sweep.schema import health_problem
 from sweep.schema_depth import health_fits
 from sweep.failures import HostFailure
-from sweep.strictjson import DepthError, loads as strict_loads
+from sweep.strictjson import NOT_PARSED, DepthError, loads as strict_loads
 from sweep.text import visible
 
 
@@ -71,25 +71,27 @@ def read_agent_output(
     stderr: str,
     wrapped: bool = False,
     host_deadline: float | None = None,
+    parsed: Any = NOT_PARSED,
 ) -> tuple[dict, list[dict]]:
     """health.json (`wrapped`: provenance.json) from stdout and the numbers in it a double cannot
     hold (now null; `sweep.strictjson`), or the HostFailure why there is none (ended at
-    `host_deadline`: timeout)."""
-    health, unknown, problem = _parse_output(host, out, exit_status, wrapped)
+    `host_deadline`: timeout). `parsed`: what orjson made of `out`, where the transport parsed it
+    already (`strictjson.loads`)."""
+    health, unknown, problem = _parse_output(host, out, exit_status, wrapped, parsed)
     if problem is None:
         return health, unknown
     raise _why_no_document(host, out, problem, exit_status, stderr, host_deadline)
 
 
 def _parse_output(
-    host: Any, out: bytes, exit_status: int | None, wrapped: bool
+    host: Any, out: bytes, exit_status: int | None, wrapped: bool, parsed: Any = NOT_PARSED
 ) -> tuple[Any, list[dict], str | None]:
     """The document on stdout, its numbers a double cannot hold, and what makes it no agent
     document (None when it is one); output nested past the parser's bound is the agent's error."""
     problem, unknown = None, []
     try:
         # a valid health.json no deeper than the bound is taken in one check (sweep.schema_depth)
-        loaded = strict_loads(out, fits=None if wrapped else health_fits())
+        loaded = strict_loads(out, fits=None if wrapped else health_fits(), parsed=parsed)
         health, unknown = loaded.document, loaded.unknown_numbers
     except DepthError as exc:
         status = "no exit status" if exit_status in (None, -1) else f"exit {exit_status}"

@@ -31,6 +31,7 @@ import threading
 import time
 from typing import Any, Callable
 
+import orjson
 import paramiko
 
 from sweep.collect.bundle import become_user, host_agent_args, remote_command
@@ -57,6 +58,7 @@ from sweep.collect.ssh.watchdog import Attempt, Watchdog
 from sweep.collect.options import SSHOptions
 from sweep.collect.outcome import Outcome, read_agent_output
 from sweep.failures import HostFailure
+from sweep.strictjson import NOT_PARSED
 
 # paramiko logs each failed handshake with a traceback at ERROR; a failed host is already a record
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -294,14 +296,19 @@ class Prober:
         out, err, err_total = bytearray(), bytearray(), 0
         out_done = err_done = False
         heard = time.monotonic()  # when data last came
+        parsed = NOT_PARSED  # what orjson made of `out`, once it was parsed to see it whole
         while not (out_done and err_done):
             if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
                 # the agent has exited, but a child it left (a daemon) may hold the channel open and
                 # never send EOF: once what arrived is whole JSON, or nothing came for a while, it
                 # is done
                 quiet = time.monotonic() - heard
-                if quiet >= _LINGER_S or (quiet >= _SETTLE_S and _whole_json(out)):
+                if quiet >= _LINGER_S:
                     break
+                if quiet >= _SETTLE_S:
+                    whole, parsed = _whole_json(out)
+                    if whole:
+                        break
             chan.settimeout(
                 max(
                     0.01,
@@ -338,7 +345,9 @@ class Prober:
                         "output limit"
                     ),
                 )
-        return self._exit_and_output(host, chan, transport, out, err, err_total, opts, deadline)
+        return self._exit_and_output(
+            host, chan, transport, (out, parsed), err, err_total, opts, deadline
+        )
 
     def _start_agent(
         self, host: Any, transport: paramiko.Transport, opts: SSHOptions, deadline: float
@@ -370,14 +379,15 @@ class Prober:
         host: Any,
         chan: paramiko.Channel,
         transport: paramiko.Transport,
-        out: bytearray,
+        output: tuple[bytearray, Any],
         err: bytearray,
         err_total: int,
         opts: SSHOptions,
         deadline: float,
     ) -> tuple[tuple[dict, list], int | None, str]:
-        """The agent's exit status and what it wrote, judged: (health, unknown numbers), status,
-        stderr."""
+        """The agent's exit status and what it wrote (stdout, and what orjson made of it if it was
+        parsed already), judged: (health, unknown numbers), status, stderr."""
+        out, parsed = output
         if not chan.status_event.wait(max(0.01, deadline - time.monotonic())):
             raise aborted(host, "deadline", opts, "exec")
         exit_status = chan.exit_status
@@ -408,6 +418,7 @@ class Prober:
                     stderr,
                     wrapped=self.wrap is not None,
                     host_deadline=opts.host_deadline,
+                    parsed=parsed,
                 ),
                 exit_status,
                 stderr,
@@ -430,15 +441,22 @@ def _read_until(
         return None
 
 
-def _whole_json(out: bytes | bytearray) -> bool:
-    """Whether `out` is already one whole JSON text (the judge decides whether it is a good one)."""
+def _whole_json(out: bytes | bytearray) -> tuple[bool, Any]:
+    """Whether `out` is already one whole JSON text (the judge decides whether it is a good one),
+    and orjson's document of it (`NOT_PARSED` where orjson refuses it), which the judge then takes
+    instead of a second parse. orjson first (a 44 KiB health.json: 0.11 ms against json's 0.26);
+    json's parser for what orjson refuses (NaN, Infinity, too deep)."""
+    try:
+        return True, orjson.loads(out)
+    except orjson.JSONDecodeError:
+        pass
     try:
         json.loads(out)
     except RecursionError:
-        return True
+        return True, NOT_PARSED
     except ValueError:
-        return False
-    return True
+        return False, NOT_PARSED
+    return True, NOT_PARSED
 
 
 _FAMILIES = {"any": socket.AF_UNSPEC, "inet": socket.AF_INET, "inet6": socket.AF_INET6}
