@@ -50,6 +50,9 @@ def check_ssh_settings(runner: Engine, hosts: Sequence[Host], options: SSHOption
     for host in hosts:
         # an SSHConfigError names the host, the setting, where it is and the fix
         checker.check(host)
+    keep = getattr(runner, "keep_checks", None)
+    if transport == "run" and keep is not None:  # it probes with what was read here
+        keep(checker)
     # once per run: left unused, through ssh
     for note in checker.notes() if transport == "run" else ():
         warnings.warn(SSHConfigNote(note))

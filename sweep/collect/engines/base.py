@@ -144,6 +144,11 @@ class Engine:
         fix) what the hosts' settings ask that this engine would not do safely. The SSH engine's
         transports check their own (`sweep.collect.run`); the others override this."""
 
+    def keep_checks(self, checker: Any) -> None:
+        """Before any host is contacted, `sweep.collect.checks` checked every host's ssh settings
+        with `checker` (a transport's Prober): an engine that connects through the same transport
+        keeps its answers rather than reading every host's ssh_config again."""
+
     def bind(self, job: EngineJob) -> "Engine":  # pragma: no cover - the engines implement these
         raise NotImplementedError
 

@@ -31,6 +31,10 @@ class SSHEngine(FanOutEngine):
         self.job: EngineJob | None = None
         self._fan: FanOut | None = None
         self._prober: Prober | None = None
+        self._checked: Prober | None = None
+
+    def keep_checks(self, checker: Prober) -> None:
+        self._checked = checker
 
     def bind(self, job: EngineJob) -> "SSHEngine":
         """Give the engine the agent and the run's options; command-line flags win over host
@@ -39,6 +43,8 @@ class SSHEngine(FanOutEngine):
         self._prober = make_prober(
             job.options.transport, job.payload, job.agent_args, job.options, wrap=job.wrap
         )
+        if self._checked is not None:
+            self._prober.adopt(self._checked)
         self._busy: dict = defaultdict(threading.Lock)
         self._fan = FanOut(self._probe, forks=job.forks, on_stop=self._prober.stop)
         return self

@@ -71,6 +71,14 @@ class AutoProber(Prober):
         with self._auto_lock:
             self._checked.add(host.name)
 
+    def adopt(self, checked: Prober) -> None:
+        """Also which hosts were checked, and which of them go through ssh (and why)."""
+        super().adopt(checked)
+        if self.config is checked.config:
+            with checked._auto_lock:
+                self._checked |= checked._checked
+                self.through_ssh.update(checked.through_ssh)
+
     def probe(self, host: Any) -> Outcome:
         if host.name not in self._checked:
             self.check(host)
