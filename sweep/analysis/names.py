@@ -94,8 +94,13 @@ def _fold(names: tuple) -> str:
     odd = sorted(n for n in names if not _FOLDABLE.match(n))
     parts = []
     if plain:
+        patterns = _patterns(plain)
+        if len(patterns) == 1:
+            # one varying number: the pattern is already NodeSet's text (parsing it back took 20
+            # ms for 10,000 names)
+            return ",".join([patterns[0], *odd])
         try:
-            folded = str(NodeSet.fromlist(_patterns(plain)))
+            folded = str(NodeSet.fromlist(patterns))
             if len(NodeSet(folded)) != len(plain):
                 folded = str(NodeSet.fromlist(plain))
                 if len(NodeSet(folded)) != len(plain):

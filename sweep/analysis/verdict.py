@@ -51,6 +51,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+import numpy as np
+
 from probe_agent.chain import BY_NAME as CONTRACT_BY_NAME, CONTRACTS
 from probe_agent.xid import ACTION
 from sweep import exitcodes
@@ -393,20 +395,18 @@ def _health_entries(findings: Findings, xid: dict | None) -> list[Entry]:
 
 
 def _unknown_contracts(fleet: Fleet) -> list[Entry]:
+    """Each contract not read on a host, where no lower broken one explains it. The four columns
+    an entry needs, each converted once (a 10,000-host fleet has about 40,000 such rows)."""
     c = fleet.contracts
     hit = (c["status"].astype(object) == "unknown") & c["consequence_of"].isna()
-    picked = [i for i, h in enumerate(hit.tolist()) if h]
+    picked = c.iloc[np.flatnonzero(hit.to_numpy(dtype=bool))]
+    host, contract, message, fix = (
+        picked[name].to_numpy(dtype=object, na_value=None).tolist()
+        for name in ("host", "contract", "message", "fix")
+    )
     return [
-        Entry(
-            str(r["host"]),
-            "unknown",
-            "contract",
-            str(r["contract"]),
-            r["message"] or "not read",
-            r["fix"],
-            contract=str(r["contract"]),
-        )
-        for r in rows_at(c, picked)
+        Entry(str(h), "unknown", "contract", str(k), m or "not read", f, contract=str(k))
+        for h, k, m, f in zip(host, contract, message, fix)
     ]
 
 

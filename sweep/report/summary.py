@@ -13,9 +13,9 @@ from sweep.analysis.owners import held_back
 from sweep.judgment import Assessment
 from sweep.analysis.names import fold_failures as names_fold_failures
 from sweep.analysis.names import fold_hosts, host_key
-from sweep.report.files import write_text
 from sweep.report.summary_file import folded_summary
-from sweep.strictjson import dumps, finite
+from sweep.store import write_bytes_atomic
+from sweep.strictjson import finite_indented
 from sweep.text import plural
 
 # the summary as rendered; summary.json is sweep.summary/2 (folded)
@@ -58,7 +58,7 @@ def write_summary_json(summary: dict, path: Path) -> Path:
     """summary.json, strict JSON (a value that is not a finite number is written as null), its
     per-host lists folded (`sweep.report.summary_file`)."""
     # per-host lists folded (issue 41)
-    write_text(path, dumps(finite(folded_summary(summary)), indent=1) + "\n")
+    write_bytes_atomic(path, finite_indented(folded_summary(summary)))
     return path
 
 

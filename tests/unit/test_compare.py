@@ -5,6 +5,7 @@ import re
 from html.parser import HTMLParser
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import fleet_variants as fv
 from sweep.report import build as report_module
@@ -337,6 +338,25 @@ def test_fold_hosts_large_list_matches_nodeset():
 
     names = [f"gpu{i:05d}" for i in range(1, 5001) if i % 7] + [f"cpu{i}" for i in range(1, 30)]
     assert fold_hosts(names) == str(NodeSet.fromlist(names))
+
+
+NAME_PARTS = st.tuples(
+    st.sampled_from(["gpu", "n", "rack1-n", "dgx-a", "h"]),
+    st.integers(min_value=0, max_value=120),
+    st.sampled_from([0, 2, 3, 5]),  # zero-padded to this width (0: not padded)
+    st.sampled_from(["", ".dc1", "-ib"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(NAME_PARTS, max_size=60))
+def test_fold_hosts_is_what_nodeset_folds(parts):
+    """ClusterShell's NodeSet owns the folding: whatever path fold_hosts takes (one pattern it
+    writes itself, or NodeSet's fold of several), the text is NodeSet's."""
+    from ClusterShell.NodeSet import NodeSet
+
+    names = [f"{prefix}{number:0{width}d}{suffix}" for prefix, number, width, suffix in parts]
+    assert fold_hosts(names) == (str(NodeSet.fromlist(names)) if names else "")
 
 
 def test_hostile_host_strings_stay_text(tmp_path):
