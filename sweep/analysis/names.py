@@ -134,7 +134,7 @@ def fold_nodeset(names) -> tuple[str, tuple[str, ...]]:
     return _fold_nodeset(tuple(dict.fromkeys(names)))
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=32)
 def _fold_nodeset(unique: tuple) -> tuple[str, tuple[str, ...]]:
     odd = tuple(n for n in unique if not NODE_NAME.match(n))
     listed, numbered = [], []  # names listed as they are; (prefix, digits) of the names to fold
