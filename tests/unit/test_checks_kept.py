@@ -13,6 +13,7 @@ from sweep.collect.engines.base import EngineJob
 from sweep.collect.engines.ssh import SSHEngine
 from sweep.collect.options import SSHOptions
 from sweep.collect.ssh import config as ssh_config
+from sweep.errors import SSHConfigNote
 from sweep.inventory.model import Host
 
 CONFIG = """Host via-agent
@@ -51,7 +52,9 @@ def test_the_engine_keeps_the_checks_made_before_contact(tmp_path, reads, transp
                          transport=transport, host_deadline=5.0, connect_timeout=2.0, retries=1)
     hosts = [host("gpu01"), host("gpu02")] + ([host("via-agent")] if transport == "auto" else [])
     engine = SSHEngine()
-    check_ssh_settings(engine, hosts, options)
+    with pytest.warns(SSHConfigNote) as said:  # the run's notes, said once before contact
+        check_ssh_settings(engine, hosts, options)
+    assert any("ControlMaster auto is left unused" in str(w.message) for w in said)
     assert reads == {h.name: 1 for h in hosts}
     engine.bind(EngineJob(payload=b"#", forks=2, options=options))
     outcomes = {h.name: o for h, o in engine.run(hosts)}
