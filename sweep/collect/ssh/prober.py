@@ -44,12 +44,12 @@ from sweep.collect.ssh.hostkeys import (
 )
 from sweep.collect.ssh.config import Hop, SSHConfigFile
 from sweep.collect.ssh.diagnosis import (
-    proxy_failure,
     aborted,
     auth_failed,
     classify,
     hosts_named,
     present_key_files,
+    proxy_failure,
     size_text,
 )
 from sweep.collect.ssh.packets import FastTransport
@@ -353,7 +353,7 @@ class Prober:
                     ),
                 )
         return self._exit_and_output(
-            host, chan, transport, (out, parsed), err, err_total, opts, deadline
+            host, chan, transport, out, err, err_total, opts, deadline, parsed=parsed
         )
 
     def _start_agent(
@@ -386,15 +386,15 @@ class Prober:
         host: Any,
         chan: paramiko.Channel,
         transport: paramiko.Transport,
-        output: tuple[bytearray, Any],
+        out: bytearray,
         err: bytearray,
         err_total: int,
         opts: SSHOptions,
         deadline: float,
+        parsed: Any = NOT_PARSED,
     ) -> tuple[tuple[dict, list], int | None, str]:
-        """The agent's exit status and what it wrote (stdout, and what orjson made of it if it was
-        parsed already), judged: (health, unknown numbers), status, stderr."""
-        out, parsed = output
+        """The agent's exit status and what it wrote, judged: (health, unknown numbers), status,
+        stderr. `parsed`: what orjson made of `out`, where `_whole_json` parsed it already."""
         if not chan.status_event.wait(max(0.01, deadline - time.monotonic())):
             raise aborted(host, "deadline", opts, "exec")
         exit_status = chan.exit_status
