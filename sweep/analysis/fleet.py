@@ -105,7 +105,14 @@ def load_fleet(paths, workers: int | None = None, keep_health: bool = False) -> 
         fork = sys.platform.startswith("linux") and threading.active_count() == 1
         context = multiprocessing.get_context("fork" if fork else "spawn")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            parts = list(pool.map(_load_chunk, chunks))
+            if fork:  # the workers inherit the chunks: each is sent as its number, not pickled
+                _FORKED[:] = chunks
+                try:
+                    parts = list(pool.map(_load_forked, range(len(chunks))))
+                finally:
+                    _FORKED.clear()
+            else:
+                parts = list(pool.map(_load_chunk, chunks))
     else:
         parts = [_load_chunk((0, files, keep_health))]
     for part in parts:
@@ -166,6 +173,15 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
         return os.cpu_count() or 1
+
+
+_FORKED: list = []  # load_fleet's chunks, for the workers it forks (`_load_forked`)
+
+
+def _load_forked(number: int):
+    """`_load_chunk` of the chunk a forked worker inherited: 10,000 file paths are not pickled to
+    the workers and rebuilt there (0.05 CPU-s)."""
+    return _load_chunk(_FORKED[number])
 
 
 def _load_chunk(chunk):

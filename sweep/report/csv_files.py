@@ -106,6 +106,10 @@ def _csv_fields(column: pd.Series) -> list[str]:
             list(map(text, uniques.to_numpy(dtype=plain).tolist())) + [""], dtype=object
         )
         return shown[codes].tolist()
+    if str(column.dtype) == "string":  # text only: each distinct text made a field once
+        codes, uniques = pd.factorize(column)  # NA: code -1
+        texts = csv_cells(uniques.to_numpy(dtype=object).tolist())
+        return np.array(list(map(csv_field, texts)) + [""], dtype=object)[codes].tolist()
     values = column.to_numpy(dtype=object, na_value=None).tolist()
     if not (
         pd.api.types.is_numeric_dtype(column.dtype) or pd.api.types.is_bool_dtype(column.dtype)

@@ -269,3 +269,31 @@ def test_an_entry_keeps_summary_jsons_published_keys():
     assert entry.to_dict() == {"host": "gpu07", "severity": "watch", "source": "audit", "what": "power_limit",
                                "cause": "250 W, expected 700 W", "fix": "nvidia-smi -pl 700", "holds_out": False,
                                "tier": None, "off": True, "finding": None, "contract": None}
+
+
+def test_a_contract_not_read_is_the_same_entry_as_the_constructor_makes(tmp_path):
+    """`_unknown_contracts` makes its 40,000 entries of a large fleet without the frozen __init__:
+    each is equal to, hashes as, and is as frozen as `Entry(...)` of the same contract row."""
+    import dataclasses
+
+    import pandas as pd
+
+    from sweep.analysis.fleet import load_fleet
+    from sweep.analysis.verdict import Entry, _unknown_contracts
+
+    names = [f"gpu{i:02d}" for i in range(1, 5)]
+    run = fv.write_run(tmp_path / "run", [fv.record(n, health_of(v, n)) for n, v in
+                                          zip(names, ("xid_unread", "healthy", "xid_unread", "healthy"))])
+    fleet = load_fleet([run])
+    c = fleet.contracts
+    rows = c[(c["status"].astype(object) == "unknown") & c["consequence_of"].isna()]
+    expected = [Entry(str(r.host), "unknown", "contract", str(r.contract),
+                      r.message if isinstance(r.message, str) and r.message else "not read",
+                      None if pd.isna(r.fix) else r.fix, contract=str(r.contract))
+                for r in rows.itertuples()]
+    made = _unknown_contracts(fleet)
+    assert made == expected and {e.host for e in made} >= {"gpu01", "gpu03"}
+    assert [hash(e) for e in made] == [hash(e) for e in expected]
+    assert [e.to_dict() for e in made] == [e.to_dict() for e in expected]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made[0].cause = "changed"
