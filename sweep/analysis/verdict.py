@@ -60,7 +60,7 @@ from probe_agent.xid import ACTION
 from sweep import exitcodes
 from sweep.analysis.compare import HELD_OUT_BY, Findings
 from sweep.analysis.fleet import Fleet, rows_at
-from sweep.analysis.names import fold_hosts, host_key
+from sweep.analysis.names import by_rank, fold_hosts, natural_ranks
 from sweep.analysis.speed_reference import LABELS, UNITS
 from sweep.text import plural
 
@@ -133,7 +133,11 @@ class Verdict:
         return self.causes.get(host)
 
     def hosts_in(self, *states: str) -> list[str]:
-        return sorted((h for h, s in self.states.items() if s in states), key=host_key)
+        return by_rank((h for h, s in self.states.items() if s in states), self._ranks)
+
+    @cached_property
+    def _ranks(self) -> dict:  # a report sorts the same hosts again and again: ranked once
+        return natural_ranks(self.states)
 
     @property
     def pool(self) -> list[str]:
@@ -153,7 +157,7 @@ class Verdict:
     def drain_candidates(self) -> list[str]:
         """Held out or broken: the hosts `sweep.analysis.owners.drain_hosts` picks the drain set
         from."""
-        return sorted(set(self.held_out) | set(self.broken), key=host_key)
+        return by_rank(set(self.held_out) | set(self.broken), self._ranks)
 
     def of(self, host: str) -> list[Entry]:
         """A host's entries, broken first."""
@@ -223,7 +227,7 @@ class Verdict:
             ("to watch", watch, lambda e: e.about),
         ):
             for group in _grouped(entries, key):
-                hosts = sorted({e.host for e in group}, key=host_key)
+                hosts = by_rank({e.host for e in group}, self._ranks)
                 out.append({"said": kind, "hosts": hosts, "text": _note(kind, hosts, group[0])})
         return out
 
@@ -415,16 +419,14 @@ def _unknown_contracts(fleet: Fleet) -> list[Entry]:
     )
     # each Entry(h, "unknown", "contract", k, m or "not read", f, contract=k), made without the
     # frozen __init__'s call per field: 40,000 entries in half the time
-    made, assign = [object.__new__(Entry) for _ in host], object.__setattr__
-    for entry, h, k, m, f in zip(made, host, contract, message, fix):
-        k = str(k)
-        fields = {"host": str(h), "about": k, "cause": m or "not read", "fix": f, "contract": k}
-        assign(entry, "__dict__", {**_UNREAD, **fields})
+    made = [object.__new__(Entry) for _ in host]
+    for entry, h, k, m, f in zip(made, host, map(str, contract), message, fix):
+        each = {"host": str(h), "about": k, "cause": m or "not read", "fix": f, "contract": k}
+        object.__setattr__(entry, "__dict__", {**_UNREAD, **each})
     return made
 
 
-# an unread contract's Entry but for its host, contract, message and fix
-_UNREAD = vars(Entry("", "unknown", "contract", "", ""))
+_UNREAD = vars(Entry("", "unknown", "contract", "", ""))  # but for host, contract, cause, fix
 
 
 def _speed_entries(speed: dict | None) -> list[Entry]:
