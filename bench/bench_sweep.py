@@ -15,7 +15,9 @@ to a remote command, so it runs through its `exec` module, one `sh -c 'exec ssh 
 per host (a fork and exec of sh more than clush, which runs ssh directly); `asyncssh` is the ~40-line
 client bench/asyncssh_client.py. With `--rounds N` (N > 1) every tool runs N times on the one fleet,
 the order of the tools reversed every round (ABBA for two tools), and the table gives each run, each
-tool's median CPU per further host and, per round, its ratio to sweep's.
+tool's median CPU per further host and, per round, its ratio to sweep's. `--wire`: the other tools
+send what sweep sends each host (`sweep.collect.bundle.wire_bytes`, the sources in one zlib stream,
+which the same remote command reads) instead of the zipapp, so that every tool moves the same bytes.
 
     python bench/bench_sweep.py --hosts 300 --tools sweep --against /tmp/base --rounds 2
     python bench/bench_sweep.py --hosts 300 --tools sweep-cli --against /tmp/base --rounds 2
@@ -47,7 +49,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sweep.collect.bundle import build_bundle, bundle_bytes, remote_command  # noqa: E402
+from sweep.collect.bundle import build_bundle, bundle_bytes, remote_command, wire_bytes  # noqa: E402
 from sweep.demo.loopback import FleetHost, LocalFleet  # noqa: E402
 
 KEX = "curve25519-sha256"
@@ -210,13 +212,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=None,
                         help="runs of each tool, the order reversed every round (default 1; with --against 2)")
     parser.add_argument("--gpus", type=int, default=1, help="with --against: GPUs of the replayed H200 capture")
+    parser.add_argument("--wire", action="store_true",
+                        help="the other tools send sweep's own payload (157 KB zlib stream), not the 514 KiB zipapp")
     args = parser.parse_args()
     if args.against is not None:
         args.rounds = args.rounds or 2
         return paired(args)
     args.rounds = args.rounds or 1
 
-    payload = bundle_bytes()
+    payload = wire_bytes() if args.wire else bundle_bytes()
     rows = []
     with tempfile.TemporaryDirectory(prefix="sweep-bench-") as tmp:
         tmp = Path(tmp)
@@ -312,13 +316,16 @@ def write_report(path: Path, rows: list[dict], args, up: float, payload_size: in
         "# sweep and its peers: collecting health.json from a loopback fleet",
         "",
         f"`python bench/bench_sweep.py --hosts {args.hosts} --forks {args.forks} --tools {args.tools} "
-        f"--rounds {args.rounds}` on {platform.node() or 'this machine'}, {os.cpu_count()} CPUs, Python "
+        f"--rounds {args.rounds}{' --wire' if args.wire else ''}` on {platform.node() or 'this machine'}, "
+        f"{os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M')}; a shared machine: the load average "
         "before each run is given.",
         "",
         f"{args.hosts} real OpenSSH sshds on loopback (one per 127.x.y.z address; fleet up in {up:.1f} s), "
-        f"each running the agent bundle ({payload_size // 1024} KiB) on a replayed H200 capture. sweep, "
-        "parallel-ssh, clush, pdsh and asyncssh send the same payload on stdin to the same remote command "
+        f"each running the agent on a replayed H200 capture. The other tools send {payload_size // 1024} KiB "
+        + ("(sweep's own payload, `--wire`: the sources in one zlib stream, as sweep sends them)"
+           if args.wire else f"(the zipapp; sweep sends its own payload, the sources in one {len(wire_bytes()) // 1024} KiB zlib stream)")
+        + ": parallel-ssh, clush, pdsh and asyncssh on stdin to the remote command sweep runs "
         "(pdsh through its exec module: `sh -c 'exec ssh ... %h CMD < payload'` per host, as pdsh has no "
         "stdin for a remote command); ansible (`-m raw` has no stdin, and the bundle is too big for a "
         "command line) runs it with `-m script agent.pyz`, which copies it to the host first. Fan-out "
